@@ -1,0 +1,40 @@
+# kctl node image: ZooKeeper + Kafka 3.9 (ZooKeeper mode) on Java 17, run by
+# supervisord. Built by kctl/runtime/image.py from an assembled context:
+#   Dockerfile   this file
+#   node/        kctl/runtime/node/* (entrypoint, supervisord config, wrappers)
+#   kafka/       the Kafka distribution (bin/, libs/, config/, kctl-dist.json)
+# BASE_IMAGE defaults to the registry image; kctl passes a locally imported
+# debootstrap image where no registry is reachable.
+ARG BASE_IMAGE=debian:bookworm-slim
+FROM ${BASE_IMAGE}
+
+ARG DEBIAN_FRONTEND=noninteractive
+# Layer order: slow and stable first (apt, then the ~130 MB dist), the small
+# kctl scripts last, so editing a script rebuilds in seconds.
+RUN groupadd --gid 555 logger \
+ && useradd --uid 555 --gid 555 --create-home --shell /bin/bash logger \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends \
+      openjdk-17-jre-headless supervisor netcat-openbsd procps ca-certificates \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb \
+ && rm -f /etc/supervisor/conf.d/*.conf
+
+COPY kafka/ /opt/kafka/
+
+COPY node/ /usr/local/lib/kctl/
+RUN chmod 0755 /usr/local/lib/kctl/entrypoint.sh /usr/local/lib/kctl/zookeeper-start \
+      /usr/local/lib/kctl/kafka-start /usr/local/lib/kctl/healthcheck \
+ && chmod 0644 /usr/local/lib/kctl/jvm-common.sh /usr/local/lib/kctl/*.conf \
+ && ln -sf /usr/local/lib/kctl/entrypoint.sh /usr/local/bin/kctl-entrypoint \
+ && ln -sf /usr/local/lib/kctl/healthcheck /usr/local/bin/kctl-healthcheck \
+ && cp /usr/local/lib/kctl/supervisord.conf /etc/supervisor/supervisord.conf \
+ && mkdir -p /etc/kctl /var/opt/kctl /var/log/kctl \
+ && chown 555:555 /var/opt/kctl /var/log/kctl
+
+ENV PATH=/opt/kafka/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    KAFKA_HOME=/opt/kafka \
+    LANG=C.UTF-8
+WORKDIR /var/opt/kctl
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=5s --timeout=10s --start-period=120s --retries=3 CMD ["/usr/local/bin/kctl-healthcheck"]
+ENTRYPOINT ["/usr/local/bin/kctl-entrypoint"]

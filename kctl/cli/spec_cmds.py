@@ -1,0 +1,84 @@
+"""kctl init, render, doctor: the spec and what it renders to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kctl import doctor as doctor_mod
+from kctl import output
+from kctl.cli.common import OutputOpt, SpecOpt
+from kctl.cli.main import app
+from kctl.errors import KctlError, SpecError
+from kctl.render import COMPOSE_FILE, render, write
+from kctl.spec import ClusterSpec, default_spec_yaml, load_spec, parse_spec, state_dir_for
+
+
+def load(path: Path) -> ClusterSpec:
+    """Load the spec and print its warnings to stderr."""
+    spec, warnings = load_spec(path)
+    for w in warnings:
+        output.warn(w)
+    return spec
+
+
+@app.command()
+def init(
+    file: Path = SpecOpt,
+    name: str = typer.Option("logger", "--name", help="Cluster name."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+) -> None:
+    """Write a kctl.yaml with every default spelled out (cluster "logger", nodes logger1..logger3)."""
+    if file.exists() and not force:
+        raise KctlError(f"{file} already exists", hint="pass --force to overwrite it, or -f OTHER.yaml")
+    text = default_spec_yaml(name)
+    parse_spec(__import__("yaml").safe_load(text))  # what we write must load
+    try:
+        file.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise KctlError(f"cannot write {file}: {exc.strerror}") from None
+    output.info(f"wrote {file} (cluster {name!r}, 3 nodes); next: `kctl render` or `kctl up`")
+
+
+@app.command("render")
+def render_cmd(
+    file: Path = SpecOpt,
+    out: Path | None = typer.Option(None, "--out", help="Directory to write to; default .kctl/<name>."),
+) -> None:
+    """Render zoo.cfg, myid, server.properties, log4j and the Compose file into the state dir."""
+    spec = load(file)
+    target = out or state_dir_for(spec, file)
+    rendered = render(spec)
+    changed = write(rendered, target)
+    for c in rendered.containers:
+        output.info(f"{c.name}: {', '.join(c.services)} (config {c.config_hash})")
+    output.info(f"rendered {len(rendered.files)} files into {target} ({len(changed)} changed)")
+    typer.echo(str(target / COMPOSE_FILE))
+
+
+@app.command()
+def doctor(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
+    """Check the prerequisites: Docker engine, Compose, Java, free ports, disk, memory."""
+    spec: ClusterSpec | None = None
+    problems: list[str] = []
+    if file.exists():
+        try:
+            spec = load(file)
+        except SpecError as exc:
+            problems = exc.problems
+    state = state_dir_for(spec, file) if spec else Path.cwd()
+    owned: list[int] = []
+    if spec is not None:
+        from kctl.runtime.compose import running_host_ports
+
+        owned = running_host_ports(spec)
+    checks = doctor_mod.run_checks(spec, state, owned)
+    if problems:
+        checks.append(doctor_mod.Check("spec", False, "; ".join(problems), hint=f"fix {file}"))
+    elif spec is not None:
+        checks.append(doctor_mod.Check("spec", True, f"{file} is valid"))
+    rows = [{"check": c.name, "ok": c.ok, "detail": c.detail, "hint": c.hint or ""} for c in checks]
+    output.emit(checks, fmt, rows=rows, columns=["check", "ok", "detail", "hint"])
+    if any(not c.ok and c.required for c in checks):
+        raise typer.Exit(1)

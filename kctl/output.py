@@ -1,0 +1,138 @@
+"""Rendering of command results: data to stdout, progress and warnings to stderr.
+
+Every read command accepts ``-o table|wide|json|yaml`` (some also ``raw``).
+Ops modules return plain data (dataclasses, dicts, lists); only this module
+turns them into text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+FORMATS = ("table", "wide", "json", "yaml")
+
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)
+
+
+class Format(str, enum.Enum):
+    table = "table"
+    wide = "wide"
+    json = "json"
+    yaml = "yaml"
+    raw = "raw"
+
+
+def to_plain(obj: Any) -> Any:
+    """Convert dataclasses, enums and datetimes to JSON-compatible data."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if hasattr(obj, "model_dump"):
+        return to_plain(obj.model_dump(mode="json"))
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, (_dt.datetime, _dt.date)):
+        return obj.isoformat()
+    if isinstance(obj, Mapping):
+        return {str(k): to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", errors="replace")
+    return obj
+
+
+def dump_json(obj: Any) -> str:
+    return json.dumps(to_plain(obj), indent=2, sort_keys=False, default=str)
+
+
+def dump_yaml(obj: Any) -> str:
+    return yaml.safe_dump(to_plain(obj), sort_keys=False, default_flow_style=False)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (list, tuple)):
+        return ",".join(_cell(x) for x in v)
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_cell(x)}" for k, x in v.items())
+    return str(v)
+
+
+def table(
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Table:
+    cols = list(columns) if columns else (list(rows[0].keys()) if rows else [])
+    t = Table(title=title, show_lines=False, header_style="bold")
+    for c in cols:
+        t.add_column(c.upper().replace("_", " "))
+    for r in rows:
+        t.add_row(*(_cell(r.get(c)) for c in cols))
+    return t
+
+
+def emit(
+    data: Any,
+    fmt: Format | str = Format.table,
+    *,
+    rows: Sequence[Mapping[str, Any]] | None = None,
+    columns: Sequence[str] | None = None,
+    wide_columns: Sequence[str] | None = None,
+    title: str | None = None,
+    raw: str | None = None,
+    footer: str | None = None,
+) -> None:
+    """Print ``data`` in the requested format.
+
+    ``rows`` (and ``columns``) drive the table view; json/yaml always print the
+    whole ``data``. ``raw`` is the server's own text, for ``-o raw``.
+    """
+    f = Format(fmt)
+    if f is Format.json:
+        sys.stdout.write(dump_json(data) + "\n")
+        return
+    if f is Format.yaml:
+        sys.stdout.write(dump_yaml(data))
+        return
+    if f is Format.raw:
+        sys.stdout.write((raw if raw is not None else dump_json(data)).rstrip("\n") + "\n")
+        return
+    plain_rows = rows if rows is not None else _rows_of(data)
+    cols = list(columns) if columns else None
+    if f is Format.wide and wide_columns:
+        cols = (cols or []) + [c for c in wide_columns if c not in (cols or [])]
+    stdout.print(table(plain_rows, cols, title))
+    if footer:
+        stdout.print(footer)
+
+
+def _rows_of(data: Any) -> list[dict[str, Any]]:
+    plain = to_plain(data)
+    if isinstance(plain, list):
+        return [r if isinstance(r, dict) else {"value": r} for r in plain]
+    if isinstance(plain, dict):
+        return [{"key": k, "value": v} for k, v in plain.items()]
+    return [{"value": plain}]
+
+
+def info(msg: str) -> None:
+    stderr.print(msg, highlight=False)
+
+
+def warn(msg: str) -> None:
+    stderr.print(f"[yellow]warning:[/yellow] {msg}", highlight=False)

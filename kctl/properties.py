@@ -1,0 +1,232 @@
+"""Final property dicts of every rendered file, computed in Python.
+
+Order of precedence, last wins: kctl defaults -> groups enabled by the spec
+(observers, chroot, JMX) -> component overrides (``zookeeper.overrides``,
+``kafka.overrides``) -> node overrides. Templates only loop over the sorted
+result (cp-ansible's ``combine_properties``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kctl.spec import ClusterSpec, NodeSpec, Scalar, Topology, ZkRole
+
+# Property names as constants: a typo here is a NameError, not a silently ignored key.
+TICK_TIME = "tickTime"
+INIT_LIMIT = "initLimit"
+SYNC_LIMIT = "syncLimit"
+DATA_DIR = "dataDir"
+DATA_LOG_DIR = "dataLogDir"
+CLIENT_PORT = "clientPort"
+SNAP_RETAIN = "autopurge.snapRetainCount"
+PURGE_INTERVAL = "autopurge.purgeInterval"
+FOUR_LW = "4lw.commands.whitelist"
+ADMIN_SERVER = "admin.enableServer"
+MAX_CNXNS = "maxClientCnxns"
+PEER_TYPE = "peerType"
+RECONFIG = "reconfigEnabled"
+STANDALONE = "standaloneEnabled"
+QUORUM_LISTEN_ALL = "quorumListenOnAllIPs"
+
+BROKER_ID = "broker.id"
+LISTENERS = "listeners"
+ADVERTISED_LISTENERS = "advertised.listeners"
+INTER_BROKER_LISTENER = "inter.broker.listener.name"
+PROTOCOL_MAP = "listener.security.protocol.map"
+LOG_DIRS = "log.dirs"
+NUM_PARTITIONS = "num.partitions"
+DEFAULT_RF = "default.replication.factor"
+OFFSETS_RF = "offsets.topic.replication.factor"
+TXN_RF = "transaction.state.log.replication.factor"
+TXN_MIN_ISR = "transaction.state.log.min.isr"
+MIN_ISR = "min.insync.replicas"
+DELETE_TOPIC = "delete.topic.enable"
+AUTO_CREATE = "auto.create.topics.enable"
+RETENTION_HOURS = "log.retention.hours"
+RETENTION_BYTES = "log.retention.bytes"
+SEGMENT_BYTES = "log.segment.bytes"
+RETENTION_CHECK = "log.retention.check.interval.ms"
+MESSAGE_MAX = "message.max.bytes"
+REPLICA_FETCH_MAX = "replica.fetch.max.bytes"
+ZK_CONNECT = "zookeeper.connect"
+ZK_SESSION_TIMEOUT = "zookeeper.session.timeout.ms"
+ZK_CONNECT_TIMEOUT = "zookeeper.connection.timeout.ms"
+CONTROLLED_SHUTDOWN = "controlled.shutdown.enable"
+GROUP_INITIAL_DELAY = "group.initial.rebalance.delay.ms"
+
+# Where things live inside the node image (the container contract).
+CONF_DIR = "/etc/kctl"
+DATA_ROOT = "/var/opt/kctl"
+LOG_ROOT = "/var/log/kctl"
+
+Props = dict[str, str]
+
+# The spec's setting each server.properties key comes from, so that an error
+# can name the line of kctl.yaml that changes it.
+KAFKA_SPEC_FIELDS: Mapping[str, str] = {
+    NUM_PARTITIONS: "kafka.num_partitions",
+    DEFAULT_RF: "kafka.default_replication_factor",
+    OFFSETS_RF: "kafka.offsets_topic_replication_factor",
+    TXN_RF: "kafka.transaction_state_log_replication_factor",
+    MIN_ISR: "kafka.min_insync_replicas",
+    DELETE_TOPIC: "kafka.delete_topic_enable",
+    AUTO_CREATE: "kafka.auto_create_topics_enable",
+    RETENTION_HOURS: "kafka.log_retention_hours",
+    RETENTION_BYTES: "kafka.log_retention_bytes",
+    SEGMENT_BYTES: "kafka.log_segment_bytes",
+    RETENTION_CHECK: "kafka.log_retention_check_interval_ms",
+    MESSAGE_MAX: "kafka.message_max_bytes",
+    REPLICA_FETCH_MAX: "kafka.replica_fetch_max_bytes",
+    ZK_CONNECT: "kafka.zookeeper_chroot",
+    ZK_SESSION_TIMEOUT: "kafka.zookeeper_session_timeout_ms",
+    LOG_DIRS: "kafka.log_dirs",
+    LISTENERS: "kafka.internal_port / nodes[].kafka_port",
+    ADVERTISED_LISTENERS: "kafka.external_host / nodes[].kafka_port",
+    INTER_BROKER_LISTENER: "kafka.inter_broker_listener",
+    PROTOCOL_MAP: "kafka.listener_security_protocol_map",
+    BROKER_ID: "nodes[].id",
+}
+
+
+def _s(v: Scalar) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def combine(*layers: Mapping[str, Scalar]) -> Props:
+    """Merge layers, last wins, and return them sorted by key as strings."""
+    merged: dict[str, str] = {}
+    for layer in layers:
+        for k, v in layer.items():
+            merged[k] = _s(v)
+    return dict(sorted(merged.items()))
+
+
+def server_line(spec: ClusterSpec, node: NodeSpec) -> str:
+    zk = spec.zookeeper
+    line = f"{spec.zk_host(node)}:{zk.peer_port}:{zk.election_port}"
+    if node.role is ZkRole.observer:
+        line += ":observer"
+    return line
+
+
+def zoo_cfg(spec: ClusterSpec, node: NodeSpec) -> Props:
+    zk = spec.zookeeper
+    base: dict[str, Scalar] = {
+        TICK_TIME: zk.tick_time,
+        INIT_LIMIT: zk.init_limit,
+        SYNC_LIMIT: zk.sync_limit,
+        DATA_DIR: zk.data_dir,
+        DATA_LOG_DIR: zk.data_log_dir,
+        CLIENT_PORT: zk.client_port,
+        SNAP_RETAIN: zk.autopurge_snap_retain_count,
+        PURGE_INTERVAL: zk.autopurge_purge_interval,
+        FOUR_LW: ",".join(sorted(set(zk.four_letter_words))),
+        ADMIN_SERVER: zk.admin_server,
+        MAX_CNXNS: zk.max_client_connections,
+        # Each container binds its own hostname's address; listening on all
+        # addresses keeps the quorum ports reachable after an IP change.
+        QUORUM_LISTEN_ALL: True,
+    }
+    groups: dict[str, Scalar] = {}
+    if len(spec.nodes) > 1:
+        for n in spec.nodes:
+            groups[f"server.{n.id}"] = server_line(spec, n)
+    if node.role is ZkRole.observer:
+        groups[PEER_TYPE] = "observer"
+    return combine(base, groups, zk.overrides, node.overrides.zookeeper)
+
+
+def myid(node: NodeSpec) -> str:
+    return str(node.id)
+
+
+def listeners(spec: ClusterSpec, node: NodeSpec) -> tuple[str, str]:
+    k = spec.kafka
+    ext = spec.kafka_host_port(node)
+    bind = f"INTERNAL://0.0.0.0:{k.internal_port},EXTERNAL://0.0.0.0:{ext}"
+    adv = f"INTERNAL://{spec.kafka_host(node)}:{k.internal_port},EXTERNAL://{k.external_host}:{ext}"
+    return bind, adv
+
+
+def server_properties(spec: ClusterSpec, node: NodeSpec) -> Props:
+    k = spec.kafka
+    bind, adv = listeners(spec, node)
+    brokers = len(spec.nodes)
+    base: dict[str, Scalar] = {
+        BROKER_ID: node.id,
+        LISTENERS: bind,
+        ADVERTISED_LISTENERS: adv,
+        INTER_BROKER_LISTENER: k.inter_broker_listener,
+        PROTOCOL_MAP: ",".join(f"{n}:{p}" for n, p in sorted(k.listener_security_protocol_map.items())),
+        LOG_DIRS: ",".join(k.log_dirs),
+        NUM_PARTITIONS: k.num_partitions,
+        DEFAULT_RF: k.default_replication_factor,
+        OFFSETS_RF: k.offsets_topic_replication_factor,
+        TXN_RF: k.transaction_state_log_replication_factor,
+        TXN_MIN_ISR: max(1, min(k.min_insync_replicas, k.transaction_state_log_replication_factor - 1)),
+        MIN_ISR: k.min_insync_replicas,
+        DELETE_TOPIC: k.delete_topic_enable,
+        AUTO_CREATE: k.auto_create_topics_enable,
+        RETENTION_HOURS: k.log_retention_hours,
+        RETENTION_BYTES: k.log_retention_bytes,
+        SEGMENT_BYTES: k.log_segment_bytes,
+        RETENTION_CHECK: k.log_retention_check_interval_ms,
+        MESSAGE_MAX: k.message_max_bytes,
+        REPLICA_FETCH_MAX: k.replica_fetch_max_bytes,
+        ZK_CONNECT: spec.zookeeper_connect,
+        ZK_SESSION_TIMEOUT: k.zookeeper_session_timeout_ms,
+        ZK_CONNECT_TIMEOUT: k.zookeeper_session_timeout_ms,
+        CONTROLLED_SHUTDOWN: True,
+    }
+    groups: dict[str, Scalar] = {}
+    if brokers == 1:
+        groups[TXN_MIN_ISR] = 1
+    if brokers <= 3:
+        # Small clusters: start the first consumer group generation at once.
+        groups[GROUP_INITIAL_DELAY] = 0
+    return combine(base, groups, k.overrides, node.overrides.kafka)
+
+
+def log4j(component: str) -> Props:
+    """log4j 1.x (reload4j) configuration: a rolling file, as the seed's ROLLINGFILE."""
+    if component == "zookeeper":
+        directory, filename, appender = f"{LOG_ROOT}/zookeeper", "zookeeper.log", "ROLLINGFILE"
+    else:
+        directory, filename, appender = f"{LOG_ROOT}/kafka", "server.log", "ROLLINGFILE"
+    a = f"log4j.appender.{appender}"
+    props: dict[str, Scalar] = {
+        "log4j.rootLogger": f"INFO, {appender}",
+        a: "org.apache.log4j.RollingFileAppender",
+        f"{a}.File": f"{directory}/{filename}",
+        f"{a}.MaxFileSize": "10MB",
+        f"{a}.MaxBackupIndex": 10,
+        f"{a}.layout": "org.apache.log4j.PatternLayout",
+        f"{a}.layout.ConversionPattern": "[%d] %p %m (%c)%n",
+    }
+    if component == "kafka":
+        props.update(
+            {
+                "log4j.logger.kafka": "INFO",
+                "log4j.logger.org.apache.kafka": "INFO",
+                "log4j.logger.org.apache.zookeeper": "INFO",
+                "log4j.logger.kafka.request.logger": "WARN",
+                "log4j.logger.state.change.logger": "INFO",
+                "log4j.logger.kafka.controller": "INFO",
+            }
+        )
+    return combine(props)
+
+
+def services_of(spec: ClusterSpec) -> list[tuple[str, NodeSpec, tuple[str, ...]]]:
+    """(container host, node, services it runs), in node order."""
+    out: list[tuple[str, NodeSpec, tuple[str, ...]]] = []
+    if spec.topology is Topology.colocated:
+        for n in spec.nodes:
+            out.append((n.hostname, n, ("zookeeper", "kafka")))
+    else:
+        out.extend((spec.zk_host(n), n, ("zookeeper",)) for n in spec.nodes)
+        out.extend((spec.kafka_host(n), n, ("kafka",)) for n in spec.nodes)
+    return out

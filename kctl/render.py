@@ -1,0 +1,225 @@
+"""Pure rendering: ClusterSpec -> {relative path: text}, and writing it out.
+
+The Jinja environment is explicit (``StrictUndefined``, ``trim_blocks``,
+``lstrip_blocks``) and every template gets an explicit context. Output is
+deterministic, so the default cluster is golden-tested.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from kctl import __version__, properties
+from kctl.errors import KctlError
+from kctl.resources import resource
+from kctl.spec import ClusterSpec, NodeSpec
+
+COMPOSE_FILE = "compose.yaml"
+
+LABEL_CLUSTER = "io.kctl.cluster"
+LABEL_NODE = "io.kctl.node"
+LABEL_NODE_ID = "io.kctl.node-id"
+LABEL_SERVICE = "io.kctl.service"
+LABEL_SERVICES = "io.kctl.services"
+LABEL_HASH = "io.kctl.config-hash"
+LABEL_VERSION = "io.kctl.version"
+
+
+@dataclass(frozen=True)
+class ContainerPlan:
+    """One container of the cluster as rendered: what it runs and its config hash."""
+
+    name: str  # Compose service name == hostname
+    node: NodeSpec
+    services: tuple[str, ...]
+    config_hash: str
+    files: dict[str, str] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    files: dict[str, str]  # relative path -> text, compose.yaml included
+    containers: list[ContainerPlan]
+
+    def container(self, name: str) -> ContainerPlan:
+        for c in self.containers:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+
+@lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    loader = jinja2.ChoiceLoader(
+        [
+            jinja2.FileSystemLoader(str(resource("templates"))),
+            jinja2.PrefixLoader({"compose": jinja2.FileSystemLoader(str(resource("compose")))}),
+        ]
+    )
+    return jinja2.Environment(
+        loader=loader,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def _tpl(name: str, **context: Any) -> str:
+    return _env().get_template(name).render(**context)
+
+
+def _hash(parts: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for k in sorted(parts):
+        h.update(k.encode())
+        h.update(b"\0")
+        h.update(parts[k].encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def _heap_opts(size: str) -> str:
+    return f"-Xms{size} -Xmx{size}"
+
+
+def node_files(spec: ClusterSpec, host: str, node: NodeSpec, services: tuple[str, ...]) -> dict[str, str]:
+    """The conf files of one container, keyed by their path under the container's dir."""
+    ctx = {"cluster": spec.name, "host": host, "node_id": node.id}
+    files: dict[str, str] = {}
+    if "zookeeper" in services:
+        files["conf/zoo.cfg"] = _tpl("zoo.cfg.j2", properties=properties.zoo_cfg(spec, node), **ctx)
+        files["conf/myid"] = _tpl("myid.j2", **ctx)
+        files["conf/log4j-zookeeper.properties"] = _tpl(
+            "log4j.properties.j2", component="zookeeper", properties=properties.log4j("zookeeper"), **ctx
+        )
+    if "kafka" in services:
+        files["conf/server.properties"] = _tpl(
+            "server.properties.j2", properties=properties.server_properties(spec, node), **ctx
+        )
+        files["conf/log4j-kafka.properties"] = _tpl(
+            "log4j.properties.j2", component="kafka", properties=properties.log4j("kafka"), **ctx
+        )
+    return files
+
+
+def _environment(spec: ClusterSpec, host: str, services: tuple[str, ...]) -> dict[str, str]:
+    zk_servers = ",".join(f"{spec.zk_host(n)}:{spec.zookeeper.client_port}" for n in spec.participants)
+    env = {
+        "KCTL_CLUSTER": spec.name,
+        "KCTL_NODE": host,
+        "KCTL_SERVICES": ",".join(services),
+        "KCTL_ZK_SERVERS": zk_servers,
+        "ZK_HEAP_OPTS": _heap_opts(spec.zookeeper.heap),
+        "KAFKA_HEAP_OPTS": _heap_opts(spec.kafka.heap),
+    }
+    return dict(sorted(env.items()))
+
+
+def _service(spec: ClusterSpec, plan: ContainerPlan) -> dict[str, Any]:
+    node, host, services = plan.node, plan.name, plan.services
+    env = _environment(spec, host, services)
+    ports: list[str] = []
+    if "zookeeper" in services:
+        ports.append(f"127.0.0.1:{spec.zk_host_port(node)}:{spec.zookeeper.client_port}")
+    if "kafka" in services:
+        ext = spec.kafka_host_port(node)
+        ports.append(f"127.0.0.1:{ext}:{ext}")
+        jmx = spec.jmx_host_port(node)
+        if jmx is not None:
+            env["KAFKA_JMX_PORT"] = str(jmx)
+            ports.append(f"127.0.0.1:{jmx}:{jmx}")
+    labels = {
+        LABEL_CLUSTER: spec.name,
+        LABEL_HASH: plan.config_hash,
+        LABEL_NODE: node.hostname,
+        LABEL_NODE_ID: str(node.id),
+        LABEL_SERVICE: host,
+        LABEL_SERVICES: ",".join(services),
+        LABEL_VERSION: __version__,
+    }
+    return {
+        "name": host,
+        "hostname": host,
+        "image": spec.image_ref,
+        # Kafka's controlled shutdown moves leadership first; give it time.
+        "stop_grace_period": "120s",
+        "environment": dict(sorted(env.items())),
+        "labels": labels,
+        "ports": ports,
+        "volumes": [f"./{host}/conf:{properties.CONF_DIR}:ro", f"./{host}/data:{properties.DATA_ROOT}",
+                    f"./{host}/logs:{properties.LOG_ROOT}"],
+        "healthcheck": {"interval": "5s", "timeout": "5s", "retries": 3, "start_period": "120s"},
+    }
+
+
+def render(spec: ClusterSpec) -> Rendered:
+    """Render every file of the cluster. Pure: no I/O beyond reading templates."""
+    files: dict[str, str] = {}
+    plans: list[ContainerPlan] = []
+    for host, node, services in properties.services_of(spec):
+        nf = node_files(spec, host, node, services)
+        identity = {**nf, "image": spec.image_ref, "env": repr(_environment(spec, host, services)),
+                    "ports": f"{spec.zk_host_port(node)}/{spec.kafka_host_port(node)}/{spec.jmx_host_port(node)}"}
+        plan = ContainerPlan(name=host, node=node, services=services, config_hash=_hash(identity), files=nf)
+        plans.append(plan)
+        for rel, text in nf.items():
+            files[f"{host}/{rel}"] = text
+    files[COMPOSE_FILE] = _tpl(
+        "compose/compose.yaml.j2",
+        cluster=spec.name,
+        project=spec.project,
+        network=spec.project,
+        network_labels={LABEL_CLUSTER: spec.name},
+        services=[_service(spec, p) for p in plans],
+    )
+    return Rendered(files=dict(sorted(files.items())), containers=plans)
+
+
+def write(rendered: Rendered, out: Path) -> list[Path]:
+    """Write the rendered files under ``out`` atomically, file by file; create data and log dirs.
+
+    Every file is written to a temporary sibling and renamed into place, so a
+    reader never sees a half-written config. Returns the paths that changed.
+    """
+    changed: list[Path] = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for rel, text in rendered.files.items():
+            target = out / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists() and target.read_text(encoding="utf-8") == text:
+                continue
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            changed.append(target)
+        for c in rendered.containers:
+            for sub in ("data", "logs"):
+                (out / c.name / sub).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise KctlError(f"cannot write the cluster's files under {out}: {exc.strerror or exc}",
+                        hint="check the permissions of the directory, or pass --out DIR") from None
+    return changed
+
+
+def remove_state(out: Path) -> None:
+    """Delete a state dir (data included). Used by ``down --volumes``."""
+    if out.exists():
+        shutil.rmtree(out)

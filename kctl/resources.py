@@ -1,0 +1,24 @@
+"""Locate the project's non-Python resources: templates/, compose/ and the Dockerfile.
+
+In a source checkout (and an editable install) they live at the repository's
+top level; a built wheel carries copies under ``kctl/_data/`` (see setup.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PKG = Path(__file__).resolve().parent
+
+
+def resource(name: str) -> Path:
+    """Path of a top-level resource (``templates``, ``compose``, ``Dockerfile``)."""
+    for candidate in (_PKG / "_data" / name, _PKG.parent / name):
+        if candidate.exists():
+            return candidate
+    from kctl.errors import KctlError
+
+    raise KctlError(
+        f"kctl's resource {name!r} is missing from the installation",
+        hint="reinstall kctl (`make setup` in a checkout, or `pip install --force-reinstall kctl`)",
+    )

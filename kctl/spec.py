@@ -1,0 +1,481 @@
+"""The cluster spec: one validated description of a ZooKeeper + Kafka cluster.
+
+``kctl.yaml`` is loaded into a frozen :class:`ClusterSpec`. Validation happens
+entirely here, before any side effect: field-level rules come from pydantic,
+cross-field rules from :func:`check_rules`. Every problem is reported with its
+field path, all at once (``SpecError``), and nothing is written.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from kctl.errors import SpecError
+
+KAFKA_VERSION = "3.9.1"
+SCALA_VERSION = "2.13"
+# The ZooKeeper that Kafka 3.9.1 itself ships and was tested against; one
+# version for the whole project (server jars come from Kafka's own closure).
+ZOOKEEPER_VERSION = "3.8.4"
+
+# Four-letter words kctl itself uses (status, readiness, `kctl zk`), not `*`.
+DEFAULT_FOUR_LETTER_WORDS = (
+    "conf",
+    "cons",
+    "crst",
+    "dirs",
+    "dump",
+    "envi",
+    "isro",
+    "mntr",
+    "ruok",
+    "srst",
+    "srvr",
+    "stat",
+    "wchc",
+    "wchp",
+    "wchs",
+)
+
+_HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_CLUSTER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+_HEAP = re.compile(r"^[1-9][0-9]*[mMgG]$")
+
+Scalar = str | int | float | bool
+Overrides = dict[str, Scalar]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Topology(str, Enum):
+    colocated = "colocated"
+    split = "split"
+
+
+class ZkRole(str, Enum):
+    participant = "participant"
+    observer = "observer"
+
+
+class NodeOverrides(_Model):
+    zookeeper: Overrides = Field(default_factory=dict, description="zoo.cfg keys for this node only.")
+    kafka: Overrides = Field(default_factory=dict, description="server.properties keys for this node only.")
+
+
+class NodeSpec(_Model):
+    id: int = Field(ge=1, le=255, description="ZooKeeper myid and Kafka broker.id of this node (1..255).")
+    hostname: str = Field(description="Container hostname and Compose service name, e.g. logger1.")
+    role: ZkRole = Field(ZkRole.participant, description="ZooKeeper role: participant or observer.")
+    zookeeper_port: Port | None = Field(
+        None, description="Host port (127.0.0.1) for this node's ZooKeeper client port; default base + index."
+    )
+    kafka_port: Port | None = Field(
+        None, description="Host port (127.0.0.1) of this broker's external listener; default base + index."
+    )
+    jmx_port: Port | None = Field(None, description="Host port for this broker's JMX; default base + index.")
+    overrides: NodeOverrides = Field(
+        default_factory=NodeOverrides, description="Per-node overrides; they win over component overrides."
+    )
+
+    @field_validator("hostname")
+    @classmethod
+    def _hostname(cls, v: str) -> str:
+        if not _HOSTNAME.match(v):
+            raise ValueError(
+                f"{v!r} is not a valid hostname (lowercase letters, digits and '-', 1-63 characters,"
+                " not starting or ending with '-')"
+            )
+        return v
+
+
+class Versions(_Model):
+    kafka: str = Field(KAFKA_VERSION, description="Apache Kafka version (3.9.x: the last line on ZooKeeper).")
+    scala: str = Field(SCALA_VERSION, description="Scala build of Kafka.")
+    zookeeper: str = Field(ZOOKEEPER_VERSION, description="ZooKeeper version, pinned to the one Kafka ships.")
+
+    @field_validator("kafka")
+    @classmethod
+    def _kafka(cls, v: str) -> str:
+        if not re.match(r"^3\.9\.\d+$", v):
+            raise ValueError(f"Kafka {v} is not supported: kctl runs ZooKeeper-mode Kafka 3.9.x (4.x is KRaft only)")
+        return v
+
+
+class ZooKeeperSpec(_Model):
+    tick_time: int = Field(2000, ge=100, le=60000, description="tickTime in ms: the basic time unit.")
+    init_limit: int = Field(10, ge=1, le=1000, description="initLimit in ticks: followers connecting to the leader.")
+    sync_limit: int = Field(5, ge=1, le=1000, description="syncLimit in ticks: followers falling behind the leader.")
+    data_dir: str = Field("/var/opt/kctl/zookeeper/snapshots", description="dataDir: snapshots and myid.")
+    data_log_dir: str = Field(
+        "/var/opt/kctl/zookeeper/txnlogs", description="dataLogDir: transaction logs, kept apart from snapshots."
+    )
+    autopurge_snap_retain_count: int = Field(
+        3, ge=3, description="autopurge.snapRetainCount: snapshots kept on purge (at least 3)."
+    )
+    autopurge_purge_interval: int = Field(
+        24, ge=0, description="autopurge.purgeInterval in hours; 0 disables autopurge."
+    )
+    client_port: Port = Field(2181, description="clientPort inside the container.")
+    peer_port: Port = Field(2888, description="Quorum port: followers to the leader.")
+    election_port: Port = Field(3888, description="Leader election port.")
+    max_client_connections: int = Field(60, ge=0, description="maxClientCnxns per client IP.")
+    four_letter_words: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_FOUR_LETTER_WORDS),
+        description="4lw.commands.whitelist: the words kctl uses by default; ['*'] enables all.",
+    )
+    admin_server: bool = Field(False, description="admin.enableServer: the Jetty AdminServer (off).")
+    heap: str = Field("256m", description="JVM heap of each ZooKeeper (-Xms/-Xmx).")
+    host_port_base: Port = Field(
+        12181, description="First host port for ZooKeeper client ports, published on 127.0.0.1."
+    )
+    overrides: Overrides = Field(default_factory=dict, description="Extra zoo.cfg keys; win over kctl's values.")
+
+    @field_validator("heap")
+    @classmethod
+    def _heap(cls, v: str) -> str:
+        if not _HEAP.match(v):
+            raise ValueError(f"{v!r} is not a JVM heap size such as 256m or 1g")
+        return v
+
+    @field_validator("four_letter_words")
+    @classmethod
+    def _words(cls, v: list[str]) -> list[str]:
+        bad = [w for w in v if w != "*" and not re.match(r"^[a-z]{4}$", w)]
+        if bad:
+            raise ValueError(f"not four-letter words: {', '.join(bad)}")
+        return v
+
+
+class KafkaSpec(_Model):
+    internal_port: Port = Field(9092, description="Port of the INTERNAL listener (loggerN:9092) in the network.")
+    external_host: str = Field("127.0.0.1", description="Host advertised on the EXTERNAL listener.")
+    external_port_base: Port = Field(
+        19092, description="First host port of the EXTERNAL listeners; one published port per broker."
+    )
+    inter_broker_listener: str = Field("INTERNAL", description="inter.broker.listener.name.")
+    listener_security_protocol_map: dict[str, str] = Field(
+        default_factory=lambda: {"INTERNAL": "PLAINTEXT", "EXTERNAL": "PLAINTEXT"},
+        description="listener.security.protocol.map: listener name -> security protocol.",
+    )
+    log_dirs: list[str] = Field(
+        default_factory=lambda: ["/var/opt/kctl/kafka/data"], description="log.dirs: commit log directories."
+    )
+    num_partitions: int = Field(3, ge=1, description="num.partitions: default partitions per new topic.")
+    default_replication_factor: int = Field(3, ge=1, description="default.replication.factor.")
+    offsets_topic_replication_factor: int = Field(3, ge=1, description="offsets.topic.replication.factor.")
+    transaction_state_log_replication_factor: int = Field(
+        3, ge=1, description="transaction.state.log.replication.factor."
+    )
+    min_insync_replicas: int = Field(2, ge=1, description="min.insync.replicas.")
+    delete_topic_enable: bool = Field(True, description="delete.topic.enable.")
+    auto_create_topics_enable: bool = Field(False, description="auto.create.topics.enable.")
+    log_retention_hours: int = Field(168, ge=-1, description="log.retention.hours.")
+    log_retention_bytes: int = Field(-1, ge=-1, description="log.retention.bytes per partition; -1 unlimited.")
+    log_segment_bytes: int = Field(1073741824, ge=14, description="log.segment.bytes.")
+    log_retention_check_interval_ms: int = Field(300000, ge=1, description="log.retention.check.interval.ms.")
+    message_max_bytes: int = Field(1048588, ge=0, description="message.max.bytes: largest record batch.")
+    replica_fetch_max_bytes: int = Field(
+        1048576, ge=1024, description="replica.fetch.max.bytes: bytes fetched per partition by followers."
+    )
+    zookeeper_chroot: str | None = Field(None, description="Optional chroot appended to zookeeper.connect.")
+    zookeeper_session_timeout_ms: int = Field(18000, ge=1000, description="zookeeper.session.timeout.ms.")
+    heap: str = Field("512m", description="JVM heap of each broker (-Xms/-Xmx).")
+    jmx: bool = Field(False, description="Expose JMX on a published port per broker.")
+    jmx_port_base: Port = Field(19999, description="First host port for JMX when enabled.")
+    overrides: Overrides = Field(
+        default_factory=dict, description="Extra server.properties keys; win over kctl's values."
+    )
+
+    @field_validator("heap")
+    @classmethod
+    def _heap(cls, v: str) -> str:
+        if not _HEAP.match(v):
+            raise ValueError(f"{v!r} is not a JVM heap size such as 512m or 1g")
+        return v
+
+    @field_validator("zookeeper_chroot")
+    @classmethod
+    def _chroot(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^(/[A-Za-z0-9_.-]+)+$", v):
+            raise ValueError(f"{v!r} is not a ZooKeeper chroot such as /kafka")
+        return v
+
+    @field_validator("listener_security_protocol_map")
+    @classmethod
+    def _protocols(cls, v: dict[str, str]) -> dict[str, str]:
+        allowed = {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
+        bad = [f"{k}={p}" for k, p in v.items() if p not in allowed]
+        if bad:
+            raise ValueError(f"unknown security protocol in {', '.join(bad)} (one of {', '.join(sorted(allowed))})")
+        return v
+
+
+def _default_nodes() -> list[NodeSpec]:
+    return [NodeSpec(id=i, hostname=f"logger{i}") for i in (1, 2, 3)]
+
+
+class ClusterSpec(_Model):
+    name: str = Field("logger", description="Cluster name: Compose project kctl-<name>, state dir .kctl/<name>.")
+    topology: Topology = Field(
+        Topology.colocated,
+        description="colocated: each node runs ZooKeeper N and Kafka N; split: zkN and kafkaN containers.",
+    )
+    image: str | None = Field(None, description="Node image; default kctl/node:<kafka version>.")
+    versions: Versions = Field(default_factory=Versions, description="Kafka and ZooKeeper versions.")
+    nodes: list[NodeSpec] = Field(default_factory=_default_nodes, min_length=1, description="The nodes.")
+    zookeeper: ZooKeeperSpec = Field(default_factory=ZooKeeperSpec, description="ZooKeeper settings.")
+    kafka: KafkaSpec = Field(default_factory=KafkaSpec, description="Kafka broker settings.")
+    state_dir: str | None = Field(
+        None, description="Where rendered files and data live; default .kctl/<name> next to kctl.yaml."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _CLUSTER_NAME.match(v):
+            raise ValueError(f"{v!r} is not a cluster name (lowercase letters, digits, '-' and '_', max 40)")
+        return v
+
+    # ----- derived facts (pure) -------------------------------------------------
+    @property
+    def project(self) -> str:
+        return f"kctl-{self.name}"
+
+    @property
+    def image_ref(self) -> str:
+        return self.image or f"kctl/node:{self.versions.kafka}"
+
+    @property
+    def participants(self) -> list[NodeSpec]:
+        return [n for n in self.nodes if n.role is ZkRole.participant]
+
+    def zk_host(self, node: NodeSpec) -> str:
+        """Hostname of the container running this node's ZooKeeper."""
+        return node.hostname if self.topology is Topology.colocated else f"zk{node.id}"
+
+    def kafka_host(self, node: NodeSpec) -> str:
+        """Hostname of the container running this node's Kafka broker."""
+        return node.hostname if self.topology is Topology.colocated else f"kafka{node.id}"
+
+    def zk_host_port(self, node: NodeSpec) -> int:
+        return node.zookeeper_port or self.zookeeper.host_port_base + self.nodes.index(node)
+
+    def kafka_host_port(self, node: NodeSpec) -> int:
+        return node.kafka_port or self.kafka.external_port_base + self.nodes.index(node)
+
+    def jmx_host_port(self, node: NodeSpec) -> int | None:
+        if node.jmx_port:
+            return node.jmx_port
+        return self.kafka.jmx_port_base + self.nodes.index(node) if self.kafka.jmx else None
+
+    def node(self, ref: str | int) -> NodeSpec:
+        """Find a node by hostname, container host (zkN/kafkaN) or id."""
+        for n in self.nodes:
+            if str(ref) in (n.hostname, str(n.id), self.zk_host(n), self.kafka_host(n)):
+                return n
+        from kctl.errors import UsageError
+
+        names = ", ".join(n.hostname for n in self.nodes)
+        raise UsageError(f"no node {ref!r} in cluster {self.name}", hint=f"nodes are: {names}")
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Bootstrap servers usable from the host (the EXTERNAL listeners)."""
+        return ",".join(f"{self.kafka.external_host}:{self.kafka_host_port(n)}" for n in self.nodes)
+
+    @property
+    def internal_bootstrap_servers(self) -> str:
+        """Bootstrap servers for containers on the cluster network (the INTERNAL listeners)."""
+        return ",".join(f"{self.kafka_host(n)}:{self.kafka.internal_port}" for n in self.nodes)
+
+    @property
+    def zookeeper_connect(self) -> str:
+        """zookeeper.connect as the brokers use it, chroot included."""
+        hosts = ",".join(f"{self.zk_host(n)}:{self.zookeeper.client_port}" for n in self.nodes)
+        return hosts + (self.kafka.zookeeper_chroot or "")
+
+    @property
+    def zookeeper_connect_host(self) -> str:
+        """ZooKeeper connect string usable from the host (published client ports, no chroot)."""
+        return ",".join(f"127.0.0.1:{self.zk_host_port(n)}" for n in self.nodes)
+
+
+# ----- cross-field rules ----------------------------------------------------------
+
+
+def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
+    """Cross-field rules. Returns (errors, warnings), each prefixed by its field path."""
+    errors: list[str] = []
+    warnings: list[str] = []
+
+    seen_ids: dict[int, int] = {}
+    seen_hosts: dict[str, int] = {}
+    for i, n in enumerate(spec.nodes):
+        if n.id in seen_ids:
+            errors.append(f"nodes.{i}.id: id {n.id} is already used by nodes.{seen_ids[n.id]}")
+        seen_ids.setdefault(n.id, i)
+        if n.hostname in seen_hosts:
+            errors.append(f"nodes.{i}.hostname: {n.hostname!r} is already used by nodes.{seen_hosts[n.hostname]}")
+        seen_hosts.setdefault(n.hostname, i)
+        if spec.topology is Topology.split and re.match(r"^(zk|kafka)\d+$", n.hostname):
+            errors.append(f"nodes.{i}.hostname: {n.hostname!r} clashes with the split topology's zkN/kafkaN names")
+
+    participants = len(spec.participants)
+    if participants == 0:
+        errors.append("nodes: at least one node must be a ZooKeeper participant (observers cannot form a quorum)")
+    elif participants % 2 == 0:
+        warnings.append(
+            f"nodes: {participants} ZooKeeper participants: an even ensemble tolerates no more failures than"
+            f" {participants - 1}; use 3 or 5, not 4"
+        )
+    if participants == 1 and len(spec.nodes) > 1:
+        warnings.append("nodes: a single participant has no fault tolerance; use 3 or 5")
+
+    brokers = len(spec.nodes)
+    k = spec.kafka
+    for field in (
+        "default_replication_factor",
+        "offsets_topic_replication_factor",
+        "transaction_state_log_replication_factor",
+    ):
+        value = getattr(k, field)
+        if value > brokers:
+            errors.append(f"kafka.{field}: {value} is above the {brokers} broker(s) of this cluster")
+    if k.min_insync_replicas > k.default_replication_factor or (
+        k.default_replication_factor > 1 and k.min_insync_replicas >= k.default_replication_factor
+    ):
+        errors.append(
+            f"kafka.min_insync_replicas: {k.min_insync_replicas} must be below default_replication_factor"
+            f" {k.default_replication_factor}, or no broker may ever be down for acks=all writes"
+        )
+    if k.replica_fetch_max_bytes < k.message_max_bytes - 12 and k.message_max_bytes > 1048588:
+        warnings.append(
+            "kafka.replica_fetch_max_bytes: below message_max_bytes; followers still fetch large batches,"
+            " but consider raising it to match"
+        )
+    for name in (k.inter_broker_listener, "INTERNAL", "EXTERNAL"):
+        if name not in k.listener_security_protocol_map:
+            errors.append(
+                f"kafka.listener_security_protocol_map: listener {name} has no security protocol"
+            )
+    if k.external_host not in ("127.0.0.1", "localhost"):
+        errors.append(
+            f"kafka.external_host: {k.external_host!r}: kctl publishes ports on 127.0.0.1 only, so the"
+            " EXTERNAL listener must be advertised there"
+        )
+
+    zk = spec.zookeeper
+    if len({zk.client_port, zk.peer_port, zk.election_port}) < 3:
+        errors.append("zookeeper: client_port, peer_port and election_port must differ")
+    if zk.data_dir == zk.data_log_dir:
+        warnings.append("zookeeper.data_log_dir: same as data_dir; keeping transaction logs apart is faster")
+    if k.internal_port in (zk.client_port, zk.peer_port, zk.election_port) and spec.topology is Topology.colocated:
+        errors.append(f"kafka.internal_port: {k.internal_port} clashes with a ZooKeeper port in the same container")
+
+    # Published host ports, all on 127.0.0.1: no two may be the same.
+    published: dict[int, str] = {}
+    for i, n in enumerate(spec.nodes):
+        claims = [
+            (spec.zk_host_port(n), f"nodes.{i}.zookeeper_port"),
+            (spec.kafka_host_port(n), f"nodes.{i}.kafka_port"),
+        ]
+        jmx = spec.jmx_host_port(n)
+        if jmx is not None:
+            claims.append((jmx, f"nodes.{i}.jmx_port"))
+        for port, where in claims:
+            if port > 65535:
+                errors.append(f"{where}: derived host port {port} is above 65535; lower the port base")
+            elif port in published:
+                errors.append(f"{where}: host port {port} is also used by {published[port]}")
+            else:
+                published[port] = where
+    for i, n in enumerate(spec.nodes):
+        port = spec.kafka_host_port(n)
+        if port in (zk.client_port, zk.peer_port, zk.election_port, k.internal_port):
+            errors.append(
+                f"nodes.{i}.kafka_port: {port} clashes with a port used inside the container;"
+                " the EXTERNAL listener listens on the same port it publishes"
+            )
+    return errors, warnings
+
+
+# ----- loading --------------------------------------------------------------------
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def parse_spec(data: Any, source: str | None = None) -> tuple[ClusterSpec, list[str]]:
+    """Validate raw data; returns the spec and its warnings, or raises SpecError with every problem."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SpecError(
+            [f"(top level): expected a mapping of settings, got {type(data).__name__}"],
+            hint="see `kctl init` for a complete example",
+            path=source,
+        )
+    try:
+        spec = ClusterSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown setting"
+            problems.append(f"{_loc(err['loc'])}: {msg}")
+        raise SpecError(problems, hint="fix the settings above; `kctl init --force` writes a valid example",
+                        path=source) from None
+    errors, warnings = check_rules(spec)
+    if errors:
+        raise SpecError(errors, hint="fix the settings above; nothing was written or started", path=source)
+    return spec, warnings
+
+
+def load_spec(path: Path | str) -> tuple[ClusterSpec, list[str]]:
+    """Load and validate ``kctl.yaml``. Raises SpecError (exit 2) with every problem found."""
+    p = Path(path)
+    if not p.exists():
+        raise SpecError([f"{p}: no such file"], hint="run `kctl init` to write a kctl.yaml, or pass -f FILE")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecError([f"{p}: not valid YAML{where}: {getattr(exc, 'problem', exc)}"],
+                        hint="check indentation and quoting") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError([f"{p}: cannot read: {exc}"]) from None
+    return parse_spec(data, source=str(p))
+
+
+def state_dir_for(spec: ClusterSpec, spec_path: Path | None) -> Path:
+    """The cluster's state dir: rendered files, data and logs."""
+    if spec.state_dir:
+        sd = Path(spec.state_dir)
+        if not sd.is_absolute() and spec_path is not None:
+            sd = spec_path.resolve().parent / sd
+        return sd
+    base = spec_path.resolve().parent if spec_path is not None else Path.cwd()
+    return base / ".kctl" / spec.name
+
+
+def default_spec_yaml(name: str = "logger") -> str:
+    """The kctl.yaml that `kctl init` writes: the defaults, spelled out for the operator."""
+    spec = ClusterSpec(name=name)
+    data = spec.model_dump(mode="json", exclude_none=True)
+    header = (
+        "# kctl cluster spec. Every setting is optional; these are the defaults.\n"
+        "# Reference: docs/spec.md (generated from the model's descriptions).\n"
+    )
+    return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)

@@ -1,0 +1,52 @@
+"""The job's configuration: written by the submitter, read by the job process."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TOPIC = "access-logs"
+DEFAULT_OUT = Path(".kctl/stream/out")
+DEFAULT_CHECKPOINT = Path(".kctl/stream/checkpoint")
+
+
+@dataclass
+class JobConfig:
+    bootstrap_servers: str
+    topics: list[str]
+    out: str
+    checkpoint: str
+    master: str = "local[2]"
+    trigger: str = "5s"  # a processing-time interval, or "available-now"
+    starting_offsets: str = "earliest"
+    fail_on_data_loss: bool = False
+    max_offsets_per_trigger: int | None = None
+    watermark: str = "10 minutes"
+    jars: list[str] = field(default_factory=list)
+    packages: list[str] = field(default_factory=list)
+    driver_memory: str = "768m"
+    executor_memory: str = "512m"
+    shuffle_partitions: int = 4
+    ui: bool = False
+    extra_conf: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def available_now(self) -> bool:
+        return self.trigger == "available-now"
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> JobConfig:
+        data: dict[str, Any] = json.loads(text)
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def state_dir(checkpoint: str | Path) -> Path:
+    """kctl's own files for a job (pid, progress, stop marker, log), beside Spark's in the checkpoint."""
+    return Path(checkpoint) / "_kctl"

@@ -1,0 +1,198 @@
+"""Resolve Spark's Kafka source (``spark-sql-kafka-0-10``) for the installed pyspark.
+
+PySpark does not ship the Kafka source. We resolve
+``org.apache.spark:spark-sql-kafka-0-10_<scala>:<pyspark version>`` and its
+runtime closure from Maven Central once, with ``mvn dependency:copy-dependencies``,
+into ``${XDG_CACHE_HOME:-~/.cache}/kctl/jars/spark-sql-kafka-<version>/`` and pass
+the jars with ``spark.jars``. Jars that pyspark already ships (slf4j, lz4, snappy,
+zstd, hadoop client) are left out so that the classpath holds one copy of each.
+Offline, ``--jars`` names them directly.
+
+Exact pinning is the rule; this machine's view of Maven Central does not
+always hold the release matching PyPI's pyspark (pyspark 4.3.0 had no
+``spark-sql-kafka-0-10_2.13:4.3.0`` there, and no ``spark-token-provider-kafka``
+newer than 4.0.0). Then we fall back to the newest published release of the
+same major line that is not newer than pyspark, say so on stderr, and record
+the versions used in ``<cache>/.complete``. ``KCTL_SPARK_KAFKA_VERSION`` forces one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import urllib.error
+import urllib.request
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from kctl.errors import KctlError
+
+KAFKA_SOURCE_GROUP = "org.apache.spark"
+_COMPLETE = ".complete"
+_NAME_VERSION = re.compile(r"^(?P<name>.+?)-(?P<version>\d[\w.\-]*)\.jar$")
+
+
+def spark_version() -> str:
+    import pyspark
+
+    return str(pyspark.__version__)
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def scala_binary_version() -> str:
+    """The Scala binary version of the installed Spark, read from its own jars."""
+    for jar in (spark_home() / "jars").glob("spark-core_*.jar"):
+        m = re.match(r"spark-core_(\d+\.\d+)-", jar.name)
+        if m:
+            return m.group(1)
+    return "2.13"
+
+
+def kafka_source_coordinate(version: str | None = None) -> str:
+    return f"{KAFKA_SOURCE_GROUP}:spark-sql-kafka-0-10_{scala_binary_version()}:{version or spark_version()}"
+
+
+def cache_dir(version: str | None = None) -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "kctl" / "jars" / f"spark-sql-kafka-{version or spark_version()}"
+
+
+def _artifact_name(jar: str) -> str:
+    m = _NAME_VERSION.match(jar)
+    return m.group("name") if m else jar
+
+
+def cached_jars(version: str | None = None) -> list[Path] | None:
+    d = cache_dir(version)
+    if not (d / _COMPLETE).exists():
+        return None
+    jars = sorted(d.glob("*.jar"))
+    return jars or None
+
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kctl</groupId><artifactId>kctl-spark-kafka</artifactId><version>1</version>
+  <dependencies>
+    <dependency>
+      <groupId>{group}</groupId><artifactId>spark-sql-kafka-0-10_{scala}</artifactId><version>{version}</version>
+      <exclusions><exclusion>
+        <groupId>{group}</groupId><artifactId>spark-token-provider-kafka-0-10_{scala}</artifactId>
+      </exclusion></exclusions>
+    </dependency>
+    <dependency>
+      <groupId>{group}</groupId><artifactId>spark-token-provider-kafka-0-10_{scala}</artifactId>
+      <version>{token_version}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
+
+
+def _vkey(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+def _published(artifact: str, timeout_s: float = 20.0) -> list[str]:
+    """Releases of ``org.apache.spark:<artifact>`` whose POM Maven Central actually serves, newest first."""
+    base = f"{MAVEN_CENTRAL}/{KAFKA_SOURCE_GROUP.replace('.', '/')}/{artifact}"
+    try:
+        with urllib.request.urlopen(f"{base}/maven-metadata.xml", timeout=timeout_s) as r:
+            meta = r.read().decode()
+    except (urllib.error.URLError, OSError):
+        return []
+    versions = [v for v in re.findall(r"<version>([^<]+)</version>", meta) if re.fullmatch(r"\d+\.\d+\.\d+", v)]
+    return sorted(set(versions), key=_vkey, reverse=True)
+
+
+def _pom_exists(artifact: str, version: str, timeout_s: float = 20.0) -> bool:
+    url = f"{MAVEN_CENTRAL}/{KAFKA_SOURCE_GROUP.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.pom"
+    req = urllib.request.Request(url, method="HEAD")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            return int(r.status) == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _pick(artifact: str, version: str) -> str:
+    """``version`` if Central serves it, else the newest release of the same major that is not newer."""
+    if _pom_exists(artifact, version):
+        return version
+    major = _vkey(version)[0]
+    for v in _published(artifact):
+        if _vkey(v)[0] == major and _vkey(v) <= _vkey(version) and _pom_exists(artifact, v):
+            return v
+    return version  # let Maven report the failure
+
+
+def resolve_kafka_jars(*, version: str | None = None, timeout_s: float = 600.0) -> list[Path]:
+    """Return the jars of the Kafka source, resolving them into the cache on first use."""
+    version = version or spark_version()
+    hit = cached_jars(version)
+    if hit:
+        return hit
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise KctlError(
+            f"the Kafka source for Spark {version} is not cached in {cache_dir(version)} and Maven is not installed",
+            hint="install maven (apt-get install -y maven), or pass the jars with --jars "
+            f"({kafka_source_coordinate(version)} and its dependencies), or use --packages",
+        )
+    scala = scala_binary_version()
+    forced = os.environ.get("KCTL_SPARK_KAFKA_VERSION")
+    src_version = forced or _pick(f"spark-sql-kafka-0-10_{scala}", version)
+    token_version = forced or _pick(f"spark-token-provider-kafka-0-10_{scala}", src_version)
+    if (src_version, token_version) != (version, version):
+        print(f"kctl: warning: Maven Central has no spark-sql-kafka-0-10_{scala}:{version}; using "
+              f"spark-sql-kafka {src_version} and spark-token-provider-kafka {token_version} "
+              f"with Spark {version}", file=sys.stderr)
+    dest = cache_dir(version)
+    dest.mkdir(parents=True, exist_ok=True)
+    shipped = {_artifact_name(j.name) for j in (spark_home() / "jars").glob("*.jar")}
+    with tempfile.TemporaryDirectory(prefix="kctl-jars-") as tmp:
+        pom = Path(tmp) / "pom.xml"
+        pom.write_text(_POM.format(group=KAFKA_SOURCE_GROUP, scala=scala, version=src_version,
+                                   token_version=token_version))
+        out = Path(tmp) / "jars"
+        cmd = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+               f"-DoutputDirectory={out}", "-DincludeScope=runtime"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            raise KctlError(f"resolving {kafka_source_coordinate(version)} took more than {timeout_s:.0f}s",
+                            hint="is Maven Central reachable? pass --jars for offline use") from None
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
+            raise KctlError(f"could not resolve {kafka_source_coordinate(version)} from Maven Central:\n{tail}",
+                            hint="is Maven Central reachable? pass --jars for offline use")
+        for jar in sorted(out.glob("*.jar")):
+            if _artifact_name(jar.name) in shipped:
+                continue  # pyspark ships its own copy; keep one per classpath
+            shutil.copy2(jar, dest / jar.name)
+    (dest / _COMPLETE).write_text(
+        f"spark={version} spark-sql-kafka={src_version} spark-token-provider-kafka={token_version}\n")
+    jars = cached_jars(version)
+    if not jars:
+        raise KctlError(f"resolution of {kafka_source_coordinate(version)} produced no jars in {dest}")
+    return jars
+
+
+def jars_for_job(explicit: list[str] | None = None) -> list[str]:
+    """Jars to put on ``spark.jars``: ``--jars`` when given (offline), else the resolved cache."""
+    if explicit:
+        missing = [j for j in explicit if not Path(j).exists()]
+        if missing:
+            raise KctlError(f"jar(s) not found: {', '.join(missing)}")
+        return [str(Path(j).resolve()) for j in explicit]
+    return [str(p) for p in resolve_kafka_jars()]
