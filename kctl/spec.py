@@ -56,12 +56,12 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-class Topology(str, Enum):
+class Topology(Enum):
     colocated = "colocated"
     split = "split"
 
 
-class ZkRole(str, Enum):
+class ZkRole(Enum):
     participant = "participant"
     observer = "observer"
 

@@ -33,7 +33,8 @@ def admin(spec: ClusterSpec | None = None, bootstrap: str | None = None) -> Any:
 
 def round_trip(spec: ClusterSpec, timeout: float = 10.0) -> tuple[bool, str]:
     """Produce one record with acks=all to the health topic and read it back by offset."""
-    from confluent_kafka import Consumer, KafkaException, NewTopic, Producer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     brokers = len(spec.nodes)
     a = admin(spec)

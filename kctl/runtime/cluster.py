@@ -390,7 +390,8 @@ def _require_image(dc: Any, ref: str) -> None:
     try:
         dc.images.get(ref)
     except docker.errors.ImageNotFound:
-        raise KctlError(f"image {ref} is not present", hint="run `kctl image build` (or `kctl up`, which builds it)") from None
+        raise KctlError(f"image {ref} is not present",
+                        hint="run `kctl image build` (or `kctl up`, which builds it)") from None
 
 
 def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, progress: Progress | None = None) -> int:

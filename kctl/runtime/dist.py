@@ -305,7 +305,8 @@ def missing_classes(libs: Path, classes: Iterable[str]) -> list[str]:
             with zipfile.ZipFile(jar) as zf:
                 names = set(zf.namelist())
         except zipfile.BadZipFile as exc:
-            raise KctlError(f"corrupt jar in the Kafka distribution: {jar}", "delete the cache and retry") from exc
+            raise KctlError(f"corrupt jar in the Kafka distribution: {jar}", "delete the cache and retry") \
+                from exc
         for entry in [e for e in wanted if e in names]:
             del wanted[entry]
     return sorted(wanted.values())
@@ -469,7 +470,7 @@ def _install(tmp_root: Path, final: Path) -> None:
 def _from_operator(path: Path, kafka_version: str, scala_version: str, progress: Progress | None) -> Dist:
     path = path.expanduser().resolve()
     if not path.exists():
-        raise KctlError(f"--kafka-dist {path} does not exist", "pass a kafka_2.13-3.9.1.tgz or its extracted dir")
+        raise KctlError(f"--kafka-dist {path} does not exist", "pass a Kafka .tgz or its extracted dir")
     key = hashlib.sha256()
     if path.is_file():
         key.update(f"tgz {sha512_of(path)}".encode())
@@ -490,7 +491,7 @@ def _from_operator(path: Path, kafka_version: str, scala_version: str, progress:
             root = _extract_tgz(path, work / "x")
         else:
             if not (path / "libs").is_dir():
-                raise KctlError(f"--kafka-dist {path} has no libs/ directory", "pass the extracted tarball's top dir")
+                raise KctlError(f"--kafka-dist {path} has no libs/", "pass the extracted tarball's top dir")
             root = work / "x"
             shutil.copytree(path, root, symlinks=True)
         finish_dist(root, kafka_version=kafka_version, scala_version=scala_version,
@@ -567,13 +568,15 @@ def maven_pom(kafka_version: str, scala_version: str) -> str:
     )
 
 
-def resolve_maven(kafka_version: str, scala_version: str, dest: Path, progress: Progress | None = None) -> Path:
+def resolve_maven(
+    kafka_version: str, scala_version: str, dest: Path, progress: Progress | None = None
+) -> Path:
     """Resolve the jars into ``dest/libs`` with Maven and generate ``bin/``; returns ``dest``."""
     mvn = shutil.which("mvn")
     if mvn is None:
         raise KctlError(
-            "no Kafka distribution available: Apache's download hosts are unreachable and Maven is not installed",
-            "install Maven (apt-get install maven, or `make setup`), or pass --kafka-dist kafka_2.13-3.9.1.tgz",
+            "no Kafka distribution: Apache's download hosts are unreachable and Maven is not installed",
+            "install Maven (apt-get install maven, or `make setup`), or pass --kafka-dist <tarball>",
         )
     dest.mkdir(parents=True, exist_ok=True)
     pom_dir = dest / ".pom"
@@ -626,7 +629,8 @@ def prepare_dist(
             _say(progress, "Apache download hosts unreachable; resolving the jars from Maven Central")
             root = resolve_maven(kafka_version, scala_version, work / "x", progress)
             source, origin = SOURCE_MAVEN, "Maven Central"
-        finish_dist(root, kafka_version=kafka_version, scala_version=scala_version, source=source, origin=origin)
+        finish_dist(root, kafka_version=kafka_version, scala_version=scala_version,
+                    source=source, origin=origin)
         _install(root, cached)
     finally:
         shutil.rmtree(work, ignore_errors=True)

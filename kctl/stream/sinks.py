@@ -123,6 +123,7 @@ class SnapshotTable:
 
     def commit(self, b: int, info: dict[str, Any] | None = None) -> None:
         _atomic_write(self.root / CURRENT, json.dumps({"batch_id": b, "dir": f"v{_bid(b)}", **(info or {})}))
-        for d in self.root.glob("v*"):
-            if d.is_dir() and d.name != f"v{_bid(b)}":
-                shutil.rmtree(d, ignore_errors=True)
+        # keep the previous version too, for a reader that opened it just before the switch
+        versions = sorted(d for d in self.root.glob("v*") if d.is_dir() and d.name <= f"v{_bid(b)}")
+        for d in versions[:-2]:
+            shutil.rmtree(d, ignore_errors=True)

@@ -1,0 +1,3 @@
+from kctl.cli.main import main
+
+main()

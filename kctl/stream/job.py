@@ -1,0 +1,371 @@
+"""The PySpark Structured Streaming job: Kafka -> parse -> archive, dead-letter, metrics.
+
+Runs in its own process (``python -m kctl.stream.job --config FILE``), started
+by :mod:`kctl.stream.submit`. One streaming query reads the topics; each
+micro-batch is parsed once and written to the three outputs by ``foreachBatch``
+through the batch-id-idempotent stores of :mod:`kctl.stream.sinks`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kctl.stream.config import JobConfig, state_dir
+from kctl.stream.sinks import BatchAppendLog, SnapshotTable
+
+# nginx "combined" + "$http_x_forwarded_for" (optional, so plain combined parses too).
+# $remote_addr may be empty, as in the seed's record (" - - [17/Apr/2019:...").
+_Q = r'"((?:[^"\\]|\\.)*)"'
+NGINX_RE = (
+    r"^\s*(\S*) - (\S*) \[([^\]]*)\] " + _Q + r" (\d{3}) (\d+|-) " + _Q + " " + _Q + "(?: " + _Q + r")?\s*$"
+)
+REQUEST_RE = r"^(\S+) (\S+)(?: (\S+))?$"
+TIME_LOCAL_FORMAT = "dd/MMM/yyyy:HH:mm:ss Z"
+
+ARCHIVE_COLUMNS = [
+    "event_time", "host", "remote_addr", "remote_user", "time_local", "method", "path", "protocol",
+    "status", "bytes", "referer", "user_agent", "x_forwarded_for", "message", "timestamp", "log_file_path",
+    "log_offset", "topic", "partition", "offset", "kafka_timestamp", "date",
+]
+DEADLETTER_COLUMNS = ["topic", "partition", "offset", "kafka_timestamp", "key", "value", "reason", "date"]
+METRIC_KEYS = ["window_start", "window_end", "host", "status"]
+
+
+def envelope_schema() -> Any:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    return StructType([
+        StructField("@timestamp", StringType()),
+        StructField("@metadata", StructType([
+            StructField("beat", StringType()), StructField("type", StringType()),
+            StructField("version", StringType()), StructField("topic", StringType()),
+        ])),
+        StructField("message", StringType()),
+        StructField("host", StructType([StructField("name", StringType())])),
+        StructField("log", StructType([
+            StructField("offset", LongType()),
+            StructField("file", StructType([StructField("path", StringType())])),
+        ])),
+    ])
+
+
+def parse(df: Any) -> Any:
+    """Parse Kafka records (key, value, topic, partition, offset, timestamp) into events.
+
+    Returns one row per record with the parsed fields, ``ok`` and ``reason``
+    (null when ok). Nothing raises on bad input: every failure becomes a reason.
+    """
+    from pyspark.sql import functions as F
+
+    value = F.col("value").cast("string")
+    key = F.col("key").cast("string")
+    is_json = F.ltrim(value).startswith("{")
+    env = F.from_json(value, envelope_schema())
+    valid_json = F.json_object_keys(value).isNotNull()
+    message = F.when(is_json, env.getField("message")).otherwise(value)
+
+    df = df.select(
+        "topic", "partition", "offset", F.col("timestamp").alias("kafka_timestamp"),
+        key.alias("key"), value.alias("value"), is_json.alias("_is_json"), valid_json.alias("_valid_json"),
+        message.alias("message"),
+        F.when(is_json, env.getField("host").getField("name")).otherwise(key).alias("_host"),
+        F.when(is_json, env.getField("@timestamp")).alias("timestamp"),
+        F.when(is_json, env.getField("log").getField("file").getField("path")).alias("log_file_path"),
+        F.when(is_json, env.getField("log").getField("offset")).alias("log_offset"),
+    )
+    m = F.col("message")
+    g = [F.regexp_extract(m, NGINX_RE, i) for i in range(10)]
+    req = F.regexp_extract(m, NGINX_RE, 4)
+    df = df.select(
+        "*",
+        F.coalesce(m.rlike(NGINX_RE), F.lit(False)).alias("_matched"),
+        g[1].alias("remote_addr"), g[2].alias("remote_user"), g[3].alias("time_local"),
+        F.nullif(F.regexp_extract(req, REQUEST_RE, 1), F.lit("")).alias("method"),
+        F.nullif(F.regexp_extract(req, REQUEST_RE, 2), F.lit("")).alias("path"),
+        F.nullif(F.regexp_extract(req, REQUEST_RE, 3), F.lit("")).alias("protocol"),
+        F.expr(f"try_cast(regexp_extract(message, '{_sql(NGINX_RE)}', 5) AS INT)").alias("status"),
+        F.when(g[6] == "-", F.lit(0).cast("long"))
+        .otherwise(F.expr(f"try_cast(regexp_extract(message, '{_sql(NGINX_RE)}', 6) AS BIGINT)")).alias("bytes"),
+        g[7].alias("referer"), g[8].alias("user_agent"),
+        F.when(m.rlike(NGINX_RE), F.nullif(g[9], F.lit(""))).alias("x_forwarded_for"),
+    )
+    request_time = F.try_to_timestamp(F.col("time_local"), F.lit(TIME_LOCAL_FORMAT))
+    beat_time = F.try_to_timestamp(F.col("timestamp"))
+    df = df.withColumn("event_time", F.coalesce(request_time, beat_time))
+    df = df.withColumn("host", F.coalesce(F.nullif(F.col("_host"), F.lit("")), F.lit("-")))
+    reason = (
+        F.when(F.col("value").isNull() | (F.trim(F.col("value")) == ""), F.lit("empty value"))
+        .when(F.col("_is_json") & ~F.col("_valid_json"), F.lit("invalid JSON"))
+        .when(F.col("_is_json") & F.col("message").isNull(), F.lit("JSON event without a message field"))
+        .when(~F.col("_matched"), F.lit("message is not an nginx access-log line"))
+        .when(F.col("event_time").isNull(), F.lit("no parsable request time nor @timestamp"))
+        .when(F.col("bytes").isNull(), F.lit("bytes sent out of range"))
+    )
+    df = df.withColumn("reason", reason).withColumn("ok", F.col("reason").isNull())
+    return df.drop("_is_json", "_valid_json", "_host", "_matched")
+
+
+def _sql(s: str) -> str:
+    """A regex as the body of a Spark SQL string literal."""
+    return s.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def archive_rows(parsed: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return parsed.where("ok").withColumn("date", F.to_date("event_time")).select(*ARCHIVE_COLUMNS)
+
+
+def deadletter_rows(parsed: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return parsed.where(~F.col("ok")).withColumn("date", F.to_date("kafka_timestamp")).select(*DEADLETTER_COLUMNS)
+
+
+def metric_deltas(parsed: Any) -> Any:
+    """Per 1-minute event-time window, host and status: requests and bytes of these rows."""
+    from pyspark.sql import functions as F
+
+    w = F.window("event_time", "1 minute")
+    return (
+        parsed.where("ok")
+        .groupBy(w.alias("w"), "host", "status")
+        .agg(F.count(F.lit(1)).alias("requests"), F.sum("bytes").alias("bytes"))
+        .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"), "host", "status",
+                "requests", "bytes")
+    )
+
+
+def merge_metrics(base: Any, delta: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return (
+        base.unionByName(delta).groupBy(*METRIC_KEYS)
+        .agg(F.sum("requests").cast("long").alias("requests"), F.sum("bytes").cast("long").alias("bytes"))
+    )
+
+
+class BatchWriter:
+    """The foreachBatch function: write one micro-batch to the three outputs, idempotently by batch id."""
+
+    def __init__(self, cfg: JobConfig, counters: dict[str, int]) -> None:
+        out = Path(cfg.out)
+        self.archive = BatchAppendLog(out / "archive")
+        self.deadletter = BatchAppendLog(out / "deadletter")
+        self.metrics = SnapshotTable(out / "metrics")
+        self.counters = counters
+        self.state = state_dir(cfg.checkpoint)
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        t0 = time.monotonic()
+        parsed = parse(batch).persist()
+        try:
+            self._write(parsed, batch_id)
+        finally:
+            parsed.unpersist()
+        self.counters["batches"] += 1
+        self.counters["last_batch_id"] = batch_id
+        self.counters["last_batch_seconds_x1000"] = int((time.monotonic() - t0) * 1000)
+        _write_json(self.state / "counters.json", self.counters)
+
+    def _write(self, parsed: Any, b: int) -> None:
+        spark = parsed.sparkSession
+        counts = {r["ok"]: r["n"] for r in parsed.groupBy("ok").count().withColumnRenamed("count", "n").collect()}
+        good, bad = int(counts.get(True, 0)), int(counts.get(False, 0))
+        if not self.archive.committed(b):
+            tmp = self.archive.begin(b)
+            if good:
+                archive_rows(parsed).write.mode("overwrite").partitionBy("date").parquet(str(tmp))
+            self.archive.publish(b, {"rows": good})
+            self.counters["archived"] += good
+        if not self.deadletter.committed(b):
+            tmp = self.deadletter.begin(b)
+            if bad:
+                deadletter_rows(parsed).coalesce(1).write.mode("overwrite").parquet(str(tmp))
+            self.deadletter.publish(b, {"rows": bad})
+            self.counters["deadletter"] += bad
+        cur = self.metrics.current()
+        if good and (cur is None or cur.batch_id < b):
+            delta = metric_deltas(parsed)
+            if cur is not None:
+                merged = merge_metrics(spark.read.parquet(str(cur.path)), delta)
+            else:
+                merged = merge_metrics(delta.limit(0), delta)
+            dest = self.metrics.begin(b)
+            merged.select(*METRIC_KEYS, "requests", "bytes").orderBy(*METRIC_KEYS[:1], "host", "status") \
+                .coalesce(1).write.mode("overwrite").parquet(str(dest))
+            self.metrics.commit(b)
+        # Spark keeps the last spark.sql.streaming.minBatchesToRetain (100) batches and only ever replays the last.
+        if b % 50 == 0 and b > 200:
+            self.archive.prune(b - 200)
+            self.deadletter.prune(b - 200)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
+    from pyspark.sql import SparkSession
+
+    b = (
+        SparkSession.builder.appName(app_name).master(cfg.master)
+        .config("spark.driver.memory", cfg.driver_memory)
+        .config("spark.executor.memory", cfg.executor_memory)
+        .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "true" if cfg.ui else "false")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .config("spark.sql.sources.partitionOverwriteMode", "static")
+    )
+    if cfg.master.startswith("spark://"):
+        b = b.config("spark.cores.max", "2").config("spark.executor.cores", "1")
+    if cfg.jars:
+        b = b.config("spark.jars", ",".join(cfg.jars))
+    if cfg.packages:
+        b = b.config("spark.jars.packages", ",".join(cfg.packages))
+    for k, v in cfg.extra_conf.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("KCTL_SPARK_LOG_LEVEL", "WARN"))
+    return spark
+
+
+def read_kafka(spark: Any, cfg: JobConfig) -> Any:
+    r = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+        .option("subscribe", ",".join(cfg.topics))
+        .option("startingOffsets", cfg.starting_offsets)
+        .option("failOnDataLoss", "true" if cfg.fail_on_data_loss else "false")
+    )
+    if cfg.max_offsets_per_trigger:
+        r = r.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    return r.load()
+
+
+def _check_owner(cfg: JobConfig) -> None:
+    """Refuse an --out already filled from another checkpoint: batch ids would collide."""
+    owner = Path(cfg.out) / "_kctl_owner.json"
+    meta = Path(cfg.checkpoint) / "metadata"
+    if owner.exists():
+        want = json.loads(owner.read_text())["query_id"]
+        have = json.loads(meta.read_text().splitlines()[0])["id"] if meta.exists() else None
+        if have != want:
+            raise SystemExit(
+                f"kctl: {cfg.out} holds the output of checkpoint query {want}, but {cfg.checkpoint} is "
+                f"{'new' if have is None else have}; use a fresh --out, or the original --checkpoint")
+
+
+class _Listener:
+    """Writes each query progress as JSON to the state dir (read by `kctl stream status`)."""
+
+    @staticmethod
+    def make(path: Path, watermark: dict[str, str]) -> Any:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        class L(StreamingQueryListener):  # type: ignore[misc]
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                prog = json.loads(event.progress.json)
+                watermark["value"] = (prog.get("eventTime") or {}).get("watermark", "")
+                _write_json(path, prog)
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        return L()
+
+
+def run(cfg: JobConfig) -> int:
+    sd = state_dir(cfg.checkpoint)
+    sd.mkdir(parents=True, exist_ok=True)
+    (sd / "stop").unlink(missing_ok=True)
+    _check_owner(cfg)
+    status: dict[str, Any] = {"pid": os.getpid(), "state": "starting", "config": json.loads(cfg.to_json()),
+                              "started_at": dt.datetime.now(dt.timezone.utc).isoformat()}
+    _write_json(sd / "job.json", status)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    spark = build_session(cfg)
+    watermark: dict[str, str] = {}
+    spark.streams.addListener(_Listener.make(sd / "progress.json", watermark))
+    counters = {"batches": 0, "archived": 0, "deadletter": 0, "last_batch_id": -1, "last_batch_seconds_x1000": 0}
+    events = parse_stream = read_kafka(spark, cfg)
+    from pyspark.sql import functions as F
+
+    # The watermark tracks event-time progress (shown by `kctl stream status`); the metrics do not drop late
+    # rows: foreachBatch merges every row into its window, so totals stay exact (see docs/pipeline.md).
+    events = parse_stream.withColumn("_wm", F.coalesce(
+        F.try_to_timestamp(F.regexp_extract(F.col("value").cast("string"), r"\[(\d\d/\w{3}/\d{4}:[^\]]+)\]", 1),
+                           F.lit(TIME_LOCAL_FORMAT)),
+        F.col("timestamp"))).withWatermark("_wm", cfg.watermark).drop("_wm")
+    w = events.writeStream.foreachBatch(BatchWriter(cfg, counters)).option("checkpointLocation", cfg.checkpoint)
+    w = w.trigger(availableNow=True) if cfg.available_now else w.trigger(processingTime=cfg.trigger)
+    q = w.queryName("kctl-stream").start()
+    owner = Path(cfg.out) / "_kctl_owner.json"
+    if not owner.exists():
+        _write_json(owner, {"query_id": str(q.id), "checkpoint": str(Path(cfg.checkpoint).resolve())})
+    status.update(state="running", query_id=str(q.id), run_id=str(q.runId))
+    _write_json(sd / "job.json", status)
+
+    rc = 0
+    try:
+        while q.isActive:
+            q.awaitTermination(0.5)
+            if stop.is_set() or (sd / "stop").exists():
+                _graceful_stop(q)
+                status["state"] = "stopped"
+                break
+        exc = q.exception()
+        if exc is not None:
+            status.update(state="failed", error=str(exc).splitlines()[0][:2000])
+            rc = 1
+        elif status["state"] != "stopped":
+            status["state"] = "finished"
+    finally:
+        status.update(ended_at=dt.datetime.now(dt.timezone.utc).isoformat(), counters=counters,
+                      last_progress=q.lastProgress)
+        _write_json(sd / "job.json", status)
+        (sd / "stop").unlink(missing_ok=True)
+        spark.stop()
+    return rc
+
+
+def _graceful_stop(q: Any, timeout_s: float = 120.0) -> None:
+    """Let the running micro-batch finish, then stop (a cut batch would be replayed anyway)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and q.isActive and q.status.get("isTriggerActive"):
+        time.sleep(0.2)
+    q.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kctl.stream.job")
+    ap.add_argument("--config", required=True, help="JobConfig JSON written by `kctl stream submit`")
+    args = ap.parse_args(argv)
+    cfg = JobConfig.from_json(Path(args.config).read_text(encoding="utf-8"))
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""`kctl stream status` and `stop`: read the job's state files and the checkpoint, compute lag.
+
+Spark never commits its offsets to Kafka; the only record of what the job has
+processed is its checkpoint. Lag is therefore computed here: Kafka's latest
+offsets minus the end offsets of the last *committed* batch in
+``<checkpoint>/offsets/<batch>`` (a batch is committed once
+``<checkpoint>/commits/<batch>`` exists).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kctl.errors import KctlError
+from kctl.stream.config import state_dir
+
+
+@dataclass
+class PartitionLag:
+    topic: str
+    partition: int
+    committed: int | None
+    latest: int | None
+    lag: int | None
+
+
+@dataclass
+class StreamStatus:
+    checkpoint: str
+    state: str
+    pid: int | None
+    alive: bool
+    query_id: str | None
+    last_committed_batch: int | None
+    input_rows_per_second: float | None
+    processed_rows_per_second: float | None
+    batch_duration_ms: int | None
+    num_input_rows: int | None
+    watermark: str | None
+    archived: int | None
+    deadletter: int | None
+    total_lag: int | None
+    partitions: list[PartitionLag] = field(default_factory=list)
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours is not alive
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _read_json(p: Path) -> Any:
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _latest_batch(d: Path) -> int | None:
+    ids = [int(p.name) for p in d.glob("*") if p.name.isdigit()] if d.exists() else []
+    return max(ids) if ids else None
+
+
+def committed_offsets(checkpoint: str | Path) -> tuple[int | None, dict[str, dict[int, int]]]:
+    """(last committed batch id, {topic: {partition: next offset}}) from a Spark checkpoint."""
+    cp = Path(checkpoint)
+    b = _latest_batch(cp / "commits")
+    if b is None:
+        return None, {}
+    f = cp / "offsets" / str(b)
+    offsets: dict[str, dict[int, int]] = {}
+    try:
+        lines = f.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return b, {}
+    for line in lines[2:]:  # "v1", the batch metadata, then one line per source
+        try:
+            src = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(src, dict):
+            for topic, parts in src.items():
+                if isinstance(parts, dict):
+                    offsets.setdefault(topic, {}).update({int(p): int(o) for p, o in parts.items()})
+    return b, offsets
+
+
+def latest_offsets(bootstrap: str, topics: list[str], timeout_s: float = 5.0) -> dict[str, dict[int, tuple[int, int]]]:
+    """{topic: {partition: (low, high)}} watermarks from Kafka."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    from kctl.stream.preflight import check_topics
+
+    parts = check_topics(bootstrap, topics, timeout_s)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kctl-stream-status", "enable.auto.commit": False})
+    out: dict[str, dict[int, tuple[int, int]]] = {}
+    try:
+        for t, n in parts.items():
+            for p in range(n):
+                try:
+                    lo, hi = c.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s, cached=False)
+                except KafkaException as exc:
+                    raise KctlError(f"cannot read offsets of {t}[{p}] from {bootstrap}: {exc}") from None
+                out.setdefault(t, {})[p] = (int(lo), int(hi))
+    finally:
+        c.close()
+    return out
+
+
+def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus:
+    sd = state_dir(checkpoint)
+    job = _read_json(sd / "job.json")
+    if job is None and not (Path(checkpoint) / "offsets").exists():
+        raise KctlError(f"no stream job has run with checkpoint {checkpoint}",
+                        hint="start one with `kctl stream submit`, or pass --checkpoint")
+    job = job or {}
+    prog = _read_json(sd / "progress.json") or job.get("last_progress") or {}
+    counters = _read_json(sd / "counters.json") or job.get("counters") or {}
+    pid = job.get("pid")
+    alive = pid_alive(pid)
+    st = job.get("state", "unknown")
+    if st in ("running", "starting") and not alive:
+        st = "dead"  # killed without a chance to record it
+    cfg = job.get("config") or {}
+    b, committed = committed_offsets(checkpoint)
+    bootstrap = bootstrap or cfg.get("bootstrap_servers")
+    topics = sorted(set(cfg.get("topics") or []) | set(committed))
+    rows: list[PartitionLag] = []
+    total: int | None = None
+    if bootstrap and topics:
+        latest = latest_offsets(bootstrap, topics)
+        total = 0
+        for t in topics:
+            for p, (lo, hi) in sorted(latest.get(t, {}).items()):
+                done = committed.get(t, {}).get(p)
+                lag = hi - (done if done is not None else lo)
+                rows.append(PartitionLag(t, p, done, hi, lag))
+                total += lag
+    dur = (prog.get("durationMs") or {}).get("triggerExecution")
+    return StreamStatus(
+        checkpoint=str(checkpoint), state=st, pid=pid, alive=alive, query_id=job.get("query_id"),
+        last_committed_batch=b,
+        input_rows_per_second=_num(prog.get("inputRowsPerSecond")),
+        processed_rows_per_second=_num(prog.get("processedRowsPerSecond")),
+        batch_duration_ms=int(dur) if dur is not None else None,
+        num_input_rows=prog.get("numInputRows"),
+        watermark=(prog.get("eventTime") or {}).get("watermark"),
+        archived=counters.get("archived"), deadletter=counters.get("deadletter"),
+        total_lag=total, partitions=rows,
+    )
+
+
+def _num(v: Any) -> float | None:
+    try:
+        return round(float(v), 1)
+    except (TypeError, ValueError):
+        return None
+
+
+def stop(checkpoint: str | Path, timeout_s: float = 120.0) -> dict[str, Any]:
+    """Ask the job to stop after its current batch (stop marker + SIGTERM); wait for it to exit."""
+    sd = state_dir(checkpoint)
+    job = _read_json(sd / "job.json") or {}
+    pid = job.get("pid")
+    if not pid_alive(pid):
+        return {"checkpoint": str(checkpoint), "pid": pid, "stopped": False, "state": job.get("state", "not running")}
+    (sd / "stop").write_text("stop\n")
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    if pid_alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        t2 = time.monotonic() + 30
+        while pid_alive(pid) and time.monotonic() < t2:
+            time.sleep(0.3)
+    if pid_alive(pid):
+        raise KctlError(f"stream job {pid} did not stop within {timeout_s:.0f}s",
+                        hint=f"kill it with `kill -9 {pid}`: resubmitting with the same checkpoint loses nothing")
+    job = _read_json(sd / "job.json") or {}
+    return {"checkpoint": str(checkpoint), "pid": pid, "stopped": True, "state": job.get("state")}

@@ -1,0 +1,106 @@
+"""Submit the job: checks before Spark starts, jar resolution, and the job process."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kctl.errors import KctlError, UsageError
+from kctl.stream import jars as jarlib
+from kctl.stream.config import JobConfig, state_dir
+from kctl.stream.preflight import check_topics
+from kctl.stream.state import _read_json, pid_alive
+
+_TRIGGER = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|sec|seconds?|minutes?)?$")
+
+
+def trigger_interval(text: str) -> str:
+    """'5s' -> '5 seconds' (Spark's interval syntax); 'available-now' unchanged."""
+    if text == "available-now":
+        return text
+    m = _TRIGGER.match(text.strip())
+    if not m:
+        raise UsageError(f"bad --trigger {text!r}", hint="use e.g. 1s, 500ms, 2m, or --available-now")
+    n, unit = m.group(1), (m.group(2) or "s")
+    unit = {"ms": "milliseconds", "s": "seconds", "sec": "seconds", "m": "minutes"}.get(unit, unit)
+    if not unit.endswith("s"):
+        unit += "s"
+    return f"{n} {unit}"
+
+
+def bootstrap_from_spec(spec_path: Path) -> str | None:
+    if not spec_path.exists():
+        return None
+    try:
+        from kctl.spec import load_spec
+    except ImportError:  # the spec module is optional for the pipeline
+        return None
+    spec, _warnings = load_spec(spec_path)
+    return str(spec.bootstrap_servers)
+
+
+def job_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return env
+
+
+def submit(cfg: JobConfig, *, detach: bool = False, timeout_s: float | None = None) -> dict[str, Any]:
+    """Check, resolve and start the job. Foreground: wait for it; ``detach``: return once it runs."""
+    if not cfg.topics:
+        raise UsageError("no topic to read", hint="pass --topic")
+    check_topics(cfg.bootstrap_servers, cfg.topics)
+    if not cfg.jars and not cfg.packages:
+        cfg.jars = jarlib.jars_for_job(None)
+    sd = state_dir(cfg.checkpoint)
+    job = _read_json(sd / "job.json") or {}
+    if pid_alive(job.get("pid")) and job.get("state") in ("starting", "running"):
+        raise KctlError(f"a stream job (pid {job['pid']}) already runs with checkpoint {cfg.checkpoint}",
+                        hint="see `kctl stream status`; stop it with `kctl stream stop`")
+    sd.mkdir(parents=True, exist_ok=True)
+    Path(cfg.out).mkdir(parents=True, exist_ok=True)
+    cfg_path = sd / "config.json"
+    cfg_path.write_text(cfg.to_json(), encoding="utf-8")
+    cmd = [sys.executable, "-m", "kctl.stream.job", "--config", str(cfg_path)]
+    log = sd / "job.log"
+    if detach:
+        with log.open("ab") as lf:
+            proc = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=job_env(), start_new_session=True)
+        _wait_running(proc, sd, log)
+        return {"pid": proc.pid, "detached": True, "checkpoint": cfg.checkpoint, "out": cfg.out, "log": str(log)}
+    proc = subprocess.Popen(cmd, env=job_env())
+    try:
+        rc = proc.wait(timeout=timeout_s)
+    except KeyboardInterrupt:
+        (sd / "stop").write_text("stop\n")
+        rc = proc.wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise KctlError(f"stream job ran longer than {timeout_s}s and was killed") from None
+    job = _read_json(sd / "job.json") or {}
+    if rc != 0:
+        raise KctlError(f"stream job exited with code {rc}: {job.get('error', 'see the output above')}",
+                        hint="run again with KCTL_SPARK_LOG_LEVEL=INFO for Spark's own log")
+    return {"pid": proc.pid, "detached": False, "state": job.get("state"), "counters": job.get("counters"),
+            "checkpoint": cfg.checkpoint, "out": cfg.out}
+
+
+def _wait_running(proc: subprocess.Popen[bytes], sd: Path, log: Path, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+            raise KctlError(f"stream job exited at start with code {proc.returncode}:\n{tail}")
+        job = _read_json(sd / "job.json") or {}
+        if job.get("pid") == proc.pid and job.get("state") == "running":
+            return
+        time.sleep(0.3)
+    raise KctlError(f"stream job (pid {proc.pid}) did not start within {timeout_s:.0f}s", hint=f"see {log}")

@@ -1,0 +1,1 @@
+"""Test helpers: a real multi-node ZooKeeper + Kafka cluster for integration tests."""

@@ -1,0 +1,1 @@
+"""pytest plugin registered by kctl (entry point ``pytest11``)."""

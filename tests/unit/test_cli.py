@@ -1,0 +1,100 @@
+"""The CLI through the real command (a subprocess): exit codes, key lines, parsed -o json."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+
+def kctl(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kctl", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+def test_version_and_help(tmp_path: Path) -> None:
+    p = kctl("--version", cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.startswith("kctl ")
+    h = kctl("--help", cwd=tmp_path)
+    assert h.returncode == 0
+    for cmd in ("init", "render", "doctor", "up", "down", "status"):
+        assert cmd in h.stdout
+
+
+def test_init_then_render_writes_seed_files(tmp_path: Path) -> None:
+    p = kctl("init", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    data = yaml.safe_load((tmp_path / "kctl.yaml").read_text())
+    assert data["name"] == "logger" and [n["hostname"] for n in data["nodes"]] == ["logger1", "logger2", "logger3"]
+    again = kctl("init", cwd=tmp_path)
+    assert again.returncode == 1 and "--force" in again.stderr
+    r = kctl("render", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    state = tmp_path / ".kctl" / "logger"
+    assert r.stdout.strip() == str(state / "compose.yaml")
+    assert (state / "logger2" / "conf" / "myid").read_text().strip() == "2"
+    assert "server.3=logger3:2888:3888" in (state / "logger1" / "conf" / "zoo.cfg").read_text()
+
+
+def test_render_other_file_and_out(tmp_path: Path) -> None:
+    (tmp_path / "other.yaml").write_text("name: other\ntopology: split\n")
+    out = tmp_path / "out"
+    r = kctl("render", "-f", "other.yaml", "--out", str(out), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (out / "zk2" / "conf" / "zoo.cfg").exists() and (out / "kafka3" / "conf" / "server.properties").exists()
+    assert not (out / "kafka3" / "conf" / "zoo.cfg").exists()
+
+
+def test_bad_spec_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "kctl.yaml").write_text(
+        "nodes:\n  - {id: 1, hostname: logger1}\n  - {id: 1, hostname: Logger_2}\nkafka:\n  min_insync_replicas: 9\n"
+        "  colour: blue\n"
+    )
+    r = kctl("render", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert "nodes.1.hostname" in r.stderr and "kafka.colour: unknown setting" in r.stderr
+    assert "hint:" in r.stderr
+    assert not (tmp_path / ".kctl").exists()
+    u = kctl("up", cwd=tmp_path)
+    assert u.returncode == 2 and not (tmp_path / ".kctl").exists()
+
+
+def test_invalid_yaml_is_clean(tmp_path: Path) -> None:
+    (tmp_path / "kctl.yaml").write_text("nodes: [\n")
+    r = kctl("render", cwd=tmp_path)
+    assert r.returncode == 2 and "not valid YAML" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_missing_spec_hints_init(tmp_path: Path) -> None:
+    r = kctl("render", cwd=tmp_path)
+    assert r.returncode == 2 and "kctl init" in r.stderr
+
+
+def test_even_ensemble_warns_but_renders(tmp_path: Path) -> None:
+    (tmp_path / "kctl.yaml").write_text(
+        "nodes:\n" + "".join(f"  - {{id: {i}, hostname: logger{i}}}\n" for i in (1, 2, 3, 4)))
+    r = kctl("render", cwd=tmp_path)
+    assert r.returncode == 0 and "not 4" in r.stderr
+
+
+def test_doctor_json(tmp_path: Path) -> None:
+    kctl("init", cwd=tmp_path)
+    r = kctl("doctor", "-o", "json", cwd=tmp_path)
+    checks = json.loads(r.stdout)
+    names = {c["name"] for c in checks}
+    assert {"docker engine", "compose plugin", "java", "disk", "memory", "host ports", "spec"} <= names
+    failed = [c for c in checks if not c["ok"] and c["required"]]
+    assert r.returncode == (1 if failed else 0)
+    assert all(c["hint"] for c in failed)
+
+
+def test_doctor_reports_unreachable_engine_with_hint(tmp_path: Path) -> None:
+    r = kctl("doctor", "-o", "json", cwd=tmp_path, env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    engine = next(c for c in json.loads(r.stdout) if c["name"] == "docker engine")
+    assert engine["ok"] is False and "dockerd" in engine["hint"]
+    assert r.returncode == 1

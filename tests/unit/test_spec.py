@@ -1,0 +1,155 @@
+"""Every validation rule of the cluster spec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kctl.errors import SpecError
+from kctl.spec import ClusterSpec, check_rules, parse_spec
+
+
+def problems(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(SpecError) as ei:
+        parse_spec(data)
+    assert ei.value.exit_code == 2
+    return ei.value.problems
+
+
+def nodes(*ids: int, **extra: Any) -> list[dict[str, Any]]:
+    return [{"id": i, "hostname": f"logger{i}", **extra} for i in ids]
+
+
+def test_defaults_are_the_seed_cluster() -> None:
+    spec, warnings = parse_spec({})
+    assert warnings == []
+    assert spec.name == "logger"
+    assert [(n.id, n.hostname) for n in spec.nodes] == [(1, "logger1"), (2, "logger2"), (3, "logger3")]
+    assert spec.versions.kafka == "3.9.1"
+    assert spec.zookeeper_connect == "logger1:2181,logger2:2181,logger3:2181"
+    assert spec.bootstrap_servers == "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094"
+    assert spec.zookeeper_connect_host == "127.0.0.1:12181,127.0.0.1:12182,127.0.0.1:12183"
+    assert spec.internal_bootstrap_servers == "logger1:9092,logger2:9092,logger3:9092"
+
+
+def test_every_field_has_a_description() -> None:
+    from pydantic import BaseModel
+
+    def walk(model: type[BaseModel]) -> None:
+        for name, f in model.model_fields.items():
+            assert f.description, f"{model.__name__}.{name} has no description"
+            ann = f.annotation
+            for sub in getattr(ann, "__args__", ()) or (ann,):
+                if isinstance(sub, type) and issubclass(sub, BaseModel):
+                    walk(sub)
+
+    walk(ClusterSpec)
+
+
+def test_unknown_keys_rejected_with_path() -> None:
+    ps = problems({"kafka": {"num_partition": 3}, "bogus": 1})
+    assert any(p.startswith("kafka.num_partition: unknown setting") for p in ps)
+    assert any(p.startswith("bogus: unknown setting") for p in ps)
+
+
+def test_id_range() -> None:
+    ps = problems({"nodes": [{"id": 0, "hostname": "a"}, {"id": 256, "hostname": "b"}]})
+    assert any(p.startswith("nodes.0.id:") for p in ps)
+    assert any(p.startswith("nodes.1.id:") for p in ps)
+
+
+def test_ids_and_hostnames_unique() -> None:
+    ps = problems({"nodes": [{"id": 1, "hostname": "a"}, {"id": 1, "hostname": "a"}, {"id": 3, "hostname": "c"}],
+                   "kafka": {"default_replication_factor": 1, "min_insync_replicas": 1}})
+    assert "nodes.1.id: id 1 is already used by nodes.0" in ps
+    assert "nodes.1.hostname: 'a' is already used by nodes.0" in ps
+
+
+@pytest.mark.parametrize("bad", ["Logger1", "-x", "x-", "a_b", "a.b", "", "x" * 64])
+def test_invalid_hostnames(bad: str) -> None:
+    ps = problems({"nodes": [{"id": 1, "hostname": bad}]})
+    assert any(p.startswith("nodes.0.hostname:") for p in ps)
+
+
+def test_even_participants_warn() -> None:
+    spec, warnings = parse_spec({"nodes": nodes(1, 2, 3, 4)})
+    assert len(spec.participants) == 4
+    assert any("use 3 or 5, not 4" in w for w in warnings)
+
+
+def test_observer_does_not_count_towards_quorum() -> None:
+    _, warnings = parse_spec({"nodes": [*nodes(1, 2, 3), {"id": 4, "hostname": "logger4", "role": "observer"}]})
+    assert warnings == []
+
+
+def test_no_participant_is_an_error() -> None:
+    ps = problems({"nodes": nodes(1, role="observer"),
+                   "kafka": {"default_replication_factor": 1, "offsets_topic_replication_factor": 1,
+                             "transaction_state_log_replication_factor": 1, "min_insync_replicas": 1}})
+    assert any("at least one node must be a ZooKeeper participant" in p for p in ps)
+
+
+def test_replication_factors_not_above_brokers() -> None:
+    ps = problems({"nodes": nodes(1, 2), "kafka": {"default_replication_factor": 3, "min_insync_replicas": 1}})
+    assert any(p.startswith("kafka.default_replication_factor: 3 is above the 2 broker(s)") for p in ps)
+    assert any(p.startswith("kafka.offsets_topic_replication_factor:") for p in ps)
+    assert any(p.startswith("kafka.transaction_state_log_replication_factor:") for p in ps)
+
+
+@pytest.mark.parametrize("rf,isr,ok", [(3, 2, True), (3, 3, False), (3, 4, False), (1, 1, True), (2, 1, True)])
+def test_min_isr_below_replication_factor(rf: int, isr: int, ok: bool) -> None:
+    data = {"kafka": {"default_replication_factor": rf, "min_insync_replicas": isr}}
+    if ok:
+        parse_spec(data)
+    else:
+        assert any(p.startswith("kafka.min_insync_replicas:") for p in problems(data))
+
+
+def test_published_port_clash() -> None:
+    ps = problems({"nodes": [{"id": 1, "hostname": "logger1", "kafka_port": 12182}, *nodes(2, 3)]})
+    assert any("host port 12182 is also used by nodes.0.kafka_port" in p for p in ps)
+
+
+def test_port_base_overflow() -> None:
+    ps = problems({"kafka": {"external_port_base": 65535}})
+    assert any("above 65535" in p for p in ps)
+
+
+def test_all_problems_reported_at_once() -> None:
+    ps = problems({"nodes": [{"id": 1, "hostname": "logger1"}, {"id": 1, "hostname": "logger1"}],
+                   "kafka": {"min_insync_replicas": 5}})
+    assert len(ps) >= 3
+
+
+def test_snap_retain_at_least_three() -> None:
+    ps = problems({"zookeeper": {"autopurge_snap_retain_count": 2}})
+    assert any(p.startswith("zookeeper.autopurge_snap_retain_count:") for p in ps)
+
+
+def test_kafka_4_rejected() -> None:
+    ps = problems({"versions": {"kafka": "4.0.0"}})
+    assert any("KRaft only" in p for p in ps)
+
+
+def test_heap_and_chroot_syntax() -> None:
+    ps = problems({"kafka": {"heap": "lots", "zookeeper_chroot": "kafka"}})
+    assert any(p.startswith("kafka.heap:") for p in ps)
+    assert any(p.startswith("kafka.zookeeper_chroot:") for p in ps)
+
+
+def test_chroot_in_connect_string() -> None:
+    spec, _ = parse_spec({"kafka": {"zookeeper_chroot": "/kafka"}})
+    assert spec.zookeeper_connect.endswith(":2181/kafka")
+
+
+def test_external_host_must_be_loopback() -> None:
+    assert any(p.startswith("kafka.external_host:") for p in problems({"kafka": {"external_host": "0.0.0.0"}}))
+
+
+def test_top_level_must_be_mapping() -> None:
+    assert problems([1, 2])  # type: ignore[arg-type]
+
+
+def test_check_rules_returns_no_errors_for_default() -> None:
+    assert check_rules(ClusterSpec()) == ([], [])
