@@ -21,7 +21,8 @@ from rich.table import Table
 
 FORMATS = ("table", "wide", "json", "yaml")
 
-stdout = Console(soft_wrap=True)
+# Not a terminal (a pipe, CI): do not squeeze tables into 80 columns.
+stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 stderr = Console(stderr=True, soft_wrap=True)
 
 

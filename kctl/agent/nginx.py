@@ -16,7 +16,7 @@ import datetime as dt
 import hashlib
 import json
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 LOG_PATH = "/var/log/nginx/access.log"
@@ -31,7 +31,8 @@ _PATHS = (
 _AGENTS = (
     "curl/7.29.0",
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36",
-    "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_4) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Safari/605.1.15",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_4) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/17.4 Safari/605.1.15",
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:125.0) Gecko/20100101 Firefox/125.0",
     "kube-probe/1.29",
     "python-requests/2.31.0",
@@ -155,7 +156,7 @@ def generate(
 def malformed(count: int, *, seed: int = 0) -> list[str]:
     """Values the job must send to the dead-letter output, one of each kind in turn."""
     rng = random.Random(seed ^ 0x5EED)
-    kinds = [
+    kinds: list[Callable[[], str]] = [
         lambda: '{"@timestamp": "2019-04-17T09:45:22.361Z", "message": ',  # truncated JSON
         lambda: json.dumps({"@timestamp": "2019-04-17T09:45:22.361Z", "host": {"name": "x"}}),  # no message
         lambda: json.dumps({"message": "GET / HTTP/1.1 this is not an access log", "host": {"name": "x"}}),
@@ -178,3 +179,21 @@ def ground_truth(events: Iterable[Event]) -> dict[Key, tuple[int, int]]:
         r, b = out.get(k, (0, 0))
         out[k] = (r + 1, b + e.bytes)
     return out
+
+
+def malformed_records(
+    records: Iterable[tuple[str | None, str]], count: int, *, seed: int = 0
+) -> Iterator[tuple[str | None, str]]:
+    """``records`` with ``count`` malformed values spread evenly among them (keys None)."""
+    bad = malformed(count, seed=seed)
+    if not bad:
+        yield from records
+        return
+    every = 7
+    i = 0
+    for i, rec in enumerate(records):
+        yield rec
+        if bad and i % every == every - 1:
+            yield None, bad.pop(0)
+    for b in bad:
+        yield None, b

@@ -19,7 +19,7 @@ from kctl.zk import fourlw, znodes
 
 Progress = Callable[[str], None]
 
-SUPERVISORCTL = ["supervisorctl", "-c", "/etc/supervisor/supervisord.conf", "status"]
+SUPERVISORCTL = ["supervisorctl", "-c", "/etc/supervisor/supervisord.conf"]
 
 
 # ----- status ---------------------------------------------------------------------
@@ -94,16 +94,23 @@ def zk_state(spec: ClusterSpec, node_name: str, port: int, timeout: float) -> Zk
                    latency_avg=s.latency_avg, connections=s.connections)
 
 
-def _processes(spec: ClusterSpec, name: str, dc: Any) -> dict[str, str]:
+def _processes(dc: Any, container_id: str, services: tuple[str, ...]) -> dict[str, str]:
+    """Process state per service from the container's process table (one cheap API call, no exec)."""
     try:
-        _, out = compose.exec_in(spec, name, SUPERVISORCTL, timeout=3, dc=dc)
+        top = dc.api.top(container_id, ps_args="-eo pid,args")
     except Exception:  # noqa: BLE001 - no answer: leave the processes unknown
         return {}
+    cmdlines = [p[-1] for p in top.get("Processes") or []]
     procs: dict[str, str] = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] in ("zookeeper", "kafka"):
-            procs[parts[0]] = parts[1]
+    if "zookeeper" in services:
+        procs["zookeeper"] = "RUNNING" if any("QuorumPeerMain" in c for c in cmdlines) else "STOPPED"
+    if "kafka" in services:
+        if any(" kafka.Kafka " in f"{c} " for c in cmdlines):
+            procs["kafka"] = "RUNNING"
+        elif any("kafka-start" in c for c in cmdlines):
+            procs["kafka"] = "WAITING-FOR-QUORUM"
+        else:
+            procs["kafka"] = "STOPPED"
     return procs
 
 
@@ -150,8 +157,8 @@ def status(spec: ClusterSpec, timeout: float = 1.5) -> ClusterStatus:
             for host, node, svcs in plan if "zookeeper" in svcs
         }
         proc_f = {
-            host: pool.submit(_processes, spec, host, dc)
-            for host, _, _ in plan if dc is not None and infos.get(host) and infos[host].state == "running"
+            host: pool.submit(_processes, dc, infos[host].id, svcs)
+            for host, _, svcs in plan if dc is not None and host in infos and infos[host].state == "running"
         }
         kafka_f = pool.submit(_kafka_view, spec, max(timeout, 2.0))
         ids, ctrl, urp, kafka_err = kafka_f.result()
@@ -422,7 +429,7 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, progress:
 def _stop_kafka(spec: ClusterSpec, c: compose.ContainerInfo, dc: Any, say: Progress) -> None:
     say(f"{c.name}: stopping kafka (controlled shutdown)")
     try:
-        compose.exec_in(spec, c.name, ["supervisorctl", "-c", "/etc/supervisor/supervisord.conf", "stop", "kafka"],
+        compose.exec_in(spec, c.name, [*SUPERVISORCTL, "stop", "kafka"],
                         timeout=130, dc=dc)
     except KctlError:
         pass

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import os
 import re
-import sys
-import urllib.error
-import urllib.request
 import shutil
 import subprocess
+import sys
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from kctl.errors import KctlError

@@ -227,6 +227,7 @@ def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
         .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "true" if cfg.ui else "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
         .config("spark.sql.sources.partitionOverwriteMode", "static")
     )
@@ -274,9 +275,9 @@ class _Listener:
 
     @staticmethod
     def make(path: Path, watermark: dict[str, str]) -> Any:
-        from pyspark.sql.streaming import StreamingQueryListener
+        from pyspark.sql.streaming import StreamingQueryListener  # type: ignore[attr-defined]
 
-        class L(StreamingQueryListener):  # type: ignore[misc]
+        class L(StreamingQueryListener):
             def onQueryStarted(self, event: Any) -> None:
                 pass
 

@@ -1,4 +1,4 @@
-"""Read the metrics table (the version named by ``DIR/metrics/CURRENT``)."""
+"""Read the metrics table (the version named by ``DIR/metrics/CURRENT``); times as ISO UTC strings."""
 
 from __future__ import annotations
 
@@ -25,7 +25,13 @@ def read_metrics(out: str | Path, spark: Any = None) -> list[dict[str, Any]]:
         spark = build_session(JobConfig("", [], str(out), "", master="local[1]", driver_memory="512m",
                                         shuffle_partitions=1), app_name="kctl-stream-metrics")
     try:
-        rows = spark.read.parquet(str(cur.path)).orderBy("window_start", "host", "status").collect()
+        from pyspark.sql import functions as F
+
+        iso = "yyyy-MM-dd'T'HH:mm:ss'Z'"
+        df = spark.read.parquet(str(cur.path)).orderBy("window_start", "host", "status")
+        df = df.withColumn("window_start", F.date_format("window_start", iso)) \
+            .withColumn("window_end", F.date_format("window_end", iso))
+        rows = df.collect()
         return [{k: r[k] for k in FIELDS} for r in rows]
     finally:
         if own:

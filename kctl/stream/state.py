@@ -177,8 +177,8 @@ def stop(checkpoint: str | Path, timeout_s: float = 120.0) -> dict[str, Any]:
     """Ask the job to stop after its current batch (stop marker + SIGTERM); wait for it to exit."""
     sd = state_dir(checkpoint)
     job = _read_json(sd / "job.json") or {}
-    pid = job.get("pid")
-    if not pid_alive(pid):
+    pid: int | None = job.get("pid")
+    if pid is None or not pid_alive(pid):
         return {"checkpoint": str(checkpoint), "pid": pid, "stopped": False, "state": job.get("state", "not running")}
     (sd / "stop").write_text("stop\n")
     deadline = time.monotonic() + timeout_s

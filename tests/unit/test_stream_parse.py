@@ -95,8 +95,8 @@ def test_request_time_falls_back_to_timestamp(spark) -> None:  # type: ignore[no
 
 
 def test_malformed_go_to_deadletter_with_reason(spark) -> None:  # type: ignore[no-untyped-def]
-    bad = malformed(6, seed=3) + ['{"message": "x", "host": ', '1.2.3.4 - - [01/Feb/2024:10:00:00 +0000] "GET / HTTP/1.1" 200 '
-                                  '99999999999999999999999 "-" "-" "-"']
+    huge = '1.2.3.4 - - [01/Feb/2024:10:00:00 +0000] "GET / HTTP/1.1" 200 99999999999999999999999 "-" "-" "-"'
+    bad = malformed(6, seed=3) + ['{"message": "x", "host": ', huge]
     rows = _parse(spark, bad)
     assert [r["ok"] for r in rows] == [False] * len(bad)
     reasons = [r["reason"] for r in rows]

@@ -1,0 +1,152 @@
+"""`kctl gen logs` (the log agent) and `kctl stream ...` (the PySpark job)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import typer
+
+from kctl.cli.common import OutputOpt, SpecOpt
+from kctl.cli.main import app
+from kctl.errors import KctlError, UsageError
+from kctl.output import Format, emit, info
+
+gen_app = typer.Typer(help="Generate or ship data into the cluster.", no_args_is_help=True)
+stream_app = typer.Typer(help="The PySpark Structured Streaming job that consumes the cluster.", no_args_is_help=True)
+app.add_typer(gen_app, name="gen")
+app.add_typer(stream_app, name="stream")
+
+BootstrapOpt = typer.Option(None, "--bootstrap-servers", "-b", envvar="KCTL_BOOTSTRAP_SERVERS",
+                            help="Kafka bootstrap servers; default: from kctl.yaml.")
+CheckpointOpt = typer.Option(None, "--checkpoint", help="Checkpoint dir [default: .kctl/stream/checkpoint].")
+
+
+def _bootstrap(flag: str | None, spec: Path) -> str:
+    if flag:
+        return flag
+    from kctl.stream.submit import bootstrap_from_spec
+
+    bs = bootstrap_from_spec(spec)
+    if not bs:
+        raise KctlError("no bootstrap servers", hint=f"pass --bootstrap-servers, or run where {spec} exists")
+    return bs
+
+
+@gen_app.command("logs")
+def gen_logs(
+    topic: str = typer.Option("access-logs", "--topic", "-t", help="Topic to produce to."),
+    rate: float = typer.Option(100.0, "--rate", "-r", help="Events per second (request time and pacing)."),
+    count: int = typer.Option(1000, "--count", "-n", help="Number of events."),
+    seed: int = typer.Option(0, "--seed", help="Random seed: same seed and --start, same events."),
+    hosts: int = typer.Option(3, "--hosts", help="Number of simulated web hosts (one Kafka key each)."),
+    start: str = typer.Option(None, "--start", help="Request time of the first event (ISO-8601) [default: now]."),
+    malformed: int = typer.Option(0, "--malformed", help="Also send this many malformed events."),
+    from_file: Path = typer.Option(None, "--from-file", help="Ship this access log instead of generating."),
+    follow: bool = typer.Option(False, "--follow", "-F", help="With --from-file: keep following (tail -F)."),
+    host_name: str = typer.Option(None, "--host-name", help="With --from-file: host.name [default: hostname]."),
+    duration: float = typer.Option(600.0, "--duration", help="Stop after this many seconds in any case."),
+    bootstrap: str = BootstrapOpt,
+    spec: Path = SpecOpt,
+    output: Format = OutputOpt,
+) -> None:
+    """Produce nginx access-log lines as filebeat JSON events, keyed by host."""
+    from kctl.agent import produce as agent
+
+    bs = _bootstrap(bootstrap, spec)
+    if from_file is not None:
+        res = agent.ship_file(bs, topic, from_file, follow=follow, host=host_name, max_seconds=duration)
+    else:
+        if follow:
+            raise UsageError("--follow needs --from-file")
+        from kctl.agent.nginx import generate, malformed_records
+
+        t0 = dt.datetime.fromisoformat(start) if start else None
+        if t0 is not None and t0.tzinfo is None:
+            t0 = t0.replace(tzinfo=dt.timezone.utc)
+        events = ((e.key, e.value) for e in generate(count, seed=seed, hosts=hosts, start=t0, rate=rate, topic=topic))
+        res = agent.produce(bs, topic, malformed_records(events, malformed, seed=seed), rate=rate,
+                            max_seconds=duration)
+    emit(res, output)
+
+
+@stream_app.command("submit")
+def submit(
+    topic: list[str] = typer.Option(["access-logs"], "--topic", "-t", help="Topic(s) to read (repeatable)."),
+    out: Path = typer.Option(Path(".kctl/stream/out"), "--out", help="Output dir: archive, deadletter, metrics."),
+    checkpoint: Path = CheckpointOpt,
+    master: str = typer.Option("local[2]", "--master", help="local[N] or spark://HOST:PORT."),
+    trigger: str = typer.Option("5s", "--trigger", help="Micro-batch interval."),
+    available_now: bool = typer.Option(False, "--available-now", help="Process what is in Kafka, then exit."),
+    detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background; see `kctl stream status`."),
+    starting_offsets: str = typer.Option("earliest", "--starting-offsets", help="earliest, latest, or JSON."),
+    fail_on_data_loss: bool = typer.Option(False, "--fail-on-data-loss/--no-fail-on-data-loss",
+                                           help="Fail when Kafka deleted offsets the job had not read."),
+    max_offsets: int = typer.Option(None, "--max-offsets-per-trigger", help="Cap on records per micro-batch."),
+    jars: list[str] = typer.Option(None, "--jars", help="Kafka source jars (offline); default: resolved and cached."),
+    driver_memory: str = typer.Option("768m", "--driver-memory"),
+    bootstrap: str = BootstrapOpt,
+    spec: Path = SpecOpt,
+    output: Format = OutputOpt,
+) -> None:
+    """Run the streaming job (foreground unless --detach)."""
+    from kctl.stream.config import JobConfig
+    from kctl.stream.submit import submit as do_submit
+    from kctl.stream.submit import trigger_interval
+
+    cp = checkpoint or Path(".kctl/stream/checkpoint")
+    jar_list = [j for spec_ in (jars or []) for j in spec_.split(",") if j]
+    cfg = JobConfig(
+        bootstrap_servers=_bootstrap(bootstrap, spec), topics=list(topic), out=str(out.resolve()),
+        checkpoint=str(cp.resolve()), master=master,
+        trigger="available-now" if available_now else trigger_interval(trigger),
+        starting_offsets=starting_offsets, fail_on_data_loss=fail_on_data_loss,
+        max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
+    )
+    if not detach:
+        info(f"running stream job on {master} ({cfg.trigger}); Ctrl-C stops it after the current batch")
+    emit(do_submit(cfg, detach=detach), output)
+
+
+@stream_app.command("status")
+def status(
+    checkpoint: Path = CheckpointOpt,
+    bootstrap: str = typer.Option(None, "--bootstrap-servers", "-b", help="Override the job's bootstrap servers."),
+    output: Format = OutputOpt,
+) -> None:
+    """Progress of the job and its lag per partition (Kafka latest minus checkpointed offsets)."""
+    from kctl.output import to_plain
+    from kctl.stream.state import status as get_status
+
+    st = get_status(checkpoint or Path(".kctl/stream/checkpoint"), bootstrap)
+    if output in (Format.json, Format.yaml):
+        emit(st, output)
+        return
+    d = to_plain(st)
+    parts = d.pop("partitions")
+    emit(d, output)
+    emit(parts, output, columns=["topic", "partition", "committed", "latest", "lag"])
+
+
+@stream_app.command("stop")
+def stop(
+    checkpoint: Path = CheckpointOpt,
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the current batch to finish."),
+    output: Format = OutputOpt,
+) -> None:
+    """Stop the job gracefully, after its current micro-batch."""
+    from kctl.stream.state import stop as do_stop
+
+    emit(do_stop(checkpoint or Path(".kctl/stream/checkpoint"), timeout), output)
+
+
+@stream_app.command("metrics")
+def metrics(
+    out: Path = typer.Option(Path(".kctl/stream/out"), "--out", help="The job's output dir."),
+    output: Format = OutputOpt,
+) -> None:
+    """Requests and bytes per 1-minute event-time window, host and HTTP status."""
+    from kctl.stream.metrics import FIELDS, read_metrics
+
+    rows = read_metrics(out)
+    emit(rows, output, rows=rows, columns=FIELDS)

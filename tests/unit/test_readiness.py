@@ -1,0 +1,109 @@
+"""Readiness logic against a fake four-letter-word server and a fake clock."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kctl.errors import TimeoutReached
+from kctl.runtime.cluster import zk_state
+from kctl.runtime.readiness import Stage, wait_for_stages
+from kctl.spec import ClusterSpec
+from kctl.zk import fourlw
+from tests.unit.fake_zk import fake_zk, free_port
+
+
+def test_srvr_parsed() -> None:
+    with fake_zk("leader") as zk:
+        ans = fourlw.ask("127.0.0.1", zk.port, "srvr")
+    s = fourlw.parse_srvr(ans.text)
+    assert (s.mode, s.zxid, s.outstanding, s.connections, s.node_count) == ("leader", "0x100000042", 0, 3, 37)
+    assert s.latency_avg == 0.5 and s.version and s.version.startswith("3.8.4")
+
+
+def test_zk_state_modes() -> None:
+    spec = ClusterSpec()
+    with fake_zk("follower") as zk:
+        assert zk_state(spec, "logger1", zk.port, 1.0).mode == "follower"
+        zk.mode = "not-serving"
+        st = zk_state(spec, "logger1", zk.port, 1.0)
+        assert st.mode == "not-serving" and "quorum" in (st.error or "")
+    assert zk_state(spec, "logger1", free_port(), 0.5).mode == "down"
+
+
+def test_hung_server_is_bounded() -> None:
+    with fake_zk() as zk:
+        zk.hang = True
+        t0 = time.monotonic()
+        st = zk_state(ClusterSpec(), "logger1", zk.port, 0.5)
+        assert st.mode == "down"
+        assert time.monotonic() - t0 < 2.0
+
+
+def test_whitelist_detection() -> None:
+    with fake_zk() as zk:
+        ans = fourlw.ask("127.0.0.1", zk.port, "dump")
+    assert not ans.whitelisted
+
+
+def test_mntr_and_conf_parsing() -> None:
+    m = fourlw.parse_mntr("zk_version\t3.8.4\nzk_avg_latency\t0.25\nzk_server_state\tleader\nzk_znode_count\t40\n")
+    assert m == {"zk_version": "3.8.4", "zk_avg_latency": 0.25, "zk_server_state": "leader", "zk_znode_count": 40}
+    c = fourlw.parse_kv("clientPort=2181\ndataDir=/var/opt/kctl/zookeeper/snapshots/version-2\ntickTime=2000\n")
+    assert c["clientPort"] == 2181 and c["tickTime"] == 2000
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += max(s, 0.01)
+
+
+def test_stages_run_in_order_until_done() -> None:
+    clock = FakeClock()
+    seen: list[str] = []
+    answers = iter([False, False, True])
+
+    def first() -> tuple[bool, str]:
+        seen.append("first")
+        return next(answers), "modes: follower"
+
+    def second() -> tuple[bool, str]:
+        seen.append("second")
+        return True, "ok"
+
+    res = wait_for_stages([Stage("a", first), Stage("b", second)], timeout=10, poll=1, clock=clock, sleep=clock.sleep)
+    assert [r.name for r in res] == ["a", "b"]
+    assert seen == ["first", "first", "first", "second"]
+
+
+def test_timeout_names_stage_last_seen_and_log_tail() -> None:
+    clock = FakeClock()
+    with fake_zk("looking") as zk:
+        def probe() -> tuple[bool, str]:
+            st = zk_state(ClusterSpec(), "logger1", zk.port, 0.5)
+            return st.mode == "leader", f"logger1={st.mode}"
+
+        with pytest.raises(TimeoutReached) as ei:
+            wait_for_stages([Stage("exactly one ZooKeeper leader", probe, lambda saw: "LOOKING...election")],
+                            timeout=3, poll=1, clock=clock, sleep=clock.sleep)
+    msg = ei.value.message
+    assert "exactly one ZooKeeper leader" in msg and "logger1=looking" in msg and "LOOKING...election" in msg
+    assert ei.value.hint and "kctl down" in ei.value.hint
+
+
+def test_probe_exception_is_not_ready() -> None:
+    clock = FakeClock()
+
+    def boom() -> tuple[bool, str]:
+        raise ConnectionRefusedError("refused")
+
+    with pytest.raises(TimeoutReached) as ei:
+        wait_for_stages([Stage("s", boom)], timeout=2, poll=1, clock=clock, sleep=clock.sleep)
+    assert "ConnectionRefusedError" in ei.value.message
