@@ -140,6 +140,7 @@ def _service(spec: ClusterSpec, plan: ContainerPlan) -> dict[str, Any]:
             env["KAFKA_JMX_PORT"] = str(jmx)
             ports.append(f"127.0.0.1:{jmx}:{jmx}")
     labels = {
+        **spec.labels,
         LABEL_CLUSTER: spec.name,
         LABEL_HASH: plan.config_hash,
         LABEL_NODE: node.hostname,
@@ -155,7 +156,7 @@ def _service(spec: ClusterSpec, plan: ContainerPlan) -> dict[str, Any]:
         # Kafka's controlled shutdown moves leadership first; give it time.
         "stop_grace_period": "120s",
         "environment": dict(sorted(env.items())),
-        "labels": labels,
+        "labels": dict(sorted(labels.items())),
         "ports": ports,
         "volumes": [f"./{host}/conf:{properties.CONF_DIR}:ro", f"./{host}/data:{properties.DATA_ROOT}",
                     f"./{host}/logs:{properties.LOG_ROOT}"],
@@ -180,7 +181,7 @@ def render(spec: ClusterSpec) -> Rendered:
         cluster=spec.name,
         project=spec.project,
         network=spec.project,
-        network_labels={LABEL_CLUSTER: spec.name},
+        network_labels={**spec.labels, LABEL_CLUSTER: spec.name},
         services=[_service(spec, p) for p in plans],
     )
     return Rendered(files=dict(sorted(files.items())), containers=plans)

@@ -237,6 +237,9 @@ class ClusterSpec(_Model):
     state_dir: str | None = Field(
         None, description="Where rendered files and data live; default .kctl/<name> next to kctl.yaml."
     )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Extra Docker labels on every container and the network."
+    )
 
     @field_validator("name")
     @classmethod

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
-from kctl.errors import ClusterError
+from kctl.errors import ClusterError, KctlError
 from kctl.spec import ClusterSpec
 
 # kazoo logs every connection failure at WARNING; kctl reports them itself.
@@ -54,3 +56,121 @@ def controller(zk: Any) -> int | None:
         return int(json.loads(data.decode())["brokerid"])
     except (ValueError, KeyError, UnicodeDecodeError):
         return None
+
+
+# ----- ls / get / tree (kctl zk ls|get|tree) ---------------------------------------
+
+
+@dataclass
+class ZNode:
+    """One znode: its data (decoded, and parsed when it is JSON) and its stat."""
+
+    path: str
+    data: str | None
+    json: Any
+    stat: dict[str, Any]
+    children: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TreeEntry:
+    path: str
+    depth: int
+    children: int
+    data_length: int
+    ephemeral: bool
+    data: str | None = None
+
+
+def _norm(path: str) -> str:
+    if not path.startswith("/"):
+        path = "/" + path
+    return path.rstrip("/") or "/"
+
+
+def _stat(st: Any) -> dict[str, Any]:
+    return {
+        "czxid": hex(st.czxid), "mzxid": hex(st.mzxid), "pzxid": hex(st.pzxid),
+        "ctime": _ms(st.ctime), "mtime": _ms(st.mtime),
+        "version": st.version, "cversion": st.cversion, "aversion": st.aversion,
+        "ephemeral_owner": hex(st.ephemeralOwner), "data_length": st.dataLength,
+        "num_children": st.numChildren,
+    }
+
+
+def _ms(ms: int) -> str:
+    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _decode(raw: bytes | None) -> tuple[str | None, Any]:
+    if raw is None:
+        return None, None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.hex(), None
+    try:
+        return text, json.loads(text)
+    except ValueError:
+        return text, None
+
+
+def _missing(path: str) -> KctlError:
+    return KctlError(f"no znode {path}", hint="`kctl zk ls /` lists the root; `kctl zk tree / --depth 2` walks it")
+
+
+def ls(zk: Any, path: str) -> list[str]:
+    from kazoo.exceptions import NoNodeError
+
+    path = _norm(path)
+    try:
+        return sorted(zk.get_children(path))
+    except NoNodeError:
+        raise _missing(path) from None
+
+
+def get(zk: Any, path: str) -> ZNode:
+    from kazoo.exceptions import NoNodeError
+
+    path = _norm(path)
+    try:
+        raw, st = zk.get(path)
+        children = sorted(zk.get_children(path))
+    except NoNodeError:
+        raise _missing(path) from None
+    text, parsed = _decode(raw)
+    return ZNode(path, text, parsed, _stat(st), children)
+
+
+def tree(zk: Any, path: str = "/", depth: int = 3, with_data: bool = False, limit: int = 5000) -> list[TreeEntry]:
+    """Depth-first walk from ``path``, ``depth`` levels below it, at most ``limit`` znodes."""
+    from kazoo.exceptions import NoNodeError
+
+    root = _norm(path)
+    out: list[TreeEntry] = []
+
+    def walk(p: str, d: int) -> None:
+        if len(out) >= limit:
+            return
+        try:
+            raw, st = zk.get(p)
+            kids = sorted(zk.get_children(p))
+        except NoNodeError:
+            if p == root:
+                raise _missing(p) from None
+            return  # deleted while walking
+        text = _decode(raw)[0] if with_data else None
+        out.append(TreeEntry(p, d, len(kids), st.dataLength, st.ephemeralOwner != 0, text))
+        if d < depth:
+            for k in kids:
+                walk(("" if p == "/" else p) + "/" + k, d + 1)
+
+    walk(root, 0)
+    return out
+
+
+def partitions_map(zk: Any, topic: str) -> dict[int, list[int]]:
+    """The replica assignment Kafka keeps in /brokers/topics/T (partition -> replicas)."""
+    node = get(zk, f"/brokers/topics/{topic}")
+    parts = (node.json or {}).get("partitions", {})
+    return {int(p): list(r) for p, r in sorted(parts.items(), key=lambda kv: int(kv[0]))}

@@ -1,0 +1,195 @@
+"""`python -m kctl.kafka.bench [-f kctl.yaml]`: kctl produce/consume beside Kafka's own perf tools.
+
+Same run, same cluster, 100-byte records, acks=all, replication factor 3. kctl
+runs as the CLI from the host (through the published EXTERNAL ports); Kafka's
+perf tools run in a node container on the INTERNAL listener. Every loop is
+bounded: a record cap and a timeout on each step. The figures are printed and
+written to the "## Produce and consume" section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kctl.errors import KctlError
+from kctl.kafka import topics
+from kctl.spec import ClusterSpec, load_spec
+
+RECORD_SIZE = 100
+MAX_RECORDS = 2_000_000
+STEP_TIMEOUT = 300.0
+SECTION = "## Produce and consume"
+
+
+@dataclass
+class Figure:
+    tool: str
+    direction: str
+    records: int
+    seconds: float
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mb_per_second(self) -> float:
+        return self.records_per_second * RECORD_SIZE / (1024 * 1024)
+
+
+def parse_producer_perf(text: str) -> tuple[int, float]:
+    """Last summary line: ``N records sent, R records/sec (M MB/sec), ...`` -> (records, seconds)."""
+    found = list(re.finditer(r"(\d+) records sent, ([\d.]+) records/sec", text))
+    if not found:
+        raise KctlError("kafka-producer-perf-test printed no summary", hint=text[-500:])
+    m = found[-1]
+    n, rate = int(m.group(1)), float(m.group(2))
+    return n, n / rate if rate else 0.0
+
+
+def parse_consumer_perf(text: str) -> tuple[int, float]:
+    """CSV after the header: ``start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
+    rebalance.time.ms, fetch.time.ms, ...`` -> (records, fetch seconds)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    for i, ln in enumerate(lines):
+        if ln.startswith("start.time"):
+            head = [h.strip() for h in ln.split(",")]
+            vals = [v.strip() for v in lines[i + 1].split(",")]
+            row = dict(zip(head, vals, strict=False))
+            n = int(float(row["data.consumed.in.nMsg"]))
+            fetch_ms = float(row.get("fetch.time.ms", "0") or 0)
+            if fetch_ms <= 0:
+                fetch_ms = n / float(row["nMsg.sec"]) * 1000 if float(row["nMsg.sec"]) else 0
+            return n, fetch_ms / 1000
+    raise KctlError("kafka-consumer-perf-test printed no CSV summary", hint=text[-500:])
+
+
+def _kctl(spec_file: Path, *args: str, stdout: Any = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "kctl", *args, "-f", str(spec_file)], stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=STEP_TIMEOUT)
+    if proc.returncode != 0:
+        raise KctlError(f"kctl {' '.join(args)} failed: {proc.stderr.strip()[-500:]}")
+    return proc
+
+
+def run(spec: ClusterSpec, spec_file: Path, records: int) -> list[Figure]:
+    records = max(1000, min(records, MAX_RECORDS))
+    rf = min(3, len(spec.nodes))
+    suffix = uuid.uuid4().hex[:6]
+    t_kctl, t_kafka = f"kctl-bench-{suffix}", f"kafka-bench-{suffix}"
+    for t in (t_kctl, t_kafka):
+        topics.create(spec, t, 3, rf, {"min.insync.replicas": str(max(1, rf - 1))})
+    figures: list[Figure] = []
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            data = Path(d) / "records.txt"
+            with data.open("w") as fh:
+                for i in range(records):
+                    fh.write(f"{i:010d}".ljust(RECORD_SIZE, "x") + "\n")
+            out = json.loads(_kctl(spec_file, "produce", t_kctl, "--input", str(data), "--acks", "all",
+                                   "-o", "json").stdout)
+            figures.append(Figure("kctl produce", "produce", int(out["delivered"]), float(out["seconds"])))
+        brokers = spec.internal_bootstrap_servers
+        text = _exec(spec, ["/opt/kafka/bin/kafka-producer-perf-test.sh", "--topic", t_kafka,
+                            "--num-records", str(records), "--record-size", str(RECORD_SIZE), "--throughput", "-1",
+                            "--producer-props", f"bootstrap.servers={brokers}", "acks=all"])
+        n, s = parse_producer_perf(text)
+        figures.append(Figure("kafka-producer-perf-test", "produce", n, s))
+
+        proc = _kctl(spec_file, "consume", t_kctl, "--from-beginning", "--max", str(records), "--timeout", "15",
+                     stdout=subprocess.DEVNULL)
+        m = re.search(r"consumed (\d+) message\(s\) in ([\d.]+)s", proc.stderr)
+        if not m:
+            raise KctlError("kctl consume printed no summary", hint=proc.stderr[-500:])
+        figures.append(Figure("kctl consume", "consume", int(m.group(1)), float(m.group(2))))
+        text = _exec(spec, ["/opt/kafka/bin/kafka-consumer-perf-test.sh", "--bootstrap-server", brokers,
+                            "--topic", t_kafka, "--messages", str(records), "--timeout", "60000"])
+        n, s = parse_consumer_perf(text)
+        figures.append(Figure("kafka-consumer-perf-test", "consume", n, s))
+    finally:
+        for t in (t_kctl, t_kafka):
+            try:
+                topics.delete(spec, t)
+            except KctlError:
+                pass
+    return figures
+
+
+def _exec(spec: ClusterSpec, argv: list[str]) -> str:
+    from kctl.runtime import compose
+
+    rc, out = compose.exec_in(spec, spec.kafka_host(spec.nodes[0]), argv, timeout=STEP_TIMEOUT)
+    if rc != 0:
+        raise KctlError(f"{argv[0].rsplit('/', 1)[-1]} failed (exit {rc})", hint=out[-800:])
+    return out
+
+
+def render(figures: list[Figure], records: int, spec: ClusterSpec) -> str:
+    by = {f.tool: f for f in figures}
+    lines = [
+        SECTION, "",
+        f"Measured {_dt.date.today().isoformat()} by `python -m kctl.kafka.bench` against cluster `{spec.name}` "
+        f"({len(spec.nodes)} brokers on one host, Kafka {spec.versions.kafka}): {records} records of "
+        f"{RECORD_SIZE} bytes, acks=all, replication factor {min(3, len(spec.nodes))}, 3 partitions, "
+        "fresh topics. kctl runs from the host through the published EXTERNAL ports (the CLI's own timing, "
+        "first send to last acknowledgement / first to last message; printing to /dev/null included); Kafka's "
+        "perf tools run inside logger1 on the INTERNAL listener (their own timing; the consumer figure is "
+        "fetch time, without the group join).", "",
+        "| tool | direction | records | seconds | records/s | MB/s | kctl / Kafka |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for f in figures:
+        ref = by.get("kafka-producer-perf-test" if f.direction == "produce" else "kafka-consumer-perf-test")
+        ratio = f"{f.records_per_second / ref.records_per_second:.2f}" \
+            if f.tool.startswith("kctl") and ref and ref.records_per_second else ""
+        lines.append(f"| {f.tool} | {f.direction} | {f.records} | {f.seconds:.2f} | {f.records_per_second:,.0f} "
+                     f"| {f.mb_per_second:.2f} | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace (or append) the "## Produce and consume" section, leaving the others alone."""
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
+    start = text.find(SECTION)
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        nxt = text.find("\n## ", start + len(SECTION))
+        text = text[:start] + section + ("\n" + text[nxt + 1:] if nxt >= 0 else "")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kctl.kafka.bench", description=__doc__)
+    ap.add_argument("-f", "--file", type=Path, default=Path("kctl.yaml"), help="cluster spec")
+    ap.add_argument("-n", "--records", type=int, default=200_000, help=f"records per tool (max {MAX_RECORDS})")
+    ap.add_argument("--docs", type=Path, default=Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md")
+    ap.add_argument("--no-write", action="store_true", help="print only")
+    args = ap.parse_args(argv)
+    try:
+        spec, _ = load_spec(args.file)
+        figures = run(spec, args.file, args.records)
+    except KctlError as exc:
+        print(f"error: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+        return 1
+    section = render(figures, min(max(1000, args.records), MAX_RECORDS), spec)
+    print(section)
+    if not args.no_write:
+        write_section(args.docs, section)
+        print(f"wrote {args.docs}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""Consumer groups: list, describe with lag, reset offsets (dry run by default), delete."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from kctl.errors import KctlError, UsageError
+from kctl.kafka.client import admin, require_reachable
+from kctl.spec import ClusterSpec
+
+TIMEOUT = 15.0
+
+
+@dataclass
+class GroupSummary:
+    group: str
+    state: str
+    type: str
+    simple: bool
+
+
+@dataclass
+class PartitionLag:
+    topic: str
+    partition: int
+    committed: int | None
+    log_end: int | None
+    lag: int | None
+    consumer_id: str | None = None
+    host: str | None = None
+    client_id: str | None = None
+
+
+@dataclass
+class Member:
+    consumer_id: str
+    client_id: str
+    host: str
+    assignment: list[str]
+
+
+@dataclass
+class GroupDescription:
+    group: str
+    state: str
+    coordinator: int | None
+    assignor: str
+    members: list[Member] = field(default_factory=list)
+    partitions: list[PartitionLag] = field(default_factory=list)
+    total_lag: int = 0
+
+
+@dataclass
+class OffsetMove:
+    topic: str
+    partition: int
+    current: int | None
+    target: int
+    earliest: int
+    latest: int
+    note: str = ""
+
+
+@dataclass
+class ResetPlan:
+    group: str
+    topic: str
+    strategy: str
+    executed: bool
+    moves: list[OffsetMove]
+
+
+def _err(exc: Exception) -> tuple[str, str]:
+    e = exc.args[0] if exc.args else None
+    if e is not None and hasattr(e, "name"):
+        return str(e.name()), str(e.str())
+    return "", str(exc)
+
+
+def _missing(group: str) -> KctlError:
+    return KctlError(f"consumer group {group!r} does not exist", hint="`kctl group list` shows the groups")
+
+
+def list_groups(spec: ClusterSpec | None, bootstrap: str | None = None) -> list[GroupSummary]:
+    require_reachable(spec, bootstrap)
+    a = admin(spec, bootstrap)
+    try:
+        res = a.list_consumer_groups(request_timeout=TIMEOUT).result(TIMEOUT)
+    except Exception as exc:  # noqa: BLE001
+        raise KctlError(f"cannot list consumer groups: {_err(exc)[1]}") from None
+    return sorted((GroupSummary(g.group_id, g.state.name if g.state else "UNKNOWN",
+                                g.type.name if getattr(g, "type", None) else "CLASSIC",
+                                bool(g.is_simple_consumer_group)) for g in res.valid),
+                  key=lambda g: g.group)
+
+
+def _committed(a: Any, group: str) -> dict[tuple[str, int], int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    try:
+        res = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                            request_timeout=TIMEOUT)[group].result(TIMEOUT)
+    except Exception as exc:  # noqa: BLE001
+        code, msg = _err(exc)
+        if code == "GROUP_ID_NOT_FOUND":
+            raise _missing(group) from None
+        raise KctlError(f"cannot read offsets of {group!r}: {msg}") from None
+    return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions or [] if tp.offset >= 0}
+
+
+def offsets(a: Any, tps: list[tuple[str, int]], spec_of: Any) -> dict[tuple[str, int], int]:
+    """list_offsets for each (topic, partition) with the given OffsetSpec."""
+    from confluent_kafka import TopicPartition
+
+    if not tps:
+        return {}
+    req = {TopicPartition(t, p): spec_of for t, p in tps}
+    futs = a.list_offsets(req, request_timeout=TIMEOUT)
+    out: dict[tuple[str, int], int] = {}
+    for tp, fut in futs.items():
+        try:
+            out[(tp.topic, tp.partition)] = int(fut.result(TIMEOUT).offset)
+        except Exception as exc:  # noqa: BLE001
+            raise KctlError(f"cannot list offsets of {tp.topic}-{tp.partition}: {_err(exc)[1]}") from None
+    return out
+
+
+def lag(committed: int | None, log_end: int | None) -> int | None:
+    if committed is None or log_end is None or committed < 0:
+        return None
+    return max(0, log_end - committed)
+
+
+def describe(spec: ClusterSpec | None, group: str, bootstrap: str | None = None) -> GroupDescription:
+    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+    require_reachable(spec, bootstrap)
+    a = admin(spec, bootstrap)
+    try:
+        g = a.describe_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)
+    except Exception as exc:  # noqa: BLE001
+        code, msg = _err(exc)
+        if code == "GROUP_ID_NOT_FOUND":
+            raise _missing(group) from None
+        raise KctlError(f"cannot describe {group!r}: {msg}") from None
+    committed = _committed(a, group)
+    state = g.state.name if g.state else "UNKNOWN"
+    if state == "DEAD" and not committed:
+        raise _missing(group)
+    owner: dict[tuple[str, int], Any] = {}
+    members = []
+    for m in g.members:
+        tps = list(m.assignment.topic_partitions) if m.assignment else []
+        for tp in tps:
+            owner[(tp.topic, tp.partition)] = m
+        members.append(Member(m.member_id, m.client_id, m.host,
+                              [f"{tp.topic}-{tp.partition}" for tp in sorted(tps, key=lambda x: (x.topic,
+                                                                                              x.partition))]))
+    keys = sorted(set(committed) | set(owner))
+    ends = offsets(a, keys, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+    parts = []
+    for k in keys:
+        m = owner.get(k)
+        c = committed.get(k)
+        parts.append(PartitionLag(k[0], k[1], c, ends.get(k), lag(c, ends.get(k)),
+                                  m.member_id if m else None, m.host if m else None, m.client_id if m else None))
+    total = sum(p.lag or 0 for p in parts)
+    coord = g.coordinator.id if g.coordinator is not None else None
+    return GroupDescription(group, state, coord, g.partition_assignor or "", members, parts, total)
+
+
+# ----- reset offsets --------------------------------------------------------------------
+
+
+def clamp(target: int, earliest: int, latest: int) -> tuple[int, str]:
+    """Kafka's rule for --to-offset: below the log start goes to earliest, past the end to latest."""
+    if target < earliest:
+        return earliest, f"{target} is below the log start; using earliest {earliest}"
+    if target > latest:
+        return latest, f"{target} is past the log end; using latest {latest}"
+    return target, ""
+
+
+def parse_datetime(text: str) -> int:
+    """ISO 8601 (naive means UTC, as kafka-consumer-groups) to epoch milliseconds."""
+    try:
+        t = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"{text!r} is not an ISO 8601 date-time such as 2024-05-01T12:00:00") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
+def plan_targets(strategy: str, value: int | None, current: dict[int, int | None], earliest: dict[int, int],
+                 latest: dict[int, int], by_time: dict[int, int] | None = None) -> dict[int, tuple[int, str]]:
+    """Pure offsets math: the new offset of each partition and a note."""
+    out: dict[int, tuple[int, str]] = {}
+    for p in sorted(latest):
+        e, lt = earliest[p], latest[p]
+        if strategy == "earliest":
+            out[p] = (e, "")
+        elif strategy == "latest":
+            out[p] = (lt, "")
+        elif strategy == "offset":
+            assert value is not None
+            out[p] = clamp(value, e, lt)
+        elif strategy == "datetime":
+            t = (by_time or {}).get(p, -1)
+            # No record at or after the time: the end of the log, as Kafka's tool does.
+            out[p] = (lt, "no record at or after that time; using latest") if t < 0 else clamp(t, e, lt)
+        else:
+            raise UsageError(f"unknown reset strategy {strategy!r}")
+    return out
+
+
+def reset_offsets(spec: ClusterSpec | None, group: str, topic: str, strategy: str, value: int | None = None,
+                  when: str | None = None, execute: bool = False, bootstrap: str | None = None) -> ResetPlan:
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+    md = require_reachable(spec, bootstrap)
+    if topic not in md.topics:
+        raise KctlError(f"topic {topic!r} does not exist", hint="`kctl topic list` shows the topics")
+    a = admin(spec, bootstrap)
+    tps = [(topic, p) for p in sorted(md.topics[topic].partitions)]
+    state = "UNKNOWN"
+    try:
+        g = a.describe_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)
+        state = g.state.name if g.state else "UNKNOWN"
+    except Exception:  # noqa: BLE001 - a group that does not exist yet can be given offsets
+        g = None
+    if g is not None and g.members:
+        raise KctlError(f"group {group!r} is {state} with {len(g.members)} active member(s); offsets can only be"
+                        " reset while it has none", hint="stop its consumers first (`kctl group describe` shows them)")
+    committed = _committed(a, group) if state != "DEAD" else {}
+    earliest = offsets(a, tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+    latest = offsets(a, tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+    by_time = None
+    if strategy == "datetime":
+        if when is None:
+            raise UsageError("--to-datetime needs a value")
+        by_time_raw = offsets(a, tps, OffsetSpec.for_timestamp(parse_datetime(when)))
+        by_time = {p: v for (_, p), v in by_time_raw.items()}
+    targets = plan_targets(strategy, value, {p: committed.get((t, p)) for t, p in tps},
+                           {p: v for (_, p), v in earliest.items()}, {p: v for (_, p), v in latest.items()}, by_time)
+    moves = [OffsetMove(topic, p, committed.get((topic, p)), tgt, earliest[(topic, p)], latest[(topic, p)], note)
+             for p, (tgt, note) in targets.items()]
+    if execute:
+        req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, m.partition, m.target) for m in moves])
+        try:
+            a.alter_consumer_group_offsets([req], request_timeout=TIMEOUT)[group].result(TIMEOUT)
+        except Exception as exc:  # noqa: BLE001
+            code, msg = _err(exc)
+            raise KctlError(f"cannot reset offsets of {group!r}: {code} {msg}".strip(),
+                            hint="the group must have no active members") from None
+    return ResetPlan(group, topic, strategy, execute, moves)
+
+
+def delete(spec: ClusterSpec | None, group: str, bootstrap: str | None = None) -> str:
+    require_reachable(spec, bootstrap)
+    a = admin(spec, bootstrap)
+    try:
+        a.delete_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)
+    except Exception as exc:  # noqa: BLE001
+        code, msg = _err(exc)
+        if code == "GROUP_ID_NOT_FOUND":
+            raise _missing(group) from None
+        if code == "NON_EMPTY_GROUP":
+            raise KctlError(f"group {group!r} still has active members", hint="stop its consumers first") from None
+        raise KctlError(f"cannot delete {group!r}: {code} {msg}".strip()) from None
+    return group
+
+
+# ----- kafka-consumer-groups --describe output, for the cross-checks ----------------------
+
+
+def parse_kafka_groups_describe(text: str) -> list[dict[str, Any]]:
+    """Rows of ``kafka-consumer-groups.sh --describe --group G`` (whitespace-aligned table)."""
+    rows: list[dict[str, Any]] = []
+    header: list[str] | None = None
+    for line in text.splitlines():
+        cells = line.split()
+        if not cells:
+            continue
+        if cells[0] == "GROUP" and "TOPIC" in cells:
+            header = [c.lower().replace("-", "_") for c in cells]
+            continue
+        if header and len(cells) >= 6:
+            row: dict[str, Any] = dict(zip(header, cells, strict=False))
+            for k in ("partition", "current_offset", "log_end_offset", "lag"):
+                if k in row:
+                    row[k] = int(row[k]) if row[k].lstrip("-").isdigit() else None
+            rows.append(row)
+    return rows

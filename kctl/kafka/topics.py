@@ -1,0 +1,284 @@
+"""Topics through the AdminClient: create, list, describe, add partitions, delete."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from kctl.errors import KctlError, UsageError
+from kctl.kafka.client import HEALTH_TOPIC, admin, require_reachable
+from kctl.spec import ClusterSpec
+
+# Kafka's own rule (org.apache.kafka.common.internals.Topic): at most 249 of [a-zA-Z0-9._-], not "." or "..".
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_NAME = 249
+TIMEOUT = 15.0
+
+
+@dataclass
+class PartitionInfo:
+    partition: int
+    leader: int | None
+    replicas: list[int]
+    isr: list[int]
+    offline: bool
+    under_replicated: bool
+
+
+@dataclass
+class TopicConfig:
+    key: str
+    value: str | None
+    source: str
+
+
+@dataclass
+class TopicDescription:
+    name: str
+    topic_id: str | None
+    internal: bool
+    partition_count: int
+    replication_factor: int
+    partitions: list[PartitionInfo] = field(default_factory=list)
+    configs: list[TopicConfig] = field(default_factory=list)
+
+    @property
+    def under_replicated(self) -> int:
+        return sum(1 for p in self.partitions if p.under_replicated)
+
+    @property
+    def offline(self) -> int:
+        return sum(1 for p in self.partitions if p.offline)
+
+
+@dataclass
+class TopicSummary:
+    name: str
+    partitions: int
+    replication_factor: int
+    internal: bool
+    under_replicated: int
+
+
+@dataclass
+class TopicChange:
+    topic: str
+    action: str  # created, exists, partitions-added, deleted
+    detail: str = ""
+
+
+def validate_name(name: str) -> None:
+    """Kafka's topic name rule, checked before anything is sent."""
+    problem = None
+    if not name:
+        problem = "is empty"
+    elif name in (".", ".."):
+        problem = "cannot be '.' or '..'"
+    elif len(name) > MAX_NAME:
+        problem = f"is {len(name)} characters long; the limit is {MAX_NAME}"
+    elif not _LEGAL.match(name):
+        bad = "".join(sorted({c for c in name if not re.match(r"[a-zA-Z0-9._-]", c)}))
+        problem = f"contains {bad!r}; only ASCII letters, digits, '.', '_' and '-' are allowed"
+    if problem:
+        raise UsageError(f"invalid topic name {name!r}: it {problem}")
+
+
+def _kafka_error(exc: Exception) -> tuple[str, str]:
+    """(code name, message) of a KafkaException, or ('', str(exc))."""
+    err = exc.args[0] if exc.args else None
+    if err is not None and hasattr(err, "name") and hasattr(err, "str"):
+        return str(err.name()), str(err.str())
+    return "", str(exc)
+
+
+def translate(exc: Exception, topic: str) -> KctlError:
+    code, msg = _kafka_error(exc)
+    if code in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
+        return missing(topic)
+    if code == "TOPIC_ALREADY_EXISTS":
+        return exists(topic)
+    if code == "INVALID_REPLICATION_FACTOR":
+        return KctlError(f"cannot create {topic!r}: {msg}",
+                         hint="the replication factor cannot exceed the live brokers")
+    if code == "INVALID_PARTITIONS":
+        return KctlError(f"{topic}: {msg}")
+    if code in ("TOPIC_DELETION_DISABLED",):
+        return KctlError(f"cannot delete {topic!r}: {msg}", hint="set kafka.delete_topic_enable: true in kctl.yaml")
+    if code in ("_TIMED_OUT", "REQUEST_TIMED_OUT", "_TRANSPORT"):
+        return KctlError(f"{topic}: the cluster did not answer in time ({msg})", hint="see `kctl status`")
+    return KctlError(f"{topic}: {code + ': ' if code else ''}{msg}")
+
+
+def exists(topic: str) -> KctlError:
+    return KctlError(f"topic {topic!r} already exists", hint="pass --if-not-exists to accept an existing topic")
+
+
+def missing(topic: str) -> KctlError:
+    return KctlError(f"topic {topic!r} does not exist", hint="`kctl topic list` shows the topics")
+
+
+def live_brokers(spec: ClusterSpec | None, bootstrap: str | None = None) -> list[int]:
+    md = require_reachable(spec, bootstrap)
+    return sorted(int(b) for b in md.brokers)
+
+
+def create(spec: ClusterSpec | None, name: str, partitions: int, replication_factor: int,
+           config: dict[str, str] | None = None, if_not_exists: bool = False,
+           bootstrap: str | None = None) -> TopicChange:
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+    validate_name(name)
+    if partitions < 1:
+        raise UsageError(f"--partitions must be at least 1, not {partitions}")
+    if replication_factor < 1:
+        raise UsageError(f"--replication-factor must be at least 1, not {replication_factor}")
+    md = require_reachable(spec, bootstrap)
+    if name in md.topics:
+        if if_not_exists:
+            return TopicChange(name, "exists", "already exists; nothing changed")
+        raise exists(name)
+    live = len(md.brokers)
+    if replication_factor > live:
+        raise KctlError(f"cannot create {name!r}: replication factor {replication_factor} is above the {live} live"
+                        f" broker(s)", hint=f"use --replication-factor {live} or less; `kctl status` shows brokers")
+    a = admin(spec, bootstrap)
+    futs = a.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                                     config=dict(config or {}))], request_timeout=TIMEOUT)
+    try:
+        futs[name].result(TIMEOUT)
+    except Exception as exc:  # noqa: BLE001 - translated for the operator
+        if if_not_exists and _kafka_error(exc)[0] == "TOPIC_ALREADY_EXISTS":
+            return TopicChange(name, "exists", "already exists; nothing changed")
+        raise translate(exc, name) from None
+    return TopicChange(name, "created", f"{partitions} partition(s), replication factor {replication_factor}")
+
+
+def list_topics(spec: ClusterSpec | None, internal: bool = False, bootstrap: str | None = None) -> list[TopicSummary]:
+    md = require_reachable(spec, bootstrap)
+    out = []
+    for name, t in sorted(md.topics.items()):
+        is_internal = name.startswith("__")
+        if is_internal and not internal:
+            continue
+        parts = t.partitions.values()
+        rf = max((len(p.replicas) for p in parts), default=0)
+        urp = sum(1 for p in parts if len(p.isrs) < len(p.replicas))
+        out.append(TopicSummary(name, len(t.partitions), rf, is_internal, urp))
+    return out
+
+
+_SOURCES = {
+    "DYNAMIC_TOPIC_CONFIG": "topic override",
+    "DYNAMIC_BROKER_CONFIG": "dynamic per-broker",
+    "DYNAMIC_DEFAULT_BROKER_CONFIG": "dynamic cluster-wide default",
+    "STATIC_BROKER_CONFIG": "static server.properties",
+    "DEFAULT_CONFIG": "Kafka default",
+}
+
+
+def describe(spec: ClusterSpec | None, name: str, bootstrap: str | None = None) -> TopicDescription:
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import ConfigResource, ConfigSource  # type: ignore[attr-defined]
+
+    validate_name(name)
+    require_reachable(spec, bootstrap)
+    a = admin(spec, bootstrap)
+    try:
+        td = a.describe_topics(TopicCollection([name]), request_timeout=TIMEOUT)[name].result(TIMEOUT)
+    except Exception as exc:  # noqa: BLE001
+        raise translate(exc, name) from None
+    parts = []
+    for p in sorted(td.partitions, key=lambda p: p.id):
+        leader = p.leader.id if p.leader is not None and p.leader.id >= 0 else None
+        replicas = [r.id for r in p.replicas]
+        isr = [r.id for r in p.isr]
+        parts.append(PartitionInfo(p.id, leader, replicas, isr, offline=leader is None,
+                                   under_replicated=len(isr) < len(replicas)))
+    res = ConfigResource(ConfigResource.Type.TOPIC, name)
+    configs: list[TopicConfig] = []
+    try:
+        entries = a.describe_configs([res], request_timeout=TIMEOUT)[res].result(TIMEOUT)
+    except Exception as exc:  # noqa: BLE001
+        raise translate(exc, name) from None
+    for key, e in sorted(entries.items()):
+        # As kafka-topics --describe: every config whose source is not Kafka's own default.
+        if e.source != ConfigSource.DEFAULT_CONFIG.value:
+            src = ConfigSource(e.source).name
+            configs.append(TopicConfig(key, e.value, _SOURCES.get(src, src)))
+    rf = max((len(p.replicas) for p in parts), default=0)
+    # Kafka prints topic ids in URL-safe base64 without padding; librdkafka in the standard alphabet.
+    tid = str(td.topic_id).replace("+", "-").replace("/", "_").rstrip("=") if td.topic_id else None
+    return TopicDescription(name, tid, td.is_internal, len(parts), rf,
+                            parts, configs)
+
+
+def add_partitions(spec: ClusterSpec | None, name: str, partitions: int,
+                   bootstrap: str | None = None) -> TopicChange:
+    from confluent_kafka.admin import NewPartitions  # type: ignore[attr-defined]
+
+    validate_name(name)
+    md = require_reachable(spec, bootstrap)
+    if name not in md.topics:
+        raise missing(name)
+    current = len(md.topics[name].partitions)
+    if partitions < current:
+        raise KctlError(f"cannot decrease {name!r} from {current} to {partitions} partitions: Kafka can only add"
+                        " partitions", hint="create a new topic with fewer partitions and copy the data")
+    if partitions == current:
+        raise KctlError(f"{name!r} already has {current} partitions", hint=f"pass --partitions above {current}")
+    a = admin(spec, bootstrap)
+    futs = a.create_partitions([NewPartitions(name, partitions)], request_timeout=TIMEOUT)
+    try:
+        futs[name].result(TIMEOUT)
+    except Exception as exc:  # noqa: BLE001
+        raise translate(exc, name) from None
+    return TopicChange(name, "partitions-added", f"{current} -> {partitions} partitions")
+
+
+def delete(spec: ClusterSpec | None, name: str, bootstrap: str | None = None) -> TopicChange:
+    validate_name(name)
+    md = require_reachable(spec, bootstrap)
+    if name not in md.topics:
+        raise missing(name)
+    if name == HEALTH_TOPIC:
+        raise KctlError(f"{name} is kctl's health-check topic", hint="kctl status recreates it; leave it")
+    a = admin(spec, bootstrap)
+    futs = a.delete_topics([name], request_timeout=TIMEOUT)
+    try:
+        futs[name].result(TIMEOUT)
+    except Exception as exc:  # noqa: BLE001
+        raise translate(exc, name) from None
+    return TopicChange(name, "deleted", "marked for deletion")
+
+
+# ----- kafka-topics --describe output, for the cross-checks ----------------------
+
+
+def parse_kafka_topics_describe(text: str) -> dict[str, Any]:
+    """Parse ``kafka-topics.sh --describe --topic T`` (3.x tab-separated ``Key: value`` lines)."""
+    out: dict[str, Any] = {"partitions": {}, "configs": {}}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().split("\t") if c.strip()]
+        kv: dict[str, str] = {}
+        for c in cells:
+            k, sep, v = c.partition(":")
+            if sep:
+                kv[k.strip()] = v.strip()
+        if "Partition" in kv:
+            leader = int(kv["Leader"]) if kv.get("Leader", "none").lstrip("-").isdigit() else None
+            out["partitions"][int(kv["Partition"])] = {
+                "leader": leader if leader is not None and leader >= 0 else None,
+                "replicas": [int(x) for x in kv.get("Replicas", "").split(",") if x],
+                "isr": [int(x) for x in kv.get("Isr", "").split(",") if x],
+            }
+        elif "PartitionCount" in kv:
+            out["topic"] = kv.get("Topic")
+            out["partition_count"] = int(kv["PartitionCount"])
+            out["replication_factor"] = int(kv["ReplicationFactor"])
+            conf = kv.get("Configs", "")
+            for item in conf.split(","):
+                k, sep, v = item.partition("=")
+                if sep:
+                    out["configs"][k.strip()] = v.strip()
+    return out

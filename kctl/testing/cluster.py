@@ -1,0 +1,455 @@
+"""``KafkaCluster``: a real multi-node ZooKeeper + Kafka ensemble for integration tests.
+
+Built on testcontainers' primitives (its Compose support, its Docker client)
+and on kctl's own spec, renderer and readiness stages:
+
+    with KafkaCluster(nodes=3) as cluster:
+        cluster.create_topic("orders", partitions=3, replication_factor=3)
+        leader = cluster.partition_leader("orders", 0)
+        cluster.kill(leader)
+        cluster.wait_until_healthy(allow_missing=1)
+        cluster.start(leader)
+
+Every cluster gets a unique name, project, network and free host ports, so
+several can run at once; everything is removed on exit, even when the test
+body fails. A cluster left by a crashed run (its owner process is gone) is
+found by label and removed when the next one starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kctl.errors import KctlError, TimeoutReached
+from kctl.render import LABEL_CLUSTER, LABEL_SERVICE, render, write
+from kctl.runtime import cluster as rt
+from kctl.runtime import compose as rc
+from kctl.runtime.readiness import Stage, wait_for_stages
+from kctl.spec import ClusterSpec, NodeSpec, parse_spec
+from kctl.zk import znodes
+
+LABEL_TESTING = "io.kctl.testing"
+LABEL_OWNER = "io.kctl.testing.owner"  # "<hostname>:<pid>" of the process that started it
+LABEL_REUSE = "io.kctl.testing.reuse"
+
+# Bracketed first letters: the pattern must not match the command line of the
+# `timeout ... pkill` that carries it.
+_JVM_PATTERN = {"kafka": r"[k]afka\.Kafka /etc/kctl", "zookeeper": "[Q]uorumPeerMain"}
+
+
+def _free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(int(s.getsockname()[1]))
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_orphans(docker_client: Any) -> list[str]:
+    """Remove test clusters whose owner process is gone (a crashed or killed test run)."""
+    removed: list[str] = []
+    seen: set[str] = set()
+    for c in docker_client.containers.list(all=True, filters={"label": LABEL_TESTING}):
+        labels = c.labels or {}
+        name = labels.get(LABEL_CLUSTER)
+        if not name or name in seen or labels.get(LABEL_REUSE) == "true":
+            continue
+        seen.add(name)
+        if not _owner_alive(labels.get(LABEL_OWNER, "")):
+            rc.remove_by_label(name, docker_client)
+            removed.append(name)
+    return removed
+
+
+class KafkaCluster:
+    """A real ZooKeeper + Kafka ensemble in containers; a context manager.
+
+    ``nodes`` is the number of nodes (each runs ZooKeeper N and broker N);
+    ``spec`` is a ClusterSpec or a kctl.yaml-shaped dict, and any other
+    keyword arguments are kctl.yaml settings (``kafka={"num_partitions": 6}``).
+    """
+
+    def __init__(
+        self,
+        nodes: int = 3,
+        *,
+        spec: ClusterSpec | dict[str, Any] | None = None,
+        name: str | None = None,
+        reuse: bool = False,
+        startup_timeout: float = 300,
+        workdir: str | os.PathLike[str] | None = None,
+        **settings: Any,
+    ) -> None:
+        data: dict[str, Any] = spec.model_dump(mode="json") if isinstance(spec, ClusterSpec) else dict(spec or {})
+        data = _deep_merge(data, settings)
+        if "nodes" not in data:
+            data["nodes"] = [{"id": i, "hostname": f"logger{i}"} for i in range(1, nodes + 1)]
+        if nodes < 3 and "kafka" not in settings and not isinstance(spec, ClusterSpec):
+            rf = nodes
+            data["kafka"] = _deep_merge(data.get("kafka", {}), {
+                "default_replication_factor": rf, "offsets_topic_replication_factor": rf,
+                "transaction_state_log_replication_factor": rf, "min_insync_replicas": max(1, rf - 1)})
+        self.reuse = reuse
+        if name is None:
+            digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
+            name = f"kt-reuse-{digest}" if reuse else f"kt-{uuid.uuid4().hex[:8]}"
+        data["name"] = name
+        labels = dict(data.get("labels") or {})
+        labels.update({LABEL_TESTING: "true", LABEL_OWNER: _owner(), LABEL_REUSE: "true" if reuse else "false"})
+        data["labels"] = labels
+        self._data = data
+        self.startup_timeout = startup_timeout
+        self._own_workdir = workdir is None
+        base = Path(workdir) if workdir else Path(tempfile.gettempdir()) / "kctl-testing"
+        self.workdir = base / name
+        self.spec: ClusterSpec = parse_spec(self._with_ports(data))[0]
+        self._compose: Any = None
+        self._docker: Any = None
+        self._started = False
+
+    # ----- lifecycle ----------------------------------------------------------------
+
+    def _with_ports(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Give every node free host ports unless the caller pinned them."""
+        nodes = [dict(n) for n in data["nodes"]]
+        needed = sum(1 for n in nodes for k in ("zookeeper_port", "kafka_port") if not n.get(k))
+        free = iter(_free_ports(needed))
+        for n in nodes:
+            for k in ("zookeeper_port", "kafka_port"):
+                if not n.get(k):
+                    n[k] = next(free)
+        return {**data, "nodes": nodes}
+
+    @property
+    def spec_file(self) -> Path:
+        """The kctl.yaml of this cluster: pass it to the CLI as ``kctl -f``."""
+        return self.workdir / "kctl.yaml"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.workdir / ".kctl" / self.spec.name
+
+    def start(self, node: int | str | None = None, service: str = "kafka") -> KafkaCluster:
+        """Start the cluster (no argument), or a process or node that was stopped or killed."""
+        if node is not None:
+            self._start_node(node, service)
+            return self
+        from testcontainers.compose import DockerCompose
+        from testcontainers.core.docker_client import DockerClient
+
+        from kctl.runtime.image import ensure_image
+
+        self._docker = DockerClient().client
+        remove_orphans(self._docker)
+        if self.reuse and self._adopt_running():
+            return self
+        ensure_image(self._docker, kafka_version=self.spec.versions.kafka, scala_version=self.spec.versions.scala)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.spec_file.write_text(yaml.safe_dump(self.spec.model_dump(mode="json", exclude_none=True),
+                                                 sort_keys=False))
+        write(render(self.spec), self.state_dir)
+        self._compose = DockerCompose(context=str(self.state_dir), compose_file_name="compose.yaml", wait=False)
+        self._started = True
+        try:
+            self._compose.start()
+            self.wait_until_healthy(timeout=self.startup_timeout, round_trip=True)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _adopt_running(self) -> bool:
+        """reuse=True: attach to a healthy cluster with the same settings if one runs."""
+        found = self._docker.containers.list(filters={"label": f"{LABEL_CLUSTER}={self.spec.name}"})
+        if not found or not self.spec_file.exists():
+            return False
+        self.spec = parse_spec(yaml.safe_load(self.spec_file.read_text()))[0]
+        try:
+            self.wait_until_healthy(timeout=30)
+        except TimeoutReached:
+            rc.remove_by_label(self.spec.name, self._docker)
+            return False
+        self._started = True
+        return True
+
+    def stop(self, node: int | str | None = None, service: str = "kafka") -> None:
+        """Stop a process gracefully (SIGTERM via supervisor) or a node; no argument: remove the cluster."""
+        if node is not None:
+            self._stop_node(node, service)
+            return
+        if not self._started:
+            return
+        self._started = False
+        try:
+            # A test cluster's data is thrown away: remove the containers at once
+            # rather than wait for controlled shutdowns, then let Compose drop the rest.
+            if self._docker is not None:
+                rc.remove_by_label(self.spec.name, self._docker)
+            if self._compose is not None:
+                with contextlib.suppress(Exception):
+                    self._compose.stop(down=True)
+        finally:
+            if self._docker is not None:
+                rc.remove_by_label(self.spec.name, self._docker)
+            if self._own_workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.reuse:
+            return
+        self.stop()
+
+    # ----- addresses -------------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.spec.bootstrap_servers
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self.spec.zookeeper_connect_host
+
+    @property
+    def internal_bootstrap_servers(self) -> str:
+        return self.spec.internal_bootstrap_servers
+
+    @property
+    def network_name(self) -> str:
+        return self.spec.project
+
+    # ----- inspection --------------------------------------------------------------------
+
+    def status(self) -> rt.ClusterStatus:
+        return rt.status(self.spec)
+
+    def brokers(self) -> list[int]:
+        """Broker ids registered under /brokers/ids."""
+        with znodes.connect(self.spec) as zk:
+            return znodes.registered_brokers(zk)
+
+    def controller(self) -> int | None:
+        with znodes.connect(self.spec) as zk:
+            return znodes.controller(zk)
+
+    def zookeeper_modes(self) -> dict[str, str]:
+        return {z["node"]: z["mode"] for z in rt.status(self.spec).zookeeper}
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None,
+                     config: dict[str, str] | None = None, timeout: float = 30) -> None:
+        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+        from kctl.kafka.client import admin
+
+        rf = replication_factor or min(3, len(self.spec.nodes))
+        client = admin(self.spec)  # keep a reference: the futures die with the client
+        futs = client.create_topics([NewTopic(name, partitions, rf, config=config or {})])
+        futs[name].result(timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:  # wait until every partition has a leader
+            md = client.list_topics(name, timeout=5).topics.get(name)
+            if md is not None and md.error is None and len(md.partitions) == partitions and all(
+                    p.leader >= 0 for p in md.partitions.values()):
+                return
+            time.sleep(0.2)
+        raise TimeoutReached(f"topic {name} has no leader for every partition after {timeout:.0f}s")
+
+    def partition_leader(self, topic: str, partition: int) -> int:
+        """Broker id of the partition's leader (-1 when it has none)."""
+        from kctl.kafka.client import admin
+
+        md = admin(self.spec).list_topics(topic, timeout=10).topics[topic]
+        return int(md.partitions[partition].leader)
+
+    def logs(self, node: int | str, service: str = "kafka") -> str:
+        path = {"kafka": "/var/log/kctl/kafka/server.log", "zookeeper": "/var/log/kctl/zookeeper/zookeeper.log"}
+        _, out = self.exec(self._host(node, service), ["cat", path[service]])
+        return out
+
+    def exec(self, node: int | str, argv: list[str], timeout: float = 120) -> tuple[int, str]:
+        """Run a command in a node container; returns (exit code, output)."""
+        return rc.exec_in(self.spec, self._host(node, "kafka"), argv, timeout=timeout, dc=self._client())
+
+    # ----- faults --------------------------------------------------------------------------
+
+    def kill(self, node: int | str, service: str = "kafka", signal: str = "SIGKILL") -> None:
+        """Kill a node's Kafka or ZooKeeper JVM, or the whole node (service="node")."""
+        if service == "node":
+            self._container(node, "kafka").kill(signal=signal)
+            return
+        self._check_service(service)
+        sig = signal.removeprefix("SIG")
+        rc_, out = self.exec(self._host(node, service), ["pkill", f"-{sig}", "-f", _JVM_PATTERN[service]])
+        if rc_ != 0:
+            raise KctlError(f"no {service} process to kill on {self._host(node, service)}: {out.strip()}")
+        self._wait_process(node, service, running=False)
+
+    def _stop_node(self, node: int | str, service: str) -> None:
+        if service == "node":
+            self._container(node, "kafka").stop(timeout=120)
+            return
+        self._check_service(service)
+        self.exec(self._host(node, service), [*rt.SUPERVISORCTL, "stop", service], timeout=130)
+
+    def _start_node(self, node: int | str, service: str) -> None:
+        container = self._container(node, service if service != "node" else "kafka")
+        container.reload()
+        if container.status != "running":
+            container.start()  # starts every process of the node
+            return
+        if service == "node":
+            return
+        self._check_service(service)
+        self.exec(self._host(node, service), [*rt.SUPERVISORCTL, "start", service], timeout=60)
+        self._wait_process(node, service, running=True)
+
+    def pause(self, node: int | str) -> None:
+        """Freeze every process of a node (a hung host)."""
+        self._container(node, "kafka").pause()
+
+    def unpause(self, node: int | str) -> None:
+        self._container(node, "kafka").unpause()
+
+    def disconnect(self, node: int | str) -> None:
+        """Cut a node off the cluster network (a network partition of one node)."""
+        c = self._container(node, "kafka")
+        self._client().networks.get(self.network_name).disconnect(c)
+
+    def connect(self, node: int | str) -> None:
+        c = self._container(node, "kafka")
+        host = c.labels.get(LABEL_SERVICE, "")
+        self._client().networks.get(self.network_name).connect(c, aliases=[host])
+
+    # ----- waiting ---------------------------------------------------------------------------
+
+    def wait_until_healthy(self, timeout: float = 120, allow_missing: int = 0, round_trip: bool = False) -> None:
+        """Wait until the quorum stands and all brokers but ``allow_missing`` are registered with a controller."""
+        expected = len(self.spec.nodes)
+
+        def quorum() -> tuple[bool, str]:
+            st = rt.status(self.spec)
+            return st.quorum == "ok", f"zookeeper modes {[(z['node'], z['mode']) for z in st.zookeeper]}"
+
+        def brokers() -> tuple[bool, str]:
+            with znodes.connect(self.spec) as zk:
+                ids, ctrl = znodes.registered_brokers(zk), znodes.controller(zk)
+            return len(ids) >= expected - allow_missing and ctrl in ids, f"brokers {ids}, controller {ctrl}"
+
+        def no_offline() -> tuple[bool, str]:
+            from kctl.kafka.client import admin
+
+            md = admin(self.spec).list_topics(timeout=5)
+            offline = [f"{t}-{p}" for t, tm in md.topics.items() for p, pm in tm.partitions.items() if pm.leader < 0]
+            return not offline, f"offline partitions {offline[:10]}"
+
+        stages = [Stage("zookeeper quorum", quorum), Stage("brokers registered and a controller", brokers),
+                  Stage("every partition has a leader", no_offline)]
+        if round_trip:
+            from kctl.kafka.client import round_trip as rt_
+
+            stages.append(Stage("produce/consume round trip", lambda: rt_(self.spec, timeout=5.0)))
+        wait_for_stages(stages, timeout=timeout, poll=0.5)
+
+    def wait_for(self, condition: Callable[[rt.ClusterStatus], bool], timeout: float = 60,
+                 description: str = "condition") -> rt.ClusterStatus:
+        """Poll ``kctl status`` until ``condition(status)`` holds; returns that status."""
+        last: list[rt.ClusterStatus] = []
+
+        def probe() -> tuple[bool, str]:
+            st = rt.status(self.spec)
+            last[:] = [st]
+            return condition(st), f"{st.health}: {'; '.join(st.problems) or 'no problems'}"
+
+        wait_for_stages([Stage(description, probe)], timeout=timeout, poll=0.5)
+        return last[0]
+
+    # ----- helpers ---------------------------------------------------------------------------
+
+    def _client(self) -> Any:
+        if self._docker is None:
+            from testcontainers.core.docker_client import DockerClient
+
+            self._docker = DockerClient().client
+        return self._docker
+
+    def _node(self, ref: int | str) -> NodeSpec:
+        return self.spec.node(ref)
+
+    def _host(self, ref: int | str, service: str) -> str:
+        n = self._node(ref)
+        return self.spec.zk_host(n) if service == "zookeeper" else self.spec.kafka_host(n)
+
+    def _container(self, ref: int | str, service: str) -> Any:
+        host = self._host(ref, service)
+        for c in self._client().containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={self.spec.name}"}):
+            if (c.labels or {}).get(LABEL_SERVICE) == host:
+                return c
+        raise KctlError(f"no container {host} in test cluster {self.spec.name}")
+
+    @staticmethod
+    def _check_service(service: str) -> None:
+        if service not in _JVM_PATTERN:
+            raise KctlError(f"unknown service {service!r}", hint="use kafka, zookeeper or node")
+
+    def _wait_process(self, node: int | str, service: str, running: bool, timeout: float = 30) -> None:
+        host = self._host(node, service)
+        c = self._container(node, service)
+        want = "RUNNING" if running else "STOPPED"
+
+        def probe() -> tuple[bool, str]:
+            st = rt._processes(self._client(), c.id, (service,)).get(service, "?")
+            return st == want, f"{host} {service} {st}"
+
+        wait_for_stages([Stage(f"{host} {service} {want.lower()}", probe)], timeout=timeout, poll=0.2)
+
+
+@contextlib.contextmanager
+def kafka_cluster(**kwargs: Any) -> Iterator[KafkaCluster]:
+    """Functional form of ``with KafkaCluster(...) as cluster``."""
+    with KafkaCluster(**kwargs) as c:
+        yield c

@@ -1,0 +1,132 @@
+"""kctl produce, consume and group against the shared cluster, cross-checked with kafka-consumer-groups.sh."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from kctl.kafka.groups import parse_kafka_groups_describe
+
+pytestmark = pytest.mark.integration
+
+
+def kctl(cluster: Any, *args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kctl", *args, "-f", str(cluster.spec_file)], input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def js(cluster: Any, *args: str) -> Any:
+    p = kctl(cluster, *args, "-o", "json")
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+@pytest.fixture
+def topic(kafka_cluster: Any) -> Any:
+    t = f"ops-pc-{uuid.uuid4().hex[:8]}"
+    p = kctl(kafka_cluster, "topic", "create", t, "-p", "3", "-r", str(min(3, len(kafka_cluster.spec.nodes))))
+    assert p.returncode == 0, p.stderr
+    yield t
+    kctl(kafka_cluster, "topic", "delete", t, "--yes")
+
+
+def test_produce_consume_with_keys(kafka_cluster: Any, topic: str) -> None:
+    lines = "".join(f"k{i}:v{i}\n" for i in range(20))
+    p = kctl(kafka_cluster, "produce", topic, "--key-separator", ":", "--acks", "all", "-o", "json", stdin=lines)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["delivered"] == 20 and json.loads(p.stdout)["failed"] == 0
+    p = kctl(kafka_cluster, "consume", topic, "--from-beginning", "--max", "20", "--timeout", "10", "--print-key")
+    assert p.returncode == 0, p.stderr
+    got = sorted(p.stdout.splitlines())
+    assert got == sorted(f"k{i}\tv{i}" for i in range(20))
+    assert "stopped by max" in p.stderr
+
+
+def test_produce_errors(kafka_cluster: Any, topic: str) -> None:
+    p = kctl(kafka_cluster, "produce", f"ops-missing-{uuid.uuid4().hex[:6]}", stdin="x\n")
+    assert p.returncode == 1 and "does not exist" in p.stderr
+    p = kctl(kafka_cluster, "produce", topic, "--key-separator", ":", stdin="a:b\nno-separator\n")
+    assert p.returncode == 1 and "delivered 1, failed 1" in p.stderr
+
+
+def test_consume_partition_offset_and_timeout(kafka_cluster: Any, topic: str) -> None:
+    assert kctl(kafka_cluster, "produce", topic, stdin="".join(f"m{i}\n" for i in range(30))).returncode == 0
+    p = kctl(kafka_cluster, "consume", topic, "--partition", "0", "--offset", "1", "--timeout", "3", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    recs = [json.loads(x) for x in p.stdout.splitlines()]  # -o json: one JSON object per line
+    assert recs and recs[0]["offset"] == 1 and {r["partition"] for r in recs} == {0}
+    assert "stopped by timeout" in p.stderr
+    p = kctl(kafka_cluster, "consume", topic, "--partition", "7", "--timeout", "1")
+    assert p.returncode == 2 and "has partitions 0..2" in p.stderr
+
+
+def test_group_commits_exactly_what_was_printed(kafka_cluster: Any, topic: str) -> None:
+    g = f"ops-group-{uuid.uuid4().hex[:8]}"
+    assert kctl(kafka_cluster, "produce", topic, stdin="".join(f"m{i}\n" for i in range(30))).returncode == 0
+    p = kctl(kafka_cluster, "consume", topic, "--from-beginning", "--group", g, "--max", "10", "--timeout", "10")
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 10
+    d = js(kafka_cluster, "group", "describe", g)
+    assert sum(x["committed"] or 0 for x in d["partitions"]) == 10
+    assert d["total_lag"] == 20 and d["state"] in ("EMPTY", "STABLE")
+
+    rc, out = kafka_cluster.exec("logger1", ["/opt/kafka/bin/kafka-consumer-groups.sh", "--bootstrap-server",
+                                             "logger1:9092", "--describe", "--group", g])
+    assert rc == 0, out
+    theirs = {(r["topic"], r["partition"]): r for r in parse_kafka_groups_describe(out)}
+    for x in d["partitions"]:
+        r = theirs[(x["topic"], x["partition"])]
+        assert (r["current_offset"], r["log_end_offset"], r["lag"]) == (x["committed"], x["log_end"], x["lag"])
+
+    # the rest, then nothing: the group resumes where it stopped
+    p = kctl(kafka_cluster, "consume", topic, "--group", g, "--timeout", "5")
+    assert len(p.stdout.splitlines()) == 20
+    assert js(kafka_cluster, "group", "describe", g)["total_lag"] == 0
+    assert g in [x["group"] for x in js(kafka_cluster, "group", "list")]
+
+    # reset: a dry run changes nothing, --execute does
+    plan = js(kafka_cluster, "group", "reset-offsets", g, "--topic", topic, "--to-earliest")
+    assert not plan["executed"] and all(m["target"] == m["earliest"] for m in plan["moves"])
+    assert js(kafka_cluster, "group", "describe", g)["total_lag"] == 0
+    plan = js(kafka_cluster, "group", "reset-offsets", g, "--topic", topic, "--to-offset", "2", "--execute")
+    assert plan["executed"]
+    d = js(kafka_cluster, "group", "describe", g)
+    assert all(x["committed"] == min(2, x["log_end"]) for x in d["partitions"])
+    plan = js(kafka_cluster, "group", "reset-offsets", g, "--topic", topic, "--to-datetime", "2000-01-01T00:00:00",
+              "--execute")
+    assert all(m["target"] == m["earliest"] for m in plan["moves"])
+    assert js(kafka_cluster, "group", "describe", g)["total_lag"] == 30
+    plan = js(kafka_cluster, "group", "reset-offsets", g, "--topic", topic, "--to-latest", "--execute")
+    assert js(kafka_cluster, "group", "describe", g)["total_lag"] == 0
+
+    assert kctl(kafka_cluster, "group", "delete", g).returncode == 0
+    p = kctl(kafka_cluster, "group", "describe", g)
+    assert p.returncode == 1 and "does not exist" in p.stderr
+    p = kctl(kafka_cluster, "group", "delete", g)
+    assert p.returncode == 1 and "does not exist" in p.stderr
+
+
+def test_consume_stops_cleanly_on_ctrl_c(kafka_cluster: Any, topic: str) -> None:
+    g = f"ops-sigint-{uuid.uuid4().hex[:8]}"
+    assert kctl(kafka_cluster, "produce", topic, stdin="".join(f"m{i}\n" for i in range(5))).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "kctl", "consume", topic, "--from-beginning", "--group", g,
+                             "-f", str(kafka_cluster.spec_file)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    lines: list[str] = []
+    deadline = time.monotonic() + 30
+    assert proc.stdout is not None
+    while len(lines) < 5 and time.monotonic() < deadline:
+        lines.append(proc.stdout.readline())
+    os.kill(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "stopped by interrupt" in err
+    assert js(kafka_cluster, "group", "describe", g)["total_lag"] == 0
+    kctl(kafka_cluster, "group", "delete", g)

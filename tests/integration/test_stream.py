@@ -1,0 +1,233 @@
+"""The pipeline end to end: generated events -> Kafka -> the Spark job -> archive, dead-letter, metrics.
+
+Every check compares against a ground truth computed here from the generated
+events (kctl.agent.nginx.ground_truth), never against the job's own counters.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kctl.agent.nginx import generate, ground_truth, malformed_records
+from kctl.agent.produce import produce
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+KCTL = [str(Path(sys.executable).parent / "kctl")]
+
+if os.environ.get("KCTL_TEST_BOOTSTRAP"):
+    # Temporary: a broker of your own (e.g. a throwaway one on 127.0.0.1) until the lead's fixture is wired.
+    class _Cluster:
+        bootstrap_servers = os.environ["KCTL_TEST_BOOTSTRAP"]
+
+    @pytest.fixture(scope="session")
+    def kafka_cluster() -> Any:
+        return _Cluster()
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    from kctl.stream.config import JobConfig
+    from kctl.stream.job import build_session
+
+    s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2),
+                      app_name="kctl-test-reader")
+    yield s
+    s.stop()
+
+
+def _topic(bootstrap: str, partitions: int = 3) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"kctl-test-{uuid.uuid4().hex[:8]}"
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    brokers = len(a.list_topics(timeout=10).brokers)
+    for f in a.create_topics([NewTopic(name, partitions, min(3, brokers))]).values():
+        f.result(timeout=30)
+    return name
+
+
+def _kctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*KCTL, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _submit(bootstrap: str, topic: str, tmp: Path, *extra: str, timeout: float = 600) -> dict[str, Any]:
+    r = _kctl("stream", "submit", "-b", bootstrap, "-t", topic, "--out", str(tmp / "out"),
+              "--checkpoint", str(tmp / "cp"), "-o", "json", *extra, timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return dict(json.loads(r.stdout))
+
+
+def _events(n: int, seed: int, start: dt.datetime) -> list[Any]:
+    return list(generate(n, seed=seed, hosts=4, start=start, rate=20.0))
+
+
+def _send(bootstrap: str, topic: str, events: list[Any], bad: int = 0, seed: int = 0) -> None:
+    res = produce(bootstrap, topic, malformed_records(((e.key, e.value) for e in events), bad, seed=seed))
+    assert res.delivered == len(events) + bad and res.failed == 0
+
+
+def _check(spark: Any, out: Path, events: list[Any], bad: int) -> None:
+    from kctl.stream.metrics import read_metrics
+
+    archive = spark.read.parquet(str(out / "archive"))
+    assert archive.count() == len(events)
+    assert archive.select("topic", "partition", "offset").distinct().count() == len(events)  # no duplicates
+    dl = spark.read.parquet(str(out / "deadletter")) if bad else None
+    assert (dl.count() if dl is not None else 0) == bad
+    if dl is not None:
+        assert dl.where("reason is null or value is null and reason != 'empty value'").count() == 0
+    truth = {(w.strftime("%Y-%m-%dT%H:%M:%SZ"), h, s): v for (w, h, s), v in ground_truth(events).items()}
+    rows = read_metrics(out, spark)
+    got = {(r["window_start"], r["host"], r["status"]): (r["requests"], r["bytes"]) for r in rows}
+    assert len(rows) == len(got)  # exactly one row per (window_start, host, status)
+    assert got == truth
+
+
+def test_available_now_matches_ground_truth(kafka_cluster: Any, spark: Any, tmp_path: Path) -> None:
+    bs = kafka_cluster.bootstrap_servers
+    topic = _topic(bs)
+    events = _events(3000, seed=11, start=dt.datetime(2024, 5, 1, 23, 58, 30, tzinfo=dt.timezone.utc))
+    _send(bs, topic, events, bad=18, seed=11)
+    res = _submit(bs, topic, tmp_path, "--available-now")
+    assert res["state"] == "finished"
+    _check(spark, tmp_path / "out", events, bad=18)
+    # a second run over the same checkpoint adds nothing
+    _submit(bs, topic, tmp_path, "--available-now")
+    _check(spark, tmp_path / "out", events, bad=18)
+    st = _kctl("stream", "status", "--checkpoint", str(tmp_path / "cp"), "-o", "json")
+    assert st.returncode == 0, st.stderr
+    assert json.loads(st.stdout)["total_lag"] == 0
+
+
+def test_kill_mid_run_and_resubmit(kafka_cluster: Any, spark: Any, tmp_path: Path) -> None:
+    bs = kafka_cluster.bootstrap_servers
+    topic = _topic(bs)
+    start = dt.datetime(2024, 6, 2, 8, 0, 0, tzinfo=dt.timezone.utc)
+    first = _events(6000, seed=21, start=start)
+    _send(bs, topic, first, bad=12, seed=21)
+    res = _submit(bs, topic, tmp_path, "--detach", "--trigger", "1s", "--max-offsets-per-trigger", "400")
+    pid = int(res["pid"])
+    counters = tmp_path / "cp" / "_kctl" / "counters.json"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if counters.exists() and json.loads(counters.read_text())["batches"] >= 3:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail("the job did not get through three batches")
+    time.sleep(1.5)  # most likely inside a batch now
+    os.kill(pid, signal.SIGKILL)
+    _wait_dead(pid)
+    more = list(generate(1500, seed=22, hosts=4, start=start + dt.timedelta(minutes=6), rate=20.0))
+    _send(bs, topic, more)
+    st = _kctl("stream", "status", "--checkpoint", str(tmp_path / "cp"), "-o", "json")
+    assert st.returncode == 0, st.stderr
+    s = json.loads(st.stdout)
+    assert s["state"] == "dead" and s["total_lag"] > 0
+    _submit(bs, topic, tmp_path, "--available-now")
+    _check(spark, tmp_path / "out", first + more, bad=12)
+
+
+def test_detached_stop_is_graceful(kafka_cluster: Any, tmp_path: Path) -> None:
+    bs = kafka_cluster.bootstrap_servers
+    topic = _topic(bs, partitions=1)
+    _send(bs, topic, _events(200, seed=5, start=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)))
+    _submit(bs, topic, tmp_path, "--detach", "--trigger", "1s")
+    r = _kctl("stream", "stop", "--checkpoint", str(tmp_path / "cp"), "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["stopped"] is True
+    assert json.loads((tmp_path / "cp" / "_kctl" / "job.json").read_text())["state"] == "stopped"
+
+
+def test_missing_topic_is_a_clear_error(kafka_cluster: Any, tmp_path: Path) -> None:
+    r = _kctl("stream", "submit", "-b", kafka_cluster.bootstrap_servers, "-t", "no-such-topic-xyz",
+              "--available-now", "--out", str(tmp_path / "o"), "--checkpoint", str(tmp_path / "c"))
+    assert r.returncode != 0 and "no-such-topic-xyz" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_unreachable_cluster_is_a_clear_error(tmp_path: Path) -> None:
+    r = _kctl("stream", "submit", "-b", f"127.0.0.1:{_free_port()}", "-t", "x", "--available-now",
+              "--out", str(tmp_path / "o"), "--checkpoint", str(tmp_path / "c"))
+    assert r.returncode != 0 and "unreachable" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_standalone_cluster(kafka_cluster: Any, spark: Any, tmp_path: Path) -> None:
+    bs = kafka_cluster.bootstrap_servers
+    topic = _topic(bs)
+    events = _events(2000, seed=31, start=dt.datetime(2024, 7, 3, 10, 0, tzinfo=dt.timezone.utc))
+    _send(bs, topic, events, bad=6, seed=31)
+    with _standalone(tmp_path) as master:
+        _submit(bs, topic, tmp_path, "--available-now", "--master", master)
+    _check(spark, tmp_path / "out", events, bad=6)
+
+
+# ----- helpers --------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_dead(pid: int, timeout: float = 30) -> None:
+    from kctl.stream.state import pid_alive
+
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+class _standalone:  # noqa: N801 - a context manager used like a function
+    """A Spark standalone master and one worker from the installed pyspark, on 127.0.0.1."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> str:
+        import pyspark
+
+        spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+        port, ui, wui = _free_port(), _free_port(), _free_port()
+        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_WORKER_DIR=str(self.tmp / "work"),
+                   SPARK_DAEMON_MEMORY="256m", PYSPARK_PYTHON=sys.executable)
+        master = f"spark://127.0.0.1:{port}"
+        log = (self.tmp / "standalone.log").open("ab")
+        self.procs.append(subprocess.Popen(
+            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+             "--webui-port", str(ui)], env=env, stdout=log, stderr=log, start_new_session=True))
+        self.procs.append(subprocess.Popen(
+            [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--webui-port", str(wui),
+             "--cores", "2", "--memory", "1g", master], env=env, stdout=log, stderr=log, start_new_session=True))
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            text = (self.tmp / "standalone.log").read_text(errors="replace")
+            if "Successfully registered with master" in text:
+                return master
+            time.sleep(0.5)
+        self.__exit__()
+        raise AssertionError("standalone master/worker did not come up:\n" + text[-2000:])
+
+    def __exit__(self, *exc: object) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()

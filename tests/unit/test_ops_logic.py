@@ -1,0 +1,235 @@
+"""Pure logic of kctl's ops modules: no Docker, no cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from kctl.errors import KctlError, UsageError
+from kctl.kafka import bench, configs, groups, produce, topics
+from kctl.spec import ClusterSpec
+from kctl.zk import fourlw, words
+
+# ----- configs -----------------------------------------------------------------------------
+
+
+def test_update_modes_from_kafka_docs() -> None:
+    assert configs.update_mode("log.cleaner.threads") == "cluster-wide"
+    assert configs.update_mode("min.insync.replicas") == "cluster-wide"
+    assert configs.update_mode("advertised.listeners") == "per-broker"
+    assert configs.update_mode("listener.name.external.ssl.keystore.location") == "per-broker"
+    assert configs.update_mode("follower.replication.throttled.rate") == "per-broker"
+    assert configs.update_mode("log.dirs") == "read-only"
+    assert configs.update_mode("num.partitions") == "read-only"
+    assert configs.update_mode("zookeeper.connect") == "read-only"
+    assert not configs.PER_BROKER & configs.CLUSTER_WIDE
+
+
+def test_source_names_follow_the_precedence() -> None:
+    assert [configs.source_name(s) for s in configs.PRECEDENCE[1:]] == [
+        "dynamic per-broker", "dynamic cluster-wide default", "static server.properties", "Kafka default"]
+
+
+def test_read_only_key_refused_with_spec_setting() -> None:
+    with pytest.raises(KctlError) as e:
+        configs.check_dynamic(configs.Entity("broker", "1"), ["log.dirs", "log.cleaner.threads"])
+    assert "log.dirs is read-only" in e.value.message and "restart" in e.value.message
+    assert e.value.hint is not None and "kafka.log_dirs" in e.value.hint
+    with pytest.raises(KctlError) as e:
+        configs.check_dynamic(configs.Entity("broker", "1"), ["background.threads.x"])
+    assert e.value.hint is not None and "kafka.overrides" in e.value.hint
+    with pytest.raises(KctlError, match="per-broker"):
+        configs.check_dynamic(configs.Entity("broker-default"), ["listeners"])
+    configs.check_dynamic(configs.Entity("broker", "1"), ["log.cleaner.threads"])
+    configs.check_dynamic(configs.Entity("topic", "t"), ["anything"])
+
+
+def test_entity_selection() -> None:
+    assert configs.entity_from(broker=2) == configs.Entity("broker", "2")
+    assert configs.entity_from(broker_default=True).tool_args == ["--entity-type", "brokers", "--entity-default"]
+    assert configs.entity_from(client="c").tool_args == ["--entity-type", "clients", "--entity-name", "c"]
+    with pytest.raises(UsageError):
+        configs.entity_from()
+    with pytest.raises(UsageError):
+        configs.entity_from(broker=1, topic="t")
+
+
+def test_parse_pairs_and_quota_keys() -> None:
+    assert configs.parse_pairs(["a=1", "b=x=y"]) == {"a": "1", "b": "x=y"}
+    with pytest.raises(UsageError):
+        configs.parse_pairs(["novalue"])
+    with pytest.raises(UsageError):
+        configs.check_quota_keys(configs.Entity("client", "c"), ["producer_byte_rate", "bogus"])
+
+
+KAFKA_CONFIGS_OUT = """Dynamic configs for broker 2 are:
+  log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2, \
+DEFAULT_CONFIG:log.cleaner.threads=1}
+  alter.config.policy.class.name=null sensitive=false synonyms={}
+  advertised.listeners=INTERNAL://logger2:9092,EXTERNAL://127.0.0.1:29093 sensitive=false \
+synonyms={STATIC_BROKER_CONFIG:advertised.listeners=INTERNAL://logger2:9092,EXTERNAL://127.0.0.1:29093}
+"""
+
+
+def test_parse_kafka_configs_describe() -> None:
+    d = configs.parse_kafka_configs(KAFKA_CONFIGS_OUT)
+    assert d["log.cleaner.threads"]["value"] == "2"
+    assert d["log.cleaner.threads"]["synonyms"] == [("DYNAMIC_BROKER_CONFIG", "log.cleaner.threads", "2"),
+                                                   ("DEFAULT_CONFIG", "log.cleaner.threads", "1")]
+    assert d["alter.config.policy.class.name"]["value"] is None
+    assert d["advertised.listeners"]["value"] == "INTERNAL://logger2:9092,EXTERNAL://127.0.0.1:29093"
+
+
+def test_parse_quota_and_tool_error() -> None:
+    q = configs.parse_quota_describe(
+        "Quota configs for client-id 'c1' are consumer_byte_rate=2048.0, producer_byte_rate=1024.0\n")
+    assert q == {"consumer_byte_rate": 2048.0, "producer_byte_rate": 1024.0}
+    assert configs.parse_quota_describe("") == {}
+    out = ("Error while executing config command with args '...'\njava.util.concurrent.ExecutionException: x\n"
+           "\tat java.base/Foo.bar(Foo.java:1)\nCaused by: org.apache.kafka.common.errors.InvalidRequestException: "
+           "Cannot update these configs dynamically: Set(log.dirs)\n")
+    assert configs.tool_error(out) == "Cannot update these configs dynamically: Set(log.dirs)"
+
+
+# ----- topics ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["ok", "a.b_c-D9", "x" * 249])
+def test_valid_topic_names(name: str) -> None:
+    topics.validate_name(name)
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "x" * 250, "bad name", "bad!", "é"])
+def test_invalid_topic_names(name: str) -> None:
+    with pytest.raises(UsageError, match="invalid topic name"):
+        topics.validate_name(name)
+
+
+KAFKA_TOPICS_OUT = (
+    "Topic: t1\tTopicId: 6E2ZPfYVQ7-AEHUiASkkng\tPartitionCount: 2\tReplicationFactor: 2\t"
+    "Configs: min.insync.replicas=2,segment.bytes=1073741824\n"
+    "\tTopic: t1\tPartition: 0\tLeader: 2\tReplicas: 2,1\tIsr: 2,1\tElr: N/A\tLastKnownElr: N/A\n"
+    "\tTopic: t1\tPartition: 1\tLeader: none\tReplicas: 3,2\tIsr: \tElr: N/A\tLastKnownElr: N/A\n"
+)
+
+
+def test_parse_kafka_topics_describe() -> None:
+    d = topics.parse_kafka_topics_describe(KAFKA_TOPICS_OUT)
+    assert (d["topic"], d["partition_count"], d["replication_factor"]) == ("t1", 2, 2)
+    assert d["configs"] == {"min.insync.replicas": "2", "segment.bytes": "1073741824"}
+    assert d["partitions"][0] == {"leader": 2, "replicas": [2, 1], "isr": [2, 1]}
+    assert d["partitions"][1] == {"leader": None, "replicas": [3, 2], "isr": []}
+
+
+# ----- groups: offsets math ---------------------------------------------------------------------
+
+
+def test_clamp() -> None:
+    assert groups.clamp(5, 0, 10) == (5, "")
+    assert groups.clamp(-3, 2, 10)[0] == 2
+    assert groups.clamp(50, 2, 10)[0] == 10
+
+
+def test_plan_targets() -> None:
+    cur = {0: 3, 1: None}
+    e, lt = {0: 1, 1: 0}, {0: 10, 1: 4}
+    assert groups.plan_targets("earliest", None, cur, e, lt) == {0: (1, ""), 1: (0, "")}
+    assert groups.plan_targets("latest", None, cur, e, lt) == {0: (10, ""), 1: (4, "")}
+    t = groups.plan_targets("offset", 6, cur, e, lt)
+    assert t[0] == (6, "") and t[1][0] == 4
+    t = groups.plan_targets("datetime", None, cur, e, lt, by_time={0: 7, 1: -1})
+    assert t[0] == (7, "") and t[1][0] == 4 and "latest" in t[1][1]
+    with pytest.raises(UsageError):
+        groups.plan_targets("sideways", None, cur, e, lt)
+
+
+def test_lag_and_datetime() -> None:
+    assert groups.lag(3, 10) == 7 and groups.lag(None, 10) is None and groups.lag(12, 10) == 0
+    assert groups.parse_datetime("1970-01-01T00:00:01") == 1000
+    assert groups.parse_datetime("1970-01-01T01:00:00+01:00") == 0
+    assert groups.parse_datetime("2024-01-01T00:00:00Z") == 1704067200000
+    with pytest.raises(UsageError):
+        groups.parse_datetime("yesterday")
+
+
+def test_parse_kafka_groups_describe() -> None:
+    out = ("\nConsumer group 'g' has no active members.\n\n"
+           "GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID HOST CLIENT-ID\n"  # noqa: E501
+           "g               t               0          4               10              6               -               -               -\n"  # noqa: E501
+           "g               t               1          -               3               -               -               -               -\n")  # noqa: E501
+    rows = groups.parse_kafka_groups_describe(out)
+    assert rows[0]["partition"] == 0 and rows[0]["current_offset"] == 4 and rows[0]["lag"] == 6
+    assert rows[1]["current_offset"] is None and rows[1]["log_end_offset"] == 3
+
+
+# ----- produce -------------------------------------------------------------------------------------
+
+
+def test_split_line_and_offsets() -> None:
+    assert produce.split_line("a:b:c", ":") == ("a", "b:c")
+    assert produce.split_line("plain", None) == (None, "plain")
+    with pytest.raises(ValueError):
+        produce.split_line("plain", ":")
+    assert produce.parse_offset("earliest") == "earliest"
+    assert produce.parse_offset("12") == 12
+    with pytest.raises(UsageError):
+        produce.parse_offset("-1")
+
+
+# ----- bench parsing -------------------------------------------------------------------------------
+
+
+def test_parse_perf_tools() -> None:
+    text = ("100000 records sent, 50000.0 records/sec (4.77 MB/sec), 5.0 ms avg latency\n"
+            "200000 records sent, 40000.0 records/sec (3.81 MB/sec), 10.0 ms avg latency, 200 ms max latency\n")
+    assert bench.parse_producer_perf(text) == (200000, 5.0)
+    csv = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, "
+           "fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec\n"
+           "2024-01-01 00:00:00:000, 2024-01-01 00:00:03:000, 19.07, 6.35, 200000, 66666.6, 1000, 2000, 9.5, 100000\n")
+    assert bench.parse_consumer_perf(csv) == (200000, 2.0)
+    with pytest.raises(KctlError):
+        bench.parse_producer_perf("nothing")
+
+
+def test_write_section_keeps_others(tmp_path: object) -> None:
+    from pathlib import Path
+
+    p = Path(str(tmp_path)) / "benchmarks.md"
+    p.write_text("# Benchmarks\n\n## Startup\n\nfast\n\n## Produce and consume\n\nold\n\n## Spark\n\nx\n")
+    bench.write_section(p, "## Produce and consume\n\nnew\n")
+    text = p.read_text()
+    assert "new" in text and "old" not in text and "## Startup\n\nfast" in text and "## Spark\n\nx" in text
+    bench.write_section(Path(str(tmp_path)) / "b2.md", "## Produce and consume\n\nn\n")
+
+
+# ----- zk words ----------------------------------------------------------------------------------------
+
+
+def test_word_explanations() -> None:
+    spec = ClusterSpec()
+    text = "mntr is not executed because it is not in the whitelist."
+    why = words.explain("mntr", text, spec)
+    assert why is not None and "zookeeper.four_letter_words" in why
+    assert "quorum" in (words.explain("srvr", fourlw.NOT_SERVING, spec) or "")
+    assert words.explain("ruok", "imok", spec) is None
+    with pytest.raises(UsageError):
+        words.run(spec, "xyzw")
+    assert set(words.DESCRIPTIONS) == set(fourlw.WORDS)
+
+
+def test_word_against_fake_server_not_whitelisted(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = ClusterSpec()
+
+    def fake_ask(host: str, port: int, word: str, timeout: float = 1.0) -> fourlw.Answer:
+        return fourlw.Answer(word, host, port, f"{word} is not executed because it is not in the whitelist.\n", 1.0)
+
+    monkeypatch.setattr(fourlw, "ask", fake_ask)
+    res = words.run(spec, "wchc", "logger1")
+    assert len(res) == 1 and not res[0].ok and not res[0].whitelisted
+    assert res[0].explanation is not None and "four_letter_words" in res[0].explanation
+
+    def down(host: str, port: int, word: str, timeout: float = 1.0) -> fourlw.Answer:
+        raise fourlw.FourLetterError("refused")
+
+    monkeypatch.setattr(fourlw, "ask", down)
+    res = words.run(spec, "srvr")
+    assert len(res) == 3 and all(r.error == "refused" for r in res)
