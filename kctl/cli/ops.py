@@ -277,7 +277,7 @@ def config_describe(
     d = configs.describe(spec, ent, all_keys, key or None, bootstrap)
     rows = [{"key": r.key, "value": "(sensitive)" if r.sensitive else r.value, "source": r.source,
              "update_mode": r.update_mode,
-             "precedence": " > ".join(f"{configs.source_name(la.source)}={la.value}" for la in r.layers)}
+             "precedence": " > ".join(f"{configs.source_name(la.source)}={_null(la.value)}" for la in r.layers)}
             for r in d.rows]
     cols = ["key", "value", "source"] + (["update_mode"] if ent.kind.startswith("broker") else [])
     output.emit(d, fmt, rows=rows, columns=cols, wide_columns=["precedence"], title=d.entity,
@@ -478,6 +478,10 @@ def consume(
     committed = f"; committed {len(r.committed)} partition(s) for group {r.group}" if r.committed else ""
     output.info(f"consumed {r.consumed} message(s) in {r.seconds:.2f}s (stopped by {r.stopped_by or 'end'})"
                 f"{committed}")
+
+
+def _null(v: str | None) -> str:
+    return "null" if v is None else v
 
 
 def _text(b: bytes | None) -> str | None:

@@ -141,8 +141,9 @@ def render(figures: list[Figure], records: int, spec: ClusterSpec) -> str:
         f"Measured {_dt.date.today().isoformat()} by `python -m kctl.kafka.bench` against cluster `{spec.name}` "
         f"({len(spec.nodes)} brokers on one host, Kafka {spec.versions.kafka}): {records} records of "
         f"{RECORD_SIZE} bytes, acks=all, replication factor {min(3, len(spec.nodes))}, 3 partitions, "
-        "fresh topics. kctl runs from the host through the published EXTERNAL ports (the CLI's own timing, "
-        "first send to last acknowledgement / first to last message; printing to /dev/null included); Kafka's "
+        "fresh topics. kctl runs as the CLI from the host through the published EXTERNAL ports, timed by itself "
+        "(produce: first send to last acknowledgement; consume: subscribe, group join included, to the last "
+        "message, printed to /dev/null); Kafka's "
         "perf tools run inside logger1 on the INTERNAL listener (their own timing; the consumer figure is "
         "fetch time, without the group join).", "",
         "| tool | direction | records | seconds | records/s | MB/s | kctl / Kafka |",

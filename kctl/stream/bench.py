@@ -166,7 +166,8 @@ def render(fig: dict[str, Any]) -> str:
 
 Measured by `python -m kctl.stream.bench` on {fig['when']} ({fig['machine']}); Spark {fig['spark']} in
 `{fig['master']}`, driver {fig['driver_memory']}, {fig['shuffle']} shuffle partitions, topic with 3 partitions,
-{fig['events']} generated filebeat events (~{fig['avg_bytes']} bytes each).
+{fig['events']} generated filebeat events (~{fig['avg_bytes']} bytes each). Load average during the run:
+{fig['load']} (other work shared the machine; figures are only comparable within one run).
 
 | measure | value |
 |---|---|
@@ -237,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         "spark": pyspark.__version__, "master": a.master, "driver_memory": cfg.driver_memory,
         "shuffle": cfg.shuffle_partitions, "events": len(events), "avg_bytes": avg, "floor": fl,
         "job": job["events_per_s"], "batches": job["batches"], "cap": a.cap, "ratio": job["events_per_s"] / fl,
+        "load": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
         "p50": lat["p50_s"], "p99": lat["p99_s"], "lat_rate": a.latency_rate,
     }
     section = render(fig)

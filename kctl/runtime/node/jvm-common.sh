@@ -4,7 +4,13 @@ KAFKA_HOME=/opt/kafka
 JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 KAFKA_JVM_PERFORMANCE_OPTS="${KAFKA_JVM_PERFORMANCE_OPTS:--server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true}"
 
-# zk_srvr HOST PORT: print the reply of ZooKeeper's `srvr` four-letter word.
+# zk_4lw HOST PORT WORD: print ZooKeeper's reply to a four-letter word.
+# bash /dev/tcp rather than nc: netcat-openbsd may quit on stdin EOF before the
+# reply arrives; here `cat` reads until ZooKeeper closes the connection.
+zk_4lw() {
+  timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2" && printf "%s" "$3" >&3 && cat <&3' _ "$1" "$2" "$3" 2>/dev/null
+}
+
 zk_srvr() {
-  timeout 5 nc -w 3 "$1" "$2" <<<"srvr" 2>/dev/null
+  zk_4lw "$1" "$2" srvr
 }

@@ -1,0 +1,216 @@
+"""kctl up / status / down through the real CLI on a cluster of its own (these tests break it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+pytestmark = pytest.mark.integration
+
+
+def kctl(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kctl", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+
+
+def status_json(cwd: Path) -> tuple[int, dict[str, Any]]:
+    p = kctl("status", "-o", "json", cwd=cwd, timeout=60)
+    return p.returncode, json.loads(p.stdout)
+
+
+def wait_status(cwd: Path, pred: Any, timeout: float = 90) -> tuple[int, dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        rc, st = status_json(cwd)
+        if pred(rc, st) or time.monotonic() > deadline:
+            return rc, st
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def lifecycle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    cwd = tmp_path_factory.mktemp("lifecycle")
+    name = f"lc-{uuid.uuid4().hex[:6]}"
+    spec: dict[str, Any] = {"name": name, "zookeeper": {}, "kafka": {}}
+    # Three consecutive ports from each base: pick bases whose neighbours are free.
+    spec["zookeeper"]["host_port_base"], spec["kafka"]["external_port_base"] = _consecutive_bases()
+    (cwd / "kctl.yaml").write_text(yaml.safe_dump(spec))
+    try:
+        yield cwd
+    finally:
+        kctl("down", "--volumes", cwd=cwd)
+        client = docker.from_env()
+        for c in client.containers.list(all=True, filters={"label": f"io.kctl.cluster={name}"}):
+            c.remove(force=True)
+        shutil.rmtree(cwd, ignore_errors=True)
+
+
+def _consecutive_bases() -> tuple[int, int]:
+    def free(p: int) -> bool:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                return False
+        return True
+
+    bases = []
+    for base in range(31000, 39000, 10):
+        if all(free(base + i) for i in range(3)):
+            bases.append(base)
+        if len(bases) == 2:
+            return bases[0], bases[1]
+    raise RuntimeError("no free port ranges")
+
+
+def test_01_up_from_nothing_to_healthy(lifecycle: Path) -> None:
+    p = kctl("up", cwd=lifecycle)
+    assert p.returncode == 0, p.stderr
+    for stage in ("containers running", "every ZooKeeper answers srvr", "exactly one ZooKeeper leader",
+                  "every broker registered", "a controller elected", "produce/consume round trip"):
+        assert stage in p.stderr
+    assert "healthy in" in p.stderr
+
+
+def test_02_status_json(lifecycle: Path) -> None:
+    rc, st = status_json(lifecycle)
+    assert rc == 0 and st["health"] == "healthy" and st["quorum"] == "ok"
+    modes = sorted(z["mode"] for z in st["zookeeper"])
+    assert modes == ["follower", "follower", "leader"]
+    assert [z["node"] for z in st["zookeeper"]] == ["logger1", "logger2", "logger3"]
+    assert [(b["id"], b["registered"]) for b in st["brokers"]] == [(1, True), (2, True), (3, True)]
+    assert st["controller"] in (1, 2, 3)
+    # bootstrap_servers and zookeeper_connect work from the host
+    md = Consumer({"bootstrap.servers": st["bootstrap_servers"], "group.id": "x"}).list_topics(timeout=10)
+    assert sorted(md.brokers) == [1, 2, 3]
+    host, port = st["zookeeper_connect"].split(",")[0].split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(b"ruok")
+        assert s.recv(16) == b"imok"
+
+
+def test_03_second_up_is_a_noop(lifecycle: Path) -> None:
+    client = docker.from_env()
+    name = yaml.safe_load((lifecycle / "kctl.yaml").read_text())["name"]
+    before = {c.name: (c.id, c.attrs["State"]["StartedAt"])
+              for c in client.containers.list(filters={"label": f"io.kctl.cluster={name}"})}
+    p = kctl("up", cwd=lifecycle)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("noop (up to date)") == 3
+    after = {c.name: (c.id, c.attrs["State"]["StartedAt"])
+             for c in client.containers.list(filters={"label": f"io.kctl.cluster={name}"})}
+    assert before == after
+
+
+def test_04_edit_recreates_only_changed_node(lifecycle: Path) -> None:
+    client = docker.from_env()
+    spec = yaml.safe_load((lifecycle / "kctl.yaml").read_text())
+    name = spec["name"]
+    before = {c.labels["io.kctl.service"]: c.id
+              for c in client.containers.list(filters={"label": f"io.kctl.cluster={name}"})}
+    spec["nodes"] = [{"id": 1, "hostname": "logger1"},
+                     {"id": 2, "hostname": "logger2", "overrides": {"kafka": {"log.cleaner.threads": 2}}},
+                     {"id": 3, "hostname": "logger3"}]
+    (lifecycle / "kctl.yaml").write_text(yaml.safe_dump(spec))
+    p = kctl("up", cwd=lifecycle)
+    assert p.returncode == 0, p.stderr
+    assert "logger2: recreate" in p.stderr and "logger1: noop" in p.stderr and "logger3: noop" in p.stderr
+    after = {c.labels["io.kctl.service"]: c.id
+             for c in client.containers.list(filters={"label": f"io.kctl.cluster={name}"})}
+    assert after["logger1"] == before["logger1"] and after["logger3"] == before["logger3"]
+    assert after["logger2"] != before["logger2"]
+
+
+def test_05_down_then_up_keeps_topic_data(lifecycle: Path) -> None:
+    _, st = status_json(lifecycle)
+    topic = f"keep-{uuid.uuid4().hex[:6]}"
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": st["bootstrap_servers"]})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+    prod = Producer({"bootstrap.servers": st["bootstrap_servers"], "acks": "all"})
+    for i in range(20):
+        prod.produce(topic, value=f"m{i}".encode())
+    assert prod.flush(30) == 0
+    d = kctl("down", cwd=lifecycle)
+    assert d.returncode == 0, d.stderr
+    name = yaml.safe_load((lifecycle / "kctl.yaml").read_text())["name"]
+    assert docker.from_env().containers.list(all=True, filters={"label": f"io.kctl.cluster={name}"}) == []
+    u = kctl("up", cwd=lifecycle)
+    assert u.returncode == 0, u.stderr
+    c = Consumer({"bootstrap.servers": st["bootstrap_servers"], "group.id": "keep", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 20 and time.monotonic() < deadline:
+        for m in c.consume(20, timeout=1):
+            if m.error() is None:
+                got.append(m.value())
+    c.close()
+    assert got == [f"m{i}".encode() for i in range(20)]
+
+
+def test_06_port_taken_caught_before_any_container(lifecycle: Path, tmp_path: Path) -> None:
+    spec = yaml.safe_load((lifecycle / "kctl.yaml").read_text())
+    other = {"name": f"clash-{uuid.uuid4().hex[:4]}",
+             "zookeeper": {"host_port_base": spec["zookeeper"]["host_port_base"]},
+             "kafka": {"external_port_base": spec["kafka"]["external_port_base"] + 100}}
+    (tmp_path / "kctl.yaml").write_text(yaml.safe_dump(other))
+    p = kctl("up", cwd=tmp_path)
+    assert p.returncode != 0 and "in use on 127.0.0.1" in p.stderr and "Traceback" not in p.stderr
+    assert docker.from_env().containers.list(all=True, filters={"label": f"io.kctl.cluster={other['name']}"}) == []
+
+
+def test_07_one_node_killed_is_degraded(lifecycle: Path) -> None:
+    name = yaml.safe_load((lifecycle / "kctl.yaml").read_text())["name"]
+    client = docker.from_env()
+    victim = next(c for c in client.containers.list(filters={"label": f"io.kctl.cluster={name}"})
+                  if c.labels["io.kctl.service"] == "logger3")
+    victim.kill()
+    t0 = time.monotonic()
+    rc, st = status_json(lifecycle)
+    assert time.monotonic() - t0 < 15  # a dead node never makes status hang
+    assert rc == 1 and st["health"] == "degraded" and st["quorum"] == "ok"
+    # The dead broker disappears from /brokers/ids once its session expires.
+    rc, st = wait_status(lifecycle, lambda rc, st: st["brokers_registered"] == 2, timeout=60)
+    assert rc == 1 and st["brokers_registered"] == 2 and st["quorum"] == "ok"
+    assert [b["registered"] for b in st["brokers"]] == [True, True, False]
+
+
+def test_08_two_zookeepers_down_is_quorum_lost(lifecycle: Path) -> None:
+    name = yaml.safe_load((lifecycle / "kctl.yaml").read_text())["name"]
+    client = docker.from_env()
+    victim = next(c for c in client.containers.list(filters={"label": f"io.kctl.cluster={name}"})
+                  if c.labels["io.kctl.service"] == "logger2")
+    victim.kill()
+    rc, st = wait_status(lifecycle, lambda rc, st: st["quorum"] == "lost", timeout=30)
+    assert st["quorum"] == "lost" and rc in (1, 2)
+    p = kctl("status", cwd=lifecycle)
+    assert "quorum lost" in p.stdout
+
+
+def test_09_down_volumes_leaves_nothing(lifecycle: Path) -> None:
+    name = yaml.safe_load((lifecycle / "kctl.yaml").read_text())["name"]
+    p = kctl("down", "--volumes", cwd=lifecycle)
+    assert p.returncode == 0, p.stderr
+    client = docker.from_env()
+    assert client.containers.list(all=True, filters={"label": f"io.kctl.cluster={name}"}) == []
+    assert client.networks.list(filters={"label": f"io.kctl.cluster={name}"}) == []
+    assert client.volumes.list(filters={"label": f"com.docker.compose.project=kctl-{name}"}) == []
+    assert not (lifecycle / ".kctl" / name).exists()
+    rc, st = status_json(lifecycle)
+    assert rc == 2 and st["health"] == "down"

@@ -1,0 +1,105 @@
+"""kctl.testing.KafkaCluster itself: parallel clusters, cleanup, failover without loss, pause and partition."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import docker
+import pytest
+
+from kctl.testing import KafkaCluster
+
+pytestmark = pytest.mark.integration
+
+
+def _containers(name: str) -> list[object]:
+    return docker.from_env().containers.list(all=True, filters={"label": f"io.kctl.cluster={name}"})
+
+
+def test_shared_fixture(kctl_cluster: KafkaCluster) -> None:
+    assert kctl_cluster.brokers() == [1, 2, 3]
+    modes = kctl_cluster.zookeeper_modes()
+    assert sorted(modes.values()) == ["follower", "follower", "leader"]
+    assert kctl_cluster.internal_bootstrap_servers == "logger1:9092,logger2:9092,logger3:9092"
+    assert docker.from_env().networks.get(kctl_cluster.network_name)
+
+
+def test_two_clusters_at_once_and_cleanup_after_failure(kctl_cluster: KafkaCluster) -> None:
+    """A second cluster beside the shared one: no collision; a failing body still removes everything."""
+    second = KafkaCluster(nodes=1)
+    name = second.spec.name
+    with pytest.raises(RuntimeError, match="boom"), second:
+        assert second.brokers() == [1]
+        assert second.bootstrap_servers != kctl_cluster.bootstrap_servers
+        assert second.network_name != kctl_cluster.network_name
+        second.create_topic("t", partitions=1, replication_factor=1)
+        kctl_cluster.create_topic(f"t-{uuid.uuid4().hex[:6]}", partitions=1)
+        raise RuntimeError("boom")
+    assert _containers(name) == []
+    assert docker.from_env().networks.list(filters={"label": f"io.kctl.cluster={name}"}) == []
+    assert not second.workdir.exists()
+    assert kctl_cluster.brokers() == [1, 2, 3]
+
+
+def test_leftover_of_crashed_run_is_removed(tmp_path: Path) -> None:
+    """A process that starts a cluster and dies: the next KafkaCluster removes its containers."""
+    script = tmp_path / "crash.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys
+        from kctl.testing import KafkaCluster
+        c = KafkaCluster(nodes=1)
+        c.start()
+        print(c.spec.name, flush=True)
+        os._exit(3)   # no cleanup: a crashed run
+    """))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TESTCONTAINERS_RYUK_DISABLED": "true"})
+    name = p.stdout.strip().splitlines()[-1]
+    assert p.returncode == 3 and _containers(name)
+    from kctl.testing.cluster import remove_orphans
+
+    assert name in remove_orphans(docker.from_env())
+    assert _containers(name) == []
+
+
+def test_pause_and_disconnect_seen_by_status(kctl_cluster: KafkaCluster) -> None:
+    cluster = kctl_cluster
+    try:
+        cluster.pause(3)
+        st = cluster.wait_for(lambda s: s.health != "healthy", timeout=60, description="pause seen")
+        assert any("logger3" in p for p in st.problems)
+        assert next(n for n in st.nodes if n.node == "logger3").container == "paused"
+    finally:
+        cluster.unpause(3)
+    cluster.wait_until_healthy(timeout=120)
+    try:
+        cluster.disconnect(2)
+        st = cluster.wait_for(lambda s: s.brokers_registered < 3, timeout=90, description="partition seen")
+        assert st.health == "degraded" and st.quorum == "ok"
+        assert not next(b for b in st.brokers if b["id"] == 2)["registered"]
+    finally:
+        cluster.connect(2)
+    cluster.wait_until_healthy(timeout=180)
+    assert cluster.brokers() == [1, 2, 3]
+
+
+def test_docs_example_runs_in_a_fresh_project(tmp_path: Path) -> None:
+    """docs/testing.md's complete example, run as a project of its own: no conftest, only kctl installed.
+
+    It uses KafkaCluster directly (a leader failover under acks=all, no acknowledged message lost)
+    and the kctl_cluster fixture that kctl's pytest11 plugin registers.
+    """
+    doc = (Path(__file__).parents[2] / "docs" / "testing.md").read_text()
+    start = doc.index("```python\n# test_failover.py") + len("```python\n")
+    code = doc[start:doc.index("```", start)]
+    (tmp_path / "test_failover.py").write_text(code)
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_failover.py"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                       env={**os.environ, "TESTCONTAINERS_RYUK_DISABLED": "true"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "2 passed" in p.stdout
