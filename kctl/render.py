@@ -153,8 +153,8 @@ def _service(spec: ClusterSpec, plan: ContainerPlan) -> dict[str, Any]:
         "name": host,
         "hostname": host,
         "image": spec.image_ref,
-        # Kafka's controlled shutdown moves leadership first; give it time.
-        "stop_grace_period": "120s",
+        # supervisord stops Kafka (controlled shutdown, up to 120 s) and then ZooKeeper (30 s).
+        "stop_grace_period": "180s",
         "environment": dict(sorted(env.items())),
         "labels": dict(sorted(labels.items())),
         "ports": ports,

@@ -1,0 +1,26 @@
+"""docs/benchmarks.md: each benchmark owns one ``## `` section and rewrites only that one."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+
+
+def replace_section(text: str, section: str) -> str:
+    """Replace the section whose heading is the first line of ``section`` (up to the next ``## ``), or append it."""
+    heading = section.splitlines()[0].strip()
+    pattern = re.compile(rf"^{re.escape(heading)}\s*$.*?(?=^## |\Z)", re.S | re.M)
+    body = section.rstrip("\n") + "\n\n"
+    if pattern.search(text):
+        return pattern.sub(lambda _m: body, text, count=1).rstrip("\n") + "\n"
+    if not text.strip():
+        text = "# Benchmarks\n"
+    return text.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
+
+
+def write_section(section: str, path: Path = DOC) -> None:
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(replace_section(old, section), encoding="utf-8")
