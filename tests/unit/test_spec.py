@@ -153,3 +153,9 @@ def test_top_level_must_be_mapping() -> None:
 
 def test_check_rules_returns_no_errors_for_default() -> None:
     assert check_rules(ClusterSpec()) == ([], [])
+
+
+def test_spec_reference_is_up_to_date() -> None:
+    from kctl.docgen import DOC, render
+
+    assert DOC.read_text() == render(), "docs/spec.md is stale: run `python -m kctl.docgen`"
