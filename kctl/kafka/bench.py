@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kctl.benchdoc import write_section
 from kctl.errors import KctlError
 from kctl.kafka import topics
 from kctl.spec import ClusterSpec, load_spec
@@ -166,19 +167,6 @@ def render(figures: list[Figure], records: int, spec: ClusterSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace (or append) the "## Produce and consume" section, leaving the others alone."""
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    start = text.find(SECTION)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        nxt = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + ("\n" + text[nxt + 1:] if nxt >= 0 else "")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kctl.kafka.bench", description=__doc__)
     ap.add_argument("-f", "--file", type=Path, default=Path("kctl.yaml"), help="cluster spec")
@@ -195,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     section = render(figures, min(max(1000, args.records), MAX_RECORDS), spec)
     print(section)
     if not args.no_write:
-        write_section(args.docs, section)
+        write_section(section, args.docs)
         print(f"wrote {args.docs}", file=sys.stderr)
     return 0
 

@@ -20,7 +20,6 @@ import argparse
 import datetime as dt
 import os
 import platform
-import re
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ from typing import TypeVar
 import docker
 import docker.errors
 
+from kctl.benchdoc import write_section
 from kctl.runtime import dist as distmod
 from kctl.runtime import image
 
@@ -139,16 +139,6 @@ def render_section(r: dict[str, str], client_version: str) -> str:
     return "\n".join(lines)
 
 
-def replace_section(text: str, section: str) -> str:
-    """Replace the "## Node image" section (up to the next ``## ``), or append it."""
-    pattern = re.compile(rf"^{re.escape(SECTION)}\s*$.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        return pattern.sub(lambda _m: section + "\n", text, count=1).rstrip("\n") + "\n"
-    if not text.strip():
-        text = "# Benchmarks\n"
-    return text.rstrip("\n") + "\n\n" + section
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kctl.runtime.bench_image", description=__doc__.splitlines()[0])
     ap.add_argument("--with-base", action="store_true", help="also time the debootstrap base image (root)")
@@ -165,9 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_write:
         print(section)
         return 0
-    old = args.docs.read_text() if args.docs.exists() else ""
-    args.docs.parent.mkdir(parents=True, exist_ok=True)
-    args.docs.write_text(replace_section(old, section))
+    write_section(section, args.docs)
     log(f"wrote the {SECTION!r} section of {args.docs}")
     return 0
 

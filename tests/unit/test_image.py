@@ -577,14 +577,3 @@ def test_tar_roundtrip_helper_is_sane(tmp_path: Path) -> None:
 # --- the benchmark section -----------------------------------------------------------
 
 
-def test_bench_replace_section_keeps_other_sections() -> None:
-    from kctl.runtime import bench_image
-
-    doc = "# Benchmarks\n\n## Pipeline\n\npipeline text\n\n## Node image\n\nold\n\n## Later\n\nlater text\n"
-    new = bench_image.replace_section(doc, "## Node image\n\nnew numbers\n")
-    assert "old" not in new and "new numbers" in new
-    assert new.index("## Pipeline") < new.index("## Node image") < new.index("## Later")
-    assert "pipeline text" in new and "later text" in new
-    appended = bench_image.replace_section("# Benchmarks\n\n## Pipeline\n\nx\n", "## Node image\n\ny\n")
-    assert appended.endswith("## Node image\n\ny\n") and "## Pipeline\n\nx\n" in appended
-    assert bench_image.replace_section("", "## Node image\n\ny\n").startswith("# Benchmarks\n\n## Node image")

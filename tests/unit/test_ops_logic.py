@@ -190,17 +190,6 @@ def test_parse_perf_tools() -> None:
         bench.parse_producer_perf("nothing")
 
 
-def test_write_section_keeps_others(tmp_path: object) -> None:
-    from pathlib import Path
-
-    p = Path(str(tmp_path)) / "benchmarks.md"
-    p.write_text("# Benchmarks\n\n## Startup\n\nfast\n\n## Produce and consume\n\nold\n\n## Spark\n\nx\n")
-    bench.write_section(p, "## Produce and consume\n\nnew\n")
-    text = p.read_text()
-    assert "new" in text and "old" not in text and "## Startup\n\nfast" in text and "## Spark\n\nx" in text
-    bench.write_section(Path(str(tmp_path)) / "b2.md", "## Produce and consume\n\nn\n")
-
-
 # ----- zk words ----------------------------------------------------------------------------------------
 
 
