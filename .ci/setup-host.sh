@@ -90,4 +90,9 @@ if ! have debootstrap; then
     apt_install debootstrap || log "no debootstrap: the node image needs debian:bookworm-slim"
   fi
 fi
+# ---- Spark's Kafka source jars (cached; the job passes them with spark.jars) --------------
+if have mvn && have java; then
+  .venv/bin/python -c "from kctl.stream.jars import resolve_kafka_jars; resolve_kafka_jars()" >/dev/null \
+    || log "could not resolve spark-sql-kafka jars now; the job will try again (or pass --jars)"
+fi
 log "ready: $(.venv/bin/kctl --version), $(docker compose version --short 2>/dev/null | sed 's/^/compose /')"

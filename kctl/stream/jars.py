@@ -8,12 +8,13 @@ the jars with ``spark.jars``. Jars that pyspark already ships (slf4j, lz4, snapp
 zstd, hadoop client) are left out so that the classpath holds one copy of each.
 Offline, ``--jars`` names them directly.
 
-Exact pinning is the rule; this machine's view of Maven Central does not
-always hold the release matching PyPI's pyspark (pyspark 4.3.0 had no
-``spark-sql-kafka-0-10_2.13:4.3.0`` there, and no ``spark-token-provider-kafka``
-newer than 4.0.0). Then we fall back to the newest published release of the
-same major line that is not newer than pyspark, say so on stderr, and record
-the versions used in ``<cache>/.complete``. ``KCTL_SPARK_KAFKA_VERSION`` forces one.
+Exact pinning is the rule, and kctl pins pyspark 4.0.0 because that is the
+newest release whose Kafka source *and* token provider both resolve from the
+Maven Central that the build machines see (it lacks spark-sql-kafka 4.3.0 and
+every spark-token-provider-kafka after 4.0.0). Should a mirror lack the exact
+release, we fall back to the newest published release of the same major line
+that is not newer than pyspark, say so on stderr, and record the versions used
+in ``<cache>/.complete``. ``KCTL_SPARK_KAFKA_VERSION`` forces one.
 """
 
 from __future__ import annotations
