@@ -36,8 +36,10 @@ class ProduceResult:
 def producer(bootstrap: str, **extra: Any) -> Any:
     from confluent_kafka import Producer
 
+    from kctl.kafka.client import base_config
+
     conf: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
+        **base_config(bootstrap=bootstrap),  # librdkafka's own log lines stay off the terminal
         "enable.idempotence": True,  # retries never reorder or duplicate a host's lines
         "partitioner": "murmur2_random",  # same partition for a key as the Java client
         "linger.ms": 5,

@@ -225,8 +225,12 @@ def _write_json(path: Path, data: Any) -> None:
 def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
     from pyspark.sql import SparkSession
 
+    # Bind the driver to loopback: kctl talks only to 127.0.0.1.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     b = (
         SparkSession.builder.appName(app_name).master(cfg.master)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", cfg.driver_memory)
         .config("spark.executor.memory", cfg.executor_memory)
         .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))

@@ -48,6 +48,7 @@ def job_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     return env
 
 

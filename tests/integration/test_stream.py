@@ -94,6 +94,7 @@ def _check(spark: Any, out: Path, events: list[Any], bad: int) -> None:
     got = {(r["window_start"], r["host"], r["status"]): (r["requests"], r["bytes"]) for r in rows}
     assert len(rows) == len(got)  # exactly one row per (window_start, host, status)
     assert got == truth
+    assert read_metrics(out) == rows  # `kctl stream metrics` reads with pyarrow: the same table
 
 
 def test_available_now_matches_ground_truth(kafka_cluster: Any, spark: Any, tmp_path: Path) -> None:
