@@ -31,6 +31,7 @@ from typing import Any
 
 from kctl.agent.nginx import generate
 from kctl.agent.produce import produce, producer
+from kctl.benchdoc import DOC, write_section
 from kctl.stream.config import JobConfig
 from kctl.stream.jars import jars_for_job
 from kctl.stream.submit import submit
@@ -186,20 +187,6 @@ by the trigger interval plus the micro-batch time (three Parquet writes and a me
 """
 
 
-def write_section(path: Path, section: str) -> None:
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\n"
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.strip() == "## Pipeline"), None)
-    if start is None:
-        new = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = next((j for j in range(start + 1, len(lines)) if lines[j].startswith("## ")), len(lines))
-        rest = "".join(lines[end:])
-        new = "".join(lines[:start]) + section + ("\n" + rest if rest else "")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(new, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kctl.stream.bench")
     ap.add_argument("--bootstrap-servers", "-b", default=os.environ.get("KCTL_BOOTSTRAP_SERVERS"))
@@ -208,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-rate", type=float, default=200.0)
     ap.add_argument("--latency-seconds", type=float, default=30.0)
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--doc", type=Path, default=Path("docs/benchmarks.md"))
+    ap.add_argument("--doc", type=Path, default=DOC)
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args(argv)
     if not a.bootstrap_servers:
@@ -244,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     section = render(fig)
     print(section)
     if not a.no_write:
-        write_section(a.doc, section)
+        write_section(section, a.doc)
         print(f"rewrote the Pipeline section of {a.doc}", file=sys.stderr)
     return 0
 

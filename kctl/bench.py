@@ -1,0 +1,38 @@
+"""`make bench`: every benchmark in one run, each printing its figures and rewriting its
+section of docs/benchmarks.md. The image must be built already (`kctl image build`);
+`--image` also times cold and warm image builds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kctl.bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--image", action="store_true", help="also time image builds (minutes)")
+    ap.add_argument("--records", type=int, default=200_000, help="records for the produce/consume benchmark")
+    ap.add_argument("--events", type=int, default=50_000, help="events for the pipeline benchmark")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+
+    from kctl.kafka import bench as kafka_bench
+    from kctl.runtime import bench_up
+    from kctl.stream import bench as stream_bench
+    from kctl.testing import KafkaCluster
+
+    if args.image:
+        from kctl.runtime import bench_image
+
+        bench_image.main([])
+    bench_up.main([])
+    with KafkaCluster(nodes=3) as cluster:
+        kafka_bench.main(["-f", str(cluster.spec_file), "-n", str(args.records)])
+        stream_bench.main(["--bootstrap-servers", cluster.bootstrap_servers, "--events", str(args.events)])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
