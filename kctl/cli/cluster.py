@@ -45,7 +45,7 @@ def image_build(
 def up(
     file: Path = SpecOpt,
     no_wait: bool = typer.Option(False, "--no-wait", help="Return once containers are started."),
-    timeout: float = typer.Option(300, "--timeout", help="Overall seconds to wait for health."),
+    timeout: float = typer.Option(300, "--timeout", min=1, help="Overall seconds to wait for health."),
     kafka_dist: Path | None = typer.Option(None, "--kafka-dist", help="Kafka .tgz or dir for the image build."),
     fmt: output.Format = OutputOpt,
 ) -> None:

@@ -76,11 +76,11 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except Exception as exc:  # noqa: BLE001 - the one place that turns surprises into a clean exit
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+        # Usage errors from the CLI parser (Typer vendors Click; match on behaviour, not on the module).
+        show = getattr(exc, "show", None)
+        if callable(show) and isinstance(getattr(exc, "exit_code", None), int):
+            show()
+            sys.exit(exc.exit_code)  # type: ignore[attr-defined]
         if os.environ.get("KCTL_VERBOSE"):
             raise
         typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)

@@ -104,7 +104,7 @@ def submit(
         max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
     )
     if not detach:
-        info(f"running stream job on {master} ({cfg.trigger}); Ctrl-C stops it after the current batch")
+        info(f"starting the stream job on {master} ({cfg.trigger}); Ctrl-C stops it after the current batch")
     emit(do_submit(cfg, detach=detach), output)
 
 

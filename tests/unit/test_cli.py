@@ -98,3 +98,10 @@ def test_doctor_reports_unreachable_engine_with_hint(tmp_path: Path) -> None:
     engine = next(c for c in json.loads(r.stdout) if c["name"] == "docker engine")
     assert engine["ok"] is False and "dockerd" in engine["hint"]
     assert r.returncode == 1
+
+
+def test_usage_errors_are_clean(tmp_path: Path) -> None:
+    for args in (["produce"], ["zk", "foo"], ["up", "--timeout", "-5"], ["status", "-o", "xml"], ["nosuch"]):
+        r = kctl(*args, cwd=tmp_path)
+        assert r.returncode == 2, (args, r.stderr)
+        assert "Traceback" not in r.stderr and ("Usage:" in r.stderr or "Error" in r.stderr), (args, r.stderr)
