@@ -103,6 +103,16 @@ def test_02_status_json(lifecycle: Path) -> None:
         assert s.recv(16) == b"imok"
 
 
+def test_02b_logs(lifecycle: Path) -> None:
+    zk = kctl("logs", "logger1", "--service", "zookeeper", "-n", "5000", cwd=lifecycle, timeout=60)
+    assert zk.returncode == 0 and "zookeeper" in zk.stdout.lower()
+    assert "LEADING" in zk.stdout or "FOLLOWING" in zk.stdout
+    kafka = kctl("logs", "logger2", "-n", "5000", cwd=lifecycle, timeout=60)
+    assert kafka.returncode == 0 and "[KafkaServer id=2] started" in kafka.stdout
+    bad = kctl("logs", "logger1", "--service", "nginx", cwd=lifecycle, timeout=60)
+    assert bad.returncode == 2 and "unknown service" in bad.stderr
+
+
 def test_03_second_up_is_a_noop(lifecycle: Path) -> None:
     client = docker.from_env()
     name = yaml.safe_load((lifecycle / "kctl.yaml").read_text())["name"]
