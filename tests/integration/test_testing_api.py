@@ -67,6 +67,21 @@ def test_leftover_of_crashed_run_is_removed(tmp_path: Path) -> None:
     assert _containers(name) == []
 
 
+def test_crashed_process_shows_in_status(kctl_cluster: KafkaCluster) -> None:
+    cluster = kctl_cluster
+    cluster.kill("logger1", service="zookeeper")
+    try:
+        st = cluster.status()
+        node = next(n for n in st.nodes if n.node == "logger1")
+        assert node.processes["zookeeper"] == "STOPPED" and node.processes["kafka"] == "RUNNING"
+        assert "logger1: zookeeper STOPPED" in st.problems and st.health == "degraded" and st.quorum == "ok"
+    finally:
+        cluster.start("logger1", service="zookeeper")
+    cluster.wait_until_healthy(timeout=120)
+    st = cluster.wait_for(lambda s: s.health == "healthy", timeout=120, description="healthy again")
+    assert next(n for n in st.nodes if n.node == "logger1").processes["zookeeper"] == "RUNNING"
+
+
 def test_pause_and_disconnect_seen_by_status(kctl_cluster: KafkaCluster) -> None:
     cluster = kctl_cluster
     try:
