@@ -45,6 +45,13 @@ def _topic(bootstrap: str, partitions: int = 3) -> str:
     rf = min(3, len(a.list_topics(timeout=10).brokers))
     for f in a.create_topics([NewTopic(name, partitions, rf)]).values():
         f.result(timeout=30)
+    deadline = time.monotonic() + 30  # until every broker's metadata has it, with leaders
+    while time.monotonic() < deadline:
+        t = a.list_topics(name, timeout=10).topics.get(name)
+        if t is not None and t.error is None and len(t.partitions) == partitions and all(
+                p.leader >= 0 for p in t.partitions.values()):
+            break
+        time.sleep(0.2)
     return name
 
 

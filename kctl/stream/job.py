@@ -31,6 +31,7 @@ NGINX_RE = (
     r"^\s*(\S*) - (\S*) \[([^\]]*)\] " + _Q + r" (\d{3}) (\d+|-) " + _Q + " " + _Q + "(?: " + _Q + r")?\s*$"
 )
 REQUEST_RE = r"^(\S+) (\S+)(?: (\S+))?$"
+_SEP = "\u0001"
 TIME_LOCAL_FORMAT = "dd/MMM/yyyy:HH:mm:ss Z"
 
 ARCHIVE_COLUMNS = [
@@ -85,18 +86,24 @@ def parse(df: Any) -> Any:
         F.when(is_json, env.getField("log").getField("offset")).alias("log_offset"),
     )
     m = F.col("message")
-    # One regexp_extract per group (Spark has no multi-group extract); "matched" is read off the status
-    # group, which is never empty on a match, instead of a further rlike pass.
-    g = [F.regexp_extract(m, NGINX_RE, i) for i in range(10)]
+    # One regex pass per line: regexp_replace rewrites a matching line into its groups joined by \x01
+    # (Java fills a group that did not take part with ""), split takes them apart. nginx writes control
+    # characters as \xHH, so \x01 never occurs in a real line; a line that holds one anyway splits into
+    # the wrong count and goes to the dead-letter output rather than into wrong fields.
+    joined = F.regexp_replace(m, NGINX_RE, _SEP.join(f"${i}" for i in range(1, 10)))
+    parts = F.split(joined, _SEP)
+    matched = F.coalesce((joined != m) & (F.size(parts) == 9), F.lit(False))
+    g = [F.lit("")] + [F.when(matched, parts.getItem(i - 1)).otherwise(F.lit("")) for i in range(1, 10)]
     req = g[4]
-    matched = F.coalesce(g[5] != F.lit(""), F.lit(False))
+    rj = F.regexp_replace(req, REQUEST_RE, "$1" + _SEP + "$2" + _SEP + "$3")
+    rparts = F.split(rj, _SEP)
+    req_ok = (rj != req) & (F.size(rparts) == 3)
     df = df.select(
         "*",
         matched.alias("_matched"),
         g[1].alias("remote_addr"), g[2].alias("remote_user"), g[3].alias("time_local"),
-        F.nullif(F.regexp_extract(req, REQUEST_RE, 1), F.lit("")).alias("method"),
-        F.nullif(F.regexp_extract(req, REQUEST_RE, 2), F.lit("")).alias("path"),
-        F.nullif(F.regexp_extract(req, REQUEST_RE, 3), F.lit("")).alias("protocol"),
+        *(F.when(req_ok, F.nullif(rparts.getItem(i), F.lit(""))).alias(name)
+          for i, name in enumerate(("method", "path", "protocol"))),
         g[5].try_cast("int").alias("status"),
         F.when(g[6] == "-", F.lit(0).cast("long")).otherwise(g[6].try_cast("long")).alias("bytes"),
         g[7].alias("referer"), g[8].alias("user_agent"),
