@@ -124,14 +124,16 @@ class KafkaCluster:
         **settings: Any,
     ) -> None:
         data: dict[str, Any] = spec.model_dump(mode="json") if isinstance(spec, ClusterSpec) else dict(spec or {})
+        if nodes < 3 and not isinstance(spec, ClusterSpec):
+            # Fewer brokers than kctl's defaults assume: scale the replication defaults down
+            # (the caller's own kafka settings still win).
+            rf = nodes
+            data = _deep_merge({"kafka": {
+                "default_replication_factor": rf, "offsets_topic_replication_factor": rf,
+                "transaction_state_log_replication_factor": rf, "min_insync_replicas": max(1, rf - 1)}}, data)
         data = _deep_merge(data, settings)
         if "nodes" not in data:
             data["nodes"] = [{"id": i, "hostname": f"logger{i}"} for i in range(1, nodes + 1)]
-        if nodes < 3 and "kafka" not in settings and not isinstance(spec, ClusterSpec):
-            rf = nodes
-            data["kafka"] = _deep_merge(data.get("kafka", {}), {
-                "default_replication_factor": rf, "offsets_topic_replication_factor": rf,
-                "transaction_state_log_replication_factor": rf, "min_insync_replicas": max(1, rf - 1)})
         self.reuse = reuse
         if name is None:
             digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]

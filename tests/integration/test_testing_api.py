@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -31,10 +32,15 @@ def test_shared_fixture(kctl_cluster: KafkaCluster) -> None:
 
 def test_two_clusters_at_once_and_cleanup_after_failure(kctl_cluster: KafkaCluster) -> None:
     """A second cluster beside the shared one: no collision; a failing body still removes everything."""
-    second = KafkaCluster(nodes=1)
+    from kctl.testing.cluster import _free_ports
+
+    jmx = _free_ports(1)[0]
+    second = KafkaCluster(nodes=1, kafka={"jmx": True, "jmx_port_base": jmx})
     name = second.spec.name
     with pytest.raises(RuntimeError, match="boom"), second:
         assert second.brokers() == [1]
+        with socket.create_connection(("127.0.0.1", jmx), timeout=5):
+            pass  # the broker's JMX answers on its published port
         assert second.bootstrap_servers != kctl_cluster.bootstrap_servers
         assert second.network_name != kctl_cluster.network_name
         second.create_topic("t", partitions=1, replication_factor=1)

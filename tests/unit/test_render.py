@@ -168,3 +168,12 @@ def test_random_specs_render_or_fail_cleanly(data: dict[str, Any]) -> None:
     files = render(spec).files
     assert "compose.yaml" in files
     yaml.safe_load(files["compose.yaml"])
+
+
+def test_jmx_ports_published_on_loopback() -> None:
+    spec, _ = parse_spec({"kafka": {"jmx": True, "jmx_port_base": 29999}})
+    doc = yaml.safe_load(render(spec).files[COMPOSE_FILE])
+    for i, name in enumerate(("logger1", "logger2", "logger3")):
+        svc = doc["services"][name]
+        assert f"127.0.0.1:{29999 + i}:{29999 + i}" in svc["ports"]
+        assert svc["environment"]["KAFKA_JMX_PORT"] == str(29999 + i)
