@@ -27,16 +27,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 KCTL = [str(Path(sys.executable).parent / "kctl")]
 
-if os.environ.get("KCTL_TEST_BOOTSTRAP"):
-    # Temporary: a broker of your own (e.g. a throwaway one on 127.0.0.1) until the lead's fixture is wired.
-    class _Cluster:
-        bootstrap_servers = os.environ["KCTL_TEST_BOOTSTRAP"]
-
-    @pytest.fixture(scope="session")
-    def kafka_cluster() -> Any:
-        return _Cluster()
-
-
 @pytest.fixture(scope="module")
 def spark() -> Any:
     from kctl.stream.config import JobConfig
