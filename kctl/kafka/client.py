@@ -85,3 +85,26 @@ def require_reachable(spec: ClusterSpec | None = None, bootstrap: str | None = N
         servers = bootstrap or (spec.bootstrap_servers if spec else "?")
         raise ClusterError(f"no Kafka broker answered at {servers} in {timeout:.0f}s",
                            hint="is the cluster up? `kctl status`; `kctl up` starts it") from None
+
+
+def wait_for_topic(client: Any, name: str, partitions: int | None = None, timeout: float = 10.0) -> Any | None:
+    """Poll metadata until ``name`` is known with a leader for every partition; its metadata, or None.
+
+    A topic the controller has just created reaches each broker's metadata cache a
+    moment later, so the next command may ask a broker that does not know it yet.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            t = client.list_topics(name, timeout=max(0.5, min(5.0, deadline - time.monotonic()))).topics.get(name)
+        except Exception:  # noqa: BLE001 - metadata not available yet: try again until the deadline
+            t = None
+        ready = t is not None and t.error is None and bool(t.partitions)
+        if ready and all(p.leader >= 0 for p in t.partitions.values()) and (
+                partitions is None or len(t.partitions) == partitions):
+            return t
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.2)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError, UsageError
-from kctl.kafka.client import base_config, require_reachable
+from kctl.kafka.client import admin, base_config, require_reachable, wait_for_topic
 from kctl.spec import ClusterSpec
 
 ACKS = ("all", "-1", "0", "1")
@@ -52,6 +52,10 @@ class ConsumeResult:
 def require_topic(spec: ClusterSpec | None, topic: str, bootstrap: str | None) -> int:
     md = require_reachable(spec, bootstrap)
     if topic not in md.topics:
+        # Just created? Give the brokers' metadata a moment before calling it missing.
+        t = wait_for_topic(admin(spec, bootstrap), topic, timeout=3.0)
+        if t is not None:
+            return len(t.partitions)
         raise KctlError(f"topic {topic!r} does not exist",
                         hint=f"create it: `kctl topic create {topic} --partitions 3 --replication-factor 3`")
     return len(md.topics[topic].partitions)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError, UsageError
-from kctl.kafka.client import HEALTH_TOPIC, admin, require_reachable
+from kctl.kafka.client import HEALTH_TOPIC, admin, require_reachable, wait_for_topic
 from kctl.spec import ClusterSpec
 
 # Kafka's own rule (org.apache.kafka.common.internals.Topic): at most 249 of [a-zA-Z0-9._-], not "." or "..".
@@ -151,6 +151,8 @@ def create(spec: ClusterSpec | None, name: str, partitions: int, replication_fac
         if if_not_exists and _kafka_error(exc)[0] == "TOPIC_ALREADY_EXISTS":
             return TopicChange(name, "exists", "already exists; nothing changed")
         raise translate(exc, name) from None
+    # Return once the topic is usable: known to the brokers' metadata, a leader for every partition.
+    wait_for_topic(a, name, partitions, timeout=TIMEOUT)
     return TopicChange(name, "created", f"{partitions} partition(s), replication factor {replication_factor}")
 
 

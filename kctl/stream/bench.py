@@ -32,6 +32,7 @@ from typing import Any
 from kctl.agent.nginx import generate
 from kctl.agent.produce import produce, producer
 from kctl.benchdoc import DOC, write_section
+from kctl.kafka.client import wait_for_topic
 from kctl.stream.config import JobConfig
 from kctl.stream.jars import jars_for_job
 from kctl.stream.submit import submit
@@ -45,13 +46,7 @@ def _topic(bootstrap: str, partitions: int = 3) -> str:
     rf = min(3, len(a.list_topics(timeout=10).brokers))
     for f in a.create_topics([NewTopic(name, partitions, rf)]).values():
         f.result(timeout=30)
-    deadline = time.monotonic() + 30  # until every broker's metadata has it, with leaders
-    while time.monotonic() < deadline:
-        t = a.list_topics(name, timeout=10).topics.get(name)
-        if t is not None and t.error is None and len(t.partitions) == partitions and all(
-                p.leader >= 0 for p in t.partitions.values()):
-            break
-        time.sleep(0.2)
+    wait_for_topic(a, name, partitions, timeout=30)
     return name
 
 

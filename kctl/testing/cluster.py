@@ -25,7 +25,6 @@ import os
 import shutil
 import socket
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -286,20 +285,14 @@ class KafkaCluster:
                      config: dict[str, str] | None = None, timeout: float = 30) -> None:
         from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-        from kctl.kafka.client import admin
+        from kctl.kafka.client import admin, wait_for_topic
 
         rf = replication_factor or min(3, len(self.spec.nodes))
         client = admin(self.spec)  # keep a reference: the futures die with the client
         futs = client.create_topics([NewTopic(name, partitions, rf, config=config or {})])
         futs[name].result(timeout)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:  # wait until every partition has a leader
-            md = client.list_topics(name, timeout=5).topics.get(name)
-            if md is not None and md.error is None and len(md.partitions) == partitions and all(
-                    p.leader >= 0 for p in md.partitions.values()):
-                return
-            time.sleep(0.2)
-        raise TimeoutReached(f"topic {name} has no leader for every partition after {timeout:.0f}s")
+        if wait_for_topic(client, name, partitions, timeout) is None:
+            raise TimeoutReached(f"topic {name} has no leader for every partition after {timeout:.0f}s")
 
     def partition_leader(self, topic: str, partition: int) -> int:
         """Broker id of the partition's leader (-1 when it has none)."""

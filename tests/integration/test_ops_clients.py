@@ -58,7 +58,9 @@ def test_produce_errors(kafka_cluster: Any, topic: str) -> None:
 
 
 def test_consume_partition_offset_and_timeout(kafka_cluster: Any, topic: str) -> None:
-    assert kctl(kafka_cluster, "produce", topic, stdin="".join(f"m{i}\n" for i in range(30))).returncode == 0
+    # Keyed, so the records spread over the partitions by murmur2 (unkeyed ones may all land in one).
+    lines = "".join(f"k{i}:m{i}\n" for i in range(30))
+    assert kctl(kafka_cluster, "produce", topic, "--key-separator", ":", stdin=lines).returncode == 0
     p = kctl(kafka_cluster, "consume", topic, "--partition", "0", "--offset", "1", "--timeout", "3", "-o", "json")
     assert p.returncode == 0, p.stderr
     recs = [json.loads(x) for x in p.stdout.splitlines()]  # -o json: one JSON object per line
