@@ -130,8 +130,12 @@ def remove_by_label(spec_name: str, dc: Any | None = None, volumes: bool = True)
 
 
 def exec_in(spec: ClusterSpec, name: str, argv: list[str], user: str | None = None,
-            timeout: float = 60, dc: Any | None = None) -> tuple[int, str]:
-    """Run a command in a cluster container (by service name, e.g. logger1); returns (exit code, output)."""
+            timeout: float = 60, dc: Any | None = None, stderr: bool = True) -> tuple[int, str]:
+    """Run a command in a cluster container (by service name, e.g. logger1); returns (exit code, output).
+
+    ``stderr=False`` keeps only stdout: a JVM tool's log lines on stderr would otherwise interleave
+    with the table that a caller parses.
+    """
     dc = dc or client()
     found = [c for c in containers(spec, dc) if c.name == name]
     if not found:
@@ -139,7 +143,7 @@ def exec_in(spec: ClusterSpec, name: str, argv: list[str], user: str | None = No
     if found[0].state != "running":
         raise KctlError(f"container {name} is {found[0].state}", hint=f"start it with `kctl up` ({name})")
     container = dc.containers.get(found[0].id)
-    kwargs: dict[str, Any] = {"demux": False}
+    kwargs: dict[str, Any] = {"demux": False, "stderr": stderr}
     if user:
         kwargs["user"] = user
     # The SDK's exec has no timeout: coreutils' timeout bounds it inside the container.

@@ -306,9 +306,10 @@ class KafkaCluster:
         _, out = self.exec(self._host(node, service), ["cat", path[service]])
         return out
 
-    def exec(self, node: int | str, argv: list[str], timeout: float = 120) -> tuple[int, str]:
-        """Run a command in a node container; returns (exit code, output)."""
-        return rc.exec_in(self.spec, self._host(node, "kafka"), argv, timeout=timeout, dc=self._client())
+    def exec(self, node: int | str, argv: list[str], timeout: float = 120, stderr: bool = True) -> tuple[int, str]:
+        """Run a command in a node container; returns (exit code, output); ``stderr=False``: stdout only."""
+        return rc.exec_in(self.spec, self._host(node, "kafka"), argv, timeout=timeout, dc=self._client(),
+                          stderr=stderr)
 
     # ----- faults --------------------------------------------------------------------------
 

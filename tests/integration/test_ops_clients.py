@@ -82,7 +82,7 @@ def test_group_commits_exactly_what_was_printed(kafka_cluster: Any, topic: str) 
     assert d["state"] in ("EMPTY", "STABLE")
 
     rc, out = kafka_cluster.exec("logger1", ["/opt/kafka/bin/kafka-consumer-groups.sh", "--bootstrap-server",
-                                             "logger1:9092", "--describe", "--group", g])
+                                             "logger1:9092", "--describe", "--group", g], stderr=False)
     assert rc == 0, out
     theirs = {(r["topic"], r["partition"]): r for r in parse_kafka_groups_describe(out)}
     for x in d["partitions"]:

@@ -29,7 +29,7 @@ def js(cluster: Any, *args: str) -> Any:
 
 def kafka_configs(cluster: Any, *args: str) -> str:
     rc, out = cluster.exec("logger1", ["/opt/kafka/bin/kafka-configs.sh", "--bootstrap-server", "logger1:9092",
-                                       *args])
+                                       *args], stderr=False)
     assert rc == 0, out
     return out
 

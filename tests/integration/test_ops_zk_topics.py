@@ -89,7 +89,7 @@ def test_topic_lifecycle_agrees_with_kafka_topics_and_znodes(kafka_cluster: Any)
 
     ours = _settled(kafka_cluster, t, 3)
     rc, out = kafka_cluster.exec("logger1", ["/opt/kafka/bin/kafka-topics.sh", "--bootstrap-server",
-                                             "logger1:9092", "--describe", "--topic", t])
+                                             "logger1:9092", "--describe", "--topic", t], stderr=False)
     assert rc == 0, out
     theirs = parse_kafka_topics_describe(out)
     assert theirs["partition_count"] == ours["partition_count"] == 3
