@@ -128,3 +128,26 @@ def test_docs_example_runs_in_a_fresh_project(tmp_path: Path) -> None:
                        env={**os.environ, "TESTCONTAINERS_RYUK_DISABLED": "true"})
     assert p.returncode == 0, p.stdout + p.stderr
     assert "2 passed" in p.stdout
+
+
+def test_reuse_keeps_one_cluster_across_sessions() -> None:
+    """reuse=True: the cluster outlives the `with`, and the next reuse=True with the same settings adopts it."""
+    settings = {"kafka": {"num_partitions": 7}}  # settings of this test only: its own reuse identity
+    first = KafkaCluster(nodes=1, reuse=True, **settings)
+    try:
+        with first:
+            first.create_topic("kept", partitions=1, replication_factor=1)
+        ids = sorted(c.id for c in _containers(first.spec.name))  # type: ignore[attr-defined]
+        assert ids, "a reused cluster must survive its with-block"
+        second = KafkaCluster(nodes=1, reuse=True, **settings)
+        assert second.spec.name == first.spec.name
+        with second:
+            assert sorted(c.id for c in _containers(second.spec.name)) == ids  # type: ignore[attr-defined]
+            assert second.bootstrap_servers == first.bootstrap_servers
+            assert second.partition_leader("kept", 0) == 1
+    finally:
+        first.stop()
+        from kctl.runtime.compose import remove_by_label
+
+        remove_by_label(first.spec.name)
+    assert _containers(first.spec.name) == []
