@@ -151,3 +151,17 @@ def test_reuse_keeps_one_cluster_across_sessions() -> None:
 
         remove_by_label(first.spec.name)
     assert _containers(first.spec.name) == []
+
+
+def test_split_topology() -> None:
+    """topology: split runs zk1..3 and kafka1..3; status, readiness and topics work the same."""
+    with KafkaCluster(nodes=3, topology="split") as cluster:
+        assert cluster.brokers() == [1, 2, 3]
+        assert sorted(cluster.zookeeper_modes()) == ["zk1", "zk2", "zk3"]
+        st = cluster.status()
+        assert st.health == "healthy"
+        assert {n.node: tuple(n.processes) for n in st.nodes} == {
+            "zk1": ("zookeeper",), "zk2": ("zookeeper",), "zk3": ("zookeeper",),
+            "kafka1": ("kafka",), "kafka2": ("kafka",), "kafka3": ("kafka",)}
+        cluster.create_topic("s", partitions=3, replication_factor=3)
+        assert cluster.partition_leader("s", 0) in (1, 2, 3)
