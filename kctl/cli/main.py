@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
 
 import typer
 
@@ -50,10 +48,6 @@ def _register() -> None:
         except ModuleNotFoundError as exc:  # area not built yet
             if exc.name != f"kctl.cli.{mod}":
                 raise
-
-
-def run(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return func(*args, **kwargs)
 
 
 def main(argv: list[str] | None = None) -> None:

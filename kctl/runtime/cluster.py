@@ -51,7 +51,7 @@ class NodeState:
     node: str
     container: str  # running, exited, paused, missing, ...
     health: str | None
-    processes: dict[str, str]  # zookeeper/kafka -> RUNNING, EXITED, ...
+    processes: dict[str, str]  # zookeeper/kafka -> RUNNING, STOPPED or WAITING-FOR-QUORUM
     zookeeper: ZkState | None
     broker: BrokerState | None
 
@@ -94,7 +94,7 @@ def zk_state(spec: ClusterSpec, node_name: str, port: int, timeout: float) -> Zk
                    latency_avg=s.latency_avg, connections=s.connections)
 
 
-def _processes(dc: Any, container_id: str, services: tuple[str, ...]) -> dict[str, str]:
+def processes(dc: Any, container_id: str, services: tuple[str, ...]) -> dict[str, str]:
     """Process state per service from the container's process table (one cheap API call, no exec)."""
     try:
         top = dc.api.top(container_id, ps_args="-eo pid,args")
@@ -157,7 +157,7 @@ def status(spec: ClusterSpec, timeout: float = 1.5) -> ClusterStatus:
             for host, node, svcs in plan if "zookeeper" in svcs
         }
         proc_f = {
-            host: pool.submit(_processes, dc, infos[host].id, svcs)
+            host: pool.submit(processes, dc, infos[host].id, svcs)
             for host, _, svcs in plan if dc is not None and host in infos and infos[host].state == "running"
         }
         kafka_f = pool.submit(_kafka_view, spec, max(timeout, 2.0))

@@ -438,7 +438,7 @@ class KafkaCluster:
         want = "RUNNING" if running else "STOPPED"
 
         def probe() -> tuple[bool, str]:
-            st = rt._processes(self._client(), c.id, (service,)).get(service, "?")
+            st = rt.processes(self._client(), c.id, (service,)).get(service, "?")
             return st == want, f"{host} {service} {st}"
 
         wait_for_stages([Stage(f"{host} {service} {want.lower()}", probe)], timeout=timeout, poll=0.2)
