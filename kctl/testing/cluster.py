@@ -298,8 +298,18 @@ class KafkaCluster:
         """Broker id of the partition's leader (-1 when it has none)."""
         from kctl.kafka.client import admin
 
-        md = admin(self.spec).list_topics(topic, timeout=10).topics[topic]
-        return int(md.partitions[partition].leader)
+        # A broker that has not yet cached a new topic's metadata answers without its partitions:
+        # ask again (any broker may answer) until the partition is known.
+        client = admin(self.spec)
+        deadline = time.monotonic() + 15
+        while True:
+            t = client.list_topics(topic, timeout=10).topics.get(topic)
+            if t is not None and partition in t.partitions:
+                return int(t.partitions[partition].leader)
+            if time.monotonic() >= deadline:
+                raise KctlError(f"topic {topic} has no partition {partition}",
+                                hint="is the topic created? `kctl topic describe` shows it")
+            time.sleep(0.2)
 
     def logs(self, node: int | str, service: str = "kafka") -> str:
         path = {"kafka": "/var/log/kctl/kafka/server.log", "zookeeper": "/var/log/kctl/zookeeper/zookeeper.log"}
