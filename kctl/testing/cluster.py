@@ -25,6 +25,7 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
