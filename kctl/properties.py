@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kctl import contract
 from kctl.spec import ClusterSpec, NodeSpec, Scalar, Topology, ZkRole
 
 # Property names as constants: a typo here is a NameError, not a silently ignored key.
@@ -56,9 +57,7 @@ CONTROLLED_SHUTDOWN = "controlled.shutdown.enable"
 GROUP_INITIAL_DELAY = "group.initial.rebalance.delay.ms"
 
 # Where things live inside the node image (the container contract).
-CONF_DIR = "/etc/kctl"
-DATA_ROOT = "/var/opt/kctl"
-LOG_ROOT = "/var/log/kctl"
+CONF_DIR, DATA_ROOT, LOG_ROOT = contract.CONF_DIR, contract.DATA_ROOT, contract.LOG_ROOT
 
 Props = dict[str, str]
 
@@ -192,15 +191,12 @@ def server_properties(spec: ClusterSpec, node: NodeSpec) -> Props:
 
 def log4j(component: str) -> Props:
     """log4j 1.x (reload4j) configuration: a rolling file, as the seed's ROLLINGFILE."""
-    if component == "zookeeper":
-        directory, filename, appender = f"{LOG_ROOT}/zookeeper", "zookeeper.log", "ROLLINGFILE"
-    else:
-        directory, filename, appender = f"{LOG_ROOT}/kafka", "server.log", "ROLLINGFILE"
+    appender = "ROLLINGFILE"
     a = f"log4j.appender.{appender}"
     props: dict[str, Scalar] = {
         "log4j.rootLogger": f"INFO, {appender}",
         a: "org.apache.log4j.RollingFileAppender",
-        f"{a}.File": f"{directory}/{filename}",
+        f"{a}.File": contract.container_log(component),
         f"{a}.MaxFileSize": "10MB",
         f"{a}.MaxBackupIndex": 10,
         f"{a}.layout": "org.apache.log4j.PatternLayout",

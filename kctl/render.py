@@ -18,20 +18,22 @@ from typing import Any
 
 import jinja2
 
-from kctl import __version__, properties
+from kctl import __version__, contract, properties
+from kctl.contract import (
+    LABEL_CLUSTER,
+    LABEL_HASH,
+    LABEL_NODE,
+    LABEL_NODE_ID,
+    LABEL_SERVICE,
+    LABEL_SERVICES,
+    LABEL_VERSION,
+)
 from kctl.errors import KctlError
 from kctl.resources import resource
 from kctl.spec import ClusterSpec, NodeSpec
 
 COMPOSE_FILE = "compose.yaml"
 
-LABEL_CLUSTER = "io.kctl.cluster"
-LABEL_NODE = "io.kctl.node"
-LABEL_NODE_ID = "io.kctl.node-id"
-LABEL_SERVICE = "io.kctl.service"
-LABEL_SERVICES = "io.kctl.services"
-LABEL_HASH = "io.kctl.config-hash"
-LABEL_VERSION = "io.kctl.version"
 
 
 @dataclass(frozen=True)
@@ -116,12 +118,12 @@ def node_files(spec: ClusterSpec, host: str, node: NodeSpec, services: tuple[str
 def _environment(spec: ClusterSpec, host: str, services: tuple[str, ...]) -> dict[str, str]:
     zk_servers = ",".join(f"{spec.zk_host(n)}:{spec.zookeeper.client_port}" for n in spec.participants)
     env = {
-        "KCTL_CLUSTER": spec.name,
-        "KCTL_NODE": host,
-        "KCTL_SERVICES": ",".join(services),
-        "KCTL_ZK_SERVERS": zk_servers,
-        "ZK_HEAP_OPTS": _heap_opts(spec.zookeeper.heap),
-        "KAFKA_HEAP_OPTS": _heap_opts(spec.kafka.heap),
+        contract.ENV_CLUSTER: spec.name,
+        contract.ENV_NODE: host,
+        contract.ENV_SERVICES: ",".join(services),
+        contract.ENV_ZK_SERVERS: zk_servers,
+        contract.ENV_ZK_HEAP: _heap_opts(spec.zookeeper.heap),
+        contract.ENV_KAFKA_HEAP: _heap_opts(spec.kafka.heap),
     }
     return dict(sorted(env.items()))
 
@@ -137,7 +139,7 @@ def _service(spec: ClusterSpec, plan: ContainerPlan) -> dict[str, Any]:
         ports.append(f"127.0.0.1:{ext}:{ext}")
         jmx = spec.jmx_host_port(node)
         if jmx is not None:
-            env["KAFKA_JMX_PORT"] = str(jmx)
+            env[contract.ENV_JMX_PORT] = str(jmx)
             ports.append(f"127.0.0.1:{jmx}:{jmx}")
     labels = {
         **spec.labels,
@@ -158,8 +160,9 @@ def _service(spec: ClusterSpec, plan: ContainerPlan) -> dict[str, Any]:
         "environment": dict(sorted(env.items())),
         "labels": dict(sorted(labels.items())),
         "ports": ports,
-        "volumes": [f"./{host}/conf:{properties.CONF_DIR}:ro", f"./{host}/data:{properties.DATA_ROOT}",
-                    f"./{host}/logs:{properties.LOG_ROOT}"],
+        "volumes": [f"./{host}/{contract.HOST_CONF}:{contract.CONF_DIR}:ro",
+                    f"./{host}/{contract.HOST_DATA}:{contract.DATA_ROOT}",
+                    f"./{host}/{contract.HOST_LOGS}:{contract.LOG_ROOT}"],
         "healthcheck": {"interval": "5s", "timeout": "5s", "retries": 3, "start_period": "120s"},
     }
 
@@ -212,7 +215,7 @@ def write(rendered: Rendered, out: Path) -> list[Path]:
                 raise
             changed.append(target)
         for c in rendered.containers:
-            for sub in ("data", "logs"):
+            for sub in (contract.HOST_DATA, contract.HOST_LOGS):
                 (out / c.name / sub).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise KctlError(f"cannot write the cluster's files under {out}: {exc.strerror or exc}",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kctl import doctor
+from kctl import contract, doctor
 from kctl.errors import KctlError
 from kctl.render import Rendered, render, write
 from kctl.runtime import compose
@@ -19,7 +19,7 @@ from kctl.zk import fourlw, znodes
 
 Progress = Callable[[str], None]
 
-SUPERVISORCTL = ["supervisorctl", "-c", "/etc/supervisor/supervisord.conf"]
+SUPERVISORCTL = contract.SUPERVISORCTL
 
 
 # ----- status ---------------------------------------------------------------------
@@ -264,7 +264,7 @@ def preflight_ports(spec: ClusterSpec, existing: dict[str, compose.ContainerInfo
 
 
 def log_tail(spec: ClusterSpec, name: str, service: str, lines: int = 30) -> str:
-    path = "/var/log/kctl/zookeeper/zookeeper.log" if service == "zookeeper" else "/var/log/kctl/kafka/server.log"
+    path = contract.container_log("zookeeper" if service == "zookeeper" else "kafka")
     try:
         _, out = compose.exec_in(spec, name, ["tail", "-n", str(lines), path], timeout=5)
     except KctlError as exc:

@@ -29,13 +29,24 @@ import docker
 import docker.errors
 from docker.models.images import Image
 
+from kctl import contract
+from kctl.contract import (
+    LABEL_BASE_IMAGE,
+    LABEL_BUILD_HASH,
+    LABEL_DIST_IDENTITY,
+    LABEL_DIST_SOURCE,
+    LABEL_IMAGE,
+    LABEL_KAFKA_VERSION,
+    LABEL_RECIPE_HASH,
+    LABEL_ZOOKEEPER_VERSION,
+)
 from kctl.errors import DockerUnavailable, KctlError
 from kctl.runtime import dist as distmod
 from kctl.runtime.dist import Dist
 
 Progress = Callable[[str], None]
 
-IMAGE_REPO = "kctl/node"
+IMAGE_REPO = contract.IMAGE_REPO
 DEFAULT_BASE_IMAGE = "debian:bookworm-slim"
 LOCAL_BASE_IMAGE = "kctl/debian:bookworm"
 DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -43,19 +54,7 @@ DEBIAN_SUITE = "bookworm"
 PULL_TIMEOUT_SECONDS = 30.0
 DOCKER_HINT = "is dockerd running? try `kctl doctor`"
 
-# The ZooKeeper each Kafka release ships in libs/ (and therefore runs here).
-ZOOKEEPER_VERSIONS = {
-    "3.9.1": "3.8.4",
-}
-
-LABEL_IMAGE = "io.kctl.image"
-LABEL_KAFKA_VERSION = "io.kctl.kafka-version"
-LABEL_ZOOKEEPER_VERSION = "io.kctl.zookeeper-version"
-LABEL_DIST_SOURCE = "io.kctl.dist-source"
-LABEL_DIST_IDENTITY = "io.kctl.dist-identity"
-LABEL_RECIPE_HASH = "io.kctl.recipe-hash"
-LABEL_BUILD_HASH = "io.kctl.build-hash"
-LABEL_BASE_IMAGE = "io.kctl.base-image"
+ZOOKEEPER_VERSIONS = contract.ZOOKEEPER_VERSIONS
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
 
@@ -73,8 +72,7 @@ class ImageInfo:
     built: bool
 
 
-def image_tag(kafka_version: str = "3.9.1") -> str:
-    return f"{IMAGE_REPO}:{kafka_version}"
+image_tag = contract.image_tag
 
 
 def zookeeper_version_for(kafka_version: str) -> str:

@@ -33,17 +33,19 @@ from typing import Any
 
 import yaml
 
+from kctl import contract
+from kctl.contract import LABEL_CLUSTER, LABEL_SERVICE
 from kctl.errors import KctlError, TimeoutReached
-from kctl.render import LABEL_CLUSTER, LABEL_SERVICE, render, write
+from kctl.render import render, write
 from kctl.runtime import cluster as rt
 from kctl.runtime import compose as rc
 from kctl.runtime.readiness import Stage, wait_for_stages
 from kctl.spec import ClusterSpec, NodeSpec, parse_spec
 from kctl.zk import znodes
 
-LABEL_TESTING = "io.kctl.testing"
-LABEL_OWNER = "io.kctl.testing.owner"  # "<hostname>:<pid>" of the process that started it
-LABEL_REUSE = "io.kctl.testing.reuse"
+LABEL_TESTING = contract.LABEL_TESTING
+LABEL_OWNER = contract.LABEL_TESTING_OWNER
+LABEL_REUSE = contract.LABEL_TESTING_REUSE
 
 # Bracketed first letters: the pattern must not match the command line of the
 # `timeout ... pkill` that carries it.
@@ -313,7 +315,7 @@ class KafkaCluster:
             time.sleep(0.2)
 
     def logs(self, node: int | str, service: str = "kafka") -> str:
-        path = {"kafka": "/var/log/kctl/kafka/server.log", "zookeeper": "/var/log/kctl/zookeeper/zookeeper.log"}
+        path = {s: contract.container_log(s) for s in contract.SERVICES}
         _, out = self.exec(self._host(node, service), ["cat", path[service]])
         return out
 

@@ -7,10 +7,9 @@ import socket
 import time
 from dataclasses import dataclass, field
 
-WORDS = (
-    "conf", "cons", "crst", "dirs", "dump", "envi", "isro", "mntr",
-    "ruok", "srst", "srvr", "stat", "wchc", "wchp", "wchs",
-)
+from kctl import contract
+
+WORDS = contract.FOUR_LETTER_WORDS
 PARSED = ("srvr", "stat", "mntr", "conf", "envi")
 
 NOT_WHITELISTED = "is not executed because it is not in the whitelist"

@@ -1,0 +1,89 @@
+"""What the renderer, the runtime, the testing API and the node image must agree on.
+
+One module, no imports from the rest of kctl, so that every layer can use it.
+The node image's shell scripts cannot import Python: the paths they use are
+the ones below, and ``tests/unit/test_contract.py`` checks that the scripts
+and this module still say the same thing.
+"""
+
+from __future__ import annotations
+
+# ----- paths inside a node container ---------------------------------------------------
+CONF_DIR = "/etc/kctl"  # rendered files, bind-mounted read-only from <state>/<host>/conf
+DATA_ROOT = "/var/opt/kctl"  # <state>/<host>/data
+LOG_ROOT = "/var/log/kctl"  # <state>/<host>/logs
+
+# The sub-directory of a container's state dir that each mount comes from.
+HOST_CONF = "conf"
+HOST_DATA = "data"
+HOST_LOGS = "logs"
+
+# Each service's main log, relative to LOG_ROOT (and to <state>/<host>/logs on the host).
+LOG_FILES: dict[str, str] = {
+    "zookeeper": "zookeeper/zookeeper.log",
+    "kafka": "kafka/server.log",
+    "supervisor": "supervisord.log",
+}
+
+SERVICES = ("zookeeper", "kafka")
+SUPERVISORCTL = ["supervisorctl", "-c", "/etc/supervisor/supervisord.conf"]
+HEALTHCHECK = "/usr/local/bin/kctl-healthcheck"
+
+
+def container_log(service: str) -> str:
+    """The log of ``service`` as a path inside the container."""
+    return f"{LOG_ROOT}/{LOG_FILES[service]}"
+
+
+# ----- environment variables of a node container -----------------------------------------
+ENV_CLUSTER = "KCTL_CLUSTER"
+ENV_NODE = "KCTL_NODE"
+ENV_SERVICES = "KCTL_SERVICES"
+ENV_ZK_SERVERS = "KCTL_ZK_SERVERS"
+ENV_ZK_HEAP = "ZK_HEAP_OPTS"
+ENV_KAFKA_HEAP = "KAFKA_HEAP_OPTS"
+ENV_JMX_PORT = "KAFKA_JMX_PORT"
+
+# ----- labels ------------------------------------------------------------------------------
+LABEL_CLUSTER = "io.kctl.cluster"
+LABEL_NODE = "io.kctl.node"
+LABEL_NODE_ID = "io.kctl.node-id"
+LABEL_SERVICE = "io.kctl.service"
+LABEL_SERVICES = "io.kctl.services"
+LABEL_HASH = "io.kctl.config-hash"
+LABEL_VERSION = "io.kctl.version"
+
+LABEL_TESTING = "io.kctl.testing"
+LABEL_TESTING_OWNER = "io.kctl.testing.owner"  # "<hostname>:<pid>" of the process that started it
+LABEL_TESTING_REUSE = "io.kctl.testing.reuse"
+
+LABEL_IMAGE = "io.kctl.image"
+LABEL_KAFKA_VERSION = "io.kctl.kafka-version"
+LABEL_ZOOKEEPER_VERSION = "io.kctl.zookeeper-version"
+LABEL_DIST_SOURCE = "io.kctl.dist-source"
+LABEL_DIST_IDENTITY = "io.kctl.dist-identity"
+LABEL_RECIPE_HASH = "io.kctl.recipe-hash"
+LABEL_BUILD_HASH = "io.kctl.build-hash"
+LABEL_BASE_IMAGE = "io.kctl.base-image"
+
+# ----- image and versions ----------------------------------------------------------------------
+IMAGE_REPO = "kctl/node"
+DEFAULT_KAFKA_VERSION = "3.9.1"
+DEFAULT_SCALA_VERSION = "2.13"
+
+# The ZooKeeper each Kafka release ships in libs/ (and therefore runs here): the
+# image build can produce exactly these Kafka versions.
+ZOOKEEPER_VERSIONS: dict[str, str] = {
+    "3.9.1": "3.8.4",
+}
+
+
+def image_tag(kafka_version: str = DEFAULT_KAFKA_VERSION) -> str:
+    return f"{IMAGE_REPO}:{kafka_version}"
+
+
+# ----- ZooKeeper four-letter words ---------------------------------------------------------------
+FOUR_LETTER_WORDS = (
+    "conf", "cons", "crst", "dirs", "dump", "envi", "isro", "mntr",
+    "ruok", "srst", "srvr", "stat", "wchc", "wchp", "wchs",
+)

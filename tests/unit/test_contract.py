@@ -1,0 +1,41 @@
+"""The node image's scripts and kctl's Python agree on the container contract (kctl/contract.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kctl import contract
+
+NODE = Path(__file__).resolve().parents[2] / "kctl" / "runtime" / "node"
+
+
+def _scripts() -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for p in sorted(NODE.iterdir()) if p.is_file())
+
+
+def test_scripts_use_only_the_contract_roots() -> None:
+    text = _scripts()
+    roots = set(re.findall(r"(/(?:etc|var/opt|var/log)/kctl)\b", text))
+    assert roots == {contract.CONF_DIR, contract.DATA_ROOT, contract.LOG_ROOT}
+
+
+def test_log_files_are_where_the_log4j_and_supervisor_configs_put_them() -> None:
+    from kctl import properties
+
+    text = _scripts()
+    assert f"{contract.LOG_ROOT}/{contract.LOG_FILES['supervisor']}" in text
+    for service in ("zookeeper", "kafka"):
+        log4j = properties.log4j(service)
+        assert log4j["log4j.appender.ROLLINGFILE.File"] == contract.container_log(service)
+
+
+def test_env_names_are_read_by_the_scripts() -> None:
+    text = _scripts()
+    for name in (contract.ENV_SERVICES, contract.ENV_ZK_SERVERS, contract.ENV_NODE):
+        assert name in text, name
+
+
+def test_every_supported_kafka_version_has_a_zookeeper() -> None:
+    assert contract.DEFAULT_KAFKA_VERSION in contract.ZOOKEEPER_VERSIONS
+    assert contract.image_tag("3.9.1") == f"{contract.IMAGE_REPO}:3.9.1"
