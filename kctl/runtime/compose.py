@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kctl.contract import LABEL_CLUSTER, LABEL_HASH, LABEL_NODE, LABEL_SERVICE, LABEL_SERVICES
 from kctl.errors import DockerUnavailable, KctlError
-from kctl.render import COMPOSE_FILE, LABEL_CLUSTER, LABEL_HASH, LABEL_NODE, LABEL_SERVICE, LABEL_SERVICES
+from kctl.render import COMPOSE_FILE
 from kctl.spec import ClusterSpec
 
 ENGINE_HINT = "is dockerd running? start it (`dockerd &` as root) or run `make setup`; `kctl doctor` checks"
