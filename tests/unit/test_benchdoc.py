@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kctl.benchdoc import replace_section, write_section
+from kctl.bench.doc import replace_section, write_section
 
 
 def test_replace_keeps_other_sections_in_place() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from kctl.bench import clients as bench
 from kctl.errors import KctlError, UsageError
-from kctl.kafka import bench, configs, groups, produce, topics
+from kctl.kafka import configs, groups, produce, topics
 from kctl.spec import ClusterSpec
 from kctl.zk import fourlw, words
 

@@ -18,13 +18,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
-    from kctl.kafka import bench as kafka_bench
-    from kctl.runtime import bench_up
-    from kctl.stream import bench as stream_bench
+    from kctl.bench import clients as kafka_bench
+    from kctl.bench import stream as stream_bench
+    from kctl.bench import up as bench_up
     from kctl.testing import KafkaCluster
 
     if args.image:
-        from kctl.runtime import bench_image
+        from kctl.bench import image as bench_image
 
         bench_image.main([])
     bench_up.main([])

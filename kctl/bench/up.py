@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kctl.benchdoc import DOC, write_section
+from kctl.bench.doc import DOC, write_section
 from kctl.kafka.client import round_trip
 from kctl.render import render, write
 from kctl.runtime import cluster as rt
@@ -110,7 +110,7 @@ def render_section(r: dict[str, float]) -> str:
     return "\n".join([
         SECTION,
         "",
-        f"Measured by `python -m kctl.runtime.bench_up` on {dt.date.today().isoformat()} ({host};"
+        f"Measured by `python -m kctl.bench.up` on {dt.date.today().isoformat()} ({host};"
         f" load average at the end {load}), image already built, 3 colocated nodes.",
         "",
         "| measure | value |",
@@ -131,7 +131,7 @@ def render_section(r: dict[str, float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kctl.runtime.bench_up", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m kctl.bench.up", description=__doc__.splitlines()[0])
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args(argv)
     r = measure(lambda m: print(f"bench: {m}", file=sys.stderr, flush=True))

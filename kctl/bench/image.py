@@ -1,6 +1,6 @@
 """Measure the node image build and rewrite the "## Node image" section of docs/benchmarks.md.
 
-    python -m kctl.runtime.bench_image [--with-base] [--docs PATH] [--no-write]
+    python -m kctl.bench.image [--with-base] [--docs PATH] [--no-write]
 
 Builds go to throw-away tags (``kctl/node:bench-*``, removed afterwards), so
 the image that running clusters use is not touched:
@@ -30,7 +30,7 @@ from typing import TypeVar
 import docker
 import docker.errors
 
-from kctl.benchdoc import write_section
+from kctl.bench.doc import write_section
 from kctl.runtime import dist as distmod
 from kctl.runtime import image
 
@@ -123,7 +123,7 @@ def render_section(r: dict[str, str], client_version: str) -> str:
     lines = [
         SECTION,
         "",
-        f"Measured by `python -m kctl.runtime.bench_image` on {dt.date.today().isoformat()} "
+        f"Measured by `python -m kctl.bench.image` on {dt.date.today().isoformat()} "
         f"({host}, Docker engine {client_version}); base `{r['base_image']}`, "
         f"dist source `{r['source']}`, ZooKeeper {r['zk']}.",
         "",
@@ -140,7 +140,7 @@ def render_section(r: dict[str, str], client_version: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kctl.runtime.bench_image", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m kctl.bench.image", description=__doc__.splitlines()[0])
     ap.add_argument("--with-base", action="store_true", help="also time the debootstrap base image (root)")
     ap.add_argument("--docs", type=Path, default=Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md")
     ap.add_argument("--no-write", action="store_true", help="print the section instead of writing it")

@@ -1,4 +1,4 @@
-"""`python -m kctl.kafka.bench [-f kctl.yaml]`: kctl produce/consume beside Kafka's own perf tools.
+"""`python -m kctl.bench.clients [-f kctl.yaml]`: kctl produce/consume beside Kafka's own perf tools.
 
 Same run, same cluster, 100-byte records, acks=all, replication factor 3. kctl
 runs as the CLI from the host (through the published EXTERNAL ports); Kafka's
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kctl.benchdoc import write_section
+from kctl.bench.doc import write_section
 from kctl.errors import KctlError
 from kctl.kafka import topics
 from kctl.spec import ClusterSpec, load_spec
@@ -146,7 +146,7 @@ def render(figures: list[Figure], records: int, spec: ClusterSpec) -> str:
     by = {f.tool: f for f in figures}
     lines = [
         SECTION, "",
-        f"Measured {_dt.date.today().isoformat()} by `python -m kctl.kafka.bench` against cluster `{spec.name}` "
+        f"Measured {_dt.date.today().isoformat()} by `python -m kctl.bench.clients` against cluster `{spec.name}` "
         f"({len(spec.nodes)} brokers on one host, Kafka {spec.versions.kafka}): {records} records of "
         f"{RECORD_SIZE} bytes, acks=all, replication factor {min(3, len(spec.nodes))}, 3 partitions, "
         "fresh topics. kctl runs as the CLI from the host through the published EXTERNAL ports, timed by itself "
@@ -168,7 +168,7 @@ def render(figures: list[Figure], records: int, spec: ClusterSpec) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kctl.kafka.bench", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m kctl.bench.clients", description=__doc__)
     ap.add_argument("-f", "--file", type=Path, default=Path("kctl.yaml"), help="cluster spec")
     ap.add_argument("-n", "--records", type=int, default=200_000, help=f"records per tool (max {MAX_RECORDS})")
     ap.add_argument("--docs", type=Path, default=Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md")

@@ -1,6 +1,6 @@
 """Pipeline benchmark: job throughput vs a plain consumer (the floor), and end-to-end latency.
 
-    python -m kctl.stream.bench --bootstrap-servers 127.0.0.1:19092 [--events 100000] [--no-write]
+    python -m kctl.bench.stream --bootstrap-servers 127.0.0.1:19092 [--events 100000] [--no-write]
 
 1. Produces ``--events`` generated events to a fresh topic.
 2. Floor: a confluent-kafka consumer that only reads and JSON-decodes them all.
@@ -31,7 +31,7 @@ from typing import Any
 
 from kctl.agent.nginx import generate
 from kctl.agent.produce import produce, producer
-from kctl.benchdoc import DOC, write_section
+from kctl.bench.doc import DOC, write_section
 from kctl.kafka.client import wait_for_topic
 from kctl.stream.config import JobConfig
 from kctl.stream.jars import jars_for_job
@@ -184,7 +184,7 @@ def _poll_current(current: Path, last: str, seen: list[tuple[float, dict[int, in
 def render(fig: dict[str, Any]) -> str:
     return f"""## Pipeline
 
-Measured by `python -m kctl.stream.bench` on {fig['when']} ({fig['machine']}); Spark {fig['spark']} in
+Measured by `python -m kctl.bench.stream` on {fig['when']} ({fig['machine']}); Spark {fig['spark']} in
 `{fig['master']}`, driver {fig['driver_memory']}, {fig['shuffle']} shuffle partitions, topic with 3 partitions,
 {fig['events']} generated filebeat events (~{fig['avg_bytes']} bytes each). Load average during the run:
 {fig['load']} (other work shared the machine; figures are only comparable within one run).
@@ -210,7 +210,7 @@ jobs); the latency run sends a warm-up batch first and measures after it.
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kctl.stream.bench")
+    ap = argparse.ArgumentParser(prog="python -m kctl.bench.stream")
     ap.add_argument("--bootstrap-servers", "-b", default=os.environ.get("KCTL_BOOTSTRAP_SERVERS"))
     ap.add_argument("--events", type=int, default=100_000)
     ap.add_argument("--cap", type=int, default=20_000, help="maxOffsetsPerTrigger of the throughput run")
