@@ -35,6 +35,7 @@ from kctl.bench.doc import DOC, write_section
 from kctl.kafka.client import wait_for_topic
 from kctl.stream.config import JobConfig
 from kctl.stream.jars import jars_for_job
+from kctl.stream.progress import job_progress
 from kctl.stream.submit import submit
 
 
@@ -87,11 +88,13 @@ def floor(bootstrap: str, topic: str, n: int, max_seconds: float = 300) -> float
     return got / secs
 
 
-def job_throughput(cfg: JobConfig) -> dict[str, Any]:
+def job_throughput(cfg: JobConfig, events: int) -> dict[str, Any]:
+    """Rows / trigger time over the run's micro-batches; ``cfg`` must keep a progress event per batch."""
     submit(cfg)
-    hist = Path(cfg.checkpoint) / "_kctl" / "progress.jsonl"
-    progs = [json.loads(line) for line in hist.read_text().splitlines()]
-    progs = [p for p in progs if p.get("numInputRows")]
+    progs = [p for p in job_progress(cfg.checkpoint) if p.get("numInputRows")]
+    if sum(int(p["numInputRows"]) for p in progs) != events:
+        raise RuntimeError(f"the job's progress history does not cover the {events} events of the run "
+                           f"(kept {cfg.progress_history} progress events)")
     steady = progs[1:] or progs
     rows = sum(int(p["numInputRows"]) for p in steady)
     ms = sum(int(p["durationMs"]["triggerExecution"]) for p in steady)
@@ -234,8 +237,10 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="kctl-bench-") as tmp:
             cfg = JobConfig(bootstrap_servers=bs, topics=[topic], out=f"{tmp}/out", checkpoint=f"{tmp}/cp",
                             master=a.master, trigger="available-now", max_offsets_per_trigger=a.cap,
-                            jars=jars_for_job(None))
-            job = job_throughput(cfg)
+                            jars=jars_for_job(None),
+                            # one progress event per micro-batch, plus the empty ones around them
+                            progress_history=len(events) // a.cap + 10)
+            job = job_throughput(cfg, len(events))
             print(f"job: {job['events_per_s']:,.0f} events/s", file=sys.stderr)
             lat = latency(bs, cfg, a.latency_rate, a.latency_seconds)
     finally:

@@ -32,6 +32,8 @@ class JobConfig:
     shuffle_partitions: int = 4
     ui: bool = False
     extra_conf: dict[str, str] = field(default_factory=dict)
+    # Progress events kept on disk (see kctl.stream.progress); a benchmark asks for as many as it reads.
+    progress_history: int = 500
 
     @property
     def available_now(self) -> bool:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl.stream.config import JobConfig, state_dir
+from kctl.stream.progress import HISTORY, ProgressHistory
 from kctl.stream.sinks import BatchAppendLog, SnapshotTable
 
 # nginx "combined" + "$http_x_forwarded_for" (optional, so plain combined parses too).
@@ -287,10 +288,10 @@ def _check_owner(cfg: JobConfig) -> None:
 
 
 class _Listener:
-    """Writes each query progress as JSON to the state dir (read by `kctl stream status`)."""
+    """Writes the last query progress (read by `kctl stream status`) and a bounded history of them."""
 
     @staticmethod
-    def make(path: Path, watermark: dict[str, str]) -> Any:
+    def make(path: Path, history: ProgressHistory, watermark: dict[str, str]) -> Any:
         from pyspark.sql.streaming import StreamingQueryListener  # type: ignore[attr-defined]
 
         class L(StreamingQueryListener):
@@ -301,8 +302,7 @@ class _Listener:
                 prog = json.loads(event.progress.json)
                 watermark["value"] = (prog.get("eventTime") or {}).get("watermark", "")
                 _write_json(path, prog)
-                with path.with_suffix(".jsonl").open("a", encoding="utf-8") as f:  # history, for the benchmark
-                    f.write(json.dumps(prog, separators=(",", ":")) + "\n")
+                history.append(prog)
 
             def onQueryIdle(self, event: Any) -> None:
                 pass
@@ -327,7 +327,8 @@ def run(cfg: JobConfig) -> int:
 
     spark = build_session(cfg)
     watermark: dict[str, str] = {}
-    spark.streams.addListener(_Listener.make(sd / "progress.json", watermark))
+    history = ProgressHistory(sd / HISTORY, keep=cfg.progress_history)
+    spark.streams.addListener(_Listener.make(sd / "progress.json", history, watermark))
     counters = {"batches": 0, "archived": 0, "deadletter": 0, "last_batch_id": -1, "last_batch_seconds_x1000": 0}
     events = parse_stream = read_kafka(spark, cfg)
     from pyspark.sql import functions as F

@@ -1,4 +1,7 @@
-"""The job's parser on static DataFrames: the seed's record verbatim, bare lines, and bad input."""
+"""The job's parser on static DataFrames: the seed's record verbatim, bare lines, and bad input.
+
+A local Spark session (a JVM), no containers: kept out of tests/unit, which start neither.
+"""
 
 from __future__ import annotations
 
