@@ -408,11 +408,6 @@ def _info(image: Image, tag: str, *, built: bool) -> ImageInfo:
     )
 
 
-def cached_dist(kafka_version: str, scala_version: str) -> Dist | None:
-    """The cached distribution for a version, without fetching anything."""
-    return distmod._dist_from(distmod.cache_root() / distmod.dist_name(kafka_version, scala_version))
-
-
 def is_current(labels: dict[str, str], recipe: str, dist_identity: str | None) -> bool:
     """Whether an image with ``labels`` was built from this recipe (and this dist, if known)."""
     if labels.get(LABEL_RECIPE_HASH) != recipe:
@@ -449,7 +444,7 @@ def ensure_image(
             known: str | None = dist.identity
         else:
             # Without a cached dist, trust the image's own (no download just to compare).
-            cached = cached_dist(kafka_version, scala_version)
+            cached = distmod.cached_dist(kafka_version, scala_version)
             known = cached.identity if cached is not None else None
         if is_current(existing.labels or {}, recipe, known):
             _say(progress, f"image {tag} is up to date ({str(existing.id)[7:19]})")

@@ -2,7 +2,7 @@
 
 PySpark does not ship the Kafka source. We resolve
 ``org.apache.spark:spark-sql-kafka-0-10_<scala>:<pyspark version>`` and its
-runtime closure from Maven Central once, with ``mvn dependency:copy-dependencies``,
+runtime closure from Maven Central once, with ``mvn dependency:copy-dependencies`` (:mod:`kctl.runtime.maven`),
 into ``${XDG_CACHE_HOME:-~/.cache}/kctl/jars/spark-sql-kafka-<version>/`` and pass
 the jars with ``spark.jars``. Jars that pyspark already ships (slf4j, lz4, snappy,
 zstd, hadoop client) are left out so that the classpath holds one copy of each.
@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import urllib.error
@@ -30,6 +29,8 @@ import urllib.request
 from pathlib import Path
 
 from kctl.errors import KctlError
+from kctl.extras import require
+from kctl.runtime import maven
 
 KAFKA_SOURCE_GROUP = "org.apache.spark"
 _COMPLETE = ".complete"
@@ -37,15 +38,11 @@ _NAME_VERSION = re.compile(r"^(?P<name>.+?)-(?P<version>\d[\w.\-]*)\.jar$")
 
 
 def spark_version() -> str:
-    import pyspark
-
-    return str(pyspark.__version__)
+    return str(require("pyspark", "stream").__version__)
 
 
 def spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
+    return Path(str(require("pyspark", "stream").__file__)).resolve().parent
 
 
 def scala_binary_version() -> str:
@@ -79,24 +76,7 @@ def cached_jars(version: str | None = None) -> list[Path] | None:
     return jars or None
 
 
-_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>kctl</groupId><artifactId>kctl-spark-kafka</artifactId><version>1</version>
-  <dependencies>
-    <dependency>
-      <groupId>{group}</groupId><artifactId>spark-sql-kafka-0-10_{scala}</artifactId><version>{version}</version>
-      <exclusions><exclusion>
-        <groupId>{group}</groupId><artifactId>spark-token-provider-kafka-0-10_{scala}</artifactId>
-      </exclusion></exclusions>
-    </dependency>
-    <dependency>
-      <groupId>{group}</groupId><artifactId>spark-token-provider-kafka-0-10_{scala}</artifactId>
-      <version>{token_version}</version>
-    </dependency>
-  </dependencies>
-</project>
-"""
-
+_OFFLINE_HINT = "pass the jars with --jars (spark-sql-kafka-0-10 and its dependencies), or use --packages"
 MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
 
 
@@ -143,13 +123,7 @@ def resolve_kafka_jars(*, version: str | None = None, timeout_s: float = 600.0) 
     hit = cached_jars(version)
     if hit:
         return hit
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise KctlError(
-            f"the Kafka source for Spark {version} is not cached in {cache_dir(version)} and Maven is not installed",
-            hint="install maven (apt-get install -y maven), or pass the jars with --jars "
-            f"({kafka_source_coordinate(version)} and its dependencies), or use --packages",
-        )
+    maven.mvn_or_fail(f"the Kafka source for Spark {version} (not cached in {cache_dir(version)})", _OFFLINE_HINT)
     scala = scala_binary_version()
     forced = os.environ.get("KCTL_SPARK_KAFKA_VERSION")
     src_version = forced or _pick(f"spark-sql-kafka-0-10_{scala}", version)
@@ -161,23 +135,20 @@ def resolve_kafka_jars(*, version: str | None = None, timeout_s: float = 600.0) 
     dest = cache_dir(version)
     dest.mkdir(parents=True, exist_ok=True)
     shipped = {_artifact_name(j.name) for j in (spark_home() / "jars").glob("*.jar")}
+    source = f"spark-sql-kafka-0-10_{scala}"
+    token = f"spark-token-provider-kafka-0-10_{scala}"
+    artifacts = [
+        # The source's own token provider is replaced by the one Central serves (see _pick).
+        maven.Artifact.parse(f"{KAFKA_SOURCE_GROUP}:{source}:{src_version}",
+                             exclusions=[f"{KAFKA_SOURCE_GROUP}:{token}"]),
+        maven.Artifact.parse(f"{KAFKA_SOURCE_GROUP}:{token}:{token_version}"),
+    ]
     with tempfile.TemporaryDirectory(prefix="kctl-jars-") as tmp:
-        pom = Path(tmp) / "pom.xml"
-        pom.write_text(_POM.format(group=KAFKA_SOURCE_GROUP, scala=scala, version=src_version,
-                                   token_version=token_version))
         out = Path(tmp) / "jars"
-        cmd = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-               f"-DoutputDirectory={out}", "-DincludeScope=runtime"]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            raise KctlError(f"resolving {kafka_source_coordinate(version)} took more than {timeout_s:.0f}s",
-                            hint="is Maven Central reachable? pass --jars for offline use") from None
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-8:])
-            raise KctlError(f"could not resolve {kafka_source_coordinate(version)} from Maven Central:\n{tail}",
-                            hint="is Maven Central reachable? pass --jars for offline use")
-        for jar in sorted(out.glob("*.jar")):
+        resolved = maven.copy_dependencies(
+            artifacts, out, what=kafka_source_coordinate(version), timeout_s=timeout_s,
+            hint=_OFFLINE_HINT)
+        for jar in resolved:
             if _artifact_name(jar.name) in shipped:
                 continue  # pyspark ships its own copy; keep one per classpath
             shutil.copy2(jar, dest / jar.name)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl.errors import KctlError
+from kctl.extras import require
 from kctl.stream.sinks import SnapshotTable
 
 FIELDS = ["window_start", "window_end", "host", "status", "requests", "bytes"]
@@ -30,8 +31,7 @@ def read_metrics(out: str | Path, spark: Any = None) -> list[dict[str, Any]]:
 
 def _read_with_arrow(path: Path) -> list[dict[str, Any]]:
     """Read one metrics version with pyarrow: no JVM, so `kctl stream metrics` answers at once."""
-    import pyarrow.parquet as pq
-
+    pq = require("pyarrow.parquet", "stream")
     rows = pq.read_table(str(path), columns=FIELDS).to_pylist()
     for r in rows:
         for k in ("window_start", "window_end"):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl.errors import KctlError, UsageError
+from kctl.extras import require
 from kctl.stream import jars as jarlib
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.preflight import check_topics
@@ -54,6 +55,7 @@ def job_env() -> dict[str, str]:
 
 def submit(cfg: JobConfig, *, detach: bool = False, timeout_s: float | None = None) -> dict[str, Any]:
     """Check, resolve and start the job. Foreground: wait for it; ``detach``: return once it runs."""
+    require("pyspark", "stream")  # the job process needs it; say so before anything starts
     if not cfg.topics:
         raise UsageError("no topic to read", hint="pass --topic")
     check_topics(cfg.bootstrap_servers, cfg.topics)

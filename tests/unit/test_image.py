@@ -25,7 +25,8 @@ import pytest
 
 from kctl.errors import KctlError
 from kctl.runtime import dist as distmod
-from kctl.runtime import image
+from kctl.runtime import image, maven
+from kctl.runtime.dist import apache, central, layout, scripts
 
 NODE = image.NODE_DIR
 SHELL_FILES = ["entrypoint.sh", "healthcheck", "kafka-start", "zookeeper-start", "jvm-common.sh"]
@@ -48,7 +49,7 @@ def make_fake_dist(root: Path, *, kafka: str = "3.9.1", scala: str = "2.13", zk:
     libs = root / "libs"
     libs.mkdir(parents=True)
     with zipfile.ZipFile(libs / f"kafka_{scala}-{kafka}.jar", "w") as zf:
-        for cls in distmod.REQUIRED_CLASSES:
+        for cls in layout.REQUIRED_CLASSES:
             zf.writestr(cls.replace(".", "/") + ".class", b"")
     with zipfile.ZipFile(libs / f"zookeeper-{zk}.jar", "w") as zf:
         zf.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
@@ -116,27 +117,27 @@ def test_parse_sha512_gpg_multiline_format() -> None:
     data = b"kafka bytes"
     text = gpg_sha512("kafka_2.13-3.9.1.tgz", data)
     assert "\n" in text.strip()
-    assert distmod.parse_sha512(text) == hashlib.sha512(data).hexdigest()
+    assert apache.parse_sha512(text) == hashlib.sha512(data).hexdigest()
 
 
 def test_parse_sha512_coreutils_and_bare() -> None:
     digest = hashlib.sha512(b"x").hexdigest()
-    assert distmod.parse_sha512(f"{digest}  kafka_2.13-3.9.1.tgz\n") == digest
-    assert distmod.parse_sha512(digest.upper()) == digest
+    assert apache.parse_sha512(f"{digest}  kafka_2.13-3.9.1.tgz\n") == digest
+    assert apache.parse_sha512(digest.upper()) == digest
 
 
 @pytest.mark.parametrize("text", ["", "kafka.tgz: DEADBEEF\n", "<html>Not Found</html>"])
 def test_parse_sha512_rejects_garbage(text: str) -> None:
     with pytest.raises(KctlError):
-        distmod.parse_sha512(text)
+        apache.parse_sha512(text)
 
 
 def test_verify_sha512(tmp_path: Path) -> None:
     f = tmp_path / "a.tgz"
     f.write_bytes(b"payload")
-    distmod.verify_sha512(f, hashlib.sha512(b"payload").hexdigest().upper())
+    apache.verify_sha512(f, hashlib.sha512(b"payload").hexdigest().upper())
     with pytest.raises(KctlError, match="SHA-512 mismatch"):
-        distmod.verify_sha512(f, hashlib.sha512(b"other").hexdigest())
+        apache.verify_sha512(f, hashlib.sha512(b"other").hexdigest())
 
 
 # --- Apache download ---------------------------------------------------------------
@@ -149,7 +150,7 @@ def test_fetch_apache_tarball_verifies(tmp_path: Path, http_dir: tuple[str, Path
     (root / "3.9.1" / "kafka_2.13-3.9.1.tgz.sha512").write_text(gpg_sha512("kafka_2.13-3.9.1.tgz", data))
     dead = f"http://127.0.0.1:{closed_port()}"
     seen: list[str] = []
-    tgz = distmod.fetch_apache_tarball("3.9.1", "2.13", tmp_path / "dl", mirrors=[dead, base],
+    tgz = apache.fetch_apache_tarball("3.9.1", "2.13", tmp_path / "dl", mirrors=[dead, base],
                                        timeout=2, progress=seen.append)
     assert tgz is not None and tgz.read_bytes() == data
     assert any("not reachable" in m for m in seen)
@@ -161,14 +162,14 @@ def test_fetch_apache_tarball_checksum_mismatch_is_an_error(tmp_path: Path, http
     make_fake_tgz(root / "3.9.1" / "kafka_2.13-3.9.1.tgz")
     (root / "3.9.1" / "kafka_2.13-3.9.1.tgz.sha512").write_text(gpg_sha512("kafka_2.13-3.9.1.tgz", b"nope"))
     with pytest.raises(KctlError, match="SHA-512 mismatch"):
-        distmod.fetch_apache_tarball("3.9.1", "2.13", tmp_path / "dl", mirrors=[base], timeout=2)
+        apache.fetch_apache_tarball("3.9.1", "2.13", tmp_path / "dl", mirrors=[base], timeout=2)
     assert not list((tmp_path / "dl").glob("*.tgz*"))
 
 
 def test_fetch_apache_tarball_unreachable_fails_fast(tmp_path: Path) -> None:
     start = time.monotonic()
     mirrors = [f"http://127.0.0.1:{closed_port()}", "http://unresolvable.invalid"]
-    assert distmod.fetch_apache_tarball("3.9.1", "2.13", tmp_path, mirrors=mirrors, timeout=2) is None
+    assert apache.fetch_apache_tarball("3.9.1", "2.13", tmp_path, mirrors=mirrors, timeout=2) is None
     assert time.monotonic() - start < 10
 
 
@@ -176,7 +177,7 @@ def test_fetch_apache_tarball_unreachable_fails_fast(tmp_path: Path) -> None:
 
 
 def test_tool_classes_match_kafka_3_9() -> None:
-    classes = {t.script: t.main_class for t in distmod.TOOLS}
+    classes = {t.script: t.main_class for t in scripts.TOOLS}
     assert classes["kafka-topics.sh"] == "org.apache.kafka.tools.TopicCommand"
     assert classes["kafka-configs.sh"] == "kafka.admin.ConfigCommand"
     assert classes["kafka-consumer-groups.sh"] == "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
@@ -185,12 +186,12 @@ def test_tool_classes_match_kafka_3_9() -> None:
     assert classes["kafka-producer-perf-test.sh"] == "org.apache.kafka.tools.ProducerPerformance"
     assert classes["kafka-consumer-perf-test.sh"] == "org.apache.kafka.tools.ConsumerPerformance"
     assert classes["zookeeper-shell.sh"] == "org.apache.zookeeper.ZooKeeperMainWithTlsSupportForKafka"
-    assert set(distmod.REQUIRED_SCRIPTS) - {"kafka-run-class.sh"} <= set(classes)
+    assert set(scripts.SCRIPTS) == {"kafka-run-class.sh", *classes}
 
 
 def test_write_bin_scripts(tmp_path: Path) -> None:
-    written = distmod.write_bin_scripts(tmp_path, overwrite=True)
-    assert set(distmod.REQUIRED_SCRIPTS) <= set(written)
+    written = scripts.write_bin_scripts(tmp_path, overwrite=True)
+    assert sorted(written) == sorted(scripts.SCRIPTS)
     for name in written:
         script = tmp_path / "bin" / name
         assert script.stat().st_mode & stat.S_IXUSR, name
@@ -205,14 +206,14 @@ def test_write_bin_scripts(tmp_path: Path) -> None:
 def test_write_bin_scripts_keeps_tarball_scripts(tmp_path: Path) -> None:
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "kafka-topics.sh").write_text("original\n")
-    written = distmod.write_bin_scripts(tmp_path, overwrite=False)
+    written = scripts.write_bin_scripts(tmp_path, overwrite=False)
     assert "kafka-topics.sh" not in written
     assert (tmp_path / "bin" / "kafka-topics.sh").read_text() == "original\n"
 
 
 def test_generated_run_class_runs_the_class(tmp_path: Path) -> None:
     """kafka-run-class.sh puts libs/* on the classpath and passes the arguments through."""
-    distmod.write_bin_scripts(tmp_path, overwrite=True)
+    scripts.write_bin_scripts(tmp_path, overwrite=True)
     fake_java = tmp_path / "jdk" / "bin" / "java"
     fake_java.parent.mkdir(parents=True)
     fake_java.write_text('#!/bin/bash\nprintf "%s\\n" "$@"\n')
@@ -231,8 +232,8 @@ def test_generated_run_class_runs_the_class(tmp_path: Path) -> None:
 
 def test_finish_dist_writes_manifest(tmp_path: Path) -> None:
     root = make_fake_dist(tmp_path / "d")
-    d = distmod.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="maven", origin="test")
-    manifest = json.loads((root / distmod.MANIFEST).read_text())
+    d = layout.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="maven", origin="test")
+    manifest = json.loads((root / layout.MANIFEST).read_text())
     assert manifest["zookeeper_version"] == "3.8.4" == d.zookeeper_version
     assert manifest["source"] == "maven" == d.source
     assert re.fullmatch(r"[0-9a-f]{64}", d.identity)
@@ -242,7 +243,7 @@ def test_finish_dist_writes_manifest(tmp_path: Path) -> None:
 def test_finish_dist_rejects_wrong_version(tmp_path: Path) -> None:
     root = make_fake_dist(tmp_path / "d", kafka="3.8.0")
     with pytest.raises(KctlError, match="not Kafka 3.9.1"):
-        distmod.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="operator", origin="x")
+        layout.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="operator", origin="x")
 
 
 def test_finish_dist_rejects_missing_classes(tmp_path: Path) -> None:
@@ -251,14 +252,14 @@ def test_finish_dist_rejects_missing_classes(tmp_path: Path) -> None:
     with zipfile.ZipFile(root / "libs" / "kafka_2.13-3.9.1.jar", "w") as zf:
         zf.writestr("kafka/Kafka.class", b"")
     with pytest.raises(KctlError, match="lacks classes"):
-        distmod.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="operator", origin="x")
+        layout.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="operator", origin="x")
 
 
 def test_zookeeper_version_in(tmp_path: Path) -> None:
     (tmp_path / "zookeeper-jute-3.8.4.jar").write_bytes(b"")
-    assert distmod.zookeeper_version_in(tmp_path) is None
+    assert layout.zookeeper_version_in(tmp_path) is None
     (tmp_path / "zookeeper-3.8.4.jar").write_bytes(b"")
-    assert distmod.zookeeper_version_in(tmp_path) == "3.8.4"
+    assert layout.zookeeper_version_in(tmp_path) == "3.8.4"
 
 
 def test_prepare_dist_from_operator_tgz_is_cached(tmp_path: Path, cache: Path) -> None:
@@ -276,16 +277,16 @@ def test_prepare_dist_from_operator_tgz_is_cached(tmp_path: Path, cache: Path) -
 def test_prepare_dist_falls_back_to_maven_then_uses_cache(
     tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(distmod, "fetch_apache_tarball", lambda *a, **kw: None)
+    monkeypatch.setattr(apache, "fetch_apache_tarball", lambda *a, **kw: None)
     calls: list[Path] = []
 
     def fake_maven(kafka: str, scala: str, dest: Path, progress: Any = None) -> Path:
         calls.append(dest)
         make_fake_dist(dest)
-        distmod.write_bin_scripts(dest, overwrite=True)
+        scripts.write_bin_scripts(dest, overwrite=True)
         return dest
 
-    monkeypatch.setattr(distmod, "resolve_maven", fake_maven)
+    monkeypatch.setattr(central, "resolve_maven", fake_maven)
     d = distmod.prepare_dist()
     assert d.source == "maven" and d.path == cache / "kafka_2.13-3.9.1"
     assert json.loads((d.path / "kctl-dist.json").read_text())["origin"] == "Maven Central"
@@ -295,14 +296,15 @@ def test_prepare_dist_falls_back_to_maven_then_uses_cache(
 
 
 def test_resolve_maven_without_mvn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(distmod.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(maven.shutil, "which", lambda _name: None)
     with pytest.raises(KctlError) as err:
-        distmod.resolve_maven("3.9.1", "2.13", tmp_path / "x")
-    assert err.value.hint and "maven" in err.value.hint.lower()
+        central.resolve_maven("3.9.1", "2.13", tmp_path / "x")
+    assert err.value.hint and "maven" in err.value.hint.lower() and "--kafka-dist" in err.value.hint
+    assert not (tmp_path / "x").exists()
 
 
 def test_maven_pom_lists_the_artifacts() -> None:
-    pom = distmod.maven_pom("3.9.1", "2.13")
+    pom = maven.pom(central.artifacts("3.9.1", "2.13"))
     for artifact in ("kafka_2.13", "kafka-tools", "kafka-server", "kafka-storage", "kafka-group-coordinator"):
         assert f"<artifactId>{artifact}</artifactId><version>3.9.1</version>" in pom
     assert "<artifactId>slf4j-reload4j</artifactId>" in pom
@@ -395,7 +397,7 @@ def test_resolve_base_pulls_before_debootstrap(monkeypatch: pytest.MonkeyPatch) 
 
 def test_assemble_context(tmp_path: Path) -> None:
     root = make_fake_dist(tmp_path / "dist")
-    d = distmod.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="maven", origin="t")
+    d = layout.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="maven", origin="t")
     ctx = image.assemble_context(tmp_path / "ctx", d)
     assert (ctx / "Dockerfile").read_text() == image.dockerfile_path().read_text()
     assert sorted(p.name for p in (ctx / "node").iterdir()) == sorted(p.name for p in image.node_files())
@@ -412,7 +414,7 @@ def test_hashes_and_labels(tmp_path: Path) -> None:
     recipe = image.recipe_hash()
     assert recipe == image.recipe_hash()
     root = make_fake_dist(tmp_path / "dist")
-    d = distmod.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="maven", origin="t")
+    d = layout.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="maven", origin="t")
     labels = image.image_labels(d, recipe, "kctl/debian:bookworm")
     assert labels["io.kctl.image"] == "node"
     assert labels["io.kctl.zookeeper-version"] == "3.8.4"
@@ -447,7 +449,7 @@ def test_ensure_image_reuses_current_image(cache: Path) -> None:
 
 def test_ensure_image_builds_when_recipe_changed(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = make_fake_dist(tmp_path / "dist")
-    d = distmod.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="maven", origin="t")
+    d = layout.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="maven", origin="t")
     monkeypatch.setattr(distmod, "prepare_dist", lambda **kw: d)
     monkeypatch.setattr(image, "resolve_base_image", lambda client, progress=None: "debian:bookworm-slim")
     client = mock.MagicMock()
