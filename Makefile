@@ -1,4 +1,4 @@
-# kctl: make setup | demo | test | bench
+# kctl: make setup | demo | test | bench (test = lint, unit, package, integration)
 SHELL := /bin/bash
 VENV := .venv
 KCTL := $(VENV)/bin/kctl
@@ -6,7 +6,7 @@ PYTEST := $(VENV)/bin/pytest
 export TESTCONTAINERS_RYUK_DISABLED ?= true
 export DOCKER_BUILDKIT ?= 0
 
-.PHONY: setup demo test lint unit integration bench clean
+.PHONY: setup demo test lint unit package integration bench clean
 
 setup:
 	@./.ci/setup-host.sh
@@ -19,13 +19,18 @@ lint: setup
 	$(VENV)/bin/mypy kctl
 
 # pytest exits 5 when a selection collects no tests: that is not a failure here.
+# unit: no Docker, no JVM (Spark tests live in tests/integration); the slow packaging test is `make package`.
 unit: setup
-	$(PYTEST) tests/unit -q -p no:cacheprovider || [ $$? -eq 5 ]
+	$(PYTEST) tests/unit -q -m "not slow" -p no:cacheprovider || [ $$? -eq 5 ]
+
+# `pip install kctl` without extras in a fresh virtualenv gives a working core CLI.
+package: setup
+	$(PYTEST) tests/unit -q -m slow -p no:cacheprovider || [ $$? -eq 5 ]
 
 integration: setup
 	$(PYTEST) tests/integration -q -m integration -p no:cacheprovider --timeout 1800 || [ $$? -eq 5 ]
 
-test: lint unit integration
+test: lint unit package integration
 
 bench: setup
 	$(VENV)/bin/python -m kctl.bench

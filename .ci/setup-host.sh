@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent host setup for kctl (called by `make setup`).
-# - a virtualenv at .venv with kctl (editable) and the dev tools;
+# - a virtualenv at .venv with kctl (editable), the dev tools and the stream and testing extras;
 # - a Docker engine when none is reachable (Debian's docker.io), started in the background;
 # - the Docker Compose v2 plugin;
 # - Java 17 (the Spark job runs on the host), Maven (Kafka jars when Apache is unreachable),
@@ -33,12 +33,16 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
+# Everything the checkout's own tests and demo use: the core, the dev tools and both optional extras
+# (kctl[stream]: pyspark, pyarrow; kctl[testing]: testcontainers). `pip install kctl` alone is the core CLI.
+EXTRAS=dev,stream,testing
 stamp=.venv/.kctl-installed
-want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+# The stamp covers the extras as well as pyproject.toml: a .venv made with fewer extras is topped up.
+want=$( (cat pyproject.toml; echo "extras=$EXTRAS") | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x .venv/bin/kctl ]; then
-  log "installing kctl and its dependencies into .venv"
+  log "installing kctl[$EXTRAS] into .venv"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[dev]'
+  .venv/bin/python -m pip install -q -e ".[$EXTRAS]"
   echo "$want" > "$stamp"
 fi
 
