@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from kctl.spec import ClusterSpec
+from kctl.spec import CROSS_FIELD_RULES, ClusterSpec
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "spec.md"
 
@@ -66,11 +66,9 @@ def render() -> str:
         "|---|---|---|",
         *_rows(ClusterSpec, ""),
         "",
-        "Cross-field rules: node ids and hostnames unique; at least one ZooKeeper participant",
-        "(an even number of participants is a warning: use 3 or 5, not 4); replication factors not",
-        "above the broker count; `min_insync_replicas` below `default_replication_factor` (1 allowed",
-        "with a factor of 1); no two published host ports alike; the EXTERNAL listener advertised",
-        "on 127.0.0.1, where kctl publishes every port.",
+        "Cross-field rules (errors unless marked as warnings):",
+        "",
+        *(f"- {rule}" for rule in CROSS_FIELD_RULES),
         "",
     ]
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 """Final property dicts of every rendered file, computed in Python.
 
-Order of precedence, last wins: kctl defaults -> groups enabled by the spec
-(observers, chroot, JMX) -> component overrides (``zookeeper.overrides``,
+Order of precedence, last wins: kctl defaults -> groups the spec's shape enables
+(the ensemble's ``server.N`` lines and an observer's ``peerType``; single-broker and
+small-cluster settings) -> component overrides (``zookeeper.overrides``,
 ``kafka.overrides``) -> node overrides. Templates only loop over the sorted
 result (cp-ansible's ``combine_properties``).
 """
@@ -136,10 +137,6 @@ def zoo_cfg(spec: ClusterSpec, node: NodeSpec) -> Props:
     if node.role is ZkRole.observer:
         groups[PEER_TYPE] = "observer"
     return combine(base, groups, zk.overrides, node.overrides.zookeeper)
-
-
-def myid(node: NodeSpec) -> str:
-    return str(node.id)
 
 
 def listeners(spec: ClusterSpec, node: NodeSpec) -> tuple[str, str]:

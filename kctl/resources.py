@@ -1,7 +1,7 @@
 """Locate the project's non-Python resources: templates/, compose/ and the Dockerfile.
 
 In a source checkout (and an editable install) they live at the repository's
-top level; a built wheel carries copies under ``kctl/_data/`` (see setup.py).
+top level; a built wheel carries copies under ``kctl/_data/`` (see the wheel's force-include in pyproject.toml).
 """
 
 from __future__ import annotations

@@ -314,6 +314,23 @@ class ClusterSpec(_Model):
 
 # ----- cross-field rules ----------------------------------------------------------
 
+# What check_rules enforces, one entry per rule in its order: docs/spec.md is generated from this list,
+# so a rule added below gets its line here.
+CROSS_FIELD_RULES: tuple[str, ...] = (
+    "node ids and hostnames unique; with the split topology, no hostname like the generated `zkN`/`kafkaN`",
+    "at least one ZooKeeper participant; an even number of participants, or a single one among several"
+    " nodes, is a warning (use 3 or 5)",
+    "replication factors (default, offsets topic, transaction log) not above the broker count",
+    "`min_insync_replicas` below `default_replication_factor` (1 allowed with a factor of 1)",
+    "`replica_fetch_max_bytes` below a raised `message_max_bytes` is a warning",
+    "every listener (the inter-broker one, INTERNAL, EXTERNAL) has a security protocol",
+    "the EXTERNAL listener advertised on 127.0.0.1, where kctl publishes every port",
+    "ZooKeeper's client, peer and election ports differ; `data_log_dir` equal to `data_dir` is a warning;"
+    " colocated, Kafka's internal port is none of them",
+    "no two published host ports alike, none above 65535, and no node's Kafka port equal to a port used"
+    " inside its container",
+)
+
 
 def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
     """Cross-field rules. Returns (errors, warnings), each prefixed by its field path."""

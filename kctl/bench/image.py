@@ -30,7 +30,7 @@ from typing import TypeVar
 import docker
 import docker.errors
 
-from kctl.bench.doc import write_section
+from kctl.bench.doc import add_output_args, publish, table
 from kctl.runtime import dist as distmod
 from kctl.runtime import image
 
@@ -127,9 +127,7 @@ def render_section(r: dict[str, str], client_version: str) -> str:
         f"({host}, Docker engine {client_version}); base `{r['base_image']}`, "
         f"dist source `{r['source']}`, ZooKeeper {r['zk']}.",
         "",
-        "| What | Time / size |",
-        "|---|---|",
-        *(f"| {what} | {value} |" for what, value in rows),
+        *table(("What", "Time / size"), rows),
         "",
         "The apt layer (Java 17, supervisor, netcat, procps) comes first and the Kafka",
         "distribution second, so editing a script under `kctl/runtime/node/` rebuilds only",
@@ -142,8 +140,7 @@ def render_section(r: dict[str, str], client_version: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kctl.bench.image", description=__doc__.splitlines()[0])
     ap.add_argument("--with-base", action="store_true", help="also time the debootstrap base image (root)")
-    ap.add_argument("--docs", type=Path, default=Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md")
-    ap.add_argument("--no-write", action="store_true", help="print the section instead of writing it")
+    add_output_args(ap)
     args = ap.parse_args(argv)
     client = docker.from_env(timeout=900)
 
@@ -151,12 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: {msg}", file=sys.stderr, flush=True)
 
     results = measure(client, with_base=args.with_base, log=log)
-    section = render_section(results, str(client.version().get("Version", "?")))
-    if args.no_write:
-        print(section)
-        return 0
-    write_section(section, args.docs)
-    log(f"wrote the {SECTION!r} section of {args.docs}")
+    publish(render_section(results, str(client.version().get("Version", "?"))), args)
     return 0
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from kctl.agent.nginx import generate
 from kctl.agent.produce import produce, producer
-from kctl.bench.doc import DOC, write_section
+from kctl.bench.doc import add_output_args, publish, table
 from kctl.kafka.client import wait_for_topic
 from kctl.stream.config import JobConfig
 from kctl.stream.jars import jars_for_job
@@ -185,6 +185,15 @@ def _poll_current(current: Path, last: str, seen: list[tuple[float, dict[int, in
 
 
 def render(fig: dict[str, Any]) -> str:
+    rows = "\n".join(table(("measure", "value"), [
+        ("plain confluent-kafka consumer, read + `json.loads` (the floor)", f"{fig['floor']:,.0f} events/s"),
+        (f"the job, sustained (rows / trigger time over {fig['batches']} micro-batches of ≤{fig['cap']:,},"
+         " first excluded)", f"{fig['job']:,.0f} events/s"),
+        ("ratio job / floor", f"{fig['ratio']:.2f}"),
+        (f"end-to-end latency p50 (produced -> its metrics row visible, 1 s trigger, {fig['lat_rate']:.0f}"
+         " events/s, after a warm-up batch)", f"{fig['p50']:.2f} s"),
+        ("end-to-end latency p99", f"{fig['p99']:.2f} s"),
+    ]))
     return f"""## Pipeline
 
 Measured by `python -m kctl.bench.stream` on {fig['when']} ({fig['machine']}); Spark {fig['spark']} in
@@ -192,16 +201,7 @@ Measured by `python -m kctl.bench.stream` on {fig['when']} ({fig['machine']}); S
 {fig['events']} generated filebeat events (~{fig['avg_bytes']} bytes each). Load average during the run:
 {fig['load']} (other work shared the machine; figures are only comparable within one run).
 
-| measure | value |
-|---|---|
-| plain confluent-kafka consumer, read + `json.loads` (the floor) | {fig['floor']:,.0f} events/s |
-| the job, sustained (rows / trigger time over {fig['batches']} micro-batches of ≤{fig['cap']:,}, first excluded) \
-| {fig['job']:,.0f} events/s |
-| ratio job / floor | {fig['ratio']:.2f} |
-| end-to-end latency p50 (produced -> its metrics row visible, 1 s trigger, {fig['lat_rate']:.0f} events/s, \
-after a warm-up batch) \
-| {fig['p50']:.2f} s |
-| end-to-end latency p99 | {fig['p99']:.2f} s |
+{rows}
 
 The job's figure includes everything one micro-batch does: Kafka fetch, parsing (JSON envelope + nginx regex),
 the Parquet archive and dead-letter writes with their commit protocol, and the rewrite of the metrics table
@@ -220,8 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-rate", type=float, default=200.0)
     ap.add_argument("--latency-seconds", type=float, default=30.0)
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--doc", type=Path, default=DOC)
-    ap.add_argument("--no-write", action="store_true")
+    add_output_args(ap)
     a = ap.parse_args(argv)
     if not a.bootstrap_servers:
         ap.error("--bootstrap-servers (or KCTL_BOOTSTRAP_SERVERS) is required")
@@ -255,11 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         "load": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
         "p50": lat["p50_s"], "p99": lat["p99_s"], "lat_rate": a.latency_rate,
     }
-    section = render(fig)
-    print(section)
-    if not a.no_write:
-        write_section(section, a.doc)
-        print(f"rewrote the Pipeline section of {a.doc}", file=sys.stderr)
+    publish(render(fig), a)
     return 0
 
 

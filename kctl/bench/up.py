@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kctl.bench.doc import DOC, write_section
+from kctl.bench.doc import add_output_args, publish, table
 from kctl.kafka.client import round_trip
 from kctl.render import render, write
 from kctl.runtime import cluster as rt
@@ -113,14 +113,16 @@ def render_section(r: dict[str, float]) -> str:
         f"Measured by `python -m kctl.bench.up` on {dt.date.today().isoformat()} ({host};"
         f" load average at the end {load}), image already built, 3 colocated nodes.",
         "",
-        "| measure | value |",
-        "|---|---|",
-        f"| `kctl up` from nothing to verified healthy (all six stages) | {r['kctl_up']:.1f} s |",
-        f"| floor: `docker compose up -d` + first successful round trip (polled every 100 ms) | {r['floor']:.1f} s |",
-        f"| ratio kctl / floor | {r['kctl_up'] / r['floor']:.2f} |",
-        f"| peak memory of the running ensemble (3 containers, sampled 10 s after healthy) | {r['peak_mb']:.0f} MB |",
-        f"| `kctl status` latency, all nodes up (median of 5, in-process) | {r['status_up_ms']:.0f} ms |",
-        f"| `kctl status` latency, one node killed (median of 5) | {r['status_down_ms']:.0f} ms |",
+        *table(("measure", "value"), [
+            ("`kctl up` from nothing to verified healthy (all six stages)", f"{r['kctl_up']:.1f} s"),
+            ("floor: `docker compose up -d` + first successful round trip (polled every 100 ms)",
+             f"{r['floor']:.1f} s"),
+            ("ratio kctl / floor", f"{r['kctl_up'] / r['floor']:.2f}"),
+            ("peak memory of the running ensemble (3 containers, sampled 10 s after healthy)",
+             f"{r['peak_mb']:.0f} MB"),
+            ("`kctl status` latency, all nodes up (median of 5, in-process)", f"{r['status_up_ms']:.0f} ms"),
+            ("`kctl status` latency, one node killed (median of 5)", f"{r['status_down_ms']:.0f} ms"),
+        ]),
         "",
         "`kctl up` checks more than the floor does (every ZooKeeper's mode, one leader, every broker",
         "registered, a controller) before the same round trip, and includes rendering and the",
@@ -132,13 +134,10 @@ def render_section(r: dict[str, float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kctl.bench.up", description=__doc__.splitlines()[0])
-    ap.add_argument("--no-write", action="store_true", help="print only")
+    add_output_args(ap)
     args = ap.parse_args(argv)
     r = measure(lambda m: print(f"bench: {m}", file=sys.stderr, flush=True))
-    section = render_section(r)
-    print(section)
-    if not args.no_write:
-        write_section(section, DOC)
+    publish(render_section(r), args)
     return 0
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
-from kctl.bench.doc import replace_section, write_section
+import pytest
+
+from kctl.bench.doc import DOC, add_output_args, publish, replace_section, table, write_section
 
 
 def test_replace_keeps_other_sections_in_place() -> None:
@@ -23,3 +26,30 @@ def test_append_and_create(tmp_path: Path) -> None:
     write_section("## Produce and consume\n\nn\n", p)
     write_section("## Produce and consume\n\nm\n", p)
     assert p.read_text() == "# Benchmarks\n\n## Produce and consume\n\nm\n"
+
+
+def test_every_benchmark_publishes_the_same_way(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ap = argparse.ArgumentParser()
+    add_output_args(ap)
+    doc = tmp_path / "b.md"
+    publish("## Node image\n\nfirst\n", ap.parse_args(["--docs", str(doc), "--no-write"]))
+    assert not doc.exists() and "first" in capsys.readouterr().out
+    publish("## Node image\n\nsecond\n", ap.parse_args(["--docs", str(doc)]))
+    assert doc.read_text() == "# Benchmarks\n\n## Node image\n\nsecond\n"
+    assert ap.parse_args([]).docs == DOC
+
+
+def test_benchmark_tables_are_markdown_tables() -> None:
+    from kctl.bench import stream, up
+
+    fig = {"when": "d", "machine": "m", "spark": "4.0.0", "master": "local[2]", "driver_memory": "768m",
+           "shuffle": 4, "events": 10, "avg_bytes": 300, "load": "1.0", "floor": 1000.0, "job": 500.0,
+           "batches": 4, "cap": 20000, "ratio": 0.5, "p50": 2.0, "p99": 3.5, "lat_rate": 200.0}
+    lifecycle = {"kctl_up": 20.0, "floor": 16.0, "peak_mb": 900.0, "status_up_ms": 40.0, "status_down_ms": 90.0}
+    for section in (stream.render(fig), up.render_section(lifecycle)):
+        rows = [line for line in section.splitlines() if line.startswith("|")]
+        assert rows[:2] == ["| measure | value |", "|---|---|"]
+        assert len(rows) >= 6 and all(line.count(" | ") == 1 and line.endswith(" |") for line in rows[2:])
+    assert "| ratio job / floor | 0.50 |" in stream.render(fig)
+    assert "| ratio kctl / floor | 1.25 |" in up.render_section(lifecycle)
+    assert table(("a", "b"), [("x", "1")]) == ["| a | b |", "|---|---|", "| x | 1 |"]
