@@ -1,0 +1,148 @@
+"""The package graph flows one way (docs/architecture.md): imports parsed with ast, function-level ones included.
+
+Rules name packages by prefix: ``kctl.runtime`` covers every module below it. A rule is
+broken by an import of the forbidden package or of anything below it, wherever in the
+importing module the import statement stands.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "kctl"
+
+# (importer, imported): a module under the first must not import one under the second.
+RULES: tuple[tuple[str, str, str], ...] = (
+    ("kctl", "kctl.bench", "product code never imports the benchmarks"),
+    *(("kctl.runtime", target, "the runtime drives Docker only; ops sit above it")
+      for target in ("kctl.kafka", "kctl.zk", "kctl.stream", "kctl.agent", "kctl.cli")),
+    *((ops, target, "ops modules return data to the CLI and stay apart from the pipeline")
+      for ops in ("kctl.kafka", "kctl.zk") for target in ("kctl.cli", "kctl.stream", "kctl.agent")),
+    ("kctl.agent", "kctl.stream", "the log agent and the Spark job are independent"),
+    ("kctl.stream", "kctl.agent", "the log agent and the Spark job are independent"),
+    ("kctl.cli", "kctl.cli.main", "command modules register on the app they are given; only main imports them"),
+)
+
+# Imports that break a rule today, each with the change that removes it. Other branches are
+# removing them; once one is gone its entry must go too (test_known_violations_are_still_real).
+KNOWN_VIOLATIONS: frozenset[tuple[str, str]] = frozenset({
+    # runtime.cluster's readiness stages and status ask ZooKeeper and Kafka themselves; they move up
+    # to the ops layer, runtime keeping the Docker side.
+    ("kctl.runtime.cluster", "kctl.kafka"),
+    ("kctl.runtime.cluster", "kctl.zk"),
+    # the agent checks its topic with the stream package's preflight; that check moves below both.
+    ("kctl.agent.produce", "kctl.stream"),
+    # command modules take `app` from cli.main; they become registered by main instead.
+    ("kctl.cli.cluster", "kctl.cli.main"),
+    ("kctl.cli.ops", "kctl.cli.main"),
+    ("kctl.cli.spec_cmds", "kctl.cli.main"),
+    ("kctl.cli.stream", "kctl.cli.main"),
+})
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    rel = path.relative_to(root).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def imports_of(path: Path, root: Path = ROOT) -> set[str]:
+    """Every kctl module ``path`` imports, at any depth of its code (``from a import b`` gives a and a.b)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    here = module_name(path, root)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {m for m in found if m == "kctl" or m.startswith("kctl.")}
+
+
+def _under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in sorted(PKG.rglob("*.py"))}
+
+
+def _exempt(importer: str, rule_importer: str, target: str) -> bool:
+    # kctl.bench itself, and kctl.cli.main (the one module that imports the command modules).
+    if target == "kctl.bench" and _under(importer, "kctl.bench"):
+        return True
+    return target == "kctl.cli.main" and importer == "kctl.cli.main"
+
+
+def violations() -> set[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    for importer, imported in _graph().items():
+        for rule_importer, target, _why in RULES:
+            if not _under(importer, rule_importer) or _exempt(importer, rule_importer, target):
+                continue
+            for m in imported:
+                if _under(m, target):
+                    found.add((importer, target))
+    return found
+
+
+def test_import_directions() -> None:
+    new = violations() - KNOWN_VIOLATIONS
+    why = {target: reason for _imp, target, reason in RULES}
+    assert not new, "imports against the layering:\n" + "\n".join(
+        f"  {importer} imports {target}: {why[target]}" for importer, target in sorted(new))
+
+
+def test_known_violations_are_still_real() -> None:
+    gone = KNOWN_VIOLATIONS - violations()
+    assert not gone, f"fixed, remove from KNOWN_VIOLATIONS: {sorted(gone)}"
+
+
+def test_the_parser_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
+    pkg = tmp_path / "kctl" / "runtime"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "x.py").write_text(
+        "import os\n\n"
+        "def f():\n    from kctl.kafka import client\n    import kctl.zk.fourlw\n\n"
+        "class C:\n    def g(self):\n        from ..stream import jars\n        from . import compose\n")
+    assert imports_of(pkg / "x.py", tmp_path) == {
+        "kctl.kafka", "kctl.kafka.client", "kctl.zk.fourlw", "kctl.stream", "kctl.stream.jars",
+        "kctl.runtime", "kctl.runtime.compose"}
+
+
+def test_unit_tests_start_no_jvm() -> None:
+    """Spark-marked tests (a JVM) live in tests/integration; tests/unit needs neither Docker nor Java."""
+    for path in sorted((ROOT / "tests" / "unit").rglob("*.py")):
+        if path == Path(__file__).resolve():
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert "mark.spark" not in text and "build_session" not in text, path
+        assert not {m for m in _all_imports(path) if m.split(".")[0] in ("pyspark", "testcontainers")}, path
+
+
+def _all_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+    return found
+
+
+def test_the_document_states_the_rules() -> None:
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert "KNOWN_VIOLATIONS" in doc
+    for importer, target, _why in RULES:
+        assert f"`{importer}`" in doc or importer == "kctl", importer
+        assert f"`{target}`" in doc, target
