@@ -6,13 +6,18 @@
 The fixture is session-scoped: one three-node cluster for the whole run,
 removed at the end. ``--kctl-reuse`` keeps it running between runs (and
 adopts a healthy one left by an earlier run); ``--kctl-nodes N`` changes its size.
+
+A test that kills, pauses or cuts off a node of that shared cluster takes
+``kctl_faults`` instead: the same cluster, put back together after the test
+whatever happened in it (see :func:`restore`), so one failure does not cascade
+into every later test.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -40,3 +45,50 @@ def kctl_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
                            reuse=request.config.getoption("--kctl-reuse"))
     with cluster:
         yield cluster
+
+
+# supervisord states of a process that is down and stays down until started
+_DOWN = ("STOPPED", "EXITED", "FATAL", "BACKOFF")
+
+
+def restore(cluster: KafkaCluster, timeout: float = 180) -> list[str]:
+    """Undo every fault a test can inject, then wait until the cluster is healthy; returns what was undone.
+
+    Unpauses paused containers, starts stopped ones, reconnects those cut off the
+    cluster network, starts stopped or killed processes.
+    """
+    import docker
+
+    from kctl.contract import LABEL_CLUSTER, LABEL_SERVICE
+
+    undone: list[str] = []
+    client = docker.from_env()
+    network = client.networks.get(cluster.network_name)
+    containers: list[Any] = client.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={cluster.spec.name}"})
+    for c in containers:
+        host = (c.labels or {}).get(LABEL_SERVICE, c.name)
+        if c.status == "paused":
+            c.unpause()
+            undone.append(f"unpaused {host}")
+        elif c.status != "running":
+            c.start()
+            undone.append(f"started {host}")
+        c.reload()
+        if cluster.network_name not in c.attrs["NetworkSettings"]["Networks"]:
+            network.connect(c, aliases=[host])
+            undone.append(f"reconnected {host}")
+    for node in cluster.status().nodes:
+        for service, state in node.processes.items():
+            if state in _DOWN:
+                cluster.start(node.node, service=service)
+                undone.append(f"started {service} on {node.node}")
+    cluster.wait_until_healthy(timeout=timeout)
+    cluster.wait_for(lambda s: s.health == "healthy", timeout=timeout, description="healthy after the faults")
+    return undone
+
+
+@pytest.fixture()
+def kctl_faults(kctl_cluster: KafkaCluster) -> Iterator[KafkaCluster]:
+    """The shared cluster, for a test that breaks it: restored afterwards, pass or fail."""
+    yield kctl_cluster
+    restore(kctl_cluster)

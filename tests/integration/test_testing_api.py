@@ -73,8 +73,8 @@ def test_leftover_of_crashed_run_is_removed(tmp_path: Path) -> None:
     assert _containers(name) == []
 
 
-def test_crashed_process_shows_in_status(kctl_cluster: KafkaCluster) -> None:
-    cluster = kctl_cluster
+def test_crashed_process_shows_in_status(kctl_faults: KafkaCluster) -> None:
+    cluster = kctl_faults
     cluster.kill("logger1", service="zookeeper")
     try:
         st = cluster.status()
@@ -88,8 +88,8 @@ def test_crashed_process_shows_in_status(kctl_cluster: KafkaCluster) -> None:
     assert next(n for n in st.nodes if n.node == "logger1").processes["zookeeper"] == "RUNNING"
 
 
-def test_pause_and_disconnect_seen_by_status(kctl_cluster: KafkaCluster) -> None:
-    cluster = kctl_cluster
+def test_pause_and_disconnect_seen_by_status(kctl_faults: KafkaCluster) -> None:
+    cluster = kctl_faults
     try:
         cluster.pause(3)
         st = cluster.wait_for(lambda s: s.health != "healthy", timeout=60, description="pause seen")
@@ -111,6 +111,21 @@ def test_pause_and_disconnect_seen_by_status(kctl_cluster: KafkaCluster) -> None
         cluster.connect(2)
     cluster.wait_until_healthy(timeout=180)
     assert cluster.brokers() == [1, 2, 3]
+
+
+def test_restore_undoes_every_fault_at_once(kctl_faults: KafkaCluster) -> None:
+    """What kctl_faults does after a test that left the cluster broken: all of it undone, healthy again."""
+    from kctl.testing.plugin import restore
+
+    cluster = kctl_faults
+    cluster.kill("logger1", service="kafka")
+    cluster.pause("logger2")
+    cluster.disconnect("logger3")
+    undone = restore(cluster)
+    assert {"unpaused logger2", "reconnected logger3", "started kafka on logger1"} <= set(undone), undone
+    st = cluster.status()
+    assert st.health == "healthy" and cluster.brokers() == [1, 2, 3]
+    assert restore(cluster) == []  # nothing left to undo
 
 
 def test_docs_example_runs_in_a_fresh_project(tmp_path: Path) -> None:

@@ -22,6 +22,8 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from docker.api import APIClient
+from docker.models.images import Image, ImageCollection
 
 from kctl.errors import KctlError
 from kctl.runtime import dist as distmod
@@ -90,6 +92,21 @@ def http_dir(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         t.start()
         yield f"http://127.0.0.1:{srv.server_address[1]}", root
         srv.shutdown()
+
+
+def fake_client() -> Any:
+    """A Docker client mock that only has what docker.DockerClient has (autospec, down to images and api)."""
+    client = mock.create_autospec(image.docker.DockerClient, instance=True)
+    client.images = mock.create_autospec(ImageCollection, instance=True)
+    client.api = mock.create_autospec(APIClient, instance=True)
+    return client
+
+
+def fake_image(**attrs: Any) -> Any:
+    img = mock.create_autospec(Image, instance=True)
+    for k, v in attrs.items():
+        setattr(img, k, v)
+    return img
 
 
 def closed_port() -> int:
@@ -368,7 +385,7 @@ def test_debian_mirror_defaults(tmp_path: Path) -> None:
 
 
 def test_resolve_base_prefers_local_images() -> None:
-    client = mock.MagicMock()
+    client = fake_client()
 
     def get(ref: str) -> object:
         if ref == image.LOCAL_BASE_IMAGE:
@@ -381,7 +398,7 @@ def test_resolve_base_prefers_local_images() -> None:
 
 
 def test_resolve_base_pulls_before_debootstrap(monkeypatch: pytest.MonkeyPatch) -> None:
-    client = mock.MagicMock()
+    client = fake_client()
     client.images.get.side_effect = image.docker.errors.ImageNotFound("x")
     client.images.pull.side_effect = image.docker.errors.APIError("no registry")
     built: list[str] = []
@@ -429,10 +446,8 @@ def test_hashes_and_labels(tmp_path: Path) -> None:
 
 def test_ensure_image_reuses_current_image(cache: Path) -> None:
     recipe = image.recipe_hash()
-    client = mock.MagicMock()
-    existing = mock.MagicMock()
-    existing.id = "sha256:" + "ab" * 32
-    existing.attrs = {"Size": 123}
+    client = fake_client()
+    existing = fake_image(id="sha256:" + "ab" * 32, attrs={"Size": 123})
     existing.labels = {
         "io.kctl.recipe-hash": recipe,
         "io.kctl.dist-identity": "d1",
@@ -452,9 +467,9 @@ def test_ensure_image_builds_when_recipe_changed(tmp_path: Path, cache: Path, mo
     d = layout.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="maven", origin="t")
     monkeypatch.setattr(distmod, "prepare_dist", lambda **kw: d)
     monkeypatch.setattr(image, "resolve_base_image", lambda client, progress=None: "debian:bookworm-slim")
-    client = mock.MagicMock()
-    stale = mock.MagicMock(labels={"io.kctl.recipe-hash": "old"}, id="sha256:old", attrs={"Size": 1})
-    built = mock.MagicMock(id="sha256:new", attrs={"Size": 2})
+    client = fake_client()
+    stale = fake_image(labels={"io.kctl.recipe-hash": "old"}, id="sha256:old", attrs={"Size": 1})
+    built = fake_image(id="sha256:new", attrs={"Size": 2})
     client.images.get.side_effect = [stale, built]
     seen: dict[str, Any] = {}
 
@@ -477,7 +492,7 @@ def test_ensure_image_builds_when_recipe_changed(tmp_path: Path, cache: Path, mo
 
 
 def test_build_error_is_a_kctl_error(tmp_path: Path) -> None:
-    client = mock.MagicMock()
+    client = fake_client()
     client.api.build.return_value = iter([{"stream": "Step 4/20 : RUN apt-get\n"}, {"error": "exit code 100"}])
     with pytest.raises(KctlError) as err:
         image.build_from_context(client, tmp_path, tag="t", base_image="b", labels={})
