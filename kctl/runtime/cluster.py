@@ -11,14 +11,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kctl import contract, doctor
 from kctl.errors import KctlError
-from kctl.render import Rendered, render, write
 from kctl.runtime import compose
 from kctl.runtime.readiness import StageResult
 from kctl.spec import ClusterSpec
+
+if TYPE_CHECKING:
+    from kctl.render import Rendered
 
 Progress = Callable[[str], None]
 
@@ -104,6 +106,8 @@ def converge(
     """Render and converge with `docker compose up -d`; waiting for health is kctl.health's job."""
     say = progress or (lambda _m: None)
     started = time.monotonic()
+    from kctl.render import render, write  # jinja2: only a converge needs it
+
     rendered = render(spec)  # pure; a template problem fails before anything is touched
     dc = compose.client()
     compose.compose_binary()
