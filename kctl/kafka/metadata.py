@@ -130,22 +130,36 @@ def fetch(host: str, port: int, timeout: float = 2.0) -> Metadata:
 
 
 def fetch_any(bootstrap: str, timeout: float = 2.0) -> Metadata:
-    """Ask the bootstrap brokers at once and keep the first answer: a paused broker must not cost the timeout."""
-    import concurrent.futures as cf
+    """Ask the bootstrap brokers at once and keep the first answer: a paused broker must not cost the timeout.
+
+    Daemon threads, not an executor: the process may exit while a hung broker's
+    thread still waits (an executor's threads are joined at exit).
+    """
+    import queue
+    import threading
 
     addrs = []
     for item in bootstrap.split(","):
         host, _, port = item.strip().rpartition(":")
         addrs.append((host or "127.0.0.1", int(port)))
+    answers: queue.Queue[Metadata | MetadataError] = queue.Queue()
+
+    def ask(host: str, port: int) -> None:
+        try:
+            answers.put(fetch(host, port, timeout))
+        except MetadataError as exc:
+            answers.put(exc)
+
+    for h, p in addrs:
+        threading.Thread(target=ask, args=(h, p), daemon=True, name=f"kctl-metadata-{h}:{p}").start()
     errors: list[str] = []
-    pool = cf.ThreadPoolExecutor(max_workers=len(addrs))
-    try:
-        futs = [pool.submit(fetch, h, p, timeout) for h, p in addrs]
-        for f in cf.as_completed(futs):
-            try:
-                return f.result()
-            except MetadataError as exc:
-                errors.append(str(exc))
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-    raise MetadataError("; ".join(errors) or "no bootstrap server")
+    deadline = time.monotonic() + timeout + 0.5
+    for _ in addrs:
+        try:
+            got = answers.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if isinstance(got, Metadata):
+            return got
+        errors.append(str(got))
+    raise MetadataError("; ".join(errors) or f"no answer from {bootstrap} in {timeout:.1f}s")
