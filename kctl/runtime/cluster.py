@@ -69,6 +69,65 @@ def log_tail(spec: ClusterSpec, name: str, service: str, lines: int = 30) -> str
     return f"[{name} {path}]\n{out}"
 
 
+@dataclass(frozen=True)
+class MountedConf:
+    """Where a container's rendered files are on this host, and which render the container was created from."""
+
+    host: str
+    conf_dir: Path  # the host directory bind-mounted on contract.CONF_DIR
+    config_hash: str | None
+    started_at: float | None  # epoch seconds the container last started
+
+
+def mounted_conf(spec: ClusterSpec, host: str) -> MountedConf:
+    """The conf directory a cluster container mounts (KctlError if it has no such container)."""
+    import datetime as dt
+
+    from kctl.runtime import engine
+
+    found = [c for c in engine.containers(spec.name) if c.name == host]
+    if not found:
+        raise KctlError(f"no container {host!r} in cluster {spec.name}", hint="is it up? see `kctl status`")
+    info = engine.inspect(found[0].id)
+    src = next((m.get("Source") for m in info.get("Mounts") or [] if m.get("Destination") == contract.CONF_DIR),
+               None)
+    if not src:
+        raise KctlError(f"container {host} mounts nothing on {contract.CONF_DIR}",
+                        hint="was it created by `kctl up`? `kctl up` recreates it")
+    started: float | None = None
+    raw = str((info.get("State") or {}).get("StartedAt") or "")
+    try:
+        # Docker gives nanoseconds (2024-05-01T10:00:00.123456789Z); fromisoformat takes microseconds.
+        head, _, frac = raw.rstrip("Z").partition(".")
+        started = dt.datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}+00:00").timestamp()
+    except ValueError:
+        started = None
+    return MountedConf(host, Path(src), found[0].config_hash, started)
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    host: str
+    argv: list[str]
+    exit_code: int
+    output: str
+
+
+def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float = 60) -> ToolRun:
+    """Run Kafka's own bin/TOOL against the INTERNAL listener in the first running broker container."""
+    last: KctlError | None = None
+    for node in spec.nodes:
+        host = spec.kafka_host(node)
+        argv = [f"/opt/kafka/bin/{tool}", "--bootstrap-server", f"{host}:{spec.kafka.internal_port}", *args]
+        try:
+            code, out = compose.exec_in(spec, host, argv, timeout=timeout)
+        except KctlError as exc:  # that container is not running: try the next one
+            last = exc
+            continue
+        return ToolRun(host, argv, code, out)
+    raise last or KctlError("no node container to run Kafka's tools in", hint="`kctl status`")
+
+
 def compose_ps(spec: ClusterSpec, state_dir: Path) -> str:
     """`docker compose ps -a` of the cluster, for a readiness timeout's report."""
     return compose.run_compose(spec, state_dir, "ps", "-a", check=False).stdout

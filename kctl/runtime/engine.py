@@ -140,3 +140,9 @@ def processes(container_id: str, services: tuple[str, ...], timeout: float = 5.0
         return process_states(process_table(container_id, timeout), services)
     except (DockerUnavailable, ValueError):
         return {}
+
+
+def inspect(container_id: str, timeout: float = 5.0) -> dict[str, Any]:
+    """``docker inspect`` of one container."""
+    out = get(f"/containers/{container_id}/json", timeout)
+    return out if isinstance(out, dict) else {}
