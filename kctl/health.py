@@ -65,6 +65,8 @@ class Observations:
     zookeeper: dict[str, ZkState] | None = None
     kafka: kmd.Metadata | None = None
     kafka_error: str | None = None
+    # Readiness only: every broker's own answer (they agree only once the controller has told each).
+    kafka_views: list[kmd.Metadata] | None = None
     elapsed_ms: float = 0.0
 
 
@@ -93,14 +95,20 @@ def _docker(spec: ClusterSpec, timeout: float) -> dict[str, ContainerObs]:
 
 
 def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zookeeper: bool = True,
-           kafka: bool = True) -> Observations:
-    """Ask every source in parallel; each answer is bounded by ``timeout`` (a dead node never hangs this)."""
+           kafka: bool = True, every_broker: bool = False) -> Observations:
+    """Ask every source in parallel; each answer is bounded by ``timeout`` (a dead node never hangs this).
+
+    Kafka: the first broker to answer one Metadata request, or with ``every_broker`` each broker's own.
+    """
     started = time.monotonic()
     obs = Observations()
     zk_nodes = [(h, spec.zk_host_port(n)) for h, n, s in services_of(spec) if "zookeeper" in s]
     with cf.ThreadPoolExecutor(max_workers=len(zk_nodes) + 2) as pool:
         docker_f = pool.submit(_docker, spec, max(timeout, 3.0)) if docker else None
-        kafka_f = pool.submit(kmd.fetch_any, spec.bootstrap_servers, max(timeout, 2.0)) if kafka else None
+        kafka_f = pool.submit(kmd.fetch_any, spec.bootstrap_servers, max(timeout, 2.0)) \
+            if kafka and not every_broker else None
+        views_f = pool.submit(kmd.fetch_each, spec.bootstrap_servers, max(timeout, 2.0)) \
+            if kafka and every_broker else None
         zk_f = {h: pool.submit(zk_state, h, port, timeout) for h, port in zk_nodes} if zookeeper else {}
         if docker_f is not None:
             try:
@@ -112,6 +120,11 @@ def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zook
                 obs.kafka = kafka_f.result()
             except kmd.MetadataError as exc:
                 obs.kafka_error = str(exc)
+        if views_f is not None:
+            views, errors = views_f.result()
+            obs.kafka_views = views
+            obs.kafka = views[0] if views else None
+            obs.kafka_error = "; ".join(errors) or None
         if zookeeper:
             obs.zookeeper = {h: f.result() for h, f in zk_f.items()}
     obs.elapsed_ms = (time.monotonic() - started) * 1000
@@ -306,20 +319,33 @@ def check_quorum(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
     return quorum_ok(spec, zks), f"zookeeper modes: {_modes(zks)}"
 
 
+def _views(obs: Observations) -> list[kmd.Metadata]:
+    return obs.kafka_views if obs.kafka_views is not None else ([obs.kafka] if obs.kafka else [])
+
+
 def check_brokers(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> tuple[bool, str]:
-    if obs.kafka is None:
+    """Enough live brokers, in the view of every broker that answered (not just the first one)."""
+    views = _views(obs)
+    if not views:
         return False, obs.kafka_error or "Kafka not asked"
     want = sorted({n.id for n in spec.nodes})
-    have = list(obs.kafka.brokers)
-    return set(have) <= set(want) and len(have) >= len(want) - allow_missing, \
-        f"live brokers {have} (want {want})"
+    seen = {v.brokers for v in views}
+    have = sorted(set.intersection(*(set(v.brokers) for v in views)))
+    ok = len(seen) == 1 and set(have) <= set(want) and len(have) >= len(want) - allow_missing
+    saw = f"live brokers {have} (want {want})"
+    if len(seen) > 1:
+        saw += "; brokers disagree: " + ", ".join(f"{v.answered_by or '?'} sees {list(v.brokers)}" for v in views)
+    return ok, saw
 
 
 def check_controller(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
-    if obs.kafka is None:
+    views = _views(obs)
+    if not views:
         return False, obs.kafka_error or "Kafka not asked"
-    ctrl = obs.kafka.controller
-    return ctrl is not None and ctrl in obs.kafka.brokers, f"controller {ctrl}"
+    ctrls = {v.controller for v in views}
+    ctrl = views[0].controller
+    ok = len(ctrls) == 1 and ctrl is not None and all(ctrl in v.brokers for v in views)
+    return ok, f"controller {ctrl}" + (f" (brokers disagree: {sorted(map(str, ctrls))})" if len(ctrls) > 1 else "")
 
 
 def check_leaders(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
@@ -334,9 +360,10 @@ Check = Callable[[ClusterSpec, Observations], tuple[bool, str]]
 
 def probe(spec: ClusterSpec, check: Check, *, docker: bool = False, zookeeper: bool = False,
           kafka: bool = False, timeout: float = 1.0) -> Callable[[], tuple[bool, str]]:
-    """A readiness probe: gather only the sources ``check`` reads, then assess."""
+    """A readiness probe: gather only the sources ``check`` reads (Kafka: every broker's view), then assess."""
     def run() -> tuple[bool, str]:
-        return check(spec, gather(spec, timeout, docker=docker, zookeeper=zookeeper, kafka=kafka))
+        return check(spec, gather(spec, timeout, docker=docker, zookeeper=zookeeper, kafka=kafka,
+                                  every_broker=kafka))
     return run
 
 

@@ -163,3 +163,23 @@ def fetch_any(bootstrap: str, timeout: float = 2.0) -> Metadata:
             return got
         errors.append(str(got))
     raise MetadataError("; ".join(errors) or f"no answer from {bootstrap} in {timeout:.1f}s")
+
+
+def fetch_each(bootstrap: str, timeout: float = 2.0) -> tuple[list[Metadata], list[str]]:
+    """Every bootstrap broker's own answer (and the errors): each broker's metadata cache is updated
+    by the controller on its own schedule, so a wait for "every broker registered" asks them all."""
+    import concurrent.futures as cf
+
+    addrs = []
+    for item in bootstrap.split(","):
+        host, _, port = item.strip().rpartition(":")
+        addrs.append((host or "127.0.0.1", int(port)))
+    views: list[Metadata] = []
+    errors: list[str] = []
+    with cf.ThreadPoolExecutor(max_workers=len(addrs)) as pool:
+        for f in [pool.submit(fetch, h, p, timeout) for h, p in addrs]:
+            try:
+                views.append(f.result())
+            except MetadataError as exc:
+                errors.append(str(exc))
+    return views, errors

@@ -254,3 +254,16 @@ def test_docker_list_health_and_process_states() -> None:
     cmd.append("java -Xmx1g kafka.Kafka /etc/kctl/server.properties")
     assert engine.process_states(cmd, ("kafka",)) == {"kafka": "RUNNING"}
     assert engine.process_states(cmd[:1], ("zookeeper", "kafka")) == {"zookeeper": "STOPPED", "kafka": "STOPPED"}
+
+
+def test_readiness_waits_until_every_broker_sees_every_broker() -> None:
+    # Just after a broker rejoins, the controller has told some brokers and not yet others.
+    obs = healthy_obs()
+    obs.kafka_views = [kmd.Metadata((1, 2, 3), 1, (), "127.0.0.1:19092"),
+                       kmd.Metadata((1, 3), 1, (), "127.0.0.1:19094")]
+    ok, saw = health.check_brokers(SPEC, obs)
+    assert not ok and "brokers disagree" in saw and "127.0.0.1:19094 sees [1, 3]" in saw
+    obs.kafka_views[1] = kmd.Metadata((1, 2, 3), 1, (), "127.0.0.1:19094")
+    assert health.check_brokers(SPEC, obs)[0] and health.check_controller(SPEC, obs)[0]
+    obs.kafka_views[1] = kmd.Metadata((1, 2, 3), 3, (), "127.0.0.1:19094")
+    assert not health.check_controller(SPEC, obs)[0]
