@@ -16,13 +16,13 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from kctl import contract
 from kctl.errors import SpecError
 
-KAFKA_VERSION = "3.9.1"
-SCALA_VERSION = "2.13"
-# The ZooKeeper that Kafka 3.9.1 itself ships and was tested against; one
-# version for the whole project (server jars come from Kafka's own closure).
-ZOOKEEPER_VERSION = "3.8.4"
+KAFKA_VERSION = contract.DEFAULT_KAFKA_VERSION
+SCALA_VERSION = contract.DEFAULT_SCALA_VERSION
+# Kafka 3.9 is published for these Scala builds.
+SCALA_VERSIONS = ("2.12", "2.13")
 
 # Four-letter words kctl itself uses (status, readiness, `kctl zk`), not `*`.
 DEFAULT_FOUR_LETTER_WORDS = (
@@ -98,9 +98,13 @@ class NodeSpec(_Model):
 
 
 class Versions(_Model):
-    kafka: str = Field(KAFKA_VERSION, description="Apache Kafka version (3.9.x: the last line on ZooKeeper).")
-    scala: str = Field(SCALA_VERSION, description="Scala build of Kafka.")
-    zookeeper: str = Field(ZOOKEEPER_VERSION, description="ZooKeeper version, pinned to the one Kafka ships.")
+    kafka: str = Field(
+        KAFKA_VERSION,
+        description="Apache Kafka version; kctl's image build produces "
+        + ", ".join(sorted(contract.ZOOKEEPER_VERSIONS))
+        + " (ZooKeeper is the one that Kafka release ships; with `image:` set, any 3.9.x).",
+    )
+    scala: str = Field(SCALA_VERSION, description="Scala build of Kafka: " + " or ".join(SCALA_VERSIONS) + ".")
 
     @field_validator("kafka")
     @classmethod
@@ -108,6 +112,18 @@ class Versions(_Model):
         if not re.match(r"^3\.9\.\d+$", v):
             raise ValueError(f"Kafka {v} is not supported: kctl runs ZooKeeper-mode Kafka 3.9.x (4.x is KRaft only)")
         return v
+
+    @field_validator("scala")
+    @classmethod
+    def _scala(cls, v: str) -> str:
+        if v not in SCALA_VERSIONS:
+            raise ValueError(f"Scala {v}: Kafka 3.9 is built for Scala {' and '.join(SCALA_VERSIONS)} only")
+        return v
+
+    @property
+    def zookeeper(self) -> str | None:
+        """The ZooKeeper the node image runs: the one this Kafka release ships (None if kctl cannot build it)."""
+        return contract.ZOOKEEPER_VERSIONS.get(self.kafka)
 
 
 class ZooKeeperSpec(_Model):
@@ -435,6 +451,43 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "(top level)"
 
 
+def _zookeeper_version(data: dict[str, Any]) -> Any:
+    versions = data.get("versions")
+    return versions.get("zookeeper") if isinstance(versions, dict) else None
+
+
+def _without_zookeeper_version(data: dict[str, Any]) -> dict[str, Any]:
+    # versions.zookeeper was accepted and never read; it is no longer a setting (see version_problems).
+    versions = data.get("versions")
+    if isinstance(versions, dict) and "zookeeper" in versions:
+        return {**data, "versions": {k: v for k, v in versions.items() if k != "zookeeper"}}
+    return data
+
+
+def version_problems(data: dict[str, Any], spec: ClusterSpec) -> list[str]:
+    """Versions the image build cannot produce, and a versions.zookeeper that cannot be honoured."""
+    out: list[str] = []
+    kafka = spec.versions.kafka
+    if spec.image is None and kafka not in contract.ZOOKEEPER_VERSIONS:
+        known = ", ".join(sorted(contract.ZOOKEEPER_VERSIONS))
+        out.append(f"versions.kafka: kctl's image build cannot produce Kafka {kafka}; it builds {known}"
+                   " (set `image:` to run a node image of your own)")
+    zk = _zookeeper_version(data)
+    if zk is not None and str(zk) != spec.versions.zookeeper:
+        ships = spec.versions.zookeeper
+        out.append(f"versions.zookeeper: {zk} cannot be honoured: the node runs the ZooKeeper that Kafka {kafka}"
+                   + (f" ships ({ships})" if ships else " ships") + "; remove the setting")
+    return out
+
+
+def version_warnings(data: dict[str, Any], spec: ClusterSpec) -> list[str]:
+    zk = _zookeeper_version(data)
+    if zk is not None and str(zk) == spec.versions.zookeeper:
+        return [f"versions.zookeeper is deprecated and ignored: the ZooKeeper is the one Kafka {spec.versions.kafka}"
+                f" ships ({zk}); remove the setting"]
+    return []
+
+
 def parse_spec(data: Any, source: str | None = None) -> tuple[ClusterSpec, list[str]]:
     """Validate raw data; returns the spec and its warnings, or raises SpecError with every problem."""
     if data is None:
@@ -446,7 +499,7 @@ def parse_spec(data: Any, source: str | None = None) -> tuple[ClusterSpec, list[
             path=source,
         )
     try:
-        spec = ClusterSpec.model_validate(data)
+        spec = ClusterSpec.model_validate(_without_zookeeper_version(data))
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
@@ -457,6 +510,8 @@ def parse_spec(data: Any, source: str | None = None) -> tuple[ClusterSpec, list[
         raise SpecError(problems, hint="fix the settings above; `kctl init --force` writes a valid example",
                         path=source) from None
     errors, warnings = check_rules(spec)
+    errors = version_problems(data, spec) + errors
+    warnings = version_warnings(data, spec) + warnings
     if errors:
         raise SpecError(errors, hint="fix the settings above; nothing was written or started", path=source)
     return spec, warnings

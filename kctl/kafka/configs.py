@@ -77,7 +77,6 @@ SOURCE_NAMES = {
     "UNKNOWN_CONFIG": "unknown",
     "QUOTA": "dynamic quota",
 }
-DYNAMIC_SOURCES = ("DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG", "DYNAMIC_TOPIC_CONFIG", "QUOTA")
 # Precedence, highest first (the seed's "Dynamic Update Mode" list).
 PRECEDENCE = ("DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG",
               "STATIC_BROKER_CONFIG", "DEFAULT_CONFIG")
@@ -159,6 +158,21 @@ class ConfigRow:
 class ConfigDescription:
     entity: str
     rows: list[ConfigRow]
+    # Brokers: where the static layer was read (the server.properties the running broker mounts) ...
+    static_from: str | None = None
+    # ... and server.properties keys on which today's kctl.yaml differs from it: {key: {running, spec}}.
+    pending: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunningStatic:
+    """The static config a broker runs with, and how today's kctl.yaml differs from it."""
+
+    values: dict[str, str]
+    source: str | None
+    pending: dict[str, dict[str, str | None]]
+    warnings: list[str]
 
 
 @dataclass
@@ -231,21 +245,12 @@ def _format_value(v: str) -> str:
 
 def run_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float = 60) -> str:
     """Run /opt/kafka/bin/TOOL in the first running node; KctlError with the tool's message if it fails."""
-    from kctl.runtime import compose
+    from kctl.runtime.cluster import run_kafka_tool
 
-    last: KctlError | None = None
-    for node in spec.nodes:
-        host = spec.kafka_host(node)
-        argv = [f"/opt/kafka/bin/{tool}", "--bootstrap-server", f"{host}:{spec.kafka.internal_port}", *args]
-        try:
-            rc, out = compose.exec_in(spec, host, argv, timeout=timeout)
-        except KctlError as exc:  # that container is not running: try the next one
-            last = exc
-            continue
-        if rc != 0:
-            raise KctlError(f"{tool} failed: {tool_error(out)}", hint=f"ran in {host}: {' '.join(argv)}")
-        return out
-    raise last or KctlError("no node container to run Kafka's tools in", hint="`kctl status`")
+    run = run_kafka_tool(spec, tool, args, timeout=timeout)
+    if run.exit_code != 0:
+        raise KctlError(f"{tool} failed: {tool_error(run.output)}", hint=f"ran in {run.host}: {' '.join(run.argv)}")
+    return run.output
 
 
 # ----- describe --------------------------------------------------------------------
@@ -321,13 +326,10 @@ def describe(spec: ClusterSpec, entity: Entity, all_keys: bool = False, keys: li
                         hint=f"`kctl config describe ... --all` lists every key of {entity}")
     static: dict[str, str] = {}
     defaults: dict[str, str] = {}
+    running: RunningStatic | None = None
     if entity.kind == "broker":
-        from kctl.properties import server_properties
-
-        try:
-            static = dict(server_properties(spec, spec.node(entity.name)))
-        except KctlError:
-            static = {}
+        running = running_static(spec, int(entity.name))
+        static = running.values
         try:
             defaults = cluster_defaults(spec)
         except KctlError:
@@ -344,7 +346,69 @@ def describe(spec: ClusterSpec, entity: Entity, all_keys: bool = False, keys: li
         rows.append(ConfigRow(key, e.value, source_name(src),
                               update_mode(key) if entity.kind == "broker" else None,
                               bool(e.is_read_only), bool(e.is_sensitive), layers))
-    return ConfigDescription(str(entity), rows)
+    if running is None:
+        return ConfigDescription(str(entity), rows)
+    return ConfigDescription(str(entity), rows, running.source, running.pending, running.warnings)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``key=value`` lines of a rendered server.properties (kctl writes no continuations or escapes)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        k, sep, v = line.partition("=")
+        if sep:
+            out[k.strip()] = v.strip()
+    return out
+
+
+def static_drift(running: dict[str, str], wanted: dict[str, str]) -> dict[str, dict[str, str | None]]:
+    """Keys whose value in today's kctl.yaml differs from the running server.properties."""
+    return {k: {"running": running.get(k), "spec": wanted.get(k)}
+            for k in sorted(set(running) | set(wanted)) if running.get(k) != wanted.get(k)}
+
+
+def running_static(spec: ClusterSpec, broker: int) -> RunningStatic:
+    """The server.properties the running broker was started with (its mounted render), not today's kctl.yaml.
+
+    Kafka reads server.properties once, at start; kctl.yaml may have been edited since
+    (without `kctl up`), so the spec alone can show values the broker does not have.
+    """
+    from kctl import contract
+    from kctl.render import render
+    from kctl.runtime.cluster import mounted_conf
+
+    try:
+        host = spec.kafka_host(spec.node(broker))
+    except KctlError:
+        return RunningStatic({}, None, {}, [f"broker {broker} is not in kctl.yaml: no static layer"])
+    rendered = render(spec)
+    wanted = parse_properties(rendered.files.get(f"{host}/{contract.HOST_CONF}/server.properties", ""))
+    try:
+        conf = mounted_conf(spec, host)
+        path = conf.conf_dir / "server.properties"
+        text = path.read_text(encoding="utf-8")
+        mtime = path.stat().st_mtime
+    except (KctlError, OSError) as exc:
+        why = exc.message if isinstance(exc, KctlError) else str(exc)
+        return RunningStatic(wanted, "kctl.yaml", {}, [
+            f"cannot read the server.properties broker {broker} runs ({why}); the static layer is kctl.yaml's"])
+    running = parse_properties(text)
+    warnings: list[str] = []
+    if conf.started_at is not None and mtime > conf.started_at + 1:
+        warnings.append(f"{path} was written after {host} started (`kctl render`?); broker {broker} may run"
+                        " an earlier render")
+    pending: dict[str, dict[str, str | None]] = {}
+    current_hash = next((c.config_hash for c in rendered.containers if c.name == host), None)
+    if current_hash != conf.config_hash:
+        pending = static_drift(running, wanted)
+        what = ", ".join(f"{k}: {v['running']} -> {v['spec']}" for k, v in list(pending.items())[:8])
+        warnings.append(f"kctl.yaml differs from what {host} runs (render {conf.config_hash}, kctl.yaml renders"
+                        f" {current_hash})" + (f": {what}" if what else "")
+                        + "; `kctl up` applies it (restarting the broker)")
+    return RunningStatic(running, str(path), pending, warnings)
 
 
 def _default_of(e: Any) -> str | None:

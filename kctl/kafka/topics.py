@@ -244,7 +244,8 @@ def delete(spec: ClusterSpec | None, name: str, bootstrap: str | None = None) ->
     if name not in md.topics:
         raise missing(name)
     if name == HEALTH_TOPIC:
-        raise KctlError(f"{name} is kctl's health-check topic", hint="kctl status recreates it; leave it")
+        raise KctlError(f"{name} is kctl's health-check topic",
+                        hint="`kctl up` recreates it for its produce/consume check; leave it")
     a = admin(spec, bootstrap)
     futs = a.delete_topics([name], request_timeout=TIMEOUT)
     try:

@@ -14,7 +14,6 @@ from typing import Any
 
 from kctl.contract import LABEL_CLUSTER, LABEL_HASH, LABEL_NODE, LABEL_SERVICE, LABEL_SERVICES
 from kctl.errors import DockerUnavailable, KctlError
-from kctl.render import COMPOSE_FILE
 from kctl.spec import ClusterSpec
 
 ENGINE_HINT = "is dockerd running? start it (`dockerd &` as root) or run `make setup`; `kctl doctor` checks"
@@ -97,6 +96,8 @@ def run_compose(
     spec: ClusterSpec, state_dir: Path, *args: str, timeout: float = 600, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
     """Run ``docker compose -p kctl-<name> -f <state>/compose.yaml ARGS``."""
+    from kctl.render import COMPOSE_FILE  # jinja2 comes with it: keep it off the status path
+
     argv = [*compose_binary(), "-p", spec.project, "-f", str(state_dir / COMPOSE_FILE), *args]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=state_dir)

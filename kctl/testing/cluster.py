@@ -25,7 +25,6 @@ import os
 import shutil
 import socket
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,15 +32,15 @@ from typing import Any
 
 import yaml
 
-from kctl import contract
+from kctl import contract, health
 from kctl.contract import LABEL_CLUSTER, LABEL_SERVICE
 from kctl.errors import KctlError, TimeoutReached
+from kctl.health import ClusterStatus
 from kctl.render import render, write
-from kctl.runtime import cluster as rt
 from kctl.runtime import compose as rc
+from kctl.runtime import engine
 from kctl.runtime.readiness import Stage, wait_for_stages
 from kctl.spec import ClusterSpec, NodeSpec, parse_spec
-from kctl.zk import znodes
 
 LABEL_TESTING = contract.LABEL_TESTING
 LABEL_OWNER = contract.LABEL_TESTING_OWNER
@@ -144,7 +143,6 @@ class KafkaCluster:
         labels = dict(data.get("labels") or {})
         labels.update({LABEL_TESTING: "true", LABEL_OWNER: _owner(), LABEL_REUSE: "true" if reuse else "false"})
         data["labels"] = labels
-        self._data = data
         self.startup_timeout = startup_timeout
         self._own_workdir = workdir is None
         base = Path(workdir) if workdir else Path(tempfile.gettempdir()) / "kctl-testing"
@@ -269,20 +267,18 @@ class KafkaCluster:
 
     # ----- inspection --------------------------------------------------------------------
 
-    def status(self) -> rt.ClusterStatus:
-        return rt.status(self.spec)
+    def status(self) -> ClusterStatus:
+        return health.status(self.spec)
 
     def brokers(self) -> list[int]:
-        """Broker ids registered under /brokers/ids."""
-        with znodes.connect(self.spec) as zk:
-            return znodes.registered_brokers(zk)
+        """Ids of the live brokers (registered under /brokers/ids), as Kafka's metadata lists them."""
+        return health.status(self.spec).registered_ids
 
     def controller(self) -> int | None:
-        with znodes.connect(self.spec) as zk:
-            return znodes.controller(zk)
+        return health.status(self.spec).controller
 
     def zookeeper_modes(self) -> dict[str, str]:
-        return {z["node"]: z["mode"] for z in rt.status(self.spec).zookeeper}
+        return {z["node"]: z["mode"] for z in health.status(self.spec).zookeeper}
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None,
                      config: dict[str, str] | None = None, timeout: float = 30) -> None:
@@ -297,26 +293,32 @@ class KafkaCluster:
         if wait_for_topic(client, name, partitions, timeout) is None:
             raise TimeoutReached(f"topic {name} has no leader for every partition after {timeout:.0f}s")
 
-    def partition_leader(self, topic: str, partition: int) -> int:
+    def partition_leader(self, topic: str, partition: int, timeout: float = 15) -> int:
         """Broker id of the partition's leader (-1 when it has none)."""
         from kctl.kafka.client import admin
 
         # A broker that has not yet cached a new topic's metadata answers without its partitions:
         # ask again (any broker may answer) until the partition is known.
         client = admin(self.spec)
-        deadline = time.monotonic() + 15
-        while True:
-            t = client.list_topics(topic, timeout=10).topics.get(topic)
+        found: list[int] = []
+
+        def probe() -> tuple[bool, str]:
+            t = client.list_topics(topic, timeout=5).topics.get(topic)
             if t is not None and partition in t.partitions:
-                return int(t.partitions[partition].leader)
-            if time.monotonic() >= deadline:
-                raise KctlError(f"topic {topic} has no partition {partition}",
-                                hint="is the topic created? `kctl topic describe` shows it")
-            time.sleep(0.2)
+                found[:] = [int(t.partitions[partition].leader)]
+                return True, f"leader {found[0]}"
+            return False, f"partitions known: {sorted(t.partitions) if t is not None else 'no topic'}"
+
+        try:
+            wait_for_stages([Stage(f"partition {topic}-{partition} known", probe)], timeout=timeout, poll=0.2)
+        except TimeoutReached as exc:
+            raise KctlError(f"topic {topic} has no partition {partition}: {exc.message}",
+                            hint="is the topic created? `kctl topic describe` shows it") from None
+        return found[0]
 
     def logs(self, node: int | str, service: str = "kafka") -> str:
-        path = {s: contract.container_log(s) for s in contract.SERVICES}
-        _, out = self.exec(self._host(node, service), ["cat", path[service]])
+        """The node's log of ``service`` (documented in docs/testing.md)."""
+        _, out = self.exec(self._host(node, service), ["cat", contract.container_log(service)])
         return out
 
     def exec(self, node: int | str, argv: list[str], timeout: float = 120, stderr: bool = True) -> tuple[int, str]:
@@ -343,7 +345,7 @@ class KafkaCluster:
             self._container(node, "kafka").stop(timeout=120)
             return
         self._check_service(service)
-        self.exec(self._host(node, service), [*rt.SUPERVISORCTL, "stop", service], timeout=130)
+        self.exec(self._host(node, service), [*contract.SUPERVISORCTL, "stop", service], timeout=130)
 
     def _start_node(self, node: int | str, service: str) -> None:
         container = self._container(node, service if service != "node" else "kafka")
@@ -354,7 +356,7 @@ class KafkaCluster:
         if service == "node":
             return
         self._check_service(service)
-        self.exec(self._host(node, service), [*rt.SUPERVISORCTL, "start", service], timeout=60)
+        self.exec(self._host(node, service), [*contract.SUPERVISORCTL, "start", service], timeout=60)
         self._wait_process(node, service, running=True)
 
     def pause(self, node: int | str) -> None:
@@ -378,44 +380,12 @@ class KafkaCluster:
 
     def wait_until_healthy(self, timeout: float = 120, allow_missing: int = 0, round_trip: bool = False) -> None:
         """Wait until the quorum stands and all brokers but ``allow_missing`` are registered with a controller."""
-        expected = len(self.spec.nodes)
+        health.wait_until_healthy(self.spec, timeout=timeout, allow_missing=allow_missing, round_trip=round_trip)
 
-        def quorum() -> tuple[bool, str]:
-            st = rt.status(self.spec)
-            return st.quorum == "ok", f"zookeeper modes {[(z['node'], z['mode']) for z in st.zookeeper]}"
-
-        def brokers() -> tuple[bool, str]:
-            with znodes.connect(self.spec) as zk:
-                ids, ctrl = znodes.registered_brokers(zk), znodes.controller(zk)
-            return len(ids) >= expected - allow_missing and ctrl in ids, f"brokers {ids}, controller {ctrl}"
-
-        def no_offline() -> tuple[bool, str]:
-            from kctl.kafka.client import admin
-
-            md = admin(self.spec).list_topics(timeout=5)
-            offline = [f"{t}-{p}" for t, tm in md.topics.items() for p, pm in tm.partitions.items() if pm.leader < 0]
-            return not offline, f"offline partitions {offline[:10]}"
-
-        stages = [Stage("zookeeper quorum", quorum), Stage("brokers registered and a controller", brokers),
-                  Stage("every partition has a leader", no_offline)]
-        if round_trip:
-            from kctl.kafka.client import round_trip as rt_
-
-            stages.append(Stage("produce/consume round trip", lambda: rt_(self.spec, timeout=5.0)))
-        wait_for_stages(stages, timeout=timeout, poll=0.5)
-
-    def wait_for(self, condition: Callable[[rt.ClusterStatus], bool], timeout: float = 60,
-                 description: str = "condition") -> rt.ClusterStatus:
+    def wait_for(self, condition: Callable[[ClusterStatus], bool], timeout: float = 60,
+                 description: str = "condition") -> ClusterStatus:
         """Poll ``kctl status`` until ``condition(status)`` holds; returns that status."""
-        last: list[rt.ClusterStatus] = []
-
-        def probe() -> tuple[bool, str]:
-            st = rt.status(self.spec)
-            last[:] = [st]
-            return condition(st), f"{st.health}: {'; '.join(st.problems) or 'no problems'}"
-
-        wait_for_stages([Stage(description, probe)], timeout=timeout, poll=0.5)
-        return last[0]
+        return health.wait_for(self.spec, condition, timeout=timeout, description=description)
 
     # ----- helpers ---------------------------------------------------------------------------
 
@@ -451,7 +421,7 @@ class KafkaCluster:
         want = "RUNNING" if running else "STOPPED"
 
         def probe() -> tuple[bool, str]:
-            st = rt.processes(self._client(), c.id, (service,)).get(service, "?")
+            st = engine.processes(c.id, (service,)).get(service, "?")
             return st == want, f"{host} {service} {st}"
 
         wait_for_stages([Stage(f"{host} {service} {want.lower()}", probe)], timeout=timeout, poll=0.2)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import socket
 import time
 from dataclasses import dataclass, field
@@ -180,11 +179,3 @@ def parse(word: str, text: str) -> dict[str, object]:
     if word in ("conf", "envi"):
         return dict(parse_kv(text))
     return {"text": text}
-
-
-_MODE = re.compile(r"^Mode:\s*(\w+)", re.M)
-
-
-def mode_of(text: str) -> str | None:
-    m = _MODE.search(text)
-    return m.group(1) if m else None

@@ -42,22 +42,6 @@ def connect(spec: ClusterSpec, timeout: float = 3.0, chroot: bool = True) -> Ite
         zk.close()
 
 
-def registered_brokers(zk: Any) -> list[int]:
-    if not zk.exists("/brokers/ids"):
-        return []
-    return sorted(int(x) for x in zk.get_children("/brokers/ids"))
-
-
-def controller(zk: Any) -> int | None:
-    if not zk.exists("/controller"):
-        return None
-    data, _ = zk.get("/controller")
-    try:
-        return int(json.loads(data.decode())["brokerid"])
-    except (ValueError, KeyError, UnicodeDecodeError):
-        return None
-
-
 # ----- ls / get / tree (kctl zk ls|get|tree) ---------------------------------------
 
 
@@ -167,10 +151,3 @@ def tree(zk: Any, path: str = "/", depth: int = 3, with_data: bool = False, limi
 
     walk(root, 0)
     return out
-
-
-def partitions_map(zk: Any, topic: str) -> dict[int, list[int]]:
-    """The replica assignment Kafka keeps in /brokers/topics/T (partition -> replicas)."""
-    node = get(zk, f"/brokers/topics/{topic}")
-    parts = (node.json or {}).get("partitions", {})
-    return {int(p): list(r) for p, r in sorted(parts.items(), key=lambda kv: int(kv[0]))}

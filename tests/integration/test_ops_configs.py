@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kctl.kafka.configs import parse_kafka_configs, parse_quota_describe
+from kctl.runtime.readiness import Stage, wait_for_stages
 
 pytestmark = pytest.mark.integration
 
@@ -39,9 +41,7 @@ def rows(d: Any) -> dict[str, Any]:
 
 
 def _wait(pred: Any, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred() and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_for_stages([Stage("the change is visible", lambda: (bool(pred()), "not yet"))], timeout=timeout, poll=0.5)
 
 
 def test_broker_precedence_per_broker_over_cluster_default(kafka_cluster: Any) -> None:
@@ -149,3 +149,32 @@ def test_client_and_user_quotas(kafka_cluster: Any) -> None:
     assert kctl(kafka_cluster, "config", "set", "request_percentage=50", "--user", u).returncode == 0
     assert rows(js(kafka_cluster, "config", "describe", "--user", u))["request_percentage"]["value"] == "50"
     assert kctl(kafka_cluster, "config", "delete", "request_percentage", "--user", u).returncode == 0
+
+
+def test_static_layer_is_what_the_broker_runs_not_todays_spec(kafka_cluster: Any, tmp_path: Path) -> None:
+    # kctl.yaml edited after `up`, without another `up`: the broker still runs the old server.properties.
+    b = str(kafka_cluster.spec.nodes[0].id)
+    key = "min.insync.replicas"
+    running = str(kafka_cluster.spec.kafka.min_insync_replicas)
+    edited = yaml.safe_load(kafka_cluster.spec_file.read_text())
+    edited.setdefault("kafka", {})["min_insync_replicas"] = 1
+    assert running != "1"
+    spec_file = tmp_path / "kctl.yaml"
+    spec_file.write_text(yaml.safe_dump(edited, sort_keys=False))
+    try:
+        assert kctl(kafka_cluster, "config", "set", f"{key}=3", "--broker", b).returncode == 0
+        p = subprocess.run([sys.executable, "-m", "kctl", "config", "describe", "--broker", b, "--key", key,
+                            "-o", "json", "-f", str(spec_file)], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        d = json.loads(p.stdout)
+        layers = {la["source"]: la["value"] for la in rows(d)[key]["layers"]}
+        assert layers["DYNAMIC_BROKER_CONFIG"] == "3"
+        assert layers["STATIC_BROKER_CONFIG"] == running  # the running render, not kctl.yaml's 1
+        assert d["pending"][key] == {"running": running, "spec": "1"}
+        assert any("kctl.yaml differs from what" in w and f"{key}: {running} -> 1" in w for w in d["warnings"])
+        assert d["static_from"].endswith("/conf/server.properties")
+
+        same = js(kafka_cluster, "config", "describe", "--broker", b, "--key", key)  # the spec it runs
+        assert same["pending"] == {} and same["warnings"] == []
+    finally:
+        kctl(kafka_cluster, "config", "delete", key, "--broker", b)

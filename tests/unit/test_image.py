@@ -565,22 +565,31 @@ def _healthcheck(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           env={"PATH": "/usr/bin:/bin", **env}, timeout=30, check=False)
 
 
-def test_healthcheck_zookeeper(fake_zk: tuple[int, list[bytes]]) -> None:
+def _conf(tmp_path: Path, zk_port: int, kafka_port: int) -> dict[str, str]:
+    """Rendered-looking files with the given ports; the healthcheck reads its ports from them."""
+    (tmp_path / "zoo.cfg").write_text(f"tickTime=2000\nclientPort={zk_port}\n")
+    (tmp_path / "server.properties").write_text(
+        f"listeners=INTERNAL://0.0.0.0:{kafka_port},EXTERNAL://0.0.0.0:19092\ninter.broker.listener.name=INTERNAL\n")
+    return {"KCTL_CONF_DIR": str(tmp_path)}
+
+
+def test_healthcheck_zookeeper(fake_zk: tuple[int, list[bytes]], tmp_path: Path) -> None:
     port, replies = fake_zk
-    ok = _healthcheck({"KCTL_SERVICES": "zookeeper", "KCTL_ZK_PORT": str(port)})
+    ok = _healthcheck({"KCTL_SERVICES": "zookeeper", **_conf(tmp_path, port, 9092)})
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert "Mode: follower" in ok.stdout
+    assert "Mode: follower" in ok.stdout and f"port {port}" in ok.stdout
     replies[0] = b"This ZooKeeper instance is not currently serving requests\n"
-    bad = _healthcheck({"KCTL_SERVICES": "zookeeper", "KCTL_ZK_PORT": str(port)})
+    bad = _healthcheck({"KCTL_SERVICES": "zookeeper", **_conf(tmp_path, port, 9092)})
     assert bad.returncode == 1
 
 
-def test_healthcheck_kafka_port(fake_zk: tuple[int, list[bytes]]) -> None:
+def test_healthcheck_kafka_port(fake_zk: tuple[int, list[bytes]], tmp_path: Path) -> None:
     port, _ = fake_zk  # any listening TCP port will do for the Kafka probe
-    both = {"KCTL_SERVICES": "zookeeper,kafka", "KCTL_ZK_PORT": str(port)}
-    assert _healthcheck({**both, "KCTL_KAFKA_PORT": str(port)}).returncode == 0
-    down = _healthcheck({**both, "KCTL_KAFKA_PORT": str(closed_port())})
-    assert down.returncode == 1 and "kafka: port" in down.stdout
+    both = {"KCTL_SERVICES": "zookeeper,kafka"}
+    assert _healthcheck({**both, **_conf(tmp_path, port, port)}).returncode == 0
+    closed = closed_port()
+    down = _healthcheck({**both, **_conf(tmp_path, port, closed)})
+    assert down.returncode == 1 and f"kafka: port {closed} closed" in down.stdout
 
 
 def test_tar_roundtrip_helper_is_sane(tmp_path: Path) -> None:

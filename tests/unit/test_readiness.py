@@ -7,9 +7,8 @@ import time
 import pytest
 
 from kctl.errors import TimeoutReached
-from kctl.runtime.cluster import zk_state
+from kctl.health import zk_state
 from kctl.runtime.readiness import Stage, wait_for_stages
-from kctl.spec import ClusterSpec
 from kctl.zk import fourlw
 from tests.unit.fake_zk import fake_zk, free_port
 
@@ -23,20 +22,19 @@ def test_srvr_parsed() -> None:
 
 
 def test_zk_state_modes() -> None:
-    spec = ClusterSpec()
     with fake_zk("follower") as zk:
-        assert zk_state(spec, "logger1", zk.port, 1.0).mode == "follower"
+        assert zk_state("logger1", zk.port, 1.0).mode == "follower"
         zk.mode = "not-serving"
-        st = zk_state(spec, "logger1", zk.port, 1.0)
+        st = zk_state("logger1", zk.port, 1.0)
         assert st.mode == "not-serving" and "quorum" in (st.error or "")
-    assert zk_state(spec, "logger1", free_port(), 0.5).mode == "down"
+    assert zk_state("logger1", free_port(), 0.5).mode == "down"
 
 
 def test_hung_server_is_bounded() -> None:
     with fake_zk() as zk:
         zk.hang = True
         t0 = time.monotonic()
-        st = zk_state(ClusterSpec(), "logger1", zk.port, 0.5)
+        st = zk_state("logger1", zk.port, 0.5)
         assert st.mode == "down"
         assert time.monotonic() - t0 < 2.0
 
@@ -87,7 +85,7 @@ def test_timeout_names_stage_last_seen_and_log_tail() -> None:
     clock = FakeClock()
     with fake_zk("looking") as zk:
         def probe() -> tuple[bool, str]:
-            st = zk_state(ClusterSpec(), "logger1", zk.port, 0.5)
+            st = zk_state("logger1", zk.port, 0.5)
             return st.mode == "leader", f"logger1={st.mode}"
 
         with pytest.raises(TimeoutReached) as ei:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,3 +160,45 @@ def test_spec_reference_is_up_to_date() -> None:
     from kctl.docgen import DOC, render
 
     assert DOC.read_text() == render(), "docs/spec.md is stale: run `python -m kctl.docgen`"
+
+
+def test_kafka_version_the_image_build_cannot_produce() -> None:
+    ps = problems({"versions": {"kafka": "3.9.0"}})
+    assert any(p.startswith("versions.kafka:") and "cannot produce Kafka 3.9.0" in p and "3.9.1" in p for p in ps)
+    # A node image of one's own may carry another 3.9 release.
+    spec, _ = parse_spec({"versions": {"kafka": "3.9.0"}, "image": "example/kafka-node:3.9.0"})
+    assert spec.versions.kafka == "3.9.0" and spec.versions.zookeeper is None
+
+
+def test_scala_build_must_exist() -> None:
+    ps = problems({"versions": {"scala": "2.11"}})
+    assert any(p.startswith("versions.scala:") and "2.12 and 2.13" in p for p in ps)
+
+
+def test_zookeeper_version_follows_kafka() -> None:
+    spec, warnings = parse_spec({})
+    assert spec.versions.zookeeper == "3.8.4"
+    assert "zookeeper" not in spec.model_dump()["versions"]
+
+
+def test_zookeeper_version_setting_is_deprecated_when_it_matches() -> None:
+    spec, warnings = parse_spec({"versions": {"zookeeper": "3.8.4"}})
+    assert spec.versions.zookeeper == "3.8.4"
+    assert any(w.startswith("versions.zookeeper is deprecated and ignored") for w in warnings)
+
+
+def test_zookeeper_version_setting_that_cannot_be_honoured() -> None:
+    ps = problems({"versions": {"zookeeper": "3.7.2"}})
+    assert any(p.startswith("versions.zookeeper: 3.7.2 cannot be honoured") and "3.8.4" in p for p in ps)
+
+
+def test_unbuildable_versions_exit_2_and_write_nothing(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "kctl.yaml").write_text("versions:\n  kafka: 3.9.0\n  zookeeper: 3.7.2\n")
+    r = subprocess.run([sys.executable, "-m", "kctl", "render"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "versions.kafka" in r.stderr and "versions.zookeeper" in r.stderr and "hint:" in r.stderr
+    assert not (tmp_path / ".kctl").exists()

@@ -14,3 +14,8 @@ zk_4lw() {
 zk_srvr() {
   zk_4lw "$1" "$2" srvr
 }
+
+# conf_prop FILE KEY: last value of KEY in a Java properties / zoo.cfg file.
+conf_prop() {
+  sed -n -E "s/^[[:space:]]*$2[[:space:]]*[=:][[:space:]]*(.*[^[:space:]])[[:space:]]*$/\1/p" "$1" 2>/dev/null | tail -n 1
+}

@@ -1,0 +1,466 @@
+"""Cluster health in one place: gather observations, then assess them with a pure function.
+
+:func:`gather` asks Docker (containers and their process tables, over the
+Engine API socket), every ZooKeeper (``srvr`` over a socket) and Kafka (one
+Metadata request) in parallel, each bounded by a timeout. :func:`assess` turns
+those observations and the spec into a :class:`ClusterStatus` without any I/O,
+so tests feed it constructed observations. ``kctl status``, the readiness
+stages of ``kctl up`` and the testing API's waits all go through both.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kctl.errors import KctlError
+from kctl.kafka import metadata as kmd
+from kctl.properties import services_of
+from kctl.runtime import engine
+from kctl.runtime.readiness import Stage, StageResult, wait_for_stages
+from kctl.spec import ClusterSpec, ZkRole
+from kctl.zk import fourlw
+
+if TYPE_CHECKING:
+    from kctl.runtime.cluster import UpResult
+
+SERVING = ("leader", "follower", "observer", "standalone")
+VOTING = ("leader", "follower", "standalone")
+
+
+# ----- observations ---------------------------------------------------------------
+
+
+@dataclass
+class ZkState:
+    node: str
+    host_port: int
+    mode: str  # leader, follower, observer, standalone, not-serving, unknown, down
+    zxid: str | None = None
+    outstanding: int | None = None
+    latency_avg: float | None = None
+    connections: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ContainerObs:
+    name: str
+    state: str  # running, exited, paused, restarting, created, dead
+    health: str | None  # Docker's healthcheck verdict
+    processes: dict[str, str] = field(default_factory=dict)  # read only for running containers
+    config_hash: str | None = None
+
+
+@dataclass
+class Observations:
+    """What Docker, ZooKeeper and Kafka said; ``None`` where that source was not asked."""
+
+    containers: dict[str, ContainerObs] | None = None
+    docker_error: str | None = None
+    zookeeper: dict[str, ZkState] | None = None
+    kafka: kmd.Metadata | None = None
+    kafka_error: str | None = None
+    # Readiness only: every broker's own answer (they agree only once the controller has told each).
+    kafka_views: list[kmd.Metadata] | None = None
+    elapsed_ms: float = 0.0
+
+
+def zk_state(node_name: str, port: int, timeout: float) -> ZkState:
+    """``srvr`` of one ZooKeeper on its published client port."""
+    try:
+        ans = fourlw.ask("127.0.0.1", port, "srvr", timeout=timeout)
+    except fourlw.FourLetterError as exc:
+        return ZkState(node_name, port, "down", error=str(exc))
+    if not ans.serving:
+        return ZkState(node_name, port, "not-serving", error="running but not serving: no quorum")
+    s = fourlw.parse_srvr(ans.text)
+    if s.mode is None:
+        return ZkState(node_name, port, "unknown", error=ans.text.strip()[:200] or "empty answer")
+    return ZkState(node_name, port, s.mode, zxid=s.zxid, outstanding=s.outstanding,
+                   latency_avg=s.latency_avg, connections=s.connections)
+
+
+def _docker(spec: ClusterSpec, timeout: float) -> dict[str, ContainerObs]:
+    found = engine.containers(spec.name, timeout=timeout)
+    running = [c for c in found if c.state == "running"]
+    with cf.ThreadPoolExecutor(max_workers=max(1, len(running))) as pool:
+        procs = dict(zip([c.name for c in running],
+                         pool.map(lambda c: engine.processes(c.id, c.services, timeout), running), strict=True))
+    return {c.name: ContainerObs(c.name, c.state, c.health, procs.get(c.name, {}), c.config_hash) for c in found}
+
+
+def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zookeeper: bool = True,
+           kafka: bool = True, every_broker: bool = False) -> Observations:
+    """Ask every source in parallel; each answer is bounded by ``timeout`` (a dead node never hangs this).
+
+    Kafka: the first broker to answer one Metadata request, or with ``every_broker`` each broker's own.
+    """
+    started = time.monotonic()
+    obs = Observations()
+    zk_nodes = [(h, spec.zk_host_port(n)) for h, n, s in services_of(spec) if "zookeeper" in s]
+    with cf.ThreadPoolExecutor(max_workers=len(zk_nodes) + 2) as pool:
+        docker_f = pool.submit(_docker, spec, max(timeout, 3.0)) if docker else None
+        kafka_f = pool.submit(kmd.fetch_any, spec.bootstrap_servers, max(timeout, 2.0)) \
+            if kafka and not every_broker else None
+        views_f = pool.submit(kmd.fetch_each, spec.bootstrap_servers, max(timeout, 2.0)) \
+            if kafka and every_broker else None
+        zk_f = {h: pool.submit(zk_state, h, port, timeout) for h, port in zk_nodes} if zookeeper else {}
+        if docker_f is not None:
+            try:
+                obs.containers = docker_f.result()
+            except KctlError as exc:
+                obs.docker_error = exc.message
+        if kafka_f is not None:
+            try:
+                obs.kafka = kafka_f.result()
+            except kmd.MetadataError as exc:
+                obs.kafka_error = str(exc)
+        if views_f is not None:
+            views, errors = views_f.result()
+            obs.kafka_views = views
+            obs.kafka = views[0] if views else None
+            obs.kafka_error = "; ".join(errors) or None
+        if zookeeper:
+            obs.zookeeper = {h: f.result() for h, f in zk_f.items()}
+    obs.elapsed_ms = (time.monotonic() - started) * 1000
+    return obs
+
+
+# ----- assessment -------------------------------------------------------------------
+
+
+@dataclass
+class BrokerState:
+    id: int
+    node: str
+    registered: bool
+    controller: bool
+    under_replicated: int | None
+
+
+@dataclass
+class NodeState:
+    node: str
+    container: str  # running, exited, paused, missing, unknown (Docker did not answer)
+    health: str | None
+    processes: dict[str, str]  # zookeeper/kafka -> RUNNING, STOPPED or WAITING-FOR-QUORUM
+    zookeeper: ZkState | None
+    broker: BrokerState | None
+
+
+@dataclass
+class ClusterStatus:
+    cluster: str
+    health: str  # healthy, degraded, down
+    quorum: str  # ok, lost
+    leader: str | None
+    brokers_registered: int
+    brokers_expected: int
+    controller: int | None
+    under_replicated_partitions: int | None
+    bootstrap_servers: str
+    zookeeper_connect: str
+    internal_bootstrap_servers: str
+    nodes: list[NodeState]
+    zookeeper: list[dict[str, Any]] = field(default_factory=list)
+    brokers: list[dict[str, Any]] = field(default_factory=list)
+    elapsed_ms: float = 0.0
+    problems: list[str] = field(default_factory=list)
+    offline_partitions: int | None = None
+    registered_ids: list[int] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return {"healthy": 0, "degraded": 1}.get(self.health, 2)
+
+
+def quorum_ok(spec: ClusterSpec, zks: dict[str, ZkState]) -> bool:
+    """Exactly one leader and a majority of the participants serving."""
+    leaders = [z for z in zks.values() if z.mode in ("leader", "standalone")]
+    voting = sum(1 for z in zks.values() if z.mode in VOTING)
+    return len(leaders) == 1 and voting > len(spec.participants) // 2
+
+
+def assess(spec: ClusterSpec, obs: Observations) -> ClusterStatus:
+    """Observations + spec -> status; pure (no I/O, no clock)."""
+    plan = services_of(spec)
+    zks = obs.zookeeper or {}
+    md = obs.kafka
+    ids = list(md.brokers) if md else []
+    ctrl = md.controller if md else None
+    urp: dict[int, int] | None = None
+    offline: int | None = None
+    urp_total: int | None = None
+    if md is not None:
+        urp = {i: 0 for i in ids}
+        offline = urp_total = 0
+        for p in md.partitions:
+            if p.under_replicated:
+                urp_total += 1
+                if p.leader >= 0:
+                    urp[p.leader] = urp.get(p.leader, 0) + 1
+            if p.leader < 0:
+                offline += 1
+
+    problems: list[str] = []
+    if obs.docker_error:
+        problems.append(f"docker: {obs.docker_error}")
+    nodes: list[NodeState] = []
+    for host, node, svcs in plan:
+        c = obs.containers.get(host) if obs.containers is not None else None
+        state = c.state if c else ("missing" if obs.containers is not None else "unknown")
+        broker = None
+        if "kafka" in svcs:
+            broker = BrokerState(id=node.id, node=host, registered=node.id in ids, controller=ctrl == node.id,
+                                 under_replicated=urp.get(node.id) if urp is not None else None)
+        procs = dict(c.processes) if c else {}
+        nodes.append(NodeState(node=host, container=state, health=c.health if c else None, processes=procs,
+                               zookeeper=zks.get(host), broker=broker))
+        if obs.containers is not None and state != "running":
+            problems.append(f"{host}: container {state}")
+        for proc, st in procs.items():
+            if st != "RUNNING":
+                problems.append(f"{host}: {proc} {st}")
+        if c is not None and state == "running" and c.health == "unhealthy":
+            problems.append(f"{host}: Docker healthcheck unhealthy")
+
+    observers = {spec.zk_host(n) for n in spec.nodes if n.role is ZkRole.observer}
+    for host, z in zks.items():
+        if z.mode not in SERVING:
+            problems.append(f"{host}: zookeeper {z.mode}")
+        elif host in observers and z.mode != "observer":
+            problems.append(f"{host}: zookeeper is {z.mode}, the spec makes it an observer")
+    q_ok = quorum_ok(spec, zks) if obs.zookeeper is not None else False
+    if obs.zookeeper is not None and not q_ok:
+        problems.append("zookeeper quorum lost")
+    expected = len(spec.nodes)
+    if obs.kafka is None and obs.kafka_error is None:
+        pass  # Kafka was not asked
+    elif len(ids) < expected:
+        why = f" ({obs.kafka_error})" if obs.kafka_error else ""
+        missing = sorted({n.id for n in spec.nodes} - set(ids))
+        problems.append(f"brokers registered {len(ids)}/{expected}" + (f", missing {missing}" if md else "") + why)
+    if ids and ctrl is None:
+        problems.append("no controller")
+    if offline:
+        problems.append(f"{offline} partitions without a leader")
+    if urp_total:
+        problems.append(f"{urp_total} under-replicated partitions")
+
+    anything = any(z.mode in SERVING for z in zks.values()) or bool(ids)
+    health = "healthy" if not problems else ("degraded" if anything else "down")
+    leaders = [h for h, z in zks.items() if z.mode in ("leader", "standalone")]
+    zk_hosts = [h for h, _, s in plan if "zookeeper" in s and h in zks]
+    return ClusterStatus(
+        cluster=spec.name,
+        health=health,
+        quorum="ok" if q_ok else "lost",
+        leader=leaders[0] if len(leaders) == 1 else None,
+        brokers_registered=len(ids),
+        brokers_expected=expected,
+        controller=ctrl,
+        under_replicated_partitions=urp_total,
+        bootstrap_servers=spec.bootstrap_servers,
+        zookeeper_connect=spec.zookeeper_connect_host,
+        internal_bootstrap_servers=spec.internal_bootstrap_servers,
+        nodes=nodes,
+        zookeeper=[{"node": h, "mode": zks[h].mode, "zxid": zks[h].zxid, "outstanding": zks[h].outstanding,
+                    "latency_avg_ms": zks[h].latency_avg, "connections": zks[h].connections}
+                   for h in zk_hosts],
+        brokers=[{"id": n.broker.id, "node": n.node, "registered": n.broker.registered,
+                  "controller": n.broker.controller, "under_replicated": n.broker.under_replicated}
+                 for n in nodes if n.broker is not None],
+        elapsed_ms=obs.elapsed_ms,
+        problems=problems,
+        offline_partitions=offline,
+        registered_ids=ids,
+    )
+
+
+def status(spec: ClusterSpec, timeout: float = 1.5) -> ClusterStatus:
+    """Every node queried in parallel with bounded timeouts, assessed."""
+    return assess(spec, gather(spec, timeout))
+
+
+# ----- readiness: the stages of `kctl up`, and the testing API's waits -------------------
+
+
+def _modes(zks: dict[str, ZkState]) -> str:
+    return ", ".join(f"{h}={z.mode}" for h, z in zks.items())
+
+
+def check_containers(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
+    if obs.containers is None:
+        return False, obs.docker_error or "Docker not asked"
+    states = {h: (obs.containers[h].state if h in obs.containers else "missing") for h, _, _ in services_of(spec)}
+    return all(s == "running" for s in states.values()), ", ".join(f"{h}={s}" for h, s in states.items())
+
+
+def check_zk_modes(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
+    zks = obs.zookeeper or {}
+    return bool(zks) and all(z.mode in SERVING for z in zks.values()), _modes(zks)
+
+
+def check_one_leader(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
+    zks = obs.zookeeper or {}
+    leaders = [h for h, z in zks.items() if z.mode in ("leader", "standalone")]
+    observers = {spec.zk_host(n) for n in spec.nodes if n.role is ZkRole.observer}
+    obs_ok = all(zks[h].mode == "observer" for h in observers if h in zks)
+    return len(leaders) == 1 and obs_ok, _modes(zks)
+
+
+def check_quorum(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
+    zks = obs.zookeeper or {}
+    return quorum_ok(spec, zks), f"zookeeper modes: {_modes(zks)}"
+
+
+def _views(obs: Observations) -> list[kmd.Metadata]:
+    return obs.kafka_views if obs.kafka_views is not None else ([obs.kafka] if obs.kafka else [])
+
+
+def check_brokers(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> tuple[bool, str]:
+    """Enough live brokers, in the view of every broker that answered (not just the first one)."""
+    views = _views(obs)
+    if not views:
+        return False, obs.kafka_error or "Kafka not asked"
+    want = sorted({n.id for n in spec.nodes})
+    seen = {v.brokers for v in views}
+    have = sorted(set.intersection(*(set(v.brokers) for v in views)))
+    ok = len(seen) == 1 and set(have) <= set(want) and len(have) >= len(want) - allow_missing
+    saw = f"live brokers {have} (want {want})"
+    if len(seen) > 1:
+        saw += "; brokers disagree: " + ", ".join(f"{v.answered_by or '?'} sees {list(v.brokers)}" for v in views)
+    return ok, saw
+
+
+def check_controller(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
+    views = _views(obs)
+    if not views:
+        return False, obs.kafka_error or "Kafka not asked"
+    ctrls = {v.controller for v in views}
+    ctrl = views[0].controller
+    ok = len(ctrls) == 1 and ctrl is not None and all(ctrl in v.brokers for v in views)
+    return ok, f"controller {ctrl}" + (f" (brokers disagree: {sorted(map(str, ctrls))})" if len(ctrls) > 1 else "")
+
+
+def check_leaders(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
+    if obs.kafka is None:
+        return False, obs.kafka_error or "Kafka not asked"
+    offline = [f"{p.topic}-{p.partition}" for p in obs.kafka.partitions if p.leader < 0]
+    return not offline, f"partitions without a leader: {offline[:10]}" if offline else "every partition has a leader"
+
+
+Check = Callable[[ClusterSpec, Observations], tuple[bool, str]]
+
+
+def probe(spec: ClusterSpec, check: Check, *, docker: bool = False, zookeeper: bool = False,
+          kafka: bool = False, timeout: float = 1.0) -> Callable[[], tuple[bool, str]]:
+    """A readiness probe: gather only the sources ``check`` reads (Kafka: every broker's view), then assess."""
+    def run() -> tuple[bool, str]:
+        return check(spec, gather(spec, timeout, docker=docker, zookeeper=zookeeper, kafka=kafka,
+                                  every_broker=kafka))
+    return run
+
+
+def _round_trip(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
+    def run() -> tuple[bool, str]:
+        from kctl.kafka.client import round_trip
+
+        return round_trip(spec, timeout=5.0)
+    return run
+
+
+def readiness_stages(spec: ClusterSpec, state_dir: Path | None = None, *, round_trip: bool = True) -> list[Stage]:
+    """The stages `kctl up` waits through, in order; a timeout shows the relevant log tail."""
+    from kctl.runtime import cluster as rc
+
+    plan = services_of(spec)
+    first_zk = next(h for h, _, s in plan if "zookeeper" in s)
+    first_kafka = next(h for h, _, s in plan if "kafka" in s)
+
+    def zk_log(_: str) -> str:
+        return rc.log_tail(spec, first_zk, "zookeeper")
+
+    def kafka_log(_: str) -> str:
+        return rc.log_tail(spec, first_kafka, "kafka")
+
+    def compose_log(_: str) -> str:
+        return rc.compose_ps(spec, state_dir) if state_dir is not None else ""
+
+    stages = [
+        Stage("containers running", probe(spec, check_containers, docker=True), compose_log),
+        Stage("every ZooKeeper answers srvr with a Mode", probe(spec, check_zk_modes, zookeeper=True), zk_log),
+        Stage("exactly one ZooKeeper leader", probe(spec, check_one_leader, zookeeper=True), zk_log),
+        Stage("every broker registered", probe(spec, check_brokers, kafka=True, timeout=2.0), kafka_log),
+        Stage("a controller elected", probe(spec, check_controller, kafka=True, timeout=2.0), kafka_log),
+    ]
+    if round_trip:
+        stages.append(Stage("produce/consume round trip on the external listener", _round_trip(spec), kafka_log))
+    return stages
+
+
+def healthy_stages(spec: ClusterSpec, allow_missing: int = 0, round_trip: bool = False) -> list[Stage]:
+    """Quorum, brokers (all but ``allow_missing``) with a controller, a leader for every partition."""
+    def brokers(s: ClusterSpec, o: Observations) -> tuple[bool, str]:
+        ok_b, saw_b = check_brokers(s, o, allow_missing)
+        ok_c, saw_c = check_controller(s, o)
+        return ok_b and ok_c, f"{saw_b}, {saw_c}"
+
+    stages = [
+        Stage("zookeeper quorum", probe(spec, check_quorum, zookeeper=True)),
+        Stage("brokers registered and a controller", probe(spec, brokers, kafka=True, timeout=2.0)),
+        Stage("every partition has a leader", probe(spec, check_leaders, kafka=True, timeout=2.0)),
+    ]
+    if round_trip:
+        stages.append(Stage("produce/consume round trip", _round_trip(spec)))
+    return stages
+
+
+def wait_until_healthy(spec: ClusterSpec, timeout: float = 120, allow_missing: int = 0,
+                       round_trip: bool = False) -> list[StageResult]:
+    return wait_for_stages(healthy_stages(spec, allow_missing, round_trip), timeout=timeout, poll=0.5)
+
+
+def wait_for(spec: ClusterSpec, condition: Callable[[ClusterStatus], bool], timeout: float = 60,
+             description: str = "condition") -> ClusterStatus:
+    """Poll the status until ``condition(status)`` holds; returns that status."""
+    last: list[ClusterStatus] = []
+
+    def run() -> tuple[bool, str]:
+        st = status(spec)
+        last[:] = [st]
+        return condition(st), f"{st.health}: {'; '.join(st.problems) or 'no problems'}"
+
+    wait_for_stages([Stage(description, run)], timeout=timeout, poll=0.5)
+    return last[0]
+
+
+# ----- up: converge with Docker, then wait through the readiness stages -----------------
+
+
+def up(
+    spec: ClusterSpec,
+    state_dir: Path,
+    *,
+    wait: bool = True,
+    timeout: float = 300,
+    build: bool = True,
+    kafka_dist: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    on_stage: Callable[[str, str], None] | None = None,
+) -> UpResult:
+    """Render, converge with `docker compose up -d`, and wait until verified healthy."""
+    from kctl.runtime import cluster as rc
+
+    started = time.monotonic()
+    result = rc.converge(spec, state_dir, build=build, kafka_dist=kafka_dist, progress=progress)
+    if wait:
+        result.stages = wait_for_stages(readiness_stages(spec, state_dir), timeout=timeout, poll=0.5,
+                                        on_progress=on_stage)
+    result.seconds = time.monotonic() - started
+    return result
