@@ -2,7 +2,9 @@
 
 Every read command accepts ``-o table|wide|json|yaml`` (some also ``raw``).
 Ops modules return plain data (dataclasses, dicts, lists); only this module
-turns them into text.
+turns them into text. rich and yaml are imported when something is printed
+with them, not when a command module imports this one: ``kctl --help`` and
+commands that print JSON never pay for them.
 """
 
 from __future__ import annotations
@@ -10,20 +12,33 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import enum
+import functools
 import json
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
-import yaml
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
-FORMATS = ("table", "wide", "json", "yaml")
 
-# Not a terminal (a pipe, CI): do not squeeze tables into 80 columns.
-stdout = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-stderr = Console(stderr=True, soft_wrap=True)
+@functools.cache
+def _console(err: bool) -> Console:
+    from rich.console import Console
+
+    if err:
+        return Console(stderr=True, soft_wrap=True)
+    # Not a terminal (a pipe, CI): do not squeeze tables into 80 columns.
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+
+
+def __getattr__(name: str) -> Any:
+    # ``output.stdout`` / ``output.stderr``: the rich consoles, created on first use.
+    if name in ("stdout", "stderr"):
+        return _console(name == "stderr")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Format(str, enum.Enum):
@@ -58,6 +73,8 @@ def dump_json(obj: Any) -> str:
 
 
 def dump_yaml(obj: Any) -> str:
+    import yaml
+
     return yaml.safe_dump(to_plain(obj), sort_keys=False, default_flow_style=False)
 
 
@@ -78,6 +95,8 @@ def table(
     columns: Sequence[str] | None = None,
     title: str | None = None,
 ) -> Table:
+    from rich.table import Table
+
     cols = list(columns) if columns else (list(rows[0].keys()) if rows else [])
     t = Table(title=title, show_lines=False, header_style="bold")
     for c in cols:
@@ -117,9 +136,18 @@ def emit(
     cols = list(columns) if columns else None
     if f is Format.wide and wide_columns:
         cols = (cols or []) + [c for c in wide_columns if c not in (cols or [])]
-    stdout.print(table(plain_rows, cols, title))
+    out = _console(False)
+    out.print(table(plain_rows, cols, title))
     if footer:
-        stdout.print(footer)
+        out.print(footer)
+
+
+def emit_change(result: Any, fmt: Format | str, line: str) -> None:
+    """The outcome of a command that changes something: ``line`` on stderr, or the whole result as json/yaml."""
+    if Format(fmt) in (Format.json, Format.yaml):
+        emit(result, fmt)
+    else:
+        info(line)
 
 
 def _rows_of(data: Any) -> list[dict[str, Any]]:
@@ -132,8 +160,25 @@ def _rows_of(data: Any) -> list[dict[str, Any]]:
 
 
 def info(msg: str) -> None:
-    stderr.print(msg, highlight=False)
+    _console(True).print(msg, highlight=False)
 
 
 def warn(msg: str) -> None:
-    stderr.print(f"[yellow]warning:[/yellow] {msg}", highlight=False)
+    _console(True).print(f"[yellow]warning:[/yellow] {msg}", highlight=False)
+
+
+@contextmanager
+def waiting() -> Iterator[tuple[Callable[[str, str], None], Callable[[str], None]]]:
+    """``(stage, say)`` for a long wait: ``stage(name, saw)`` rewrites one transient status line on
+    stderr, ``say(msg)`` prints a line above it that stays."""
+    from rich.live import Live
+    from rich.text import Text
+
+    with Live(Text(""), console=_console(True), transient=True, refresh_per_second=8) as live:
+        def stage(name: str, saw: str) -> None:
+            live.update(Text(f"waiting: {name} — {saw}"[:200]))
+
+        def say(msg: str) -> None:
+            live.console.print(msg, highlight=False)
+
+        yield stage, say

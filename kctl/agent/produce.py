@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import socket
 import time
 from collections.abc import Iterable, Iterator
@@ -19,6 +18,7 @@ from typing import Any
 
 from kctl.agent.nginx import filebeat_event
 from kctl.errors import KctlError
+from kctl.files import follow_lines
 from kctl.stream.preflight import check_topics
 
 
@@ -104,56 +104,6 @@ def produce(
         raise KctlError(f"no event reached topic {topic} on {bootstrap}: {res.first_error}",
                         hint="is the cluster healthy? try `kctl status`")
     return res
-
-
-def follow_lines(
-    path: Path, *, follow: bool, max_seconds: float, max_lines: int | None, poll_s: float = 0.2
-) -> Iterator[tuple[int, str]]:
-    """(offset, line) of a file; with ``follow``, tail -F: wait for growth, reopen on rotation."""
-    deadline = time.monotonic() + max_seconds
-    sent = 0
-    offset = 0
-    while True:
-        try:
-            f = path.open("rb")
-        except FileNotFoundError:
-            if not follow:
-                raise KctlError(f"{path}: no such file") from None
-            if time.monotonic() > deadline:
-                return
-            time.sleep(poll_s)
-            continue
-        with f:
-            ino = os.fstat(f.fileno()).st_ino
-            f.seek(offset)
-            partial = b""
-            while True:
-                raw = f.readline()
-                if raw.endswith(b"\n"):
-                    line = (partial + raw).rstrip(b"\r\n").decode("utf-8", errors="replace")
-                    start = offset
-                    offset += len(partial) + len(raw)
-                    partial = b""
-                    if line:
-                        yield start, line
-                        sent += 1
-                        if max_lines is not None and sent >= max_lines:
-                            return
-                    continue
-                partial += raw  # incomplete last line: wait for its newline
-                if not follow or time.monotonic() > deadline:
-                    if partial and not follow:
-                        yield offset, partial.decode("utf-8", errors="replace")
-                    return
-                time.sleep(poll_s)
-                try:
-                    st = path.stat()
-                except FileNotFoundError:
-                    st = None
-                if st is None or st.st_ino != ino or st.st_size < offset + len(partial):
-                    offset = 0  # rotated or truncated: start over on the new file
-                    break
-                f.seek(offset + len(partial))
 
 
 def ship_file(

@@ -2,46 +2,44 @@
 
 from __future__ import annotations
 
-import subprocess
+import sys
 from pathlib import Path
 
 import typer
-from rich.live import Live
-from rich.text import Text
 
 from kctl import output
-from kctl.cli.common import OutputOpt, SpecOpt
-from kctl.cli.main import app
-from kctl.cli.spec_cmds import load
-from kctl.errors import KctlError, UsageError
-from kctl.runtime import cluster as rt
-from kctl.runtime import compose
-from kctl.spec import state_dir_for
-
-image_app = typer.Typer(help="The node image (Java 17, ZooKeeper and Kafka).", no_args_is_help=True)
-app.add_typer(image_app, name="image")
+from kctl.cli.common import OutputOpt, SpecOpt, load
 
 
-@image_app.command("build")
+def register(app: typer.Typer) -> None:
+    image_app = typer.Typer(help="The node image (Java 17, ZooKeeper and Kafka).", no_args_is_help=True)
+    image_app.command("build")(image_build)
+    app.add_typer(image_app, name="image")
+    app.command()(up)
+    app.command()(down)
+    app.command()(status)
+    app.command()(logs)
+
+
 def image_build(
     kafka_dist: Path | None = typer.Option(None, "--kafka-dist", help="Your own Kafka .tgz or extracted dir."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Build even if the image is up to date."),
     file: Path = SpecOpt,
 ) -> None:
     """Build the node image (up also builds it when missing)."""
+    from kctl.runtime import compose
     from kctl.runtime.image import ensure_image
     from kctl.spec import ClusterSpec
 
     spec = load(file) if file.exists() else ClusterSpec()
     info = ensure_image(compose.client(timeout=600), kafka_version=spec.versions.kafka,
                         scala_version=spec.versions.scala, kafka_dist=kafka_dist, rebuild=rebuild,
-                        progress=lambda m: output.info(m))
+                        progress=output.info)
     word = "built" if info.built else "up to date"
     output.info(f"{info.tag} {word}: {info.size_bytes / 1e6:.0f} MB, Kafka {info.kafka_version},"
                 f" ZooKeeper {info.zookeeper_version}, dist from {info.dist_source}")
 
 
-@app.command()
 def up(
     file: Path = SpecOpt,
     no_wait: bool = typer.Option(False, "--no-wait", help="Return once containers are started."),
@@ -50,16 +48,12 @@ def up(
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Render, start the ensemble, and wait until it is verified healthy."""
+    from kctl.runtime import cluster as rt
+    from kctl.spec import state_dir_for
+
     spec = load(file)
     state = state_dir_for(spec, file)
-    line = Text("")
-    with Live(line, console=output.stderr, transient=True, refresh_per_second=8) as live:
-        def stage(name: str, saw: str) -> None:
-            live.update(Text(f"waiting: {name} — {saw}"[:200]))
-
-        def say(msg: str) -> None:
-            live.console.print(msg, highlight=False)
-
+    with output.waiting() as (stage, say):
         result = rt.up(spec, state, wait=not no_wait, timeout=timeout, kafka_dist=kafka_dist,
                        progress=say, on_stage=stage)
     for s in result.stages:
@@ -72,21 +66,24 @@ def up(
         output.emit(result, fmt)
 
 
-@app.command()
 def down(
     file: Path = SpecOpt,
     volumes: bool = typer.Option(False, "--volumes", "-v", help="Also delete data, logs and rendered files."),
 ) -> None:
     """Stop Kafka, then ZooKeeper, and remove the containers; data is kept unless --volumes."""
+    from kctl.runtime import cluster as rt
+    from kctl.spec import state_dir_for
+
     spec = load(file)
     state = state_dir_for(spec, file)
     n = rt.down(spec, state, volumes=volumes, progress=output.info)
     output.info(f"{spec.name}: removed {n} container(s)" + ("" if volumes else f"; data kept in {state}"))
 
 
-@app.command()
 def status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     """One view of the ensemble. Exit 0 healthy, 1 degraded, 2 nothing answers."""
+    from kctl.runtime import cluster as rt
+
     spec = load(file)
     st = rt.status(spec)
     rows = []
@@ -119,33 +116,29 @@ def status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     raise typer.Exit(st.exit_code)
 
 
-@app.command()
 def logs(
-    node: str = typer.Argument(..., help="Node or container, e.g. logger2."),
+    node: str = typer.Argument(..., help="Node (logger2, or its id) or container (zk2/kafka2 when split)."),
     service: str = typer.Option("kafka", "--service", "-s", help="zookeeper, kafka or supervisor."),
-    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
-    lines: int = typer.Option(100, "--tail", "-n", help="Lines to show."),
+    follow: bool = typer.Option(False, "--follow", "-F", help="Keep printing new lines (tail -F: survives "
+                                                              "log rotation); Ctrl-C stops."),
+    lines: int = typer.Option(100, "--tail", "-n", min=0, help="Lines to show from the end (0: only new ones)."),
     file: Path = SpecOpt,
 ) -> None:
-    """Show a node's ZooKeeper or Kafka log."""
+    """Show a node's ZooKeeper, Kafka or supervisord log, read from the state dir (stopped nodes too)."""
+    from kctl.runtime import logs as node_logs
+    from kctl.spec import state_dir_for
+
     spec = load(file)
-    paths = {"zookeeper": "/var/log/kctl/zookeeper/zookeeper.log", "kafka": "/var/log/kctl/kafka/server.log",
-             "supervisor": "/var/log/kctl/supervisord.log"}
-    if service not in paths:
-        raise UsageError(f"unknown service {service!r}", hint="use --service zookeeper, kafka or supervisor")
-    n = spec.node(node)
-    name = node if node in (spec.zk_host(n), spec.kafka_host(n)) else (
-        spec.zk_host(n) if service == "zookeeper" else spec.kafka_host(n))
-    infos = {c.name: c for c in compose.containers(spec)}
-    if name not in infos:
-        raise KctlError(f"no container {name} in cluster {spec.name}", hint="is it up? see `kctl status`")
-    argv = ["docker", "exec", infos[name].container_name, "tail", "-n", str(lines)]
-    if follow:
-        argv.append("-F")
-    argv.append(paths[service])
+    log = node_logs.locate(spec, state_dir_for(spec, file), node, service)
+    text = node_logs.lines(log, tail=lines, follow=follow)
+    if follow and not log.path.exists():
+        output.info(f"waiting for {log.path}")
+    out = sys.stdout
     try:
-        rc = subprocess.call(argv)
-    except KeyboardInterrupt:
-        rc = 0
-    if rc not in (0, 130):
-        raise KctlError(f"cannot read {paths[service]} in {name}", hint=f"is {name} running? `kctl status`")
+        for line in text:
+            out.write(line + "\n")
+            if follow:
+                out.flush()
+        out.flush()
+    except KeyboardInterrupt:  # the way to stop --follow
+        pass

@@ -1,13 +1,23 @@
-"""The ``kctl`` command: a thin Typer app; each area registers its own commands."""
+"""The ``kctl`` command: the root Typer app and the one list of command modules.
+
+Each command module ``kctl/cli/<noun>.py`` defines ``register(app)``, which adds
+its commands or sub-apps; it never imports this module. Command modules import
+only typer, kctl.cli.common, kctl.output and kctl.errors at module level: the
+domain (Docker, kazoo, confluent-kafka, the spec model...) is imported inside
+the command that uses it, so that a command pays only for its own imports.
+``tests/unit/test_cli_imports.py`` holds that line.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from types import ModuleType
 
 import typer
 
 from kctl import __version__
+from kctl.cli import clients, cluster, config, group, spec, stream, topic, zk
 from kctl.errors import KctlError
 
 app = typer.Typer(
@@ -37,21 +47,14 @@ def _root(
         os.environ["KCTL_VERBOSE"] = "1"
 
 
-def _register() -> None:
-    # Each module adds its commands to ``app``; imported here so that a missing
-    # optional area never breaks the others.
-    from kctl.cli import cluster, spec_cmds  # noqa: F401
+# The order of ``kctl --help``.
+COMMAND_MODULES: tuple[ModuleType, ...] = (spec, cluster, zk, topic, config, group, clients, stream)
 
-    for mod in ("ops", "stream"):
-        try:
-            __import__(f"kctl.cli.{mod}")
-        except ModuleNotFoundError as exc:  # area not built yet
-            if exc.name != f"kctl.cli.{mod}":
-                raise
+for _module in COMMAND_MODULES:
+    _module.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:
-    _register()
     try:
         rv = app(args=argv, standalone_mode=False)
         if isinstance(rv, int) and rv:
@@ -64,6 +67,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        # The reader went away (`kctl logs ... | head`): nothing more to say, and nowhere to say it.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except typer.Abort:
         typer.echo("aborted", err=True)
         sys.exit(1)

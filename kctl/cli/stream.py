@@ -8,14 +8,21 @@ from pathlib import Path
 import typer
 
 from kctl.cli.common import OutputOpt, SpecOpt
-from kctl.cli.main import app
 from kctl.errors import KctlError, UsageError
 from kctl.output import Format, emit, info
 
-gen_app = typer.Typer(help="Generate or ship data into the cluster.", no_args_is_help=True)
-stream_app = typer.Typer(help="The PySpark Structured Streaming job that consumes the cluster.", no_args_is_help=True)
-app.add_typer(gen_app, name="gen")
-app.add_typer(stream_app, name="stream")
+
+def register(app: typer.Typer) -> None:
+    gen_app = typer.Typer(help="Generate or ship data into the cluster.", no_args_is_help=True)
+    gen_app.command("logs")(gen_logs)
+    app.add_typer(gen_app, name="gen")
+    stream_app = typer.Typer(help="The PySpark Structured Streaming job that consumes the cluster.",
+                             no_args_is_help=True)
+    stream_app.command("submit")(submit)
+    stream_app.command("status")(status)
+    stream_app.command("stop")(stop)
+    stream_app.command("metrics")(metrics)
+    app.add_typer(stream_app, name="stream")
 
 BootstrapOpt = typer.Option(None, "--bootstrap-servers", "-b", envvar="KCTL_BOOTSTRAP_SERVERS",
                             help="Kafka bootstrap servers; default: from kctl.yaml.")
@@ -33,7 +40,6 @@ def _bootstrap(flag: str | None, spec: Path) -> str:
     return bs
 
 
-@gen_app.command("logs")
 def gen_logs(
     topic: str = typer.Option("access-logs", "--topic", "-t", help="Topic to produce to."),
     rate: float = typer.Option(100.0, "--rate", "-r", help="Events per second (request time and pacing)."),
@@ -70,7 +76,6 @@ def gen_logs(
     emit(res, output)
 
 
-@stream_app.command("submit")
 def submit(
     topic: list[str] = typer.Option(["access-logs"], "--topic", "-t", help="Topic(s) to read (repeatable)."),
     out: Path = typer.Option(Path(".kctl/stream/out"), "--out", help="Output dir: archive, deadletter, metrics."),
@@ -108,7 +113,6 @@ def submit(
     emit(do_submit(cfg, detach=detach), output)
 
 
-@stream_app.command("status")
 def status(
     checkpoint: Path = CheckpointOpt,
     bootstrap: str = typer.Option(None, "--bootstrap-servers", "-b", help="Override the job's bootstrap servers."),
@@ -128,7 +132,6 @@ def status(
     emit(parts, output, columns=["topic", "partition", "committed", "latest", "lag"])
 
 
-@stream_app.command("stop")
 def stop(
     checkpoint: Path = CheckpointOpt,
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the current batch to finish."),
@@ -140,7 +143,6 @@ def stop(
     emit(do_stop(checkpoint or Path(".kctl/stream/checkpoint"), timeout), output)
 
 
-@stream_app.command("metrics")
 def metrics(
     out: Path = typer.Option(Path(".kctl/stream/out"), "--out", help="The job's output dir."),
     output: Format = OutputOpt,

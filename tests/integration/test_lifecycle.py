@@ -1,4 +1,10 @@
-"""kctl up / status / down through the real CLI on a cluster of its own (these tests break it)."""
+"""kctl up / status / logs / down through the real CLI on a cluster of its own (these tests break it).
+
+Each test states what it needs through a fixture and runs alone (``-k``) as in
+the file's order: ``healthy`` runs ``kctl up`` (a no-op when the cluster is
+already healthy; it restarts what an earlier test killed), ``present`` only
+makes sure the containers exist (``kctl up --no-wait``).
+"""
 
 from __future__ import annotations
 
@@ -59,6 +65,30 @@ def lifecycle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         shutil.rmtree(cwd, ignore_errors=True)
 
 
+@pytest.fixture()
+def healthy(lifecycle: Path) -> Path:
+    p = kctl("up", cwd=lifecycle)
+    assert p.returncode == 0, p.stderr
+    return lifecycle
+
+
+@pytest.fixture()
+def present(lifecycle: Path) -> Path:
+    p = kctl("up", "--no-wait", cwd=lifecycle)
+    assert p.returncode == 0, p.stderr
+    return lifecycle
+
+
+def cluster_name(cwd: Path) -> str:
+    return str(yaml.safe_load((cwd / "kctl.yaml").read_text())["name"])
+
+
+def container(cwd: Path, node: str) -> Any:
+    name = cluster_name(cwd)
+    return next(c for c in docker.from_env().containers.list(all=True, filters={"label": f"io.kctl.cluster={name}"})
+                if c.labels["io.kctl.service"] == node)
+
+
 def _consecutive_bases() -> tuple[int, int]:
     def free(p: int) -> bool:
         with socket.socket() as s:
@@ -78,6 +108,8 @@ def _consecutive_bases() -> tuple[int, int]:
 
 
 def test_01_up_from_nothing_to_healthy(lifecycle: Path) -> None:
+    d = kctl("down", "--volumes", cwd=lifecycle)  # nothing, whatever ran before
+    assert d.returncode == 0, d.stderr
     p = kctl("up", cwd=lifecycle)
     assert p.returncode == 0, p.stderr
     for stage in ("containers running", "every ZooKeeper answers srvr", "exactly one ZooKeeper leader",
@@ -86,8 +118,8 @@ def test_01_up_from_nothing_to_healthy(lifecycle: Path) -> None:
     assert "healthy in" in p.stderr
 
 
-def test_02_status_json(lifecycle: Path) -> None:
-    rc, st = status_json(lifecycle)
+def test_02_status_json(healthy: Path) -> None:
+    rc, st = status_json(healthy)
     assert rc == 0 and st["health"] == "healthy" and st["quorum"] == "ok"
     modes = sorted(z["mode"] for z in st["zookeeper"])
     assert modes == ["follower", "follower", "leader"]
@@ -103,19 +135,23 @@ def test_02_status_json(lifecycle: Path) -> None:
         assert s.recv(16) == b"imok"
 
 
-def test_02b_logs(lifecycle: Path) -> None:
-    zk = kctl("logs", "logger1", "--service", "zookeeper", "-n", "5000", cwd=lifecycle, timeout=60)
+def test_02b_logs(healthy: Path) -> None:
+    zk = kctl("logs", "logger1", "--service", "zookeeper", "-n", "5000", cwd=healthy, timeout=60)
     assert zk.returncode == 0 and "zookeeper" in zk.stdout.lower()
     assert "LEADING" in zk.stdout or "FOLLOWING" in zk.stdout
-    kafka = kctl("logs", "logger2", "-n", "5000", cwd=lifecycle, timeout=60)
+    kafka = kctl("logs", "logger2", "-n", "5000", cwd=healthy, timeout=60)
     assert kafka.returncode == 0 and "[KafkaServer id=2] started" in kafka.stdout
-    bad = kctl("logs", "logger1", "--service", "nginx", cwd=lifecycle, timeout=60)
+    assert len(kctl("logs", "logger2", "-n", "3", cwd=healthy, timeout=60).stdout.splitlines()) == 3
+    sup = kctl("logs", "logger3", "--service", "supervisor", cwd=healthy, timeout=60)
+    assert sup.returncode == 0 and "kafka" in sup.stdout, sup.stderr
+    bad = kctl("logs", "logger1", "--service", "nginx", cwd=healthy, timeout=60)
     assert bad.returncode == 2 and "unknown service" in bad.stderr
 
 
-def test_03_second_up_is_a_noop(lifecycle: Path) -> None:
+def test_03_second_up_is_a_noop(healthy: Path) -> None:
+    lifecycle = healthy
     client = docker.from_env()
-    name = yaml.safe_load((lifecycle / "kctl.yaml").read_text())["name"]
+    name = cluster_name(lifecycle)
     before = {c.name: (c.id, c.attrs["State"]["StartedAt"])
               for c in client.containers.list(filters={"label": f"io.kctl.cluster={name}"})}
     p = kctl("up", cwd=lifecycle)
@@ -126,15 +162,18 @@ def test_03_second_up_is_a_noop(lifecycle: Path) -> None:
     assert before == after
 
 
-def test_04_edit_recreates_only_changed_node(lifecycle: Path) -> None:
+def test_04_edit_recreates_only_changed_node(healthy: Path) -> None:
+    lifecycle = healthy
     client = docker.from_env()
     spec = yaml.safe_load((lifecycle / "kctl.yaml").read_text())
     name = spec["name"]
     before = {c.labels["io.kctl.service"]: c.id
               for c in client.containers.list(filters={"label": f"io.kctl.cluster={name}"})}
-    spec["nodes"] = [{"id": 1, "hostname": "logger1"},
-                     {"id": 2, "hostname": "logger2", "overrides": {"kafka": {"log.cleaner.threads": 2}}},
-                     {"id": 3, "hostname": "logger3"}]
+    # A value logger2 does not have yet, whatever ran before: its config changes, the others' do not.
+    nodes = spec.get("nodes") or [{"id": i, "hostname": f"logger{i}"} for i in (1, 2, 3)]
+    kafka = nodes[1].setdefault("overrides", {}).setdefault("kafka", {})
+    kafka["log.cleaner.threads"] = int(kafka.get("log.cleaner.threads", 1)) + 1
+    spec["nodes"] = nodes
     (lifecycle / "kctl.yaml").write_text(yaml.safe_dump(spec))
     p = kctl("up", cwd=lifecycle)
     assert p.returncode == 0, p.stderr
@@ -145,7 +184,8 @@ def test_04_edit_recreates_only_changed_node(lifecycle: Path) -> None:
     assert after["logger2"] != before["logger2"]
 
 
-def test_05_down_then_up_keeps_topic_data(lifecycle: Path) -> None:
+def test_05_down_then_up_keeps_topic_data(healthy: Path) -> None:
+    lifecycle = healthy
     _, st = status_json(lifecycle)
     topic = f"keep-{uuid.uuid4().hex[:6]}"
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -158,8 +198,11 @@ def test_05_down_then_up_keeps_topic_data(lifecycle: Path) -> None:
     assert prod.flush(30) == 0
     d = kctl("down", cwd=lifecycle)
     assert d.returncode == 0, d.stderr
-    name = yaml.safe_load((lifecycle / "kctl.yaml").read_text())["name"]
+    name = cluster_name(lifecycle)
     assert docker.from_env().containers.list(all=True, filters={"label": f"io.kctl.cluster={name}"}) == []
+    # No container left, and the logs are still there to read: the controlled shutdown included.
+    gone = kctl("logs", "logger2", "-n", "2000", cwd=lifecycle, timeout=60)
+    assert gone.returncode == 0 and "[KafkaServer id=2] shut down completed" in gone.stdout, gone.stderr
     u = kctl("up", cwd=lifecycle)
     assert u.returncode == 0, u.stderr
     c = Consumer({"bootstrap.servers": st["bootstrap_servers"], "group.id": "keep", "enable.auto.commit": False})
@@ -174,8 +217,8 @@ def test_05_down_then_up_keeps_topic_data(lifecycle: Path) -> None:
     assert got == [f"m{i}".encode() for i in range(20)]
 
 
-def test_06_port_taken_caught_before_any_container(lifecycle: Path, tmp_path: Path) -> None:
-    spec = yaml.safe_load((lifecycle / "kctl.yaml").read_text())
+def test_06_port_taken_caught_before_any_container(healthy: Path, tmp_path: Path) -> None:
+    spec = yaml.safe_load((healthy / "kctl.yaml").read_text())
     other = {"name": f"clash-{uuid.uuid4().hex[:4]}",
              "zookeeper": {"host_port_base": spec["zookeeper"]["host_port_base"]},
              "kafka": {"external_port_base": spec["kafka"]["external_port_base"] + 100}}
@@ -185,12 +228,9 @@ def test_06_port_taken_caught_before_any_container(lifecycle: Path, tmp_path: Pa
     assert docker.from_env().containers.list(all=True, filters={"label": f"io.kctl.cluster={other['name']}"}) == []
 
 
-def test_07_one_node_killed_is_degraded(lifecycle: Path) -> None:
-    name = yaml.safe_load((lifecycle / "kctl.yaml").read_text())["name"]
-    client = docker.from_env()
-    victim = next(c for c in client.containers.list(filters={"label": f"io.kctl.cluster={name}"})
-                  if c.labels["io.kctl.service"] == "logger3")
-    victim.kill()
+def test_07_one_node_killed_is_degraded(healthy: Path) -> None:
+    lifecycle = healthy
+    container(lifecycle, "logger3").kill()
     t0 = time.monotonic()
     rc, st = status_json(lifecycle)
     assert time.monotonic() - t0 < 15  # a dead node never makes status hang
@@ -202,22 +242,28 @@ def test_07_one_node_killed_is_degraded(lifecycle: Path) -> None:
     rc, st = wait_status(lifecycle, lambda rc, st: st["brokers_registered"] == 2, timeout=60)
     assert rc == 1 and st["brokers_registered"] == 2 and st["quorum"] == "ok"
     assert [b["registered"] for b in st["brokers"]] == [True, True, False]
+    # The stopped node's logs, when they are needed most: read from the host, no container to exec into.
+    assert container(lifecycle, "logger3").status == "exited"
+    log = kctl("logs", "logger3", "-n", "5000", cwd=lifecycle, timeout=60)
+    assert log.returncode == 0 and "[KafkaServer id=3] started" in log.stdout, log.stderr
 
 
-def test_08_two_zookeepers_down_is_quorum_lost(lifecycle: Path) -> None:
-    name = yaml.safe_load((lifecycle / "kctl.yaml").read_text())["name"]
-    client = docker.from_env()
-    victim = next(c for c in client.containers.list(filters={"label": f"io.kctl.cluster={name}"})
-                  if c.labels["io.kctl.service"] == "logger2")
-    victim.kill()
+def test_08_two_zookeepers_down_is_quorum_lost(present: Path) -> None:
+    lifecycle = present
+    for node in ("logger2", "logger3"):
+        victim = container(lifecycle, node)
+        victim.reload()
+        if victim.status == "running":
+            victim.kill()
     rc, st = wait_status(lifecycle, lambda rc, st: st["quorum"] == "lost", timeout=30)
     assert st["quorum"] == "lost" and rc in (1, 2)
     p = kctl("status", cwd=lifecycle)
     assert "quorum lost" in p.stdout
 
 
-def test_09_down_volumes_leaves_nothing(lifecycle: Path) -> None:
-    name = yaml.safe_load((lifecycle / "kctl.yaml").read_text())["name"]
+def test_09_down_volumes_leaves_nothing(present: Path) -> None:
+    lifecycle = present
+    name = cluster_name(lifecycle)
     p = kctl("down", "--volumes", cwd=lifecycle)
     assert p.returncode == 0, p.stderr
     client = docker.from_env()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 
@@ -105,3 +107,47 @@ def test_usage_errors_are_clean(tmp_path: Path) -> None:
         r = kctl(*args, cwd=tmp_path)
         assert r.returncode == 2, (args, r.stderr)
         assert "Traceback" not in r.stderr and ("Usage:" in r.stderr or "Error" in r.stderr), (args, r.stderr)
+
+
+def _state_with_logs(tmp_path: Path) -> Path:
+    (tmp_path / "spec.yaml").write_text("name: t\n")
+    logs = tmp_path / ".kctl" / "t" / "logger1" / "logs"
+    (logs / "kafka").mkdir(parents=True)
+    (logs / "zookeeper").mkdir()
+    (logs / "kafka" / "server.log").write_text("k1\nk2\nk3\n")
+    (logs / "zookeeper" / "zookeeper.log").write_text("z1\nz2\n")
+    return logs
+
+
+def test_logs_reads_the_state_dir_without_docker(tmp_path: Path) -> None:
+    _state_with_logs(tmp_path)
+    no_engine = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}  # a stopped node: nothing to exec into
+    r = kctl("logs", "logger1", "-f", "spec.yaml", "--tail", "2", cwd=tmp_path, env=no_engine)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "k2\nk3\n"
+    z = kctl("logs", "1", "-f", "spec.yaml", "--service", "zookeeper", "-n", "1", cwd=tmp_path, env=no_engine)
+    assert z.returncode == 0 and z.stdout == "z2\n", z.stderr
+    missing = kctl("logs", "logger2", "-f", "spec.yaml", cwd=tmp_path)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr and "kctl up" in missing.stderr
+    bad = kctl("logs", "logger1", "-f", "spec.yaml", "--service", "nginx", cwd=tmp_path)
+    assert bad.returncode == 2 and "unknown service" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.timeout(60)  # a readline that never returns fails instead of hanging the run
+def test_logs_follow_is_F_and_f_stays_the_spec(tmp_path: Path) -> None:
+    logs = _state_with_logs(tmp_path)
+    p = subprocess.Popen([sys.executable, "-m", "kctl", "logs", "logger1", "-f", "spec.yaml", "-F", "-n", "1"],
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        assert p.stdout.readline() == "k3\n"
+        with (logs / "kafka" / "server.log").open("a") as f:
+            f.write("k4 written while following\n")
+        assert p.stdout.readline() == "k4 written while following\n"
+        p.send_signal(signal.SIGINT)  # how an operator stops --follow: a clean exit
+        assert p.wait(timeout=20) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.stderr is not None and "Traceback" not in p.stderr.read()

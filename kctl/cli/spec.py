@@ -6,34 +6,31 @@ from pathlib import Path
 
 import typer
 
-from kctl import doctor as doctor_mod
 from kctl import output
-from kctl.cli.common import OutputOpt, SpecOpt
-from kctl.cli.main import app
+from kctl.cli.common import OutputOpt, SpecOpt, load
 from kctl.errors import KctlError, SpecError
-from kctl.render import COMPOSE_FILE, render, write
-from kctl.spec import ClusterSpec, default_spec_yaml, load_spec, parse_spec, state_dir_for
 
 
-def load(path: Path) -> ClusterSpec:
-    """Load the spec and print its warnings to stderr."""
-    spec, warnings = load_spec(path)
-    for w in warnings:
-        output.warn(w)
-    return spec
+def register(app: typer.Typer) -> None:
+    app.command()(init)
+    app.command("render")(render_cmd)
+    app.command()(doctor)
 
 
-@app.command()
 def init(
     file: Path = SpecOpt,
     name: str = typer.Option("logger", "--name", help="Cluster name."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
 ) -> None:
     """Write a kctl.yaml with every default spelled out (cluster "logger", nodes logger1..logger3)."""
+    import yaml
+
+    from kctl.spec import default_spec_yaml, parse_spec
+
     if file.exists() and not force:
         raise KctlError(f"{file} already exists", hint="pass --force to overwrite it, or -f OTHER.yaml")
     text = default_spec_yaml(name)
-    parse_spec(__import__("yaml").safe_load(text))  # what we write must load
+    parse_spec(yaml.safe_load(text))  # what we write must load
     try:
         file.write_text(text, encoding="utf-8")
     except OSError as exc:
@@ -41,12 +38,14 @@ def init(
     output.info(f"wrote {file} (cluster {name!r}, 3 nodes); next: `kctl render` or `kctl up`")
 
 
-@app.command("render")
 def render_cmd(
     file: Path = SpecOpt,
     out: Path | None = typer.Option(None, "--out", help="Directory to write to; default .kctl/<name>."),
 ) -> None:
     """Render zoo.cfg, myid, server.properties, log4j and the Compose file into the state dir."""
+    from kctl.render import COMPOSE_FILE, render, write
+    from kctl.spec import state_dir_for
+
     spec = load(file)
     target = out or state_dir_for(spec, file)
     rendered = render(spec)
@@ -57,9 +56,11 @@ def render_cmd(
     typer.echo(str(target / COMPOSE_FILE))
 
 
-@app.command()
 def doctor(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     """Check the prerequisites: Docker engine, Compose, Java, free ports, disk, memory."""
+    from kctl import doctor as doctor_mod
+    from kctl.spec import ClusterSpec, state_dir_for
+
     spec: ClusterSpec | None = None
     problems: list[str] = []
     if file.exists():

@@ -1,0 +1,155 @@
+"""kctl zk: four-letter words on each ZooKeeper server, and znodes through kazoo."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from kctl import output
+from kctl.cli.common import OutputOpt, SpecOpt, load
+from kctl.output import Format
+
+
+def register(app: typer.Typer) -> None:
+    zk_app = typer.Typer(cls=_ZkGroup, help="ZooKeeper: four-letter words on each server, and znodes through kazoo.",
+                         no_args_is_help=True)
+    zk_app.command("ls")(zk_ls)
+    zk_app.command("get")(zk_get)
+    zk_app.command("tree")(zk_tree)
+    app.add_typer(zk_app, name="zk")
+
+
+class _ZkGroup(TyperGroup):
+    """`kctl zk` with one command per four-letter word, built when `kctl zk` runs.
+
+    The words and what they do are kctl.zk's (kctl.zk.words.DESCRIPTIONS); importing
+    it to build the whole command tree would make every other command pay for it.
+    """
+
+    _words: list[str] | None = None
+
+    def _add_words(self) -> list[str]:
+        if self._words is None:
+            from kctl.zk.words import DESCRIPTIONS
+
+            for word, doc in DESCRIPTIONS.items():
+                one = typer.Typer(add_completion=False)
+                one.command(word)(_word_command(word, doc))
+                self.commands.setdefault(word, typer.main.get_command(one))
+            self._words = list(DESCRIPTIONS)
+        return self._words
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        words = self._add_words()
+        return words + [c for c in super().list_commands(ctx) if c not in words]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in self.commands:
+            self._add_words()
+        return super().get_command(ctx, cmd_name)
+
+
+# ----- four-letter words -----------------------------------------------------------------------
+
+
+def _word_command(word: str, doc: str) -> Callable[..., None]:
+    def cmd(
+        node: str = typer.Option("all", "--node", "-n", help="loggerN, a node id, or all."),
+        timeout: float = typer.Option(3.0, "--timeout", help="Seconds to wait for each server."),
+        file: Path = SpecOpt,
+        fmt: Format = typer.Option(Format.table, "--output", "-o", help="table, wide, json, yaml or raw."),
+    ) -> None:
+        from kctl.zk import words
+
+        spec = load(file)
+        results = words.run(spec, word, node, timeout)
+        _emit_words(word, results, fmt)
+        for r in results:
+            if r.explanation:
+                output.warn(f"{r.node}: {r.explanation}")
+        if any(not r.ok for r in results):
+            raise typer.Exit(1)
+
+    cmd.__doc__ = doc
+    return cmd
+
+
+def _emit_words(word: str, results: list[Any], fmt: Format) -> None:
+    from kctl.zk import fourlw
+
+    def raw_text() -> str:
+        if len(results) == 1:
+            return str(results[0].text or results[0].error or "")
+        return "\n".join(f"== {r.node} ({r.address}) ==\n{(r.text or r.error or '').rstrip()}" for r in results)
+
+    if fmt in (Format.json, Format.yaml):
+        output.emit(results, fmt)
+        return
+    if fmt is Format.raw or word not in fourlw.PARSED:
+        output.emit(results, Format.raw, raw=raw_text())
+        return
+    if word in ("srvr", "stat"):
+        rows = [{"node": r.node, "address": r.address, **r.fields, "error": r.error or r.explanation}
+                for r in results]
+        output.emit(results, fmt, rows=rows,
+                    columns=["node", "mode", "zxid", "node_count", "connections", "outstanding", "latency_avg"],
+                    wide_columns=["address", "version", "received", "sent", "latency_min", "latency_max", "error"])
+        if word == "stat" and fmt is Format.wide:
+            for r in results:
+                output.stdout.print(f"{r.node} clients: " + ("; ".join(r.fields.get("clients", [])) or "-"))
+        return
+    # mntr, conf, envi: one row per key, one column per server
+    keys: list[str] = []
+    for r in results:
+        keys += [k for k in r.fields if k not in keys]
+    rows = [{"key": k, **{r.node: r.fields.get(k) for r in results}} for k in keys]
+    output.emit(results, fmt, rows=rows, columns=["key", *[r.node for r in results]])
+
+
+# ----- znodes ----------------------------------------------------------------------------------
+
+
+def zk_ls(path: str = typer.Argument("/", help="Znode path."), file: Path = SpecOpt,
+          fmt: Format = OutputOpt) -> None:
+    """List the children of a znode (zkCli.sh ls)."""
+    from kctl.zk import znodes
+
+    spec = load(file)
+    with znodes.connect(spec) as zk:
+        children = znodes.ls(zk, path)
+    output.emit({"path": path, "children": children}, fmt, rows=[{"child": c} for c in children],
+                columns=["child"], raw="\n".join(children))
+
+
+def zk_get(path: str = typer.Argument(..., help="Znode path."), file: Path = SpecOpt,
+           fmt: Format = OutputOpt) -> None:
+    """Data and stat of a znode (zkCli.sh get -s); JSON data is parsed."""
+    from kctl.zk import znodes
+
+    spec = load(file)
+    with znodes.connect(spec) as zk:
+        node = znodes.get(zk, path)
+    rows = [{"field": "data", "value": node.data}, *({"field": k, "value": v} for k, v in node.stat.items())]
+    output.emit(node, fmt, rows=rows, columns=["field", "value"], raw=node.data or "")
+
+
+def zk_tree(path: str = typer.Argument("/", help="Where to start."),
+            depth: int = typer.Option(3, "--depth", "-d", min=0, max=20, help="Levels below PATH."),
+            data: bool = typer.Option(False, "--data", help="Include each znode's data."),
+            file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
+    """Walk the znode tree (e.g. /brokers/topics/T/partitions/P/state, /controller, /config)."""
+    from kctl.zk import znodes
+
+    spec = load(file)
+    with znodes.connect(spec) as zk:
+        entries = znodes.tree(zk, path, depth, with_data=data)
+    base = entries[0].depth if entries else 0
+    rows = [{"znode": "  " * (e.depth - base) + (e.path.rsplit("/", 1)[-1] or "/") if e.depth else e.path,
+             "children": e.children, "bytes": e.data_length, "ephemeral": e.ephemeral,
+             "data": e.data} for e in entries]
+    cols = ["znode", "children", "bytes", "ephemeral"] + (["data"] if data else [])
+    output.emit(entries, fmt, rows=rows, columns=cols, raw="\n".join(e.path for e in entries))

@@ -1,0 +1,128 @@
+"""Reading text files that other processes are writing: the last N lines, and tail -F.
+
+Used by the log agent (shipping an access log) and by ``kctl logs`` (a node's
+ZooKeeper or Kafka log, bind-mounted under the state dir). Neutral: imports
+nothing but the error type, so that neither user pulls in the other.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from kctl.errors import KctlError
+
+
+def tail_start(path: Path, lines: int, *, block: int = 64 * 1024) -> int:
+    """The offset at which the last ``lines`` lines of ``path`` begin (0 if it has fewer).
+
+    Reads backwards in blocks, so a large log costs as much as its tail. A last
+    line without its newline counts as a line; ``lines <= 0`` gives the end.
+    """
+    with path.open("rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        if lines <= 0 or end == 0:
+            return end
+        f.seek(end - 1)
+        # The newline that ends the file closes the last line; it does not start one.
+        pos = end - 1 if f.read(1) == b"\n" else end
+        found = 0
+        while pos > 0:
+            step = min(block, pos)
+            pos -= step
+            f.seek(pos)
+            chunk = f.read(step)
+            i = len(chunk)
+            while (i := chunk.rfind(b"\n", 0, i)) >= 0:
+                found += 1
+                if found == lines:
+                    return pos + i + 1
+        return 0
+
+
+def follow_lines(
+    path: Path,
+    *,
+    follow: bool,
+    max_seconds: float,
+    max_lines: int | None,
+    poll_s: float = 0.2,
+    start: int = 0,
+    skip_blank: bool = True,
+) -> Iterator[tuple[int, str]]:
+    """(offset, line) of a file from ``start``; with ``follow``, tail -F.
+
+    Following waits for the file to appear and to grow, and survives rotation
+    (the file renamed or deleted and a new one created: what the writer added
+    to the old file before the rename is read first, then the new file from
+    its start) and truncation in place (read again from offset 0). It stops
+    after ``max_seconds`` or ``max_lines``, whichever comes first.
+    """
+    lines = _lines(path, follow=follow, deadline=time.monotonic() + max_seconds, poll_s=poll_s, start=start,
+                   skip_blank=skip_blank)
+    for sent, item in enumerate(lines, 1):
+        yield item
+        if max_lines is not None and sent >= max_lines:
+            return
+
+
+def _lines(
+    path: Path, *, follow: bool, deadline: float, poll_s: float, start: int, skip_blank: bool
+) -> Iterator[tuple[int, str]]:
+    offset = start
+    while True:
+        try:
+            f = path.open("rb")
+        except FileNotFoundError:
+            if not follow:
+                raise KctlError(f"{path}: no such file") from None
+            if time.monotonic() > deadline:
+                return
+            time.sleep(poll_s)
+            continue
+        with f:
+            st = os.fstat(f.fileno())
+            ino = st.st_ino
+            if offset > st.st_size:  # truncated while we were not looking
+                offset = 0
+            f.seek(offset)
+            partial = b""
+            while True:
+                raw = f.readline()
+                if raw.endswith(b"\n"):
+                    line = _decode(partial + raw)
+                    begin, offset, partial = offset, offset + len(partial) + len(raw), b""
+                    if line or not skip_blank:
+                        yield begin, line
+                    continue
+                partial += raw  # incomplete last line: wait for its newline
+                if not follow or time.monotonic() > deadline:
+                    if partial and not follow:
+                        yield offset, _decode(partial)
+                    return
+                time.sleep(poll_s)
+                try:
+                    now = path.stat()
+                except FileNotFoundError:
+                    now = None
+                if now is None or now.st_ino != ino:
+                    # Rotated: the open file still holds what was written before the rename.
+                    rest = partial + f.read()
+                    for raw in rest.splitlines(keepends=True):
+                        line = _decode(raw)
+                        if line or not skip_blank:
+                            yield offset, line
+                        offset += len(raw)
+                    offset = 0
+                    break
+                if now.st_size < offset + len(partial):
+                    offset, partial = 0, b""  # truncated in place: the writer starts over
+                    f.seek(0)
+                    continue
+                f.seek(offset + len(partial))
+
+
+def _decode(raw: bytes) -> str:
+    return raw.rstrip(b"\r\n").decode("utf-8", errors="replace")

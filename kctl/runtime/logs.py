@@ -1,0 +1,89 @@
+"""The logs of a cluster's nodes, read on the host where the containers write them.
+
+Each container bind-mounts ``<state dir>/<host>/logs`` on its log root, so a
+node's ZooKeeper, Kafka and supervisord logs are plain files on the host:
+readable whether the container runs, stopped or crashed, without Docker.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kctl import contract
+from kctl.errors import KctlError, UsageError
+from kctl.files import follow_lines, tail_start
+from kctl.spec import ClusterSpec
+
+SERVICES = tuple(contract.LOG_FILES)
+
+
+@dataclass(frozen=True)
+class NodeLog:
+    """One service's log file of one container."""
+
+    node: str  # the spec's hostname of the node
+    container: str  # the container (host) that writes the log
+    service: str
+    path: Path
+    logs_dir: Path  # <state dir>/<host>/logs: exists once the cluster has been rendered or started here
+
+
+def locate(spec: ClusterSpec, state: Path, node: str, service: str) -> NodeLog:
+    """Where ``service``'s log of ``node`` (a hostname, a node id, or zkN/kafkaN) is on the host."""
+    if service not in contract.LOG_FILES:
+        raise UsageError(f"unknown service {service!r}",
+                         hint=f"use --service {', '.join(SERVICES[:-1])} or {SERVICES[-1]}")
+    from kctl.properties import services_of
+
+    n = spec.node(node)
+    hosts = [(host, services) for host, nd, services in services_of(spec) if nd.id == n.id]
+    named = [h for h in hosts if h[0] == node]
+    candidates = named or hosts
+    # supervisord runs in every container; a ZooKeeper or Kafka log only where that service runs.
+    match = [h for h, services in candidates if service == "supervisor" or service in services]
+    if not match:
+        runs = ", ".join(f"{h} runs {' and '.join(s)}" for h, s in candidates)
+        raise UsageError(f"{node} has no {service} log ({runs})",
+                         hint="name the node by its hostname, or pick the container that runs that service")
+    # With two containers per node (split topology), supervisor means the Kafka side, as the default service.
+    host = match[-1]
+    logs_dir = state / host / contract.HOST_LOGS
+    return NodeLog(node=n.hostname, container=host, service=service, path=logs_dir / contract.LOG_FILES[service],
+                   logs_dir=logs_dir)
+
+
+def lines(log: NodeLog, *, tail: int, follow: bool, max_seconds: float = math.inf) -> Iterator[str]:
+    """The last ``tail`` lines of the log; with ``follow``, then every new line (tail -F) until stopped.
+
+    Raises at once (not on the first line) when there is no log to read: never
+    started here, or no such file yet and not following.
+    """
+    if not log.path.exists():
+        never = not log.logs_dir.is_dir()
+        if never or not follow:
+            raise KctlError(
+                f"no {log.service} log for {log.container} yet: {log.path} does not exist",
+                hint="has the cluster been started from this directory? `kctl up` starts it"
+                + ("" if never else f"; `kctl logs {log.container} --service {log.service} -F` waits for the log"))
+    return _read(log, tail=tail, follow=follow, max_seconds=max_seconds)
+
+
+def _read(log: NodeLog, *, tail: int, follow: bool, max_seconds: float) -> Iterator[str]:
+    try:
+        try:
+            start = tail_start(log.path, tail)
+        except FileNotFoundError:  # rotated away just now, or not written yet: follow reads the new one whole
+            if not follow:
+                raise
+            start = 0
+        for _, line in follow_lines(log.path, follow=follow, max_seconds=max_seconds, max_lines=None,
+                                    start=start, skip_blank=False):
+            yield line
+    except FileNotFoundError:
+        raise KctlError(f"{log.path} disappeared while reading it (rotated?)", hint="run the command again") from None
+    except PermissionError as exc:
+        raise KctlError(f"cannot read {exc.filename or log.path}: permission denied",
+                        hint="the log belongs to the container's user; read it as that user or root") from None

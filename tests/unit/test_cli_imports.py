@@ -1,0 +1,72 @@
+"""What building the CLI imports: a command pays only for its own domain imports.
+
+A guard, not a timing: the heavy modules must stay out of sys.modules until a
+command that needs them runs. How to register a command: kctl/cli/main.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import kctl.cli
+
+# Third-party packages and kctl domain packages that no command may import before it runs.
+HEAVY = ("docker", "kazoo", "confluent_kafka", "pyspark", "pyarrow", "testcontainers", "jinja2", "yaml",
+         "pydantic", "rich")
+DOMAIN = ("kctl.spec", "kctl.properties", "kctl.render", "kctl.doctor", "kctl.runtime", "kctl.kafka", "kctl.zk",
+          "kctl.stream", "kctl.agent")
+
+CLI_DIR = Path(kctl.cli.__file__).parent
+
+
+def loaded_after(code: str) -> list[str]:
+    probe = code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
+    # From the checkout under test, so that the probe imports the same kctl as this test.
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                       cwd=CLI_DIR.parents[1])
+    assert p.returncode == 0, p.stderr
+    return list(json.loads(p.stdout.splitlines()[-1]))
+
+
+def heavy_in(modules: list[str]) -> list[str]:
+    return [m for m in modules
+            if m.split(".")[0] in HEAVY or any(m == d or m.startswith(d + ".") for d in DOMAIN)]
+
+
+def test_building_the_command_tree_imports_no_domain() -> None:
+    modules = loaded_after("import typer\nimport kctl.cli.main as m\ntyper.main.get_command(m.app)")
+    assert heavy_in(modules) == []
+    # ...and the tree is really built: every command module was registered.
+    assert {f"kctl.cli.{p.stem}" for p in CLI_DIR.glob("*.py") if p.stem not in ("__init__", "main", "common")} \
+        <= set(modules)
+
+
+def test_help_imports_no_domain() -> None:
+    # rich is allowed here: typer draws the help with it.
+    code = ("import contextlib, io\nfrom kctl.cli.main import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "    main(['--help'])\n")
+    assert [m for m in heavy_in(loaded_after(code)) if m.split(".")[0] != "rich"] == []
+
+
+def test_every_command_module_registers_and_none_imports_main() -> None:
+    from kctl.cli import main
+
+    listed = {m.__name__ for m in main.COMMAND_MODULES}
+    for path in sorted(CLI_DIR.glob("*.py")):
+        if path.stem in ("__init__", "main"):
+            continue
+        tree = ast.parse(path.read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert "kctl.cli.main" not in imported, f"{path.name} imports kctl.cli.main: use kctl.cli.common"
+        assert not any(isinstance(n, ast.ImportFrom) and n.module == "kctl.cli" and
+                       any(a.name == "main" for a in n.names) for n in ast.walk(tree)), path.name
+        if path.stem == "common":
+            continue
+        assert f"kctl.cli.{path.stem}" in listed, f"{path.name} is not in kctl.cli.main.COMMAND_MODULES"
+        assert any(isinstance(n, ast.FunctionDef) and n.name == "register" for n in tree.body), path.name
