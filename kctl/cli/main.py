@@ -40,7 +40,9 @@ def _root(
 def _register() -> None:
     # Each module adds its commands to ``app``; imported here so that a missing
     # optional area never breaks the others.
-    from kctl.cli import cluster, spec_cmds  # noqa: F401
+    from kctl.cli import clients, cluster, spec_cmds  # noqa: F401
+
+    clients.register(app)
 
     for mod in ("ops", "stream"):
         try:

@@ -1,10 +1,9 @@
-"""Operating a running cluster: zk, topic, config, group, produce, consume (issue 4)."""
+"""Operating a running cluster: zk, topic, config, group (issue 4)."""
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from kctl import output
 from kctl.cli.common import OutputOpt, SpecOpt
 from kctl.cli.main import app
 from kctl.cli.spec_cmds import load
-from kctl.errors import KctlError, UsageError
+from kctl.errors import UsageError
 from kctl.output import Format
 
 BootstrapOpt = typer.Option(None, "--bootstrap-server", help="host:port,... instead of the spec's EXTERNAL listeners.")
@@ -397,92 +396,5 @@ def group_delete(
     output.info(f"deleted consumer group {group}")
 
 
-# ----- produce / consume --------------------------------------------------------------------------
-
-
-def _lines(path: Path | None) -> Iterator[str]:
-    if path is None or str(path) == "-":
-        yield from sys.stdin
-        return
-    try:
-        with path.open(encoding="utf-8") as fh:
-            yield from fh
-    except OSError as exc:
-        raise KctlError(f"cannot read {path}: {exc.strerror}") from None
-
-
-@app.command()
-def produce(
-    topic: str = typer.Argument(..., help="Topic to write to."),
-    input_file: Path | None = typer.Option(None, "--input", "-i", help="Read lines from this file (default stdin)."),
-    key_separator: str | None = typer.Option(None, "--key-separator", help="Split each line into key and value."),
-    acks: str = typer.Option("all", "--acks", help="all, 1 or 0."),
-    timeout: float = typer.Option(30.0, "--timeout", help="Seconds a record may wait for its acknowledgement."),
-    bootstrap: str | None = BootstrapOpt,
-    file: Path = SpecOpt,
-    fmt: Format = OutputOpt,
-) -> None:
-    """One record per input line (kafka-console-producer.sh); exits 1 if any delivery failed."""
-    from kctl.kafka import produce as prod
-
-    spec = load(file)
-    res = prod.produce(spec, topic, _lines(input_file), key_separator, acks, bootstrap, timeout)
-    if fmt in (Format.json, Format.yaml):
-        output.emit({**output.to_plain(res), "records_per_second": round(res.records_per_second, 1)}, fmt)
-    output.info(f"{topic}: delivered {res.delivered}, failed {res.failed} in {res.seconds:.2f}s"
-                f" ({res.records_per_second:.0f} records/s)")
-    for e in res.errors:
-        output.warn(e)
-    if res.failed:
-        raise typer.Exit(1)
-
-
-@app.command()
-def consume(
-    topic: str = typer.Argument(..., help="Topic to read."),
-    from_beginning: bool = typer.Option(False, "--from-beginning", help="Start at the earliest offset."),
-    group: str | None = typer.Option(None, "--group", "-g", help="Consumer group; commits what was printed."),
-    max_messages: int | None = typer.Option(None, "--max", help="Stop after N messages."),
-    timeout: float | None = typer.Option(None, "--timeout", help="Stop after S seconds without messages."),
-    print_key: bool = typer.Option(False, "--print-key", help="Print key<TAB>value."),
-    partition: int | None = typer.Option(None, "--partition", help="Read only this partition."),
-    offset: str | None = typer.Option(None, "--offset", help="With --partition: a number, earliest or latest."),
-    bootstrap: str | None = BootstrapOpt,
-    file: Path = SpecOpt,
-    fmt: Format = typer.Option(Format.table, "--output", "-o", help="table (plain lines) or json (JSON lines)."),
-) -> None:
-    """Print one message per line (kafka-console-consumer.sh); Ctrl-C, --max or --timeout stop it."""
-    from kctl.kafka import produce as prod
-
-    spec = load(file)
-    write = sys.stdout.write
-    cc = prod.ConsoleConsumer(spec, topic, group, from_beginning, max_messages, timeout, partition, offset,
-                              bootstrap)
-    try:
-        with cc:
-            for rec in cc.records():
-                if fmt is Format.json:
-                    line = json.dumps({"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
-                                       "timestamp_ms": rec.timestamp_ms, "key": _text(rec.key),
-                                       "value": _text(rec.value)})
-                elif print_key:
-                    line = f"{_text(rec.key)}\t{_text(rec.value)}"
-                else:
-                    line = _text(rec.value) or ""
-                write(line + "\n")
-                cc.printed(rec)
-            sys.stdout.flush()
-    except KeyboardInterrupt:
-        cc.result.stopped_by = "interrupt"
-    r = cc.result
-    committed = f"; committed {len(r.committed)} partition(s) for group {r.group}" if r.committed else ""
-    output.info(f"consumed {r.consumed} message(s) in {r.seconds:.2f}s (stopped by {r.stopped_by or 'end'})"
-                f"{committed}")
-
-
 def _null(v: str | None) -> str:
     return "null" if v is None else v
-
-
-def _text(b: bytes | None) -> str | None:
-    return None if b is None else b.decode("utf-8", errors="replace")
