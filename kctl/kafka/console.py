@@ -21,6 +21,7 @@ from kctl.kafka.produce import ProduceResult, Record, send
 from kctl.spec import ClusterSpec
 
 BLOCK = 1 << 20  # input bytes per read
+FETCH_BACKOFF_MS = 20
 
 
 # ----- produce ------------------------------------------------------------------------------------
@@ -154,7 +155,7 @@ class ConsoleConsumer:
     """
 
     POLL = 0.2  # short waits so that Ctrl-C and --timeout are seen promptly
-    BATCH = 10_000
+    BATCH = 50_000
 
     def __init__(self, spec: ClusterSpec | None, topic: str, group: str | None = None,
                  from_beginning: bool = False, max_messages: int | None = None, timeout: float | None = None,
@@ -174,7 +175,11 @@ class ConsoleConsumer:
         self._next: dict[int, int] = {}
         self._closed = False
         self._c = consumer(spec, bootstrap, group=group,
-                           **{"auto.offset.reset": "earliest" if from_beginning else "latest"})
+                           **{"auto.offset.reset": "earliest" if from_beginning else "latest",
+                              # librdkafka postpones a partition's next fetch by this much (1 s by
+                              # default) when its local queue looks full; a console consumer drains
+                              # the queue in large blocks, so that wait would only stall it.
+                              "fetch.queue.backoff.ms": FETCH_BACKOFF_MS})
         try:
             parts = require_topics(spec, [topic], bootstrap, client=self._c)[topic]
             if partition is not None and not 0 <= partition < parts:
@@ -208,7 +213,13 @@ class ConsoleConsumer:
         try:
             while self.max is None or self.result.consumed < self.max:
                 want = self.BATCH if self.max is None else min(self.BATCH, self.max - self.result.consumed)
-                msgs = consume(want, self.POLL)
+                # What is already fetched, without waiting for a full batch; when nothing is,
+                # wait (briefly, for Ctrl-C and --timeout) for the first message only.
+                msgs = consume(want, 0)
+                if not msgs:
+                    msgs = consume(1, self.POLL)
+                    if msgs and want > 1:
+                        msgs += consume(want - 1, 0)
                 now = time.monotonic()
                 good = [m for m in msgs if m.error() is None]
                 if len(good) < len(msgs):
