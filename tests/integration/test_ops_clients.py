@@ -207,3 +207,24 @@ def test_keyed_records_land_where_the_java_client_puts_them(kafka_cluster: Any) 
             assert seen[(k, "java")] == seen[(k, "kctl")], k
     finally:
         kctl(kafka_cluster, "topic", "delete", t, "--yes")
+
+
+def test_gen_logs_goes_through_the_same_loop_and_partitioner(kafka_cluster: Any) -> None:
+    t = f"ops-gen-{uuid.uuid4().hex[:8]}"
+    p = kctl(kafka_cluster, "topic", "create", t, "-p", "4", "-r", str(min(3, len(kafka_cluster.spec.nodes))))
+    assert p.returncode == 0, p.stderr
+    try:
+        p = subprocess.run([sys.executable, "-m", "kctl", "gen", "logs", "--topic", t, "--count", "300", "--rate",
+                            "2000", "--hosts", "5", "--malformed", "4", "-b", kafka_cluster.bootstrap_servers,
+                            "-o", "json"], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        res = json.loads(p.stdout)
+        assert (res["produced"], res["delivered"], res["failed"]) == (304, 304, 0)
+        p = kctl(kafka_cluster, "consume", t, "--from-beginning", "--max", "304", "--timeout", "15", "-o", "json")
+        recs = [json.loads(x) for x in p.stdout.splitlines()]
+        keyed = [r for r in recs if r["key"] is not None]
+        assert len(recs) == 304 and len(keyed) == 300 and len({r["key"] for r in keyed}) == 5
+        for r in keyed:  # each host's events in the Java client's partition for that host
+            assert r["partition"] == java_partition(r["key"].encode(), 4), r["key"]
+    finally:
+        kctl(kafka_cluster, "topic", "delete", t, "--yes")
