@@ -61,6 +61,7 @@ class Side:
     kcat_cmd: str
     kcat_s: float | None
     runs: int
+    kcat_same_lib_s: float | None = None  # kcat run on the librdkafka that kctl's confluent-kafka bundles
 
     @property
     def ratio(self) -> float | None:
@@ -139,7 +140,31 @@ def kcat_available() -> bool:
     return shutil.which(KCAT) is not None
 
 
-def versus_kcat(spec: ClusterSpec, spec_file: Path, data: Path, records: int) -> list[Side]:
+def kcat_librdkafka(env: dict[str, str] | None = None) -> str:
+    """The librdkafka version kcat runs on (from ``kcat -V``)."""
+    out = subprocess.run([KCAT, "-V"], capture_output=True, text=True, timeout=10, env=env).stdout
+    m = re.search(r"librdkafka ([\w.\-]+)", out)
+    return m.group(1) if m else "?"
+
+
+def same_lib_env(tmp: Path) -> dict[str, str] | None:
+    """An environment in which kcat loads the librdkafka bundled with confluent-kafka, or None.
+
+    The two clients then differ only above librdkafka: kctl's Python against kcat's C.
+    """
+    import confluent_kafka
+
+    libs = sorted(Path(confluent_kafka.__file__).resolve().parents[1].glob("confluent_kafka.libs/librdkafka*.so*"))
+    if not libs or not kcat_available():
+        return None
+    link = tmp / "librdkafka.so.1"
+    link.unlink(missing_ok=True)
+    link.symlink_to(libs[0])
+    return {**os.environ, "LD_LIBRARY_PATH": str(tmp)}
+
+
+def versus_kcat(spec: ClusterSpec, spec_file: Path, data: Path, records: int,
+                same_lib: dict[str, str] | None = None) -> list[Side]:
     """status, topic describe, produce and consume: kctl and kcat, alternating, same topic sizes."""
     rf = min(3, len(spec.nodes))
     suffix = uuid.uuid4().hex[:6]
@@ -161,26 +186,32 @@ def versus_kcat(spec: ClusterSpec, spec_file: Path, data: Path, records: int) ->
         sides.append(Side("topic describe", "kctl topic describe T", desc, "kcat -L -t T", meta_t, QUICK_RUNS))
 
         kcat_x = [a for kv in KCAT_PRODUCER for a in ("-X", kv)]
-        kp, cp = [], []
+        kp, cp, sp = [], [], []
+        kcat_p = [KCAT, "-b", bs, "-P", "-t", t_kcat, *kcat_x]
         for _ in range(BULK_RUNS):
             kp.append(_timed([*kctl, "produce", t_kctl, "--acks", "all", *spec_args], stdin=data))
             if have_kcat:
-                cp.append(_timed([KCAT, "-b", bs, "-P", "-t", t_kcat, *kcat_x], stdin=data))
+                cp.append(_timed(kcat_p, stdin=data))
+            if same_lib:
+                sp.append(_timed(kcat_p, stdin=data, env=same_lib))
         sides.append(Side("produce", f"kctl produce T --acks all < {records} lines", statistics.median(kp),
-                          f"kcat -P -t T {' '.join(kcat_x)}", statistics.median(cp) if cp else None, BULK_RUNS))
+                          f"kcat -P -t T {' '.join(kcat_x)}", statistics.median(cp) if cp else None, BULK_RUNS,
+                          statistics.median(sp) if sp else None))
         _check_count(spec, t_kctl, records * BULK_RUNS)
         if have_kcat:
-            _check_count(spec, t_kcat, records * BULK_RUNS)
-        kc, cc = [], []
+            _check_count(spec, t_kcat, records * (len(cp) + len(sp)))
+        kc, cc, sc = [], [], []
+        kcat_c = [KCAT, "-b", bs, "-C", "-t", t_kctl, "-o", "beginning", "-e", "-q", "-c", str(records)]
         for _ in range(BULK_RUNS):
             kc.append(_timed([*kctl, "consume", t_kctl, "--from-beginning", "--max", str(records), "--timeout", "15",
                               *spec_args]))
             if have_kcat:
-                cc.append(_timed([KCAT, "-b", bs, "-C", "-t", t_kctl, "-o", "beginning", "-e", "-q",
-                                  "-c", str(records)]))
+                cc.append(_timed(kcat_c))
+            if same_lib:
+                sc.append(_timed(kcat_c, env=same_lib))
         sides.append(Side("consume", f"kctl consume T --from-beginning --max {records}", statistics.median(kc),
                           f"kcat -C -t T -o beginning -e -c {records}", statistics.median(cc) if cc else None,
-                          BULK_RUNS))
+                          BULK_RUNS, statistics.median(sc) if sc else None))
     finally:
         for t in (t_kctl, t_kcat):
             try:
@@ -225,7 +256,7 @@ def run(spec: ClusterSpec, spec_file: Path, records: int) -> tuple[list[Side], l
         with tempfile.TemporaryDirectory() as d:
             data = Path(d) / "records.txt"
             write_records(data, records)
-            sides = versus_kcat(spec, spec_file, data, records)
+            sides = versus_kcat(spec, spec_file, data, records, same_lib_env(Path(d)))
             out = json.loads(_kctl(spec_file, "produce", t_kctl, "--input", str(data), "--acks", "all",
                                    "-o", "json").stdout)
             figures.append(Figure("kctl produce", "produce", int(out["delivered"]), float(out["seconds"])))
@@ -267,7 +298,8 @@ def _exec(spec: ClusterSpec, argv: list[str]) -> str:
     return out
 
 
-def render(sides: list[Side], figures: list[Figure], records: int, spec: ClusterSpec) -> str:
+def render(sides: list[Side], figures: list[Figure], records: int, spec: ClusterSpec,
+           libs: tuple[str, str] = ("?", "?")) -> str:
     by = {f.tool: f for f in figures}
     lines = [
         SECTION, "",
@@ -281,14 +313,20 @@ def render(sides: list[Side], figures: list[Figure], records: int, spec: Cluster
         f"with kctl's producer settings (`{' '.join(KCAT_PRODUCER)}`). Median of {QUICK_RUNS} runs for status and "
         f"describe, of {BULK_RUNS} for produce and consume; both producers' records are counted on the brokers "
         "afterwards.", "",
-        "| operation | kctl | seconds | kcat | seconds | kctl / kcat | target |",
-        "|---|---|---:|---|---:|---:|---|",
+        f"kcat runs on Debian's librdkafka {libs[0]}; kctl on the librdkafka {libs[1]} that confluent-kafka "
+        "bundles. The last two columns run the same kcat on kctl's librdkafka (LD_LIBRARY_PATH), so that the two "
+        "sides differ only above librdkafka.", "",
+        "| operation | kctl | seconds | kcat | seconds | kctl / kcat | kcat on kctl's librdkafka, s | kctl / that |"
+        " target |",
+        "|---|---|---:|---|---:|---:|---:|---:|---|",
     ]
     for sd in sides:
         kc = f"{sd.kcat_s:.3f}" if sd.kcat_s is not None else "(no kcat)"
         ratio = f"{sd.ratio:.2f}" if sd.ratio is not None else ""
+        same = f"{sd.kcat_same_lib_s:.3f}" if sd.kcat_same_lib_s else ""
+        same_ratio = f"{sd.kctl_s / sd.kcat_same_lib_s:.2f}" if sd.kcat_same_lib_s else ""
         lines.append(f"| {sd.operation} | `{sd.kctl_cmd}` | {sd.kctl_s:.3f} | `{sd.kcat_cmd}` | {kc} | {ratio} "
-                     f"| {TARGETS.get(sd.operation, '')} |")
+                     f"| {same} | {same_ratio} | {TARGETS.get(sd.operation, '')} |")
     lines += [
         "", "### kctl beside Kafka's perf tools", "",
         "kctl runs as the CLI, timed by itself (produce: first send to last acknowledgement; consume: from the "
@@ -322,7 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     except KctlError as exc:
         print(f"error: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
         return 1
-    section = render(sides, figures, min(max(1000, args.records), MAX_RECORDS), spec)
+    import confluent_kafka
+
+    libs = (kcat_librdkafka() if kcat_available() else "(none)", confluent_kafka.libversion()[0])
+    section = render(sides, figures, min(max(1000, args.records), MAX_RECORDS), spec, libs)
     print(section)
     if not args.no_write:
         write_section(section, args.docs)
