@@ -88,6 +88,7 @@ fi
 # ---- Java, Maven, debootstrap (only what is missing) ------------------------------------
 have java || apt_install openjdk-17-jre-headless || log "no Java: the Spark job will not run"
 have mvn || apt_install maven || log "no Maven: Kafka jars can only come from Apache's tarball"
+have kcat || apt_install kcat || log "no kcat: make bench measures kctl's side only"
 if ! have debootstrap; then
   # Only needed when no image registry answers (a local base image is built instead).
   if ! timeout 20 docker pull -q debian:bookworm-slim >/dev/null 2>&1; then

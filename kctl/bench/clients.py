@@ -1,10 +1,14 @@
-"""`python -m kctl.bench.clients [-f kctl.yaml]`: kctl produce/consume beside Kafka's own perf tools.
+"""`python -m kctl.bench.clients [-f kctl.yaml]`: kctl's client commands beside kcat and Kafka's perf tools.
 
-Same run, same cluster, 100-byte records, acks=all, replication factor 3. kctl
-runs as the CLI from the host (through the published EXTERNAL ports); Kafka's
-perf tools run in a node container on the INTERNAL listener. Every loop is
-bounded: a record cap and a timeout on each step. The figures are printed and
-written to the "## Produce and consume" section of docs/benchmarks.md.
+Same run, same cluster, 100-byte records, acks=all, replication factor 3.
+Side by side with kcat (Debian's, librdkafka's own CLI), each timed as a whole
+process from the host through the published EXTERNAL ports: `kctl status` and
+`kctl topic describe` against `kcat -L` (median of 7), `kctl produce` against
+`kcat -P` with the same producer settings and `kctl consume` against
+`kcat -C -e` (median of 3). Kafka's perf tools run in a node container on the
+INTERNAL listener. Every loop is bounded: a record cap and a timeout on each
+step. The figures are printed and written to the "## Produce and consume"
+section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -12,10 +16,14 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import os
 import re
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +41,31 @@ SECTION = "## Produce and consume"
 NOTE = ("Caveats: the host has 2 cores shared by the three brokers, ZooKeepers and other clusters, so "
         "figures vary by 2x between runs; kafka-producer-perf-test runs with kctl's batching settings "
         "(linger.ms=5, batch.size=1000000) but in a JVM that starts cold inside a broker container, so its "
-        "figure includes JIT warm-up; kctl's consume time includes the group join.")
+        "figure includes JIT warm-up.")
+KCAT = "kcat"
+# kctl produce's producer settings, spelled for kcat: the comparison is between clients, not settings.
+KCAT_PRODUCER = ("acks=all", "enable.idempotence=true", "partitioner=murmur2_random", "linger.ms=5")
+QUICK_RUNS = 7  # status, describe: median of 7
+BULK_RUNS = 3  # produce, consume: median of 3
+# The targets of issue "clients": kctl within these of kcat (whole process, same machine, same run).
+TARGETS = {"produce": "<= 1.3x", "consume": "<= 1.3x", "topic describe": "< 0.2 s"}
+
+
+@dataclass
+class Side:
+    """One operation timed as whole processes: kctl beside kcat."""
+
+    operation: str
+    kctl_cmd: str
+    kctl_s: float
+    kcat_cmd: str
+    kcat_s: float | None
+    runs: int
+    kcat_same_lib_s: float | None = None  # kcat run on the librdkafka that kctl's confluent-kafka bundles
+
+    @property
+    def ratio(self) -> float | None:
+        return self.kctl_s / self.kcat_s if self.kcat_s else None
 
 
 @dataclass
@@ -87,7 +119,136 @@ def _kctl(spec_file: Path, *args: str, stdout: Any = subprocess.PIPE) -> subproc
     return proc
 
 
-def run(spec: ClusterSpec, spec_file: Path, records: int) -> list[Figure]:
+def _timed(argv: list[str], *, stdin: Path | None = None, env: dict[str, str] | None = None) -> float:
+    """Wall-clock seconds of one whole process (stdout to /dev/null); a KctlError when it fails."""
+    t0 = time.perf_counter()
+    with (stdin.open("rb") if stdin else open(os.devnull, "rb")) as fin:
+        proc = subprocess.run(argv, stdin=fin, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              timeout=STEP_TIMEOUT, env=env)
+    secs = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise KctlError(f"{' '.join(argv[:6])} ... failed (exit {proc.returncode})",
+                        hint=proc.stderr.decode(errors="replace")[-500:])
+    return secs
+
+
+def _median(argv_of: Any, runs: int, **kw: Any) -> float:
+    return statistics.median(_timed(argv_of(i), **kw) for i in range(runs))
+
+
+def kcat_available() -> bool:
+    return shutil.which(KCAT) is not None
+
+
+def kcat_librdkafka(env: dict[str, str] | None = None) -> str:
+    """The librdkafka version kcat runs on (from ``kcat -V``)."""
+    out = subprocess.run([KCAT, "-V"], capture_output=True, text=True, timeout=10, env=env).stdout
+    m = re.search(r"librdkafka ([\w.\-]+)", out)
+    return m.group(1) if m else "?"
+
+
+def same_lib_env(tmp: Path) -> dict[str, str] | None:
+    """An environment in which kcat loads the librdkafka bundled with confluent-kafka, or None.
+
+    The two clients then differ only above librdkafka: kctl's Python against kcat's C.
+    """
+    import confluent_kafka
+
+    libs = sorted(Path(confluent_kafka.__file__).resolve().parents[1].glob("confluent_kafka.libs/librdkafka*.so*"))
+    if not libs or not kcat_available():
+        return None
+    link = tmp / "librdkafka.so.1"
+    link.unlink(missing_ok=True)
+    link.symlink_to(libs[0])
+    return {**os.environ, "LD_LIBRARY_PATH": str(tmp)}
+
+
+def versus_kcat(spec: ClusterSpec, spec_file: Path, data: Path, records: int,
+                same_lib: dict[str, str] | None = None) -> list[Side]:
+    """status, topic describe, produce and consume: kctl and kcat, alternating, same topic sizes."""
+    rf = min(3, len(spec.nodes))
+    suffix = uuid.uuid4().hex[:6]
+    t_kctl, t_kcat = f"kctl-vs-{suffix}", f"kcat-vs-{suffix}"
+    bs = spec.bootstrap_servers
+    kctl = [sys.executable, "-m", "kctl"]
+    spec_args = ["-f", str(spec_file)]
+    have_kcat = kcat_available()
+    for t in (t_kctl, t_kcat):
+        topics.create(spec, t, 3, rf, {"min.insync.replicas": str(max(1, rf - 1))})
+    sides: list[Side] = []
+    try:
+        _timed([*kctl, "topic", "describe", t_kctl, *spec_args])  # warm the page cache, not measured
+        # The floor under every kctl figure: Python start-up and the CLI's imports, no Kafka at all.
+        start = _median(lambda _i: [*kctl, "--help"], QUICK_RUNS)
+        kstart = _median(lambda _i: [KCAT, "-V"], QUICK_RUNS) if have_kcat else None
+        sides.append(Side("start-up (no Kafka)", "kctl --help", start, "kcat -V", kstart, QUICK_RUNS))
+        status = _median(lambda _i: [*kctl, "status", *spec_args], QUICK_RUNS)
+        meta = _median(lambda _i: [KCAT, "-b", bs, "-L"], QUICK_RUNS) if have_kcat else None
+        sides.append(Side("status", "kctl status", status, "kcat -L", meta, QUICK_RUNS))
+        desc = _median(lambda _i: [*kctl, "topic", "describe", t_kctl, *spec_args], QUICK_RUNS)
+        meta_t = _median(lambda _i: [KCAT, "-b", bs, "-L", "-t", t_kctl], QUICK_RUNS) if have_kcat else None
+        sides.append(Side("topic describe", "kctl topic describe T", desc, "kcat -L -t T", meta_t, QUICK_RUNS))
+
+        kcat_x = [a for kv in KCAT_PRODUCER for a in ("-X", kv)]
+        kp, cp, sp = [], [], []
+        kcat_p = [KCAT, "-b", bs, "-P", "-t", t_kcat, *kcat_x]
+        for _ in range(BULK_RUNS):
+            kp.append(_timed([*kctl, "produce", t_kctl, "--acks", "all", *spec_args], stdin=data))
+            if have_kcat:
+                cp.append(_timed(kcat_p, stdin=data))
+            if same_lib:
+                sp.append(_timed(kcat_p, stdin=data, env=same_lib))
+        sides.append(Side("produce", f"kctl produce T --acks all < {records} lines", statistics.median(kp),
+                          f"kcat -P -t T {' '.join(kcat_x)}", statistics.median(cp) if cp else None, BULK_RUNS,
+                          statistics.median(sp) if sp else None))
+        _check_count(spec, t_kctl, records * BULK_RUNS)
+        if have_kcat:
+            _check_count(spec, t_kcat, records * (len(cp) + len(sp)))
+        kc, cc, sc = [], [], []
+        kcat_c = [KCAT, "-b", bs, "-C", "-t", t_kctl, "-o", "beginning", "-e", "-q", "-c", str(records)]
+        for _ in range(BULK_RUNS):
+            kc.append(_timed([*kctl, "consume", t_kctl, "--from-beginning", "--max", str(records), "--timeout", "15",
+                              *spec_args]))
+            if have_kcat:
+                cc.append(_timed(kcat_c))
+            if same_lib:
+                sc.append(_timed(kcat_c, env=same_lib))
+        sides.append(Side("consume", f"kctl consume T --from-beginning --max {records}", statistics.median(kc),
+                          f"kcat -C -t T -o beginning -e -c {records}", statistics.median(cc) if cc else None,
+                          BULK_RUNS, statistics.median(sc) if sc else None))
+    finally:
+        for t in (t_kctl, t_kcat):
+            try:
+                topics.delete(spec, t)
+            except KctlError:
+                pass
+    return sides
+
+
+def _check_count(spec: ClusterSpec, topic: str, want: int) -> None:
+    """Both producers must have delivered every record: the sum of the partitions' log-end offsets."""
+    from confluent_kafka import TopicPartition
+
+    from kctl.kafka.client import consumer
+
+    c = consumer(spec)
+    try:
+        md = c.list_topics(timeout=10)
+        total = sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                    for p in md.topics[topic].partitions)
+    finally:
+        c.close()
+    if total != want:
+        raise KctlError(f"{topic} holds {total} records after the produce runs, not {want}")
+
+
+def write_records(path: Path, records: int) -> None:
+    with path.open("w") as fh:
+        for i in range(records):
+            fh.write(f"{i:010d}".ljust(RECORD_SIZE, "x") + "\n")
+
+
+def run(spec: ClusterSpec, spec_file: Path, records: int) -> tuple[list[Side], list[Figure]]:
     records = max(1000, min(records, MAX_RECORDS))
     rf = min(3, len(spec.nodes))
     suffix = uuid.uuid4().hex[:6]
@@ -98,9 +259,8 @@ def run(spec: ClusterSpec, spec_file: Path, records: int) -> list[Figure]:
     try:
         with tempfile.TemporaryDirectory() as d:
             data = Path(d) / "records.txt"
-            with data.open("w") as fh:
-                for i in range(records):
-                    fh.write(f"{i:010d}".ljust(RECORD_SIZE, "x") + "\n")
+            write_records(data, records)
+            sides = versus_kcat(spec, spec_file, data, records, same_lib_env(Path(d)))
             out = json.loads(_kctl(spec_file, "produce", t_kctl, "--input", str(data), "--acks", "all",
                                    "-o", "json").stdout)
             figures.append(Figure("kctl produce", "produce", int(out["delivered"]), float(out["seconds"])))
@@ -130,7 +290,7 @@ def run(spec: ClusterSpec, spec_file: Path, records: int) -> list[Figure]:
                 topics.delete(spec, t)
             except KctlError:
                 pass
-    return figures
+    return sides, figures
 
 
 def _exec(spec: ClusterSpec, argv: list[str]) -> str:
@@ -142,18 +302,44 @@ def _exec(spec: ClusterSpec, argv: list[str]) -> str:
     return out
 
 
-def render(figures: list[Figure], records: int, spec: ClusterSpec) -> str:
+def render(sides: list[Side], figures: list[Figure], records: int, spec: ClusterSpec,
+           libs: tuple[str, str] = ("?", "?")) -> str:
     by = {f.tool: f for f in figures}
     lines = [
         SECTION, "",
         f"Measured {_dt.date.today().isoformat()} by `python -m kctl.bench.clients` against cluster `{spec.name}` "
         f"({len(spec.nodes)} brokers on one host, Kafka {spec.versions.kafka}): {records} records of "
-        f"{RECORD_SIZE} bytes, acks=all, replication factor {min(3, len(spec.nodes))}, 3 partitions, "
-        "fresh topics. kctl runs as the CLI from the host through the published EXTERNAL ports, timed by itself "
-        "(produce: first send to last acknowledgement; consume: subscribe, group join included, to the last "
-        "message, printed to /dev/null); Kafka's "
-        "perf tools run inside logger1 on the INTERNAL listener (their own timing; the consumer figure is "
-        "fetch time, without the group join).", "",
+        f"{RECORD_SIZE} bytes, acks=all (idempotent), replication factor {min(3, len(spec.nodes))}, 3 partitions, "
+        "fresh topics.", "",
+        "### kctl beside kcat", "",
+        "Each side timed as a whole process from the host (Python start-up, imports and connection included), "
+        "through the published EXTERNAL ports, output to /dev/null; kcat is Debian's (librdkafka's own CLI), "
+        f"with kctl's producer settings (`{' '.join(KCAT_PRODUCER)}`). Median of {QUICK_RUNS} runs for status and "
+        f"describe, of {BULK_RUNS} for produce and consume; both producers' records are counted on the brokers "
+        "afterwards.", "",
+        f"kcat runs on Debian's librdkafka {libs[0]}; kctl on the librdkafka {libs[1]} that confluent-kafka "
+        "bundles. The last two columns run the same kcat on kctl's librdkafka (LD_LIBRARY_PATH), so that the two "
+        "sides differ only above librdkafka.", "",
+        "| operation | kctl | seconds | kcat | seconds | kctl / kcat | kcat on kctl's librdkafka, s | kctl / that |"
+        " target |",
+        "|---|---|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for sd in sides:
+        kc = f"{sd.kcat_s:.3f}" if sd.kcat_s is not None else "(no kcat)"
+        ratio = f"{sd.ratio:.2f}" if sd.ratio is not None else ""
+        same = f"{sd.kcat_same_lib_s:.3f}" if sd.kcat_same_lib_s else ""
+        same_ratio = f"{sd.kctl_s / sd.kcat_same_lib_s:.2f}" if sd.kcat_same_lib_s else ""
+        lines.append(f"| {sd.operation} | `{sd.kctl_cmd}` | {sd.kctl_s:.3f} | `{sd.kcat_cmd}` | {kc} | {ratio} "
+                     f"| {same} | {same_ratio} | {TARGETS.get(sd.operation, '')} |")
+    lines += [
+        "", "Reading the table: every kctl figure includes the start-up row (the Python interpreter and the CLI's "
+        "imports), which kcat does not pay. For produce, the bundled librdkafka's idempotent producer waits about "
+        "0.5 s for its producer id before it sends (Debian's older librdkafka does not), so kcat on the same "
+        "librdkafka is the like-for-like comparison; kctl's own timing of the transfer is in the next table.",
+        "", "### kctl beside Kafka's perf tools", "",
+        "kctl runs as the CLI, timed by itself (produce: first send to last acknowledgement; consume: from the "
+        "assignment to the last message); Kafka's perf tools run inside logger1 on the INTERNAL listener (their own "
+        "timing; the consumer figure is fetch time).", "",
         NOTE, "",
         "| tool | direction | records | seconds | records/s | MB/s | kctl / Kafka |",
         "|---|---|---:|---:|---:|---:|---:|",
@@ -176,11 +362,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         spec, _ = load_spec(args.file)
-        figures = run(spec, args.file, args.records)
+        if not kcat_available():
+            print("warning: no kcat on PATH (make setup installs Debian's); kctl's side only", file=sys.stderr)
+        sides, figures = run(spec, args.file, args.records)
     except KctlError as exc:
         print(f"error: {exc.message}" + (f"\nhint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
         return 1
-    section = render(figures, min(max(1000, args.records), MAX_RECORDS), spec)
+    import confluent_kafka
+
+    libs = (kcat_librdkafka() if kcat_available() else "(none)", confluent_kafka.libversion()[0])
+    section = render(sides, figures, min(max(1000, args.records), MAX_RECORDS), spec, libs)
     print(section)
     if not args.no_write:
         write_section(section, args.docs)

@@ -1,34 +1,15 @@
-"""kctl produce and kctl consume: console producer and consumer."""
+"""`kctl produce` and `kctl consume`: the console producer and consumer."""
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import typer
 
 from kctl import output
 from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, load
-from kctl.errors import KctlError
 from kctl.output import Format
-
-
-def register(app: typer.Typer) -> None:
-    app.command()(produce)
-    app.command()(consume)
-
-
-def _lines(path: Path | None) -> Iterator[str]:
-    if path is None or str(path) == "-":
-        yield from sys.stdin
-        return
-    try:
-        with path.open(encoding="utf-8") as fh:
-            yield from fh
-    except OSError as exc:
-        raise KctlError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def produce(
@@ -42,12 +23,12 @@ def produce(
     fmt: Format = OutputOpt,
 ) -> None:
     """One record per input line (kafka-console-producer.sh); exits 1 if any delivery failed."""
-    from kctl.kafka import produce as prod
+    from kctl.kafka import console
 
     spec = load(file)
-    res = prod.produce(spec, topic, _lines(input_file), key_separator, acks, bootstrap, timeout)
+    res = console.produce(spec, topic, input_file, key_separator, acks, bootstrap, timeout)
     if fmt in (Format.json, Format.yaml):
-        output.emit({**output.to_plain(res), "records_per_second": round(res.records_per_second, 1)}, fmt)
+        output.emit(res, fmt)
     output.info(f"{topic}: delivered {res.delivered}, failed {res.failed} in {res.seconds:.2f}s"
                 f" ({res.records_per_second:.0f} records/s)")
     for e in res.errors:
@@ -70,26 +51,19 @@ def consume(
     fmt: Format = typer.Option(Format.table, "--output", "-o", help="table (plain lines) or json (JSON lines)."),
 ) -> None:
     """Print one message per line (kafka-console-consumer.sh); Ctrl-C, --max or --timeout stop it."""
-    from kctl.kafka import produce as prod
+    from kctl.kafka import console
 
     spec = load(file)
-    write = sys.stdout.write
-    cc = prod.ConsoleConsumer(spec, topic, group, from_beginning, max_messages, timeout, partition, offset,
-                              bootstrap)
+    mode = "json" if fmt is Format.json else "key" if print_key else "value"
+    out = sys.stdout.buffer
+    cc = console.ConsoleConsumer(spec, topic, group, from_beginning, max_messages, timeout, partition, offset,
+                                 bootstrap)
     try:
         with cc:
-            for rec in cc.records():
-                if fmt is Format.json:
-                    line = json.dumps({"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
-                                       "timestamp_ms": rec.timestamp_ms, "key": _text(rec.key),
-                                       "value": _text(rec.value)})
-                elif print_key:
-                    line = f"{_text(rec.key)}\t{_text(rec.value)}"
-                else:
-                    line = _text(rec.value) or ""
-                write(line + "\n")
-                cc.printed(rec)
-            sys.stdout.flush()
+            for batch in cc.batches():
+                out.write(console.render(batch, mode))
+                out.flush()  # a block at a time, so a follower sees messages as they come
+                cc.printed(batch)
     except KeyboardInterrupt:
         cc.result.stopped_by = "interrupt"
     r = cc.result
@@ -98,5 +72,6 @@ def consume(
                 f"{committed}")
 
 
-def _text(b: bytes | None) -> str | None:
-    return None if b is None else b.decode("utf-8", errors="replace")
+def register(app: typer.Typer) -> None:
+    app.command("produce")(produce)
+    app.command("consume")(consume)

@@ -1,26 +1,48 @@
-"""confluent-kafka clients bound to the cluster's EXTERNAL listeners on 127.0.0.1."""
+"""confluent-kafka clients bound to the cluster's EXTERNAL listeners on 127.0.0.1.
+
+The one place that builds AdminClient, Producer and Consumer (bootstrap, quiet
+librdkafka logging, timeouts, the Java client's partitioner), and the one place
+that turns a KafkaException into a KctlError for the operator.
+"""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
-from kctl.errors import ClusterError
+from kctl.errors import ClusterError, KctlError
 from kctl.spec import ClusterSpec
 
 HEALTH_TOPIC = "__kctl_health"
 
+REQUEST_TIMEOUT = 15.0  # admin requests: create, describe, alter, delete
+CONNECT_TIMEOUT = 5.0  # "is anybody there?": metadata before a command does its work
+MESSAGE_TIMEOUT = 30.0  # how long a produced record may wait for its acknowledgement
+
+# The Java client's partitioner for keyed records (murmur2 of the key bytes; random
+# spread for null keys), so that a key lands in the same partition whichever client
+# wrote it: kafka-console-producer, a Java service, `kctl produce` or `kctl gen logs`.
+PARTITIONER = "murmur2_random"
+
+
+def bootstrap_of(spec: ClusterSpec | None = None, bootstrap: str | None = None) -> str:
+    servers = bootstrap or (spec.bootstrap_servers if spec else "")
+    if not servers:
+        raise KctlError("no bootstrap servers", hint="pass --bootstrap-server(s), or run where kctl.yaml exists")
+    return servers
+
 
 def base_config(spec: ClusterSpec | None = None, bootstrap: str | None = None) -> dict[str, Any]:
-    servers = bootstrap or (spec.bootstrap_servers if spec else "")
-    return {"bootstrap.servers": servers, "log_level": 0, "logger": _quiet_logger()}
+    return {"bootstrap.servers": bootstrap_of(spec, bootstrap), "log_level": 0, "logger": _quiet_logger()}
 
 
 def _quiet_logger() -> Any:
+    # librdkafka logs connection errors on its own; the operator gets one KctlError instead.
     import logging
 
     log = logging.getLogger("kctl.librdkafka")
-    log.addHandler(logging.NullHandler())
+    if not log.handlers:
+        log.addHandler(logging.NullHandler())
     log.propagate = False
     return log
 
@@ -28,12 +50,164 @@ def _quiet_logger() -> Any:
 def admin(spec: ClusterSpec | None = None, bootstrap: str | None = None) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(base_config(spec, bootstrap))
+    return AdminClient({**base_config(spec, bootstrap), "socket.timeout.ms": int(REQUEST_TIMEOUT * 1000)})
+
+
+def producer(spec: ClusterSpec | None = None, bootstrap: str | None = None, *, acks: str = "all",
+             timeout: float = MESSAGE_TIMEOUT, **extra: Any) -> Any:
+    """An idempotent (with acks=all) producer with the Java client's partitioner; ``extra`` wins."""
+    from confluent_kafka import Producer
+
+    conf: dict[str, Any] = {
+        **base_config(spec, bootstrap),
+        "acks": acks,
+        # Retries never reorder or duplicate a key's records (needs acks=all).
+        "enable.idempotence": acks in ("all", "-1"),
+        "partitioner": PARTITIONER,
+        "linger.ms": 5,
+        "message.timeout.ms": int(timeout * 1000),
+        **extra,
+    }
+    return Producer(conf)
+
+
+def consumer(spec: ClusterSpec | None = None, bootstrap: str | None = None, *, group: str | None = None,
+             **extra: Any) -> Any:
+    """A consumer that never commits on its own: callers commit exactly what they processed."""
+    from confluent_kafka import Consumer
+
+    conf: dict[str, Any] = {
+        **base_config(spec, bootstrap),
+        # librdkafka wants a group id even for assign(); a random one joins nothing and commits nothing.
+        "group.id": group or f"kctl-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "enable.partition.eof": False,
+        **extra,
+    }
+    return Consumer(conf)
+
+
+# ----- errors ------------------------------------------------------------------------------------
+
+_TIMEOUTS = ("_TIMED_OUT", "REQUEST_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN")
+
+
+def error_code(exc: BaseException) -> tuple[str, str]:
+    """(code name, message) of a KafkaException or KafkaError; ('', str(exc)) for anything else."""
+    err = exc.args[0] if exc.args else None
+    if err is not None and callable(getattr(err, "name", None)) and callable(getattr(err, "str", None)):
+        return str(err.name()), str(err.str())
+    return "", str(exc)
+
+
+def topic_missing(topic: str) -> KctlError:
+    return KctlError(f"topic {topic!r} does not exist", hint="`kctl topic list` shows the topics")
+
+
+def group_missing(group: str) -> KctlError:
+    return KctlError(f"consumer group {group!r} does not exist", hint="`kctl group list` shows the groups")
+
+
+def kafka_error(exc: BaseException, what: str, *, topic: str | None = None, group: str | None = None) -> KctlError:
+    """The one translation of a Kafka error for the operator.
+
+    ``what`` says what was being done or to whom ("topic t1", "cannot delete 'g1'");
+    ``topic``/``group`` name the resource so a missing one gets its own message.
+    """
+    code, msg = error_code(exc)
+    if code in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
+        return topic_missing(topic) if topic else KctlError(f"{what} does not exist",
+                                                            hint="`kctl topic list` shows the topics")
+    if code == "GROUP_ID_NOT_FOUND" and group:
+        return group_missing(group)
+    if code == "TOPIC_ALREADY_EXISTS":
+        return KctlError(f"topic {topic or what!r} already exists",
+                         hint="pass --if-not-exists to accept an existing topic")
+    if code == "INVALID_REPLICATION_FACTOR":
+        return KctlError(f"{what}: {msg}", hint="the replication factor cannot exceed the live brokers")
+    if code == "TOPIC_DELETION_DISABLED":
+        return KctlError(f"{what}: {msg}", hint="set kafka.delete_topic_enable: true in kctl.yaml")
+    if code == "NON_EMPTY_GROUP":
+        return KctlError(f"group {group or what!r} still has active members", hint="stop its consumers first")
+    if code in _TIMEOUTS:
+        return ClusterError(f"{what}: the cluster did not answer in time ({msg})",
+                            hint="is the cluster up? `kctl status`; `kctl up` starts it")
+    return KctlError(f"{what}: {code + ': ' if code else ''}{msg}")
+
+
+# ----- metadata ---------------------------------------------------------------------------------
+
+
+def require_reachable(spec: ClusterSpec | None = None, bootstrap: str | None = None,
+                      timeout: float = CONNECT_TIMEOUT, client: Any = None) -> Any:
+    """Cluster metadata (all topics, never auto-creating one), or a ClusterError when no broker answers."""
+    from confluent_kafka import KafkaException
+
+    c = client if client is not None else admin(spec, bootstrap)
+    try:
+        return c.list_topics(timeout=timeout)
+    except KafkaException:
+        raise ClusterError(f"Kafka cluster at {bootstrap_of(spec, bootstrap)} is unreachable: no broker answered"
+                           f" in {timeout:.0f}s", hint="is the cluster up? `kctl status`; `kctl up` starts it;"
+                                                      " or pass --bootstrap-server(s)") from None
+
+
+def require_topics(spec: ClusterSpec | None, topics: list[str], bootstrap: str | None = None,
+                   timeout: float = CONNECT_TIMEOUT, client: Any = None) -> dict[str, int]:
+    """{topic: partition count}; a ClusterError naming the missing topics and the existing ones.
+
+    A topic the controller has just created reaches each broker's metadata a moment
+    later, so a missing topic gets a short grace period before it is called missing.
+    """
+    c = client if client is not None else admin(spec, bootstrap)
+    md = require_reachable(spec, bootstrap, timeout, client=c)
+    found = {t: len(md.topics[t].partitions) for t in topics if t in md.topics and md.topics[t].error is None}
+    for t in topics:
+        if t not in found:
+            tm = wait_for_topic(c, t, timeout=3.0)
+            if tm is not None:
+                found[t] = len(tm.partitions)
+    missing = [t for t in topics if t not in found]
+    if missing:
+        have = sorted(t for t in md.topics if not t.startswith("__"))
+        raise ClusterError(
+            f"topic(s) not found on {bootstrap_of(spec, bootstrap)}: {', '.join(missing)}" if len(missing) > 1
+            else f"topic {missing[0]!r} does not exist",
+            hint=f"create it: `kctl topic create {missing[0]} --partitions 3 --replication-factor 3`; "
+                 f"existing topics: {', '.join(have) or 'none'}")
+    return found
+
+
+def wait_for_topic(client: Any, name: str, partitions: int | None = None, timeout: float = 10.0) -> Any | None:
+    """Poll metadata until ``name`` is known with a leader for every partition; its metadata, or None.
+
+    A topic the controller has just created reaches each broker's metadata cache a
+    moment later, so the next command may ask a broker that does not know it yet.
+    Asks for all topics: a metadata request naming a missing topic may auto-create it.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            t = client.list_topics(timeout=max(0.5, min(5.0, deadline - time.monotonic()))).topics.get(name)
+        except Exception:  # noqa: BLE001 - metadata not available yet: try again until the deadline
+            t = None
+        ready = t is not None and t.error is None and bool(t.partitions)
+        if ready and all(p.leader >= 0 for p in t.partitions.values()) and (
+                partitions is None or len(t.partitions) == partitions):
+            return t
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.2)
+
+
+# ----- health ---------------------------------------------------------------------------------------
 
 
 def round_trip(spec: ClusterSpec, timeout: float = 10.0) -> tuple[bool, str]:
     """Produce one record with acks=all to the health topic and read it back by offset."""
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka import KafkaException, TopicPartition
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     brokers = len(spec.nodes)
@@ -47,12 +221,11 @@ def round_trip(spec: ClusterSpec, timeout: float = 10.0) -> tuple[bool, str]:
         try:
             futs[HEALTH_TOPIC].result(timeout)
         except KafkaException as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+            if error_code(exc)[0] != "TOPIC_ALREADY_EXISTS":
                 return False, f"cannot create {HEALTH_TOPIC}: {exc}"
     token = uuid.uuid4().hex.encode()
     delivered: list[Any] = []
-    p = Producer({**base_config(spec), "acks": "all", "enable.idempotence": True,
-                  "message.timeout.ms": int(timeout * 1000)})
+    p = producer(spec, timeout=timeout)
     p.produce(HEALTH_TOPIC, value=token, on_delivery=lambda err, msg: delivered.append((err, msg)))
     p.flush(timeout)
     if not delivered:
@@ -60,8 +233,7 @@ def round_trip(spec: ClusterSpec, timeout: float = 10.0) -> tuple[bool, str]:
     err, msg = delivered[0]
     if err is not None:
         return False, f"produce failed: {err}"
-    c = Consumer({**base_config(spec), "group.id": f"kctl-health-{uuid.uuid4().hex[:8]}",
-                  "enable.auto.commit": False})
+    c = consumer(spec, group=f"kctl-health-{uuid.uuid4().hex[:8]}")
     try:
         c.assign([TopicPartition(HEALTH_TOPIC, msg.partition(), msg.offset())])
         got = c.consume(num_messages=1, timeout=timeout)
@@ -72,39 +244,3 @@ def round_trip(spec: ClusterSpec, timeout: float = 10.0) -> tuple[bool, str]:
     if got and got[0].error() is not None:
         return False, f"consume failed: {got[0].error()}"
     return False, "consume: the record did not come back yet"
-
-
-def require_reachable(spec: ClusterSpec | None = None, bootstrap: str | None = None, timeout: float = 5.0) -> Any:
-    """Metadata of the cluster, or a clear ClusterError when no broker answers."""
-    from confluent_kafka import KafkaException
-
-    a = admin(spec, bootstrap)
-    try:
-        return a.list_topics(timeout=timeout)
-    except KafkaException:
-        servers = bootstrap or (spec.bootstrap_servers if spec else "?")
-        raise ClusterError(f"no Kafka broker answered at {servers} in {timeout:.0f}s",
-                           hint="is the cluster up? `kctl status`; `kctl up` starts it") from None
-
-
-def wait_for_topic(client: Any, name: str, partitions: int | None = None, timeout: float = 10.0) -> Any | None:
-    """Poll metadata until ``name`` is known with a leader for every partition; its metadata, or None.
-
-    A topic the controller has just created reaches each broker's metadata cache a
-    moment later, so the next command may ask a broker that does not know it yet.
-    """
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            t = client.list_topics(name, timeout=max(0.5, min(5.0, deadline - time.monotonic()))).topics.get(name)
-        except Exception:  # noqa: BLE001 - metadata not available yet: try again until the deadline
-            t = None
-        ready = t is not None and t.error is None and bool(t.partitions)
-        if ready and all(p.leader >= 0 for p in t.partitions.values()) and (
-                partitions is None or len(t.partitions) == partitions):
-            return t
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(0.2)

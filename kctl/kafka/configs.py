@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError, UsageError
-from kctl.kafka.client import admin, require_reachable
+from kctl.kafka.client import admin, kafka_error, require_reachable
 from kctl.spec import ClusterSpec
 
 TIMEOUT = 15.0
@@ -285,16 +285,7 @@ def _describe_resource(spec: ClusterSpec | None, kind: str, name: str, bootstrap
         entries: dict[str, Any] = a.describe_configs([res], request_timeout=TIMEOUT)[res].result(TIMEOUT)
         return entries
     except Exception as exc:  # noqa: BLE001 - translated for the operator
-        raise _translate(exc, f"{kind} {name}") from None
-
-
-def _translate(exc: Exception, what: str) -> KctlError:
-    err = exc.args[0] if exc.args else None
-    code = str(err.name()) if err is not None and hasattr(err, "name") else ""
-    msg = str(err.str()) if err is not None and hasattr(err, "str") else str(exc)
-    if code == "UNKNOWN_TOPIC_OR_PART":
-        return KctlError(f"{what} does not exist", hint="`kctl topic list` shows the topics")
-    return KctlError(f"{what}: {code + ': ' if code else ''}{msg}")
+        raise kafka_error(exc, f"{kind} {name}") from None
 
 
 def describe(spec: ClusterSpec, entity: Entity, all_keys: bool = False, keys: list[str] | None = None,
@@ -559,4 +550,4 @@ def _alter(spec: ClusterSpec, entity: Entity, values: dict[str, str | None], del
         a = admin(spec, bootstrap)
         a.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001
-        raise _translate(exc, str(entity)) from None
+        raise kafka_error(exc, str(entity)) from None

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError, UsageError
-from kctl.kafka.client import admin, require_reachable
+from kctl.kafka.client import REQUEST_TIMEOUT, admin, group_missing, kafka_error, require_reachable, topic_missing
 from kctl.spec import ClusterSpec
 
-TIMEOUT = 15.0
+TIMEOUT = REQUEST_TIMEOUT
 
 
 @dataclass
@@ -72,24 +72,13 @@ class ResetPlan:
     moves: list[OffsetMove]
 
 
-def _err(exc: Exception) -> tuple[str, str]:
-    e = exc.args[0] if exc.args else None
-    if e is not None and hasattr(e, "name"):
-        return str(e.name()), str(e.str())
-    return "", str(exc)
-
-
-def _missing(group: str) -> KctlError:
-    return KctlError(f"consumer group {group!r} does not exist", hint="`kctl group list` shows the groups")
-
-
 def list_groups(spec: ClusterSpec | None, bootstrap: str | None = None) -> list[GroupSummary]:
     require_reachable(spec, bootstrap)
     a = admin(spec, bootstrap)
     try:
         res = a.list_consumer_groups(request_timeout=TIMEOUT).result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001
-        raise KctlError(f"cannot list consumer groups: {_err(exc)[1]}") from None
+        raise kafka_error(exc, "cannot list consumer groups") from None
     return sorted((GroupSummary(g.group_id, g.state.name if g.state else "UNKNOWN",
                                 g.type.name if getattr(g, "type", None) else "CLASSIC",
                                 bool(g.is_simple_consumer_group)) for g in res.valid),
@@ -103,10 +92,7 @@ def _committed(a: Any, group: str) -> dict[tuple[str, int], int]:
         res = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                             request_timeout=TIMEOUT)[group].result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001
-        code, msg = _err(exc)
-        if code == "GROUP_ID_NOT_FOUND":
-            raise _missing(group) from None
-        raise KctlError(f"cannot read offsets of {group!r}: {msg}") from None
+        raise kafka_error(exc, f"cannot read offsets of {group!r}", group=group) from None
     return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions or [] if tp.offset >= 0}
 
 
@@ -123,7 +109,7 @@ def offsets(a: Any, tps: list[tuple[str, int]], spec_of: Any) -> dict[tuple[str,
         try:
             out[(tp.topic, tp.partition)] = int(fut.result(TIMEOUT).offset)
         except Exception as exc:  # noqa: BLE001
-            raise KctlError(f"cannot list offsets of {tp.topic}-{tp.partition}: {_err(exc)[1]}") from None
+            raise kafka_error(exc, f"cannot list offsets of {tp.topic}-{tp.partition}", topic=tp.topic) from None
     return out
 
 
@@ -141,14 +127,11 @@ def describe(spec: ClusterSpec | None, group: str, bootstrap: str | None = None)
     try:
         g = a.describe_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001
-        code, msg = _err(exc)
-        if code == "GROUP_ID_NOT_FOUND":
-            raise _missing(group) from None
-        raise KctlError(f"cannot describe {group!r}: {msg}") from None
+        raise kafka_error(exc, f"cannot describe {group!r}", group=group) from None
     committed = _committed(a, group)
     state = g.state.name if g.state else "UNKNOWN"
     if state == "DEAD" and not committed:
-        raise _missing(group)
+        raise group_missing(group)
     owner: dict[tuple[str, int], Any] = {}
     members = []
     for m in g.members:
@@ -223,7 +206,7 @@ def reset_offsets(spec: ClusterSpec | None, group: str, topic: str, strategy: st
 
     md = require_reachable(spec, bootstrap)
     if topic not in md.topics:
-        raise KctlError(f"topic {topic!r} does not exist", hint="`kctl topic list` shows the topics")
+        raise topic_missing(topic)
     a = admin(spec, bootstrap)
     tps = [(topic, p) for p in sorted(md.topics[topic].partitions)]
     state = "UNKNOWN"
@@ -253,9 +236,8 @@ def reset_offsets(spec: ClusterSpec | None, group: str, topic: str, strategy: st
         try:
             a.alter_consumer_group_offsets([req], request_timeout=TIMEOUT)[group].result(TIMEOUT)
         except Exception as exc:  # noqa: BLE001
-            code, msg = _err(exc)
-            raise KctlError(f"cannot reset offsets of {group!r}: {code} {msg}".strip(),
-                            hint="the group must have no active members") from None
+            err = kafka_error(exc, f"cannot reset offsets of {group!r}", group=group)
+            raise KctlError(err.message, hint=err.hint or "the group must have no active members") from None
     return ResetPlan(group, topic, strategy, execute, moves)
 
 
@@ -265,12 +247,7 @@ def delete(spec: ClusterSpec | None, group: str, bootstrap: str | None = None) -
     try:
         a.delete_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001
-        code, msg = _err(exc)
-        if code == "GROUP_ID_NOT_FOUND":
-            raise _missing(group) from None
-        if code == "NON_EMPTY_GROUP":
-            raise KctlError(f"group {group!r} still has active members", hint="stop its consumers first") from None
-        raise KctlError(f"cannot delete {group!r}: {code} {msg}".strip()) from None
+        raise kafka_error(exc, f"cannot delete {group!r}", group=group) from None
     return group
 
 

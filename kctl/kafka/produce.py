@@ -1,235 +1,127 @@
-"""Console producer and consumer: lines in, records out; the consumer commits exactly what was printed."""
+"""The one produce loop, for `kctl produce` and the log agent.
+
+Records go to librdkafka in blocks with a large local queue. Only failed records
+come back as delivery reports (``delivery.report.only.error``), so the Python
+work per record is the ``produce`` call itself: a record is delivered when it was
+handed over, did not fail and was not still waiting when the final flush ended
+(librdkafka reports every failure, a timeout included, before the message leaves
+its queues). Every loop is bounded in time: ``max_seconds``, and ``timeout`` per record.
+"""
 
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError, UsageError
-from kctl.kafka.client import admin, base_config, require_reachable, wait_for_topic
+from kctl.kafka.client import MESSAGE_TIMEOUT, error_code, kafka_error, producer, require_topics
 from kctl.spec import ClusterSpec
 
 ACKS = ("all", "-1", "0", "1")
+QUEUE_MESSAGES = 1_000_000  # librdkafka's local queue: room for a whole input block and more
+FLUSH_MARGIN = 5.0  # after message.timeout.ms, librdkafka's timeout scan still needs a moment to report
+MAX_ERRORS = 5
+
+Record = tuple[Any, Any]  # (key, value): bytes, str or None
 
 
 @dataclass
 class ProduceResult:
     topic: str
-    delivered: int = 0
-    failed: int = 0
+    produced: int = 0  # handed to the producer
+    delivered: int = 0  # acknowledged by the brokers
+    failed: int = 0  # rejected input, failed deliveries, and records without an acknowledgement in time
     seconds: float = 0.0
-    bytes: int = 0
+    bytes: int = 0  # value bytes handed to the producer
+    records_per_second: float = 0.0
     errors: list[str] = field(default_factory=list)  # the first few distinct reasons
 
-    @property
-    def records_per_second(self) -> float:
-        return self.delivered / self.seconds if self.seconds > 0 else 0.0
+    def note(self, reason: str) -> None:
+        if len(self.errors) < MAX_ERRORS and reason not in self.errors:
+            self.errors.append(reason)
 
 
-@dataclass
-class Record:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp_ms: int | None
+def singles(records: Iterable[Record]) -> Iterator[Sequence[Record]]:
+    """One-record blocks: for sources that produce slowly (a followed file, paced generation)."""
+    for r in records:
+        yield (r,)
 
 
-@dataclass
-class ConsumeResult:
-    topic: str
-    group: str | None
-    consumed: int = 0
-    seconds: float = 0.0
-    stopped_by: str = ""  # max, timeout, interrupt, eof
-    committed: dict[str, int] = field(default_factory=dict)  # "topic-partition" -> next offset
+def send(topic: str, blocks: Iterable[Sequence[Record]], *, spec: ClusterSpec | None = None,
+         bootstrap: str | None = None, acks: str = "all", timeout: float = MESSAGE_TIMEOUT,
+         rate: float | None = None, max_seconds: float | None = None, result: ProduceResult | None = None,
+         check: bool = True, **extra: Any) -> ProduceResult:
+    """Send blocks of (key, value) records; ``rate`` paces them per second (None: as fast as possible).
 
-
-def require_topic(spec: ClusterSpec | None, topic: str, bootstrap: str | None) -> int:
-    md = require_reachable(spec, bootstrap)
-    if topic not in md.topics:
-        # Just created? Give the brokers' metadata a moment before calling it missing.
-        t = wait_for_topic(admin(spec, bootstrap), topic, timeout=3.0)
-        if t is not None:
-            return len(t.partitions)
-        raise KctlError(f"topic {topic!r} does not exist",
-                        hint=f"create it: `kctl topic create {topic} --partitions 3 --replication-factor 3`")
-    return len(md.topics[topic].partitions)
-
-
-def split_line(line: str, key_separator: str | None) -> tuple[str | None, str]:
-    """(key, value) of one input line; ValueError when a key separator is expected but missing."""
-    if key_separator is None:
-        return None, line
-    key, sep, value = line.partition(key_separator)
-    if not sep:
-        raise ValueError(f"no key separator {key_separator!r} in line")
-    return key, value
-
-
-def produce(spec: ClusterSpec | None, topic: str, lines: Iterable[str], key_separator: str | None = None,
-            acks: str = "all", bootstrap: str | None = None, timeout: float = 30.0,
-            extra: dict[str, Any] | None = None) -> ProduceResult:
-    """Send one record per line; count what the brokers acknowledged and what failed."""
-    from confluent_kafka import KafkaException, Producer
+    ``check``: first make sure the cluster answers and the topic exists (before any input is read).
+    ``result`` may already count input the caller rejected; this adds what the brokers did.
+    """
+    from confluent_kafka import KafkaException
 
     if acks not in ACKS:
         raise UsageError(f"--acks {acks!r}: one of {', '.join(ACKS)}")
-    require_topic(spec, topic, bootstrap)
-    res = ProduceResult(topic)
+    res = result if result is not None else ProduceResult(topic)
+    dr_failed = 0
 
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err is None:
-            res.delivered += 1
-        else:
-            res.failed += 1
-            if len(res.errors) < 5 and str(err) not in res.errors:
-                res.errors.append(str(err))
+    def on_failure(err: Any, _msg: Any) -> None:
+        nonlocal dr_failed
+        dr_failed += 1
+        res.note(str(err))
 
-    conf = {**base_config(spec, bootstrap), "acks": acks, "enable.idempotence": acks in ("all", "-1"),
-            "message.timeout.ms": int(timeout * 1000), "linger.ms": 5, **(extra or {})}
-    p = Producer(conf)
-    start = time.monotonic()
+    p = producer(spec, bootstrap, acks=acks, timeout=timeout, **{
+        "delivery.report.only.error": True, "on_delivery": on_failure,
+        "queue.buffering.max.messages": QUEUE_MESSAGES, **extra})
+    if check:
+        require_topics(spec, [topic], bootstrap, client=p)
+    produce, poll = p.produce, p.poll
+    sent = rejected = 0
+    t0 = time.monotonic()
+    deadline = t0 + max_seconds if max_seconds is not None else None
+    remaining = 0
     try:
-        for n, raw in enumerate(lines, 1):
-            line = raw.rstrip("\r\n")
-            try:
-                key, value = split_line(line, key_separator)
-            except ValueError as exc:
-                res.failed += 1
-                if len(res.errors) < 5:
-                    res.errors.append(f"line {n}: {exc}")
-                continue
-            res.bytes += len(value)
-            while True:
+        for block in blocks:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            for key, value in block:
+                if rate:
+                    ahead = sent / rate - (time.monotonic() - t0)
+                    if ahead > 0:
+                        poll(ahead)
                 try:
-                    p.produce(topic, value=value.encode(), key=key.encode() if key is not None else None,
-                              on_delivery=on_delivery)
-                    break
-                except BufferError:  # local queue full: let deliveries drain
-                    p.poll(0.1)
+                    produce(topic, value, key)
+                except BufferError:  # local queue full: let deliveries drain, then hand it over
+                    _produce_when_room(p, topic, key, value)
                 except KafkaException as exc:
-                    raise KctlError(f"cannot produce to {topic}: {exc}") from None
-            p.poll(0)
+                    err = exc.args[0] if exc.args else None
+                    if err is not None and err.fatal():
+                        raise kafka_error(exc, f"cannot produce to {topic}", topic=topic) from None
+                    rejected += 1  # e.g. a record above message.max.bytes: that record fails, the rest go on
+                    res.note(error_code(exc)[1])
+                    continue
+                sent += 1
+            poll(0)
     finally:
-        remaining = p.flush(timeout)
-        res.seconds = time.monotonic() - start
+        remaining = p.flush(timeout + FLUSH_MARGIN)
+        res.seconds += time.monotonic() - t0
+    res.produced += sent
+    res.failed += rejected + dr_failed + remaining
+    res.delivered += sent - dr_failed - remaining
     if remaining:
-        res.failed += remaining
-        res.errors.append(f"{remaining} record(s) not acknowledged within {timeout:.0f}s")
+        res.note(f"{remaining} record(s) not acknowledged within {timeout:.0f}s")
+    res.records_per_second = round(res.delivered / res.seconds, 1) if res.seconds > 0 else 0.0
     return res
 
 
-def parse_offset(text: str | None) -> int | str | None:
-    if text is None:
-        return None
-    if text in ("earliest", "beginning"):
-        return "earliest"
-    if text in ("latest", "end"):
-        return "latest"
-    try:
-        n = int(text)
-    except ValueError:
-        raise UsageError(f"--offset {text!r}: a number, earliest or latest") from None
-    if n < 0:
-        raise UsageError("--offset must be 0 or more")
-    return n
-
-
-class ConsoleConsumer:
-    """Consume a topic; ``printed(rec)`` marks a record as shown, and only those are committed.
-
-    Use as a context manager: leaving it commits (when a group was given) and closes.
-    """
-
-    POLL = 0.2  # short polls so Ctrl-C is seen promptly
-
-    def __init__(self, spec: ClusterSpec | None, topic: str, group: str | None = None,
-                 from_beginning: bool = False, max_messages: int | None = None, timeout: float | None = None,
-                 partition: int | None = None, offset: str | None = None, bootstrap: str | None = None) -> None:
-        if offset is not None and partition is None:
-            raise UsageError("--offset needs --partition")
-        if max_messages is not None and max_messages < 1:
-            raise UsageError("--max must be at least 1")
-        parts = require_topic(spec, topic, bootstrap)
-        if partition is not None and not 0 <= partition < parts:
-            raise UsageError(f"topic {topic!r} has partitions 0..{parts - 1}, not {partition}")
-        self.topic = topic
-        self.group = group
-        self.max = max_messages
-        self.timeout = timeout
-        self.result = ConsumeResult(topic, group)
-        self._next: dict[tuple[str, int], int] = {}
-        conf = {**base_config(spec, bootstrap),
-                # As kafka-console-consumer: a random group, and no commits, when none is given.
-                "group.id": group or f"kctl-console-consumer-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest" if from_beginning else "latest",
-                "enable.partition.eof": False}
-        from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
-
-        self._c = Consumer(conf)
-        if partition is not None:
-            o = parse_offset(offset)
-            if o is None:
-                o = "earliest" if from_beginning else "latest"
-            start = OFFSET_BEGINNING if o == "earliest" else OFFSET_END if o == "latest" else int(o)
-            self._c.assign([TopicPartition(topic, partition, start)])
-        else:
-            self._c.subscribe([topic])
-        self._start = time.monotonic()
-
-    def __enter__(self) -> ConsoleConsumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def records(self) -> Iterator[Record]:
-        idle_since = time.monotonic()
+def _produce_when_room(p: Any, topic: str, key: Any, value: Any) -> None:
+    deadline = time.monotonic() + MESSAGE_TIMEOUT
+    while True:
+        p.poll(0.05)
         try:
-            while self.max is None or self.result.consumed < self.max:
-                msg = self._c.poll(self.POLL)
-                now = time.monotonic()
-                if msg is None:
-                    if self.timeout is not None and now - idle_since >= self.timeout:
-                        self.result.stopped_by = "timeout"
-                        return
-                    continue
-                err = msg.error()
-                if err is not None:
-                    if err.fatal():
-                        raise KctlError(f"consumer failed: {err}")
-                    continue
-                idle_since = now
-                key, value = msg.key(), msg.value()
-                yield Record(str(msg.topic()), int(msg.partition() or 0), int(msg.offset() or 0),
-                             key.encode() if isinstance(key, str) else key,
-                             value.encode() if isinstance(value, str) else value,
-                             msg.timestamp()[1] if msg.timestamp()[0] else None)
-            self.result.stopped_by = "max"
-        except KeyboardInterrupt:
-            self.result.stopped_by = "interrupt"
-
-    def printed(self, rec: Record) -> None:
-        self.result.consumed += 1
-        self._next[(rec.topic, rec.partition)] = rec.offset + 1
-
-    def close(self) -> None:
-        from confluent_kafka import TopicPartition
-
-        if getattr(self, "_closed", False):
+            p.produce(topic, value, key)
             return
-        self._closed = True
-        self.result.seconds = time.monotonic() - self._start
-        try:
-            if self.group and self._next:
-                tps = [TopicPartition(t, p, o) for (t, p), o in sorted(self._next.items())]
-                self._c.commit(offsets=tps, asynchronous=False)
-                self.result.committed = {f"{t}-{p}": o for (t, p), o in sorted(self._next.items())}
-        finally:
-            self._c.close()
+        except BufferError:
+            if time.monotonic() > deadline:
+                raise KctlError(f"cannot produce to {topic}: the local queue stayed full for "
+                                f"{MESSAGE_TIMEOUT:.0f}s", hint="is the cluster healthy? `kctl status`") from None

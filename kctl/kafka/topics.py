@@ -7,13 +7,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError, UsageError
-from kctl.kafka.client import HEALTH_TOPIC, admin, require_reachable, wait_for_topic
+from kctl.kafka.client import (
+    CONNECT_TIMEOUT,
+    HEALTH_TOPIC,
+    REQUEST_TIMEOUT,
+    admin,
+    error_code,
+    kafka_error,
+    require_reachable,
+    topic_missing,
+    wait_for_topic,
+)
 from kctl.spec import ClusterSpec
 
 # Kafka's own rule (org.apache.kafka.common.internals.Topic): at most 249 of [a-zA-Z0-9._-], not "." or "..".
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME = 249
-TIMEOUT = 15.0
+TIMEOUT = REQUEST_TIMEOUT
 
 
 @dataclass
@@ -84,43 +94,8 @@ def validate_name(name: str) -> None:
         raise UsageError(f"invalid topic name {name!r}: it {problem}")
 
 
-def _kafka_error(exc: Exception) -> tuple[str, str]:
-    """(code name, message) of a KafkaException, or ('', str(exc))."""
-    err = exc.args[0] if exc.args else None
-    if err is not None and hasattr(err, "name") and hasattr(err, "str"):
-        return str(err.name()), str(err.str())
-    return "", str(exc)
-
-
-def translate(exc: Exception, topic: str) -> KctlError:
-    code, msg = _kafka_error(exc)
-    if code in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
-        return missing(topic)
-    if code == "TOPIC_ALREADY_EXISTS":
-        return exists(topic)
-    if code == "INVALID_REPLICATION_FACTOR":
-        return KctlError(f"cannot create {topic!r}: {msg}",
-                         hint="the replication factor cannot exceed the live brokers")
-    if code == "INVALID_PARTITIONS":
-        return KctlError(f"{topic}: {msg}")
-    if code in ("TOPIC_DELETION_DISABLED",):
-        return KctlError(f"cannot delete {topic!r}: {msg}", hint="set kafka.delete_topic_enable: true in kctl.yaml")
-    if code in ("_TIMED_OUT", "REQUEST_TIMED_OUT", "_TRANSPORT"):
-        return KctlError(f"{topic}: the cluster did not answer in time ({msg})", hint="see `kctl status`")
-    return KctlError(f"{topic}: {code + ': ' if code else ''}{msg}")
-
-
 def exists(topic: str) -> KctlError:
     return KctlError(f"topic {topic!r} already exists", hint="pass --if-not-exists to accept an existing topic")
-
-
-def missing(topic: str) -> KctlError:
-    return KctlError(f"topic {topic!r} does not exist", hint="`kctl topic list` shows the topics")
-
-
-def live_brokers(spec: ClusterSpec | None, bootstrap: str | None = None) -> list[int]:
-    md = require_reachable(spec, bootstrap)
-    return sorted(int(b) for b in md.brokers)
 
 
 def create(spec: ClusterSpec | None, name: str, partitions: int, replication_factor: int,
@@ -148,9 +123,9 @@ def create(spec: ClusterSpec | None, name: str, partitions: int, replication_fac
     try:
         futs[name].result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001 - translated for the operator
-        if if_not_exists and _kafka_error(exc)[0] == "TOPIC_ALREADY_EXISTS":
+        if if_not_exists and error_code(exc)[0] == "TOPIC_ALREADY_EXISTS":
             return TopicChange(name, "exists", "already exists; nothing changed")
-        raise translate(exc, name) from None
+        raise kafka_error(exc, f"cannot create {name!r}", topic=name) from None
     # Return once the topic is usable: known to the brokers' metadata, a leader for every partition.
     wait_for_topic(a, name, partitions, timeout=TIMEOUT)
     return TopicChange(name, "created", f"{partitions} partition(s), replication factor {replication_factor}")
@@ -170,26 +145,24 @@ def list_topics(spec: ClusterSpec | None, internal: bool = False, bootstrap: str
     return out
 
 
-_SOURCES = {
-    "DYNAMIC_TOPIC_CONFIG": "topic override",
-    "DYNAMIC_BROKER_CONFIG": "dynamic per-broker",
-    "DYNAMIC_DEFAULT_BROKER_CONFIG": "dynamic cluster-wide default",
-    "STATIC_BROKER_CONFIG": "static server.properties",
-    "DEFAULT_CONFIG": "Kafka default",
-}
-
-
 def describe(spec: ClusterSpec | None, name: str, bootstrap: str | None = None) -> TopicDescription:
+    """One DescribeTopics (a metadata request) and one DescribeConfigs, in flight together."""
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import ConfigResource, ConfigSource  # type: ignore[attr-defined]
 
+    from kctl.kafka.configs import source_name
+
     validate_name(name)
-    require_reachable(spec, bootstrap)
     a = admin(spec, bootstrap)
+    res = ConfigResource(ConfigResource.Type.TOPIC, name)
+    # A read: no broker answering within the connect timeout means the cluster is down.
+    topic_fut = a.describe_topics(TopicCollection([name]), request_timeout=CONNECT_TIMEOUT)[name]
+    configs_fut = a.describe_configs([res], request_timeout=CONNECT_TIMEOUT)[res]
     try:
-        td = a.describe_topics(TopicCollection([name]), request_timeout=TIMEOUT)[name].result(TIMEOUT)
-    except Exception as exc:  # noqa: BLE001
-        raise translate(exc, name) from None
+        td = topic_fut.result(TIMEOUT)
+        entries = configs_fut.result(TIMEOUT)
+    except Exception as exc:  # noqa: BLE001 - translated for the operator
+        raise kafka_error(exc, f"topic {name!r}", topic=name) from None
     parts = []
     for p in sorted(td.partitions, key=lambda p: p.id):
         leader = p.leader.id if p.leader is not None and p.leader.id >= 0 else None
@@ -197,17 +170,11 @@ def describe(spec: ClusterSpec | None, name: str, bootstrap: str | None = None) 
         isr = [r.id for r in p.isr]
         parts.append(PartitionInfo(p.id, leader, replicas, isr, offline=leader is None,
                                    under_replicated=len(isr) < len(replicas)))
-    res = ConfigResource(ConfigResource.Type.TOPIC, name)
     configs: list[TopicConfig] = []
-    try:
-        entries = a.describe_configs([res], request_timeout=TIMEOUT)[res].result(TIMEOUT)
-    except Exception as exc:  # noqa: BLE001
-        raise translate(exc, name) from None
     for key, e in sorted(entries.items()):
         # As kafka-topics --describe: every config whose source is not Kafka's own default.
         if e.source != ConfigSource.DEFAULT_CONFIG.value:
-            src = ConfigSource(e.source).name
-            configs.append(TopicConfig(key, e.value, _SOURCES.get(src, src)))
+            configs.append(TopicConfig(key, e.value, source_name(ConfigSource(e.source).name)))
     rf = max((len(p.replicas) for p in parts), default=0)
     # Kafka prints topic ids in URL-safe base64 without padding; librdkafka in the standard alphabet.
     tid = str(td.topic_id).replace("+", "-").replace("/", "_").rstrip("=") if td.topic_id else None
@@ -222,7 +189,7 @@ def add_partitions(spec: ClusterSpec | None, name: str, partitions: int,
     validate_name(name)
     md = require_reachable(spec, bootstrap)
     if name not in md.topics:
-        raise missing(name)
+        raise topic_missing(name)
     current = len(md.topics[name].partitions)
     if partitions < current:
         raise KctlError(f"cannot decrease {name!r} from {current} to {partitions} partitions: Kafka can only add"
@@ -234,7 +201,7 @@ def add_partitions(spec: ClusterSpec | None, name: str, partitions: int,
     try:
         futs[name].result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001
-        raise translate(exc, name) from None
+        raise kafka_error(exc, f"cannot add partitions to {name!r}", topic=name) from None
     return TopicChange(name, "partitions-added", f"{current} -> {partitions} partitions")
 
 
@@ -242,7 +209,7 @@ def delete(spec: ClusterSpec | None, name: str, bootstrap: str | None = None) ->
     validate_name(name)
     md = require_reachable(spec, bootstrap)
     if name not in md.topics:
-        raise missing(name)
+        raise topic_missing(name)
     if name == HEALTH_TOPIC:
         raise KctlError(f"{name} is kctl's health-check topic",
                         hint="`kctl up` recreates it for its produce/consume check; leave it")
@@ -251,7 +218,7 @@ def delete(spec: ClusterSpec | None, name: str, bootstrap: str | None = None) ->
     try:
         futs[name].result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001
-        raise translate(exc, name) from None
+        raise kafka_error(exc, f"cannot delete {name!r}", topic=name) from None
     return TopicChange(name, "deleted", "marked for deletion")
 
 

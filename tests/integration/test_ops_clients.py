@@ -134,3 +134,97 @@ def test_consume_stops_cleanly_on_ctrl_c(kafka_cluster: Any, topic: str) -> None
     assert "Traceback" not in err and "stopped by interrupt" in err
     assert js(kafka_cluster, "group", "describe", g)["total_lag"] == 0
     kctl(kafka_cluster, "group", "delete", g)
+
+
+# ----- keyed records: the Java client's partition --------------------------------------------------
+
+
+def java_murmur2(data: bytes) -> int:
+    """org.apache.kafka.common.utils.Utils.murmur2, as an unsigned 32-bit value."""
+    m, r = 0x5BD1E995, 24
+    h = (0x9747B28C ^ len(data)) & 0xFFFFFFFF
+    n4 = len(data) // 4
+    for i in range(n4):
+        k = int.from_bytes(data[4 * i:4 * i + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    tail = data[4 * n4:]
+    if len(tail) == 3:
+        h ^= tail[2] << 16
+    if len(tail) >= 2:
+        h ^= tail[1] << 8
+    if len(tail) >= 1:
+        h ^= tail[0]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h
+
+
+def java_partition(key: bytes, partitions: int) -> int:
+    """The Java producer's partition for a keyed record: toPositive(murmur2(key)) % partitions."""
+    return (java_murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def test_java_murmur2_matches_kafkas_own_test_vectors() -> None:
+    # Kafka's UtilsTest.testMurmur2 (signed Java ints)
+    cases = {"21": -973932308, "foobar": -790332482, "a-little-bit-long-string": -985981536,
+             "a-little-bit-longer-string": -1486304829, "abc": 479470107,
+             "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971}
+    for text, want in cases.items():
+        assert java_murmur2(text.encode()) == want & 0xFFFFFFFF, text
+
+
+def test_keyed_records_land_where_the_java_client_puts_them(kafka_cluster: Any) -> None:
+    t = f"ops-keys-{uuid.uuid4().hex[:8]}"
+    parts = 5
+    p = kctl(kafka_cluster, "topic", "create", t, "-p", str(parts), "-r", str(min(3, len(kafka_cluster.spec.nodes))))
+    assert p.returncode == 0, p.stderr
+    try:
+        keys = [f"key-{i}" for i in range(40)] + ["host-a", "web01", "x"]
+        p = kctl(kafka_cluster, "produce", t, "--key-separator", ":", stdin="".join(f"{k}:kctl\n" for k in keys))
+        assert p.returncode == 0, p.stderr
+        # The same keys through Kafka's own console producer (the Java client) in a node container.
+        java_keys = keys[:8]
+        text = "".join(f"{k}:java\\n" for k in java_keys)
+        rc, out = kafka_cluster.exec("logger1", [
+            "bash", "-c", f"printf '{text}' | /opt/kafka/bin/kafka-console-producer.sh --bootstrap-server "
+                          f"logger1:9092 --topic {t} --property parse.key=true --property key.separator=:"])
+        assert rc == 0, out
+        p = kctl(kafka_cluster, "consume", t, "--from-beginning", "--max", str(len(keys) + len(java_keys)),
+                 "--timeout", "15", "-o", "json")
+        assert p.returncode == 0, p.stderr
+        recs = [json.loads(x) for x in p.stdout.splitlines()]
+        assert len(recs) == len(keys) + len(java_keys)
+        seen = {(r["key"], r["value"]): r["partition"] for r in recs}
+        assert len({seen[(k, "kctl")] for k in keys}) > 1  # the keys spread over partitions
+        for k in keys:
+            assert seen[(k, "kctl")] == java_partition(k.encode(), parts), k
+        for k in java_keys:
+            assert seen[(k, "java")] == seen[(k, "kctl")], k
+    finally:
+        kctl(kafka_cluster, "topic", "delete", t, "--yes")
+
+
+def test_gen_logs_goes_through_the_same_loop_and_partitioner(kafka_cluster: Any) -> None:
+    t = f"ops-gen-{uuid.uuid4().hex[:8]}"
+    p = kctl(kafka_cluster, "topic", "create", t, "-p", "4", "-r", str(min(3, len(kafka_cluster.spec.nodes))))
+    assert p.returncode == 0, p.stderr
+    try:
+        p = subprocess.run([sys.executable, "-m", "kctl", "gen", "logs", "--topic", t, "--count", "300", "--rate",
+                            "2000", "--hosts", "5", "--malformed", "4", "-b", kafka_cluster.bootstrap_servers,
+                            "-o", "json"], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        res = json.loads(p.stdout)
+        assert (res["produced"], res["delivered"], res["failed"]) == (304, 304, 0)
+        p = kctl(kafka_cluster, "consume", t, "--from-beginning", "--max", "304", "--timeout", "15", "-o", "json")
+        recs = [json.loads(x) for x in p.stdout.splitlines()]
+        keyed = [r for r in recs if r["key"] is not None]
+        assert len(recs) == 304 and len(keyed) == 300 and len({r["key"] for r in keyed}) == 5
+        for r in keyed:  # each host's events in the Java client's partition for that host
+            assert r["partition"] == java_partition(r["key"].encode(), 4), r["key"]
+    finally:
+        kctl(kafka_cluster, "topic", "delete", t, "--yes")

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import io
+import json
+import subprocess
+import sys
+from typing import Any
+
 import pytest
 
 from kctl.bench import clients as bench
-from kctl.errors import KctlError, UsageError
-from kctl.kafka import configs, groups, produce, topics
+from kctl.errors import ClusterError, KctlError, UsageError
+from kctl.kafka import client, configs, console, groups, produce, topics
 from kctl.spec import ClusterSpec
 from kctl.zk import fourlw, words
 
@@ -165,15 +171,109 @@ def test_parse_kafka_groups_describe() -> None:
 # ----- produce -------------------------------------------------------------------------------------
 
 
-def test_split_line_and_offsets() -> None:
-    assert produce.split_line("a:b:c", ":") == ("a", "b:c")
-    assert produce.split_line("plain", None) == (None, "plain")
-    with pytest.raises(ValueError):
-        produce.split_line("plain", ":")
-    assert produce.parse_offset("earliest") == "earliest"
-    assert produce.parse_offset("12") == 12
+class _Msg:
+    """The few Message methods render() calls."""
+
+    def __init__(self, value: bytes | None, key: bytes | None = None, partition: int = 0, offset: int = 0) -> None:
+        self._v, self._k, self._p, self._o = value, key, partition, offset
+
+    def value(self) -> bytes | None:
+        return self._v
+
+    def key(self) -> bytes | None:
+        return self._k
+
+    def topic(self) -> str:
+        return "t"
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def timestamp(self) -> tuple[int, int]:
+        return 1, 1700000000000
+
+
+def _blocks(data: bytes, sep: str | None = None, block: int = 4) -> tuple[list[tuple[bytes | None, bytes]], Any]:
+    res = produce.ProduceResult("t")
+    stream = io.BufferedReader(io.BytesIO(data), buffer_size=block)  # type: ignore[arg-type]
+    return [r for b in console.records(stream, sep, res, block) for r in b], res
+
+
+def test_input_lines_across_block_boundaries() -> None:
+    got, res = _blocks(b"alpha\nbe\r\n\ngamma-long-line\nlast")
+    assert [v for _, v in got] == [b"alpha", b"be", b"", b"gamma-long-line", b"last"]
+    assert all(k is None for k, _ in got) and res.bytes == 5 + 2 + 15 + 4 and res.failed == 0
+
+
+def test_input_keys_and_missing_separator() -> None:
+    got, res = _blocks(b"k1:v1:x\nnosep\nk2:\n:v3\n", ":")
+    assert got == [(b"k1", b"v1:x"), (b"k2", b""), (b"", b"v3")]
+    assert res.failed == 1 and res.errors == ["line 2: no key separator ':' in line"]
+
+
+def test_offsets() -> None:
+    assert console.parse_offset("earliest") == "earliest"
+    assert console.parse_offset("end") == "latest"
+    assert console.parse_offset("12") == 12
+    for bad in ("-1", "x"):
+        with pytest.raises(UsageError):
+            console.parse_offset(bad)
+
+
+def test_render_blocks() -> None:
+    msgs = [_Msg(b"v1", b"k1", 2, 7), _Msg(None, None), _Msg("é".encode(), b"k")]
+    assert console.render(msgs, "value") == "v1\n\né\n".encode()
+    assert console.render(msgs, "key") == "k1\tv1\nnull\tnull\nk\té\n".encode()
+    rows = [json.loads(x) for x in console.render(msgs, "json").decode().splitlines()]
+    assert rows[0] == {"topic": "t", "partition": 2, "offset": 7, "timestamp_ms": 1700000000000, "key": "k1",
+                       "value": "v1"}
+    assert rows[1]["key"] is None and rows[1]["value"] is None and rows[2]["value"] == "é"
+
+
+def test_one_translation_of_kafka_errors() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    def exc(code: int) -> KafkaException:
+        return KafkaException(KafkaError(code, "broker said so"))
+
+    e = client.kafka_error(exc(KafkaError.UNKNOWN_TOPIC_OR_PART), "topic 't1'", topic="t1")
+    assert e.message == "topic 't1' does not exist" and e.hint and "topic list" in e.hint
+    e = client.kafka_error(exc(KafkaError.UNKNOWN_TOPIC_OR_PART), "topic t2")  # configs' wording
+    assert e.message == "topic t2 does not exist"
+    e = client.kafka_error(exc(KafkaError.GROUP_ID_NOT_FOUND), "cannot describe 'g'", group="g")
+    assert e.message == "consumer group 'g' does not exist"
+    e = client.kafka_error(exc(KafkaError.NON_EMPTY_GROUP), "cannot delete 'g'", group="g")
+    assert "still has active members" in e.message
+    e = client.kafka_error(exc(KafkaError._TIMED_OUT), "topic 't'")
+    assert isinstance(e, ClusterError) and "did not answer in time" in e.message
+    e = client.kafka_error(exc(KafkaError.POLICY_VIOLATION), "cannot create 't'")
+    assert e.message == "cannot create 't': POLICY_VIOLATION: broker said so"
+    assert client.error_code(ValueError("plain")) == ("", "plain")
+
+
+def test_produce_loop_counts_every_record_when_no_broker_answers() -> None:
+    # A real librdkafka producer, nobody listening: every record must come back failed,
+    # none delivered, none lost between the counters (only failures are reported).
+    blocks = [[(None, b"x" * 10)] * 50, [(b"k", b"y")] * 25, [(None, b"z" * 2_000_000)]]
+    res = produce.send("t", blocks, bootstrap="127.0.0.1:1", timeout=1.0, check=False,
+                       **{"message.max.bytes": 1_000_000})
+    assert res.produced == 75 and res.delivered == 0 and res.failed == 76
+    assert any("timed out" in e.lower() for e in res.errors) and any("too large" in e.lower() for e in res.errors)
+
+
+def test_bad_acks_refused() -> None:
     with pytest.raises(UsageError):
-        produce.parse_offset("-1")
+        produce.send("t", [], bootstrap="127.0.0.1:1", acks="2", check=False)
+
+
+def test_cli_imports_no_kafka_client_and_agent_no_stream() -> None:
+    code = ("import sys, kctl.cli.clients, kctl.agent.produce; "
+            "print('confluent_kafka' in sys.modules, any(m.startswith('kctl.stream') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
 
 
 # ----- bench parsing -------------------------------------------------------------------------------
@@ -223,3 +323,16 @@ def test_word_against_fake_server_not_whitelisted(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(fourlw, "ask", down)
     res = words.run(spec, "srvr")
     assert len(res) == 3 and all(r.error == "refused" for r in res)
+
+
+def test_bench_section_prints_both_sides_and_the_ratio() -> None:
+    sides = [bench.Side("produce", "kctl produce T", 1.3, "kcat -P -t T", 1.0, 3, 2.6),
+             bench.Side("topic describe", "kctl topic describe T", 0.25, "kcat -L -t T", None, 7)]
+    figures = [bench.Figure("kctl produce", "produce", 1000, 1.0),
+               bench.Figure("kafka-producer-perf-test", "produce", 1000, 0.5)]
+    text = bench.render(sides, figures, 1000, ClusterSpec(), ("2.0.2", "2.16.0"))
+    assert text.startswith(bench.SECTION + "\n") and "librdkafka 2.0.2" in text and "librdkafka 2.16.0" in text
+    assert "| produce | `kctl produce T` | 1.300 | `kcat -P -t T` | 1.000 | 1.30 | 2.600 | 0.50 | <= 1.3x |" in text
+    assert ("| topic describe | `kctl topic describe T` | 0.250 | `kcat -L -t T` | (no kcat) |  |  |  | < 0.2 s |"
+            in text)
+    assert "| kctl produce | produce | 1000 | 1.00 | 1,000 | 0.10 | 0.50 |" in text

@@ -1,0 +1,91 @@
+"""Where the Kafka distribution baked into the node image comes from.
+
+In order: the operator's ``--kafka-dist`` (a ``.tgz`` or an extracted
+directory), the cache, Apache's official tarball (checked against its
+``.sha512``), and finally the same jars resolved from Maven Central with
+generated ``bin/*.sh`` wrappers that match the tarball's script names.
+
+Each source (:mod:`.apache`, :mod:`.central`, :mod:`.local`) is a
+:class:`~kctl.runtime.dist.layout.Source`: it lays a distribution out in a work
+directory or says it is out of reach. :func:`prepare_dist` takes the first that
+answers, checks the result and installs it in the cache (:mod:`.layout`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from kctl import contract
+from kctl.errors import KctlError
+from kctl.runtime.dist.apache import ApacheTarball
+from kctl.runtime.dist.central import MavenCentral
+from kctl.runtime.dist.layout import (
+    MANIFEST,
+    Dist,
+    Progress,
+    Source,
+    cache_root,
+    dist_name,
+    finish_dist,
+    fresh_dir,
+    install,
+    read_dist,
+    say,
+)
+from kctl.runtime.dist.local import LocalDist
+
+__all__ = ["MANIFEST", "Dist", "Source", "cache_root", "cached_dist", "dist_name", "prepare_dist"]
+
+DEFAULT_SOURCES: tuple[Source, ...] = (ApacheTarball(), MavenCentral())
+
+
+def cached_dist(kafka_version: str, scala_version: str) -> Dist | None:
+    """The cached distribution for a version, without fetching anything."""
+    return read_dist(cache_root() / dist_name(kafka_version, scala_version))
+
+
+def prepare_dist(
+    *,
+    kafka_version: str = contract.DEFAULT_KAFKA_VERSION,
+    scala_version: str = "2.13",
+    kafka_dist: Path | None = None,
+    refresh: bool = False,
+    progress: Progress | None = None,
+) -> Dist:
+    """A ready distribution directory, from the cache or the first source that works."""
+    if kafka_dist is not None:
+        local = LocalDist(Path(kafka_dist))
+        return _prepare(local.cache_name(), (local,), kafka_version, scala_version, refresh=False,
+                        progress=progress)
+    return _prepare(dist_name(kafka_version, scala_version), DEFAULT_SOURCES, kafka_version, scala_version,
+                    refresh=refresh, progress=progress)
+
+
+def _prepare(name: str, sources: Sequence[Source], kafka_version: str, scala_version: str, *, refresh: bool,
+             progress: Progress | None) -> Dist:
+    cached = cache_root() / name
+    if not refresh:
+        dist = read_dist(cached)
+        if dist is not None and dist.kafka_version == kafka_version:
+            say(progress, f"using the cached Kafka distribution {cached} (source: {dist.source})")
+            return dist
+    work = fresh_dir(cache_root(), f".{name}-")
+    try:
+        for source in sources:
+            found = source.fetch(work, kafka_version, scala_version, progress)
+            if found is not None:
+                break
+        else:
+            raise KctlError(f"no source could provide Kafka {kafka_version}",
+                            f"pass --kafka-dist {dist_name(kafka_version, scala_version)}.tgz")
+        root, origin = found
+        finish_dist(root, kafka_version=kafka_version, scala_version=scala_version, source=source.name,
+                    origin=origin)
+        install(root, cached)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    dist = read_dist(cached)
+    assert dist is not None
+    return dist

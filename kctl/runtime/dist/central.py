@@ -1,0 +1,50 @@
+"""Kafka's jars from Maven Central, with generated ``bin/*.sh`` wrappers of the tarball's names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kctl.runtime import maven
+from kctl.runtime.dist.layout import Progress
+from kctl.runtime.dist.scripts import write_bin_scripts
+
+NAME = "maven"
+ORIGIN = "Maven Central"
+# Artifacts resolved from Maven Central when no tarball is available. The
+# broker (kafka_2.13) and the admin tools (kafka-tools) pull in the rest of
+# what the tarball's libs/ holds for a ZooKeeper-mode node: kafka-server,
+# kafka-storage, kafka-group-coordinator, ZooKeeper 3.8, jackson, argparse4j,
+# jopt-simple; they are listed so that a change upstream fails loudly.
+MAVEN_ARTIFACTS = (
+    "org.apache.kafka:kafka_{scala}:{kafka}",
+    "org.apache.kafka:kafka-tools:{kafka}",
+    "org.apache.kafka:kafka-server:{kafka}",
+    "org.apache.kafka:kafka-storage:{kafka}",
+    "org.apache.kafka:kafka-group-coordinator:{kafka}",
+    "org.apache.kafka:kafka-clients:{kafka}",
+    "org.slf4j:slf4j-reload4j:1.7.36",
+)
+
+
+def artifacts(kafka_version: str, scala_version: str) -> list[maven.Artifact]:
+    return [maven.Artifact.parse(c.format(scala=scala_version, kafka=kafka_version)) for c in MAVEN_ARTIFACTS]
+
+
+def resolve_maven(kafka_version: str, scala_version: str, dest: Path, progress: Progress | None = None) -> Path:
+    """Resolve the jars into ``dest/libs`` with Maven and generate ``bin/``; returns ``dest``."""
+    maven.copy_dependencies(
+        artifacts(kafka_version, scala_version), dest / "libs", what=f"Kafka {kafka_version}",
+        hint=f"pass --kafka-dist kafka_{scala_version}-{kafka_version}.tgz", progress=progress,
+    )
+    write_bin_scripts(dest, overwrite=True)
+    return dest
+
+
+class MavenCentral:
+    """The last resort: the jars of the release, resolved with ``mvn``."""
+
+    name = NAME
+
+    def fetch(self, work: Path, kafka_version: str, scala_version: str, progress: Progress | None) -> \
+            tuple[Path, str] | None:
+        return resolve_maven(kafka_version, scala_version, work / "x", progress), ORIGIN

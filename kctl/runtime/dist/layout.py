@@ -1,0 +1,189 @@
+"""A prepared Kafka distribution on disk: its checks, its manifest, the cache it lives in.
+
+Every prepared distribution is a directory with ``bin/``, ``libs/``,
+``config/tools-log4j.properties`` and a ``kctl-dist.json`` that records where it
+came from, the ZooKeeper version found in ``libs/`` and a digest of its content
+(its identity, part of the image's build hash).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from kctl.errors import KctlError
+from kctl.runtime.dist.scripts import TOOLS, write_bin_scripts
+
+Progress = Callable[[str], None]
+
+MANIFEST = "kctl-dist.json"
+
+# Main classes a usable distribution must hold: the two servers and every tool's.
+REQUIRED_CLASSES = (
+    "kafka.Kafka",
+    "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+    *(t.main_class for t in TOOLS),
+)
+
+
+@dataclass(frozen=True)
+class Dist:
+    """A prepared Kafka distribution directory."""
+
+    path: Path
+    kafka_version: str
+    scala_version: str
+    zookeeper_version: str
+    source: str
+    identity: str
+
+
+class Source(Protocol):
+    """Where a distribution can come from (the Apache tarball, Maven Central, the operator's copy)."""
+
+    name: str  # recorded as the manifest's "source" and the image's io.kctl.dist-source label
+
+    def fetch(self, work: Path, kafka_version: str, scala_version: str, progress: Progress | None) -> \
+            tuple[Path, str] | None:
+        """Lay out a distribution below ``work``: (its root, where it came from), or ``None`` when out of reach."""
+        ...
+
+
+def say(progress: Progress | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def dist_name(kafka_version: str, scala_version: str) -> str:
+    return f"kafka_{scala_version}-{kafka_version}"
+
+
+def cache_root() -> Path:
+    """``${XDG_CACHE_HOME:-~/.cache}/kctl/dist``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kctl" / "dist"
+
+
+_ZK_JAR = re.compile(r"^zookeeper-(\d+\.\d+\.\d+)\.jar$")
+
+
+def zookeeper_version_in(libs: Path) -> str | None:
+    """The version of ``zookeeper-X.Y.Z.jar`` in a ``libs/`` directory."""
+    for jar in sorted(libs.glob("zookeeper-*.jar")):
+        m = _ZK_JAR.match(jar.name)
+        if m:
+            return m.group(1)
+    return None
+
+
+def missing_classes(libs: Path, classes: Iterable[str]) -> list[str]:
+    """The main classes not found in any jar of ``libs/``."""
+    wanted = {c.replace(".", "/") + ".class": c for c in classes}
+    for jar in sorted(libs.glob("*.jar")):
+        if not wanted:
+            break
+        try:
+            with zipfile.ZipFile(jar) as zf:
+                names = set(zf.namelist())
+        except zipfile.BadZipFile as exc:
+            raise KctlError(f"corrupt jar in the Kafka distribution: {jar}", "delete the cache and retry") \
+                from exc
+        for entry in [e for e in wanted if e in names]:
+            del wanted[entry]
+    return sorted(wanted.values())
+
+
+def content_digest(root: Path) -> str:
+    """A digest of libs/ (names and sizes) and bin/ + config/ (names and bytes)."""
+    h = hashlib.sha256()
+    for jar in sorted((root / "libs").glob("*")):
+        h.update(f"lib {jar.name} {jar.stat().st_size}\n".encode())
+    for sub in ("bin", "config"):
+        for f in sorted((root / sub).rglob("*")):
+            if f.is_file():
+                h.update(f"{sub} {f.relative_to(root).as_posix()}\n".encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def read_manifest(root: Path) -> dict[str, str] | None:
+    try:
+        data = json.loads((root / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def read_dist(root: Path) -> Dist | None:
+    """The prepared distribution at ``root``, or ``None`` when there is none (or its manifest is bad)."""
+    m = read_manifest(root)
+    if m is None:
+        return None
+    try:
+        return Dist(
+            path=root,
+            kafka_version=m["kafka_version"],
+            scala_version=m["scala_version"],
+            zookeeper_version=m["zookeeper_version"],
+            source=m["source"],
+            identity=hashlib.sha256((root / MANIFEST).read_bytes()).hexdigest(),
+        )
+    except KeyError:
+        return None
+
+
+def finish_dist(root: Path, *, kafka_version: str, scala_version: str, source: str, origin: str) -> Dist:
+    """Check a distribution directory, fill gaps in bin/, write its manifest."""
+    libs = root / "libs"
+    core = libs / f"kafka_{scala_version}-{kafka_version}.jar"
+    if not core.is_file():
+        found = sorted(p.name for p in libs.glob("kafka_*.jar")) if libs.is_dir() else []
+        raise KctlError(
+            f"{origin} is not Kafka {kafka_version} for Scala {scala_version}",
+            f"expected libs/{core.name}; found {', '.join(found) or 'no kafka_*.jar'}",
+        )
+    write_bin_scripts(root, overwrite=False)
+    missing = missing_classes(libs, REQUIRED_CLASSES)
+    if missing:
+        raise KctlError(
+            f"the Kafka distribution from {origin} lacks classes kctl needs: {', '.join(missing)}",
+            "use the official kafka_2.13-3.9.1.tgz with --kafka-dist",
+        )
+    zk = zookeeper_version_in(libs)
+    if zk is None:
+        raise KctlError(f"no zookeeper-X.Y.Z.jar in {libs}", "Kafka 3.x ships ZooKeeper in libs/")
+    manifest = {
+        "kafka_version": kafka_version,
+        "scala_version": scala_version,
+        "zookeeper_version": zk,
+        "source": source,
+        "origin": origin,
+        "content_sha256": content_digest(root),
+    }
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    dist = read_dist(root)
+    assert dist is not None
+    return dist
+
+
+def fresh_dir(parent: Path, prefix: str) -> Path:
+    parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+
+
+def install(tmp_root: Path, final: Path) -> None:
+    """Move a finished distribution into place (atomic rename within the cache)."""
+    if final.exists():
+        shutil.rmtree(final)
+    tmp_root.rename(final)
