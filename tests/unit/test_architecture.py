@@ -25,21 +25,6 @@ RULES: tuple[tuple[str, str, str], ...] = (
     ("kctl.cli", "kctl.cli.main", "command modules register on the app they are given; only main imports them"),
 )
 
-# Imports that break a rule today, each with the change that removes it. Other branches are
-# removing them; once one is gone its entry must go too (test_known_violations_are_still_real).
-KNOWN_VIOLATIONS: frozenset[tuple[str, str]] = frozenset({
-    # runtime.cluster's readiness stages and status ask ZooKeeper and Kafka themselves; they move up
-    # to the ops layer, runtime keeping the Docker side.
-    ("kctl.runtime.cluster", "kctl.kafka"),
-    ("kctl.runtime.cluster", "kctl.zk"),
-    # the agent checks its topic with the stream package's preflight; that check moves below both.
-    ("kctl.agent.produce", "kctl.stream"),
-    # command modules take `app` from cli.main; they become registered by main instead.
-    ("kctl.cli.cluster", "kctl.cli.main"),
-    ("kctl.cli.ops", "kctl.cli.main"),
-    ("kctl.cli.spec_cmds", "kctl.cli.main"),
-    ("kctl.cli.stream", "kctl.cli.main"),
-})
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -48,8 +33,8 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts)
 
 
-def imports_of(path: Path, root: Path = ROOT) -> set[str]:
-    """Every kctl module ``path`` imports, at any depth of its code (``from a import b`` gives a and a.b)."""
+def imports_of(path: Path, root: Path = ROOT, *, kctl_only: bool = True) -> set[str]:
+    """Every (kctl) module ``path`` imports, at any depth of its code (``from a import b`` gives a and a.b)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     here = module_name(path, root)
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
@@ -65,7 +50,7 @@ def imports_of(path: Path, root: Path = ROOT) -> set[str]:
                 base = ".".join([*anchor, base] if base else anchor)
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
-    return {m for m in found if m == "kctl" or m.startswith("kctl.")}
+    return {m for m in found if not kctl_only or m == "kctl" or m.startswith("kctl.")}
 
 
 def _under(module: str, package: str) -> bool:
@@ -96,15 +81,10 @@ def violations() -> set[tuple[str, str]]:
 
 
 def test_import_directions() -> None:
-    new = violations() - KNOWN_VIOLATIONS
+    new = violations()
     why = {target: reason for _imp, target, reason in RULES}
     assert not new, "imports against the layering:\n" + "\n".join(
         f"  {importer} imports {target}: {why[target]}" for importer, target in sorted(new))
-
-
-def test_known_violations_are_still_real() -> None:
-    gone = KNOWN_VIOLATIONS - violations()
-    assert not gone, f"fixed, remove from KNOWN_VIOLATIONS: {sorted(gone)}"
 
 
 def test_the_parser_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
@@ -142,7 +122,34 @@ def _all_imports(path: Path) -> set[str]:
 
 def test_the_document_states_the_rules() -> None:
     doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    assert "KNOWN_VIOLATIONS" in doc
     for importer, target, _why in RULES:
         assert f"`{importer}`" in doc or importer == "kctl", importer
         assert f"`{target}`" in doc, target
+
+
+# ----- third-party clients: which layer may touch which system ----------------------------------
+
+
+def test_runtime_imports_neither_zookeeper_nor_kafka_clients() -> None:
+    for path in sorted((PKG / "runtime").rglob("*.py")):
+        bad = {m for m in imports_of(path, kctl_only=False) if m.split(".")[0] in ("kazoo", "confluent_kafka")}
+        assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+def test_configs_reaches_docker_only_through_runtime_cluster() -> None:
+    mods = imports_of(PKG / "kafka" / "configs.py", kctl_only=False)
+    assert not {m for m in mods if m.startswith(("docker", "kctl.runtime.compose", "kctl.runtime.engine"))}
+
+
+def test_status_path_avoids_the_heavy_clients() -> None:
+    # kctl status: Docker over its socket, Kafka by one raw Metadata request (module-level imports only).
+    for mod in ("health.py", "runtime/engine.py", "kafka/metadata.py", "zk/fourlw.py"):
+        tree = ast.parse((PKG / mod).read_text(encoding="utf-8"))
+        top: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                top.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                top.add(node.module)
+        heavy = {m for m in top if m.split(".")[0] in ("docker", "kazoo", "confluent_kafka", "jinja2", "http")}
+        assert not heavy, f"{mod} imports {sorted(heavy)} at module level"
