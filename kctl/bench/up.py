@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kctl import health
 from kctl.bench.doc import add_output_args, publish, table
 from kctl.kafka.client import round_trip
 from kctl.render import render, write
@@ -57,7 +58,7 @@ def _status_ms(spec: ClusterSpec, n: int = 5) -> float:
     samples = []
     for _ in range(n):
         t = time.monotonic()
-        rt.status(spec)
+        health.status(spec)
         samples.append((time.monotonic() - t) * 1000)
     return statistics.median(samples)
 
@@ -71,7 +72,7 @@ def measure(log: Any) -> dict[str, float]:
         try:
             log("kctl up from nothing")
             t = time.monotonic()
-            rt.up(spec, state, wait=True, timeout=300)
+            health.up(spec, state, wait=True, timeout=300)
             kctl_up = time.monotonic() - t
             log(f"  {kctl_up:.1f} s")
             log("peak memory")

@@ -48,13 +48,13 @@ def up(
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Render, start the ensemble, and wait until it is verified healthy."""
-    from kctl.runtime import cluster as rt
+    from kctl import health
     from kctl.spec import state_dir_for
 
     spec = load(file)
     state = state_dir_for(spec, file)
     with output.waiting() as (stage, say):
-        result = rt.up(spec, state, wait=not no_wait, timeout=timeout, kafka_dist=kafka_dist,
+        result = health.up(spec, state, wait=not no_wait, timeout=timeout, kafka_dist=kafka_dist,
                        progress=say, on_stage=stage)
     for s in result.stages:
         output.info(f"ok  {s.name} ({s.seconds:.1f}s): {s.saw}")
@@ -82,10 +82,10 @@ def down(
 
 def status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     """One view of the ensemble. Exit 0 healthy, 1 degraded, 2 nothing answers."""
-    from kctl.runtime import cluster as rt
+    from kctl import health
 
     spec = load(file)
-    st = rt.status(spec)
+    st = health.status(spec)
     rows = []
     for n in st.nodes:
         z, b = n.zookeeper, n.broker

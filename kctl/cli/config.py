@@ -49,6 +49,8 @@ def config_describe(
     output.emit(d, fmt, rows=rows, columns=cols, wide_columns=["precedence"], title=d.entity,
                 footer=None if d.rows else f"no {'dynamic ' if ent.kind == 'broker-default' else ''}configs"
                                            f" set on {d.entity}")
+    for w in d.warnings:  # stderr, so -o json stays parseable; the JSON carries them too
+        output.warn(w)
 
 
 def config_set(

@@ -141,19 +141,6 @@ class UpResult:
     state_dir: str
 
 
-# Status and the waiting `up` live in kctl.health (they read ZooKeeper and Kafka, which
-# this Docker-only layer does not); these names stay reachable here for existing callers.
-_MOVED = ("status", "up", "ClusterStatus", "NodeState", "ZkState", "BrokerState")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        from kctl import health
-
-        return getattr(health, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def converge(
     spec: ClusterSpec,
     state_dir: Path,

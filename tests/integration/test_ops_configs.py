@@ -173,6 +173,7 @@ def test_static_layer_is_what_the_broker_runs_not_todays_spec(kafka_cluster: Any
         assert d["pending"][key] == {"running": running, "spec": "1"}
         assert any("kctl.yaml differs from what" in w and f"{key}: {running} -> 1" in w for w in d["warnings"])
         assert d["static_from"].endswith("/conf/server.properties")
+        assert "kctl.yaml differs from what" in p.stderr  # the operator sees it in every format
 
         same = js(kafka_cluster, "config", "describe", "--broker", b, "--key", key)  # the spec it runs
         assert same["pending"] == {} and same["warnings"] == []
