@@ -103,12 +103,13 @@ def committed_offsets(checkpoint: str | Path) -> tuple[int | None, dict[str, dic
 
 def latest_offsets(bootstrap: str, topics: list[str], timeout_s: float = 5.0) -> dict[str, dict[int, tuple[int, int]]]:
     """{topic: {partition: (low, high)}} watermarks from Kafka."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import KafkaException, TopicPartition
 
+    from kctl.kafka.client import consumer, kafka_error
     from kctl.stream.preflight import check_topics
 
     parts = check_topics(bootstrap, topics, timeout_s)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kctl-stream-status", "enable.auto.commit": False})
+    c = consumer(bootstrap=bootstrap)
     out: dict[str, dict[int, tuple[int, int]]] = {}
     try:
         for t, n in parts.items():
@@ -116,7 +117,7 @@ def latest_offsets(bootstrap: str, topics: list[str], timeout_s: float = 5.0) ->
                 try:
                     lo, hi = c.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s, cached=False)
                 except KafkaException as exc:
-                    raise KctlError(f"cannot read offsets of {t}[{p}] from {bootstrap}: {exc}") from None
+                    raise kafka_error(exc, f"cannot read offsets of {t}[{p}] from {bootstrap}", topic=t) from None
                 out.setdefault(t, {})[p] = (int(lo), int(hi))
     finally:
         c.close()
