@@ -130,9 +130,10 @@ class ZooKeeperSpec(_Model):
     tick_time: int = Field(2000, ge=100, le=60000, description="tickTime in ms: the basic time unit.")
     init_limit: int = Field(10, ge=1, le=1000, description="initLimit in ticks: followers connecting to the leader.")
     sync_limit: int = Field(5, ge=1, le=1000, description="syncLimit in ticks: followers falling behind the leader.")
-    data_dir: str = Field("/var/opt/kctl/zookeeper/snapshots", description="dataDir: snapshots and myid.")
+    data_dir: str = Field(f"{contract.DATA_ROOT}/zookeeper/snapshots", description="dataDir: snapshots and myid.")
     data_log_dir: str = Field(
-        "/var/opt/kctl/zookeeper/txnlogs", description="dataLogDir: transaction logs, kept apart from snapshots."
+        f"{contract.DATA_ROOT}/zookeeper/txnlogs",
+        description="dataLogDir: transaction logs, kept apart from snapshots.",
     )
     autopurge_snap_retain_count: int = Field(
         3, ge=3, description="autopurge.snapRetainCount: snapshots kept on purge (at least 3)."
@@ -183,7 +184,7 @@ class KafkaSpec(_Model):
         description="listener.security.protocol.map: listener name -> security protocol.",
     )
     log_dirs: list[str] = Field(
-        default_factory=lambda: ["/var/opt/kctl/kafka/data"], description="log.dirs: commit log directories."
+        default_factory=lambda: [f"{contract.DATA_ROOT}/kafka/data"], description="log.dirs: commit log directories."
     )
     num_partitions: int = Field(3, ge=1, description="num.partitions: default partitions per new topic.")
     default_replication_factor: int = Field(3, ge=1, description="default.replication.factor.")

@@ -48,7 +48,7 @@ LABEL_REUSE = contract.LABEL_TESTING_REUSE
 
 # Bracketed first letters: the pattern must not match the command line of the
 # `timeout ... pkill` that carries it.
-_JVM_PATTERN = {"kafka": r"[k]afka\.Kafka /etc/kctl", "zookeeper": "[Q]uorumPeerMain"}
+_JVM_PATTERN = {"kafka": rf"[k]afka\.Kafka {contract.CONF_DIR}", "zookeeper": "[Q]uorumPeerMain"}
 
 
 def _free_ports(n: int) -> list[int]:
