@@ -48,7 +48,7 @@ def render_cmd(
 
     spec = load(file)
     target = out or state_dir_for(spec, file)
-    rendered = render(spec)
+    rendered = render(spec, target)
     changed = write(rendered, target)
     for c in rendered.containers:
         output.info(f"{c.name}: {', '.join(c.services)} (config {c.config_hash})")

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from kctl import output
-from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, load
+from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, connect
 from kctl.errors import UsageError
 from kctl.output import Format
 
@@ -37,7 +37,7 @@ def topic_create(
     from kctl.kafka import topics
     from kctl.kafka.configs import parse_pairs
 
-    spec = load(file)
+    spec = connect(file, bootstrap, write=True)
     res = topics.create(spec, name, partitions, replication_factor, parse_pairs(config or []), if_not_exists,
                         bootstrap)
     output.emit_change(res, fmt, f"{res.action} topic {res.topic}: {res.detail}")
@@ -52,7 +52,7 @@ def topic_list(
     """List topics (kafka-topics.sh --list)."""
     from kctl.kafka import topics
 
-    spec = load(file)
+    spec = connect(file, bootstrap)
     res = topics.list_topics(spec, internal, bootstrap)
     output.emit(res, fmt, columns=["name", "partitions", "replication_factor", "under_replicated"],
                 wide_columns=["internal"], raw="\n".join(t.name for t in res))
@@ -67,7 +67,7 @@ def topic_describe(
     """Partitions (leader, replicas, ISR, offline, under-replicated) and non-default configs."""
     from kctl.kafka import topics
 
-    spec = load(file)
+    spec = connect(file, bootstrap)
     d = topics.describe(spec, name, bootstrap)
     data = {**output.to_plain(d), "under_replicated": d.under_replicated, "offline": d.offline}
     rows = [output.to_plain(p) for p in d.partitions]
@@ -89,7 +89,7 @@ def topic_alter(
     """Add partitions to a topic (kafka-topics.sh --alter --partitions)."""
     from kctl.kafka import topics
 
-    spec = load(file)
+    spec = connect(file, bootstrap, write=True)
     res = topics.add_partitions(spec, name, partitions, bootstrap)
     output.emit_change(res, fmt, f"{res.topic}: {res.detail}")
 
@@ -104,7 +104,7 @@ def topic_delete(
     """Delete a topic and its data."""
     from kctl.kafka import topics
 
-    spec = load(file)
+    spec = connect(file, bootstrap, write=True)
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError(f"refusing to delete {name!r} without confirmation", hint="pass --yes")
