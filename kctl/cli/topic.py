@@ -25,8 +25,11 @@ def register(app: typer.Typer) -> None:
 
 def topic_create(
     name: str = typer.Argument(..., help="Topic name."),
-    partitions: int = typer.Option(..., "--partitions", "-p", help="Number of partitions."),
-    replication_factor: int = typer.Option(..., "--replication-factor", "-r", help="Replicas per partition."),
+    partitions: int | None = typer.Option(None, "--partitions", "-p",
+                                          help="Number of partitions [default: the cluster's num.partitions]."),
+    replication_factor: int | None = typer.Option(
+        None, "--replication-factor", "-r", help="Replicas per partition [default: the cluster's"
+                                                 " default.replication.factor]."),
     config: list[str] = typer.Option(None, "--config", "-c", help="Topic config key=value (repeatable)."),
     if_not_exists: bool = typer.Option(False, "--if-not-exists", help="Succeed if the topic exists."),
     bootstrap: str | None = BootstrapOpt,
