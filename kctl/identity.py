@@ -219,3 +219,77 @@ def answering(bootstrap: str, timeout: float = 2.0) -> str | None:
         return kmd.fetch_any(bootstrap, timeout).cluster_id
     except kmd.MetadataError:
         return None
+
+
+# ----- kctl init: a new cluster next to running ones ---------------------------------------------
+
+PORT_STEP = 100  # each further cluster's ports: ZooKeeper 12281.., Kafka 19192.., JMX 20099..
+
+
+@dataclass(frozen=True)
+class InitPlan:
+    name: str
+    settings: dict[str, dict[str, int]]  # kctl.yaml settings on top of the defaults (the chosen ports)
+    warnings: list[str]
+
+
+def _with_offset(name: str, k: int) -> ClusterSpec:
+    d = ClusterSpec()
+    return ClusterSpec.model_validate({
+        "name": name,
+        "zookeeper": {"host_port_base": d.zookeeper.host_port_base + k * PORT_STEP},
+        "kafka": {"external_port_base": d.kafka.external_port_base + k * PORT_STEP,
+                  "jmx_port_base": d.kafka.jmx_port_base + k * PORT_STEP}})
+
+
+def plan_init(name: str, state_dir: Path, *, pick_ports: bool) -> InitPlan:
+    """The kctl.yaml ``kctl init`` should write, and what it should warn about.
+
+    Warns when a cluster of that name lives in another state dir (they would share one
+    Compose project), or when another cluster already holds the default ports. With
+    ``pick_ports``, the ports move in steps of 100 until all are free and no kctl
+    container publishes them.
+    """
+    from kctl import doctor
+
+    try:
+        found = engine.containers(None)
+    except DockerUnavailable:
+        found = []
+    published = {p: c for c in found for p in c.host_ports}
+    mine = str(state_dir.resolve())
+    warnings: list[str] = []
+    elsewhere = sorted({c.state_dir for c in found if c.cluster == name and c.state_dir and c.state_dir != mine})
+    if elsewhere:
+        warnings.append(f"a cluster named {name!r} already exists in {elsewhere[0]}; `kctl up` here would refuse"
+                        f" to touch its containers: pick another name (`kctl init --name NAME --force`)")
+
+    def busy(spec: ClusterSpec) -> list[int]:
+        used = []
+        for port, _what in doctor.host_ports(spec):
+            if port in published or not doctor.port_free(port):
+                used.append(port)
+        return used
+
+    default = ClusterSpec(name=name)
+    taken = busy(default)
+    if not taken:
+        return InitPlan(name, {}, warnings)
+    if pick_ports:
+        for k in range(1, 200):
+            try:
+                cand = _with_offset(name, k)
+            except ValueError:
+                break  # beyond the port range
+            if not busy(cand):
+                return InitPlan(name, {"zookeeper": {"host_port_base": cand.zookeeper.host_port_base},
+                                       "kafka": {"external_port_base": cand.kafka.external_port_base,
+                                                 "jmx_port_base": cand.kafka.jmx_port_base}}, warnings)
+        warnings.append("no free block of ports found: set zookeeper.host_port_base and kafka.external_port_base")
+        return InitPlan(name, {}, warnings)
+    holders = sorted({f"cluster {published[p].cluster!r} ({published[p].state_dir})" for p in taken
+                      if p in published})
+    warnings.append(f"ports {', '.join(map(str, taken))} of the default layout are in use"
+                    + (f" by {', '.join(holders)}" if holders else "")
+                    + ": `kctl init --name NAME --force` writes a cluster with free ports that runs next to it")
+    return InitPlan(name, {}, warnings)

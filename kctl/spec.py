@@ -545,9 +545,9 @@ def state_dir_for(spec: ClusterSpec, spec_path: Path | None) -> Path:
     return base / ".kctl" / spec.name
 
 
-def default_spec_yaml(name: str = "logger") -> str:
-    """The kctl.yaml that `kctl init` writes: the defaults, spelled out for the operator."""
-    spec = ClusterSpec(name=name)
+def default_spec_yaml(name: str = "logger", settings: dict[str, Any] | None = None) -> str:
+    """The kctl.yaml that `kctl init` writes: the defaults (with ``settings`` on top), spelled out."""
+    spec = ClusterSpec.model_validate({**(settings or {}), "name": name})
     data = spec.model_dump(mode="json", exclude_none=True)
     header = (
         "# kctl cluster spec. Every setting is optional; these are the defaults.\n"
