@@ -34,22 +34,29 @@ def connect(path: Path, bootstrap: str | None = None, *, write: bool = False) ->
     from kctl.spec import ClusterSpec, state_dir_for
 
     if bootstrap:
-        spec = load(path) if path.exists() or write else ClusterSpec()
         cid = identity.answering(bootstrap)
         if write:
+            from kctl.errors import UsageError
+
+            if not path.exists():
+                raise UsageError(f"refusing to change the cluster at {bootstrap} (cluster id {cid or 'unknown'}):"
+                                 f" no {path} names it; nothing was changed",
+                                 hint="changes go through the kctl.yaml of the cluster they change: run this from"
+                                      " that cluster's directory, without --bootstrap-server")
+            spec = load(path)
             state = state_dir_for(spec, path)
             rec = identity.read(state)
             if rec is None or rec.cluster_id is None or rec.cluster_id != cid:
-                from kctl.errors import UsageError
-
                 mine = f"cluster id {rec.cluster_id}" if rec and rec.cluster_id else "no recorded cluster id"
                 raise UsageError(
                     f"refusing to change the cluster at {bootstrap} (cluster id {cid or 'unknown'}): {path} names"
                     f" cluster {spec.name!r} ({mine}, state dir {state.resolve()}); nothing was changed",
                     hint="changes go through the kctl.yaml of the cluster they change: run this from that"
                          " cluster's directory, without --bootstrap-server")
+        else:
+            spec = load(path) if path.exists() else ClusterSpec()
         info(f"talking to Kafka cluster id {cid or 'unknown (no answer yet)'} at {bootstrap}"
-             " (--bootstrap-server: not checked against kctl.yaml)")
+             + (f" (the cluster of {path})" if write else " (--bootstrap-server: not checked against kctl.yaml)"))
         return spec
     spec = load(path)
     identity.verify(spec, state_dir_for(spec, path))
