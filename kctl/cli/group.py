@@ -69,7 +69,9 @@ def group_reset(
     chosen = [s for s, on in (("earliest", to_earliest), ("latest", to_latest),
                               ("offset", to_offset is not None), ("datetime", to_datetime is not None)) if on]
     if len(chosen) != 1:
-        raise UsageError("pick exactly one of --to-earliest, --to-latest, --to-offset N, --to-datetime ISO")
+        raise UsageError("pick exactly one of --to-earliest, --to-latest, --to-offset N, --to-datetime ISO",
+                         hint=f"e.g. `kctl group reset-offsets {group} --topic {topic} --to-earliest` (a dry run"
+                              " until --execute)")
     spec = connect(file, bootstrap, write=True)
     plan = groups.reset_offsets(spec, group, topic, chosen[0], to_offset, to_datetime, execute, bootstrap)
     footer = ("applied" if plan.executed else "dry run: nothing changed; pass --execute to apply")

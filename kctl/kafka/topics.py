@@ -91,7 +91,8 @@ def validate_name(name: str) -> None:
         bad = "".join(sorted({c for c in name if not re.match(r"[a-zA-Z0-9._-]", c)}))
         problem = f"contains {bad!r}; only ASCII letters, digits, '.', '_' and '-' are allowed"
     if problem:
-        raise UsageError(f"invalid topic name {name!r}: it {problem}")
+        raise UsageError(f"invalid topic name {name!r}: it {problem}",
+                         hint="Kafka's rule: 1 to 249 of a-z A-Z 0-9 . _ -, not '.' or '..'")
 
 
 def exists(topic: str) -> KctlError:
