@@ -175,6 +175,7 @@ class ClusterStatus:
     problems: list[str] = field(default_factory=list)
     offline_partitions: int | None = None
     registered_ids: list[int] = field(default_factory=list)
+    running: bool | None = None  # any of its containers running (None: Docker not asked)
 
     @property
     def exit_code(self) -> int:
@@ -289,13 +290,16 @@ def status(spec: ClusterSpec, state_dir: Path | None = None, timeout: float = 1.
 
     With ``state_dir``, the observations must be this cluster's own (no extra round trip:
     the containers' state dir labels and the cluster id of the Metadata answer already
-    came back): a KctlError (exit 2) when the cluster is not running, or when its containers
-    or the Kafka answering on its ports belong to another cluster.
+    came back): a KctlError (exit 2) when its containers, or what answers on its ports while
+    none of its containers runs, or the Kafka answering there, belong to another cluster.
     """
     obs = gather(spec, timeout)
     if state_dir is not None:
         check_identity(spec, state_dir, obs)
-    return assess(spec, obs)
+    st = assess(spec, obs)
+    if obs.containers is not None:
+        st.running = any(c.state == "running" for c in obs.containers.values())
+    return st
 
 
 def check_identity(spec: ClusterSpec, state_dir: Path, obs: Observations) -> None:
@@ -307,7 +311,9 @@ def check_identity(spec: ClusterSpec, state_dir: Path, obs: Observations) -> Non
     md = obs.kafka
     zk_answered = any(z.mode != "down" for z in (obs.zookeeper or {}).values())
     if not any(c.state == "running" for c in obs.containers.values()):
-        raise identity.not_running(spec, state_dir, md, answered=md is not None or zk_answered)
+        if md is not None or zk_answered:  # another cluster answers on its ports: show nothing of it
+            raise identity.not_running(spec, state_dir, md, answered=True)
+        return  # nothing answers: the report itself says down (exit 2), and that no container runs
     recorded = identity.read(state_dir)
     if md is not None and md.cluster_id:
         if recorded is not None and recorded.cluster_id and recorded.cluster_id != md.cluster_id:

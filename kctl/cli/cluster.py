@@ -118,6 +118,11 @@ def status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
                 columns=["node", "container", "zk_mode", "zxid", "broker", "registered", "controller", "urp"],
                 wide_columns=["processes", "outstanding", "latency_ms", "connections"],
                 title=f"cluster {st.cluster}", footer=footer)
+    if st.running is False:
+        from kctl.identity import NotRunning
+
+        raise NotRunning(f"cluster {spec.name!r} is not running: none of its containers runs",
+                         hint="`kctl up` starts it")
     raise typer.Exit(st.exit_code)
 
 

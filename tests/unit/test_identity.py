@@ -158,3 +158,10 @@ def test_init_on_a_free_machine_keeps_the_defaults(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [])
     monkeypatch.setattr(doctor, "port_free", lambda port: True)
     assert identity.plan_init("probe", tmp_path, pick_ports=True) == identity.InitPlan("probe", {}, [])
+
+
+def test_status_of_a_stopped_cluster_with_free_ports_is_its_own_down_report(tmp_path: Path) -> None:
+    obs = health.Observations(containers={}, zookeeper={"logger1": health.ZkState("logger1", 1, "down")},
+                              kafka=None, kafka_error="no answer")
+    health.check_identity(ClusterSpec(name="probe"), tmp_path, obs)  # nothing of another cluster: no error
+    assert health.assess(ClusterSpec(name="probe"), obs).exit_code == 2
