@@ -315,9 +315,10 @@ def check_identity(spec: ClusterSpec, state_dir: Path, obs: Observations) -> Non
             raise identity.not_running(spec, state_dir, md, answered=True)
         return  # nothing answers: the report itself says down (exit 2), and that no container runs
     recorded = identity.read(state_dir)
+    expected = spec.cluster_id or (recorded.cluster_id if recorded else None)
     if md is not None and md.cluster_id:
-        if recorded is not None and recorded.cluster_id and recorded.cluster_id != md.cluster_id:
-            raise identity.mismatch(spec, state_dir, recorded.cluster_id, md)
+        if expected and expected != md.cluster_id:
+            raise identity.mismatch(spec, state_dir, expected, md)
         if recorded is None or not recorded.cluster_id:
             identity.record(spec, state_dir, md.cluster_id)
 

@@ -181,7 +181,8 @@ def not_running(spec: ClusterSpec, state_dir: Path, md: kmd.Metadata | None,
 
 
 def verify(spec: ClusterSpec, state_dir: Path, *, timeout: float = 2.0) -> str | None:
-    """Make sure the cluster answering on the spec's ports is the one this state dir made.
+    """Make sure the cluster answering on the spec's ports is the one this state dir made
+    (or the one the spec's ``cluster_id`` names).
 
     Returns its cluster id (None when its containers run but Kafka does not answer: the
     command's own connection then reports it). Raises ForeignCluster naming both, or
@@ -190,7 +191,7 @@ def verify(spec: ClusterSpec, state_dir: Path, *, timeout: float = 2.0) -> str |
     own containers (by state dir label) are the ones running.
     """
     recorded = read(state_dir)
-    expected = recorded.cluster_id if recorded else None
+    expected = spec.cluster_id or (recorded.cluster_id if recorded else None)
     try:
         md: kmd.Metadata | None = kmd.fetch_any(spec.bootstrap_servers, timeout)
     except kmd.MetadataError:

@@ -256,6 +256,11 @@ class ClusterSpec(_Model):
     labels: dict[str, str] = Field(
         default_factory=dict, description="Extra Docker labels on every container and the network."
     )
+    cluster_id: str | None = Field(
+        None, description="Kafka's cluster id of the cluster this spec made (`kctl up` records it in the state"
+                          " dir); set it to bind a spec restored from version control to that cluster: every command"
+                          " refuses a cluster with another id."
+    )
 
     @field_validator("name")
     @classmethod

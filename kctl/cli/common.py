@@ -46,8 +46,9 @@ def connect(path: Path, bootstrap: str | None = None, *, write: bool = False) ->
             spec = load(path)
             state = state_dir_for(spec, path)
             rec = identity.read(state)
-            if rec is None or rec.cluster_id is None or rec.cluster_id != cid:
-                mine = f"cluster id {rec.cluster_id}" if rec and rec.cluster_id else "no recorded cluster id"
+            own = spec.cluster_id or (rec.cluster_id if rec else None)
+            if own is None or own != cid:
+                mine = f"cluster id {own}" if own else "no recorded cluster id"
                 raise UsageError(
                     f"refusing to change the cluster at {bootstrap} (cluster id {cid or 'unknown'}): {path} names"
                     f" cluster {spec.name!r} ({mine}, state dir {state.resolve()}); nothing was changed",

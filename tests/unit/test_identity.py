@@ -165,3 +165,14 @@ def test_status_of_a_stopped_cluster_with_free_ports_is_its_own_down_report(tmp_
                               kafka=None, kafka_error="no answer")
     health.check_identity(ClusterSpec(name="probe"), tmp_path, obs)  # nothing of another cluster: no error
     assert health.assess(ClusterSpec(name="probe"), obs).exit_code == 2
+
+
+def test_a_cluster_id_in_kctl_yaml_binds_the_spec_to_that_cluster(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [_container("logger1", str(tmp_path))])
+    with fake_broker() as port:
+        spec = _spec_on(port).model_copy(update={"cluster_id": "restored"})
+        with pytest.raises(identity.ForeignCluster) as ei:
+            identity.verify(spec, tmp_path)  # no record in this (fresh) state dir: the spec's id decides
+    assert "cluster id restored" in ei.value.message and "c1uSt3r-iD" in ei.value.message
+    assert identity.read(tmp_path) is None  # a refused cluster is never recorded
