@@ -57,6 +57,7 @@ class Owner:
     cluster: str | None  # None: no kctl container publishes them
     state_dir: str | None
     cluster_id: str | None = None
+    ports: tuple[int, ...] = ()  # which of the asked ports it holds
 
     def describe(self) -> str:
         if self.cluster is None:
@@ -117,8 +118,10 @@ def owner_of(ports: set[int], cluster_id: str | None = None) -> Owner:
     for c in found:
         if c.state == "running" and ports & set(c.host_ports):
             recorded = read(Path(c.state_dir)) if c.state_dir else None
+            held = sorted({p for x in found if x.state == "running" and x.cluster == c.cluster
+                           for p in x.host_ports if p in ports})
             return Owner(c.cluster or None, c.state_dir,
-                         cluster_id or (recorded.cluster_id if recorded else None))
+                         cluster_id or (recorded.cluster_id if recorded else None), tuple(held))
     return Owner(None, None, cluster_id)
 
 
@@ -147,6 +150,19 @@ def check_state_dirs(spec: ClusterSpec, state_dir: Path, found: list[tuple[str, 
             hint=f"run kctl from the directory of {other[0]} to work with that cluster; or give this one"
                  f" another `name` in kctl.yaml (`kctl init --name NAME` picks free ports); or set `state_dir:`"
                  f" to {other[0]} if this kctl.yaml should own that state dir")
+
+
+def check_ports(spec: ClusterSpec, state_dir: Path) -> None:
+    """ForeignCluster when another kctl cluster's running containers publish any of this spec's ports
+    (`up` would otherwise only learn that the ports are taken, not by whom)."""
+    owner = owner_of(_spec_ports(spec))
+    if owner.cluster is not None and owner.cluster != spec.name:
+        raise ForeignCluster(
+            f"cannot start {_here(spec, state_dir)}: host ports {', '.join(map(str, owner.ports))} are in use on"
+            f" 127.0.0.1 by {owner.describe()}; nothing was changed",
+            hint=(f"run kctl from the directory of {owner.state_dir} to work with that cluster; " if owner.state_dir
+                  else "") + f"to run both, give {spec.name!r} other ports (`kctl init --name NAME -f other.yaml`"
+                             " picks free ones)")
 
 
 def mismatch(spec: ClusterSpec, state_dir: Path, expected: str, md: kmd.Metadata) -> ForeignCluster:

@@ -54,6 +54,7 @@ def up(
     spec = load(file)
     state = state_dir_for(spec, file)
     identity.check_containers(spec, state)  # same name, other directory: never touch its containers
+    identity.check_ports(spec, state)
     with output.waiting() as (stage, say):
         result = health.up(spec, state, wait=not no_wait, timeout=timeout, kafka_dist=kafka_dist,
                        progress=say, on_stage=stage)

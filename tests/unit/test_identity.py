@@ -176,3 +176,15 @@ def test_a_cluster_id_in_kctl_yaml_binds_the_spec_to_that_cluster(tmp_path: Path
             identity.verify(spec, tmp_path)  # no record in this (fresh) state dir: the spec's id decides
     assert "cluster id restored" in ei.value.message and "c1uSt3r-iD" in ei.value.message
     assert identity.read(tmp_path) is None  # a refused cluster is never recorded
+
+
+def test_up_on_ports_of_another_cluster_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = ClusterSpec(name="probe")
+    port = spec.kafka_host_port(spec.nodes[1])
+    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [
+        _container("logger2", "/srv/a/.kctl/logger", cluster="logger", ports=(port,))])
+    with pytest.raises(identity.ForeignCluster) as ei:
+        identity.check_ports(spec, tmp_path)
+    assert "cluster 'logger'" in ei.value.message and "/srv/a/.kctl/logger" in ei.value.message
+    assert f"host ports {port} are in use on 127.0.0.1" in ei.value.message
+    identity.check_ports(ClusterSpec(name="logger"), tmp_path)  # its own ports: `up` converges them
