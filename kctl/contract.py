@@ -52,6 +52,11 @@ LABEL_SERVICE = "io.kctl.service"
 LABEL_SERVICES = "io.kctl.services"
 LABEL_HASH = "io.kctl.config-hash"
 LABEL_VERSION = "io.kctl.version"
+# The absolute state dir a container belongs to: two kctl.yaml with one cluster name must not share containers.
+LABEL_STATE_DIR = "io.kctl.state-dir"
+# What Compose itself records; the fallback for containers created before LABEL_STATE_DIR existed.
+LABEL_COMPOSE_WORKING_DIR = "com.docker.compose.project.working_dir"
+LABEL_COMPOSE_CONFIG_FILES = "com.docker.compose.project.config_files"
 
 LABEL_TESTING = "io.kctl.testing"
 LABEL_TESTING_OWNER = "io.kctl.testing.owner"  # "<hostname>:<pid>" of the process that started it
@@ -65,6 +70,10 @@ LABEL_DIST_IDENTITY = "io.kctl.dist-identity"
 LABEL_RECIPE_HASH = "io.kctl.recipe-hash"
 LABEL_BUILD_HASH = "io.kctl.build-hash"
 LABEL_BASE_IMAGE = "io.kctl.base-image"
+
+# ----- files in a cluster's state dir ---------------------------------------------------------
+# Kafka's cluster id (ZooKeeper /cluster/id, reported by every broker in Metadata) recorded at `kctl up`.
+IDENTITY_FILE = "identity.json"
 
 # ----- image and versions ----------------------------------------------------------------------
 IMAGE_REPO = "kctl/node"

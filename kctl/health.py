@@ -54,6 +54,7 @@ class ContainerObs:
     health: str | None  # Docker's healthcheck verdict
     processes: dict[str, str] = field(default_factory=dict)  # read only for running containers
     config_hash: str | None = None
+    state_dir: str | None = None  # the state dir it belongs to (its label)
 
 
 @dataclass
@@ -91,7 +92,8 @@ def _docker(spec: ClusterSpec, timeout: float) -> dict[str, ContainerObs]:
     with cf.ThreadPoolExecutor(max_workers=max(1, len(running))) as pool:
         procs = dict(zip([c.name for c in running],
                          pool.map(lambda c: engine.processes(c.id, c.services, timeout), running), strict=True))
-    return {c.name: ContainerObs(c.name, c.state, c.health, procs.get(c.name, {}), c.config_hash) for c in found}
+    return {c.name: ContainerObs(c.name, c.state, c.health, procs.get(c.name, {}), c.config_hash, c.state_dir)
+            for c in found}
 
 
 def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zookeeper: bool = True,
@@ -173,6 +175,7 @@ class ClusterStatus:
     problems: list[str] = field(default_factory=list)
     offline_partitions: int | None = None
     registered_ids: list[int] = field(default_factory=list)
+    running: bool | None = None  # any of its containers running (None: Docker not asked)
 
     @property
     def exit_code(self) -> int:
@@ -282,9 +285,42 @@ def assess(spec: ClusterSpec, obs: Observations) -> ClusterStatus:
     )
 
 
-def status(spec: ClusterSpec, timeout: float = 1.5) -> ClusterStatus:
-    """Every node queried in parallel with bounded timeouts, assessed."""
-    return assess(spec, gather(spec, timeout))
+def status(spec: ClusterSpec, state_dir: Path | None = None, timeout: float = 1.5) -> ClusterStatus:
+    """Every node queried in parallel with bounded timeouts, assessed.
+
+    With ``state_dir``, the observations must be this cluster's own (no extra round trip:
+    the containers' state dir labels and the cluster id of the Metadata answer already
+    came back): a KctlError (exit 2) when its containers, or what answers on its ports while
+    none of its containers runs, or the Kafka answering there, belong to another cluster.
+    """
+    obs = gather(spec, timeout)
+    if state_dir is not None:
+        check_identity(spec, state_dir, obs)
+    st = assess(spec, obs)
+    if obs.containers is not None:
+        st.running = any(c.state == "running" for c in obs.containers.values())
+    return st
+
+
+def check_identity(spec: ClusterSpec, state_dir: Path, obs: Observations) -> None:
+    from kctl import identity
+
+    if obs.containers is None:
+        return  # Docker did not answer: the status itself says so
+    identity.check_state_dirs(spec, state_dir, [(c.name, c.state_dir) for c in obs.containers.values()])
+    md = obs.kafka
+    zk_answered = any(z.mode != "down" for z in (obs.zookeeper or {}).values())
+    if not any(c.state == "running" for c in obs.containers.values()):
+        if md is not None or zk_answered:  # another cluster answers on its ports: show nothing of it
+            raise identity.not_running(spec, state_dir, md, answered=True)
+        return  # nothing answers: the report itself says down (exit 2), and that no container runs
+    recorded = identity.read(state_dir)
+    expected = spec.cluster_id or (recorded.cluster_id if recorded else None)
+    if md is not None and md.cluster_id:
+        if expected and expected != md.cluster_id:
+            raise identity.mismatch(spec, state_dir, expected, md)
+        if recorded is None or not recorded.cluster_id:
+            identity.record(spec, state_dir, md.cluster_id)
 
 
 # ----- readiness: the stages of `kctl up`, and the testing API's waits -------------------
@@ -462,5 +498,18 @@ def up(
     if wait:
         result.stages = wait_for_stages(readiness_stages(spec, state_dir), timeout=timeout, poll=0.5,
                                         on_progress=on_stage)
+        _record_identity(spec, state_dir)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _record_identity(spec: ClusterSpec, state_dir: Path) -> None:
+    """Once healthy, the cluster id its brokers report is this state dir's cluster (see kctl.identity)."""
+    from kctl import identity
+
+    try:
+        md = kmd.fetch_any(spec.bootstrap_servers, 5.0)
+    except kmd.MetadataError:
+        return
+    if md.cluster_id:
+        identity.record(spec, state_dir, md.cluster_id)

@@ -26,6 +26,7 @@ from kctl.contract import (
     LABEL_NODE_ID,
     LABEL_SERVICE,
     LABEL_SERVICES,
+    LABEL_STATE_DIR,
     LABEL_VERSION,
 )
 from kctl.errors import KctlError
@@ -128,7 +129,7 @@ def _environment(spec: ClusterSpec, host: str, services: tuple[str, ...]) -> dic
     return dict(sorted(env.items()))
 
 
-def _service(spec: ClusterSpec, plan: ContainerPlan) -> dict[str, Any]:
+def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> dict[str, Any]:
     node, host, services = plan.node, plan.name, plan.services
     env = _environment(spec, host, services)
     ports: list[str] = []
@@ -151,6 +152,8 @@ def _service(spec: ClusterSpec, plan: ContainerPlan) -> dict[str, Any]:
         LABEL_SERVICES: ",".join(services),
         LABEL_VERSION: __version__,
     }
+    if state_dir is not None:
+        labels[LABEL_STATE_DIR] = str(state_dir.resolve())
     return {
         "name": host,
         "hostname": host,
@@ -167,8 +170,12 @@ def _service(spec: ClusterSpec, plan: ContainerPlan) -> dict[str, Any]:
     }
 
 
-def render(spec: ClusterSpec) -> Rendered:
-    """Render every file of the cluster. Pure: no I/O beyond reading templates."""
+def render(spec: ClusterSpec, state_dir: Path | None = None) -> Rendered:
+    """Render every file of the cluster. Pure: no I/O beyond reading templates.
+
+    ``state_dir`` (where the files will be written) becomes a label of every container,
+    so that commands run from another directory can tell the containers are not theirs.
+    """
     files: dict[str, str] = {}
     plans: list[ContainerPlan] = []
     for host, node, services in properties.services_of(spec):
@@ -185,7 +192,7 @@ def render(spec: ClusterSpec) -> Rendered:
         project=spec.project,
         network=spec.project,
         network_labels={**spec.labels, LABEL_CLUSTER: spec.name},
-        services=[_service(spec, p) for p in plans],
+        services=[_service(spec, p, state_dir) for p in plans],
     )
     return Rendered(files=dict(sorted(files.items())), containers=plans)
 

@@ -257,6 +257,11 @@ class ClusterSpec(_Model):
     labels: dict[str, str] = Field(
         default_factory=dict, description="Extra Docker labels on every container and the network."
     )
+    cluster_id: str | None = Field(
+        None, description="Kafka's cluster id of the cluster this spec made (`kctl up` records it in the state"
+                          " dir); set it to bind a spec restored from version control to that cluster: every command"
+                          " refuses a cluster with another id."
+    )
 
     @field_validator("name")
     @classmethod
@@ -546,9 +551,9 @@ def state_dir_for(spec: ClusterSpec, spec_path: Path | None) -> Path:
     return base / ".kctl" / spec.name
 
 
-def default_spec_yaml(name: str = "logger") -> str:
-    """The kctl.yaml that `kctl init` writes: the defaults, spelled out for the operator."""
-    spec = ClusterSpec(name=name)
+def default_spec_yaml(name: str = "logger", settings: dict[str, Any] | None = None) -> str:
+    """The kctl.yaml that `kctl init` writes: the defaults (with ``settings`` on top), spelled out."""
+    spec = ClusterSpec.model_validate({**(settings or {}), "name": name})
     data = spec.model_dump(mode="json", exclude_none=True)
     header = (
         "# kctl cluster spec. Every setting is optional; these are the defaults.\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from kctl import output
-from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, load
+from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, connect
 from kctl.output import Format
 
 
@@ -25,7 +25,7 @@ def produce(
     """One record per input line (kafka-console-producer.sh); exits 1 if any delivery failed."""
     from kctl.kafka import console
 
-    spec = load(file)
+    spec = connect(file, bootstrap, write=True)
     res = console.produce(spec, topic, input_file, key_separator, acks, bootstrap, timeout)
     if fmt in (Format.json, Format.yaml):
         output.emit(res, fmt)
@@ -53,7 +53,7 @@ def consume(
     """Print one message per line (kafka-console-consumer.sh); Ctrl-C, --max or --timeout stop it."""
     from kctl.kafka import console
 
-    spec = load(file)
+    spec = connect(file, bootstrap)
     mode = "json" if fmt is Format.json else "key" if print_key else "value"
     out = sys.stdout.buffer
     cc = console.ConsoleConsumer(spec, topic, group, from_beginning, max_messages, timeout, partition, offset,

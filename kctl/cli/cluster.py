@@ -48,11 +48,13 @@ def up(
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Render, start the ensemble, and wait until it is verified healthy."""
-    from kctl import health
+    from kctl import health, identity
     from kctl.spec import state_dir_for
 
     spec = load(file)
     state = state_dir_for(spec, file)
+    identity.check_containers(spec, state)  # same name, other directory: never touch its containers
+    identity.check_ports(spec, state)
     with output.waiting() as (stage, say):
         result = health.up(spec, state, wait=not no_wait, timeout=timeout, kafka_dist=kafka_dist,
                        progress=say, on_stage=stage)
@@ -71,21 +73,25 @@ def down(
     volumes: bool = typer.Option(False, "--volumes", "-v", help="Also delete data, logs and rendered files."),
 ) -> None:
     """Stop Kafka, then ZooKeeper, and remove the containers; data is kept unless --volumes."""
+    from kctl import identity
     from kctl.runtime import cluster as rt
     from kctl.spec import state_dir_for
 
     spec = load(file)
     state = state_dir_for(spec, file)
+    identity.check_containers(spec, state)
     n = rt.down(spec, state, volumes=volumes, progress=output.info)
     output.info(f"{spec.name}: removed {n} container(s)" + ("" if volumes else f"; data kept in {state}"))
 
 
 def status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
-    """One view of the ensemble. Exit 0 healthy, 1 degraded, 2 nothing answers."""
+    """One view of the ensemble. Exit 0 healthy, 1 degraded, 2 not running (or another cluster answers)."""
     from kctl import health
+    from kctl.spec import state_dir_for
 
     spec = load(file)
-    st = health.status(spec)
+    # Raises (exit 2) when the cluster is not running, or what answers on its ports is another one.
+    st = health.status(spec, state_dir_for(spec, file))
     rows = []
     for n in st.nodes:
         z, b = n.zookeeper, n.broker
@@ -113,6 +119,11 @@ def status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
                 columns=["node", "container", "zk_mode", "zxid", "broker", "registered", "controller", "urp"],
                 wide_columns=["processes", "outstanding", "latency_ms", "connections"],
                 title=f"cluster {st.cluster}", footer=footer)
+    if st.running is False:
+        from kctl.identity import NotRunning
+
+        raise NotRunning(f"cluster {spec.name!r} is not running: none of its containers runs",
+                         hint="`kctl up` starts it")
     raise typer.Exit(st.exit_code)
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from kctl.output import Format, warn
+from kctl.output import Format, info, warn
 
 if TYPE_CHECKING:
     from kctl.spec import ClusterSpec
@@ -21,6 +21,47 @@ SpecOpt = typer.Option(
 )
 OutputOpt = typer.Option(Format.table, "--output", "-o", help="Output format: table, wide, json or yaml.")
 BootstrapOpt = typer.Option(None, "--bootstrap-server", help="host:port,... instead of the spec's EXTERNAL listeners.")
+
+
+def connect(path: Path, bootstrap: str | None = None, *, write: bool = False) -> ClusterSpec:
+    """Load the spec and make sure the cluster that answers is the one it names (exit 2 if not).
+
+    With ``--bootstrap-server`` a read-only command talks to whatever cluster is there
+    (a kctl.yaml is then optional) and says on stderr which cluster id answered; a
+    command that changes something must reach this kctl.yaml's own recorded cluster.
+    """
+    from kctl import identity
+    from kctl.spec import ClusterSpec, state_dir_for
+
+    if bootstrap:
+        cid = identity.answering(bootstrap)
+        if write:
+            from kctl.errors import UsageError
+
+            if not path.exists():
+                raise UsageError(f"refusing to change the cluster at {bootstrap} (cluster id {cid or 'unknown'}):"
+                                 f" no {path} names it; nothing was changed",
+                                 hint="changes go through the kctl.yaml of the cluster they change: run this from"
+                                      " that cluster's directory, without --bootstrap-server")
+            spec = load(path)
+            state = state_dir_for(spec, path)
+            rec = identity.read(state)
+            own = spec.cluster_id or (rec.cluster_id if rec else None)
+            if own is None or own != cid:
+                mine = f"cluster id {own}" if own else "no recorded cluster id"
+                raise UsageError(
+                    f"refusing to change the cluster at {bootstrap} (cluster id {cid or 'unknown'}): {path} names"
+                    f" cluster {spec.name!r} ({mine}, state dir {state.resolve()}); nothing was changed",
+                    hint="changes go through the kctl.yaml of the cluster they change: run this from that"
+                         " cluster's directory, without --bootstrap-server")
+        else:
+            spec = load(path) if path.exists() else ClusterSpec()
+        info(f"talking to Kafka cluster id {cid or 'unknown (no answer yet)'} at {bootstrap}"
+             + (f" (the cluster of {path})" if write else " (--bootstrap-server: not checked against kctl.yaml)"))
+        return spec
+    spec = load(path)
+    identity.verify(spec, state_dir_for(spec, path))
+    return spec
 
 
 def load(path: Path) -> ClusterSpec:

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from kctl import output
-from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, load
+from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, connect
 from kctl.output import Format
 
 _BROKER = typer.Option(None, "--broker", help="A broker id (kafka-configs --entity-type brokers --entity-name).")
@@ -38,7 +38,7 @@ def config_describe(
     """Per key: effective value, where it comes from, and the broker's dynamic update mode."""
     from kctl.kafka import configs
 
-    spec = load(file)
+    spec = connect(file, bootstrap)
     ent = configs.entity_from(broker, broker_default, topic, client, user)
     d = configs.describe(spec, ent, all_keys, key or None, bootstrap)
     rows = [{"key": r.key, "value": "(sensitive)" if r.sensitive else r.value, "source": r.source,
@@ -81,7 +81,7 @@ def _change(what: str, args: list[str], broker: int | None, broker_default: bool
             client: str | None, user: str | None, bootstrap: str | None, file: Path, fmt: Format) -> None:
     from kctl.kafka import configs
 
-    spec = load(file)
+    spec = connect(file, bootstrap, write=True)
     ent = configs.entity_from(broker, broker_default, topic, client, user)
     if what == "set":
         res = configs.set_configs(spec, ent, configs.parse_pairs(args), bootstrap)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from kctl import output
-from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, load
+from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, connect
 from kctl.errors import UsageError
 from kctl.output import Format
 
@@ -26,7 +26,7 @@ def group_list(bootstrap: str | None = BootstrapOpt, file: Path = SpecOpt, fmt: 
     """List consumer groups and their state."""
     from kctl.kafka import groups
 
-    spec = load(file)
+    spec = connect(file, bootstrap)
     res = groups.list_groups(spec, bootstrap)
     output.emit(res, fmt, columns=["group", "state"], wide_columns=["type", "simple"],
                 raw="\n".join(g.group for g in res))
@@ -41,7 +41,7 @@ def group_describe(
     """State, members, and per partition: committed offset, log-end offset and lag."""
     from kctl.kafka import groups
 
-    spec = load(file)
+    spec = connect(file, bootstrap)
     d = groups.describe(spec, group, bootstrap)
     members = "; ".join(f"{m.client_id}@{m.host} [{', '.join(m.assignment) or '-'}]" for m in d.members)
     footer = (f"group {d.group}: {d.state}, coordinator {d.coordinator}, {len(d.members)} member(s), "
@@ -69,8 +69,10 @@ def group_reset(
     chosen = [s for s, on in (("earliest", to_earliest), ("latest", to_latest),
                               ("offset", to_offset is not None), ("datetime", to_datetime is not None)) if on]
     if len(chosen) != 1:
-        raise UsageError("pick exactly one of --to-earliest, --to-latest, --to-offset N, --to-datetime ISO")
-    spec = load(file)
+        raise UsageError("pick exactly one of --to-earliest, --to-latest, --to-offset N, --to-datetime ISO",
+                         hint=f"e.g. `kctl group reset-offsets {group} --topic {topic} --to-earliest` (a dry run"
+                              " until --execute)")
+    spec = connect(file, bootstrap, write=True)
     plan = groups.reset_offsets(spec, group, topic, chosen[0], to_offset, to_datetime, execute, bootstrap)
     footer = ("applied" if plan.executed else "dry run: nothing changed; pass --execute to apply")
     output.emit(plan, fmt, rows=[output.to_plain(m) for m in plan.moves],
@@ -86,6 +88,6 @@ def group_delete(
     """Delete a consumer group and its committed offsets (it must have no members)."""
     from kctl.kafka import groups
 
-    spec = load(file)
+    spec = connect(file, bootstrap, write=True)
     groups.delete(spec, group, bootstrap)
     output.info(f"deleted consumer group {group}")

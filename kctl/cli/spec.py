@@ -19,23 +19,32 @@ def register(app: typer.Typer) -> None:
 
 def init(
     file: Path = SpecOpt,
-    name: str = typer.Option("logger", "--name", help="Cluster name."),
+    name: str | None = typer.Option(None, "--name", help="Cluster name [default: logger]; with a name, the"
+                                                         " ports are chosen free of running clusters."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
 ) -> None:
     """Write a kctl.yaml with every default spelled out (cluster "logger", nodes logger1..logger3)."""
     import yaml
 
-    from kctl.spec import default_spec_yaml, parse_spec
+    from kctl import identity
+    from kctl.spec import ClusterSpec, default_spec_yaml, parse_spec, state_dir_for
 
     if file.exists() and not force:
         raise KctlError(f"{file} already exists", hint="pass --force to overwrite it, or -f OTHER.yaml")
-    text = default_spec_yaml(name)
-    parse_spec(yaml.safe_load(text))  # what we write must load
+    if name is not None:
+        ClusterSpec(name=name)  # a bad name fails before anything is looked at
+    cluster = name or "logger"
+    plan = identity.plan_init(cluster, state_dir_for(ClusterSpec(name=cluster), file), pick_ports=name is not None)
+    for w in plan.warnings:
+        output.warn(w)
+    text = default_spec_yaml(cluster, plan.settings)
+    spec, _ = parse_spec(yaml.safe_load(text))  # what we write must load
     try:
         file.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise KctlError(f"cannot write {file}: {exc.strerror}") from None
-    output.info(f"wrote {file} (cluster {name!r}, 3 nodes); next: `kctl render` or `kctl up`")
+    output.info(f"wrote {file} (cluster {cluster!r}, 3 nodes, bootstrap servers {spec.bootstrap_servers});"
+                " next: `kctl render` or `kctl up`")
 
 
 def render_cmd(
@@ -48,7 +57,7 @@ def render_cmd(
 
     spec = load(file)
     target = out or state_dir_for(spec, file)
-    rendered = render(spec)
+    rendered = render(spec, target)
     changed = write(rendered, target)
     for c in rendered.containers:
         output.info(f"{c.name}: {', '.join(c.services)} (config {c.config_hash})")

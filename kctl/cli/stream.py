@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from kctl.cli.common import OutputOpt, SpecOpt
+from kctl.cli.common import OutputOpt, SpecOpt, connect
 from kctl.errors import KctlError, UsageError
 from kctl.output import Format, emit, info
 
@@ -30,14 +30,18 @@ CheckpointOpt = typer.Option(None, "--checkpoint", help="Checkpoint dir [default
 
 
 def _bootstrap(flag: str | None, spec: Path) -> str:
+    """The bootstrap servers: the flag's (saying which cluster id answers there), or those of the
+    kctl.yaml's own cluster, checked to be that cluster (kctl.identity)."""
     if flag:
-        return flag
-    from kctl.stream.submit import bootstrap_from_spec
+        from kctl import identity
 
-    bs = bootstrap_from_spec(spec)
-    if not bs:
+        cid = identity.answering(flag)
+        info(f"talking to Kafka cluster id {cid or 'unknown (no answer yet)'} at {flag}"
+             " (--bootstrap-servers: not checked against kctl.yaml)")
+        return flag
+    if not spec.exists():
         raise KctlError("no bootstrap servers", hint=f"pass --bootstrap-servers, or run where {spec} exists")
-    return bs
+    return connect(spec).bootstrap_servers
 
 
 def gen_logs(
@@ -59,15 +63,29 @@ def gen_logs(
     """Produce nginx access-log lines as filebeat JSON events, keyed by host."""
     from kctl.agent import produce as agent
 
+    # Every option is checked before anything connects: bad input reaches no cluster.
+    bad = [f"{flag} must be {rule}, not {v}" for flag, v, ok, rule in (
+        ("--count", count, count >= 0, "0 or more"), ("--rate", rate, rate > 0, "above 0"),
+        ("--hosts", hosts, hosts >= 1, "at least 1"), ("--malformed", malformed, malformed >= 0, "0 or more"),
+        ("--duration", duration, duration > 0, "above 0")) if not ok]
+    if follow and from_file is None:
+        bad.append("--follow needs --from-file")
+    if from_file is not None and not follow and not from_file.exists():
+        bad.append(f"--from-file {from_file}: no such file")
+    t0 = None
+    if start:
+        try:
+            t0 = dt.datetime.fromisoformat(start)
+        except ValueError:
+            bad.append(f"--start {start!r} is not an ISO-8601 time")
+    if bad:
+        raise UsageError("; ".join(bad), hint="`kctl gen logs --help` describes the options")
     bs = _bootstrap(bootstrap, spec)
     if from_file is not None:
         res = agent.ship_file(bs, topic, from_file, follow=follow, host=host_name, max_seconds=duration)
     else:
-        if follow:
-            raise UsageError("--follow needs --from-file")
         from kctl.agent.nginx import generate, malformed_records
 
-        t0 = dt.datetime.fromisoformat(start) if start else None
         if t0 is not None and t0.tzinfo is None:
             t0 = t0.replace(tzinfo=dt.timezone.utc)
         events = ((e.key, e.value) for e in generate(count, seed=seed, hosts=hosts, start=t0, rate=rate, topic=topic))

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from kctl import output
-from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, load
+from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, connect
 from kctl.errors import UsageError
 from kctl.output import Format
 
@@ -25,8 +25,11 @@ def register(app: typer.Typer) -> None:
 
 def topic_create(
     name: str = typer.Argument(..., help="Topic name."),
-    partitions: int = typer.Option(..., "--partitions", "-p", help="Number of partitions."),
-    replication_factor: int = typer.Option(..., "--replication-factor", "-r", help="Replicas per partition."),
+    partitions: int | None = typer.Option(None, "--partitions", "-p",
+                                          help="Number of partitions [default: the cluster's num.partitions]."),
+    replication_factor: int | None = typer.Option(
+        None, "--replication-factor", "-r", help="Replicas per partition [default: the cluster's"
+                                                 " default.replication.factor]."),
     config: list[str] = typer.Option(None, "--config", "-c", help="Topic config key=value (repeatable)."),
     if_not_exists: bool = typer.Option(False, "--if-not-exists", help="Succeed if the topic exists."),
     bootstrap: str | None = BootstrapOpt,
@@ -37,7 +40,7 @@ def topic_create(
     from kctl.kafka import topics
     from kctl.kafka.configs import parse_pairs
 
-    spec = load(file)
+    spec = connect(file, bootstrap, write=True)
     res = topics.create(spec, name, partitions, replication_factor, parse_pairs(config or []), if_not_exists,
                         bootstrap)
     output.emit_change(res, fmt, f"{res.action} topic {res.topic}: {res.detail}")
@@ -52,7 +55,7 @@ def topic_list(
     """List topics (kafka-topics.sh --list)."""
     from kctl.kafka import topics
 
-    spec = load(file)
+    spec = connect(file, bootstrap)
     res = topics.list_topics(spec, internal, bootstrap)
     output.emit(res, fmt, columns=["name", "partitions", "replication_factor", "under_replicated"],
                 wide_columns=["internal"], raw="\n".join(t.name for t in res))
@@ -67,7 +70,7 @@ def topic_describe(
     """Partitions (leader, replicas, ISR, offline, under-replicated) and non-default configs."""
     from kctl.kafka import topics
 
-    spec = load(file)
+    spec = connect(file, bootstrap)
     d = topics.describe(spec, name, bootstrap)
     data = {**output.to_plain(d), "under_replicated": d.under_replicated, "offline": d.offline}
     rows = [output.to_plain(p) for p in d.partitions]
@@ -89,7 +92,7 @@ def topic_alter(
     """Add partitions to a topic (kafka-topics.sh --alter --partitions)."""
     from kctl.kafka import topics
 
-    spec = load(file)
+    spec = connect(file, bootstrap, write=True)
     res = topics.add_partitions(spec, name, partitions, bootstrap)
     output.emit_change(res, fmt, f"{res.topic}: {res.detail}")
 
@@ -104,7 +107,7 @@ def topic_delete(
     """Delete a topic and its data."""
     from kctl.kafka import topics
 
-    spec = load(file)
+    spec = connect(file, bootstrap, write=True)
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError(f"refusing to delete {name!r} without confirmation", hint="pass --yes")

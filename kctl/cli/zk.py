@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from kctl import output
-from kctl.cli.common import OutputOpt, SpecOpt, load
+from kctl.cli.common import OutputOpt, SpecOpt, connect
 from kctl.output import Format
 
 
@@ -65,7 +65,7 @@ def _word_command(word: str, doc: str) -> Callable[..., None]:
     ) -> None:
         from kctl.zk import words
 
-        spec = load(file)
+        spec = connect(file)
         results = words.run(spec, word, node, timeout)
         _emit_words(word, results, fmt)
         for r in results:
@@ -118,7 +118,7 @@ def zk_ls(path: str = typer.Argument("/", help="Znode path."), file: Path = Spec
     """List the children of a znode (zkCli.sh ls)."""
     from kctl.zk import znodes
 
-    spec = load(file)
+    spec = connect(file)
     with znodes.connect(spec) as zk:
         children = znodes.ls(zk, path)
     output.emit({"path": path, "children": children}, fmt, rows=[{"child": c} for c in children],
@@ -130,7 +130,7 @@ def zk_get(path: str = typer.Argument(..., help="Znode path."), file: Path = Spe
     """Data and stat of a znode (zkCli.sh get -s); JSON data is parsed."""
     from kctl.zk import znodes
 
-    spec = load(file)
+    spec = connect(file)
     with znodes.connect(spec) as zk:
         node = znodes.get(zk, path)
     rows = [{"field": "data", "value": node.data}, *({"field": k, "value": v} for k, v in node.stat.items())]
@@ -144,7 +144,7 @@ def zk_tree(path: str = typer.Argument("/", help="Where to start."),
     """Walk the znode tree (e.g. /brokers/topics/T/partitions/P/state, /controller, /config)."""
     from kctl.zk import znodes
 
-    spec = load(file)
+    spec = connect(file)
     with znodes.connect(spec) as zk:
         entries = znodes.tree(zk, path, depth, with_data=data)
     base = entries[0].depth if entries else 0

@@ -260,7 +260,8 @@ def _check_broker(spec: ClusterSpec | None, broker: str, bootstrap: str | None) 
     md = require_reachable(spec, bootstrap)
     ids = sorted(int(b) for b in md.brokers)
     if not broker.isdigit() or int(broker) not in ids:
-        raise KctlError(f"no live broker {broker}", hint=f"live brokers: {', '.join(map(str, ids)) or 'none'}")
+        raise KctlError(f"broker {broker} does not exist in this cluster (no live broker {broker})",
+                        hint=f"live brokers: {', '.join(map(str, ids)) or 'none'}")
 
 
 def cluster_defaults(spec: ClusterSpec) -> dict[str, str]:
@@ -491,15 +492,38 @@ def set_configs(spec: ClusterSpec, entity: Entity, values: dict[str, str],
                 bootstrap: str | None = None) -> ConfigChange:
     if not values:
         raise UsageError("nothing to set", hint="pass key=value ...")
-    check_dynamic(entity, list(values))
     check_quota_keys(entity, list(values))
+    # Which broker, then which key, then whether it can change: the first thing wrong is the one reported.
+    entries = None if entity.kind in ("client", "user") else _known_keys(spec, entity, list(values), bootstrap)
+    check_dynamic(entity, list(values))
     if entity.kind in ("client", "user", "broker-default"):
         require_reachable(spec, bootstrap)
         arg = ",".join(f"{k}={_format_value(v)}" for k, v in values.items())
         run_tool(spec, "kafka-configs.sh", [*entity.tool_args, "--alter", "--add-config", arg])
         return ConfigChange(str(entity), "set", dict(values))
-    _alter(spec, entity, {k: v for k, v in values.items()}, delete=False, bootstrap=bootstrap)
+    _alter(spec, entity, {k: v for k, v in values.items()}, delete=False, bootstrap=bootstrap, entries=entries)
     return ConfigChange(str(entity), "set", dict(values))
+
+
+def _known_keys(spec: ClusterSpec, entity: Entity, keys: list[str], bootstrap: str | None) -> dict[str, Any]:
+    """The entity's config entries, after checking that the broker exists and that Kafka knows every key."""
+    if entity.kind == "broker":
+        _check_broker(spec, entity.name, bootstrap)
+        kind, name = "broker", entity.name
+    elif entity.kind == "broker-default":
+        ids = sorted(int(b) for b in require_reachable(spec, bootstrap).brokers)
+        if not ids:
+            raise KctlError("no live broker to check the keys against", hint="`kctl status`")
+        kind, name = "broker", str(ids[0])
+    else:
+        require_reachable(spec, bootstrap)
+        kind, name = entity.kind, entity.name
+    entries = _describe_resource(spec, kind, name, bootstrap)
+    unknown = [k for k in keys if k not in entries and not k.startswith("listener.name.")]
+    if unknown:
+        raise KctlError(f"{', '.join(unknown)}: not a {entity.kind.replace('-default', '')} config Kafka knows",
+                        hint=f"`kctl config describe --{kind} {name} --all` lists the keys")
+    return entries
 
 
 def delete_configs(spec: ClusterSpec, entity: Entity, keys: list[str], bootstrap: str | None = None) -> ConfigChange:
@@ -519,7 +543,7 @@ def delete_configs(spec: ClusterSpec, entity: Entity, keys: list[str], bootstrap
 
 
 def _alter(spec: ClusterSpec, entity: Entity, values: dict[str, str | None], delete: bool,
-           bootstrap: str | None) -> None:
+           bootstrap: str | None, entries: dict[str, Any] | None = None) -> None:
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AlterConfigOpType,
         ConfigEntry,
@@ -527,15 +551,7 @@ def _alter(spec: ClusterSpec, entity: Entity, values: dict[str, str | None], del
         ConfigSource,
     )
 
-    if entity.kind == "broker":
-        _check_broker(spec, entity.name, bootstrap)
-    else:
-        require_reachable(spec, bootstrap)
-    describe_entries = _describe_resource(spec, entity.kind, entity.name, bootstrap)
-    unknown = [k for k in values if k not in describe_entries and not k.startswith("listener.name.")]
-    if unknown:
-        raise KctlError(f"{', '.join(unknown)}: not a {entity.kind} config Kafka knows",
-                        hint=f"`kctl config describe --{entity.kind} {entity.name} --all` lists the keys")
+    describe_entries = entries if entries is not None else _known_keys(spec, entity, list(values), bootstrap)
     if delete:
         dyn = ("DYNAMIC_BROKER_CONFIG",) if entity.kind == "broker" else ("DYNAMIC_TOPIC_CONFIG",)
         absent = [k for k in values if ConfigSource(describe_entries[k].source).name not in dyn]
@@ -543,9 +559,9 @@ def _alter(spec: ClusterSpec, entity: Entity, values: dict[str, str | None], del
             raise KctlError(f"{', '.join(absent)} not set dynamically on {entity}",
                             hint="only dynamic values can be deleted; `kctl config describe` shows the sources")
     op = AlterConfigOpType.DELETE if delete else AlterConfigOpType.SET
-    entries = [ConfigEntry(k, v if v is not None else "", incremental_operation=op) for k, v in values.items()]
+    changes = [ConfigEntry(k, v if v is not None else "", incremental_operation=op) for k, v in values.items()]
     rtype = ConfigResource.Type.BROKER if entity.kind == "broker" else ConfigResource.Type.TOPIC
-    res = ConfigResource(rtype, entity.name, incremental_configs=entries)
+    res = ConfigResource(rtype, entity.name, incremental_configs=changes)
     try:
         a = admin(spec, bootstrap)
         a.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(TIMEOUT)

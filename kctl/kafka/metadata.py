@@ -1,8 +1,9 @@
-"""One Kafka Metadata request (v1) over a plain socket: live brokers, controller, partition states.
+"""One Kafka Metadata request (v2) over a plain socket: cluster id, live brokers, controller, partitions.
 
-Health needs three facts a single Metadata answer carries; confluent-kafka would
-cost ~90 ms of import and a client bootstrap for them. Metadata v1 is the
-oldest version with ``controller_id``; every 3.x broker answers it.
+Health needs facts a single Metadata answer carries; confluent-kafka would
+cost ~90 ms of import and a client bootstrap for them. Metadata v2 is the
+oldest version with both ``controller_id`` and ``cluster_id`` (the identity
+check of every command compares the latter); every 3.x broker answers it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 API_METADATA = 3
-VERSION = 1
+VERSION = 2
 CLIENT_ID = b"kctl-health"
 
 
@@ -40,10 +41,11 @@ class Metadata:
     controller: int | None
     partitions: tuple[Partition, ...] = field(default=())
     answered_by: str = ""
+    cluster_id: str | None = None
 
 
 def request(correlation_id: int = 1) -> bytes:
-    """The framed Metadata v1 request for every topic."""
+    """The framed Metadata v2 request for every topic."""
     header = struct.pack(">hhih", API_METADATA, VERSION, correlation_id, len(CLIENT_ID)) + CLIENT_ID
     body = struct.pack(">i", -1)  # null topic array: all topics
     msg = header + body
@@ -72,7 +74,7 @@ class _Reader:
 
 
 def parse(payload: bytes, correlation_id: int = 1) -> Metadata:
-    """Decode a Metadata v1 response (without its size prefix)."""
+    """Decode a Metadata v2 response (without its size prefix)."""
     r = _Reader(payload)
     try:
         if r.take(">i") != correlation_id:
@@ -83,6 +85,7 @@ def parse(payload: bytes, correlation_id: int = 1) -> Metadata:
             r.string()  # host
             r.take(">i")  # port
             r.string()  # rack
+        cluster_id = r.string()
         controller = r.take(">i")
         parts: list[Partition] = []
         for _ in range(r.take(">i")):
@@ -95,7 +98,8 @@ def parse(payload: bytes, correlation_id: int = 1) -> Metadata:
                 parts.append(Partition(topic, index, leader, r.ints(), r.ints()))
     except struct.error as exc:
         raise MetadataError(f"truncated metadata answer: {exc}") from None
-    return Metadata(tuple(sorted(brokers)), controller if controller >= 0 else None, tuple(parts))
+    return Metadata(tuple(sorted(brokers)), controller if controller >= 0 else None, tuple(parts),
+                    cluster_id=cluster_id)
 
 
 def _recv_exact(s: socket.socket, n: int, deadline: float) -> bytes:
@@ -126,7 +130,8 @@ def fetch(host: str, port: int, timeout: float = 2.0) -> Metadata:
         raise MetadataError(f"{host}:{port}: {exc}") from None
     except OSError as exc:
         raise MetadataError(f"{host}:{port}: {exc.strerror or exc}") from None
-    return Metadata(md.brokers, md.controller, md.partitions, answered_by=f"{host}:{port}")
+    return Metadata(md.brokers, md.controller, md.partitions, answered_by=f"{host}:{port}",
+                    cluster_id=md.cluster_id)
 
 
 def fetch_any(bootstrap: str, timeout: float = 2.0) -> Metadata:

@@ -91,34 +91,40 @@ def validate_name(name: str) -> None:
         bad = "".join(sorted({c for c in name if not re.match(r"[a-zA-Z0-9._-]", c)}))
         problem = f"contains {bad!r}; only ASCII letters, digits, '.', '_' and '-' are allowed"
     if problem:
-        raise UsageError(f"invalid topic name {name!r}: it {problem}")
+        raise UsageError(f"invalid topic name {name!r}: it {problem}",
+                         hint="Kafka's rule: 1 to 249 of a-z A-Z 0-9 . _ -, not '.' or '..'")
 
 
 def exists(topic: str) -> KctlError:
     return KctlError(f"topic {topic!r} already exists", hint="pass --if-not-exists to accept an existing topic")
 
 
-def create(spec: ClusterSpec | None, name: str, partitions: int, replication_factor: int,
+def create(spec: ClusterSpec | None, name: str, partitions: int | None, replication_factor: int | None,
            config: dict[str, str] | None = None, if_not_exists: bool = False,
            bootstrap: str | None = None) -> TopicChange:
+    """Create a topic; ``None`` partitions or replication factor take the cluster's num.partitions and
+    default.replication.factor (as kafka-topics.sh does: CreateTopics with -1)."""
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     validate_name(name)
-    if partitions < 1:
-        raise UsageError(f"--partitions must be at least 1, not {partitions}")
-    if replication_factor < 1:
-        raise UsageError(f"--replication-factor must be at least 1, not {replication_factor}")
+    if partitions is not None and partitions < 1:
+        raise UsageError(f"--partitions must be at least 1, not {partitions}",
+                         hint="leave it out for the cluster's num.partitions")
+    if replication_factor is not None and replication_factor < 1:
+        raise UsageError(f"--replication-factor must be at least 1, not {replication_factor}",
+                         hint="leave it out for the cluster's default.replication.factor")
     md = require_reachable(spec, bootstrap)
     if name in md.topics:
         if if_not_exists:
             return TopicChange(name, "exists", "already exists; nothing changed")
         raise exists(name)
     live = len(md.brokers)
-    if replication_factor > live:
+    if replication_factor is not None and replication_factor > live:
         raise KctlError(f"cannot create {name!r}: replication factor {replication_factor} is above the {live} live"
                         f" broker(s)", hint=f"use --replication-factor {live} or less; `kctl status` shows brokers")
     a = admin(spec, bootstrap)
-    futs = a.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+    futs = a.create_topics([NewTopic(name, num_partitions=-1 if partitions is None else partitions,
+                                     replication_factor=-1 if replication_factor is None else replication_factor,
                                      config=dict(config or {}))], request_timeout=TIMEOUT)
     try:
         futs[name].result(TIMEOUT)
@@ -127,7 +133,11 @@ def create(spec: ClusterSpec | None, name: str, partitions: int, replication_fac
             return TopicChange(name, "exists", "already exists; nothing changed")
         raise kafka_error(exc, f"cannot create {name!r}", topic=name) from None
     # Return once the topic is usable: known to the brokers' metadata, a leader for every partition.
-    wait_for_topic(a, name, partitions, timeout=TIMEOUT)
+    t = wait_for_topic(a, name, partitions, timeout=TIMEOUT)
+    if t is not None:
+        parts = list(t.partitions.values())
+        partitions = len(parts)
+        replication_factor = len(parts[0].replicas) if parts else replication_factor
     return TopicChange(name, "created", f"{partitions} partition(s), replication factor {replication_factor}")
 
 

@@ -154,7 +154,7 @@ def converge(
     started = time.monotonic()
     from kctl.render import render, write  # jinja2: only a converge needs it
 
-    rendered = render(spec)  # pure; a template problem fails before anything is touched
+    rendered = render(spec, state_dir)  # pure; a template problem fails before anything is touched
     dc = compose.client()
     compose.compose_binary()
     existing = {c.name: c for c in compose.containers(spec, dc)}

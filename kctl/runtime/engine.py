@@ -15,7 +15,15 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from kctl.contract import LABEL_CLUSTER, LABEL_HASH, LABEL_NODE, LABEL_SERVICE, LABEL_SERVICES
+from kctl.contract import (
+    LABEL_CLUSTER,
+    LABEL_COMPOSE_WORKING_DIR,
+    LABEL_HASH,
+    LABEL_NODE,
+    LABEL_SERVICE,
+    LABEL_SERVICES,
+    LABEL_STATE_DIR,
+)
 from kctl.errors import DockerUnavailable
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
@@ -79,6 +87,15 @@ class Container:
     state: str  # running, exited, paused, restarting, created, dead
     health: str | None  # healthy, unhealthy, starting or None
     config_hash: str | None
+    cluster: str = ""
+    state_dir: str | None = None  # the absolute state dir it belongs to (None: not known)
+    host_ports: tuple[int, ...] = ()
+
+
+def state_dir_of(labels: dict[str, str]) -> str | None:
+    """The state dir a container belongs to: kctl's label, else the Compose project's working dir
+    (kctl runs Compose in the state dir, so both name the same directory)."""
+    return labels.get(LABEL_STATE_DIR) or labels.get(LABEL_COMPOSE_WORKING_DIR) or None
 
 
 def _health(status: str) -> str | None:
@@ -93,9 +110,11 @@ def _health(status: str) -> str | None:
     return None
 
 
-def containers(cluster: str, timeout: float = 5.0) -> list[Container]:
-    """Every container labelled with ``cluster``, running or not, in service-name order."""
-    filters = urllib.parse.quote(json.dumps({"label": [f"{LABEL_CLUSTER}={cluster}"]}))
+def containers(cluster: str | None, timeout: float = 5.0) -> list[Container]:
+    """Every container labelled with ``cluster`` (None: of every kctl cluster), running or not,
+    in service-name order."""
+    label = LABEL_CLUSTER if cluster is None else f"{LABEL_CLUSTER}={cluster}"
+    filters = urllib.parse.quote(json.dumps({"label": [label]}))
     out = []
     for c in get(f"/containers/json?all=1&filters={filters}", timeout) or []:
         labels = c.get("Labels") or {}
@@ -108,6 +127,9 @@ def containers(cluster: str, timeout: float = 5.0) -> list[Container]:
             state=c.get("State", "unknown"),
             health=_health(c.get("Status", "")),
             config_hash=labels.get(LABEL_HASH),
+            cluster=labels.get(LABEL_CLUSTER, ""),
+            state_dir=state_dir_of(labels),
+            host_ports=tuple(sorted({int(p["PublicPort"]) for p in c.get("Ports") or [] if p.get("PublicPort")})),
         ))
     return sorted(out, key=lambda i: i.name)
 

@@ -192,7 +192,7 @@ class KafkaCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.spec_file.write_text(yaml.safe_dump(self.spec.model_dump(mode="json", exclude_none=True),
                                                  sort_keys=False))
-        write(render(self.spec), self.state_dir)
+        write(render(self.spec, self.state_dir), self.state_dir)
         self._compose = DockerCompose(context=str(self.state_dir), compose_file_name="compose.yaml", wait=False)
         self._started = True
         try:

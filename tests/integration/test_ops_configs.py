@@ -159,7 +159,9 @@ def test_static_layer_is_what_the_broker_runs_not_todays_spec(kafka_cluster: Any
     edited = yaml.safe_load(kafka_cluster.spec_file.read_text())
     edited.setdefault("kafka", {})["min_insync_replicas"] = 1
     assert running != "1"
-    spec_file = tmp_path / "kctl.yaml"
+    # Next to the cluster's own kctl.yaml: the same state dir (a copy elsewhere is another cluster's spec,
+    # and kctl refuses to touch containers of another state dir).
+    spec_file = kafka_cluster.workdir / f"kctl-edited-{tmp_path.name}.yaml"
     spec_file.write_text(yaml.safe_dump(edited, sort_keys=False))
     try:
         assert kctl(kafka_cluster, "config", "set", f"{key}=3", "--broker", b).returncode == 0

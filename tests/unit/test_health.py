@@ -180,6 +180,7 @@ def _metadata_answer(correlation: int) -> bytes:
     body += struct.pack(">i", 2)
     for bid in (2, 1):
         body += struct.pack(">i", bid) + s("logger") + struct.pack(">i", 9092) + struct.pack(">h", -1)
+    body += s("c1uSt3r-iD")  # cluster id (v2)
     body += struct.pack(">i", 1)  # controller
     body += struct.pack(">i", 1) + struct.pack(">h", 0) + s("orders") + struct.pack(">b", 0)
     body += struct.pack(">i", 2)
@@ -219,13 +220,14 @@ def fake_broker(hang: bool = False) -> Iterator[int]:
         srv.close()
     if seen:
         api, version = struct.unpack_from(">hh", seen[0])
-        assert (api, version) == (3, 1)
+        assert (api, version) == (3, 2)
 
 
 def test_metadata_request_round_trip() -> None:
     with fake_broker() as port:
         md = kmd.fetch("127.0.0.1", port, timeout=2)
     assert md.brokers == (1, 2) and md.controller == 1
+    assert md.cluster_id == "c1uSt3r-iD"
     assert [(p.partition, p.leader, p.under_replicated) for p in md.partitions] == [(0, 1, True), (1, -1, True)]
 
 

@@ -1,0 +1,190 @@
+"""A kctl.yaml acts only on its own cluster: the identity record and the checks (no Docker, no JVM)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kctl import health, identity
+from kctl.contract import LABEL_STATE_DIR
+from kctl.kafka import metadata as kmd
+from kctl.render import render
+from kctl.runtime import engine
+from kctl.spec import ClusterSpec
+from tests.unit.test_health import fake_broker
+
+
+def _container(name: str, state_dir: str | None, state: str = "running", cluster: str = "logger",
+               ports: tuple[int, ...] = ()) -> engine.Container:
+    return engine.Container(id=name, name=name, node=name, services=("zookeeper", "kafka"), state=state,
+                            health=None, config_hash=None, cluster=cluster, state_dir=state_dir, host_ports=ports)
+
+
+def test_render_labels_every_container_with_its_absolute_state_dir(tmp_path: Path) -> None:
+    import yaml
+
+    compose = yaml.safe_load(render(ClusterSpec(), tmp_path / "st").files["compose.yaml"])
+    labels = {s["labels"][LABEL_STATE_DIR] for s in compose["services"].values()}
+    assert labels == {str((tmp_path / "st").resolve())}
+    assert LABEL_STATE_DIR not in yaml.safe_load(render(ClusterSpec()).files["compose.yaml"])["services"][
+        "logger1"]["labels"]
+
+
+def test_engine_reads_state_dir_from_kctl_label_then_compose_working_dir() -> None:
+    assert engine.state_dir_of({LABEL_STATE_DIR: "/a", "com.docker.compose.project.working_dir": "/b"}) == "/a"
+    assert engine.state_dir_of({"com.docker.compose.project.working_dir": "/b"}) == "/b"
+    assert engine.state_dir_of({}) is None
+
+
+def test_record_and_read_round_trip(tmp_path: Path) -> None:
+    assert identity.read(tmp_path) is None
+    identity.record(ClusterSpec(name="probe"), tmp_path, "abc")
+    rec = identity.read(tmp_path)
+    assert rec is not None and (rec.cluster, rec.cluster_id, rec.state_dir) == ("probe", "abc", str(tmp_path))
+
+
+def test_same_name_other_state_dir_is_refused(tmp_path: Path) -> None:
+    identity.check_state_dirs(ClusterSpec(), tmp_path, [("logger1", str(tmp_path)), ("logger2", None)])
+    with pytest.raises(identity.ForeignCluster) as ei:
+        identity.check_state_dirs(ClusterSpec(), tmp_path, [("logger1", "/elsewhere/.kctl/logger")])
+    assert ei.value.exit_code == 2
+    assert "/elsewhere/.kctl/logger" in ei.value.message and str(tmp_path) in ei.value.message
+    assert ei.value.hint and "name" in ei.value.hint and "state_dir" in ei.value.hint
+
+
+def _spec_on(port: int) -> ClusterSpec:
+    return ClusterSpec.model_validate({"nodes": [{"id": 1, "hostname": "logger1", "kafka_port": port}]})
+
+
+def test_verify_refuses_a_cluster_id_other_than_the_recorded_one(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    other = tmp_path / "other"
+    with fake_broker() as port:
+        spec = _spec_on(port)
+        monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [
+            _container("logger1", str(other), cluster="logger", ports=(port,))])
+        identity.record(spec, tmp_path, "mine")
+        with pytest.raises(identity.ForeignCluster) as ei:
+            identity.verify(spec, tmp_path)
+    msg = ei.value.message
+    assert "cluster id mine" in msg and "cluster id c1uSt3r-iD" in msg and str(other) in msg
+
+
+def test_verify_accepts_its_own_cluster_with_one_metadata_request(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_docker(*_a: object, **_k: object) -> None:
+        raise AssertionError("Docker must not be asked when the recorded id matches")
+
+    monkeypatch.setattr(engine, "containers", no_docker)
+    with fake_broker() as port:
+        spec = _spec_on(port)
+        identity.record(spec, tmp_path, "c1uSt3r-iD")
+        assert identity.verify(spec, tmp_path) == "c1uSt3r-iD"
+
+
+def test_verify_of_a_stopped_cluster_names_who_holds_its_ports(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    with fake_broker() as port:
+        spec = _spec_on(port)
+
+        def containers(cluster: str | None, timeout: float = 5.0) -> list[engine.Container]:
+            if cluster is None:  # every kctl container: the owner of the port
+                return [_container("logger1", "/srv/a/.kctl/logger", cluster="logger", ports=(port,))]
+            return []  # this spec's cluster has no container
+
+        monkeypatch.setattr(engine, "containers", containers)
+        with pytest.raises(identity.ForeignCluster) as ei:
+            identity.verify(spec.model_copy(update={"name": "probe"}), tmp_path)
+    assert "'probe'" in ei.value.message and "is not running" in ei.value.message
+    assert "cluster 'logger'" in ei.value.message and "/srv/a/.kctl/logger" in ei.value.message
+
+
+def test_verify_of_a_stopped_cluster_with_free_ports_says_not_running(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [])
+    with pytest.raises(identity.NotRunning) as ei:
+        identity.verify(_spec_on(1), tmp_path, timeout=0.3)
+    assert ei.value.exit_code == 2 and ei.value.hint == "`kctl up` starts it"
+
+
+def test_status_of_a_cluster_without_containers_shows_nothing_of_another(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [])
+    obs = health.Observations(containers={}, zookeeper={"logger1": health.ZkState("logger1", 2181, "leader")},
+                              kafka=kmd.Metadata((1, 2, 3), 2, (), "127.0.0.1:9092", cluster_id="theirs"))
+    with pytest.raises(identity.KctlError) as ei:
+        health.check_identity(ClusterSpec(name="probe"), tmp_path, obs)
+    assert ei.value.exit_code == 2 and "is not running" in ei.value.message
+
+
+def test_status_records_the_identity_of_its_own_running_cluster(tmp_path: Path) -> None:
+    obs = health.Observations(
+        containers={"logger1": health.ContainerObs("logger1", "running", None, state_dir=str(tmp_path))},
+        kafka=kmd.Metadata((1,), 1, (), "127.0.0.1:9092", cluster_id="ours"))
+    health.check_identity(ClusterSpec(), tmp_path, obs)
+    rec = identity.read(tmp_path)
+    assert rec is not None and rec.cluster_id == "ours"
+    obs.kafka = kmd.Metadata((1,), 1, (), "127.0.0.1:9092", cluster_id="theirs")
+    with pytest.raises(identity.ForeignCluster):
+        health.check_identity(ClusterSpec(), tmp_path, obs)
+
+
+def test_init_next_to_a_running_cluster_warns_or_picks_free_ports(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl import doctor
+
+    d = ClusterSpec()
+    zk0, kafka0 = d.zookeeper.host_port_base, d.kafka.external_port_base
+    running = [_container(f"logger{i}", "/srv/a/.kctl/logger", ports=(zk0 + i, kafka0 + i)) for i in (0, 1, 2)]
+    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: running)
+    monkeypatch.setattr(doctor, "port_free", lambda port: port != kafka0 + 100)  # something else holds it
+    plan = identity.plan_init("logger", tmp_path / ".kctl" / "logger", pick_ports=False)
+    assert plan.settings == {}
+    assert any("already exists in /srv/a/.kctl/logger" in w for w in plan.warnings)
+    assert any(str(zk0) in w and "cluster 'logger'" in w and "--name" in w for w in plan.warnings)
+    plan = identity.plan_init("probe", tmp_path / ".kctl" / "probe", pick_ports=True)
+    assert plan.warnings == []
+    # one step up would put Kafka on the busy port: two steps
+    assert plan.settings["zookeeper"]["host_port_base"] == zk0 + 200
+    assert plan.settings["kafka"]["external_port_base"] == kafka0 + 200
+    spec = ClusterSpec.model_validate({**plan.settings, "name": "probe"})
+    assert not {p for p, _ in doctor.host_ports(spec)} & {p for c in running for p in c.host_ports}
+
+
+def test_init_on_a_free_machine_keeps_the_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl import doctor
+
+    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [])
+    monkeypatch.setattr(doctor, "port_free", lambda port: True)
+    assert identity.plan_init("probe", tmp_path, pick_ports=True) == identity.InitPlan("probe", {}, [])
+
+
+def test_status_of_a_stopped_cluster_with_free_ports_is_its_own_down_report(tmp_path: Path) -> None:
+    obs = health.Observations(containers={}, zookeeper={"logger1": health.ZkState("logger1", 1, "down")},
+                              kafka=None, kafka_error="no answer")
+    health.check_identity(ClusterSpec(name="probe"), tmp_path, obs)  # nothing of another cluster: no error
+    assert health.assess(ClusterSpec(name="probe"), obs).exit_code == 2
+
+
+def test_a_cluster_id_in_kctl_yaml_binds_the_spec_to_that_cluster(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [_container("logger1", str(tmp_path))])
+    with fake_broker() as port:
+        spec = _spec_on(port).model_copy(update={"cluster_id": "restored"})
+        with pytest.raises(identity.ForeignCluster) as ei:
+            identity.verify(spec, tmp_path)  # no record in this (fresh) state dir: the spec's id decides
+    assert "cluster id restored" in ei.value.message and "c1uSt3r-iD" in ei.value.message
+    assert identity.read(tmp_path) is None  # a refused cluster is never recorded
+
+
+def test_up_on_ports_of_another_cluster_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = ClusterSpec(name="probe")
+    port = spec.kafka_host_port(spec.nodes[1])
+    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [
+        _container("logger2", "/srv/a/.kctl/logger", cluster="logger", ports=(port,))])
+    with pytest.raises(identity.ForeignCluster) as ei:
+        identity.check_ports(spec, tmp_path)
+    assert "cluster 'logger'" in ei.value.message and "/srv/a/.kctl/logger" in ei.value.message
+    assert f"host ports {port} are in use on 127.0.0.1" in ei.value.message
+    identity.check_ports(ClusterSpec(name="logger"), tmp_path)  # its own ports: `up` converges them
