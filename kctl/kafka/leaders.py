@@ -52,7 +52,9 @@ def elect(spec: ClusterSpec, election: str = "preferred", topic: str | None = No
             scope = f"topic {topic}"
     kind = ElectionType.PREFERRED if election == "preferred" else ElectionType.UNCLEAN
     try:
-        answers = a.elect_leaders(kind, parts, request_timeout=timeout, operation_timeout=timeout).result(timeout)
+        # No timeout keywords: confluent-kafka 2.16's C binding rejects every one of them ("more argument
+        # specifiers than keyword list entries"); socket.timeout.ms of admin() bounds the request instead.
+        answers = a.elect_leaders(kind, parts).result(timeout)
     except KafkaException as exc:
         code, _msg = error_code(exc)
         if code == "ELECTION_NOT_NEEDED":
@@ -64,12 +66,19 @@ def elect(spec: ClusterSpec, election: str = "preferred", topic: str | None = No
         if err is None:
             result.elected.append(name)
             continue
-        code, msg = error_code(err)
+        code, msg = _code(err)
         if code == "ELECTION_NOT_NEEDED":
             result.not_needed += 1
         else:
             result.failed.append({"partition": name, "error": f"{code}: {msg}" if code else msg})
     return result
+
+
+def _code(err: Any) -> tuple[str, str]:
+    # The per-partition answers are KafkaError values, not the KafkaException that error_code unwraps.
+    if callable(getattr(err, "name", None)) and callable(getattr(err, "str", None)):
+        return str(err.name()), str(err.str())
+    return error_code(err)
 
 
 def min_insync_replicas(spec: ClusterSpec, topics: Iterable[str], bootstrap: str | None = None,

@@ -133,3 +133,34 @@ def test_cli_restart_without_nodes_needs_rolling(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "kctl", "restart", "-f", str(tmp_path / "kctl.yaml")],
                        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
     assert p.returncode == 2 and "pass --rolling" in p.stderr and "Traceback" not in p.stderr
+
+
+# ----- the election's answer -------------------------------------------------------------------------
+
+
+def test_election_answer_sorted_into_moved_not_needed_and_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import Future
+
+    from confluent_kafka import KafkaError, TopicPartition
+
+    from kctl.kafka import leaders
+
+    answer: Future[dict[TopicPartition, KafkaError | None]] = Future()
+    answer.set_result({TopicPartition("t", 1): KafkaError(KafkaError.ELECTION_NOT_NEEDED),
+                       TopicPartition("t", 0): None,
+                       TopicPartition("t", 2): KafkaError(KafkaError.PREFERRED_LEADER_NOT_AVAILABLE)})
+
+    class FakeAdmin:
+        def elect_leaders(self, kind: object, partitions: object) -> Future[dict[TopicPartition, KafkaError | None]]:
+            assert partitions is None  # no --topic: every partition
+            return answer
+
+    monkeypatch.setattr(leaders, "admin", lambda *_a, **_k: FakeAdmin())
+    res = leaders.elect(ClusterSpec(), "preferred")
+    assert res.elected == ["t-0"] and res.not_needed == 1 and not res.ok
+    assert res.failed == [{"partition": "t-2", "error": res.failed[0]["error"]}]
+    assert res.failed[0]["error"].startswith("PREFERRED_LEADER_NOT_AVAILABLE")
+    with pytest.raises(UsageError, match="needs --topic"):
+        leaders.elect(ClusterSpec(), "preferred", partition=1)
+    with pytest.raises(UsageError, match="unknown election type"):
+        leaders.elect(ClusterSpec(), "random")
