@@ -259,3 +259,54 @@ def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster: K
     bad = kctl(cluster, "elect-leaders", "--topic", topic, "--partition", "7")
     assert bad.returncode == 2 and "has no partition 7" in bad.stderr
     assert "does not exist" in kctl(cluster, "elect-leaders", "--topic", "no-such-topic").stderr
+
+
+def test_restart_one_node_both_services_together(cluster: KafkaCluster) -> None:
+    before = jvm_pids(cluster)
+    p = kctl(cluster, "restart", "logger2", "--service", "node", "--yes", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    after = jvm_pids(cluster)
+    changed = {k for k in before if after.get(k) != before[k]}
+    assert changed == {("logger2", "zookeeper"), ("logger2", "kafka")}, (before, after)
+    for gate in ("would drop below min.insync.replicas", "answers srvr with a mode", "under-replicated partitions 0"):
+        assert gate in p.stderr
+    assert cluster.status().health == "healthy"
+
+
+# ----- ZooKeeper storage ----------------------------------------------------------------------------
+
+
+def test_zk_storage_and_purge_keep_the_newest_snapshots(cluster: KafkaCluster) -> None:
+    p = kctl(cluster, "zk", "storage", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    nodes = {n["node"]: n for n in json.loads(p.stdout)}
+    assert sorted(nodes) == ["logger1", "logger2", "logger3"]
+    for n in nodes.values():
+        assert n["snapshots"]["files"] >= 1 and n["txn_logs"]["files"] >= 1 and n["problems"] == [], n
+        assert n["snapshots"]["key"] == "dataDir" and n["txn_logs"]["key"] == "dataLogDir" and n["separate"]
+
+    # Old snapshots to purge: copies of a real one under lower zxids (what PurgeTxnLog orders by), on the
+    # node with the newest real snapshot (a leader elected by the roll above took one).
+    def zxid(f: Path) -> int:
+        return int(f.name.split(".")[1], 16)
+
+    dirs = {h: Path(n["snapshots"]["host_path"]) / "version-2" for h, n in nodes.items()}
+    host = max(dirs, key=lambda h: max(zxid(f) for f in dirs[h].glob("snapshot.*")))
+    snap_dir = dirs[host]
+    real = sorted(snap_dir.glob("snapshot.*"), key=zxid)
+    assert zxid(real[-1]) > 5, real
+    for z in range(1, 6):
+        (snap_dir / f"snapshot.{z:x}").write_bytes(real[-1].read_bytes())
+    count = len(list(snap_dir.glob("snapshot.*")))
+    assert count >= 6
+
+    bad = kctl(cluster, "zk", "purge", host, "--keep", "2")
+    assert bad.returncode == 2 and "at least 3" in bad.stderr and len(list(snap_dir.glob("snapshot.*"))) == count
+
+    p = kctl(cluster, "zk", "purge", host, "--keep", "3", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)[0]
+    left = sorted(snap_dir.glob("snapshot.*"), key=zxid)
+    assert res["before"]["snapshots"]["files"] == count and res["after"]["snapshots"]["files"] == 3 == len(left)
+    assert left[-1].name == real[-1].name  # the newest one is kept
+    assert cluster.status().health == "healthy"
