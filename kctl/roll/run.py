@@ -26,6 +26,7 @@ from kctl.spec import ClusterSpec
 
 Progress = Callable[[str], None]
 LOCK_FILE = "restart.lock"
+PRE_CHECK_TIMEOUT = 30.0
 
 
 @dataclass
@@ -292,7 +293,10 @@ def roll(spec: ClusterSpec, state_dir: Path, *, service: str | None = None, node
         say(f"{spec.name}: restarting {n} service(s): "
             + ", ".join(f"{s.host} {s.service}" for s in the_plan.steps))
         try:
+            # A short wait: a partition catching up after a recent change is fine, a broken cluster is not.
+            runner.timeout = min(gate_timeout, PRE_CHECK_TIMEOUT)
             runner.gate("pre-checks", "cluster healthy before the roll", pre_checks(spec))
+            runner.timeout = gate_timeout
         except TimeoutReached as exc:
             raise ClusterError(f"restart refused, nothing was touched: {exc.message}",
                                hint="fix what `kctl status` shows first") from None

@@ -164,3 +164,57 @@ def test_election_answer_sorted_into_moved_not_needed_and_failed(monkeypatch: py
         leaders.elect(ClusterSpec(), "preferred", partition=1)
     with pytest.raises(UsageError, match="unknown election type"):
         leaders.elect(ClusterSpec(), "random")
+
+
+# ----- the executor's failure path, with the cluster faked ------------------------------------------------
+
+
+def test_a_stuck_gate_stops_the_roll_restarts_what_it_stopped_and_touches_nothing_after(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kctl.roll import run
+    from kctl.runtime import services
+
+    the_plan = rp.plan_roll(SPEC, service="kafka", zk_modes={}, controller=3)
+    calls: list[tuple[str, str, str]] = []
+
+    def ok(*_a: object) -> run.Probe:
+        return lambda: (True, "fine")
+
+    def stuck_on_broker_2(_spec: object, broker: int) -> run.Probe:
+        return lambda: (broker != 2, f"/brokers/ids/{broker} still there")
+
+    monkeypatch.setattr(run, "plan", lambda *_a: the_plan)
+    for name in ("pre_checks", "min_isr_gate", "process_gate", "registered_gate", "urp_gate"):
+        monkeypatch.setattr(run, name, ok)
+    monkeypatch.setattr(run, "unregistered_gate", stuck_on_broker_2)
+    monkeypatch.setattr(run._Runner, "docker", lambda self: None)
+    monkeypatch.setattr(services, "stop", lambda spec, host, svc, dc=None: calls.append(("stop", host, svc)) or "")
+    monkeypatch.setattr(services, "start", lambda spec, host, svc, dc=None: calls.append(("start", host, svc)) or "")
+    said: list[str] = []
+
+    with pytest.raises(run.RollStopped) as err:
+        run.roll(SPEC, tmp_path, service="kafka", gate_timeout=0.3, poll=0.05, progress=said.append)
+    msg = err.value.message
+    assert "restart stopped at [2/3] logger2 kafka" in msg and "/brokers/ids/2 still there" in msg
+    assert "restarted: logger1 kafka" in msg and "not touched: logger3 kafka" in msg
+    # logger1 rolled; logger2 stopped, then started again when its gate gave up; logger3 never touched
+    assert calls == [("stop", "logger1", "kafka"), ("start", "logger1", "kafka"),
+                     ("stop", "logger2", "kafka"), ("start", "logger2", "kafka")]
+    assert any("waiting for /brokers/ids/2 gone: /brokers/ids/2 still there" in s for s in said)
+    with run.roll_lock(tmp_path):  # the lock went with the roll
+        pass
+
+
+def test_an_unhealthy_cluster_is_refused_before_anything_is_touched(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    from kctl.roll import run
+    from kctl.runtime import services
+
+    calls: list[str] = []
+    monkeypatch.setattr(run, "plan", lambda *_a: rp.plan_roll(SPEC, service=None, zk_modes={}, controller=None))
+    monkeypatch.setattr(run, "pre_checks", lambda _s: lambda: (False, "under-replicated partitions 4"))
+    monkeypatch.setattr(run, "PRE_CHECK_TIMEOUT", 0.2)
+    monkeypatch.setattr(services, "stop", lambda *a, **k: calls.append("stop") or "")
+    with pytest.raises(ClusterError, match="restart refused, nothing was touched") as err:
+        run.roll(SPEC, tmp_path, gate_timeout=300, poll=0.05)
+    assert "under-replicated partitions 4" in err.value.message and calls == []
