@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperGroup
 
 from kctl import output
-from kctl.cli.common import OutputOpt, SpecOpt, connect
+from kctl.cli.common import OutputOpt, SpecOpt, connect, load
 from kctl.output import Format
 
 
@@ -20,6 +20,8 @@ def register(app: typer.Typer) -> None:
     zk_app.command("ls")(zk_ls)
     zk_app.command("get")(zk_get)
     zk_app.command("tree")(zk_tree)
+    zk_app.command("storage")(zk_storage)
+    zk_app.command("purge")(zk_purge)
     app.add_typer(zk_app, name="zk")
 
 
@@ -153,3 +155,52 @@ def zk_tree(path: str = typer.Argument("/", help="Where to start."),
              "data": e.data} for e in entries]
     cols = ["znode", "children", "bytes", "ephemeral"] + (["data"] if data else [])
     output.emit(entries, fmt, rows=rows, columns=cols, raw="\n".join(e.path for e in entries))
+
+
+# ----- storage ----------------------------------------------------------------------------------
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f}"
+
+
+def _storage_rows(nodes: list[Any]) -> list[dict[str, Any]]:
+    return [{"node": s.node, "snapshots": s.snapshots.files, "snap_mb": _mb(s.snapshots.bytes),
+             "txn_logs": s.txn_logs.files, "txn_mb": _mb(s.txn_logs.bytes),
+             "txn_disk_mb": _mb(s.txn_logs.disk_bytes), "dataDir": s.snapshots.container_path,
+             "dataLogDir": s.txn_logs.container_path, "newest_snapshot": s.snapshots.newest,
+             "problems": "; ".join(s.problems) or None} for s in nodes]
+
+
+def zk_storage(file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
+    """Snapshot (dataDir) and transaction-log (dataLogDir) counts and sizes per node, from the state dir."""
+    from kctl.spec import state_dir_for
+    from kctl.zk import storage
+
+    spec = load(file)
+    nodes = storage.storage(spec, state_dir_for(spec, file))
+    output.emit(nodes, fmt, rows=_storage_rows(nodes),
+                columns=["node", "snapshots", "snap_mb", "txn_logs", "txn_mb", "txn_disk_mb", "problems"],
+                wide_columns=["dataDir", "dataLogDir", "newest_snapshot"],
+                footer="txn logs are preallocated (64 MB each): txn_disk_mb is what they hold on disk")
+
+
+def zk_purge(node: str = typer.Argument(None, help="Node whose ZooKeeper storage to purge (loggerN or id);"
+                                                    " default every node."),
+             keep: int = typer.Option(3, "--keep", "-n", help="Snapshots to keep, with the txn logs they need"
+                                                              " (at least 3)."),
+             file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
+    """Delete old snapshots and txn logs with ZooKeeper's own PurgeTxnLog, run in the node."""
+    from kctl.spec import state_dir_for
+    from kctl.zk import storage
+
+    spec = connect(file, write=True)  # PurgeTxnLog runs in this cluster's own containers only
+    if keep < storage.MIN_KEEP:  # before touching any node
+        storage.purge(spec, state_dir_for(spec, file), node or spec.nodes[0].hostname, keep)
+    targets = [node] if node else [spec.zk_host(n) for n in spec.nodes]
+    results = [storage.purge(spec, state_dir_for(spec, file), t, keep) for t in targets]
+    lines = [f"{r.node}: kept {keep}; snapshots {r.before.snapshots.files} -> {r.after.snapshots.files},"
+             f" txn logs {r.before.txn_logs.files} -> {r.after.txn_logs.files}"
+             f" ({_mb(r.before.txn_logs.disk_bytes)} -> {_mb(r.after.txn_logs.disk_bytes)} MB on disk)"
+             for r in results]
+    output.emit_change(results, fmt, "\n".join(lines))

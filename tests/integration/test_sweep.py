@@ -43,6 +43,8 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("group", "delete"): [GROUP],
     ("gen", "logs"): ["--topic", TOPIC, "--count", "5"],
     ("stream", "submit"): ["--topic", TOPIC, "--available-now"],
+    ("restart",): ["--rolling", "--yes", "--timeout", "30"],
+    ("zk", "purge"): ["--keep", "3"],
 }
 
 # Commands the sweep does not run, and why.
@@ -55,7 +57,7 @@ SKIP: dict[tuple[str, ...], str] = {
 }
 
 # Commands that work offline on the spec and its state dir: they may succeed where the cluster is absent.
-OFFLINE = {("render",), ("doctor",)}
+OFFLINE = {("render",), ("doctor",), ("zk", "storage")}
 # Commands whose report is a table of checks, each with its hint (on stdout): exit 1 is their verdict.
 REPORTS = {("doctor",)}
 # Per case, the commands that may exit 0 because they are right to: nothing of another cluster is touched.

@@ -1,0 +1,326 @@
+"""Walk a rolling-restart plan through health gates: every wait is a probe of the cluster, never a sleep.
+
+Each gate is a :class:`kctl.runtime.readiness.Stage` whose probe asks Docker,
+ZooKeeper or Kafka (through :mod:`kctl.health` and the modules it builds on);
+a gate that times out stops the roll with what it last saw, and the nodes not
+yet reached are left untouched. A lock file in the state dir keeps a second
+roll of the same cluster from starting meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kctl import health
+from kctl.errors import ClusterError, KctlError, TimeoutReached
+from kctl.kafka import metadata as kmd
+from kctl.roll import plan as rp
+from kctl.runtime.readiness import Probe, Stage, wait_for_stages
+from kctl.spec import ClusterSpec
+
+Progress = Callable[[str], None]
+LOCK_FILE = "restart.lock"
+PRE_CHECK_TIMEOUT = 30.0
+
+
+@dataclass
+class GateRecord:
+    step: str
+    gate: str
+    seconds: float
+    saw: str
+
+
+@dataclass
+class StepRecord:
+    host: str
+    service: str
+    why: str
+    seconds: float
+
+
+@dataclass
+class RollResult:
+    plan: rp.RollPlan
+    steps: list[StepRecord] = field(default_factory=list)
+    gates: list[GateRecord] = field(default_factory=list)
+    seconds: float = 0.0
+    election: Any = None  # kctl.kafka.leaders.ElectionResult
+
+
+class RollStopped(ClusterError):
+    """A gate timed out: the roll stopped there; the nodes after it were not touched."""
+
+
+# ----- the lock ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def roll_lock(state_dir: Path) -> Iterator[Path]:
+    """Hold ``<state>/restart.lock`` (flock: released when this process exits, however it exits)."""
+    import fcntl
+
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            raise ClusterError(f"another restart of this cluster is running ({holder})",
+                               hint=f"wait for it to finish; {path} is released when that process exits") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)
+
+
+# ----- planning from the live cluster ---------------------------------------------------------------
+
+
+def plan(spec: ClusterSpec, service: str | None, nodes: list[str]) -> rp.RollPlan:
+    """The plan for the cluster as it is now (ZooKeeper modes and controller decide the order)."""
+    obs = health.gather(spec, 1.5, docker=False)
+    zk_modes = {h: z.mode for h, z in (obs.zookeeper or {}).items()}
+    controller = obs.kafka.controller if obs.kafka else None
+    out = rp.plan_roll(spec, service=service, nodes=nodes, zk_modes=zk_modes, controller=controller)
+    if obs.kafka is None:
+        out.notes.append(f"Kafka did not answer ({obs.kafka_error}): the controller is not known")
+    return out
+
+
+# ----- probes: each one observation of the cluster, each returning (done, what it saw) ---------------
+
+
+def pre_checks(spec: ClusterSpec) -> Probe:
+    def run() -> tuple[bool, str]:
+        st = health.assess(spec, health.gather(spec, 1.5, docker=False))
+        bad = []
+        if st.brokers_registered < st.brokers_expected:
+            bad.append(f"brokers registered {st.brokers_registered}/{st.brokers_expected}")
+        if st.offline_partitions != 0:
+            bad.append(f"offline partitions {st.offline_partitions if st.offline_partitions is not None else '?'}")
+        if st.under_replicated_partitions != 0:
+            urp = st.under_replicated_partitions
+            bad.append(f"under-replicated partitions {urp if urp is not None else '?'}")
+        if st.quorum != "ok" or st.leader is None:
+            bad.append(f"ZooKeeper quorum {st.quorum}: " + ", ".join(f"{z['node']}={z['mode']}" for z in st.zookeeper))
+        if bad:
+            return False, "; ".join(bad)
+        return True, (f"brokers {st.brokers_registered}/{st.brokers_expected}, no offline or under-replicated"
+                      f" partitions, ZooKeeper leader {st.leader}")
+    return run
+
+
+def min_isr_gate(spec: ClusterSpec, broker: int) -> Probe:
+    from kctl.kafka import leaders
+
+    known: dict[str, int] = {}
+    default = int(spec.kafka.overrides.get("min.insync.replicas", spec.kafka.min_insync_replicas))
+
+    def run() -> tuple[bool, str]:
+        md = kmd.fetch_any(spec.bootstrap_servers, 3.0)
+        mine = [p for p in md.partitions if broker in p.replicas]
+        missing = {p.topic for p in mine} - set(known)
+        known.update(leaders.min_insync_replicas(spec, missing))
+        blocking = rp.blocking_partitions(mine, broker, known, default)
+        if blocking:
+            more = f" (+{len(blocking) - 5} more)" if len(blocking) > 5 else ""
+            return False, "; ".join(blocking[:5]) + more
+        return True, f"{len(mine)} partitions with a replica on broker {broker}, each ISR above min.insync.replicas"
+    return run
+
+
+def process_gate(spec: ClusterSpec, host: str, service: str, want: str) -> Probe:
+    from kctl.runtime import services
+
+    def run() -> tuple[bool, str]:
+        st = services.process_state(spec, host, service)
+        return st == want, f"{host} {service} {st}"
+    return run
+
+
+def unregistered_gate(spec: ClusterSpec, broker: int) -> Probe:
+    from kctl.zk import znodes
+
+    path = f"/brokers/ids/{broker}"
+
+    def run() -> tuple[bool, str]:
+        with znodes.connect(spec, timeout=3.0) as zk:
+            st = zk.exists(path)
+        return st is None, f"{path} " + ("gone" if st is None else f"still there (session {hex(st.ephemeralOwner)})")
+    return run
+
+
+def zk_mode_gate(spec: ClusterSpec, host: str) -> Probe:
+    node = spec.node(host)
+    port = spec.zk_host_port(node)
+
+    def run() -> tuple[bool, str]:
+        z = health.zk_state(host, port, 1.0)
+        return z.mode in health.SERVING, f"{host} mode {z.mode}" + (f" ({z.error})" if z.error else "")
+    return run
+
+
+def one_leader_gate(spec: ClusterSpec) -> Probe:
+    def run() -> tuple[bool, str]:
+        obs = health.gather(spec, 1.0, docker=False, kafka=False)
+        ok_modes, saw = health.check_zk_modes(spec, obs)
+        ok_leader, _ = health.check_one_leader(spec, obs)
+        return ok_modes and ok_leader, saw
+    return run
+
+
+def registered_gate(spec: ClusterSpec) -> Probe:
+    return health.probe(spec, health.check_brokers, kafka=True, timeout=2.0)
+
+
+def urp_gate(spec: ClusterSpec, checks: int = rp.URP_CHECKS) -> Probe:
+    streak = [0]
+
+    def run() -> tuple[bool, str]:
+        views, errors = kmd.fetch_each(spec.bootstrap_servers, 3.0)
+        if errors or not views:
+            streak[0] = 0
+            return False, "; ".join(errors) or "no broker answered"
+        urp = max(sum(1 for p in v.partitions if p.under_replicated) for v in views)
+        offline = max(sum(1 for p in v.partitions if p.leader < 0) for v in views)
+        streak[0] = streak[0] + 1 if urp == 0 and offline == 0 else 0
+        return streak[0] >= checks, f"URP {urp}, offline {offline} (every broker's view; {streak[0]}/{checks} in a row)"
+    return run
+
+
+# ----- the roll ------------------------------------------------------------------------------------
+
+
+class _Runner:
+    def __init__(self, spec: ClusterSpec, result: RollResult, timeout: float, poll: float, say: Progress) -> None:
+        self.spec, self.result, self.timeout, self.poll, self.say = spec, result, timeout, poll, say
+        self.dc: Any = None
+
+    def gate(self, label: str, name: str, probe: Probe) -> None:
+        last: list[str] = []
+
+        def seen(stage: str, saw: str) -> None:
+            if not last or last[0] != saw:
+                last[:] = [saw]
+                self.say(f"{label}: waiting for {stage}: {saw}")
+
+        started = time.monotonic()
+        res = wait_for_stages([Stage(name, probe)], timeout=self.timeout, poll=self.poll, on_progress=seen)
+        self.result.gates.append(GateRecord(label, name, time.monotonic() - started, res[0].saw))
+        self.say(f"{label}: ok  {name} ({time.monotonic() - started:.1f}s)")
+
+    def docker(self) -> Any:
+        if self.dc is None:
+            from kctl.runtime import compose
+
+            self.dc = compose.client()
+        return self.dc
+
+    def stop(self, label: str, host: str, service: str) -> None:
+        from kctl.runtime import services
+
+        self.say(f"{label}: stopping {service}" + (" (SIGTERM: controlled shutdown)" if service == "kafka" else ""))
+        services.stop(self.spec, host, service, self.docker())
+
+    def start(self, label: str, host: str, service: str) -> None:
+        from kctl.runtime import services
+
+        self.say(f"{label}: starting {service}")
+        services.start(self.spec, host, service, self.docker())
+
+    def zk_down(self, label: str, host: str) -> None:
+        self.stop(label, host, "zookeeper")
+        self.gate(label, rp.GATE_ZK_EXITED, process_gate(self.spec, host, "zookeeper", "STOPPED"))
+
+    def zk_up(self, label: str, host: str) -> None:
+        self.start(label, host, "zookeeper")
+        self.gate(label, rp.GATE_ZK_MODE, zk_mode_gate(self.spec, host))
+        self.gate(label, rp.GATE_ONE_LEADER, one_leader_gate(self.spec))
+
+    def kafka_up(self, label: str, host: str) -> None:
+        self.start(label, host, "kafka")
+        self.gate(label, rp.GATE_REGISTERED, registered_gate(self.spec))
+        self.gate(label, rp.GATE_URP.format(n=rp.URP_CHECKS), urp_gate(self.spec))
+
+    def step(self, label: str, s: rp.Step) -> None:
+        stopped: list[str] = []  # services this step took down and has not started again
+        try:
+            if s.service in ("kafka", "node"):
+                assert s.broker is not None
+                self.gate(label, rp.GATE_MIN_ISR, min_isr_gate(self.spec, s.broker))
+                stopped.append("kafka")
+                self.stop(label, s.host, "kafka")
+                self.gate(label, rp.GATE_EXITED, process_gate(self.spec, s.host, "kafka", "STOPPED"))
+                self.gate(label, rp.GATE_UNREGISTERED.format(id=s.broker), unregistered_gate(self.spec, s.broker))
+            if s.service in ("zookeeper", "node"):
+                stopped.append("zookeeper")
+                self.zk_down(label, s.host)
+                stopped.remove("zookeeper")
+                self.zk_up(label, s.host)
+            if s.service in ("kafka", "node"):
+                stopped.remove("kafka")
+                self.kafka_up(label, s.host)
+        except KctlError:
+            # Put back what this step stopped before giving up, so that a stuck gate costs no more capacity.
+            for service in reversed(stopped):
+                with contextlib.suppress(KctlError):
+                    self.start(label, s.host, service)
+            raise
+
+
+def roll(spec: ClusterSpec, state_dir: Path, *, service: str | None = None, nodes: list[str] | None = None,
+         gate_timeout: float = 300.0, poll: float = 1.0, elect: bool = True,
+         progress: Progress | None = None) -> RollResult:
+    """Restart ``service`` on ``nodes`` (all) one at a time through the health gates; then a preferred
+    leader election. RollStopped when a gate times out (nothing after that step was touched)."""
+    say = progress or (lambda _m: None)
+    started = time.monotonic()
+    with roll_lock(state_dir):
+        the_plan = plan(spec, service, nodes or [])
+        result = RollResult(the_plan)
+        runner = _Runner(spec, result, gate_timeout, poll, say)
+        n = len(the_plan.steps)
+        say(f"{spec.name}: restarting {n} service(s): "
+            + ", ".join(f"{s.host} {s.service}" for s in the_plan.steps))
+        try:
+            # A short wait: a partition catching up after a recent change is fine, a broken cluster is not.
+            runner.timeout = min(gate_timeout, PRE_CHECK_TIMEOUT)
+            runner.gate("pre-checks", "cluster healthy before the roll", pre_checks(spec))
+            runner.timeout = gate_timeout
+        except TimeoutReached as exc:
+            raise ClusterError(f"restart refused, nothing was touched: {exc.message}",
+                               hint="fix what `kctl status` shows first") from None
+        for i, s in enumerate(the_plan.steps, 1):
+            label = f"[{i}/{n}] {s.host} {s.service}"
+            step_started = time.monotonic()
+            try:
+                runner.step(label, s)
+            except TimeoutReached as exc:
+                done = ", ".join(f"{x.host} {x.service}" for x in the_plan.steps[:i - 1]) or "none"
+                left = ", ".join(f"{x.host} {x.service}" for x in the_plan.steps[i:]) or "none"
+                raise RollStopped(
+                    f"restart stopped at {label}: {exc.message}\nrestarted: {done}\nnot touched: {left}",
+                    hint=f"see `kctl status` and `kctl logs {s.host} --service "
+                         f"{'zookeeper' if s.service == 'zookeeper' else 'kafka'}`; run the restart again once"
+                         " the cluster is healthy") from None
+            result.steps.append(StepRecord(s.host, s.service, s.why, time.monotonic() - step_started))
+            say(f"{label}: done in {time.monotonic() - step_started:.1f}s")
+        if elect and any(s.service in ("kafka", "node") for s in the_plan.steps):
+            from kctl.kafka import leaders
+
+            result.election = leaders.elect(spec, "preferred")
+            e = result.election
+            say(f"preferred leader election: {len(e.elected)} moved, {e.not_needed} already preferred"
+                + (f", {len(e.failed)} failed: {e.failed[:3]}" if e.failed else ""))
+    result.seconds = time.monotonic() - started
+    return result
