@@ -152,6 +152,15 @@ def check_state_dirs(spec: ClusterSpec, state_dir: Path, found: list[tuple[str, 
                  f" to {other[0]} if this kctl.yaml should own that state dir")
 
 
+def _hint(owner: Owner, then: str) -> str:
+    there = f"run kctl from the directory of {owner.state_dir} to work with that cluster; " if owner.state_dir else ""
+    return there + then
+
+
+def _other_ports(spec: ClusterSpec) -> str:
+    return f"to run both, give {spec.name!r} other ports (`kctl init --name NAME -f other.yaml` picks free ones)"
+
+
 def check_ports(spec: ClusterSpec, state_dir: Path) -> None:
     """ForeignCluster when another kctl cluster's running containers publish any of this spec's ports
     (`up` would otherwise only learn that the ports are taken, not by whom)."""
@@ -160,9 +169,7 @@ def check_ports(spec: ClusterSpec, state_dir: Path) -> None:
         raise ForeignCluster(
             f"cannot start {_here(spec, state_dir)}: host ports {', '.join(map(str, owner.ports))} are in use on"
             f" 127.0.0.1 by {owner.describe()}; nothing was changed",
-            hint=(f"run kctl from the directory of {owner.state_dir} to work with that cluster; " if owner.state_dir
-                  else "") + f"to run both, give {spec.name!r} other ports (`kctl init --name NAME -f other.yaml`"
-                             " picks free ones)")
+            hint=_hint(owner, _other_ports(spec)))
 
 
 def mismatch(spec: ClusterSpec, state_dir: Path, expected: str, md: kmd.Metadata) -> ForeignCluster:
@@ -170,8 +177,7 @@ def mismatch(spec: ClusterSpec, state_dir: Path, expected: str, md: kmd.Metadata
     return ForeignCluster(
         f"kctl.yaml names {_here(spec, state_dir, expected)}, but {md.answered_by or spec.bootstrap_servers}"
         f" is answered by {owner.describe()}; nothing was changed",
-        hint=(f"run kctl from the directory of {owner.state_dir} to work with that cluster; " if owner.state_dir
-              else "") + f"`kctl up` starts {spec.name!r} once its ports are free")
+        hint=_hint(owner, f"`kctl up` starts {spec.name!r} once its ports are free"))
 
 
 def _spec_ports(spec: ClusterSpec) -> set[int]:
@@ -191,9 +197,7 @@ def not_running(spec: ClusterSpec, state_dir: Path, md: kmd.Metadata | None,
     return ForeignCluster(
         f"{_here(spec, state_dir)} is not running; its ports ({spec.bootstrap_servers}) are held by"
         f" {owner.describe()}; nothing was read or changed",
-        hint=(f"run kctl from the directory of {owner.state_dir} to work with that cluster; " if owner.state_dir
-              else "") + f"to run both, give {spec.name!r} other ports (`kctl init --name NAME -f other.yaml`"
-                         " picks free ones)")
+        hint=_hint(owner, _other_ports(spec)))
 
 
 def verify(spec: ClusterSpec, state_dir: Path, *, timeout: float = 2.0) -> str | None:

@@ -217,11 +217,7 @@ def versus_kcat(spec: ClusterSpec, spec_file: Path, data: Path, records: int,
                           f"kcat -C -t T -o beginning -e -c {records}", statistics.median(cc) if cc else None,
                           BULK_RUNS, statistics.median(sc) if sc else None))
     finally:
-        for t in (t_kctl, t_kcat):
-            try:
-                topics.delete(spec, t)
-            except KctlError:
-                pass
+        _drop_topics(spec, t_kctl, t_kcat)
     return sides
 
 
@@ -285,11 +281,7 @@ def run(spec: ClusterSpec, spec_file: Path, records: int) -> tuple[list[Side], l
         n, s = parse_consumer_perf(text)
         figures.append(Figure("kafka-consumer-perf-test", "consume", n, s))
     finally:
-        for t in (t_kctl, t_kafka):
-            try:
-                topics.delete(spec, t)
-            except KctlError:
-                pass
+        _drop_topics(spec, t_kctl, t_kafka)
     return sides, figures
 
 
@@ -381,3 +373,12 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _drop_topics(spec: ClusterSpec, *names: str) -> None:
+    """Best effort: a benchmark's topics go when it ends, also when it failed half-way."""
+    for t in names:
+        try:
+            topics.delete(spec, t)
+        except KctlError:
+            pass
