@@ -371,10 +371,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def _drop_topics(spec: ClusterSpec, *names: str) -> None:
     """Best effort: a benchmark's topics go when it ends, also when it failed half-way."""
     for t in names:
@@ -382,3 +378,8 @@ def _drop_topics(spec: ClusterSpec, *names: str) -> None:
             topics.delete(spec, t)
         except KctlError:
             pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

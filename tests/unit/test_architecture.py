@@ -153,3 +153,19 @@ def test_status_path_avoids_the_heavy_clients() -> None:
                 top.add(node.module)
         heavy = {m for m in top if m.split(".")[0] in ("docker", "kazoo", "confluent_kafka", "jinja2", "http")}
         assert not heavy, f"{mod} imports {sorted(heavy)} at module level"
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+            and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__")
+
+
+def test_a_main_guard_comes_last() -> None:
+    # `python -m kctl.x` runs the guard as it is reached: a definition below it does not exist yet.
+    late = []
+    for path in sorted(PKG.rglob("*.py")):
+        body = ast.parse(path.read_text()).body
+        guards = [i for i, node in enumerate(body) if _is_main_guard(node)]
+        if guards and guards[-1] != len(body) - 1:
+            late.append(module_name(path))
+    assert not late, f"statements after `if __name__ == '__main__'` in {late}"

@@ -264,6 +264,16 @@ def test_produce_loop_counts_every_record_when_no_broker_answers() -> None:
     assert any("timed out" in e.lower() for e in res.errors) and any("too large" in e.lower() for e in res.errors)
 
 
+def test_produce_block_with_a_refused_record_and_a_full_queue() -> None:
+    # Blocks go through produce_batch: a record librdkafka refuses fails alone, records the local
+    # queue has no room for wait for room (here: until the first ones time out), nothing is lost.
+    block = [(None, b"a")] * 30 + [(None, b"z" * 2_000_000)] + [(b"k", b"b")] * 30
+    res = produce.send("t", [block], bootstrap="127.0.0.1:1", timeout=1.0, check=False,
+                       **{"message.max.bytes": 1_000_000, "queue.buffering.max.messages": 20})
+    assert res.produced == 60 and res.delivered == 0 and res.failed == 61
+    assert any("too large" in e.lower() for e in res.errors)
+
+
 def test_bad_acks_refused() -> None:
     with pytest.raises(UsageError):
         produce.send("t", [], bootstrap="127.0.0.1:1", acks="2", check=False)
