@@ -10,6 +10,7 @@ the command that uses it, so that a command pays only for its own imports.
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from types import ModuleType
@@ -60,9 +61,33 @@ for _module in COMMAND_MODULES:
     _module.register(app)
 
 
+def invoked(args: list[str]) -> typer.Typer:
+    """The app with only the command that runs, when the arguments name one.
+
+    Typer turns every registered command into a Click command on each call (about 70
+    signatures read and converted); the one that runs is enough. No command, help or a
+    name that matches none keeps the whole tree, for the listing and Click's suggestions.
+    """
+    from typer.main import get_command_name
+
+    name = next((a for a in args if not a.startswith("-")), None)
+    if name is None or "--help" in args[:args.index(name)] or "-h" in args[:args.index(name)]:
+        return app
+    commands = [c for c in app.registered_commands
+                if (c.name or get_command_name(c.callback.__name__ if c.callback else "")) == name]
+    groups = [g for g in app.registered_groups
+              if (g.name or (g.typer_instance.info.name if g.typer_instance else None)) == name]
+    if not commands and not groups:
+        return app
+    only = copy.copy(app)
+    only.registered_commands, only.registered_groups = commands, groups
+    return only
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
-        rv = app(args=argv, standalone_mode=False)
+        args = list(sys.argv[1:] if argv is None else argv)
+        rv = invoked(args)(args=args, standalone_mode=False)
         if isinstance(rv, int) and rv:
             sys.exit(rv)
     except KctlError as exc:

@@ -70,3 +70,20 @@ def test_every_command_module_registers_and_none_imports_main() -> None:
             continue
         assert f"kctl.cli.{path.stem}" in listed, f"{path.name} is not in kctl.cli.main.COMMAND_MODULES"
         assert any(isinstance(n, ast.FunctionDef) and n.name == "register" for n in tree.body), path.name
+
+
+def test_a_call_converts_only_the_invoked_command() -> None:
+    from typer.main import get_command_name
+
+    from kctl.cli import main
+
+    names = [c.name or get_command_name(c.callback.__name__) for c in main.app.registered_commands if c.callback]
+    names += [g.name or g.typer_instance.info.name for g in main.app.registered_groups if g.typer_instance]
+    assert len(names) == len(set(names)) and {"status", "up", "zk", "topic"} <= set(names)
+    before = (list(main.app.registered_commands), list(main.app.registered_groups))
+    for name in names:  # every command is still reachable, alone, and the full tree stays as it was
+        only = main.invoked(["-v", name, "--some-flag"])
+        assert len(only.registered_commands) + len(only.registered_groups) == 1, name
+    assert (main.app.registered_commands, main.app.registered_groups) == before
+    for args in ([], ["--help"], ["-h", "status"], ["nosuch"], ["--version"]):
+        assert main.invoked(args) is main.app, args
