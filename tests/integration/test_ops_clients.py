@@ -14,19 +14,11 @@ from typing import Any
 import pytest
 
 from kctl.kafka.groups import parse_kafka_groups_describe
+from tests.integration.cli import js, kctl
 
 pytestmark = pytest.mark.integration
 
 
-def kctl(cluster: Any, *args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kctl", *args, "-f", str(cluster.spec_file)], input=stdin,
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def js(cluster: Any, *args: str) -> Any:
-    p = kctl(cluster, *args, "-o", "json")
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
 
 
 @pytest.fixture

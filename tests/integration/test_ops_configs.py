@@ -14,19 +14,11 @@ import yaml
 
 from kctl.kafka.configs import parse_kafka_configs, parse_quota_describe
 from kctl.runtime.readiness import Stage, wait_for_stages
+from tests.integration.cli import js, kctl
 
 pytestmark = pytest.mark.integration
 
 
-def kctl(cluster: Any, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kctl", *args, "-f", str(cluster.spec_file)],
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def js(cluster: Any, *args: str) -> Any:
-    p = kctl(cluster, *args, "-o", "json")
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
 
 
 def kafka_configs(cluster: Any, *args: str) -> str:
