@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kctl import health
+from kctl import contract, health
 from kctl.errors import ClusterError, KctlError, TimeoutReached
 from kctl.kafka import metadata as kmd
 from kctl.roll import plan as rp
@@ -25,7 +25,7 @@ from kctl.runtime.readiness import Probe, Stage, wait_for_stages
 from kctl.spec import ClusterSpec
 
 Progress = Callable[[str], None]
-LOCK_FILE = "restart.lock"
+LOCK_FILE = contract.ROLL_LOCK_FILE
 PRE_CHECK_TIMEOUT = 30.0
 
 
@@ -62,8 +62,9 @@ class RollStopped(ClusterError):
 
 
 @contextlib.contextmanager
-def roll_lock(state_dir: Path) -> Iterator[Path]:
-    """Hold ``<state>/restart.lock`` (flock: released when this process exits, however it exits)."""
+def roll_lock(state_dir: Path, what: str = "kctl restart") -> Iterator[Path]:
+    """Hold ``<state>/restart.lock`` (flock: released when this process exits, however it exits, so a lock
+    left by a killed process is never stale). ``what`` (the command) goes into the file for the next one."""
     import fcntl
 
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -77,7 +78,8 @@ def roll_lock(state_dir: Path) -> Iterator[Path]:
             raise ClusterError(f"another restart of this cluster is running ({holder})",
                                hint=f"wait for it to finish; {path} is released when that process exits") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode(), 0)
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        os.pwrite(fd, f"{what}, pid {os.getpid()}, since {since}\n".encode(), 0)
         yield path
     finally:
         os.close(fd)
@@ -278,14 +280,26 @@ class _Runner:
             raise
 
 
+def check_before_roll(spec: ClusterSpec, timeout: float = PRE_CHECK_TIMEOUT, progress: Progress | None = None) -> None:
+    """The roll's pre-checks on their own: ClusterError (nothing touched) unless the cluster is healthy."""
+    runner = _Runner(spec, RollResult(rp.RollPlan(spec.name, "all", list(rp.PRE_CHECKS), [])), timeout, 1.0,
+                     progress or (lambda _m: None))
+    try:
+        runner.gate("pre-checks", "cluster healthy before the roll", pre_checks(spec))
+    except TimeoutReached as exc:
+        raise ClusterError(f"refused, nothing was touched: {exc.message}",
+                           hint="fix what `kctl status` shows first") from None
+
+
 def roll(spec: ClusterSpec, state_dir: Path, *, service: str | None = None, nodes: list[str] | None = None,
          gate_timeout: float = 300.0, poll: float = 1.0, elect: bool = True,
-         progress: Progress | None = None) -> RollResult:
+         progress: Progress | None = None, lock: bool = True) -> RollResult:
     """Restart ``service`` on ``nodes`` (all) one at a time through the health gates; then a preferred
-    leader election. RollStopped when a gate times out (nothing after that step was touched)."""
+    leader election. RollStopped when a gate times out (nothing after that step was touched).
+    ``lock=False``: the caller holds the state dir's roll lock already (``kctl apply``)."""
     say = progress or (lambda _m: None)
     started = time.monotonic()
-    with roll_lock(state_dir):
+    with roll_lock(state_dir) if lock else contextlib.nullcontext(state_dir):
         the_plan = plan(spec, service, nodes or [])
         result = RollResult(the_plan)
         runner = _Runner(spec, result, gate_timeout, poll, say)
