@@ -183,13 +183,6 @@ def recreate_needed(old_compose: str | None, new_compose: str) -> dict[str, list
     return out
 
 
-def applied_hashes(state_dir: Path) -> dict[str, str]:
-    """host -> the config hash the last apply brought the container's processes to."""
-    from kctl.runtime.cluster import _applied
-
-    return _applied(state_dir)
-
-
 def _record(state_dir: Path, hashes: Mapping[str, str]) -> None:
     path = state_dir / contract.APPLIED_FILE
     tmp = path.with_suffix(".tmp")
@@ -207,6 +200,8 @@ def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:
 
     rendered = render(spec, state_dir)
     labels = {c.name: c.config_hash for c in engine.containers(spec.name)}
+    from kctl.runtime.cluster import applied_hashes
+
     recorded = applied_hashes(state_dir)
     hashes = [NodeHash(c.name, recorded.get(c.name) if recorded.get(c.name) == c.config_hash
                        else labels.get(c.name), c.config_hash) for c in rendered.containers]

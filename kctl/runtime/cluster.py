@@ -163,7 +163,7 @@ def converge(
     dc = compose.client()
     compose.compose_binary()
     existing = {c.name: c for c in compose.containers(spec, dc)}
-    plan = convergence_plan(rendered, existing, _applied(state_dir))
+    plan = convergence_plan(rendered, existing, applied_hashes(state_dir))
     preflight_ports(spec, existing)
 
     if build:
@@ -182,7 +182,7 @@ def converge(
     return UpResult(plan, [], time.monotonic() - started, str(state_dir))
 
 
-def _applied(state_dir: Path) -> dict[str, str]:
+def applied_hashes(state_dir: Path) -> dict[str, str]:
     """<state>/applied.json's hashes (written by `kctl apply`), or none."""
     import json
 
