@@ -70,15 +70,12 @@ def apply(
     state = state_dir_for(spec, file)
     if dry_run or not yes:
         plan, _ = ap.plan(spec, state)
-        for service in ("zookeeper", "kafka"):
-            nodes = [r.node for r in plan.restarts if r.service == service]
-            if nodes:
-                plan.roll.append(run.plan(spec, service, nodes))
+        for service, nodes, hosts in ap.phases(spec, plan):
+            plan.roll.append(run.plan(spec, service, nodes, hosts))
         _show_plan(plan, fmt, dry_run)
         if dry_run or plan.nothing_to_do:
             return
-        if not plan.recreate:  # with containers to make again, apply() refuses and says why
-            typer.confirm(f"apply kctl.yaml to {spec.name}?", abort=True)
+        typer.confirm(f"apply kctl.yaml to {spec.name}?", abort=True)
     result = ap.apply(spec, state, gate_timeout=timeout, progress=output.info)
     restarted = [f"{s.host} {s.service}" for r in result.rolls for s in r.steps]
     output.emit_change(result, fmt, f"{spec.name}: applied in {result.seconds:.1f}s:"
@@ -100,14 +97,15 @@ def _show_plan(plan: object, fmt: output.Format, dry_run: bool) -> None:
         rows.append({"node": r.node, "service": r.service, "action": "rolling restart",
                      "detail": "; ".join(r.reasons)})
     for host, what in plan.recreate.items():
-        rows.append({"node": host, "service": "container", "action": "recreate (refused: `kctl up`)",
+        rows.append({"node": host, "service": "container", "action": "make the container again (rolling)",
                      "detail": "; ".join(what)})
     lines = []
     if plan.files:
         lines.append(f"files to write: {', '.join(plan.files)}")
     for p in plan.roll:
         if p.steps:
-            lines.append(f"restart order ({p.service}): " + ", ".join(f"{s.host} ({s.why})" for s in p.steps)
+            lines.append(f"restart order ({p.service}): "
+                         + ", ".join(f"{s.host} ({s.why}{', recreate' if s.recreate else ''})" for s in p.steps)
                          + f"; gates per step: {'; '.join(p.steps[0].gates)}")
     lines += [f"config hash {h.host}: {h.running or '-'} -> {h.new}" for h in plan.hashes if h.running != h.new]
     lines += [f"note: {n}" for n in plan.notes]

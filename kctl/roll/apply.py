@@ -7,8 +7,9 @@
    is set per broker with an incremental AlterConfigs: no restart.
 3. A key that Kafka or ZooKeeper reads only at start changes the file and restarts only that service on
    only the nodes whose value differs, through the gates of ``kctl restart`` (:mod:`kctl.roll.run`).
-4. A change of a container's environment, image or ports (a heap size, a version, a port) needs the
-   container made again: apply refuses it before changing anything and points at ``kctl up``.
+4. A change of a container's environment, image or ports (a heap size, a version, a JMX port) needs the
+   container made again: that node goes through the same gates, with its container made again from the
+   new compose.yaml between the stop gates and the start gates (both services of a colocated node).
 
 :func:`plan_apply` is pure; :func:`apply` runs a plan under the state dir's roll lock.
 """
@@ -25,7 +26,8 @@ from typing import Any
 from kctl import contract
 from kctl.drift import NodeObs, norm
 from kctl.errors import KctlError
-from kctl.spec import ClusterSpec
+from kctl.properties import services_of
+from kctl.spec import ClusterSpec, Topology
 
 # The files of a node whose change needs that service restarted (besides the main config file's keys).
 RESTART_FILES = {
@@ -79,6 +81,10 @@ class ApplyResult:
     files_written: list[str]
     rolls: list[Any]  # kctl.roll.run.RollResult
     seconds: float
+
+
+def _services(spec: ClusterSpec, host: str) -> tuple[str, ...]:
+    return next(s for h, _, s in services_of(spec) if h == host)
 
 
 def _fmt(v: str | None) -> str:
@@ -219,6 +225,25 @@ def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:
                       broker_ids={n.hostname: n.id for n in spec.nodes}, update_mode=update_mode), rendered
 
 
+def phases(spec: ClusterSpec, plan: ApplyPlan) -> list[tuple[str, list[str], tuple[str, ...]]]:
+    """The rolls of an apply, in order: (service, nodes, container hosts to make again). ZooKeeper, then
+    Kafka; on a colocated node whose container is made again both services go together, last."""
+    colocated = spec.topology is Topology.colocated
+    again = tuple(plan.recreate)
+    by_host = {h: n for h, n, _ in services_of(spec)}
+    remade = {by_host[h].hostname for h in again}
+    out: list[tuple[str, list[str], tuple[str, ...]]] = []
+    for service in ("zookeeper", "kafka"):
+        nodes = [r.node for r in plan.restarts if r.service == service and not (colocated and r.node in remade)]
+        hosts = tuple(h for h in again if not colocated and service in _services(spec, h))
+        nodes += [by_host[h].hostname for h in hosts if by_host[h].hostname not in nodes]
+        if nodes:
+            out.append((service, nodes, hosts))
+    if colocated and again:
+        out.append(("node", [by_host[h].hostname for h in again], again))
+    return out
+
+
 # ----- applying --------------------------------------------------------------------------------------
 
 
@@ -232,12 +257,7 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
     started = time.monotonic()
     with run.roll_lock(state_dir, "kctl apply"):
         the_plan, rendered = plan(spec, state_dir)
-        if the_plan.recreate:
-            what = "; ".join(f"{h}: {', '.join(d)}" for h, d in the_plan.recreate.items())
-            raise KctlError(f"apply refused, nothing was changed: {what} — a container's environment, image or"
-                            " ports change only when Docker makes it again",
-                            hint="`kctl up` recreates those containers (all at once, not rolling)")
-        if the_plan.restarts:
+        if the_plan.restarts or the_plan.recreate:
             # Nothing is written or set before the cluster is known healthy enough to roll.
             run.check_before_roll(spec, min(gate_timeout, run.PRE_CHECK_TIMEOUT), say)
         done: list[DynamicChange] = []
@@ -257,13 +277,13 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
         if written:
             say(f"wrote {len(written)} file(s) in {state_dir}: {', '.join(written)}")
         rolls = []
-        for service in ("zookeeper", "kafka"):
-            nodes = [r.node for r in the_plan.restarts if r.service == service]
-            if nodes:
-                for r in the_plan.restarts:
-                    if r.service == service:
-                        say(f"{r.node} {service}: restart needed: {'; '.join(r.reasons)}")
-                rolls.append(run.roll(spec, state_dir, service=service, nodes=nodes, gate_timeout=gate_timeout,
-                                      progress=say, lock=False))
+        for host, what in the_plan.recreate.items():
+            say(f"{host}: container to make again: {'; '.join(what)}")
+        for service, nodes, hosts in phases(spec, the_plan):
+            for r in the_plan.restarts:
+                if r.service == service and r.node in nodes:
+                    say(f"{r.node} {service}: restart needed: {'; '.join(r.reasons)}")
+            rolls.append(run.roll(spec, state_dir, service=service, nodes=nodes, gate_timeout=gate_timeout,
+                                  progress=say, lock=False, recreate=hosts))
         _record(state_dir, {c.name: c.config_hash for c in rendered.containers})
     return ApplyResult(the_plan, done, written, rolls, time.monotonic() - started)

@@ -146,6 +146,47 @@ def test_apply_rolls_exactly_the_node_whose_static_config_changed(cluster: Kafka
     assert "nothing to apply" in again.stdout, again.stdout
 
 
+def container_ids(cluster: KafkaCluster) -> dict[str, str]:
+    import docker
+
+    from kctl.contract import LABEL_CLUSTER, LABEL_SERVICE
+
+    return {c.labels[LABEL_SERVICE]: c.id for c in
+            docker.from_env().containers.list(filters={"label": f"{LABEL_CLUSTER}={cluster.spec.name}"})}
+
+
+def test_apply_makes_again_only_the_container_whose_settings_changed(cluster: KafkaCluster) -> None:
+    from kctl.testing.cluster import _free_ports
+    from tests.integration.test_restart import jvm_pids
+
+    before, pids = container_ids(cluster), jvm_pids(cluster)
+    jmx = _free_ports(1)[0]
+    data = yaml.safe_load(cluster.spec_file.read_text())
+    next(n for n in data["nodes"] if n["hostname"] == "logger2")["jmx_port"] = jmx
+    cluster.spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    dry = kctl(cluster, "apply", "--dry-run", "-o", "json")
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert list(plan["recreate"]) == ["logger2"] and f"KAFKA_JMX_PORT: None -> {jmx}" in plan["recreate"]["logger2"][0]
+    assert [(s["host"], s["service"], s["recreate"]) for r in plan["roll"] for s in r["steps"]] == \
+        [("logger2", "node", True)]
+
+    p = kctl(cluster, "apply", "--yes")
+    assert p.returncode == 0, p.stderr
+    assert "making the container again" in p.stderr and "answers srvr with a mode" in p.stderr, p.stderr
+    after = container_ids(cluster)
+    assert {h for h in before if after[h] != before[h]} == {"logger2"}, (before, after)
+    now = jvm_pids(cluster)
+    assert {k for k in pids if now.get(k) != pids[k]} == {("logger2", "zookeeper"), ("logger2", "kafka")}
+    import socket
+
+    socket.create_connection(("127.0.0.1", jmx), timeout=5).close()  # the new port is published
+    assert cluster.status().health == "healthy"
+    assert diff(cluster)[0] == 0
+    assert "nothing to apply" in kctl(cluster, "apply", "--dry-run").stdout
+
+
 # ----- runbooks, executed as written -------------------------------------------------------------------
 
 

@@ -96,3 +96,12 @@ def test_container_settings_that_need_the_container_made_again() -> None:
     assert recreate_needed(old, same_but_labels) == {}
     assert recreate_needed(old, heap) == {"logger1": ["environment.KAFKA_HEAP_OPTS: -Xmx1g -> -Xmx2g"]}
     assert recreate_needed(None, heap) == {}
+
+
+def test_phases_remake_a_colocated_node_with_both_services_last() -> None:
+    from kctl.roll.apply import ApplyPlan, Restart, phases
+    from kctl.spec import ClusterSpec
+
+    p = ApplyPlan("c", [], [], restarts=[Restart("logger1", "kafka", ["x"]), Restart("logger2", "kafka", ["x"])],
+                  recreate={"logger2": ["environment.KAFKA_JMX_PORT: None -> 19999"]})
+    assert phases(ClusterSpec(), p) == [("kafka", ["logger1"], ()), ("node", ["logger2"], ("logger2",))]

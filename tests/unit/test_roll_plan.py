@@ -224,3 +224,13 @@ def test_the_lock_names_the_command_that_holds_it(tmp_path: Path) -> None:
     with roll_lock(tmp_path, "kctl apply"), pytest.raises(ClusterError, match=r"\(kctl apply, pid \d+"), \
             roll_lock(tmp_path):
         pass
+
+
+def test_recreate_marks_only_the_named_hosts_steps() -> None:
+    from kctl.spec import ClusterSpec
+
+    spec = ClusterSpec()
+    plan = rp.plan_roll(spec, service="node", nodes=["logger2"], zk_modes={}, controller=None, recreate=["logger2"])
+    assert [(s.host, s.service, s.recreate) for s in plan.steps] == [("logger2", "node", True)]
+    plain = rp.plan_roll(spec, service="kafka", zk_modes={}, controller=None)
+    assert not any(s.recreate for s in plain.steps)
