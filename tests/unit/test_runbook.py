@@ -52,3 +52,20 @@ def test_an_expectation_before_any_command_is_an_error() -> None:
 @pytest.mark.parametrize("path", sorted(runbook.RUNBOOKS.glob("*.md")), ids=lambda p: p.name)
 def test_every_runbook_has_steps(path: object) -> None:
     assert runbook.steps(path.read_text())  # type: ignore[attr-defined]
+
+
+def test_run_executes_each_line_with_the_cluster_in_its_environment(tmp_path: object) -> None:
+    from pathlib import Path
+
+    d = Path(str(tmp_path))
+    spec = d / "kctl.yaml"
+    spec.write_text("name: x\n")
+    md = d / "rb.md"
+    md.write_text('```sh\necho "$KCTL_FILE $KCTL_STATE"\n# expect: kctl.yaml /st\ncommand -v kctl\n'
+                  '# expect: /kctl\nexit 3\n# exit: 3\n```\n')
+    seen: list[str] = []
+    ran = runbook.run(md, spec, state_dir=Path("/st"), before=lambda s: seen.append(s.command))
+    assert [r.returncode for r in ran] == [0, 0, 3] and seen == [r.step.command for r in ran]
+    md.write_text("```sh\necho hello\n# expect: goodbye\n```\n")
+    with pytest.raises(AssertionError, match="'goodbye' not in its output"):
+        runbook.run(md, spec)
