@@ -257,6 +257,16 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
     started = time.monotonic()
     with run.roll_lock(state_dir, "kctl apply"):
         the_plan, rendered = plan(spec, state_dir)
+        if the_plan.dynamic:
+            from kctl.kafka.client import require_reachable
+
+            live = {int(b) for b in require_reachable(spec).brokers}
+            down = sorted({d.broker for d in the_plan.dynamic} - live)
+            if down:
+                raise KctlError(f"apply refused, nothing was changed: broker(s) {', '.join(map(str, down))} not"
+                                " running, so their dynamic configs cannot be set",
+                                hint="`kctl status` shows why; start the broker (docs/runbooks/"
+                                     "broker-will-not-rejoin.md), then apply again")
         if the_plan.restarts or the_plan.recreate:
             # Nothing is written or set before the cluster is known healthy enough to roll.
             run.check_before_roll(spec, min(gate_timeout, run.PRE_CHECK_TIMEOUT), say)
