@@ -74,6 +74,11 @@ LABEL_BASE_IMAGE = "io.kctl.base-image"
 # ----- files in a cluster's state dir ---------------------------------------------------------
 # Kafka's cluster id (ZooKeeper /cluster/id, reported by every broker in Metadata) recorded at `kctl up`.
 IDENTITY_FILE = "identity.json"
+# The config hash per container that `kctl apply` last brought its processes to (without making the
+# container again, so its config-hash label still names the render it was created from).
+APPLIED_FILE = "applied.json"
+# Held while a rolling restart or an apply runs (flock: released when the holding process exits).
+ROLL_LOCK_FILE = "restart.lock"
 
 # ----- image and versions ----------------------------------------------------------------------
 IMAGE_REPO = "kctl/node"

@@ -84,12 +84,23 @@ def down(
     output.info(f"{spec.name}: removed {n} container(s)" + ("" if volumes else f"; data kept in {state}"))
 
 
-def status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
+def status(
+    file: Path = SpecOpt,
+    fmt: output.Format = OutputOpt,
+    wait: float = typer.Option(0, "--wait", min=0, help="Up to this many seconds, wait until healthy (quorum,"
+                                                       " every broker, no under-replicated partition) first."),
+) -> None:
     """One view of the ensemble. Exit 0 healthy, 1 degraded, 2 not running (or another cluster answers)."""
     from kctl import health
+    from kctl.errors import TimeoutReached
     from kctl.spec import state_dir_for
 
     spec = load(file)
+    if wait:
+        try:
+            health.wait_for(spec, lambda s: s.health == "healthy", timeout=wait, description="healthy")
+        except TimeoutReached:
+            output.warn(f"not healthy after {wait:g}s")
     # Raises (exit 2) when the cluster is not running, or what answers on its ports is another one.
     st = health.status(spec, state_dir_for(spec, file))
     rows = []

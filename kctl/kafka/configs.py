@@ -394,12 +394,15 @@ def running_static(spec: ClusterSpec, broker: int) -> RunningStatic:
                         " an earlier render")
     pending: dict[str, dict[str, str | None]] = {}
     current_hash = next((c.config_hash for c in rendered.containers if c.name == host), None)
-    if current_hash != conf.config_hash:
+    from kctl.runtime.cluster import applied_hashes
+
+    # <state>/<host>/conf: `kctl apply` records there what the processes run when the label cannot follow.
+    if current_hash != conf.config_hash and applied_hashes(conf.conf_dir.parent.parent).get(host) != current_hash:
         pending = static_drift(running, wanted)
         what = ", ".join(f"{k}: {v['running']} -> {v['spec']}" for k, v in list(pending.items())[:8])
         warnings.append(f"kctl.yaml differs from what {host} runs (render {conf.config_hash}, kctl.yaml renders"
                         f" {current_hash})" + (f": {what}" if what else "")
-                        + "; `kctl up` applies it (restarting the broker)")
+                        + "; `kctl apply` applies it (restarting only what changed, through the roll's gates)")
     return RunningStatic(running, str(path), pending, warnings)
 
 
@@ -473,7 +476,8 @@ def check_dynamic(entity: Entity, keys: list[str]) -> None:
             f"{', '.join(ro)} {'is' if len(ro) == 1 else 'are'} read-only: Kafka reads "
             f"{'it' if len(ro) == 1 else 'them'} from server.properties at start, so a change needs a broker "
             "restart",
-            hint=f"change it in kctl.yaml ({where}) and run `kctl up`, which restarts the brokers")
+            hint=f"change it in kctl.yaml ({where}) and run `kctl apply`, which restarts only the brokers"
+                 " whose value changes, one at a time through the rolling restart's gates")
     if entity.kind == "broker-default":
         pb = [k for k in keys if update_mode(k) == PER_BROKER_MODE]
         if pb:

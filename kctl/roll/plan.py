@@ -47,6 +47,9 @@ class Step:
     broker: int | None
     why: str  # its place in the order: "follower", "leader last", "broker 2", "controller last"
     gates: tuple[str, ...]
+    # Make the container again from the new render (its environment, image or ports changed) between
+    # the stop gates and the start gates, instead of starting the stopped processes in the old one.
+    recreate: bool = False
 
 
 @dataclass
@@ -105,9 +108,10 @@ def node_order(nodes: Sequence[tuple[str, int]], zk_leader: str | None,
 
 
 def plan_roll(spec: ClusterSpec, *, service: str | None, nodes: Sequence[str] = (),
-              zk_modes: Mapping[str, str], controller: int | None) -> RollPlan:
+              zk_modes: Mapping[str, str], controller: int | None, recreate: Iterable[str] = ()) -> RollPlan:
     """The steps of a restart of ``service`` (None: ZooKeeper phase, then Kafka phase) on ``nodes``
-    (empty: every node), ordered from the current ZooKeeper modes and controller."""
+    (empty: every node), ordered from the current ZooKeeper modes and controller. The steps on the
+    container hosts in ``recreate`` make their container again (``kctl apply``)."""
     if service is not None and service not in SERVICES:
         raise UsageError(f"unknown service {service!r}", hint="use kafka, zookeeper or node")
     if service == "node" and spec.topology is not Topology.colocated:
@@ -137,6 +141,12 @@ def plan_roll(spec: ClusterSpec, *, service: str | None, nodes: Sequence[str] = 
     if len(spec.participants) < 3 and any(s.service in ("zookeeper", "node") for s in steps):
         notes.append(f"{len(spec.participants)} ZooKeeper participant(s): restarting one loses the quorum"
                      " until it is back")
+    again = set(recreate)
+    if again:
+        steps = [Step(s.node, s.host, s.service, s.broker, s.why, s.gates, True) if s.host in again else s
+                 for s in steps]
+        notes.append("container(s) made again from the new render between the stop and start gates: "
+                     + ", ".join(s.host for s in steps if s.recreate))
     return RollPlan(spec.name, service or "all", list(PRE_CHECKS), steps, notes=notes)
 
 

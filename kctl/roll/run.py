@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kctl import health
+from kctl import contract, health
 from kctl.errors import ClusterError, KctlError, TimeoutReached
 from kctl.kafka import metadata as kmd
 from kctl.roll import plan as rp
@@ -25,7 +25,7 @@ from kctl.runtime.readiness import Probe, Stage, wait_for_stages
 from kctl.spec import ClusterSpec
 
 Progress = Callable[[str], None]
-LOCK_FILE = "restart.lock"
+LOCK_FILE = contract.ROLL_LOCK_FILE
 PRE_CHECK_TIMEOUT = 30.0
 
 
@@ -62,8 +62,9 @@ class RollStopped(ClusterError):
 
 
 @contextlib.contextmanager
-def roll_lock(state_dir: Path) -> Iterator[Path]:
-    """Hold ``<state>/restart.lock`` (flock: released when this process exits, however it exits)."""
+def roll_lock(state_dir: Path, what: str = "kctl restart") -> Iterator[Path]:
+    """Hold ``<state>/restart.lock`` (flock: released when this process exits, however it exits, so a lock
+    left by a killed process is never stale). ``what`` (the command) goes into the file for the next one."""
     import fcntl
 
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -77,7 +78,8 @@ def roll_lock(state_dir: Path) -> Iterator[Path]:
             raise ClusterError(f"another restart of this cluster is running ({holder})",
                                hint=f"wait for it to finish; {path} is released when that process exits") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n".encode(), 0)
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        os.pwrite(fd, f"{what}, pid {os.getpid()}, since {since}\n".encode(), 0)
         yield path
     finally:
         os.close(fd)
@@ -86,12 +88,13 @@ def roll_lock(state_dir: Path) -> Iterator[Path]:
 # ----- planning from the live cluster ---------------------------------------------------------------
 
 
-def plan(spec: ClusterSpec, service: str | None, nodes: list[str]) -> rp.RollPlan:
+def plan(spec: ClusterSpec, service: str | None, nodes: list[str], recreate: tuple[str, ...] = ()) -> rp.RollPlan:
     """The plan for the cluster as it is now (ZooKeeper modes and controller decide the order)."""
     obs = health.gather(spec, 1.5, docker=False)
     zk_modes = {h: z.mode for h, z in (obs.zookeeper or {}).items()}
     controller = obs.kafka.controller if obs.kafka else None
-    out = rp.plan_roll(spec, service=service, nodes=nodes, zk_modes=zk_modes, controller=controller)
+    out = rp.plan_roll(spec, service=service, nodes=nodes, zk_modes=zk_modes, controller=controller,
+                       recreate=recreate)
     if obs.kafka is None:
         out.notes.append(f"Kafka did not answer ({obs.kafka_error}): the controller is not known")
     return out
@@ -202,8 +205,10 @@ def urp_gate(spec: ClusterSpec, checks: int = rp.URP_CHECKS) -> Probe:
 
 
 class _Runner:
-    def __init__(self, spec: ClusterSpec, result: RollResult, timeout: float, poll: float, say: Progress) -> None:
+    def __init__(self, spec: ClusterSpec, result: RollResult, timeout: float, poll: float, say: Progress,
+                 state_dir: Path | None = None) -> None:
         self.spec, self.result, self.timeout, self.poll, self.say = spec, result, timeout, poll, say
+        self.state_dir = state_dir
         self.dc: Any = None
 
     def gate(self, label: str, name: str, probe: Probe) -> None:
@@ -242,13 +247,23 @@ class _Runner:
         self.stop(label, host, "zookeeper")
         self.gate(label, rp.GATE_ZK_EXITED, process_gate(self.spec, host, "zookeeper", "STOPPED"))
 
-    def zk_up(self, label: str, host: str) -> None:
-        self.start(label, host, "zookeeper")
+    def recreate(self, label: str, host: str) -> None:
+        from kctl.runtime import compose
+
+        assert self.state_dir is not None
+        self.say(f"{label}: making the container again from the new render")
+        compose.run_compose(self.spec, self.state_dir, "up", "-d", "--no-deps", "--force-recreate", "--no-build",
+                            "--pull", "never", host)
+
+    def zk_up(self, label: str, host: str, start: bool = True) -> None:
+        if start:
+            self.start(label, host, "zookeeper")
         self.gate(label, rp.GATE_ZK_MODE, zk_mode_gate(self.spec, host))
         self.gate(label, rp.GATE_ONE_LEADER, one_leader_gate(self.spec))
 
-    def kafka_up(self, label: str, host: str) -> None:
-        self.start(label, host, "kafka")
+    def kafka_up(self, label: str, host: str, start: bool = True) -> None:
+        if start:
+            self.start(label, host, "kafka")
         self.gate(label, rp.GATE_REGISTERED, registered_gate(self.spec))
         self.gate(label, rp.GATE_URP.format(n=rp.URP_CHECKS), urp_gate(self.spec))
 
@@ -262,6 +277,17 @@ class _Runner:
                 self.stop(label, s.host, "kafka")
                 self.gate(label, rp.GATE_EXITED, process_gate(self.spec, s.host, "kafka", "STOPPED"))
                 self.gate(label, rp.GATE_UNREGISTERED.format(id=s.broker), unregistered_gate(self.spec, s.broker))
+            if s.recreate:
+                if s.service in ("zookeeper", "node"):
+                    stopped.append("zookeeper")
+                    self.zk_down(label, s.host)
+                self.recreate(label, s.host)  # the new container starts every process of the node
+                stopped.clear()
+                if s.service in ("zookeeper", "node"):
+                    self.zk_up(label, s.host, start=False)
+                if s.service in ("kafka", "node"):
+                    self.kafka_up(label, s.host, start=False)
+                return
             if s.service in ("zookeeper", "node"):
                 stopped.append("zookeeper")
                 self.zk_down(label, s.host)
@@ -278,17 +304,30 @@ class _Runner:
             raise
 
 
+def check_before_roll(spec: ClusterSpec, timeout: float = PRE_CHECK_TIMEOUT, progress: Progress | None = None) -> None:
+    """The roll's pre-checks on their own: ClusterError (nothing touched) unless the cluster is healthy."""
+    runner = _Runner(spec, RollResult(rp.RollPlan(spec.name, "all", list(rp.PRE_CHECKS), [])), timeout, 1.0,
+                     progress or (lambda _m: None))
+    try:
+        runner.gate("pre-checks", "cluster healthy before the roll", pre_checks(spec))
+    except TimeoutReached as exc:
+        raise ClusterError(f"refused, nothing was touched: {exc.message}",
+                           hint="fix what `kctl status` shows first") from None
+
+
 def roll(spec: ClusterSpec, state_dir: Path, *, service: str | None = None, nodes: list[str] | None = None,
          gate_timeout: float = 300.0, poll: float = 1.0, elect: bool = True,
-         progress: Progress | None = None) -> RollResult:
+         progress: Progress | None = None, lock: bool = True, recreate: tuple[str, ...] = ()) -> RollResult:
     """Restart ``service`` on ``nodes`` (all) one at a time through the health gates; then a preferred
-    leader election. RollStopped when a gate times out (nothing after that step was touched)."""
+    leader election. RollStopped when a gate times out (nothing after that step was touched).
+    ``lock=False``: the caller holds the state dir's roll lock already (``kctl apply``); ``recreate``: the
+    container hosts whose container is made again from the state dir's compose.yaml (``kctl apply``)."""
     say = progress or (lambda _m: None)
     started = time.monotonic()
-    with roll_lock(state_dir):
-        the_plan = plan(spec, service, nodes or [])
+    with roll_lock(state_dir) if lock else contextlib.nullcontext(state_dir):
+        the_plan = plan(spec, service, nodes or [], recreate)
         result = RollResult(the_plan)
-        runner = _Runner(spec, result, gate_timeout, poll, say)
+        runner = _Runner(spec, result, gate_timeout, poll, say, state_dir)
         n = len(the_plan.steps)
         say(f"{spec.name}: restarting {n} service(s): "
             + ", ".join(f"{s.host} {s.service}" for s in the_plan.steps))

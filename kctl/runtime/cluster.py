@@ -37,14 +37,19 @@ class PlanItem:
     reason: str
 
 
-def convergence_plan(rendered: Rendered, existing: dict[str, compose.ContainerInfo]) -> list[PlanItem]:
-    """What `up` will do to each container, decided before touching Docker (compose's convergence plan)."""
+def convergence_plan(rendered: Rendered, existing: dict[str, compose.ContainerInfo],
+                     applied: dict[str, str] | None = None) -> list[PlanItem]:
+    """What `up` will do to each container, decided before touching Docker (compose's convergence plan).
+
+    ``applied``: host -> the config hash `kctl apply` brought the container's processes to (its label still
+    names the render it was created from); a container applied to this render is up to date.
+    """
     items = []
     for c in rendered.containers:
         info = existing.get(c.name)
         if info is None:
             items.append(PlanItem(c.name, "create", "no container yet"))
-        elif info.config_hash != c.config_hash:
+        elif info.config_hash != c.config_hash and (applied or {}).get(c.name) != c.config_hash:
             items.append(PlanItem(c.name, "recreate", f"config changed ({info.config_hash} -> {c.config_hash})"))
         elif info.state != "running":
             items.append(PlanItem(c.name, "start", f"container is {info.state}"))
@@ -158,7 +163,7 @@ def converge(
     dc = compose.client()
     compose.compose_binary()
     existing = {c.name: c for c in compose.containers(spec, dc)}
-    plan = convergence_plan(rendered, existing)
+    plan = convergence_plan(rendered, existing, applied_hashes(state_dir))
     preflight_ports(spec, existing)
 
     if build:
@@ -175,6 +180,17 @@ def converge(
     if any(i.action != "noop" for i in plan):
         compose.run_compose(spec, state_dir, "up", "-d", "--remove-orphans", "--no-build", "--pull", "never")
     return UpResult(plan, [], time.monotonic() - started, str(state_dir))
+
+
+def applied_hashes(state_dir: Path) -> dict[str, str]:
+    """<state>/applied.json's hashes (written by `kctl apply`), or none."""
+    import json
+
+    try:
+        data = json.loads((state_dir / contract.APPLIED_FILE).read_text(encoding="utf-8"))
+        return {str(k): str(v) for k, v in (data.get("hashes") or {}).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def _require_image(dc: Any, ref: str) -> None:

@@ -314,38 +314,10 @@ def test_zk_storage_and_purge_keep_the_newest_snapshots(cluster: KafkaCluster) -
 
 # ----- the runbook, executed -------------------------------------------------------------------------
 
-RUNBOOK = Path(__file__).resolve().parents[2] / "docs" / "runbooks" / "rolling-restart.md"
-
-
-def runbook_steps(text: str) -> list[tuple[str, list[str]]]:
-    """(command, expected texts) for every `kctl` line in the runbook's ```sh blocks, in order."""
-    steps: list[tuple[str, list[str]]] = []
-    in_block = False
-    for line in text.splitlines():
-        if line.startswith("```"):
-            in_block = line.strip() == "```sh"
-            continue
-        if not in_block or not line.strip():
-            continue
-        if line.startswith("# expect:"):
-            steps[-1][1].append(line.removeprefix("# expect:").strip())
-        else:
-            assert line.startswith("kctl "), f"runbook command not run by the test: {line!r}"
-            steps.append((line, []))
-    return steps
-
 
 def test_runbook_rolling_restart_runs_as_written(cluster: KafkaCluster) -> None:
-    import os
-    import shlex
+    from tests.integration import runbook
 
-    steps = runbook_steps(RUNBOOK.read_text())
-    assert [c.split()[1] for c, _ in steps] == ["status", "render", "restart", "restart", "status", "elect-leaders"]
-    env = {**os.environ, "KCTL_FILE": str(cluster.spec_file), "COLUMNS": "200"}
-    for command, expected in steps:
-        p = subprocess.run([sys.executable, "-m", "kctl", *shlex.split(command)[1:]], capture_output=True,
-                           text=True, timeout=600, env=env, cwd=cluster.workdir)
-        said = p.stdout + p.stderr
-        assert p.returncode == 0, f"{command}: exit {p.returncode}\n{said}"
-        for text in expected:
-            assert text in said, f"{command}: {text!r} not in its output:\n{said}"
+    ran = runbook.run(runbook.RUNBOOKS / "rolling-restart.md", cluster.spec_file, state_dir=cluster.state_dir)
+    assert [r.step.command.split()[1] for r in ran] == \
+        ["status", "render", "restart", "restart", "status", "elect-leaders"]

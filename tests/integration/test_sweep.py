@@ -44,6 +44,7 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("gen", "logs"): ["--topic", TOPIC, "--count", "5"],
     ("stream", "submit"): ["--topic", TOPIC, "--available-now"],
     ("restart",): ["--rolling", "--yes", "--timeout", "30"],
+    ("apply",): ["--yes", "--timeout", "30"],
     ("zk", "purge"): ["--keep", "3"],
 }
 

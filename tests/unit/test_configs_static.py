@@ -52,7 +52,7 @@ def test_static_layer_comes_from_the_running_render(monkeypatch: pytest.MonkeyPa
                           "min.insync.replicas": {"running": "2", "spec": "1"},
                           "transaction.state.log.min.isr": {"running": "2", "spec": "1"}}
     assert len(rs.warnings) == 1 and "kctl.yaml differs from what logger1 runs" in rs.warnings[0]
-    assert "min.insync.replicas: 2 -> 1" in rs.warnings[0] and "`kctl up`" in rs.warnings[0]
+    assert "min.insync.replicas: 2 -> 1" in rs.warnings[0] and "`kctl apply`" in rs.warnings[0]
 
 
 def test_no_drift_when_the_spec_is_what_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ def test_single_replica_topic_blocks_its_broker() -> None:
 
 def test_second_roll_refused_while_the_lock_is_held(tmp_path: Path) -> None:
     with roll_lock(tmp_path) as path:
-        assert path.read_text().startswith("pid ")
+        assert path.read_text().startswith("kctl restart, pid ")
         # another process, as a second `kctl restart` would be
         code = ("import sys\nfrom pathlib import Path\nfrom kctl.roll.run import roll_lock\n"
                 "from kctl.errors import ClusterError\n"
@@ -119,7 +119,7 @@ def test_second_roll_refused_while_the_lock_is_held(tmp_path: Path) -> None:
                 "except ClusterError as e:\n    print('refused:', e.message)\n")
         p = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60,
                            cwd=Path(__file__).resolve().parents[2])
-        assert p.stdout.startswith("refused: another restart of this cluster is running (pid "), p.stderr
+        assert p.stdout.startswith("refused: another restart of this cluster is running (kctl restart, pid "), p.stderr
     with roll_lock(tmp_path):  # released on exit
         pass
 
@@ -218,3 +218,19 @@ def test_an_unhealthy_cluster_is_refused_before_anything_is_touched(monkeypatch:
     with pytest.raises(ClusterError, match="restart refused, nothing was touched") as err:
         run.roll(SPEC, tmp_path, gate_timeout=300, poll=0.05)
     assert "under-replicated partitions 4" in err.value.message and calls == []
+
+
+def test_the_lock_names_the_command_that_holds_it(tmp_path: Path) -> None:
+    with roll_lock(tmp_path, "kctl apply"), pytest.raises(ClusterError, match=r"\(kctl apply, pid \d+"), \
+            roll_lock(tmp_path):
+        pass
+
+
+def test_recreate_marks_only_the_named_hosts_steps() -> None:
+    from kctl.spec import ClusterSpec
+
+    spec = ClusterSpec()
+    plan = rp.plan_roll(spec, service="node", nodes=["logger2"], zk_modes={}, controller=None, recreate=["logger2"])
+    assert [(s.host, s.service, s.recreate) for s in plan.steps] == [("logger2", "node", True)]
+    plain = rp.plan_roll(spec, service="kafka", zk_modes={}, controller=None)
+    assert not any(s.recreate for s in plain.steps)

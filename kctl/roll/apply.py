@@ -1,0 +1,299 @@
+"""kctl apply: bring a running cluster to an edited kctl.yaml with as little disruption as Kafka allows.
+
+1. Render the new spec in memory and compare it with what runs (:mod:`kctl.drift` observes every node):
+   per node, the config hash the container was made from (its label, or the last apply's record) against
+   the new render's, and per key the new value against the value the process reports.
+2. A broker key that Kafka can change at run time (a dynamic broker config, per broker or cluster-wide)
+   is set per broker with an incremental AlterConfigs: no restart.
+3. A key that Kafka or ZooKeeper reads only at start changes the file and restarts only that service on
+   only the nodes whose value differs, through the gates of ``kctl restart`` (:mod:`kctl.roll.run`).
+4. A change of a container's environment, image or ports (a heap size, a version, a JMX port) needs the
+   container made again: that node goes through the same gates, with its container made again from the
+   new compose.yaml between the stop gates and the start gates (both services of a colocated node).
+
+:func:`plan_apply` is pure; :func:`apply` runs a plan under the state dir's roll lock.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kctl import contract
+from kctl.drift import NodeObs, norm
+from kctl.errors import KctlError
+from kctl.properties import services_of
+from kctl.spec import ClusterSpec, Topology
+
+# The files of a node whose change needs that service restarted (besides the main config file's keys).
+RESTART_FILES = {
+    "zookeeper": ("zoo.cfg", "myid", "log4j-zookeeper.properties"),
+    "kafka": ("server.properties", "log4j-kafka.properties"),
+}
+
+
+@dataclass
+class DynamicChange:
+    broker: int
+    key: str
+    value: str | None  # None: delete the per-broker override (the key left kctl.yaml)
+    running: str | None
+
+
+@dataclass
+class Restart:
+    node: str
+    service: str
+    reasons: list[str]
+
+
+@dataclass
+class NodeHash:
+    host: str
+    running: str | None  # the container's label, or the last apply's record
+    new: str
+
+
+@dataclass
+class ApplyPlan:
+    cluster: str
+    hashes: list[NodeHash]
+    files: list[str]  # state dir files the new render changes
+    dynamic: list[DynamicChange] = field(default_factory=list)
+    restarts: list[Restart] = field(default_factory=list)
+    recreate: dict[str, list[str]] = field(default_factory=dict)  # host -> what changed besides files
+    notes: list[str] = field(default_factory=list)
+    roll: list[Any] = field(default_factory=list)  # the restart plans (kctl.roll.plan.RollPlan), dry run
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return not (self.files or self.dynamic or self.restarts or self.recreate)
+
+
+@dataclass
+class ApplyResult:
+    plan: ApplyPlan
+    dynamic_applied: list[DynamicChange]
+    files_written: list[str]
+    rolls: list[Any]  # kctl.roll.run.RollResult
+    seconds: float
+
+
+def _services(spec: ClusterSpec, host: str) -> tuple[str, ...]:
+    return next(s for h, _, s in services_of(spec) if h == host)
+
+
+def _fmt(v: str | None) -> str:
+    return "(unset)" if v is None else v
+
+
+def plan_apply(cluster: str, observed: list[NodeObs], *, changed_files: Mapping[str, list[str]],
+               hashes: list[NodeHash], recreate: Mapping[str, list[str]], broker_ids: Mapping[str, int],
+               update_mode: Any) -> ApplyPlan:
+    """What apply does, from the observations (pure).
+
+    ``changed_files``: host -> the files under its conf dir that the new render changes;
+    ``broker_ids``: node -> broker id; ``update_mode(key)``: read-only, per-broker or cluster-wide.
+    """
+    plan = ApplyPlan(cluster, hashes, sorted(f"{h}/{f}" for h, fs in changed_files.items() for f in fs),
+                     recreate=dict(recreate))
+    for o in observed:
+        reasons: list[str] = []
+        if o.error or o.running is None:
+            # Not observed: the file decides (a difference restarts the service).
+            for key in sorted(set(o.spec) | set(o.rendered or {})):
+                if o.rendered is not None and norm(o.spec.get(key)) != norm(o.rendered.get(key)):
+                    reasons.append(f"{key}: {_fmt((o.rendered or {}).get(key))} -> {_fmt(o.spec.get(key))}"
+                                   " (process not observed)")
+        else:
+            for key in sorted(set(o.spec) | set(o.rendered or {})):
+                want, now = o.spec.get(key), o.running.get(key)
+                if key in o.running and key not in o.sensitive:
+                    if want is not None and norm(want) == norm(now):
+                        continue  # the process runs it already (the file follows)
+                    if o.service == "kafka" and want is not None and update_mode(key) != "read-only":
+                        plan.dynamic.append(DynamicChange(broker_ids[o.node], key, want, now))
+                        continue
+                    if want is None and key in o.broker_dyn:
+                        # Left kctl.yaml after an apply set it at run time: drop that override.
+                        plan.dynamic.append(DynamicChange(broker_ids[o.node], key, None, now))
+                        continue
+                    if want is None and norm((o.rendered or {}).get(key)) != norm(now):
+                        continue  # removed from kctl.yaml, and the process does not run the file's value
+                    reasons.append(f"{key}: {_fmt(now)} -> {_fmt(want)}"
+                                   + (" (read-only: read at start)" if o.service == "kafka" else ""))
+                elif o.rendered is None or norm(want) != norm(o.rendered.get(key)):
+                    reasons.append(f"{key}: {_fmt((o.rendered or {}).get(key))} -> {_fmt(want)}")
+        host_files = list(changed_files.get(o.host or o.node, []))
+        reasons += [f"{f} changed" for f in host_files
+                    if Path(f).name in RESTART_FILES[o.service] and Path(f).name != o.file]
+        if reasons:
+            plan.restarts.append(Restart(o.node, o.service, reasons))
+    if plan.dynamic:
+        plan.notes.append(f"{len(plan.dynamic)} dynamic broker config change(s): set per broker at run time,"
+                          " no restart")
+    return plan
+
+
+# ----- observing -------------------------------------------------------------------------------------
+
+
+def _disk_files(state_dir: Path, rendered_files: Mapping[str, str]) -> dict[str, list[str]]:
+    """host -> conf files whose new render differs from the state dir's (compose.yaml aside)."""
+    out: dict[str, list[str]] = {}
+    for rel, text in rendered_files.items():
+        if "/" not in rel:
+            continue
+        host, _, sub = rel.partition("/")
+        try:
+            same = (state_dir / rel).read_text(encoding="utf-8") == text
+        except FileNotFoundError:
+            same = False
+        if not same:
+            out.setdefault(host, []).append(sub)
+    return out
+
+
+def _container_settings(compose_text: str) -> dict[str, dict[str, Any]]:
+    import yaml
+
+    services = (yaml.safe_load(compose_text) or {}).get("services") or {}
+    return {name: {k: v for k, v in svc.items() if k != "labels"} for name, svc in services.items()}
+
+
+def recreate_needed(old_compose: str | None, new_compose: str) -> dict[str, list[str]]:
+    """host -> the container settings (environment, image, ports...) that differ between two compose files."""
+    if old_compose is None:
+        return {}
+    old, new = _container_settings(old_compose), _container_settings(new_compose)
+    out: dict[str, list[str]] = {}
+    for host, svc in new.items():
+        if host not in old:
+            out[host] = ["a new container"]
+            continue
+        diffs = []
+        for k in sorted(set(svc) | set(old[host])):
+            if svc.get(k) != old[host].get(k):
+                if isinstance(svc.get(k), dict) and isinstance(old[host].get(k), dict):
+                    a, b = old[host][k], svc[k]
+                    diffs += [f"{k}.{kk}: {a.get(kk)} -> {b.get(kk)}" for kk in sorted(set(a) | set(b))
+                              if a.get(kk) != b.get(kk)]
+                else:
+                    diffs.append(f"{k}: {old[host].get(k)} -> {svc.get(k)}")
+        if diffs:
+            out[host] = diffs
+    return out
+
+
+def _record(state_dir: Path, hashes: Mapping[str, str]) -> None:
+    path = state_dir / contract.APPLIED_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"hashes": dict(hashes), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                              indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:
+    """The plan for the cluster as it runs now, and the new render (to write)."""
+    from kctl import drift
+    from kctl.kafka.configs import update_mode
+    from kctl.render import COMPOSE_FILE, render
+    from kctl.runtime import engine
+
+    rendered = render(spec, state_dir)
+    labels = {c.name: c.config_hash for c in engine.containers(spec.name)}
+    from kctl.runtime.cluster import applied_hashes
+
+    recorded = applied_hashes(state_dir)
+    hashes = [NodeHash(c.name, recorded.get(c.name) if recorded.get(c.name) == c.config_hash
+                       else labels.get(c.name), c.config_hash) for c in rendered.containers]
+    missing = [c.name for c in rendered.containers if c.name not in labels]
+    if missing:
+        raise KctlError(f"no container for {', '.join(missing)} in cluster {spec.name}",
+                        hint="`kctl up` creates the containers a new kctl.yaml names; apply changes running ones")
+    try:
+        old_compose: str | None = (state_dir / COMPOSE_FILE).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        old_compose = None
+    observed = drift.gather(spec, state_dir)
+    return plan_apply(spec.name, observed, changed_files=_disk_files(state_dir, rendered.files), hashes=hashes,
+                      recreate=recreate_needed(old_compose, rendered.files[COMPOSE_FILE]),
+                      broker_ids={n.hostname: n.id for n in spec.nodes}, update_mode=update_mode), rendered
+
+
+def phases(spec: ClusterSpec, plan: ApplyPlan) -> list[tuple[str, list[str], tuple[str, ...]]]:
+    """The rolls of an apply, in order: (service, nodes, container hosts to make again). ZooKeeper, then
+    Kafka; on a colocated node whose container is made again both services go together, last."""
+    colocated = spec.topology is Topology.colocated
+    again = tuple(plan.recreate)
+    by_host = {h: n for h, n, _ in services_of(spec)}
+    remade = {by_host[h].hostname for h in again}
+    out: list[tuple[str, list[str], tuple[str, ...]]] = []
+    for service in ("zookeeper", "kafka"):
+        nodes = [r.node for r in plan.restarts if r.service == service and not (colocated and r.node in remade)]
+        hosts = tuple(h for h in again if not colocated and service in _services(spec, h))
+        nodes += [by_host[h].hostname for h in hosts if by_host[h].hostname not in nodes]
+        if nodes:
+            out.append((service, nodes, hosts))
+    if colocated and again:
+        out.append(("node", [by_host[h].hostname for h in again], again))
+    return out
+
+
+# ----- applying --------------------------------------------------------------------------------------
+
+
+def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, progress: Any = None) -> ApplyResult:
+    """Apply kctl.yaml: dynamic changes first, then the files, then a gated roll of what must restart."""
+    from kctl.kafka import configs
+    from kctl.render import write
+    from kctl.roll import run
+
+    say = progress or (lambda _m: None)
+    started = time.monotonic()
+    with run.roll_lock(state_dir, "kctl apply"):
+        the_plan, rendered = plan(spec, state_dir)
+        if the_plan.dynamic:
+            from kctl.kafka.client import require_reachable
+
+            live = {int(b) for b in require_reachable(spec).brokers}
+            down = sorted({d.broker for d in the_plan.dynamic} - live)
+            if down:
+                raise KctlError(f"apply refused, nothing was changed: broker(s) {', '.join(map(str, down))} not"
+                                " running, so their dynamic configs cannot be set",
+                                hint="`kctl status` shows why; start the broker (docs/runbooks/"
+                                     "broker-will-not-rejoin.md), then apply again")
+        if the_plan.restarts or the_plan.recreate:
+            # Nothing is written or set before the cluster is known healthy enough to roll.
+            run.check_before_roll(spec, min(gate_timeout, run.PRE_CHECK_TIMEOUT), say)
+        done: list[DynamicChange] = []
+        for broker in sorted({d.broker for d in the_plan.dynamic}):
+            entity = configs.Entity("broker", str(broker))
+            mine = {d.key: d.value for d in the_plan.dynamic if d.broker == broker and d.value is not None}
+            gone = [d.key for d in the_plan.dynamic if d.broker == broker and d.value is None]
+            if mine:
+                configs.set_configs(spec, entity, mine)
+                say(f"broker {broker}: set dynamically, no restart: "
+                    + ", ".join(f"{k}={v}" for k, v in mine.items()))
+            if gone:
+                configs.delete_configs(spec, entity, gone)
+                say(f"broker {broker}: dynamic override removed, no restart: {', '.join(gone)}")
+            done += [d for d in the_plan.dynamic if d.broker == broker]
+        written = [str(p.relative_to(state_dir)) for p in write(rendered, state_dir)]
+        if written:
+            say(f"wrote {len(written)} file(s) in {state_dir}: {', '.join(written)}")
+        rolls = []
+        for host, what in the_plan.recreate.items():
+            say(f"{host}: container to make again: {'; '.join(what)}")
+        for service, nodes, hosts in phases(spec, the_plan):
+            for r in the_plan.restarts:
+                if r.service == service and r.node in nodes:
+                    say(f"{r.node} {service}: restart needed: {'; '.join(r.reasons)}")
+            rolls.append(run.roll(spec, state_dir, service=service, nodes=nodes, gate_timeout=gate_timeout,
+                                  progress=say, lock=False, recreate=hosts))
+        _record(state_dir, {c.name: c.config_hash for c in rendered.containers})
+    return ApplyResult(the_plan, done, written, rolls, time.monotonic() - started)
