@@ -32,6 +32,12 @@ class JobConfig:
     shuffle_partitions: int = 4
     ui: bool = False
     extra_conf: dict[str, str] = field(default_factory=dict)
+    # The consumer group the job commits its offsets to is kctl-stream-<name>.
+    name: str = "main"
+    # Compact and VACUUM the Delta tables every N micro-batches (0: only on `kctl stream optimize`).
+    optimize_every: int = 0
+    # VACUUM keeps files unreferenced for less than this: longer than any reader of the tables runs.
+    vacuum_retain_hours: float = 168.0
     # Progress events kept on disk (see kctl.stream.progress); a benchmark asks for as many as it reads.
     progress_history: int = 500
 

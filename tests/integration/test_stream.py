@@ -30,10 +30,11 @@ KCTL = [str(Path(sys.executable).parent / "kctl")]
 @pytest.fixture(scope="module")
 def spark() -> Any:
     from kctl.stream.config import JobConfig
+    from kctl.stream.jars import jars_for_job
     from kctl.stream.job import build_session
 
-    s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2),
-                      app_name="kctl-test-reader")
+    s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2,
+                                jars=jars_for_job(None)), app_name="kctl-test-reader")
     yield s
     s.stop()
 
@@ -72,19 +73,19 @@ def _send(bootstrap: str, topic: str, events: list[Any], bad: int = 0, seed: int
 def _check(spark: Any, out: Path, events: list[Any], bad: int) -> None:
     from kctl.stream.metrics import read_metrics
 
-    archive = spark.read.parquet(str(out / "archive"))
+    archive = spark.read.format("delta").load(str(out / "archive"))
     assert archive.count() == len(events)
     assert archive.select("topic", "partition", "offset").distinct().count() == len(events)  # no duplicates
-    dl = spark.read.parquet(str(out / "deadletter")) if bad else None
-    assert (dl.count() if dl is not None else 0) == bad
-    if dl is not None:
-        assert dl.where("reason is null or value is null and reason != 'empty value'").count() == 0
+    dl = spark.read.format("delta").load(str(out / "deadletter"))
+    assert dl.count() == bad
+    assert dl.select("topic", "partition", "offset").distinct().count() == bad
+    assert dl.where("reason is null or value is null and reason != 'empty value'").count() == 0
     truth = {(w.strftime("%Y-%m-%dT%H:%M:%SZ"), h, s): v for (w, h, s), v in ground_truth(events).items()}
     rows = read_metrics(out, spark)
     got = {(r["window_start"], r["host"], r["status"]): (r["requests"], r["bytes"]) for r in rows}
     assert len(rows) == len(got)  # exactly one row per (window_start, host, status)
     assert got == truth
-    assert read_metrics(out) == rows  # `kctl stream metrics` reads with pyarrow: the same table
+    assert read_metrics(out) == rows  # `kctl stream metrics` reads with delta-rs: the same table
 
 
 def test_available_now_matches_ground_truth(kafka_cluster: Any, spark: Any, tmp_path: Path) -> None:
