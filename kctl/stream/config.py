@@ -38,6 +38,8 @@ class JobConfig:
     optimize_every: int = 0
     # VACUUM keeps files unreferenced for less than this: longer than any reader of the tables runs.
     vacuum_retain_hours: float = 168.0
+    # The tables the job writes (a benchmark names one to measure it alone).
+    outputs: list[str] = field(default_factory=lambda: ["archive", "deadletter", "metrics"])
     # Progress events kept on disk (see kctl.stream.progress); a benchmark asks for as many as it reads.
     progress_history: int = 500
 

@@ -234,13 +234,14 @@ class BatchWriter:
         good_rows = [r for r in counts if r["ok"]]
         good = sum(int(r["requests"]) for r in good_rows)
         bad = sum(int(r["requests"]) for r in counts if not r["ok"])
-        if good and not self._done(self.archive, b):
+        want = self.cfg.outputs
+        if good and "archive" in want and not self._done(self.archive, b):
             sinks.append(archive_rows(parsed), self.archive, app_id=self.app_id, version=b, partition_by=["date"])
             self.counters["archived"] += good
-        if bad and not self._done(self.deadletter, b):
+        if bad and "deadletter" in want and not self._done(self.deadletter, b):
             sinks.append(deadletter_rows(parsed), self.deadletter, app_id=self.app_id, version=b)
             self.counters["deadletter"] += bad
-        if good_rows:
+        if good_rows and "metrics" in want:
             windows = [dt.datetime.fromtimestamp(int(r["ws"]), dt.timezone.utc).replace(tzinfo=None)
                        for r in good_rows]
             sinks.merge_counts(spark, metrics_source(spark, good_rows), self.metrics, windows,
@@ -313,6 +314,8 @@ def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
         # Delta rebuilds a table's state from its log with this many tasks (50 by default): the tables here
         # have a log of small commits, and 50 tasks per batch on two cores cost more than the work.
         .config("spark.databricks.delta.snapshotPartitions", str(max(1, cfg.shuffle_partitions)))
+        # The MERGE source is a small local relation built from collected rows: nothing to materialize.
+        .config("spark.databricks.delta.merge.materializeSource", "none")
     )
     if cfg.master.startswith("spark://"):
         b = b.config("spark.cores.max", "2").config("spark.executor.cores", "1")
@@ -521,6 +524,9 @@ def run(cfg: JobConfig) -> int:
                       last_progress=q.lastProgress)
         _write_json(sd / "job.json", status)
         (sd / "stop").unlink(missing_ok=True)
+        # The listener bus may not deliver the last progress before the session stops: publish what the
+        # checkpoint holds as committed now.
+        offsets.publish(committed_offsets(cfg.checkpoint)[1])
         offsets.close()
         spark.stop()
     return rc

@@ -107,8 +107,16 @@ def query(out: str | Path, sql: str, limit: int | None = 1000) -> QueryResult:
                              hint=f"tables: {', '.join(views)}; e.g. SELECT host, sum(requests) FROM metrics "
                                   "GROUP BY host") from None
         cols = [d[0] for d in (cur.description or [])]
-        data = cur.fetchmany(limit) if limit else cur.fetchall()
-        return QueryResult(cols, [{c: _iso(v) for c, v in zip(cols, r, strict=True)} for r in data])
+        # Through Arrow: DuckDB's own conversion of time-zoned timestamps to Python needs pytz.
+        to_reader = getattr(cur, "to_arrow_reader", None) or cur.fetch_record_batch  # duckdb 2 / 1.x
+        reader = to_reader(1024)
+        data: list[dict[str, Any]] = []
+        for batch in reader:
+            data.extend(batch.to_pylist())
+            if limit and len(data) >= limit:
+                break
+        rows = [{c: _iso(r.get(c)) for c in cols} for r in data[:limit] if r is not None]
+        return QueryResult(cols, rows)
     finally:
         con.close()
 
