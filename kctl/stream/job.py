@@ -371,8 +371,9 @@ def create_tables(spark: Any, out: Path) -> None:
     from kctl.stream import sinks
 
     empty = parse(spark.createDataFrame([], kafka_schema()))
-    sinks.create_table(spark, str(out / "archive"), archive_rows(empty).schema, ["date"])
-    sinks.create_table(spark, str(out / "deadletter"), deadletter_rows(empty).schema)
+    # statistics on event_time (archive) and topic, partition, offset, kafka_timestamp (dead-letter)
+    sinks.create_table(spark, str(out / "archive"), archive_rows(empty).schema, ["date"], stats_columns=1)
+    sinks.create_table(spark, str(out / "deadletter"), deadletter_rows(empty).schema, stats_columns=4)
     sinks.create_table(spark, str(out / "metrics"), metrics_schema())
 
 

@@ -76,11 +76,18 @@ def merge_counts(spark: Any, source: Any, path: str, windows: Iterable[dt.dateti
         spark.conf.unset(TXN_VERSION)
 
 
-def create_table(spark: Any, path: str, schema: Any, partition_by: Sequence[str] = ()) -> None:
-    """Create an empty Delta table at ``path`` unless one is there (readers find a table from the start)."""
+def create_table(spark: Any, path: str, schema: Any, partition_by: Sequence[str] = (),
+                 stats_columns: int | None = None) -> None:
+    """Create an empty Delta table at ``path`` unless one is there (readers find a table from the start).
+
+    ``stats_columns``: Delta keeps min/max statistics for the first N columns only (32 by default); each
+    costs work at every write, so a wide table keeps them for the columns readers filter on.
+    """
     from delta.tables import DeltaTable
 
     b = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    if stats_columns is not None:
+        b = b.property("delta.dataSkippingNumIndexedCols", str(stats_columns))
     if partition_by:
         b = b.partitionedBy(*partition_by)
     b.execute()
