@@ -374,7 +374,7 @@ def create_tables(spark: Any, out: Path) -> None:
     # statistics on event_time (archive) and topic, partition, offset, kafka_timestamp (dead-letter)
     sinks.create_table(spark, str(out / "archive"), archive_rows(empty).schema, ["date"], stats_columns=1)
     sinks.create_table(spark, str(out / "deadletter"), deadletter_rows(empty).schema, stats_columns=4)
-    sinks.create_table(spark, str(out / "metrics"), metrics_schema())
+    sinks.create_table(spark, str(out / "metrics"), metrics_schema(), deletion_vectors=True)
 
 
 def query_id(checkpoint: str | Path) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kctl.stream.tables import open_table, require_out
+from kctl.stream.tables import open_table, require_out, to_arrow
 
 FIELDS = ["window_start", "window_end", "host", "status", "requests", "bytes"]
 
@@ -24,7 +24,7 @@ def read_metrics(out: str | Path, spark: Any = None) -> list[dict[str, Any]]:
     t = open_table(root / "metrics")
     if t is None:
         return []
-    rows: list[dict[str, Any]] = t.to_pyarrow_table(columns=FIELDS).to_pylist()
+    rows: list[dict[str, Any]] = to_arrow(t, f"SELECT {', '.join(FIELDS)} FROM t").to_pylist()
     for r in rows:
         for k in ("window_start", "window_end"):
             r[k] = r[k].strftime("%Y-%m-%dT%H:%M:%SZ")  # UTC instants

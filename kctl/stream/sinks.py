@@ -19,7 +19,11 @@ them).
   confs ``spark.databricks.delta.write.txnAppId``/``txnVersion`` (Delta applies
   them to DML commands). The merge condition names the batch's window starts as
   literals, so Delta's data skipping reads only the files whose min/max
-  window_start can hold one of them.
+  window_start can hold one of them. The metrics table has deletion vectors:
+  a MERGE marks the old versions of the rows it updates as deleted instead of
+  copying every other row of their files, so it writes only the batch's rows
+  (without them each rewritten file would carry all older windows along, and
+  grow with the job's history).
 
 Readers see one table version at a time (snapshot isolation): never part of a batch.
 """
@@ -77,7 +81,7 @@ def merge_counts(spark: Any, source: Any, path: str, windows: Iterable[dt.dateti
 
 
 def create_table(spark: Any, path: str, schema: Any, partition_by: Sequence[str] = (),
-                 stats_columns: int | None = None) -> None:
+                 stats_columns: int | None = None, deletion_vectors: bool = False) -> None:
     """Create an empty Delta table at ``path`` unless one is there (readers find a table from the start).
 
     ``stats_columns``: Delta keeps min/max statistics for the first N columns only (32 by default); each
@@ -88,6 +92,8 @@ def create_table(spark: Any, path: str, schema: Any, partition_by: Sequence[str]
     b = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
     if stats_columns is not None:
         b = b.property("delta.dataSkippingNumIndexedCols", str(stats_columns))
+    if deletion_vectors:
+        b = b.property("delta.enableDeletionVectors", "true")
     if partition_by:
         b = b.partitionedBy(*partition_by)
     b.execute()

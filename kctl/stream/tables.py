@@ -32,6 +32,23 @@ def open_table(path: Path) -> Any | None:
                         hint="is it the --out of a kctl stream job?") from None
 
 
+def has_deletion_vectors(t: Any) -> bool:
+    return "deletionVectors" in (t.protocol().reader_features or [])
+
+
+def to_arrow(t: Any, sql: str = "SELECT * FROM t") -> Any:
+    """A pyarrow Table of ``sql`` over the Delta table ``t`` (view ``t``). Through delta-rs's query engine,
+    which applies deletion vectors (its pyarrow dataset path refuses such tables)."""
+    pa = require("pyarrow", "tables")
+    deltalake = require("deltalake", "tables")
+    return pa.table(deltalake.QueryBuilder().register("t", t).execute(sql).read_all())
+
+
+def arrow_source(t: Any) -> Any:
+    """What DuckDB scans for table ``t``: a lazy pyarrow dataset, or (deletion vectors) the table read whole."""
+    return to_arrow(t) if has_deletion_vectors(t) else t.to_pyarrow_dataset()
+
+
 def require_out(out: str | Path) -> Path:
     p = Path(out)
     if not p.is_dir():
@@ -60,11 +77,13 @@ def info(out: str | Path, app_id: str | None = None) -> list[TableInfo]:
             continue
         pa = require("pyarrow", "tables")
         adds = pa.table(t.get_add_actions(flatten=True))
-        rows = adds.column("num_records").to_pylist() if "num_records" in adds.column_names else []
+        if has_deletion_vectors(t):  # files' record counts include rows marked deleted
+            rows = int(to_arrow(t, "SELECT count(*) AS n FROM t").column("n")[0].as_py())
+        else:
+            counts = adds.column("num_records").to_pylist() if "num_records" in adds.column_names else []
+            rows = sum(int(r or 0) for r in counts)
         last = t.transaction_version(app_id) if app_id else None
-        res.append(TableInfo(name, int(t.version()), adds.num_rows,
-                             sum(int(r or 0) for r in rows) if rows else 0,
-                             int(last) if last is not None else None))
+        res.append(TableInfo(name, int(t.version()), adds.num_rows, rows, int(last) if last is not None else None))
     return res
 
 
@@ -96,7 +115,7 @@ def query(out: str | Path, sql: str, limit: int | None = 1000) -> QueryResult:
         for name in TABLES:
             t = open_table(root / name)
             if t is not None:
-                con.register(name, t.to_pyarrow_dataset())
+                con.register(name, arrow_source(t))
                 views.append(name)
         if not views:
             raise KctlError(f"{out} holds no Delta table yet", hint="has the stream job run with this --out?")

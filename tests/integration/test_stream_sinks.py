@@ -51,6 +51,15 @@ def _totals(out: Path) -> tuple[int, int, dict[tuple[str, str, int], tuple[int, 
             {(r["window_start"], r["host"], r["status"]): (r["requests"], r["bytes"]) for r in rows})
 
 
+def _last_commit_metrics(table: Path) -> dict[str, int]:
+    import json
+
+    last = sorted((table / "_delta_log").glob("*.json"))[-1]
+    actions = [json.loads(line) for line in last.read_text().splitlines()]
+    (info,) = [a["commitInfo"] for a in actions if "commitInfo" in a]
+    return {k: int(v) for k, v in info["operationMetrics"].items()}
+
+
 def test_replayed_batch_changes_nothing(spark: Any, tmp_path: Path) -> None:
     from kctl.stream.config import JobConfig
     from kctl.stream.job import BatchWriter, create_tables
@@ -69,6 +78,15 @@ def test_replayed_batch_changes_nothing(spark: Any, tmp_path: Path) -> None:
     w(batches[1], 1)
     truth = {(k[0].strftime("%Y-%m-%dT%H:%M:%SZ"), k[1], k[2]): v for k, v in ground_truth(events).items()}
     assert _totals(out) == (300, 7, truth)
+    # batch 1's MERGE wrote the batch's own rows only (deletion vectors), not the other rows of the files it
+    # updated: a batch's write does not grow with the table
+    from kctl.stream.job import batch_counts, parse
+
+    batch1_rows = len([r for r in batch_counts(parse(batches[1])) if r["ok"]])
+    assert 0 < batch1_rows < len(truth)
+    m = _last_commit_metrics(out / "metrics")
+    assert m["numOutputRows"] == batch1_rows and m["numTargetRowsCopied"] == 0, m
+    assert m["numTargetRowsUpdated"] > 0 and m["numTargetDeletionVectorsAdded"] > 0, m
     # the last batch again, as after a crash before Spark recorded it: a new writer (a new process)
     w2 = BatchWriter(cfg, dict(counters), "query-a")
     w2(batches[1], 1)
