@@ -297,8 +297,8 @@ archive and dead-letter Delta appends and the metrics MERGE, each an atomic Delt
 parsing beyond `json.loads` and writes nothing. Latency is measured from the producer's send to the moment
 the metrics table's last transaction is a batch that covers the event (a warm-up batch first). The batch-cost
 rows run the job's own writer on identical batches in one Spark session, interleaved; the metrics table's
-history is windows older than the batch's, as in a running stream (docs/pipeline.md explains why a MERGE then
-reads and rewrites only the batch's own recent files).
+history is windows older than the batch's, as in a running stream; the MERGE writes only the batch's rows
+(deletion vectors, docs/pipeline.md), so the history's size does not enter a batch's cost.
 """
 
 

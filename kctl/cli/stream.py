@@ -101,7 +101,7 @@ def submit(
     out: Path = typer.Option(Path(".kctl/stream/out"), "--out", help="Output dir: archive, deadletter, metrics."),
     checkpoint: Path = CheckpointOpt,
     master: str = typer.Option("local[2]", "--master", help="local[N] or spark://HOST:PORT."),
-    trigger: str = typer.Option("5s", "--trigger", help="Micro-batch interval."),
+    trigger: str = typer.Option("1s", "--trigger", help="Micro-batch interval."),
     available_now: bool = typer.Option(False, "--available-now", help="Process what is in Kafka, then exit."),
     detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background; see `kctl stream status`."),
     starting_offsets: str = typer.Option("earliest", "--starting-offsets", help="earliest, latest, or JSON."),
