@@ -101,3 +101,31 @@ def test_replayed_batch_changes_nothing(spark: Any, tmp_path: Path) -> None:
     n, bad, got = _totals(out)
     assert n > 300 and (n - 300) + (bad - 7) == len(recs) - half
     assert sum(v[0] for v in got.values()) == n
+
+
+def test_the_jobs_optimize_compacts_and_keeps_every_row(spark: Any, tmp_path: Path) -> None:
+    """What `--optimize-every N` and `kctl stream optimize` on a running job do, between two batches."""
+    import json
+
+    from kctl.stream.config import JobConfig
+    from kctl.stream.job import BatchWriter, create_tables, optimize_tables
+    from kctl.stream.tables import info
+
+    out = tmp_path / "out"
+    create_tables(spark, out)
+    start = dt.datetime(2024, 3, 2, 10, 0, 0, tzinfo=dt.timezone.utc)
+    events = list(generate(240, seed=4, hosts=2, start=start, rate=2.0))
+    recs = [(e.key, e.value) for e in events]
+    cfg = JobConfig("", ["t"], str(out), str(tmp_path / "cp"), optimize_every=3)
+    w = BatchWriter(cfg, {"batches": 0, "archived": 0, "deadletter": 0, "last_batch_id": -1,
+                          "last_batch_seconds_x1000": 0}, "query-o")
+    for b in range(3):  # the third batch runs the compaction (optimize_every=3)
+        w(_kafka_df(spark, recs[b * 80:(b + 1) * 80], b * 80), b)
+    res = json.loads((tmp_path / "cp" / "_kctl" / "optimize.json").read_text())
+    assert res["tables"]["metrics"]["files_removed"] >= 2 and res["tables"]["metrics"]["files_added"] >= 1
+    truth = {(k[0].strftime("%Y-%m-%dT%H:%M:%SZ"), k[1], k[2]): v for k, v in ground_truth(events).items()}
+    assert _totals(out) == (240, 0, truth)
+    by_name = {t.table: t for t in info(out, "query-o")}
+    assert by_name["metrics"].files == 1 and by_name["metrics"].last_batch == 2
+    again = optimize_tables(spark, cfg, tmp_path / "cp" / "_kctl")  # nothing left to compact
+    assert again["tables"]["metrics"]["files_removed"] == 0
