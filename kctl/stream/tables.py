@@ -119,21 +119,22 @@ def query(out: str | Path, sql: str, limit: int | None = 1000) -> QueryResult:
                 views.append(name)
         if not views:
             raise KctlError(f"{out} holds no Delta table yet", hint="has the stream job run with this --out?")
+        data: list[dict[str, Any]] = []
         try:
-            cur = con.execute(sql)
+            rel = con.sql(sql)
+            if rel is None:  # a statement without rows
+                return QueryResult([], [])
+            cols = list(rel.columns)
+            # Through Arrow, batch by batch: DuckDB's own conversion of time-zoned timestamps needs pytz.
+            to_reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader  # duckdb 2 / 1.x
+            for batch in to_reader(1024):
+                data.extend(batch.to_pylist())
+                if limit and len(data) >= limit:
+                    break
         except duckdb.Error as exc:
             raise UsageError(f"query failed: {str(exc).splitlines()[0]}",
                              hint=f"tables: {', '.join(views)}; e.g. SELECT host, sum(requests) FROM metrics "
                                   "GROUP BY host") from None
-        cols = [d[0] for d in (cur.description or [])]
-        # Through Arrow: DuckDB's own conversion of time-zoned timestamps to Python needs pytz.
-        to_reader = getattr(cur, "to_arrow_reader", None) or cur.fetch_record_batch  # duckdb 2 / 1.x
-        reader = to_reader(1024)
-        data: list[dict[str, Any]] = []
-        for batch in reader:
-            data.extend(batch.to_pylist())
-            if limit and len(data) >= limit:
-                break
         rows = [{c: _iso(r.get(c)) for c in cols} for r in data[:limit] if r is not None]
         return QueryResult(cols, rows)
     finally:

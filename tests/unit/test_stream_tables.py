@@ -47,6 +47,9 @@ def test_metrics_query_info_and_offline_optimize(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as err:
         query(out, "SELECT nope FROM metrics")
     assert err.value.hint and "metrics" in err.value.hint
+    with pytest.raises(UsageError):  # an error while the rows are computed, not only at binding
+        query(out, "SELECT CAST(host AS INTEGER) FROM metrics")
+    assert len(query(out, "SELECT * FROM metrics", limit=2).rows) == 2
     (m,) = [t for t in info(out) if t.table == "metrics"]
     assert (m.version, m.files, m.rows) == (1, 2, 3)
     r = optimize(out, tmp_path / "cp", retain_hours=1)
