@@ -31,9 +31,18 @@ kctl gen logs --topic access-logs --count 3000 --rate 50 --seed 7 --hosts 3 --ma
   --start "$(date -u -d '-10 min' +%Y-%m-%dT%H:%M:%SZ)"
 
 step "kctl stream submit --available-now: the Spark job consumes what is in Kafka, then exits"
-kctl stream submit --topic access-logs --out .kctl/demo/out --checkpoint .kctl/demo/checkpoint --available-now
+kctl stream submit --topic access-logs --out .kctl/demo/out --checkpoint .kctl/demo/checkpoint --available-now \
+  --name demo
 
-step "kctl stream metrics: requests and bytes per minute, host and status"
+step "kctl stream metrics: requests and bytes per minute, host and status (the Delta table, read without a JVM)"
 kctl stream metrics --out .kctl/demo/out
+
+step "kctl stream query: SQL over the Delta tables (DuckDB)"
+kctl stream query --out .kctl/demo/out \
+  "SELECT host, sum(requests) AS requests, sum(bytes) AS bytes FROM metrics GROUP BY host ORDER BY host"
+kctl stream query --out .kctl/demo/out "SELECT reason, count(*) AS events FROM deadletter GROUP BY reason"
+
+step "kctl group describe kctl-stream-demo: the job's committed offsets and lag, as Kafka's tools see them"
+kctl group describe kctl-stream-demo
 
 printf '\nThe cluster is still running: `kctl status`, `kctl down` (add --volumes to delete its data).\n'

@@ -1,4 +1,5 @@
-"""Optional dependencies: ``kctl[stream]`` (pyspark, pyarrow) and ``kctl[testing]`` (testcontainers).
+"""Optional dependencies: ``kctl[stream]`` (pyspark, delta-spark and the readers), ``kctl[tables]``
+(deltalake, duckdb, pyarrow: the Delta tables read without a JVM) and ``kctl[testing]`` (testcontainers).
 
 The core CLI (``kctl up``, ``status``, ``topic``...) needs none of them, so they
 are imported where they are used, through :func:`require`, which turns a
@@ -14,7 +15,8 @@ from kctl.errors import KctlError
 
 # extra -> the distributions it adds (kept equal to pyproject.toml by a unit test)
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "stream": ("pyspark", "pyarrow"),
+    "stream": ("pyspark", "delta-spark", "pyarrow", "deltalake", "duckdb"),
+    "tables": ("pyarrow", "deltalake", "duckdb"),
     "testing": ("testcontainers",),
 }
 

@@ -1,16 +1,20 @@
-"""Pipeline benchmark: job throughput vs a plain consumer (the floor), and end-to-end latency.
+"""Pipeline benchmark: the job against a bare consumer (the floor), per-output throughput, latency, batch cost.
 
-    python -m kctl.bench.stream --bootstrap-servers 127.0.0.1:19092 [--events 100000] [--no-write]
+    python -m kctl.bench.stream --bootstrap-servers 127.0.0.1:19092 [--events 200000] [--no-write]
 
-1. Produces ``--events`` generated events to a fresh topic.
+1. Produces ``--events`` generated events to a fresh 3-partition topic.
 2. Floor: a confluent-kafka consumer that only reads and JSON-decodes them all.
-3. The job over the same topic with ``--available-now`` and a per-trigger cap, so that
-   it runs several micro-batches; throughput = rows / trigger time summed over the
-   StreamingQueryProgress events (first batch, which includes warm-up, excluded).
-4. Latency: the job detached with a 1 s trigger on a second fresh topic; events are
-   produced at ``--latency-rate`` for ``--latency-seconds``; an event's metrics row is
-   visible when ``metrics/CURRENT`` names a version whose batch covered its offset.
-   Latency = that moment minus the moment the event was handed to the producer.
+3. The job over the same topic with ``--available-now`` and ``maxOffsetsPerTrigger``, so that it runs
+   several micro-batches; throughput = rows / trigger time summed over the StreamingQueryProgress
+   events, the first batch (JIT warm-up) reported on its own. Then the same with the archive alone and
+   with the metrics alone (which output costs what).
+4. A sweep of ``maxOffsetsPerTrigger`` over a smaller topic (the choice of the default).
+5. Latency: the job detached at each ``--latency-trigger`` on a fresh topic; events are produced at
+   ``--latency-rate`` for ``--latency-seconds``; an event is visible once the metrics table's last
+   transaction (its batch id, read with delta-rs) is a batch whose end offset lies past it.
+6. Per-batch cost of the writer (parse, archive, dead-letter, metrics MERGE) on identical batches
+   when the metrics table holds 10 vs 10,000 earlier windows, in one Spark session, interleaved;
+   and the same batch at 1, 2 and 4 shuffle partitions.
 Then prints the figures and rewrites the "## Pipeline" section of docs/benchmarks.md.
 """
 
@@ -99,31 +103,60 @@ def job_throughput(cfg: JobConfig, events: int) -> dict[str, Any]:
     rows = sum(int(p["numInputRows"]) for p in steady)
     ms = sum(int(p["durationMs"]["triggerExecution"]) for p in steady)
     return {"rows": rows, "batches": len(steady), "events_per_s": rows / (ms / 1000.0),
-            "all_rows": sum(int(p["numInputRows"]) for p in progs)}
+            "first_batch_s": int(progs[0]["durationMs"]["triggerExecution"]) / 1000.0,
+            "first_batch_rows": int(progs[0]["numInputRows"]),
+            "batch_s": statistics.median(int(p["durationMs"]["triggerExecution"]) for p in steady) / 1000.0}
 
 
-def latency(bootstrap: str, base: JobConfig, rate: float, seconds: float) -> dict[str, Any]:
+def _variant(base: JobConfig, tag: str, **changes: Any) -> JobConfig:
+    root = Path(base.out).parent
+    return JobConfig(**{**base.__dict__, "out": str(root / f"{tag}-out"), "checkpoint": str(root / f"{tag}-cp"),
+                        **changes})
+
+
+def latency(bootstrap: str, base: JobConfig, rate: float, seconds: float, trigger: str) -> dict[str, Any]:
+    from deltalake import DeltaTable
+
+    from kctl.stream.job import query_id
     from kctl.stream.state import stop
 
     topic = _topic(bootstrap)
-    cfg = JobConfig(**{**base.__dict__, "topics": [topic], "trigger": "1 seconds",
-                       "out": str(Path(base.out).parent / "lat-out"),
-                       "checkpoint": str(Path(base.checkpoint).parent / "lat-cp")})
+    cfg = _variant(base, f"lat-{trigger.replace(' ', '')}", topics=[topic], trigger=trigger,
+                   max_offsets_per_trigger=None)
     submit(cfg, detach=True)
-    time.sleep(3)  # let the first (empty) batches pass
-    current = Path(cfg.out) / "metrics" / "CURRENT"
+    metrics = Path(cfg.out) / "metrics"
     p = producer(bootstrap, **{"linger.ms": 0})
     sent: dict[int, float] = {}
     delivered: dict[tuple[int, int], float] = {}
+    seen: list[tuple[float, dict[int, int]]] = []
+    state: dict[str, Any] = {"qid": None, "batch": None, "table": None}
+
+    def poll() -> None:
+        """Record the moment the metrics table's last batch changes, with that batch's end offsets."""
+        if state["qid"] is None:
+            state["qid"] = query_id(cfg.checkpoint)
+            if state["qid"] is None:
+                return
+        try:
+            if state["table"] is None:
+                state["table"] = DeltaTable(str(metrics))
+            else:
+                state["table"].update_incremental()
+            b = state["table"].transaction_version(state["qid"])
+        except Exception:  # noqa: BLE001 - the table is not there yet
+            return
+        if b is None or b == state["batch"]:
+            return
+        state["batch"] = b
+        now = time.time()
+        line = (Path(cfg.checkpoint) / "offsets" / str(b)).read_text().splitlines()[2]
+        seen.append((now, {int(pa): int(o) for pa, o in json.loads(line)[topic].items()}))
 
     def cb(err: Any, msg: Any) -> None:
         if err is None:
             delivered[(msg.partition(), msg.offset())] = sent[int(msg.key().split(b"#")[1])]
 
-    seen: list[tuple[float, dict[int, int]]] = []
-    last_text = ""
-    # Warm-up, not measured: the first micro-batches with data pay for JIT compilation and
-    # Spark's first jobs (10-20 s here); latency is meant for the job in its steady state.
+    # Warm-up, not measured: the first micro-batches with data pay for JIT compilation and Spark's first jobs.
     warm_ends: dict[int, int] = {}
 
     def warm_cb(err: Any, msg: Any) -> None:
@@ -135,15 +168,18 @@ def latency(bootstrap: str, base: JobConfig, rate: float, seconds: float) -> dic
     p.flush(30)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        last_text = _poll_current(current, last_text, seen)
-        if seen and all(seen[-1][1].get(pa, -1) >= off for pa, off in warm_ends.items()):
+        poll()
+        if seen and all(seen[-1][1].get(pa, -1) > off for pa, off in warm_ends.items()):
             break
         time.sleep(0.05)
     events = generate(int(rate * seconds), seed=99, hosts=4, rate=rate)
     t0 = time.monotonic()
+    next_poll = 0.0
     for i, e in enumerate(events):
         while time.monotonic() - t0 < i / rate:
-            last_text = _poll_current(current, last_text, seen)
+            if time.monotonic() >= next_poll:
+                poll()
+                next_poll = time.monotonic() + 0.05
             p.poll(0.002)
         sent[i] = time.time()
         p.produce(topic, key=f"{e.key}#{i}".encode(), value=e.value.encode(), on_delivery=cb)
@@ -151,85 +187,145 @@ def latency(bootstrap: str, base: JobConfig, rate: float, seconds: float) -> dic
     p.flush(30)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        last_text = _poll_current(current, last_text, seen)
-        if seen and all(seen[-1][1].get(pa, -1) >= off for (pa, off) in delivered):
+        poll()
+        if seen and all(seen[-1][1].get(pa, -1) > off for (pa, off) in delivered):
             break
-        time.sleep(0.02)
+        time.sleep(0.05)
     stop(cfg.checkpoint)
     _drop(bootstrap, topic)
     lat: list[float] = []
     for (pa, off), t_sent in delivered.items():
-        vis = next((t for t, offs in seen if offs.get(pa, -1) >= off), None)
+        vis = next((t for t, offs in seen if offs.get(pa, -1) > off), None)
         if vis is not None:
             lat.append(vis - t_sent)
     if not lat:
         raise RuntimeError("no event became visible in the metrics table")
     lat.sort()
     q = statistics.quantiles(lat, n=100, method="inclusive")
-    return {"events": len(delivered), "measured": len(lat), "p50_s": q[49], "p99_s": q[98], "rate": rate}
+    return {"events": len(delivered), "measured": len(lat), "p50_s": q[49], "p99_s": q[98], "rate": rate,
+            "trigger": trigger}
 
 
-def _poll_current(current: Path, last: str, seen: list[tuple[float, dict[int, int]]]) -> str:
+def batch_cost(tmp: Path, master: str, reps: int = 6, windows: tuple[int, ...] = (10, 10_000)) -> dict[str, Any]:
+    """Median seconds of the writer on identical 2,000-event batches, per size of the metrics table's
+    history, and per shuffle-partition count; one Spark session, interleaved."""
+    from kctl.stream.job import BatchWriter, build_session, create_tables, kafka_schema, metrics_schema
+
+    cfg0 = JobConfig("", ["t"], "", "", master=master, jars=jars_for_job(None))
+    spark = build_session(cfg0, app_name="kctl-bench-batch-cost")
     try:
-        text = current.read_text()
-    except OSError:
-        return last
-    if text != last:
-        offs = json.loads(text).get("max_offsets", {})
-        merged = dict(seen[-1][1]) if seen else {}
-        for parts in offs.values():
-            for pa, o in parts.items():
-                merged[int(pa)] = max(merged.get(int(pa), -1), int(o))
-        seen.append((time.time(), merged))
-    return text
+        start = dt.datetime(2024, 1, 10, tzinfo=dt.timezone.utc)
+        writers: dict[Any, BatchWriter] = {}
+        for n in windows:
+            out = tmp / f"cost-{n}"
+            create_tables(spark, out)
+            rows = [(start - dt.timedelta(minutes=n - i), start - dt.timedelta(minutes=n - i - 1), "h0", 200, 1, 100)
+                    for i in range(n)]
+            hist = spark.createDataFrame(rows, metrics_schema())
+            hist.write.format("delta").mode("append").save(str(out / "metrics"))
+            writers[n] = BatchWriter(JobConfig("", ["t"], str(out), str(tmp / f"cost-cp-{n}")), _counters(), "bench")
+        for sp in (1, 2, 4):
+            out = tmp / f"cost-sp{sp}"
+            create_tables(spark, out)
+            writers[f"sp{sp}"] = BatchWriter(JobConfig("", ["t"], str(out), str(tmp / f"cost-cp-sp{sp}")),
+                                             _counters(), "bench")
+        times: dict[Any, list[float]] = {k: [] for k in writers}
+        for rep in range(reps + 1):  # the first round warms the JVM up and is not counted
+            t = start + dt.timedelta(minutes=5 * rep)
+            recs = [(e.key.encode(), e.value.encode(), "t", i % 3, rep * 2000 + i, t, 0)
+                    for i, e in enumerate(generate(2000, seed=rep, hosts=4, start=t, rate=20.0))]
+            batch = spark.createDataFrame(recs, kafka_schema()).cache()
+            batch.count()
+            for key, w in writers.items():
+                sp = int(key[2:]) if isinstance(key, str) else cfg0.shuffle_partitions
+                spark.conf.set("spark.sql.shuffle.partitions", str(sp))
+                spark.conf.set("spark.databricks.delta.snapshotPartitions", str(sp))
+                t0 = time.monotonic()
+                w(batch, rep)
+                if rep:
+                    times[key].append(time.monotonic() - t0)
+            batch.unpersist()
+        return {str(k): statistics.median(v) for k, v in times.items()}
+    finally:
+        spark.stop()
+
+
+def _counters() -> dict[str, int]:
+    return {"batches": 0, "archived": 0, "deadletter": 0, "last_batch_id": -1, "last_batch_seconds_x1000": 0}
 
 
 def render(fig: dict[str, Any]) -> str:
-    rows = "\n".join(table(("measure", "value"), [
+    j, a, m = fig["job"], fig["archive_only"], fig["metrics_only"]
+    rows = [
         ("plain confluent-kafka consumer, read + `json.loads` (the floor)", f"{fig['floor']:,.0f} events/s"),
-        (f"the job, sustained (rows / trigger time over {fig['batches']} micro-batches of ≤{fig['cap']:,},"
-         " first excluded)", f"{fig['job']:,.0f} events/s"),
-        ("ratio job / floor", f"{fig['ratio']:.2f}"),
-        (f"end-to-end latency p50 (produced -> its metrics row visible, 1 s trigger, {fig['lat_rate']:.0f}"
-         " events/s, after a warm-up batch)", f"{fig['p50']:.2f} s"),
-        ("end-to-end latency p99", f"{fig['p99']:.2f} s"),
-    ]))
+        (f"the job, all three tables, sustained ({j['batches']} micro-batches of ≤{fig['cap']:,}, first excluded;"
+         f" median batch {j['batch_s']:.2f} s)", f"{j['events_per_s']:,.0f} events/s"),
+        ("**ratio job / floor**", f"**{j['events_per_s'] / fig['floor']:.2f}**"),
+        ("the job, archive table only", f"{a['events_per_s']:,.0f} events/s"),
+        ("the job, metrics table only", f"{m['events_per_s']:,.0f} events/s"),
+        (f"first batch with data ({j['first_batch_rows']:,} rows; JVM and Spark start excluded)",
+         f"{j['first_batch_s']:.1f} s"),
+    ]
+    for cap, r in fig["sweep"]:
+        rows.append((f"sweep, {fig['sweep_events']:,} events: maxOffsetsPerTrigger {cap:,}",
+                     f"{r['events_per_s']:,.0f} events/s (median batch {r['batch_s']:.2f} s)"))
+    for lat in fig["latency"]:
+        rows.append((f"end-to-end latency, trigger {lat['trigger']}, {lat['rate']:.0f} events/s: p50 / p99"
+                     f" ({lat['measured']} events)", f"{lat['p50_s']:.2f} s / {lat['p99_s']:.2f} s"))
+    bc = fig["batch_cost"]
+    rows += [
+        ("one 2,000-event batch, metrics table holding 10 windows (median)", f"{bc['10']:.2f} s"),
+        ("the same batch, metrics table holding 10,000 windows (median)", f"{bc['10000']:.2f} s"),
+        ("**ratio 10,000 / 10 windows**", f"**{bc['10000'] / bc['10']:.2f}**"),
+    ]
+    rows += [(f"the same batch at {sp} shuffle partition{'s' if sp > 1 else ''}", f"{bc[f'sp{sp}']:.2f} s")
+             for sp in (1, 2, 4)]
+    body = "\n".join(table(("measure", "value"), rows))
     return f"""## Pipeline
 
-Measured by `python -m kctl.bench.stream` on {fig['when']} ({fig['machine']}); Spark {fig['spark']} in
-`{fig['master']}`, driver {fig['driver_memory']}, {fig['shuffle']} shuffle partitions, topic with 3 partitions,
-{fig['events']} generated filebeat events (~{fig['avg_bytes']} bytes each). Load average during the run:
-{fig['load']} (other work shared the machine; figures are only comparable within one run).
+Measured by `python -m kctl.bench.stream` on {fig['when']} ({fig['machine']}); Spark {fig['spark']} with
+Delta Lake {fig['delta']} in `{fig['master']}`, driver {fig['driver_memory']}, {fig['shuffle']} shuffle
+partitions, topic with 3 partitions, {fig['events']:,} generated filebeat events (~{fig['avg_bytes']} bytes
+each). Load average during the run: {fig['load']} (other work shared the machine; figures are only comparable
+within one run, and every pair below comes from this one).
 
-{rows}
+{body}
 
-The job's figure includes everything one micro-batch does: Kafka fetch, parsing (JSON envelope + nginx regex),
-the Parquet archive and dead-letter writes with their commit protocol, and the rewrite of the metrics table
-(see docs/pipeline.md). The floor does no parsing beyond `json.loads` and writes nothing. Latency is dominated
-by the trigger interval plus the micro-batch time (three Parquet writes and a metrics-table rewrite), about
-2-3 s per small batch on this machine. The first batch with data takes 10-20 s (JIT compilation, Spark's first
-jobs); the latency run sends a warm-up batch first and measures after it.
+The job's figure includes everything one micro-batch does: Kafka fetch, parsing (JSON envelope + nginx regex,
+once, cached), the batch's aggregation collected to the driver (the MERGE source and the counters), the
+archive and dead-letter Delta appends and the metrics MERGE, each an atomic Delta commit. The floor does no
+parsing beyond `json.loads` and writes nothing. Latency is measured from the producer's send to the moment
+the metrics table's last transaction is a batch that covers the event (a warm-up batch first). The batch-cost
+rows run the job's own writer on identical batches in one Spark session, interleaved; the metrics table's
+history is windows older than the batch's, as in a running stream; the MERGE writes only the batch's rows
+(deletion vectors, docs/pipeline.md), so the history's size does not enter a batch's cost.
 """
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kctl.bench.stream")
     ap.add_argument("--bootstrap-servers", "-b", default=os.environ.get("KCTL_BOOTSTRAP_SERVERS"))
-    ap.add_argument("--events", type=int, default=100_000)
-    ap.add_argument("--cap", type=int, default=20_000, help="maxOffsetsPerTrigger of the throughput run")
+    ap.add_argument("--events", type=int, default=200_000)
+    ap.add_argument("--cap", type=int, default=20_000, help="maxOffsetsPerTrigger of the throughput runs")
+    ap.add_argument("--sweep", default="5000,20000,50000", help="maxOffsetsPerTrigger values to compare")
+    ap.add_argument("--sweep-events", type=int, default=60_000)
     ap.add_argument("--latency-rate", type=float, default=200.0)
     ap.add_argument("--latency-seconds", type=float, default=30.0)
+    ap.add_argument("--latency-trigger", default="0.5 seconds,1 seconds")
     ap.add_argument("--master", default="local[2]")
     add_output_args(ap)
     a = ap.parse_args(argv)
     if not a.bootstrap_servers:
         ap.error("--bootstrap-servers (or KCTL_BOOTSTRAP_SERVERS) is required")
     bs = a.bootstrap_servers
-    topic = _topic(bs)
+    topic, sweep_topic = _topic(bs), _topic(bs)
+    caps = [int(c) for c in a.sweep.split(",") if c]
     try:
         events = [(e.key, e.value) for e in generate(a.events, seed=1, hosts=8, rate=1000.0)]
         avg = sum(len(v) for _, v in events) // max(1, len(events))
         produce(bs, topic, events, max_seconds=600)
+        if caps:
+            produce(bs, sweep_topic, events[:a.sweep_events], max_seconds=600)
         print(f"produced {len(events)} events to {topic}", file=sys.stderr)
         fl = floor(bs, topic, len(events))
         print(f"floor: {fl:,.0f} events/s", file=sys.stderr)
@@ -238,21 +334,43 @@ def main(argv: list[str] | None = None) -> int:
                             master=a.master, trigger="available-now", max_offsets_per_trigger=a.cap,
                             jars=jars_for_job(None),
                             # one progress event per micro-batch, plus the empty ones around them
-                            progress_history=len(events) // a.cap + 10)
+                            progress_history=len(events) // min([a.cap, *caps]) + 10)
             job = job_throughput(cfg, len(events))
-            print(f"job: {job['events_per_s']:,.0f} events/s", file=sys.stderr)
-            lat = latency(bs, cfg, a.latency_rate, a.latency_seconds)
+            print(f"job: {job}", file=sys.stderr)
+            arch = job_throughput(_variant(cfg, "archive", outputs=["archive", "deadletter"]), len(events))
+            print(f"archive only: {arch}", file=sys.stderr)
+            met = job_throughput(_variant(cfg, "metrics", outputs=["metrics"]), len(events))
+            print(f"metrics only: {met}", file=sys.stderr)
+            sweep = []
+            for cap in caps:
+                r = job_throughput(_variant(cfg, f"cap{cap}", topics=[sweep_topic], max_offsets_per_trigger=cap),
+                                   a.sweep_events)
+                print(f"cap {cap}: {r}", file=sys.stderr)
+                sweep.append((cap, r))
+            lats = []
+            for trig in [t.strip() for t in a.latency_trigger.split(",") if t.strip()]:
+                try:
+                    lats.append(latency(bs, cfg, a.latency_rate, a.latency_seconds, trig))
+                except Exception as exc:  # noqa: BLE001 - report the others
+                    print(f"latency at {trig} failed: {exc!r}", file=sys.stderr)
+                    continue
+                print(f"latency: {lats[-1]}", file=sys.stderr)
+            bc = batch_cost(Path(tmp), a.master)
+            print(f"batch cost: {bc}", file=sys.stderr)
     finally:
         _drop(bs, topic)
+        _drop(bs, sweep_topic)
     import pyspark
+
+    from kctl.stream.jars import delta_version
 
     fig = {
         "when": dt.date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "spark": pyspark.__version__, "master": a.master, "driver_memory": cfg.driver_memory,
-        "shuffle": cfg.shuffle_partitions, "events": len(events), "avg_bytes": avg, "floor": fl,
-        "job": job["events_per_s"], "batches": job["batches"], "cap": a.cap, "ratio": job["events_per_s"] / fl,
+        "spark": pyspark.__version__, "delta": delta_version(), "master": a.master,
+        "driver_memory": cfg.driver_memory, "shuffle": cfg.shuffle_partitions, "events": len(events),
+        "avg_bytes": avg, "floor": fl, "job": job, "archive_only": arch, "metrics_only": met, "cap": a.cap,
+        "sweep": sweep, "sweep_events": a.sweep_events, "latency": lats, "batch_cost": bc,
         "load": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
-        "p50": lat["p50_s"], "p99": lat["p99_s"], "lat_rate": a.latency_rate,
     }
     publish(render(fig), a)
     return 0

@@ -22,6 +22,8 @@ def register(app: typer.Typer) -> None:
     stream_app.command("status")(status)
     stream_app.command("stop")(stop)
     stream_app.command("metrics")(metrics)
+    stream_app.command("query")(query)
+    stream_app.command("optimize")(optimize)
     app.add_typer(stream_app, name="stream")
 
 BootstrapOpt = typer.Option(None, "--bootstrap-servers", "-b", envvar="KCTL_BOOTSTRAP_SERVERS",
@@ -99,7 +101,7 @@ def submit(
     out: Path = typer.Option(Path(".kctl/stream/out"), "--out", help="Output dir: archive, deadletter, metrics."),
     checkpoint: Path = CheckpointOpt,
     master: str = typer.Option("local[2]", "--master", help="local[N] or spark://HOST:PORT."),
-    trigger: str = typer.Option("5s", "--trigger", help="Micro-batch interval."),
+    trigger: str = typer.Option("1s", "--trigger", help="Micro-batch interval."),
     available_now: bool = typer.Option(False, "--available-now", help="Process what is in Kafka, then exit."),
     detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background; see `kctl stream status`."),
     starting_offsets: str = typer.Option("earliest", "--starting-offsets", help="earliest, latest, or JSON."),
@@ -108,6 +110,10 @@ def submit(
     max_offsets: int = typer.Option(None, "--max-offsets-per-trigger", help="Cap on records per micro-batch."),
     jars: list[str] = typer.Option(None, "--jars", help="Kafka source jars (offline); default: resolved and cached."),
     driver_memory: str = typer.Option("768m", "--driver-memory"),
+    name: str = typer.Option("main", "--name", help="Job name: offsets are committed to group kctl-stream-NAME."),
+    optimize_every: int = typer.Option(0, "--optimize-every",
+                                       help="Compact and VACUUM the tables every N micro-batches (0: never)."),
+    retain_hours: float = typer.Option(168.0, "--retain-hours", help="VACUUM keeps files younger than this."),
     bootstrap: str = BootstrapOpt,
     spec: Path = SpecOpt,
     output: Format = OutputOpt,
@@ -116,7 +122,15 @@ def submit(
     from kctl.stream.config import JobConfig
     from kctl.stream.submit import submit as do_submit
     from kctl.stream.submit import trigger_interval
+    from kctl.stream.tables import MIN_RETAIN_HOURS
 
+    bad = [m for m, ok in ((f"--optimize-every must be 0 or more, not {optimize_every}", optimize_every >= 0),
+                           (f"--retain-hours must be at least {MIN_RETAIN_HOURS}, not {retain_hours}",
+                            retain_hours >= MIN_RETAIN_HOURS),
+                           (f"--name {name!r} must be non-empty, without spaces", bool(name) and " " not in name))
+           if not ok]
+    if bad:
+        raise UsageError("; ".join(bad), hint="`kctl stream submit --help` describes the options")
     cp = checkpoint or Path(".kctl/stream/checkpoint")
     jar_list = [j for spec_ in (jars or []) for j in spec_.split(",") if j]
     cfg = JobConfig(
@@ -125,6 +139,7 @@ def submit(
         trigger="available-now" if available_now else trigger_interval(trigger),
         starting_offsets=starting_offsets, fail_on_data_loss=fail_on_data_loss,
         max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
+        name=name, optimize_every=optimize_every, vacuum_retain_hours=retain_hours,
     )
     if not detach:
         info(f"starting the stream job on {master} ({cfg.trigger}); Ctrl-C stops it after the current batch")
@@ -146,8 +161,11 @@ def status(
         return
     d = to_plain(st)
     parts = d.pop("partitions")
+    tables = d.pop("tables")
     emit(d, output)
     emit(parts, output, columns=["topic", "partition", "committed", "latest", "lag"])
+    if tables:
+        emit(tables, output, columns=["table", "version", "files", "rows", "last_batch"])
 
 
 def stop(
@@ -170,3 +188,31 @@ def metrics(
 
     rows = read_metrics(out)
     emit(rows, output, rows=rows, columns=FIELDS)
+
+
+def query(
+    sql: str = typer.Argument(..., help="SQL over the tables archive, deadletter and metrics (DuckDB dialect)."),
+    out: Path = typer.Option(Path(".kctl/stream/out"), "--out", help="The job's output dir."),
+    limit: int = typer.Option(1000, "--limit", help="At most this many rows (0: all)."),
+    output: Format = OutputOpt,
+) -> None:
+    """Ask the job's Delta tables a question in SQL (DuckDB over delta-rs; no JVM)."""
+    from kctl.stream.tables import query as run_query
+
+    if limit < 0:
+        raise UsageError(f"--limit must be 0 or more, not {limit}")
+    res = run_query(out, sql, limit or None)
+    emit(res.rows, output, rows=res.rows, columns=res.columns)
+
+
+def optimize(
+    out: Path = typer.Option(Path(".kctl/stream/out"), "--out", help="The job's output dir."),
+    checkpoint: Path = CheckpointOpt,
+    retain_hours: float = typer.Option(168.0, "--retain-hours",
+                                       help="VACUUM keeps files unreferenced for less than this (at least 1)."),
+    output: Format = OutputOpt,
+) -> None:
+    """Compact the tables' small files and VACUUM old ones (by the running job itself, if it runs)."""
+    from kctl.stream.tables import optimize as do_optimize
+
+    emit(do_optimize(out, checkpoint or Path(".kctl/stream/checkpoint"), retain_hours), output)

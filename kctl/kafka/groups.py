@@ -272,3 +272,31 @@ def parse_kafka_groups_describe(text: str) -> list[dict[str, Any]]:
                     row[k] = int(row[k]) if row[k].lstrip("-").isdigit() else None
             rows.append(row)
     return rows
+
+
+class GroupCommitter:
+    """Commits offsets to a consumer group without consuming: a consumer that never subscribes nor polls.
+
+    For a process that tracks its position elsewhere (the stream job's checkpoint) but wants the group's
+    committed offsets, and so its lag, visible to `kctl group describe`, kafka-consumer-groups.sh and Burrow.
+    Kafka accepts such commits while the group has no active member (a "simple" consumer's commit).
+    """
+
+    def __init__(self, bootstrap: str, group: str) -> None:
+        from kctl.kafka.client import consumer
+
+        self.group = group
+        self._c = consumer(bootstrap=bootstrap, group=group)
+
+    def commit(self, offsets: dict[str, dict[int, int]]) -> int:
+        """Commit ``{topic: {partition: next offset}}`` synchronously; returns the partitions committed."""
+        from confluent_kafka import TopicPartition
+
+        tps = [TopicPartition(t, int(p), int(o)) for t, parts in offsets.items() for p, o in parts.items()
+               if int(o) >= 0]
+        if tps:
+            self._c.commit(offsets=tps, asynchronous=False)
+        return len(tps)
+
+    def close(self) -> None:
+        self._c.close()

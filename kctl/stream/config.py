@@ -20,7 +20,7 @@ class JobConfig:
     out: str
     checkpoint: str
     master: str = "local[2]"
-    trigger: str = "5s"  # a processing-time interval, or "available-now"
+    trigger: str = "1 second"  # a processing-time interval, or "available-now" (docs/pipeline.md: why 1 s)
     starting_offsets: str = "earliest"
     fail_on_data_loss: bool = False
     max_offsets_per_trigger: int | None = None
@@ -29,9 +29,19 @@ class JobConfig:
     packages: list[str] = field(default_factory=list)
     driver_memory: str = "768m"
     executor_memory: str = "512m"
-    shuffle_partitions: int = 4
+    # The shuffles of a batch (its aggregation, the MERGE) carry a few hundred rows: one task is cheapest
+    # (measured: docs/benchmarks.md, docs/pipeline.md).
+    shuffle_partitions: int = 1
     ui: bool = False
     extra_conf: dict[str, str] = field(default_factory=dict)
+    # The consumer group the job commits its offsets to is kctl-stream-<name>.
+    name: str = "main"
+    # Compact and VACUUM the Delta tables every N micro-batches (0: only on `kctl stream optimize`).
+    optimize_every: int = 0
+    # VACUUM keeps files unreferenced for less than this: longer than any reader of the tables runs.
+    vacuum_retain_hours: float = 168.0
+    # The tables the job writes (a benchmark names one to measure it alone).
+    outputs: list[str] = field(default_factory=lambda: ["archive", "deadletter", "metrics"])
     # Progress events kept on disk (see kctl.stream.progress); a benchmark asks for as many as it reads.
     progress_history: int = 500
 

@@ -15,6 +15,11 @@ every spark-token-provider-kafka after 4.0.0). Should a mirror lack the exact
 release, we fall back to the newest published release of the same major line
 that is not newer than pyspark, say so on stderr, and record the versions used
 in ``<cache>/.complete``. ``KCTL_SPARK_KAFKA_VERSION`` forces one.
+
+The Delta Lake jars (``io.delta:delta-spark_<scala>`` and ``delta-storage``) are
+resolved and cached the same way, into ``.../jars/delta-<version>/``, at the
+version of the installed ``delta-spark`` Python package (which the ``stream``
+extra pins to the release built against the pinned pyspark).
 """
 
 from __future__ import annotations
@@ -160,11 +165,62 @@ def resolve_kafka_jars(*, version: str | None = None, timeout_s: float = 600.0) 
     return jars
 
 
+DELTA_GROUP = "io.delta"
+_DELTA_HINT = "pass the jars with --jars (delta-spark, delta-storage and the Kafka source's), or use --packages"
+
+
+def delta_version() -> str:
+    """The version of the installed ``delta-spark`` Python package: its jars must be the same release."""
+    from importlib import metadata
+
+    require("delta", "stream")
+    return metadata.version("delta-spark")
+
+
+def delta_coordinates(version: str | None = None) -> list[str]:
+    v = version or delta_version()
+    return [f"{DELTA_GROUP}:delta-spark_{scala_binary_version()}:{v}"]
+
+
+def delta_cache_dir(version: str | None = None) -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "kctl" / "jars" / f"delta-{version or delta_version()}"
+
+
+def resolve_delta_jars(*, version: str | None = None, timeout_s: float = 600.0) -> list[Path]:
+    """Return the Delta Lake jars (delta-spark, delta-storage), resolving them into the cache on first use."""
+    version = version or delta_version()
+    dest = delta_cache_dir(version)
+    if (dest / _COMPLETE).exists():
+        hit = sorted(dest.glob("*.jar"))
+        if hit:
+            return hit
+    what = delta_coordinates(version)[0]
+    maven.mvn_or_fail(f"Delta Lake {version} (not cached in {dest})", _DELTA_HINT)
+    dest.mkdir(parents=True, exist_ok=True)
+    shipped = {_artifact_name(j.name) for j in (spark_home() / "jars").glob("*.jar")}
+    with tempfile.TemporaryDirectory(prefix="kctl-jars-") as tmp:
+        out = Path(tmp) / "jars"
+        resolved = maven.copy_dependencies(
+            [maven.Artifact.parse(c) for c in delta_coordinates(version)], out, what=what,
+            timeout_s=timeout_s, hint=_DELTA_HINT)
+        for jar in resolved:
+            if _artifact_name(jar.name) in shipped:
+                continue  # scala-library, antlr4-runtime: pyspark ships them
+            shutil.copy2(jar, dest / jar.name)
+    (dest / _COMPLETE).write_text(f"delta={version}\n")
+    jars = sorted(dest.glob("*.jar"))
+    if not jars:
+        raise KctlError(f"resolution of {what} produced no jars in {dest}")
+    return jars
+
+
 def jars_for_job(explicit: list[str] | None = None) -> list[str]:
-    """Jars to put on ``spark.jars``: ``--jars`` when given (offline), else the resolved cache."""
+    """Jars to put on ``spark.jars``: ``--jars`` when given (offline), else the resolved caches
+    (the Kafka source and Delta Lake)."""
     if explicit:
         missing = [j for j in explicit if not Path(j).exists()]
         if missing:
             raise KctlError(f"jar(s) not found: {', '.join(missing)}")
         return [str(Path(j).resolve()) for j in explicit]
-    return [str(p) for p in resolve_kafka_jars()]
+    return [str(p) for p in resolve_kafka_jars()] + [str(p) for p in resolve_delta_jars()]

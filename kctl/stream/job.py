@@ -2,8 +2,10 @@
 
 Runs in its own process (``python -m kctl.stream.job --config FILE``), started
 by :mod:`kctl.stream.submit`. One streaming query reads the topics; each
-micro-batch is parsed once and written to the three outputs by ``foreachBatch``
-through the batch-id-idempotent stores of :mod:`kctl.stream.sinks`.
+micro-batch is parsed once and written to the three Delta tables by ``foreachBatch``
+through the (query id, batch id)-idempotent writes of :mod:`kctl.stream.sinks`.
+After each committed batch, its end offsets go to the consumer group
+``kctl-stream-<job name>`` so that Kafka's own tools show the job's lag.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from typing import Any
 
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.progress import HISTORY, ProgressHistory
-from kctl.stream.sinks import BatchAppendLog, SnapshotTable
 
 # nginx "combined" + "$http_x_forwarded_for" (optional, so plain combined parses too).
 # $remote_addr may be empty, as in the seed's record (" - - [17/Apr/2019:...").
@@ -41,7 +42,6 @@ ARCHIVE_COLUMNS = [
     "log_offset", "topic", "partition", "offset", "kafka_timestamp", "date",
 ]
 DEADLETTER_COLUMNS = ["topic", "partition", "offset", "kafka_timestamp", "key", "value", "reason", "date"]
-METRIC_KEYS = ["window_start", "window_end", "host", "status"]
 
 
 def envelope_schema() -> Any:
@@ -138,42 +138,72 @@ def deadletter_rows(parsed: Any) -> Any:
     return parsed.where(~F.col("ok")).withColumn("date", F.to_date("kafka_timestamp")).select(*DEADLETTER_COLUMNS)
 
 
-def metric_deltas(parsed: Any) -> Any:
-    """Per 1-minute event-time window, host and status: requests and bytes of these rows."""
+def batch_counts(parsed: Any) -> list[Any]:
+    """One pass over a parsed batch: per (1-minute event-time window, host, status) of the good rows, requests
+    and bytes; the bad rows collapse into one row (ok false) whose count is the dead-letter total.
+
+    The result is small (the batch's windows x hosts x statuses) and comes back to the driver: it is the
+    source of the metrics MERGE and the batch's counters, so no other job counts the batch.
+    """
     from pyspark.sql import functions as F
 
-    w = F.window("event_time", "1 minute")
-    return (
-        parsed.where("ok")
-        .groupBy(w.alias("w"), "host", "status")
-        .agg(F.count(F.lit(1)).alias("requests"), F.sum("bytes").alias("bytes"))
-        .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"), "host", "status",
-                "requests", "bytes")
+    ok = F.col("ok")
+    rows: list[Any] = (
+        parsed.groupBy(
+            ok.alias("ok"),
+            F.when(ok, F.unix_seconds(F.date_trunc("minute", "event_time"))).alias("ws"),
+            F.when(ok, F.col("host")).alias("host"),
+            F.when(ok, F.col("status")).alias("status"),
+        )
+        .agg(F.count(F.lit(1)).alias("requests"), F.sum(F.when(ok, F.col("bytes"))).alias("bytes"))
+        .collect()
     )
+    return rows
 
 
-def merge_metrics(base: Any, delta: Any) -> Any:
+def metrics_source(spark: Any, rows: list[Any]) -> Any:
+    """The MERGE source: the good rows of :func:`batch_counts` as (window_start, window_end, host, status,
+    requests, bytes)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-    return (
-        base.unionByName(delta).groupBy(*METRIC_KEYS)
-        .agg(F.sum("requests").cast("long").alias("requests"), F.sum("bytes").cast("long").alias("bytes"))
-    )
+    schema = StructType([StructField("ws", LongType()), StructField("host", StringType()),
+                         StructField("status", IntegerType()), StructField("requests", LongType()),
+                         StructField("bytes", LongType())])
+    df = spark.createDataFrame([(r["ws"], r["host"], r["status"], r["requests"], r["bytes"]) for r in rows], schema)
+    return df.select(F.timestamp_seconds("ws").alias("window_start"),
+                     F.timestamp_seconds(F.col("ws") + 60).alias("window_end"), "host", "status", "requests", "bytes")
+
+
+def metrics_schema() -> Any:
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
+
+    return StructType([StructField("window_start", TimestampType()), StructField("window_end", TimestampType()),
+                       StructField("host", StringType()), StructField("status", IntegerType()),
+                       StructField("requests", LongType()), StructField("bytes", LongType())])
 
 
 class BatchWriter:
-    """The foreachBatch function: write one micro-batch to the three outputs, idempotently by batch id."""
+    """The foreachBatch function: write one micro-batch to the three Delta tables, idempotently by
+    (query id, batch id)."""
 
-    def __init__(self, cfg: JobConfig, counters: dict[str, int]) -> None:
+    def __init__(self, cfg: JobConfig, counters: dict[str, int], app_id: str) -> None:
         out = Path(cfg.out)
-        self.archive = BatchAppendLog(out / "archive")
-        self.deadletter = BatchAppendLog(out / "deadletter")
-        self.metrics = SnapshotTable(out / "metrics")
+        self.cfg = cfg
+        self.archive = str(out / "archive")
+        self.deadletter = str(out / "deadletter")
+        self.metrics = str(out / "metrics")
         self.counters = counters
+        self.app_id = app_id
         self.state = state_dir(cfg.checkpoint)
+        self.first = True
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         t0 = time.monotonic()
+        if not self.app_id:  # a new checkpoint: Spark wrote the query id before running batch 0
+            self.app_id = query_id(self.cfg.checkpoint) or ""
+            if not self.app_id:
+                raise RuntimeError(f"no query id in {self.cfg.checkpoint}/metadata")
         parsed = parse(batch).persist()
         try:
             self._write(parsed, batch_id)
@@ -182,45 +212,77 @@ class BatchWriter:
         self.counters["batches"] += 1
         self.counters["last_batch_id"] = batch_id
         self.counters["last_batch_seconds_x1000"] = int((time.monotonic() - t0) * 1000)
+        every = self.cfg.optimize_every
+        if (every and self.counters["batches"] % every == 0) or _take_request(self.state):
+            optimize_tables(parsed.sparkSession, self.cfg, self.state)
         _write_json(self.state / "counters.json", self.counters)
 
-    def _write(self, parsed: Any, b: int) -> None:
-        spark = parsed.sparkSession
-        from pyspark.sql import functions as F
+    def _done(self, table: str, b: int) -> bool:
+        """Whether batch ``b`` is already in ``table`` (only a run's first batch can be a replay)."""
+        if not self.first:
+            return False
+        from kctl.stream.sinks import last_txn_version
 
-        stats = parsed.groupBy("topic", "partition").agg(
-            F.count(F.when(F.col("ok"), 1)).alias("good"), F.count(F.when(~F.col("ok"), 1)).alias("bad"),
-            F.max("offset").alias("max_offset")).collect()
-        good, bad = sum(int(r["good"]) for r in stats), sum(int(r["bad"]) for r in stats)
-        max_offsets: dict[str, dict[str, int]] = {}
-        for r in stats:
-            max_offsets.setdefault(r["topic"], {})[str(r["partition"])] = int(r["max_offset"])
-        if not self.archive.committed(b):
-            tmp = self.archive.begin(b)
-            if good:
-                archive_rows(parsed).write.mode("overwrite").partitionBy("date").parquet(str(tmp))
-            self.archive.publish(b, {"rows": good})
+        v = last_txn_version(table, self.app_id)
+        return v is not None and v >= b
+
+    def _write(self, parsed: Any, b: int) -> None:
+        from kctl.stream import sinks
+
+        spark = parsed.sparkSession
+        counts = batch_counts(parsed)
+        good_rows = [r for r in counts if r["ok"]]
+        good = sum(int(r["requests"]) for r in good_rows)
+        bad = sum(int(r["requests"]) for r in counts if not r["ok"])
+        want = self.cfg.outputs
+        if good and "archive" in want and not self._done(self.archive, b):
+            sinks.append(archive_rows(parsed), self.archive, app_id=self.app_id, version=b, partition_by=["date"])
             self.counters["archived"] += good
-        if not self.deadletter.committed(b):
-            tmp = self.deadletter.begin(b)
-            if bad:
-                deadletter_rows(parsed).coalesce(1).write.mode("overwrite").parquet(str(tmp))
-            self.deadletter.publish(b, {"rows": bad})
+        if bad and "deadletter" in want and not self._done(self.deadletter, b):
+            sinks.append(deadletter_rows(parsed), self.deadletter, app_id=self.app_id, version=b)
             self.counters["deadletter"] += bad
-        cur = self.metrics.current()
-        if good and (cur is None or cur.batch_id < b):
-            delta = metric_deltas(parsed)
-            if cur is not None:
-                merged = merge_metrics(spark.read.parquet(str(cur.path)), delta)
-            else:
-                merged = merge_metrics(delta.limit(0), delta)
-            dest = self.metrics.begin(b)
-            merged.select(*METRIC_KEYS, "requests", "bytes").coalesce(1).write.mode("overwrite").parquet(str(dest))
-            self.metrics.commit(b, {"max_offsets": max_offsets})
-        # Spark keeps the last spark.sql.streaming.minBatchesToRetain (100) batches and only ever replays the last.
-        if b % 50 == 0 and b > 200:
-            self.archive.prune(b - 200)
-            self.deadletter.prune(b - 200)
+        if good_rows and "metrics" in want:
+            windows = [dt.datetime.fromtimestamp(int(r["ws"]), dt.timezone.utc).replace(tzinfo=None)
+                       for r in good_rows]
+            sinks.merge_counts(spark, metrics_source(spark, good_rows), self.metrics, windows,
+                               app_id=self.app_id, version=b)
+        self.first = False
+
+
+REQUEST = "optimize.request"
+RESULT = "optimize.json"
+
+
+def _take_request(sd: Path) -> bool:
+    """A pending `kctl stream optimize` request for the running job (taken once)."""
+    try:
+        (sd / REQUEST).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def optimize_tables(spark: Any, cfg: JobConfig, sd: Path) -> dict[str, Any]:
+    """Compact the three tables' small files and VACUUM files unreferenced for ``cfg.vacuum_retain_hours``.
+
+    Runs between micro-batches in the job itself, so it never races the writer.
+    """
+    from delta.tables import DeltaTable
+
+    t0 = time.monotonic()
+    res: dict[str, Any] = {"retain_hours": cfg.vacuum_retain_hours, "tables": {}}
+    for name in ("archive", "deadletter", "metrics"):
+        path = str(Path(cfg.out) / name)
+        if not DeltaTable.isDeltaTable(spark, path):
+            continue
+        t = DeltaTable.forPath(spark, path)
+        m = t.optimize().executeCompaction().collect()[0]["metrics"]
+        t.vacuum(cfg.vacuum_retain_hours)
+        res["tables"][name] = {"files_removed": int(m["numFilesRemoved"]), "files_added": int(m["numFilesAdded"])}
+    res["seconds"] = round(time.monotonic() - t0, 2)
+    res["at"] = dt.datetime.now(dt.timezone.utc).isoformat()
+    _write_json(sd / RESULT, res)
+    return res
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -247,6 +309,13 @@ def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
         .config("spark.sql.sources.partitionOverwriteMode", "static")
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        # Delta rebuilds a table's state from its log with this many tasks (50 by default): the tables here
+        # have a log of small commits, and 50 tasks per batch on two cores cost more than the work.
+        .config("spark.databricks.delta.snapshotPartitions", str(max(1, cfg.shuffle_partitions)))
+        # The MERGE source is a small local relation built from collected rows: nothing to materialize.
+        .config("spark.databricks.delta.merge.materializeSource", "none")
     )
     if cfg.master.startswith("spark://"):
         b = b.config("spark.cores.max", "2").config("spark.executor.cores", "1")
@@ -287,11 +356,92 @@ def _check_owner(cfg: JobConfig) -> None:
                 f"{'new' if have is None else have}; use a fresh --out, or the original --checkpoint")
 
 
+def kafka_schema() -> Any:
+    from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
+
+    return StructType([
+        StructField("key", BinaryType()), StructField("value", BinaryType()), StructField("topic", StringType()),
+        StructField("partition", IntegerType()), StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()), StructField("timestampType", IntegerType()),
+    ])
+
+
+def create_tables(spark: Any, out: Path) -> None:
+    """The three Delta tables, empty, with the columns the parser gives (readers find them from the start)."""
+    from kctl.stream import sinks
+
+    empty = parse(spark.createDataFrame([], kafka_schema()))
+    # statistics on event_time (archive) and topic, partition, offset, kafka_timestamp (dead-letter)
+    sinks.create_table(spark, str(out / "archive"), archive_rows(empty).schema, ["date"], stats_columns=1)
+    sinks.create_table(spark, str(out / "deadletter"), deadletter_rows(empty).schema, stats_columns=4)
+    sinks.create_table(spark, str(out / "metrics"), metrics_schema(), deletion_vectors=True)
+
+
+def query_id(checkpoint: str | Path) -> str | None:
+    """The streaming query's id, from the checkpoint (Spark writes it before the first batch)."""
+    meta = Path(checkpoint) / "metadata"
+    try:
+        return str(json.loads(meta.read_text().splitlines()[0])["id"])
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
+def group_name(cfg: JobConfig) -> str:
+    return f"kctl-stream-{cfg.name}"
+
+
+def end_offsets(progress: dict[str, Any]) -> dict[str, dict[int, int]]:
+    """{topic: {partition: next offset}} of a StreamingQueryProgress's Kafka sources."""
+    out: dict[str, dict[int, int]] = {}
+    for src in progress.get("sources") or []:
+        end = src.get("endOffset")
+        if isinstance(end, str):
+            try:
+                end = json.loads(end)
+            except ValueError:
+                continue
+        if isinstance(end, dict):
+            for topic, parts in end.items():
+                if isinstance(parts, dict):
+                    out.setdefault(topic, {}).update({int(p): int(o) for p, o in parts.items()})
+    return out
+
+
+class OffsetPublisher:
+    """Commits each committed batch's end offsets to the job's consumer group (never consumes).
+
+    The checkpoint stays the source of truth: a failed commit is logged and retried with the next batch.
+    """
+
+    def __init__(self, cfg: JobConfig) -> None:
+        self.cfg = cfg
+        self.last: dict[str, dict[int, int]] = {}
+        self._committer: Any = None
+
+    def publish(self, offsets: dict[str, dict[int, int]]) -> None:
+        if not offsets or offsets == self.last:
+            return
+        try:
+            if self._committer is None:
+                from kctl.kafka.groups import GroupCommitter
+
+                self._committer = GroupCommitter(self.cfg.bootstrap_servers, group_name(self.cfg))
+            self._committer.commit(offsets)
+            self.last = offsets
+        except Exception as exc:  # noqa: BLE001 - lag reporting must never stop the pipeline
+            print(f"kctl: warning: cannot commit offsets to group {group_name(self.cfg)}: {exc}", file=sys.stderr)
+
+    def close(self) -> None:
+        if self._committer is not None:
+            self._committer.close()
+
+
 class _Listener:
-    """Writes the last query progress (read by `kctl stream status`) and a bounded history of them."""
+    """Writes the last query progress (read by `kctl stream status`) and a bounded history of them, and
+    publishes the committed offsets to the job's consumer group."""
 
     @staticmethod
-    def make(path: Path, history: ProgressHistory, watermark: dict[str, str]) -> Any:
+    def make(path: Path, history: ProgressHistory, watermark: dict[str, str], offsets: OffsetPublisher) -> Any:
         from pyspark.sql.streaming import StreamingQueryListener  # type: ignore[attr-defined]
 
         class L(StreamingQueryListener):
@@ -303,6 +453,8 @@ class _Listener:
                 watermark["value"] = (prog.get("eventTime") or {}).get("watermark", "")
                 _write_json(path, prog)
                 history.append(prog)
+                # A progress event follows the batch's commit to the checkpoint: its end offsets are done.
+                offsets.publish(end_offsets(prog))
 
             def onQueryIdle(self, event: Any) -> None:
                 pass
@@ -326,9 +478,14 @@ def run(cfg: JobConfig) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
 
     spark = build_session(cfg)
+    create_tables(spark, Path(cfg.out))
     watermark: dict[str, str] = {}
     history = ProgressHistory(sd / HISTORY, keep=cfg.progress_history)
-    spark.streams.addListener(_Listener.make(sd / "progress.json", history, watermark))
+    offsets = OffsetPublisher(cfg)
+    from kctl.stream.state import committed_offsets
+
+    offsets.publish(committed_offsets(cfg.checkpoint)[1])  # what an earlier run committed
+    spark.streams.addListener(_Listener.make(sd / "progress.json", history, watermark, offsets))
     counters = {"batches": 0, "archived": 0, "deadletter": 0, "last_batch_id": -1, "last_batch_seconds_x1000": 0}
     events = parse_stream = read_kafka(spark, cfg)
     from pyspark.sql import functions as F
@@ -339,13 +496,14 @@ def run(cfg: JobConfig) -> int:
         F.try_to_timestamp(F.regexp_extract(F.col("value").cast("string"), r"\[(\d\d/\w{3}/\d{4}:[^\]]+)\]", 1),
                            F.lit(TIME_LOCAL_FORMAT)),
         F.col("timestamp"))).withWatermark("_wm", cfg.watermark).drop("_wm")
-    w = events.writeStream.foreachBatch(BatchWriter(cfg, counters)).option("checkpointLocation", cfg.checkpoint)
+    writer = BatchWriter(cfg, counters, query_id(cfg.checkpoint) or "")
+    w = events.writeStream.foreachBatch(writer).option("checkpointLocation", cfg.checkpoint)
     w = w.trigger(availableNow=True) if cfg.available_now else w.trigger(processingTime=cfg.trigger)
     q = w.queryName("kctl-stream").start()
     owner = Path(cfg.out) / "_kctl_owner.json"
     if not owner.exists():
         _write_json(owner, {"query_id": str(q.id), "checkpoint": str(Path(cfg.checkpoint).resolve())})
-    status.update(state="running", query_id=str(q.id), run_id=str(q.runId))
+    status.update(state="running", query_id=str(q.id), run_id=str(q.runId), group=group_name(cfg))
     _write_json(sd / "job.json", status)
 
     rc = 0
@@ -367,6 +525,10 @@ def run(cfg: JobConfig) -> int:
                       last_progress=q.lastProgress)
         _write_json(sd / "job.json", status)
         (sd / "stop").unlink(missing_ok=True)
+        # The listener bus may not deliver the last progress before the session stops: publish what the
+        # checkpoint holds as committed now.
+        offsets.publish(committed_offsets(cfg.checkpoint)[1])
+        offsets.close()
         spark.stop()
     return rc
 

@@ -1,129 +1,111 @@
-"""Exactly-once file outputs for a foreachBatch sink, keyed by Spark's batch id.
+"""Exactly-once Delta Lake outputs for a foreachBatch sink, keyed by (query id, batch id).
 
 Spark writes a micro-batch's offsets to the checkpoint *before* running it and
 replays that same batch (same id, same offsets, same rows) after a crash, until
 its commit is recorded. So an output is exactly-once if writing batch ``b``
-twice leaves the same result as writing it once. Two stores give that:
+twice leaves the same result as writing it once. Delta gives that per table:
+every commit here carries a transaction identifier ``(app id, version)`` =
+``(the streaming query's id, the batch id)``, recorded in the table's log in the
+same atomic commit as the data. Delta skips a write whose version is not above
+the one recorded for its app id, so a replayed batch changes nothing, and a
+batch cut by kill -9 either committed to a table (skipped on replay) or left
+nothing visible there (its orphan files are never referenced, VACUUM removes
+them).
 
-* :class:`BatchAppendLog` (archive, dead-letter): the batch is written to a
-  private temp dir, its files are moved into place under names prefixed with
-  the batch id, and a marker ``_kctl_commits/<b>`` is written last. A replay
-  of a committed batch is skipped; a replay of a half-published batch first
-  deletes that batch's files, then publishes again.
-* :class:`SnapshotTable` (metrics): each batch writes a whole new version of
-  the table (old version + the batch's partial aggregates, summed) into
-  ``v<b>/`` and then atomically replaces the ``CURRENT`` pointer. A batch at or
-  below the pointer's batch id is skipped. Readers always see one complete
-  version with exactly one row per key.
+* :func:`append` (archive, dead-letter): ``DataFrameWriter`` options
+  ``txnAppId``/``txnVersion``.
+* :func:`merge_counts` (metrics): ``MERGE`` adding the batch's counts to the
+  rows of the same (window_start, host, status), made idempotent by the session
+  confs ``spark.databricks.delta.write.txnAppId``/``txnVersion`` (Delta applies
+  them to DML commands). The merge condition names the batch's window starts as
+  literals, so Delta's data skipping reads only the files whose min/max
+  window_start can hold one of them. The metrics table has deletion vectors:
+  a MERGE marks the old versions of the rows it updates as deleted instead of
+  copying every other row of their files, so it writes only the batch's rows
+  (without them each rewritten file would carry all older windows along, and
+  grow with the job's history).
 
-These classes only touch the local filesystem (the driver's view of ``--out``);
-Spark writes the data files.
+Readers see one table version at a time (snapshot isolation): never part of a batch.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-from dataclasses import dataclass
-from pathlib import Path
+import datetime as dt
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-COMMITS = "_kctl_commits"
-TMP = "_kctl_tmp"
-CURRENT = "CURRENT"
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+METRIC_KEYS = ("window_start", "host", "status")
 
 
-def _bid(b: int) -> str:
-    return f"{b:012d}"
+def append(df: Any, path: str, *, app_id: str, version: int, partition_by: Sequence[str] = ()) -> None:
+    """Append ``df`` to the Delta table at ``path`` once per (app_id, version)."""
+    w = df.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", str(version))
+    if partition_by:
+        w = w.partitionBy(*partition_by)
+    w.save(path)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def _ts(t: dt.datetime) -> str:
+    return f"TIMESTAMP'{t.strftime('%Y-%m-%d %H:%M:%S')}'"
 
 
-class BatchAppendLog:
-    def __init__(self, root: Path | str) -> None:
-        self.root = Path(root)
+def merge_counts(spark: Any, source: Any, path: str, windows: Iterable[dt.datetime], *, app_id: str,
+                 version: int) -> None:
+    """MERGE ``source`` (window_start, window_end, host, status, requests, bytes) into the metrics table:
+    add the counts to an existing row, insert a new one; once per (app_id, version).
 
-    def committed(self, b: int) -> bool:
-        return (self.root / COMMITS / _bid(b)).exists()
+    ``windows`` are the distinct window starts of ``source`` (UTC, naive): the condition lists them as
+    literals so that only files that may hold them are read and rewritten.
+    """
+    from delta.tables import DeltaTable
 
-    def tmp_dir(self, b: int) -> Path:
-        return self.root / TMP / _bid(b)
-
-    def _files_of(self, b: int) -> list[Path]:
-        prefix = f"b{_bid(b)}-"
-        return [p for p in self.root.rglob(f"{prefix}*") if not any(part.startswith("_") for part in
-                                                                     p.relative_to(self.root).parts)]
-
-    def begin(self, b: int) -> Path:
-        """Undo any partial earlier attempt at batch ``b``; return the temp dir to write it to."""
-        for p in self._files_of(b):
-            p.unlink()
-        tmp = self.tmp_dir(b)
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        return tmp
-
-    def publish(self, b: int, info: dict[str, Any]) -> int:
-        """Move the batch's data files into place, then write its commit marker."""
-        tmp = self.tmp_dir(b)
-        moved = 0
-        if tmp.exists():
-            for f in sorted(tmp.rglob("*.parquet")):
-                dest = self.root / f.relative_to(tmp).parent / f"b{_bid(b)}-{f.name}"
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(f, dest)
-                moved += 1
-            shutil.rmtree(tmp)
-        (self.root / COMMITS).mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.root / COMMITS / _bid(b), json.dumps({"batch_id": b, "files": moved, **info}))
-        return moved
-
-    def prune(self, below: int) -> None:
-        """Forget markers of batches Spark will never replay (older than its retained log)."""
-        d = self.root / COMMITS
-        if not d.exists():
-            return
-        for m in d.iterdir():
-            if m.name.isdigit() and int(m.name) < below:
-                m.unlink()
+    ws = sorted(set(windows))
+    if not ws:
+        return
+    cond = " AND ".join(f"t.{k} = s.{k}" for k in METRIC_KEYS)
+    cond = f"t.window_start IN ({', '.join(_ts(w) for w in ws)}) AND {cond}"
+    spark.conf.set(TXN_APP_ID, app_id)
+    spark.conf.set(TXN_VERSION, str(version))
+    try:
+        (
+            DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), cond)
+            .whenMatchedUpdate(set={"requests": "t.requests + s.requests", "bytes": "t.bytes + s.bytes"})
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+    finally:
+        spark.conf.unset(TXN_APP_ID)
+        spark.conf.unset(TXN_VERSION)
 
 
-@dataclass(frozen=True)
-class Version:
-    batch_id: int
-    path: Path
+def create_table(spark: Any, path: str, schema: Any, partition_by: Sequence[str] = (),
+                 stats_columns: int | None = None, deletion_vectors: bool = False) -> None:
+    """Create an empty Delta table at ``path`` unless one is there (readers find a table from the start).
+
+    ``stats_columns``: Delta keeps min/max statistics for the first N columns only (32 by default); each
+    costs work at every write, so a wide table keeps them for the columns readers filter on.
+    """
+    from delta.tables import DeltaTable
+
+    b = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    if stats_columns is not None:
+        b = b.property("delta.dataSkippingNumIndexedCols", str(stats_columns))
+    if deletion_vectors:
+        b = b.property("delta.enableDeletionVectors", "true")
+    if partition_by:
+        b = b.partitionedBy(*partition_by)
+    b.execute()
 
 
-class SnapshotTable:
-    def __init__(self, root: Path | str) -> None:
-        self.root = Path(root)
+def last_txn_version(path: str, app_id: str) -> int | None:
+    """The last batch id committed to the Delta table at ``path`` by ``app_id``, read from its log (no JVM)."""
+    from deltalake import DeltaTable
 
-    def current(self) -> Version | None:
-        p = self.root / CURRENT
-        if not p.exists():
-            return None
-        data = json.loads(p.read_text(encoding="utf-8"))
-        return Version(int(data["batch_id"]), self.root / str(data["dir"]))
-
-    def begin(self, b: int) -> Path:
-        d = self.root / f"v{_bid(b)}"
-        if d.exists():
-            shutil.rmtree(d)  # a half-written earlier attempt at this batch
-        self.root.mkdir(parents=True, exist_ok=True)
-        return d
-
-    def commit(self, b: int, info: dict[str, Any] | None = None) -> None:
-        _atomic_write(self.root / CURRENT, json.dumps({"batch_id": b, "dir": f"v{_bid(b)}", **(info or {})}))
-        # keep the previous version too, for a reader that opened it just before the switch
-        versions = sorted(d for d in self.root.glob("v*") if d.is_dir() and d.name <= f"v{_bid(b)}")
-        for d in versions[:-2]:
-            shutil.rmtree(d, ignore_errors=True)
+    try:
+        t = DeltaTable(path)
+    except Exception:  # noqa: BLE001 - no table yet
+        return None
+    v = t.transaction_version(app_id)
+    return int(v) if v is not None else None

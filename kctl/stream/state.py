@@ -1,10 +1,11 @@
 """`kctl stream status` and `stop`: read the job's state files and the checkpoint, compute lag.
 
-Spark never commits its offsets to Kafka; the only record of what the job has
-processed is its checkpoint. Lag is therefore computed here: Kafka's latest
-offsets minus the end offsets of the last *committed* batch in
-``<checkpoint>/offsets/<batch>`` (a batch is committed once
-``<checkpoint>/commits/<batch>`` exists).
+The checkpoint is the record of what the job has processed (the job also copies
+each committed batch's end offsets to its consumer group, for Kafka's tools).
+Lag is computed here from the checkpoint: Kafka's latest offsets minus the end
+offsets of the last *committed* batch in ``<checkpoint>/offsets/<batch>`` (a
+batch is committed once ``<checkpoint>/commits/<batch>`` exists). The tables'
+versions and last batch ids come from their Delta logs (delta-rs, no JVM).
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ class StreamStatus:
     archived: int | None
     deadletter: int | None
     total_lag: int | None
+    group: str | None = None
     partitions: list[PartitionLag] = field(default_factory=list)
+    tables: list[Any] = field(default_factory=list)
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -154,6 +157,14 @@ def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus
                 rows.append(PartitionLag(t, p, done, hi, lag))
                 total += lag
     dur = (prog.get("durationMs") or {}).get("triggerExecution")
+    tables: list[Any] = []
+    if cfg.get("out") and Path(cfg["out"]).is_dir():
+        try:
+            from kctl.stream.tables import info
+
+            tables = list(info(cfg["out"], job.get("query_id")))
+        except KctlError:
+            tables = []  # no deltalake here (`kctl[tables]`): the rest of the status stands
     return StreamStatus(
         checkpoint=str(checkpoint), state=st, pid=pid, alive=alive, query_id=job.get("query_id"),
         last_committed_batch=b,
@@ -163,7 +174,7 @@ def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus
         num_input_rows=prog.get("numInputRows"),
         watermark=(prog.get("eventTime") or {}).get("watermark"),
         archived=counters.get("archived"), deadletter=counters.get("deadletter"),
-        total_lag=total, partitions=rows,
+        total_lag=total, group=job.get("group"), partitions=rows, tables=tables,
     )
 
 

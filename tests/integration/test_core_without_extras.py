@@ -14,11 +14,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.unit.test_packaging import _BLOCKED, OPTIONAL, ROOT
+from tests.unit.test_packaging import _BLOCKED, MODULES, ROOT
 
 
 def core_kctl(cluster: Any, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    code = _BLOCKED.format(optional=sorted(OPTIONAL))
+    code = _BLOCKED.format(optional=sorted(MODULES))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
     return subprocess.run([sys.executable, "-c", code, *args, "-f", str(cluster.spec_file)], input=stdin,
                           env=env, capture_output=True, text=True, timeout=300, check=False)

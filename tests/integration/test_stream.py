@@ -9,10 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -30,10 +32,11 @@ KCTL = [str(Path(sys.executable).parent / "kctl")]
 @pytest.fixture(scope="module")
 def spark() -> Any:
     from kctl.stream.config import JobConfig
+    from kctl.stream.jars import jars_for_job
     from kctl.stream.job import build_session
 
-    s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2),
-                      app_name="kctl-test-reader")
+    s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2,
+                                jars=jars_for_job(None)), app_name="kctl-test-reader")
     yield s
     s.stop()
 
@@ -72,19 +75,19 @@ def _send(bootstrap: str, topic: str, events: list[Any], bad: int = 0, seed: int
 def _check(spark: Any, out: Path, events: list[Any], bad: int) -> None:
     from kctl.stream.metrics import read_metrics
 
-    archive = spark.read.parquet(str(out / "archive"))
+    archive = spark.read.format("delta").load(str(out / "archive"))
     assert archive.count() == len(events)
     assert archive.select("topic", "partition", "offset").distinct().count() == len(events)  # no duplicates
-    dl = spark.read.parquet(str(out / "deadletter")) if bad else None
-    assert (dl.count() if dl is not None else 0) == bad
-    if dl is not None:
-        assert dl.where("reason is null or value is null and reason != 'empty value'").count() == 0
+    dl = spark.read.format("delta").load(str(out / "deadletter"))
+    assert dl.count() == bad
+    assert dl.select("topic", "partition", "offset").distinct().count() == bad
+    assert dl.where("reason is null or value is null and reason != 'empty value'").count() == 0
     truth = {(w.strftime("%Y-%m-%dT%H:%M:%SZ"), h, s): v for (w, h, s), v in ground_truth(events).items()}
     rows = read_metrics(out, spark)
     got = {(r["window_start"], r["host"], r["status"]): (r["requests"], r["bytes"]) for r in rows}
     assert len(rows) == len(got)  # exactly one row per (window_start, host, status)
     assert got == truth
-    assert read_metrics(out) == rows  # `kctl stream metrics` reads with pyarrow: the same table
+    assert read_metrics(out) == rows  # `kctl stream metrics` reads with delta-rs: the same table
 
 
 def test_available_now_matches_ground_truth(kafka_cluster: Any, spark: Any, tmp_path: Path) -> None:
@@ -108,33 +111,130 @@ def test_available_now_matches_ground_truth(kafka_cluster: Any, spark: Any, tmp_
     assert json.loads(st.stdout)["total_lag"] == 0
 
 
-def test_kill_mid_run_and_resubmit(kafka_cluster: Any, spark: Any, tmp_path: Path) -> None:
+def test_kill9_at_seeded_points_loses_nothing_and_readers_see_whole_batches(
+        kafka_cluster: Any, spark: Any, tmp_path: Path) -> None:
+    """kill -9 of the job three times at seeded random points, more events after the first kill, then a
+    catch-up run: every total equals the ground truth. Meanwhile a delta-rs reader polls the metrics table:
+    every total it sees is the sum of whole batches. Kafka's own kafka-consumer-groups.sh shows the job's
+    consumer group with its lag after a kill, and none after the catch-up."""
     bs = kafka_cluster.bootstrap_servers
     topic = _topic(bs)
+    name = f"t-{topic[-8:]}"
     start = dt.datetime(2024, 6, 2, 8, 0, 0, tzinfo=dt.timezone.utc)
     first = _events(6000, seed=21, start=start)
     _send(bs, topic, first, bad=12, seed=21)
-    res = _submit(bs, topic, tmp_path, "--detach", "--trigger", "1s", "--max-offsets-per-trigger", "400")
-    pid = int(res["pid"])
-    counters = tmp_path / "cp" / "_kctl" / "counters.json"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        if counters.exists() and json.loads(counters.read_text())["batches"] >= 3:
-            break
-        time.sleep(0.5)
-    else:
-        pytest.fail("the job did not get through three batches")
-    time.sleep(1.5)  # most likely inside a batch now
-    os.kill(pid, signal.SIGKILL)
-    _wait_dead(pid)
     more = list(generate(1500, seed=22, hosts=4, start=start + dt.timedelta(minutes=6), rate=20.0))
-    _send(bs, topic, more)
-    st = _kctl("stream", "status", "--checkpoint", str(tmp_path / "cp"), "-o", "json")
-    assert st.returncode == 0, st.stderr
-    s = json.loads(st.stdout)
-    assert s["state"] == "dead" and s["total_lag"] > 0
-    _submit(bs, topic, tmp_path, "--available-now")
+    rng = random.Random(2112)
+    reader = _Reader(tmp_path / "out" / "metrics")
+    reader.start()
+    counters = tmp_path / "cp" / "_kctl" / "counters.json"
+    try:
+        for kill in range(3):
+            counters.unlink(missing_ok=True)
+            res = _submit(bs, topic, tmp_path, "--detach", "--trigger", "1s", "--max-offsets-per-trigger", "400",
+                          "--name", name)
+            pid = int(res["pid"])
+            want = rng.randint(1, 3)  # batches of this run, then a random fraction of the next one
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                if counters.exists() and json.loads(counters.read_text())["batches"] >= want:
+                    break
+                time.sleep(0.2)
+            else:
+                pytest.fail(f"run {kill}: the job did not get through {want} batches")
+            time.sleep(rng.uniform(0.0, 3.0))
+            os.kill(pid, signal.SIGKILL)
+            _wait_dead(pid)
+            if kill == 0:
+                _send(bs, topic, more)
+                st = _kctl("stream", "status", "--checkpoint", str(tmp_path / "cp"), "-o", "json")
+                assert st.returncode == 0, st.stderr
+                s = json.loads(st.stdout)
+                assert s["state"] == "dead" and s["total_lag"] > 0 and s["group"] == f"kctl-stream-{name}"
+                theirs = _group_describe(kafka_cluster, f"kctl-stream-{name}")
+                assert theirs and sum(r["lag"] for r in theirs) > 0
+                # the group's offsets are the checkpoint's committed ones (or one batch behind them)
+                assert sum(r["lag"] for r in theirs) >= s["total_lag"]
+        _submit(bs, topic, tmp_path, "--available-now", "--name", name)
+    finally:
+        reader.stop()
     _check(spark, tmp_path / "out", first + more, bad=12)
+    theirs = _group_describe(kafka_cluster, f"kctl-stream-{name}")
+    assert {r["partition"] for r in theirs} == {0, 1, 2} and all(r["lag"] == 0 for r in theirs), theirs
+    # what the reader saw: only totals at batch boundaries
+    whole = _batch_totals(bs, topic, tmp_path / "cp", {e.value for e in first + more})
+    assert reader.totals and reader.errors == []
+    assert set(reader.totals) <= whole, sorted(set(reader.totals) - whole)
+    assert len(set(reader.totals)) >= 3  # it did watch the table grow
+
+
+def _group_describe(cluster: Any, group: str) -> list[dict[str, Any]]:
+    from kctl.kafka.groups import parse_kafka_groups_describe
+
+    rc, out = cluster.exec("logger1", ["/opt/kafka/bin/kafka-consumer-groups.sh", "--bootstrap-server",
+                                       "logger1:9092", "--describe", "--group", group], stderr=False)
+    assert rc == 0, out
+    return parse_kafka_groups_describe(out)
+
+
+class _Reader(threading.Thread):
+    """Polls the metrics table with delta-rs (as `kctl stream metrics` does) and records each total."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.path = path
+        self.totals: list[int] = []
+        self.errors: list[str] = []
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        from kctl.stream.metrics import read_metrics
+
+        while not self._halt.is_set():
+            if (self.path / "_delta_log").is_dir():
+                try:
+                    self.totals.append(sum(r["requests"] for r in read_metrics(self.path.parent)))
+                except Exception as exc:  # noqa: BLE001 - recorded, the test fails on any
+                    self.errors.append(repr(exc))
+            self._halt.wait(0.1)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(30)
+
+
+def _batch_totals(bootstrap: str, topic: str, checkpoint: Path, good: set[str]) -> set[int]:
+    """The metrics total after each batch of the checkpoint: good records below the batch's end offsets."""
+    from confluent_kafka import TopicPartition
+
+    from kctl.kafka.client import consumer
+
+    c = consumer(bootstrap=bootstrap)
+    flags: dict[int, list[bool]] = {}
+    try:
+        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+        c.assign([TopicPartition(topic, p, 0) for p in parts])
+        n = sum(ends.values())
+        deadline = time.monotonic() + 60
+        got = 0
+        while got < n and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is None or m.error():
+                continue
+            flags.setdefault(m.partition(), []).append(
+                m.value() is not None and m.value().decode("utf-8", "replace") in good)
+            got += 1
+        assert got == n
+    finally:
+        c.close()
+    totals = {0}
+    for f in (checkpoint / "offsets").iterdir():
+        if not f.name.isdigit():
+            continue
+        end = json.loads(f.read_text().splitlines()[2])[topic]
+        totals.add(sum(sum(flags.get(int(p), [])[:int(o)]) for p, o in end.items()))
+    return totals
 
 
 def test_detached_stop_is_graceful(kafka_cluster: Any, tmp_path: Path) -> None:

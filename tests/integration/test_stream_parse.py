@@ -32,10 +32,11 @@ SEED_RECORD = (
 @pytest.fixture(scope="module")
 def spark():  # type: ignore[no-untyped-def]
     from kctl.stream.config import JobConfig
+    from kctl.stream.jars import jars_for_job
     from kctl.stream.job import build_session
 
-    s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2),
-                      app_name="kctl-test-parse")
+    s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2,
+                                jars=jars_for_job(None)), app_name="kctl-test-parse")
     yield s
     s.stop()
 
@@ -118,12 +119,14 @@ def test_malformed_go_to_deadletter_with_reason(spark) -> None:  # type: ignore[
 
 def test_generated_events_all_parse_and_match_ground_truth(spark) -> None:  # type: ignore[no-untyped-def]
     from kctl.agent.nginx import ground_truth
-    from kctl.stream.job import metric_deltas, parse
+    from kctl.stream.job import batch_counts, parse
 
     start = dt.datetime(2024, 5, 1, 12, 0, 30, tzinfo=dt.timezone.utc)
     events = list(generate(500, seed=7, hosts=3, start=start, rate=3.0))
     parsed = parse(_df(spark, [e.value for e in events], [e.key for e in events]))
     assert parsed.where("not ok").count() == 0
-    got = {(r.window_start.replace(tzinfo=dt.timezone.utc), r.host, r.status): (r.requests, r.bytes)
-           for r in metric_deltas(parsed).collect()}
-    assert got == ground_truth(events)
+    counts = batch_counts(parsed)
+    assert all(r["ok"] for r in counts)
+    got = {(dt.datetime.fromtimestamp(r["ws"], dt.timezone.utc), r["host"], r["status"]): (r["requests"], r["bytes"])
+           for r in counts}
+    assert len(got) == len(counts) and got == ground_truth(events)

@@ -55,6 +55,8 @@ SKIP: dict[tuple[str, ...], str] = {
     ("stream", "status"): "reads the stream job's checkpoint, not a kctl.yaml's cluster",
     ("stream", "stop"): "signals the stream job of a checkpoint, not a kctl.yaml's cluster",
     ("stream", "metrics"): "reads the stream job's output files only",
+    ("stream", "query"): "reads the stream job's output files only (DuckDB over its Delta tables)",
+    ("stream", "optimize"): "compacts the stream job's output files only",
 }
 
 # Commands that work offline on the spec and its state dir: they may succeed where the cluster is absent.

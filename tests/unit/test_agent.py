@@ -9,7 +9,6 @@ from pathlib import Path
 
 from kctl.agent.nginx import format_time_local, generate, ground_truth, malformed, malformed_records
 from kctl.agent.produce import follow_lines
-from kctl.stream.sinks import BatchAppendLog, SnapshotTable
 
 START = dt.datetime(2019, 4, 17, 9, 45, 19, tzinfo=dt.timezone.utc)
 LINE = re.compile(r'^(\S*) - (\S+) \[([^\]]+)\] "([^"]*)" (\d{3}) (\d+) "([^"]*)" "([^"]*)" "([^"]*)"$')
@@ -63,31 +62,3 @@ def test_follow_lines_reads_whole_lines_with_offsets(tmp_path: Path) -> None:
     p = tmp_path / "access.log"
     p.write_text("a\nbb\nccc\n")
     assert list(follow_lines(p, follow=False, max_seconds=5, max_lines=None)) == [(0, "a"), (2, "bb"), (5, "ccc")]
-
-
-def test_batch_append_log_is_idempotent(tmp_path: Path) -> None:
-    log = BatchAppendLog(tmp_path / "archive")
-    tmp = log.begin(3)
-    (tmp / "date=2024-01-01").mkdir(parents=True)
-    (tmp / "date=2024-01-01" / "part-0.parquet").write_text("x")
-    # crash after publishing but before the marker: the retry removes the half-published files first
-    log.publish(3, {"rows": 1})
-    (tmp_path / "archive" / "_kctl_commits" / "000000000003").unlink()
-    assert not log.committed(3)
-    tmp = log.begin(3)
-    (tmp / "date=2024-01-01").mkdir(parents=True)
-    (tmp / "date=2024-01-01" / "part-9.parquet").write_text("x")
-    log.publish(3, {"rows": 1})
-    files = sorted(p.name for p in (tmp_path / "archive" / "date=2024-01-01").iterdir())
-    assert files == ["b000000000003-part-9.parquet"] and log.committed(3)
-
-
-def test_snapshot_table_switches_atomically(tmp_path: Path) -> None:
-    t = SnapshotTable(tmp_path / "metrics")
-    assert t.current() is None
-    for b in (0, 1, 2):
-        t.begin(b).mkdir(parents=True)
-        t.commit(b)
-    cur = t.current()
-    assert cur is not None and cur.batch_id == 2
-    assert sorted(p.name for p in (tmp_path / "metrics").glob("v*")) == ["v000000000001", "v000000000002"]

@@ -15,8 +15,8 @@ from pathlib import Path
 import kctl.cli
 
 # Third-party packages and kctl domain packages that no command may import before it runs.
-HEAVY = ("docker", "kazoo", "confluent_kafka", "pyspark", "pyarrow", "testcontainers", "jinja2", "yaml",
-         "pydantic", "rich")
+HEAVY = ("docker", "kazoo", "confluent_kafka", "pyspark", "delta", "pyarrow", "deltalake", "duckdb", "testcontainers",
+         "jinja2", "yaml", "pydantic", "rich")
 DOMAIN = ("kctl.spec", "kctl.properties", "kctl.render", "kctl.doctor", "kctl.runtime", "kctl.kafka", "kctl.zk",
           "kctl.stream", "kctl.agent")
 

@@ -22,7 +22,9 @@ from kctl.errors import KctlError
 from kctl.extras import EXTRAS, require
 
 ROOT = Path(__file__).resolve().parents[2]
-OPTIONAL = {"pyspark", "pyarrow", "testcontainers"}
+OPTIONAL = {"pyspark", "delta-spark", "pyarrow", "deltalake", "duckdb", "testcontainers"}
+# their import names
+MODULES = {"delta" if d == "delta-spark" else d for d in OPTIONAL}
 
 
 def _name(requirement: str) -> str:
@@ -69,7 +71,7 @@ main()
 
 
 def _cli_without_extras(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    code = _BLOCKED.format(optional=sorted(OPTIONAL))
+    code = _BLOCKED.format(optional=sorted(MODULES))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120, check=False)

@@ -1,0 +1,201 @@
+"""The job's Delta tables read without a JVM: delta-rs (``deltalake``) for snapshots, DuckDB for SQL.
+
+``deltalake`` reads one committed version of a table (snapshot isolation: never part of a batch)
+as Arrow; DuckDB queries those Arrow datasets in-process. Both come with ``kctl[tables]`` (and
+``kctl[stream]``), so an operator's machine without Java or pyspark can read and query the outputs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kctl.errors import KctlError, UsageError
+from kctl.extras import require
+
+TABLES = ("archive", "deadletter", "metrics")
+
+
+def open_table(path: Path) -> Any | None:
+    """The Delta table at ``path`` (latest version), or None when there is none yet."""
+    deltalake = require("deltalake", "tables")
+    if not (path / "_delta_log").is_dir():
+        return None
+    try:
+        return deltalake.DeltaTable(str(path))
+    except Exception as exc:  # noqa: BLE001 - delta-rs raises its own error types
+        raise KctlError(f"{path}: not a readable Delta table ({exc})",
+                        hint="is it the --out of a kctl stream job?") from None
+
+
+def has_deletion_vectors(t: Any) -> bool:
+    return "deletionVectors" in (t.protocol().reader_features or [])
+
+
+def to_arrow(t: Any, sql: str = "SELECT * FROM t") -> Any:
+    """A pyarrow Table of ``sql`` over the Delta table ``t`` (view ``t``). Through delta-rs's query engine,
+    which applies deletion vectors (its pyarrow dataset path refuses such tables)."""
+    pa = require("pyarrow", "tables")
+    deltalake = require("deltalake", "tables")
+    return pa.table(deltalake.QueryBuilder().register("t", t).execute(sql).read_all())
+
+
+def arrow_source(t: Any) -> Any:
+    """What DuckDB scans for table ``t``: a lazy pyarrow dataset, or (deletion vectors) the table read whole."""
+    return to_arrow(t) if has_deletion_vectors(t) else t.to_pyarrow_dataset()
+
+
+def require_out(out: str | Path) -> Path:
+    p = Path(out)
+    if not p.is_dir():
+        raise KctlError(f"{out}: no such output dir", hint="pass the job's --out")
+    return p
+
+
+@dataclass
+class TableInfo:
+    table: str
+    version: int | None
+    files: int
+    rows: int | None
+    last_batch: int | None
+
+
+def info(out: str | Path, app_id: str | None = None) -> list[TableInfo]:
+    """Version, file count and rows (from the log's statistics) of each table; the last batch id
+    ``app_id`` (the job's query id) committed to it."""
+    root = require_out(out)
+    res = []
+    for name in TABLES:
+        t = open_table(root / name)
+        if t is None:
+            res.append(TableInfo(name, None, 0, None, None))
+            continue
+        pa = require("pyarrow", "tables")
+        adds = pa.table(t.get_add_actions(flatten=True))
+        if has_deletion_vectors(t):  # files' record counts include rows marked deleted
+            rows = int(to_arrow(t, "SELECT count(*) AS n FROM t").column("n")[0].as_py())
+        else:
+            counts = adds.column("num_records").to_pylist() if "num_records" in adds.column_names else []
+            rows = sum(int(r or 0) for r in counts)
+        last = t.transaction_version(app_id) if app_id else None
+        res.append(TableInfo(name, int(t.version()), adds.num_rows, rows, int(last) if last is not None else None))
+    return res
+
+
+def _iso(v: Any) -> Any:
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return v.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return v
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def query(out: str | Path, sql: str, limit: int | None = 1000) -> QueryResult:
+    """Run ``sql`` with DuckDB over the tables (views ``archive``, ``deadletter``, ``metrics``)."""
+    duckdb = require("duckdb", "tables")
+    root = require_out(out)
+    con = duckdb.connect()
+    try:
+        views = []
+        for name in TABLES:
+            t = open_table(root / name)
+            if t is not None:
+                con.register(name, arrow_source(t))
+                views.append(name)
+        if not views:
+            raise KctlError(f"{out} holds no Delta table yet", hint="has the stream job run with this --out?")
+        data: list[dict[str, Any]] = []
+        try:
+            rel = con.sql(sql)
+            if rel is None:  # a statement without rows
+                return QueryResult([], [])
+            cols = list(rel.columns)
+            # Through Arrow, batch by batch: DuckDB's own conversion of time-zoned timestamps needs pytz.
+            to_reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader  # duckdb 2 / 1.x
+            for batch in to_reader(1024):
+                data.extend(batch.to_pylist())
+                if limit and len(data) >= limit:
+                    break
+        except duckdb.Error as exc:
+            raise UsageError(f"query failed: {str(exc).splitlines()[0]}",
+                             hint=f"tables: {', '.join(views)}; e.g. SELECT host, sum(requests) FROM metrics "
+                                  "GROUP BY host") from None
+        rows = [{c: _iso(r.get(c)) for c in cols} for r in data[:limit] if r is not None]
+        return QueryResult(cols, rows)
+    finally:
+        con.close()
+
+
+@dataclass
+class OptimizeResult:
+    out: str
+    by: str
+    retain_hours: float
+    seconds: float
+    tables: dict[str, Any]
+
+
+MIN_RETAIN_HOURS = 1.0
+
+
+def optimize(out: str | Path, checkpoint: str | Path, retain_hours: float = 168.0,
+             timeout_s: float = 600.0) -> OptimizeResult:
+    """Compact small files and VACUUM what no version younger than ``retain_hours`` references.
+
+    While the job runs, it does the work itself between two micro-batches (a request file in its state
+    dir), so compaction never races the writer; otherwise delta-rs does it here, without a JVM.
+    """
+    from kctl.stream.config import state_dir
+    from kctl.stream.state import _read_json, pid_alive
+
+    if retain_hours < MIN_RETAIN_HOURS:
+        raise UsageError(f"--retain-hours {retain_hours} is below {MIN_RETAIN_HOURS}",
+                         hint="VACUUM must keep the files a running reader may still open")
+    root = require_out(out)
+    sd = state_dir(checkpoint)
+    job = _read_json(sd / "job.json") or {}
+    if pid_alive(job.get("pid")) and job.get("state") in ("starting", "running"):
+        if abs(float((job.get("config") or {}).get("vacuum_retain_hours", 168.0)) - retain_hours) > 1e-9:
+            raise UsageError("the running job vacuums with its own retention",
+                             hint="omit --retain-hours, or stop the job first")
+        before = (sd / "optimize.json").stat().st_mtime if (sd / "optimize.json").exists() else 0.0
+        (sd / "optimize.request").write_text("optimize\n")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            p = sd / "optimize.json"
+            if p.exists() and p.stat().st_mtime > before:
+                res = json.loads(p.read_text())
+                return OptimizeResult(str(out), f"the running job (pid {job['pid']})", retain_hours,
+                                      float(res.get("seconds", 0.0)), dict(res.get("tables", {})))
+            if not pid_alive(job.get("pid")):
+                break
+            time.sleep(0.5)
+        (sd / "optimize.request").unlink(missing_ok=True)
+        raise KctlError("the running job did not optimize its tables in time",
+                        hint="it acts after its next micro-batch with data; see `kctl stream status`")
+    t0 = time.monotonic()
+    tables: dict[str, Any] = {}
+    for name in TABLES:
+        t = open_table(root / name)
+        if t is None:
+            continue
+        m = t.optimize.compact()
+        removed = t.vacuum(retention_hours=int(retain_hours), dry_run=False, enforce_retention_duration=False)
+        tables[name] = {"files_removed": int(m.get("numFilesRemoved", 0)),
+                        "files_added": int(m.get("numFilesAdded", 0)), "vacuumed": len(removed)}
+    return OptimizeResult(str(out), "delta-rs (job not running)", retain_hours, round(time.monotonic() - t0, 2), tables)

@@ -1,0 +1,131 @@
+"""The Delta sinks on their own: a local Spark session (a JVM), no containers.
+
+A replayed batch (same query id, same batch id) changes nothing in any of the three tables; a later
+batch id still lands; another query id is another writer. The end-to-end forms (kill -9 of the job at
+seeded points, a reader during the run) are in test_stream.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kctl.agent.nginx import generate, ground_truth, malformed_records
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    from kctl.stream.config import JobConfig
+    from kctl.stream.jars import jars_for_job
+    from kctl.stream.job import build_session
+
+    s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2,
+                                jars=jars_for_job(None)), app_name="kctl-test-sinks")
+    yield s
+    s.stop()
+
+
+def _kafka_df(spark: Any, records: list[tuple[str | None, str]], first_offset: int) -> Any:
+    from kctl.stream.job import kafka_schema
+
+    t = dt.datetime(2024, 1, 1)
+    rows = [((k.encode() if k is not None else None), v.encode(), "t", 0, first_offset + i, t, 0)
+            for i, (k, v) in enumerate(records)]
+    return spark.createDataFrame(rows, kafka_schema())
+
+
+def _totals(out: Path) -> tuple[int, int, dict[tuple[str, str, int], tuple[int, int]]]:
+    from kctl.stream.metrics import read_metrics
+    from kctl.stream.tables import open_table
+
+    arch = open_table(out / "archive")
+    dl = open_table(out / "deadletter")
+    assert arch is not None and dl is not None
+    rows = read_metrics(out)
+    return (arch.to_pyarrow_table().num_rows, dl.to_pyarrow_table().num_rows,
+            {(r["window_start"], r["host"], r["status"]): (r["requests"], r["bytes"]) for r in rows})
+
+
+def _last_commit_metrics(table: Path) -> dict[str, int]:
+    import json
+
+    last = sorted((table / "_delta_log").glob("*.json"))[-1]
+    actions = [json.loads(line) for line in last.read_text().splitlines()]
+    (info,) = [a["commitInfo"] for a in actions if "commitInfo" in a]
+    return {k: int(v) for k, v in info["operationMetrics"].items()}
+
+
+def test_replayed_batch_changes_nothing(spark: Any, tmp_path: Path) -> None:
+    from kctl.stream.config import JobConfig
+    from kctl.stream.job import BatchWriter, create_tables
+
+    out = tmp_path / "out"
+    create_tables(spark, out)
+    start = dt.datetime(2024, 3, 1, 10, 0, 0, tzinfo=dt.timezone.utc)
+    events = list(generate(300, seed=3, hosts=3, start=start, rate=2.0))
+    recs = list(malformed_records(((e.key, e.value) for e in events), 7, seed=3))
+    half = len(recs) // 2
+    batches = [_kafka_df(spark, recs[:half], 0), _kafka_df(spark, recs[half:], half)]
+    cfg = JobConfig("", ["t"], str(out), str(tmp_path / "cp"))
+    counters = {"batches": 0, "archived": 0, "deadletter": 0, "last_batch_id": -1, "last_batch_seconds_x1000": 0}
+    w = BatchWriter(cfg, counters, "query-a")
+    w(batches[0], 0)
+    w(batches[1], 1)
+    truth = {(k[0].strftime("%Y-%m-%dT%H:%M:%SZ"), k[1], k[2]): v for k, v in ground_truth(events).items()}
+    assert _totals(out) == (300, 7, truth)
+    # batch 1's MERGE wrote the batch's own rows only (deletion vectors), not the other rows of the files it
+    # updated: a batch's write does not grow with the table
+    from kctl.stream.job import batch_counts, parse
+
+    batch1_rows = len([r for r in batch_counts(parse(batches[1])) if r["ok"]])
+    assert 0 < batch1_rows < len(truth)
+    m = _last_commit_metrics(out / "metrics")
+    assert m["numOutputRows"] == batch1_rows and m["numTargetRowsCopied"] == 0, m
+    assert m["numTargetRowsUpdated"] > 0 and m["numTargetDeletionVectorsAdded"] > 0, m
+    # the last batch again, as after a crash before Spark recorded it: a new writer (a new process)
+    w2 = BatchWriter(cfg, dict(counters), "query-a")
+    w2(batches[1], 1)
+    assert _totals(out) == (300, 7, truth)
+    assert w2.counters["archived"] == counters["archived"] == 300  # the replay counted nothing
+    # any older batch id again is skipped by Delta itself
+    w2(batches[0], 0)
+    w2(batches[1], 1)
+    assert _totals(out) == (300, 7, truth)
+    # another query id is another writer: its batch 1 lands
+    BatchWriter(cfg, dict(counters), "query-b")(batches[1], 1)
+    n, bad, got = _totals(out)
+    assert n > 300 and (n - 300) + (bad - 7) == len(recs) - half
+    assert sum(v[0] for v in got.values()) == n
+
+
+def test_the_jobs_optimize_compacts_and_keeps_every_row(spark: Any, tmp_path: Path) -> None:
+    """What `--optimize-every N` and `kctl stream optimize` on a running job do, between two batches."""
+    import json
+
+    from kctl.stream.config import JobConfig
+    from kctl.stream.job import BatchWriter, create_tables, optimize_tables
+    from kctl.stream.tables import info
+
+    out = tmp_path / "out"
+    create_tables(spark, out)
+    start = dt.datetime(2024, 3, 2, 10, 0, 0, tzinfo=dt.timezone.utc)
+    events = list(generate(240, seed=4, hosts=2, start=start, rate=2.0))
+    recs = [(e.key, e.value) for e in events]
+    cfg = JobConfig("", ["t"], str(out), str(tmp_path / "cp"), optimize_every=3)
+    w = BatchWriter(cfg, {"batches": 0, "archived": 0, "deadletter": 0, "last_batch_id": -1,
+                          "last_batch_seconds_x1000": 0}, "query-o")
+    for b in range(3):  # the third batch runs the compaction (optimize_every=3)
+        w(_kafka_df(spark, recs[b * 80:(b + 1) * 80], b * 80), b)
+    res = json.loads((tmp_path / "cp" / "_kctl" / "optimize.json").read_text())
+    assert res["tables"]["metrics"]["files_removed"] >= 2 and res["tables"]["metrics"]["files_added"] >= 1
+    truth = {(k[0].strftime("%Y-%m-%dT%H:%M:%SZ"), k[1], k[2]): v for k, v in ground_truth(events).items()}
+    assert _totals(out) == (240, 0, truth)
+    by_name = {t.table: t for t in info(out, "query-o")}
+    assert by_name["metrics"].files == 1 and by_name["metrics"].last_batch == 2
+    again = optimize_tables(spark, cfg, tmp_path / "cp" / "_kctl")  # nothing left to compact
+    assert again["tables"]["metrics"]["files_removed"] == 0
