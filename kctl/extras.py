@@ -1,4 +1,5 @@
-"""Optional dependencies: ``kctl[stream]`` (pyspark, pyarrow) and ``kctl[testing]`` (testcontainers).
+"""Optional dependencies: ``kctl[stream]`` (pyspark, pyarrow), ``kctl[testing]`` (testcontainers) and
+``kctl[plot]`` (matplotlib, for ``kctl drill run --plot``).
 
 The core CLI (``kctl up``, ``status``, ``topic``...) needs none of them, so they
 are imported where they are used, through :func:`require`, which turns a
@@ -16,6 +17,7 @@ from kctl.errors import KctlError
 EXTRAS: dict[str, tuple[str, ...]] = {
     "stream": ("pyspark", "pyarrow"),
     "testing": ("testcontainers",),
+    "plot": ("matplotlib",),
 }
 
 
