@@ -137,3 +137,27 @@ def test_faults_context_heals_on_an_exception() -> None:
         f._remember("pause", "logger1", "logger1 paused", lambda: done.append("unpaused"))
         raise KeyboardInterrupt
     assert done == ["unpaused"]
+
+
+def test_plot_writes_a_png(tmp_path: Any) -> None:
+    pytest.importorskip("matplotlib")
+    from kctl.drill.load import Second
+    from kctl.drill.run import Verdict
+
+    v = Verdict("leader-kill", "t", "all", True, 100, 4.0, 1, holds=True, acked=250, recovery_seconds=2.0)
+    v.timeline = check.timeline_rows({0: Second(0, 100, 0, [2.0]), 3: Second(3, 150, 1, [900.0])}, [], 4)
+    v.faults = [{"start": 1.0, "end": 2.5, "what": "kill"}]
+    out = report.plot(v, tmp_path / "drill.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_refuses_bad_input_before_reading_any_spec(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "kctl", "drill", "run", "nope", "-f", str(tmp_path / "none.yaml")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "unknown scenario 'nope'" in p.stderr and "hint:" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "kctl", "drill", "list", "-o", "json"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0 and "leader-kill" in {r["scenario"] for r in __import__("json").loads(p.stdout)}
