@@ -35,7 +35,6 @@ from kctl.spec import ClusterSpec
 JVM_PATTERN = {"kafka": rf"[k]afka\.Kafka {contract.CONF_DIR}", "zookeeper": "[Q]uorumPeerMain"}
 # supervisord states of a process that is down and stays down until started
 DOWN = ("STOPPED", "EXITED", "FATAL", "BACKOFF")
-NETEM_DEVICE = "eth0"
 # iptables chain of the loss fallback (kernels built without sch_netem)
 LOSS_CHAIN = "KCTL_LOSS"
 
@@ -226,7 +225,7 @@ class Faults:
             raise KctlError(f"netem: delay {delay_ms} ms, loss {loss_percent}%: out of range",
                             hint="delay >= 0 ms, loss between 0 and 100 %")
         self.clear_netem(host)
-        argv = ["tc", "qdisc", "add", "dev", NETEM_DEVICE, "root", "netem"]
+        argv = ["tc", "qdisc", "add", "dev", self.device(host), "root", "netem"]
         if delay_ms:
             argv += ["delay", f"{delay_ms}ms"] + ([f"{jitter_ms}ms"] if jitter_ms else [])
         if loss_percent:
@@ -252,13 +251,20 @@ class Faults:
         raise KctlError(f"netem on {host} failed (exit {code}): {text[-300:]}",
                         hint="is iproute2 in the node image? `kctl image build` rebuilds it")
 
+    def device(self, host: str) -> str:
+        """The node's network interface on the cluster network (its only one besides lo)."""
+        _, out = self.exec(host, ["sh", "-c", 'for d in /sys/class/net/*; do [ "${d##*/}" = lo ] || echo "${d##*/}";'
+                                              " done"], timeout=10)
+        devices = out.split()
+        if not devices:
+            raise KctlError(f"{host} has no network interface besides lo", hint="is it disconnected? `kctl status`")
+        return devices[0]
+
     def _loss_rule(self, host: str, loss_percent: float) -> None:
         prob = f"{loss_percent / 100:.4f}"
         script = (f"iptables -N {LOSS_CHAIN} && "
-                  f"iptables -A {LOSS_CHAIN} -i {NETEM_DEVICE} -m statistic --mode random"
-                  f" --probability {prob} -j DROP && "
-                  f"iptables -A {LOSS_CHAIN} -o {NETEM_DEVICE} -m statistic --mode random"
-                  f" --probability {prob} -j DROP && "
+                  f"iptables -A {LOSS_CHAIN} ! -i lo -m statistic --mode random --probability {prob} -j DROP && "
+                  f"iptables -A {LOSS_CHAIN} ! -o lo -m statistic --mode random --probability {prob} -j DROP && "
                   f"iptables -I INPUT -j {LOSS_CHAIN} && iptables -I OUTPUT -j {LOSS_CHAIN}")
         code, out = self.exec(host, ["sh", "-c", script], timeout=10)
         if code != 0:
@@ -272,8 +278,10 @@ class Faults:
         c.reload()
         removed = False
         if c.status == "running":
-            code, _ = self.exec(host, ["tc", "qdisc", "del", "dev", NETEM_DEVICE, "root"], timeout=10)
-            removed = code == 0
+            _, out = self.exec(host, ["sh", "-c", 'for d in /sys/class/net/*; do if [ "${d##*/}" != lo ] &&'
+                                                   ' tc qdisc del dev "${d##*/}" root 2>/dev/null; then echo removed;'
+                                                   " fi; done; exit 0"], timeout=10)
+            removed = "removed" in out
             _, out = self.exec(host, ["sh", "-c",
                                       "command -v iptables >/dev/null || exit 0; "
                                       f"while iptables -D INPUT -j {LOSS_CHAIN} 2>/dev/null; do echo removed; done; "
