@@ -110,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
             if name == "leader-kill" and not args.no_write:
                 report.plot(v, PLOT)
                 plotted = True
-    text = render(rows, notes, args, plotted or PLOT.exists())
+            if not args.no_write:  # after every scenario: an interrupted run keeps what it measured
+                DOC.write_text(render(rows, notes, args, plotted), encoding="utf-8")
+    text = render(rows, notes, args, plotted)
     print(text)
     if not args.no_write:
         DOC.write_text(text, encoding="utf-8")
