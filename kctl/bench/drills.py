@@ -52,6 +52,8 @@ def render(rows: list[str], notes: list[str], args: argparse.Namespace, plotted:
         "written although the producer saw no acknowledgement (allowed). Recovery = fault healed -> cluster",
         "healthy and the topic fully replicated (the longest of the bounces); stall = the longest time",
         "without an acknowledgement.",
+        f"This run: `--duration {args.duration:g} --rate {args.rate:g}` (a drill lasts longer when its bounces do:"
+        " a SIGKILLed broker leaves `/brokers/ids` only when its 18 s ZooKeeper session expires).",
         "",
         "| scenario | rate | duration | bounces | acked | lost | duplicates | reordered | unacked present |"
         " producer errors | recovery | longest stall | leader / ZK leader changes | verdict |",
@@ -60,7 +62,7 @@ def render(rows: list[str], notes: list[str], args: argparse.Namespace, plotted:
         "",
     ]
     if notes:
-        lines += ["Notes:", "", *(f"- {n}" for n in notes), ""]
+        lines += ["Notes:", "", *(f"- {n}" for n in dict.fromkeys(notes)), ""]
     if plotted:
         lines += ["## One leader-kill run", "",
                   "Acknowledged records per second and p99 produce latency; shaded: the broker was down.", "",
