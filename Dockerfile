@@ -19,6 +19,12 @@ RUN groupadd --gid 555 logger \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb \
  && rm -f /etc/supervisor/conf.d/*.conf
 
+# Fault injection for `kctl drill` (tc netem; iptables where the kernel has no netem): its own layer,
+# so adding it reuses the JRE layer above. The container needs NET_ADMIN to use them (compose.yaml).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends iproute2 iptables \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
+
 COPY kafka/ /opt/kafka/
 
 COPY node/ /usr/local/lib/kctl/

@@ -1,4 +1,4 @@
-# kctl: make setup | demo | test | bench (test = lint, unit, package, integration)
+# kctl: make setup | demo | test | bench | drills (test = lint, unit, package, integration)
 SHELL := /bin/bash
 VENV := .venv
 KCTL := $(VENV)/bin/kctl
@@ -6,7 +6,7 @@ PYTEST := $(VENV)/bin/pytest
 export TESTCONTAINERS_RYUK_DISABLED ?= true
 export DOCKER_BUILDKIT ?= 0
 
-.PHONY: setup demo test lint unit package integration bench clean
+.PHONY: setup demo test lint unit package integration bench drills clean
 
 setup:
 	@./.ci/setup-host.sh
@@ -34,6 +34,10 @@ test: lint unit package integration
 
 bench: setup
 	$(VENV)/bin/python -m kctl.bench
+
+# Every failure drill in its long form on a fresh cluster: docs/reliability.md and its leader-kill plot.
+drills: setup
+	$(VENV)/bin/python -m kctl.bench.drills
 
 clean:
 	-$(KCTL) down --volumes 2>/dev/null

@@ -35,7 +35,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # Everything the checkout's own tests and demo use: the core, the dev tools and both optional extras
 # (kctl[stream]: pyspark, pyarrow; kctl[testing]: testcontainers). `pip install kctl` alone is the core CLI.
-EXTRAS=dev,stream,testing
+EXTRAS=dev,stream,testing,plot
 stamp=.venv/.kctl-installed
 # The stamp covers the extras as well as pyproject.toml: a .venv made with fewer extras is topped up.
 want=$( (cat pyproject.toml; echo "extras=$EXTRAS") | sha256sum | cut -c1-16)

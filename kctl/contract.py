@@ -28,6 +28,8 @@ LOG_FILES: dict[str, str] = {
 SERVICES = ("zookeeper", "kafka")
 SUPERVISORCTL = ["supervisorctl", "-c", "/etc/supervisor/supervisord.conf"]
 HEALTHCHECK = "/usr/local/bin/kctl-healthcheck"
+# Linux capabilities of a node container: NET_ADMIN lets `kctl drill` slow its own network down (tc netem).
+CAP_ADD = ("NET_ADMIN",)
 
 
 def container_log(service: str) -> str:

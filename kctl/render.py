@@ -167,6 +167,8 @@ def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> 
                     f"./{host}/{contract.HOST_DATA}:{contract.DATA_ROOT}",
                     f"./{host}/{contract.HOST_LOGS}:{contract.LOG_ROOT}"],
         "healthcheck": {"interval": "5s", "timeout": "5s", "retries": 3, "start_period": "120s"},
+        # `kctl drill run slow-network` changes the node's own traffic (tc netem) and nothing else's.
+        "cap_add": list(contract.CAP_ADD),
     }
 
 
@@ -180,7 +182,8 @@ def render(spec: ClusterSpec, state_dir: Path | None = None) -> Rendered:
     plans: list[ContainerPlan] = []
     for host, node, services in properties.services_of(spec):
         nf = node_files(spec, host, node, services)
-        identity = {**nf, "image": spec.image_ref, "env": repr(_environment(spec, host, services)),
+        identity = {**nf, "image": spec.image_ref, "cap_add": ",".join(contract.CAP_ADD),
+                    "env": repr(_environment(spec, host, services)),
                     "ports": f"{spec.zk_host_port(node)}/{spec.kafka_host_port(node)}/{spec.jmx_host_port(node)}"}
         plan = ContainerPlan(name=host, node=node, services=services, config_hash=_hash(identity), files=nf)
         plans.append(plan)

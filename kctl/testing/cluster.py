@@ -33,22 +33,18 @@ from typing import Any
 import yaml
 
 from kctl import contract, health
-from kctl.contract import LABEL_CLUSTER, LABEL_SERVICE
+from kctl.contract import LABEL_CLUSTER
 from kctl.errors import KctlError, TimeoutReached
 from kctl.health import ClusterStatus
 from kctl.render import render, write
 from kctl.runtime import compose as rc
-from kctl.runtime import engine
+from kctl.runtime.faults import Faults
 from kctl.runtime.readiness import Stage, wait_for_stages
 from kctl.spec import ClusterSpec, NodeSpec, parse_spec
 
 LABEL_TESTING = contract.LABEL_TESTING
 LABEL_OWNER = contract.LABEL_TESTING_OWNER
 LABEL_REUSE = contract.LABEL_TESTING_REUSE
-
-# Bracketed first letters: the pattern must not match the command line of the
-# `timeout ... pkill` that carries it.
-_JVM_PATTERN = {"kafka": rf"[k]afka\.Kafka {contract.CONF_DIR}", "zookeeper": "[Q]uorumPeerMain"}
 
 
 def _free_ports(n: int) -> list[int]:
@@ -151,6 +147,7 @@ class KafkaCluster:
         self._compose: Any = None
         self._docker: Any = None
         self._started = False
+        self._faults: Faults | None = None
 
     # ----- lifecycle ----------------------------------------------------------------
 
@@ -209,6 +206,7 @@ class KafkaCluster:
         if not found or not self.spec_file.exists():
             return False
         self.spec = parse_spec(yaml.safe_load(self.spec_file.read_text()))[0]
+        self._faults = None
         try:
             self.wait_until_healthy(timeout=30)
         except TimeoutReached:
@@ -326,55 +324,45 @@ class KafkaCluster:
         return rc.exec_in(self.spec, self._host(node, "kafka"), argv, timeout=timeout, dc=self._client(),
                           stderr=stderr)
 
-    # ----- faults --------------------------------------------------------------------------
+    # ----- faults (one implementation with `kctl drill`: kctl.runtime.faults) ---------------
+
+    @property
+    def faults(self) -> Faults:
+        """The cluster's fault injectors (:class:`kctl.runtime.faults.Faults`), by host name."""
+        if self._faults is None:
+            self._faults = Faults(self.spec, dc=self._client())
+        return self._faults
 
     def kill(self, node: int | str, service: str = "kafka", signal: str = "SIGKILL") -> None:
         """Kill a node's Kafka or ZooKeeper JVM, or the whole node (service="node")."""
-        if service == "node":
-            self._container(node, "kafka").kill(signal=signal)
-            return
-        self._check_service(service)
-        sig = signal.removeprefix("SIG")
-        rc_, out = self.exec(self._host(node, service), ["pkill", f"-{sig}", "-f", _JVM_PATTERN[service]])
-        if rc_ != 0:
-            raise KctlError(f"no {service} process to kill on {self._host(node, service)}: {out.strip()}")
-        self._wait_process(node, service, running=False)
+        self.faults.kill(self._host(node, service), service, signal)
 
     def _stop_node(self, node: int | str, service: str) -> None:
-        if service == "node":
-            self._container(node, "kafka").stop(timeout=120)
-            return
-        self._check_service(service)
-        self.exec(self._host(node, service), [*contract.SUPERVISORCTL, "stop", service], timeout=130)
+        self.faults.stop(self._host(node, service), service)
 
     def _start_node(self, node: int | str, service: str) -> None:
-        container = self._container(node, service if service != "node" else "kafka")
-        container.reload()
-        if container.status != "running":
-            container.start()  # starts every process of the node
-            return
-        if service == "node":
-            return
-        self._check_service(service)
-        self.exec(self._host(node, service), [*contract.SUPERVISORCTL, "start", service], timeout=60)
-        self._wait_process(node, service, running=True)
+        self.faults.start(self._host(node, service), service)
 
     def pause(self, node: int | str) -> None:
         """Freeze every process of a node (a hung host)."""
-        self._container(node, "kafka").pause()
+        self.faults.pause(self._host(node, "kafka"))
 
     def unpause(self, node: int | str) -> None:
-        self._container(node, "kafka").unpause()
+        self.faults.unpause(self._host(node, "kafka"))
 
     def disconnect(self, node: int | str) -> None:
         """Cut a node off the cluster network (a network partition of one node)."""
-        c = self._container(node, "kafka")
-        self._client().networks.get(self.network_name).disconnect(c)
+        self.faults.disconnect(self._host(node, "kafka"))
 
     def connect(self, node: int | str) -> None:
-        c = self._container(node, "kafka")
-        host = c.labels.get(LABEL_SERVICE, "")
-        self._client().networks.get(self.network_name).connect(c, aliases=[host])
+        self.faults.connect(self._host(node, "kafka"))
+
+    def netem(self, node: int | str, delay_ms: int = 100, loss_percent: float = 0.0) -> str:
+        """Slow a node's network down (``tc netem`` latency, packet loss); returns what was applied."""
+        return self.faults.netem(self._host(node, "kafka"), delay_ms, loss_percent)
+
+    def clear_netem(self, node: int | str) -> None:
+        self.faults.clear_netem(self._host(node, "kafka"))
 
     # ----- waiting ---------------------------------------------------------------------------
 
@@ -402,29 +390,6 @@ class KafkaCluster:
     def _host(self, ref: int | str, service: str) -> str:
         n = self._node(ref)
         return self.spec.zk_host(n) if service == "zookeeper" else self.spec.kafka_host(n)
-
-    def _container(self, ref: int | str, service: str) -> Any:
-        host = self._host(ref, service)
-        for c in self._client().containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={self.spec.name}"}):
-            if (c.labels or {}).get(LABEL_SERVICE) == host:
-                return c
-        raise KctlError(f"no container {host} in test cluster {self.spec.name}")
-
-    @staticmethod
-    def _check_service(service: str) -> None:
-        if service not in _JVM_PATTERN:
-            raise KctlError(f"unknown service {service!r}", hint="use kafka, zookeeper or node")
-
-    def _wait_process(self, node: int | str, service: str, running: bool, timeout: float = 30) -> None:
-        host = self._host(node, service)
-        c = self._container(node, service)
-        want = "RUNNING" if running else "STOPPED"
-
-        def probe() -> tuple[bool, str]:
-            st = engine.processes(c.id, (service,)).get(service, "?")
-            return st == want, f"{host} {service} {st}"
-
-        wait_for_stages([Stage(f"{host} {service} {want.lower()}", probe)], timeout=timeout, poll=0.2)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -47,41 +47,14 @@ def kctl_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
         yield cluster
 
 
-# supervisord states of a process that is down and stays down until started
-_DOWN = ("STOPPED", "EXITED", "FATAL", "BACKOFF")
-
-
 def restore(cluster: KafkaCluster, timeout: float = 180) -> list[str]:
     """Undo every fault a test can inject, then wait until the cluster is healthy; returns what was undone.
 
     Unpauses paused containers, starts stopped ones, reconnects those cut off the
-    cluster network, starts stopped or killed processes.
+    cluster network, removes netem, starts stopped or killed processes
+    (:meth:`kctl.runtime.faults.Faults.restore`).
     """
-    import docker
-
-    from kctl.contract import LABEL_CLUSTER, LABEL_SERVICE
-
-    undone: list[str] = []
-    client = docker.from_env()
-    network = client.networks.get(cluster.network_name)
-    containers: list[Any] = client.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={cluster.spec.name}"})
-    for c in containers:
-        host = (c.labels or {}).get(LABEL_SERVICE, c.name)
-        if c.status == "paused":
-            c.unpause()
-            undone.append(f"unpaused {host}")
-        elif c.status != "running":
-            c.start()
-            undone.append(f"started {host}")
-        c.reload()
-        if cluster.network_name not in c.attrs["NetworkSettings"]["Networks"]:
-            network.connect(c, aliases=[host])
-            undone.append(f"reconnected {host}")
-    for node in cluster.status().nodes:
-        for service, state in node.processes.items():
-            if state in _DOWN:
-                cluster.start(node.node, service=service)
-                undone.append(f"started {service} on {node.node}")
+    undone = cluster.faults.restore()
     cluster.wait_until_healthy(timeout=timeout)
     cluster.wait_for(lambda s: s.health == "healthy", timeout=timeout, description="healthy after the faults")
     return undone

@@ -46,6 +46,8 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("restart",): ["--rolling", "--yes", "--timeout", "30"],
     ("apply",): ["--yes", "--timeout", "30"],
     ("zk", "purge"): ["--keep", "3"],
+    # baseline injects no fault: a missing guard would show as a drill topic in the other cluster
+    ("drill", "run"): ["baseline", "--duration", "3s", "--rate", "10", "--bounces", "1", "--hold", "0s"],
 }
 
 # Commands the sweep does not run, and why.
@@ -60,12 +62,12 @@ SKIP: dict[tuple[str, ...], str] = {
 }
 
 # Commands that work offline on the spec and its state dir: they may succeed where the cluster is absent.
-OFFLINE = {("render",), ("doctor",), ("zk", "storage")}
+OFFLINE = {("render",), ("doctor",), ("zk", "storage"), ("drill", "list")}
 # Commands whose report is a table of checks, each with its hint (on stdout): exit 1 is their verdict.
 REPORTS = {("doctor",)}
 # Per case, the commands that may exit 0 because they are right to: nothing of another cluster is touched.
 MAY_SUCCEED: dict[str, set[tuple[str, ...]]] = {
-    "none": {("doctor",)},  # the machine's prerequisites need no kctl.yaml
+    "none": {("doctor",), ("drill", "list")},  # the machine's prerequisites and kctl's scenarios need no kctl.yaml
     "stopped": OFFLINE | {("down",)},  # removing a stopped cluster's (absent) containers is a no-op
     "held": OFFLINE | {("down",)},  # down acts by this cluster's own name and state dir: nothing of the other
     "same-name": OFFLINE,
@@ -213,6 +215,8 @@ INVALID: list[tuple[list[str], list[str]]] = [
     (["logs", "logger9"], ["logger9"]),
     (["zk", "tree", "--depth", "99"], ["--depth"]),
     (["zk", "srvr", "--node", "logger9"], ["logger9"]),
+    (["drill", "run", "baseline", "--rate", "0"], ["--rate 0 is not positive", "nothing was injected"]),
+    (["drill", "run", "leader-kill", "--topic", "sweep-nope"], ["does not exist", "nothing was injected"]),
 ]
 
 

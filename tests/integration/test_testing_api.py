@@ -119,10 +119,16 @@ def test_restore_undoes_every_fault_at_once(kctl_faults: KafkaCluster) -> None:
 
     cluster = kctl_faults
     cluster.kill("logger1", service="kafka")
+    applied = cluster.netem("logger2", delay_ms=50, loss_percent=2)
+    _, rules = cluster.exec("logger2", ["sh", "-c", "tc qdisc show; iptables -S 2>/dev/null"])
+    assert "netem" in rules or "KCTL_LOSS" in rules, (applied, rules)
     cluster.pause("logger2")
     cluster.disconnect("logger3")
     undone = restore(cluster)
-    assert {"unpaused logger2", "reconnected logger3", "started kafka on logger1"} <= set(undone), undone
+    assert {"unpaused logger2", "reconnected logger3", "started kafka on logger1",
+            "removed netem on logger2"} <= set(undone), undone
+    _, rules = cluster.exec("logger2", ["sh", "-c", "tc qdisc show; iptables -S 2>/dev/null"])
+    assert "netem" not in rules and "KCTL_LOSS" not in rules, rules
     st = cluster.status()
     assert st.health == "healthy" and cluster.brokers() == [1, 2, 3]
     assert restore(cluster) == []  # nothing left to undo

@@ -1,0 +1,1 @@
+"""Failure drills: a fault injected under load, healed, and judged by an independent read of the topic."""

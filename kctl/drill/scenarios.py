@@ -1,0 +1,185 @@
+"""The drills' faults: each scenario injects one fault per bounce, heals it and waits for the cluster.
+
+A bounce gets a :class:`Bounce` context: the cluster's fault injectors (``kctl.runtime.faults``,
+the same ones the testing API uses), ``mark`` for the timeline, ``gate`` to wait on a probe of the
+cluster (never a sleep), ``hold`` for how long a timed fault stays in place, and ``healed`` /
+``recover`` to measure the time from healing to a healthy cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from kctl import health
+from kctl.runtime.faults import Faults
+from kctl.runtime.readiness import Probe
+from kctl.spec import ClusterSpec
+
+
+class Bounce(Protocol):
+    spec: ClusterSpec
+    state_dir: Path
+    faults: Faults
+    hold: float
+
+    def mark(self, what: str) -> None: ...
+    def gate(self, name: str, probe: Probe, timeout: float = ...) -> str: ...
+    def wait_hold(self) -> None: ...
+    def healed(self, what: str) -> None: ...
+    def recover(self) -> None: ...
+    def leader_of_partition0(self) -> int: ...
+    def controller(self) -> int: ...
+    def zk_leader(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    kills_broker: bool  # a replica goes away: the topic needs RF >= 2
+    bounce: Callable[[Bounce], None]
+
+
+def _host(b: Bounce, broker: int) -> str:
+    return b.spec.kafka_host(b.spec.node(broker))
+
+
+def _unregistered(b: Bounce, broker: int) -> Probe:
+    from kctl.roll.run import unregistered_gate
+
+    return unregistered_gate(b.spec, broker)
+
+
+def _kill_broker(b: Bounce, broker: int, signal: str, why: str) -> None:
+    host = _host(b, broker)
+    b.mark(f"{signal} broker {broker} ({why}, {host})")
+    b.faults.kill(host, "kafka", signal)
+    b.gate(f"broker {broker} left /brokers/ids", _unregistered(b, broker))
+    b.faults.start(host, "kafka")
+    b.healed(f"broker {broker} started")
+    b.recover()
+
+
+def leader_kill(b: Bounce) -> None:
+    _kill_broker(b, b.leader_of_partition0(), "SIGKILL", "leader of partition 0")
+
+
+def leader_term(b: Bounce) -> None:
+    _kill_broker(b, b.leader_of_partition0(), "SIGTERM", "leader of partition 0, controlled shutdown")
+
+
+def controller_kill(b: Bounce) -> None:
+    _kill_broker(b, b.controller(), "SIGKILL", "controller")
+
+
+def _new_zk_leader(b: Bounce, old: str) -> Probe:
+    def run() -> tuple[bool, str]:
+        obs = health.gather(b.spec, 1.0, docker=False, kafka=False)
+        zks = obs.zookeeper or {}
+        leaders = [h for h, z in zks.items() if z.mode in ("leader", "standalone")]
+        return len(leaders) == 1 and leaders[0] != old, ", ".join(f"{h}={z.mode}" for h, z in zks.items())
+    return run
+
+
+def zk_leader_kill(b: Bounce) -> None:
+    host = b.zk_leader()
+    b.mark(f"SIGKILL ZooKeeper leader {host}")
+    b.faults.kill(host, "zookeeper", "SIGKILL")
+    b.gate("another ZooKeeper leader", _new_zk_leader(b, host))
+    b.faults.start(host, "zookeeper")
+    b.healed(f"ZooKeeper {host} started")
+    b.recover()
+
+
+def zk_quorum_loss(b: Bounce) -> None:
+    leader = b.zk_leader()
+    others = [b.spec.zk_host(n) for n in b.spec.participants if b.spec.zk_host(n) != leader]
+    # the quorum needs more than half: stopping ceil(n/2) of n participants (2 of 3) loses it
+    victims = [leader, *others][: (len(b.spec.participants) + 1) // 2]
+    b.mark(f"stop ZooKeeper on {', '.join(victims)} (quorum lost)")
+    for h in victims:
+        b.faults.stop(h, "zookeeper")
+    b.wait_hold()
+    for h in victims:
+        b.faults.start(h, "zookeeper")
+    b.healed(f"ZooKeeper started on {', '.join(victims)}")
+    b.recover()
+
+
+def broker_pause(b: Bounce) -> None:
+    broker = b.leader_of_partition0()
+    host = _host(b, broker)
+    b.mark(f"SIGSTOP broker {broker} ({host}, leader of partition 0)")
+    b.faults.freeze(host, "kafka")
+    b.wait_hold()
+    b.faults.thaw(host, "kafka")
+    b.healed(f"SIGCONT broker {broker}")
+    b.recover()
+
+
+def broker_partition(b: Bounce) -> None:
+    broker = b.leader_of_partition0()
+    host = _host(b, broker)
+    b.mark(f"disconnect {host} (broker {broker}, leader of partition 0) from the cluster network")
+    b.faults.disconnect(host)
+    b.wait_hold()
+    b.faults.connect(host)
+    b.healed(f"reconnect {host}")
+    b.recover()
+
+
+NETEM_DELAY_MS = 100
+NETEM_LOSS_PERCENT = 5.0
+
+
+def slow_network(b: Bounce) -> None:
+    broker = b.leader_of_partition0()
+    host = _host(b, broker)
+    applied = b.faults.netem(host, NETEM_DELAY_MS, NETEM_LOSS_PERCENT)
+    b.mark(applied)
+    b.wait_hold()
+    b.faults.clear_netem(host)
+    b.healed(f"netem removed from {host}")
+    b.recover()
+
+
+def rolling_restart(b: Bounce) -> None:
+    from kctl.roll.run import roll
+
+    b.mark("rolling restart of every node (kctl restart --rolling)")
+    roll(b.spec, b.state_dir)
+    b.healed("rolling restart done")
+    b.recover()
+
+
+def baseline(b: Bounce) -> None:
+    b.mark("no fault (baseline)")
+    b.wait_hold()
+    b.healed("no fault (baseline)")
+    b.recover()
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    Scenario("leader-kill", "SIGKILL the leader of partition 0; restart it once it left /brokers/ids", True,
+             leader_kill),
+    Scenario("leader-term", "SIGTERM the leader of partition 0 (controlled shutdown); restart it", True,
+             leader_term),
+    Scenario("controller-kill", "SIGKILL the controller broker; restart it once it left /brokers/ids", True,
+             controller_kill),
+    Scenario("zk-leader-kill", "SIGKILL the ZooKeeper leader; restart it once another leads", False,
+             zk_leader_kill),
+    Scenario("zk-quorum-loss", "stop a majority of the ZooKeepers (2 of 3) for --hold, then start them", False,
+             zk_quorum_loss),
+    Scenario("broker-pause", "SIGSTOP the leader of partition 0 for --hold (a hung broker), then SIGCONT",
+             True, broker_pause),
+    Scenario("broker-partition", "cut the leader's node off the cluster network for --hold, reconnect it",
+             True, broker_partition),
+    Scenario("slow-network", f"tc netem on the leader's node ({NETEM_DELAY_MS} ms, {NETEM_LOSS_PERCENT:g}% loss)"
+             " for --hold", False, slow_network),
+    Scenario("rolling-restart", "the day-2 rolling restart (kctl restart --rolling) under load", True,
+             rolling_restart),
+    Scenario("baseline", "no fault: the load and the check alone (a control)", False, baseline),
+)}

@@ -1,0 +1,405 @@
+"""Fault injectors for a cluster's containers, Docker only: the one implementation behind the testing
+API's ``KafkaCluster.kill/pause/disconnect/netem`` and the failure drills of ``kctl drill run``.
+
+    with Faults(spec) as faults:          # every fault still in place is removed on exit
+        faults.kill("logger1", "kafka")   # SIGKILL the broker JVM
+        ...
+        faults.start("logger1", "kafka")  # healed: no longer pending
+
+Containers are found by the cluster's label (``io.kctl.cluster``) and, with a state dir,
+only those labelled with that state dir: a fault never reaches another cluster's containers.
+Each injection records how to undo it; healing it forgets the record, and :meth:`Faults.heal`
+(called on exit from the ``with`` block, whatever ended it) undoes whatever is left.
+:func:`interruptible` turns SIGTERM into the same exception as Ctrl-C, so the undo runs for both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal as _signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+from kctl import contract
+from kctl.errors import KctlError
+from kctl.runtime import compose, engine
+from kctl.runtime.readiness import Stage, wait_for_stages
+from kctl.spec import ClusterSpec
+
+# Bracketed first letters: the pattern must not match the command line of the
+# `timeout ... pkill` that carries it.
+JVM_PATTERN = {"kafka": rf"[k]afka\.Kafka {contract.CONF_DIR}", "zookeeper": "[Q]uorumPeerMain"}
+# supervisord states of a process that is down and stays down until started
+DOWN = ("STOPPED", "EXITED", "FATAL", "BACKOFF")
+# iptables chain of the loss fallback (kernels built without sch_netem)
+LOSS_CHAIN = "KCTL_LOSS"
+
+
+@dataclass
+class Pending:
+    """A fault in place, and how to take it away."""
+
+    what: str
+    undo: Callable[[], None]
+
+
+@dataclass
+class HealReport:
+    undone: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+class Faults:
+    """Inject and remove faults on one cluster's containers (by host name: ``logger1``)."""
+
+    def __init__(self, spec: ClusterSpec, dc: Any = None, state_dir: Path | None = None) -> None:
+        self.spec = spec
+        self._dc = dc
+        self.state_dir = str(state_dir.resolve()) if state_dir is not None else None
+        self.pending: dict[tuple[str, str], Pending] = {}
+
+    # ----- containers ------------------------------------------------------------------
+
+    def docker(self) -> Any:
+        if self._dc is None:
+            self._dc = compose.client()
+        return self._dc
+
+    def containers(self) -> list[Any]:
+        found = self.docker().containers.list(all=True,
+                                              filters={"label": f"{contract.LABEL_CLUSTER}={self.spec.name}"})
+        if self.state_dir is not None:
+            found = [c for c in found if engine.state_dir_of(c.labels or {}) in (None, self.state_dir)]
+        return list(found)
+
+    def container(self, host: str) -> Any:
+        for c in self.containers():
+            if (c.labels or {}).get(contract.LABEL_SERVICE) == host:
+                return c
+        raise KctlError(f"no container {host} in cluster {self.spec.name}", hint="is it up? see `kctl status`")
+
+    def exec(self, host: str, argv: list[str], timeout: float = 60) -> tuple[int, str]:
+        return compose.exec_in(self.spec, host, argv, timeout=timeout, dc=self.docker())
+
+    @property
+    def network_name(self) -> str:
+        return self.spec.project
+
+    def _remember(self, kind: str, host: str, what: str, undo: Callable[[], None]) -> None:
+        self.pending.setdefault((kind, host), Pending(what, undo))
+
+    def _forget(self, kind: str, host: str) -> None:
+        self.pending.pop((kind, host), None)
+
+    # ----- processes -------------------------------------------------------------------
+
+    @staticmethod
+    def check_service(service: str) -> None:
+        if service not in JVM_PATTERN:
+            raise KctlError(f"unknown service {service!r}", hint="use kafka, zookeeper or node")
+
+    def kill(self, host: str, service: str = "kafka", signal: str = "SIGKILL") -> None:
+        """Send ``signal`` to a node's Kafka or ZooKeeper JVM (or, service="node", to its container)
+        and wait until it is gone."""
+        if service == "node":
+            self._remember("container", host, f"{host} killed ({signal})", lambda: self.start_container(host))
+            self.container(host).kill(signal=signal)
+            return
+        self.check_service(service)
+        sig = signal.removeprefix("SIG")
+        self._remember(service, host, f"{service} on {host} killed ({signal})", lambda: self.start(host, service))
+        code, out = self.exec(host, ["pkill", f"-{sig}", "-f", JVM_PATTERN[service]])
+        if code != 0:
+            self._forget(service, host)
+            raise KctlError(f"no {service} process to kill on {host}: {out.strip()}")
+        # SIGTERM runs a controlled shutdown: give it supervisord's own stop time.
+        self.wait_process(host, service, running=False, timeout=30 if sig == "KILL" else 150)
+
+    def freeze(self, host: str, service: str = "kafka") -> None:
+        """SIGSTOP one JVM (a hung broker or ZooKeeper: its connections stay open, nothing answers)."""
+        self.check_service(service)
+        self._remember(f"frozen-{service}", host, f"{service} on {host} frozen (SIGSTOP)",
+                       lambda: self.thaw(host, service))
+        code, out = self.exec(host, ["pkill", "-STOP", "-f", JVM_PATTERN[service]])
+        if code != 0:
+            self._forget(f"frozen-{service}", host)
+            raise KctlError(f"no {service} process to freeze on {host}: {out.strip()}")
+
+    def thaw(self, host: str, service: str = "kafka") -> None:
+        """SIGCONT what :meth:`freeze` stopped."""
+        self.check_service(service)
+        self.exec(host, ["pkill", "-CONT", "-f", JVM_PATTERN[service]])
+        self._forget(f"frozen-{service}", host)
+
+    def thaw_stopped(self, host: str, service: str) -> bool:
+        """SIGCONT the service's JVM if it is stopped (state T), whoever stopped it; whether it was."""
+        script = (f"for p in $(pgrep -f '{JVM_PATTERN[service]}'); do"
+                  " grep -q '^State:.*(stopped)' /proc/$p/status && kill -CONT $p && echo thawed; done; exit 0")
+        _, out = self.exec(host, ["sh", "-c", script], timeout=10)
+        self._forget(f"frozen-{service}", host)
+        return "thawed" in out
+
+    def stop(self, host: str, service: str = "kafka") -> None:
+        """Stop a process gracefully (SIGTERM via supervisord), or a node's container."""
+        if service == "node":
+            self._remember("container", host, f"{host} stopped", lambda: self.start_container(host))
+            self.container(host).stop(timeout=120)
+            return
+        self.check_service(service)
+        self._remember(service, host, f"{service} on {host} stopped", lambda: self.start(host, service))
+        self.exec(host, [*contract.SUPERVISORCTL, "stop", service], timeout=130)
+
+    def start(self, host: str, service: str = "kafka") -> None:
+        """Start a stopped or killed process (its container too, if that is not running)."""
+        container = self.container(host)
+        container.reload()
+        if container.status == "paused":
+            self.unpause(host)
+        elif container.status != "running":
+            self.start_container(host)  # starts every process of the node
+            return
+        if service == "node":
+            return
+        self.check_service(service)
+        self.exec(host, [*contract.SUPERVISORCTL, "start", service], timeout=60)
+        self.wait_process(host, service, running=True)
+        self._forget(service, host)
+
+    def start_container(self, host: str) -> None:
+        self.container(host).start()
+        self._forget("container", host)
+        for service in contract.SERVICES:
+            self._forget(service, host)
+
+    def wait_process(self, host: str, service: str, running: bool, timeout: float = 30) -> None:
+        c = self.container(host)
+        want = "RUNNING" if running else "STOPPED"
+
+        def probe() -> tuple[bool, str]:
+            st = engine.processes(c.id, (service,)).get(service, "?")
+            return st == want, f"{host} {service} {st}"
+
+        wait_for_stages([Stage(f"{host} {service} {want.lower()}", probe)], timeout=timeout, poll=0.2)
+
+    # ----- the whole node ----------------------------------------------------------------
+
+    def pause(self, host: str) -> None:
+        """Freeze every process of a node (SIGSTOP through the freezer: a hung host)."""
+        self._remember("pause", host, f"{host} paused", lambda: self.unpause(host))
+        self.container(host).pause()
+
+    def unpause(self, host: str) -> None:
+        c = self.container(host)
+        c.reload()
+        if c.status == "paused":
+            c.unpause()
+        self._forget("pause", host)
+
+    def disconnect(self, host: str) -> None:
+        """Cut a node off the cluster network (a network partition of one node)."""
+        c = self.container(host)
+        self._remember("network", host, f"{host} disconnected", lambda: self.connect(host))
+        self.docker().networks.get(self.network_name).disconnect(c)
+
+    def connect(self, host: str) -> None:
+        c = self.container(host)
+        c.reload()
+        if self.network_name not in ((c.attrs.get("NetworkSettings") or {}).get("Networks") or {}):
+            self.docker().networks.get(self.network_name).connect(c, aliases=[host])
+        self._forget("network", host)
+
+    # ----- the network's quality ----------------------------------------------------------
+
+    def netem(self, host: str, delay_ms: int = 100, loss_percent: float = 0.0, jitter_ms: int = 0) -> str:
+        """Add latency and packet loss to a node's traffic with ``tc netem`` (the image has iproute2, the
+        container NET_ADMIN); returns what was applied.
+
+        A kernel without the netem qdisc cannot delay packets: loss is then applied with iptables'
+        ``statistic`` match instead, and a KctlError says so when only a delay was asked for.
+        """
+        if delay_ms < 0 or not 0 <= loss_percent <= 100:
+            raise KctlError(f"netem: delay {delay_ms} ms, loss {loss_percent}%: out of range",
+                            hint="delay >= 0 ms, loss between 0 and 100 %")
+        self.clear_netem(host)
+        argv = ["tc", "qdisc", "add", "dev", self.device(host), "root", "netem"]
+        if delay_ms:
+            argv += ["delay", f"{delay_ms}ms"] + ([f"{jitter_ms}ms"] if jitter_ms else [])
+        if loss_percent:
+            argv += ["loss", f"{loss_percent}%"]
+        self._remember("netem", host, f"netem on {host}", lambda: None if self.clear_netem(host) else None)
+        code, out = self.exec(host, argv, timeout=10)
+        if code == 0:
+            return f"tc netem on {host}: delay {delay_ms} ms, loss {loss_percent}%"
+        text = out.strip()
+        if "Operation not permitted" in text:
+            self._forget("netem", host)
+            raise KctlError(f"{host} may not change its network (tc: {text})",
+                            hint="its container lacks the NET_ADMIN capability: `kctl up` recreates it")
+        if "qdisc kind is unknown" in text or "No such file or directory" in text:
+            if not loss_percent:
+                self._forget("netem", host)
+                raise KctlError(f"this kernel has no netem qdisc: {host} cannot be slowed down ({text})",
+                                hint="load sch_netem (`modprobe sch_netem`) on the Docker host, or ask for"
+                                     " packet loss, which iptables can apply instead")
+            self._loss_rule(host, loss_percent)
+            return f"iptables on {host}: loss {loss_percent}% (no netem qdisc in this kernel: no delay)"
+        self._forget("netem", host)
+        raise KctlError(f"netem on {host} failed (exit {code}): {text[-300:]}",
+                        hint="is iproute2 in the node image? `kctl image build` rebuilds it")
+
+    def device(self, host: str) -> str:
+        """The node's network interface on the cluster network (its only one besides lo)."""
+        _, out = self.exec(host, ["sh", "-c", 'for d in /sys/class/net/*; do [ "${d##*/}" = lo ] || echo "${d##*/}";'
+                                              " done"], timeout=10)
+        devices = out.split()
+        if not devices:
+            raise KctlError(f"{host} has no network interface besides lo", hint="is it disconnected? `kctl status`")
+        return devices[0]
+
+    def _loss_rule(self, host: str, loss_percent: float) -> None:
+        prob = f"{loss_percent / 100:.4f}"
+        script = (f"iptables -N {LOSS_CHAIN} && "
+                  f"iptables -A {LOSS_CHAIN} ! -i lo -m statistic --mode random --probability {prob} -j DROP && "
+                  f"iptables -A {LOSS_CHAIN} ! -o lo -m statistic --mode random --probability {prob} -j DROP && "
+                  f"iptables -I INPUT -j {LOSS_CHAIN} && iptables -I OUTPUT -j {LOSS_CHAIN}")
+        code, out = self.exec(host, ["sh", "-c", script], timeout=10)
+        if code != 0:
+            self.clear_netem(host)
+            raise KctlError(f"packet loss on {host} failed (exit {code}): {out.strip()[-300:]}",
+                            hint="is iptables in the node image? `kctl image build` rebuilds it")
+
+    def clear_netem(self, host: str) -> bool:
+        """Remove the netem qdisc and the loss rules; whether there was anything to remove."""
+        c = self.container(host)
+        c.reload()
+        removed = False
+        if c.status == "running":
+            _, out = self.exec(host, ["sh", "-c", 'for d in /sys/class/net/*; do if [ "${d##*/}" != lo ] &&'
+                                                   ' tc qdisc del dev "${d##*/}" root 2>/dev/null; then echo removed;'
+                                                   " fi; done; exit 0"], timeout=10)
+            removed = "removed" in out
+            _, out = self.exec(host, ["sh", "-c",
+                                      "command -v iptables >/dev/null || exit 0; "
+                                      f"while iptables -D INPUT -j {LOSS_CHAIN} 2>/dev/null; do echo removed; done; "
+                                      f"while iptables -D OUTPUT -j {LOSS_CHAIN} 2>/dev/null; do echo removed; done; "
+                                      f"iptables -F {LOSS_CHAIN} 2>/dev/null; iptables -X {LOSS_CHAIN} 2>/dev/null;"
+                                      " exit 0"], timeout=10)
+            removed = removed or "removed" in out
+        self._forget("netem", host)
+        return removed
+
+    # ----- healing -----------------------------------------------------------------------
+
+    def heal(self) -> HealReport:
+        """Undo every fault still pending, newest first; a failing undo does not stop the others."""
+        report = HealReport()
+        for key, p in reversed(list(self.pending.items())):
+            try:
+                p.undo()
+                report.undone.append(p.what)
+            except Exception as exc:  # noqa: BLE001 - keep healing the rest, report this one
+                report.failed.append(f"{p.what}: {getattr(exc, 'message', exc)}")
+            self.pending.pop(key, None)
+        return report
+
+    def restore(self) -> list[str]:
+        """Put every container of the cluster back together, whoever broke it: unpause, start, reconnect,
+        remove netem, start stopped processes. Returns what was undone."""
+        undone: list[str] = []
+        network = self.docker().networks.get(self.network_name)
+        for c in self.containers():
+            host = (c.labels or {}).get(contract.LABEL_SERVICE, c.name)
+            c.reload()
+            if c.status == "paused":
+                c.unpause()
+                undone.append(f"unpaused {host}")
+                c.reload()
+            if self.network_name not in c.attrs["NetworkSettings"]["Networks"]:
+                network.connect(c, aliases=[host])
+                undone.append(f"reconnected {host}")
+            if c.status not in ("running", "paused"):
+                c.start()  # its supervisord starts every process of the node
+                undone.append(f"started {host}")
+                continue
+            if self.clear_netem(host):
+                undone.append(f"removed netem on {host}")
+            services = tuple(s for s in (c.labels or {}).get(contract.LABEL_SERVICES, "").split(",") if s)
+            for service in services:
+                if self.thaw_stopped(host, service):
+                    undone.append(f"thawed {service} on {host}")
+            for service, state in engine.processes(c.id, services).items():
+                if state in DOWN:
+                    self.start(host, service)
+                    undone.append(f"started {service} on {host}")
+        self.pending.clear()  # the sweep covered every kind of fault
+        return undone
+
+    def __enter__(self) -> Faults:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        # Ctrl-C during the heal itself must not leave a node broken: finish first.
+        with deferred_interrupts():
+            self.heal()
+
+
+# ----- signals ----------------------------------------------------------------------------
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that ``finally`` and ``with`` blocks undo what they did."""
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` (SIGINT already raises KeyboardInterrupt) inside the block."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        raise Terminated(f"signal {signum}")
+
+    old = _signal.signal(_signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        _signal.signal(_signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[list[int]]:
+    """Hold SIGINT and SIGTERM back while the block runs (a heal in progress); re-raise after it."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield []
+        return
+    got: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        got.append(signum)
+
+    old = {s: _signal.signal(s, hold) for s in (_signal.SIGINT, _signal.SIGTERM)}
+    try:
+        yield got
+    finally:
+        for s, h in old.items():
+            _signal.signal(s, h)
+    if got:
+        raise Terminated(f"signal {got[0]}") if got[0] == _signal.SIGTERM else KeyboardInterrupt()
+
+
+def wait_seconds(seconds: float, stop: Callable[[], bool] | None = None) -> None:
+    """Hold a fault in place for ``seconds`` (a schedule, not a gate), waking early when ``stop()``."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if stop is not None and stop():
+            return
+        time.sleep(min(0.2, max(0.0, end - time.monotonic())))
