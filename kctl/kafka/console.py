@@ -174,12 +174,12 @@ class ConsoleConsumer:
         self.result = ConsumeResult(topic, group)
         self._next: dict[int, int] = {}
         self._closed = False
-        self._c = consumer(spec, bootstrap, group=group,
-                           **{"auto.offset.reset": "earliest" if from_beginning else "latest",
+        extra: dict[str, Any] = {"auto.offset.reset": "earliest" if from_beginning else "latest",
                               # librdkafka postpones a partition's next fetch by this much (1 s by
                               # default) when its local queue looks full; a console consumer drains
                               # the queue in large blocks, so that wait would only stall it.
-                              "fetch.queue.backoff.ms": FETCH_BACKOFF_MS})
+                              "fetch.queue.backoff.ms": FETCH_BACKOFF_MS}
+        self._c = consumer(spec, bootstrap, group=group, **extra)
         try:
             parts = require_topics(spec, [topic], bootstrap, client=self._c)[topic]
             if partition is not None and not 0 <= partition < parts:
