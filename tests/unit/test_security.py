@@ -168,3 +168,47 @@ def test_scram_client_rfc7677_vector() -> None:
     scram.verify(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
     with pytest.raises(kmd.MetadataError):
         scram.verify(b"v=" + base64.b64encode(b"x" * 32))
+
+
+def test_client_config_formats(tmp_path: Path) -> None:
+    from kctl.kafka.security import client_config
+
+    spec, _ = parse_spec({**SECURE, "state_dir": str(tmp_path)})
+    store.ensure(spec, tmp_path)
+    pw = store.passwords(spec, tmp_path)["admin"]
+    ca = str((store.secrets_dir(tmp_path) / "ca.pem").resolve())
+
+    def props(text: str) -> dict[str, str]:
+        return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+    rd = props(client_config(spec, None, "librdkafka"))
+    assert rd == {"bootstrap.servers": spec.bootstrap_servers, "security.protocol": "SASL_SSL",
+                  "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "admin", "sasl.password": pw,
+                  "ssl.ca.location": ca}
+    assert props(client_config(spec, None, "kcat")) == rd
+    java = props(client_config(spec, None, "java"))
+    assert java["sasl.mechanism"] == "SCRAM-SHA-512" and java["ssl.truststore.type"] == "PEM"
+    assert f'username="admin" password="{pw}";' in java["sasl.jaas.config"]
+    store.save_user_password(tmp_path, "alice", "alice-password")
+    assert props(client_config(spec, "alice", "kcat"))["sasl.password"] == "alice-password"
+    plain, _ = parse_spec({})
+    assert props(client_config(plain, None, "kcat")) == {"bootstrap.servers": plain.bootstrap_servers}
+
+
+def test_quota_entities_and_acl_arguments() -> None:
+    from kctl.errors import UsageError
+    from kctl.kafka import security as ks
+
+    assert ks.quota_entity(None, None, True, False) == ["--entity-type", "users", "--entity-default"]
+    assert ks.quota_entity("u", "c", False, False) == ["--entity-type", "users", "--entity-name", "u",
+                                                       "--entity-type", "clients", "--entity-name", "c"]
+    assert ks._describe_entity(ks.quota_entity("u", None, False, True)) == "user 'u' and client default"
+    for bad in ((None, None, False, False), ("u", None, True, False)):
+        with pytest.raises(UsageError):
+            ks.quota_entity(*bad)
+    with pytest.raises(UsageError):
+        ks._principal("alice")
+    with pytest.raises(UsageError):
+        ks._operation("fly")
+    with pytest.raises(UsageError):
+        ks.require_secured(parse_spec({})[0], "users")
