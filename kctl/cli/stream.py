@@ -125,6 +125,7 @@ def submit(
         trigger="available-now" if available_now else trigger_interval(trigger),
         starting_offsets=starting_offsets, fail_on_data_loss=fail_on_data_loss,
         max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
+        spec_file=str(spec.resolve()) if not bootstrap and spec.exists() else None,
     )
     if not detach:
         info(f"starting the stream job on {master} ({cfg.trigger}); Ctrl-C stops it after the current batch")

@@ -212,3 +212,21 @@ def test_quota_entities_and_acl_arguments() -> None:
         ks._operation("fly")
     with pytest.raises(UsageError):
         ks.require_secured(parse_spec({})[0], "users")
+
+
+def test_stream_job_takes_the_security_settings_from_the_spec_at_run_time(tmp_path: Path) -> None:
+    import yaml
+
+    from kctl.spec import state_dir_for
+    from kctl.stream.config import JobConfig
+
+    spec_file = tmp_path / "kctl.yaml"
+    spec_file.write_text(yaml.safe_dump(SECURE))
+    spec, _ = parse_spec(SECURE)
+    store.ensure(spec, state_dir_for(spec, spec_file))
+    cfg = JobConfig("127.0.0.1:19092", ["t"], "out", "cp", spec_file=str(spec_file))
+    opts = cfg.kafka_security()
+    assert opts["security.protocol"] == "SASL_SSL" and opts["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert opts["ssl.truststore.location"].endswith("secrets/ca.pem")
+    assert "password" not in cfg.to_json()  # the config file names the spec; the password stays in secrets/
+    assert JobConfig("b", ["t"], "o", "c").kafka_security() == {}
