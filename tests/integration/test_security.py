@@ -115,7 +115,7 @@ def test_no_credentials_wrong_password_or_no_ca_are_refused(secure: KafkaCluster
     no_ca = {k: v for k, v in good.items() if k != "ssl.ca.location"}
     assert admin_errors(good)[0]
     assert kcat(good, tmp_path, "-L", "-m", "8").returncode == 0
-    cases = {"no credentials": (no_sasl, ("SSL", "ssl", "Disconnected", "TRANSPORT")),
+    cases = {"no credentials": (no_sasl, ("Disconnected", "transport failure", "TRANSPORT")),
              "wrong password": (wrong, ("Authentication failed", "SASL authentication error", "AUTHENTICATION")),
              "no CA": (no_ca, ("certificate verify failed", "SSL handshake failed", "_SSL"))}
     for name, (conf, words) in cases.items():
@@ -208,7 +208,7 @@ def test_zookeeper_refuses_anonymous_sessions_and_guards_kafkas_znodes(secure: K
         assert sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"]  # authenticated: may read
         attempts = [lambda: zk.create("/brokers/ids/99", b"{}"), lambda: zk.set("/brokers/topics", b"x"),
                     lambda: zk.create("/config/topics/evil", b"{}"), lambda: zk.create("/admin/delete_topics/x"),
-                    lambda: zk.delete("/controller")]
+                    lambda: zk.delete("/brokers/ids/1"), lambda: zk.set("/admin", b"x")]
         for attempt in attempts:
             with pytest.raises(NoAuthError):
                 attempt()
