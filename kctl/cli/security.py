@@ -168,6 +168,7 @@ def quota_set(
             raise UsageError(f"{p!r} is not key=value", hint="e.g. producer_byte_rate=1048576")
         values[k] = v
     args = security.quota_entity(user, client, user_default, client_default)
+    security.check_quotas(values)
     spec = connect(file, write=True)
     res = security.set_quota(spec, args, values)
     output.emit_change(res, fmt, f"{res.entity}: set " + ", ".join(f"{k}={v}" for k, v in values.items()))

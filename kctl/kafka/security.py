@@ -317,6 +317,14 @@ def _describe_entity(args: list[str]) -> str:
 def set_quota(spec: ClusterSpec, entity_args: list[str], values: dict[str, str]) -> QuotaChange:
     from kctl.kafka.configs import run_tool
 
+    check_quotas(values)
+    run_tool(spec, "kafka-configs.sh", [*entity_args, "--alter", "--add-config",
+                                        ",".join(f"{k}={v}" for k, v in values.items())])
+    return QuotaChange(_describe_entity(entity_args), "set", dict(values))
+
+
+def check_quotas(values: dict[str, str]) -> None:
+    """UsageError for an unknown quota name, a value that is not a number, or no quota at all."""
     bad = [k for k in values if k not in QUOTA_KEYS]
     if bad:
         raise UsageError(f"not a quota: {', '.join(bad)}", hint=f"quotas are {', '.join(QUOTA_KEYS)}")
@@ -327,9 +335,6 @@ def set_quota(spec: ClusterSpec, entity_args: list[str], values: dict[str, str])
             raise UsageError(f"{k}={v}: not a number") from None
     if not values:
         raise UsageError("no quota given", hint="e.g. producer_byte_rate=1048576")
-    run_tool(spec, "kafka-configs.sh", [*entity_args, "--alter", "--add-config",
-                                        ",".join(f"{k}={v}" for k, v in values.items())])
-    return QuotaChange(_describe_entity(entity_args), "set", dict(values))
 
 
 def delete_quota(spec: ClusterSpec, entity_args: list[str], keys: list[str]) -> QuotaChange:

@@ -81,6 +81,13 @@ def test_every_command_works_as_the_admin_user(secure: KafkaCluster) -> None:
     assert "104857600" not in ok(kctl(secure, "config", "describe", "--user", "quota-user"))
 
 
+def test_up_readiness_and_round_trip_on_the_running_cluster(secure: KafkaCluster) -> None:
+    p = kctl(secure, "up", timeout=300)  # nothing to change: the readiness stages run, as the admin user
+    assert p.returncode == 0, p.stderr
+    assert "noop" in p.stderr and "ok  produce/consume round trip" in p.stderr
+    assert "HEALTHY" in kctl(secure, "status").stdout
+
+
 def test_secrets_are_private_files(secure: KafkaCluster) -> None:
     root = store.secrets_dir(secure.state_dir)
     modes = {p: p.stat().st_mode & 0o777 for p in [root, *root.rglob("*")]}
