@@ -72,7 +72,7 @@ def test_every_command_works_as_the_admin_user(secure: KafkaCluster) -> None:
     got = ok(kctl(secure, "consume", t, "--from-beginning", "--group", "sec-g", "--max", "3", "--timeout", "20"))
     assert sorted(got.split()) == ["one", "three", "two"]
     assert "sec-g" in ok(kctl(secure, "group", "list"))
-    assert sorted(json.loads(ok(kctl(secure, "zk", "ls", "/brokers/ids", "-o", "json")))) == ["1", "2", "3"]
+    assert sorted(json.loads(ok(kctl(secure, "zk", "ls", "/brokers/ids", "-o", "json")))["children"]) == ["1", "2", "3"]
     ok(kctl(secure, "config", "set", "retention.ms=3600000", "--topic", t))
     # kafka-configs in a node, with the admin user's --command-config file
     ok(kctl(secure, "quota", "set", "--user", "quota-user", "producer_byte_rate=104857600"))
