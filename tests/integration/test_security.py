@@ -60,6 +60,8 @@ def admin_errors(conf: dict[str, str]) -> tuple[bool, list[str]]:
         return True, errors
     except KafkaException as exc:
         errors.append(str(exc))
+        for _ in range(5):  # serve the error callbacks: the authentication or TLS error itself
+            a.poll(0.5)
         return False, errors
 
 
@@ -256,5 +258,5 @@ def test_no_password_in_docker_inspect_or_process_arguments(secure: KafkaCluster
         cfg = c.attrs["Config"]
         exposed = json.dumps([cfg.get("Env"), cfg.get("Cmd"), cfg.get("Entrypoint"), c.attrs.get("Args")])
         assert not [s for s in secrets if s in exposed], c.name
-        _, ps = secure.exec(c.labels[contract.LABEL_SERVICE], ["ps", "-eo", "args"])
+        _, ps = secure.exec(c.labels[contract.LABEL_SERVICE], ["ps", "-ww", "-eo", "args"])
         assert not [s for s in secrets if s in ps], c.name
