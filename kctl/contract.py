@@ -37,6 +37,25 @@ def container_log(service: str) -> str:
     return f"{LOG_ROOT}/{LOG_FILES[service]}"
 
 
+# Secrets (keystore, CA certificate, passwords, JAAS files) of one container: <state>/secrets/<host>
+# (mode 0700, files 0600) is mounted read-only on SECRETS_MOUNT; the entrypoint copies them to
+# SECRETS_DIR, owned by the user the JVMs run as, mode 0600. Passwords live in files only.
+HOST_SECRETS = "secrets"
+SECRETS_MOUNT = "/etc/kctl-secrets"
+SECRETS_DIR = "/run/kctl/secrets"
+KEYSTORE_FILE = "keystore.p12"
+CA_FILE = "ca.pem"
+PASSWORDS_FILE = "passwords.properties"
+KAFKA_JAAS_FILE = "kafka.jaas"
+ZOOKEEPER_JAAS_FILE = "zookeeper.jaas"
+ADMIN_CLIENT_FILE = "admin-client.properties"
+
+
+def secret_path(name: str) -> str:
+    """A secret file as a path inside the container."""
+    return f"{SECRETS_DIR}/{name}"
+
+
 # ----- environment variables of a node container -----------------------------------------
 ENV_CLUSTER = "KCTL_CLUSTER"
 ENV_NODE = "KCTL_NODE"
@@ -45,6 +64,11 @@ ENV_ZK_SERVERS = "KCTL_ZK_SERVERS"
 ENV_ZK_HEAP = "ZK_HEAP_OPTS"
 ENV_KAFKA_HEAP = "KAFKA_HEAP_OPTS"
 ENV_JMX_PORT = "KAFKA_JMX_PORT"
+# Extra JVM flags (paths and switches only, never a secret) of the broker and of ZooKeeper.
+ENV_KAFKA_OPTS = "KAFKA_OPTS"
+ENV_ZK_OPTS = "ZK_OPTS"
+# The user whose SCRAM credential the broker's start script writes to ZooKeeper (a name, not a secret).
+ENV_SCRAM_USER = "KCTL_SCRAM_USER"
 
 # ----- labels ------------------------------------------------------------------------------
 LABEL_CLUSTER = "io.kctl.cluster"

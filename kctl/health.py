@@ -104,12 +104,20 @@ def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zook
     """
     started = time.monotonic()
     obs = Observations()
+    auth = None
+    if kafka and spec.security.enabled:
+        from kctl.security import store
+
+        try:
+            auth = store.metadata_auth(spec)
+        except KctlError as exc:
+            obs.kafka_error, kafka = exc.message, False
     zk_nodes = [(h, spec.zk_host_port(n)) for h, n, s in services_of(spec) if "zookeeper" in s]
     with cf.ThreadPoolExecutor(max_workers=len(zk_nodes) + 2) as pool:
         docker_f = pool.submit(_docker, spec, max(timeout, 3.0)) if docker else None
-        kafka_f = pool.submit(kmd.fetch_any, spec.bootstrap_servers, max(timeout, 2.0)) \
+        kafka_f = pool.submit(kmd.fetch_any, spec.bootstrap_servers, max(timeout, 2.0), auth) \
             if kafka and not every_broker else None
-        views_f = pool.submit(kmd.fetch_each, spec.bootstrap_servers, max(timeout, 2.0)) \
+        views_f = pool.submit(kmd.fetch_each, spec.bootstrap_servers, max(timeout, 2.0), auth) \
             if kafka and every_broker else None
         zk_f = {h: pool.submit(zk_state, h, port, timeout) for h, port in zk_nodes} if zookeeper else {}
         if docker_f is not None:
@@ -506,9 +514,10 @@ def up(
 def _record_identity(spec: ClusterSpec, state_dir: Path) -> None:
     """Once healthy, the cluster id its brokers report is this state dir's cluster (see kctl.identity)."""
     from kctl import identity
+    from kctl.security import store
 
     try:
-        md = kmd.fetch_any(spec.bootstrap_servers, 5.0)
+        md = kmd.fetch_any(spec.bootstrap_servers, 5.0, store.metadata_auth(spec, state_dir))
     except kmd.MetadataError:
         return
     if md.cluster_id:

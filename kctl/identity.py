@@ -210,10 +210,17 @@ def verify(spec: ClusterSpec, state_dir: Path, *, timeout: float = 2.0) -> str |
     A cluster started before identities were recorded gets its record here, once its
     own containers (by state dir label) are the ones running.
     """
+    from kctl.security import store
+
     recorded = read(state_dir)
     expected = spec.cluster_id or (recorded.cluster_id if recorded else None)
+    auth = store.metadata_auth(spec, state_dir)  # a secured cluster: SASL_SSL as its admin user
     try:
-        md: kmd.Metadata | None = kmd.fetch_any(spec.bootstrap_servers, timeout)
+        md: kmd.Metadata | None = kmd.fetch_any(spec.bootstrap_servers, timeout, auth)
+    except kmd.AuthError as exc:
+        raise KctlError(f"cluster {spec.name!r} refused kctl's admin user: {exc}",
+                        hint=f"the credentials are in {store.secrets_dir(state_dir)}; is another secured cluster"
+                             " answering on these ports? `kctl status`") from None
     except kmd.MetadataError:
         md = None
     if md is not None and expected and md.cluster_id == expected:

@@ -57,6 +57,48 @@ ZK_CONNECT_TIMEOUT = "zookeeper.connection.timeout.ms"
 CONTROLLED_SHUTDOWN = "controlled.shutdown.enable"
 GROUP_INITIAL_DELAY = "group.initial.rebalance.delay.ms"
 
+# The secured profile (security.enabled).
+AUTH_PROVIDER = "authProvider.sasl"
+ENFORCE_AUTH = "enforce.auth.enabled"
+ENFORCE_AUTH_SCHEMES = "enforce.auth.schemes"
+QUORUM_SASL = "quorum.auth.enableSasl"
+QUORUM_LEARNER_REQUIRE = "quorum.auth.learnerRequireSasl"
+QUORUM_SERVER_REQUIRE = "quorum.auth.serverRequireSasl"
+QUORUM_LEARNER_CONTEXT = "quorum.auth.learner.saslLoginContext"
+QUORUM_SERVER_CONTEXT = "quorum.auth.server.saslLoginContext"
+SASL_MECHANISMS = "sasl.enabled.mechanisms"
+SASL_INTER_BROKER = "sasl.mechanism.inter.broker.protocol"
+SUPER_USERS = "super.users"
+AUTHORIZER = "authorizer.class.name"
+ALLOW_IF_NO_ACL = "allow.everyone.if.no.acl.found"
+ZK_SET_ACL = "zookeeper.set.acl"
+CONFIG_PROVIDERS = "config.providers"
+FILE_PROVIDER_CLASS = "config.providers.file.class"
+FILE_PROVIDER_PATHS = "config.providers.file.param.allowed.paths"
+SSL_KEYSTORE_TYPE = "ssl.keystore.type"
+SSL_KEYSTORE_LOCATION = "ssl.keystore.location"
+SSL_KEYSTORE_PASSWORD = "ssl.keystore.password"
+SSL_KEY_PASSWORD = "ssl.key.password"
+SSL_TRUSTSTORE_TYPE = "ssl.truststore.type"
+SSL_TRUSTSTORE_LOCATION = "ssl.truststore.location"
+SSL_CLIENT_AUTH = "ssl.client.auth"
+SSL_ENDPOINT_ID = "ssl.endpoint.identification.algorithm"
+
+# Four-letter words never whitelisted on a secured cluster: they list sessions and the paths they watch.
+UNSAFE_FOUR_LETTER_WORDS = ("dump", "wchc", "wchp")
+# JVM system properties of every broker on a secured cluster: no JNDI/LDAP login module from a
+# client-supplied JAAS config (CVE-2023-25194), and no URL for SASL OAUTHBEARER (CVE-2025-27817).
+DISALLOWED_LOGIN_MODULES = "org.apache.kafka.disallowed.login.modules"
+DISALLOWED_LOGIN_MODULES_VALUE = ("com.sun.security.auth.module.JndiLoginModule,"
+                                  "com.sun.security.auth.module.LdapLoginModule")
+OAUTHBEARER_ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"
+# The password of the keystore as the broker reads it (FileConfigProvider), so server.properties holds none.
+KEYSTORE_PASSWORD_KEY = "keystore.password"
+# ZooKeeper DIGEST-MD5 principals: the brokers (owners of Kafka's znodes), kctl's reads, the quorum.
+ZK_BROKER_PRINCIPAL = "kafka"
+ZK_KCTL_PRINCIPAL = "kctl"
+ZK_QUORUM_PRINCIPAL = "zkquorum"
+
 # Where things live inside the node image (the container contract).
 CONF_DIR, DATA_ROOT, LOG_ROOT = contract.CONF_DIR, contract.DATA_ROOT, contract.LOG_ROOT
 
@@ -136,7 +178,33 @@ def zoo_cfg(spec: ClusterSpec, node: NodeSpec) -> Props:
             groups[f"server.{n.id}"] = server_line(spec, n)
     if node.role is ZkRole.observer:
         groups[PEER_TYPE] = "observer"
+    groups.update(zookeeper_security(spec))
     return combine(base, groups, zk.overrides, node.overrides.zookeeper)
+
+
+def zookeeper_security(spec: ClusterSpec) -> dict[str, Scalar]:
+    """zoo.cfg of the secured profile: SASL clients (enforced), quorum SASL, the safe 4lw whitelist.
+
+    Keys zoo.cfg does not know itself become ``zookeeper.<key>`` system properties (enforce.auth.*).
+    """
+    sec = spec.security
+    if not sec.enabled:
+        return {}
+    words = set(spec.zookeeper.four_letter_words)
+    if "*" in words:
+        words = set(contract.FOUR_LETTER_WORDS)
+    out: dict[str, Scalar] = {
+        FOUR_LW: ",".join(sorted(words - set(UNSAFE_FOUR_LETTER_WORDS))),
+        ADMIN_SERVER: False,
+    }
+    if sec.zookeeper.sasl:
+        out[AUTH_PROVIDER] = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
+        if len(spec.nodes) > 1:
+            out.update({QUORUM_SASL: True, QUORUM_LEARNER_REQUIRE: True, QUORUM_SERVER_REQUIRE: True,
+                        QUORUM_LEARNER_CONTEXT: "QuorumLearner", QUORUM_SERVER_CONTEXT: "QuorumServer"})
+    if sec.zookeeper.enforce_auth:
+        out.update({ENFORCE_AUTH: True, ENFORCE_AUTH_SCHEMES: "sasl"})
+    return out
 
 
 def listeners(spec: ClusterSpec, node: NodeSpec) -> tuple[str, str]:
@@ -183,7 +251,118 @@ def server_properties(spec: ClusterSpec, node: NodeSpec) -> Props:
     if brokers <= 3:
         # Small clusters: start the first consumer group generation at once.
         groups[GROUP_INITIAL_DELAY] = 0
+    groups.update(kafka_security(spec))
     return combine(base, groups, k.overrides, node.overrides.kafka)
+
+
+def security_protocol(spec: ClusterSpec) -> str:
+    """The protocol of both listeners on a secured cluster."""
+    return "SASL_SSL" if spec.security.tls else "SASL_PLAINTEXT"
+
+
+def kafka_security(spec: ClusterSpec) -> dict[str, Scalar]:
+    """server.properties of the secured profile: SASL(_SSL) listeners, SCRAM, ACLs, znode ACLs, TLS stores.
+
+    No secret is written here: the keystore password is read by the broker through
+    FileConfigProvider from the container's private secrets dir.
+    """
+    sec = spec.security
+    if not sec.enabled:
+        return {}
+    proto = security_protocol(spec)
+    listeners_ = sorted({"INTERNAL", "EXTERNAL", spec.kafka.inter_broker_listener})
+    out: dict[str, Scalar] = {
+        PROTOCOL_MAP: ",".join(f"{name}:{proto}" for name in listeners_),
+        SASL_MECHANISMS: sec.sasl_mechanism,
+        SASL_INTER_BROKER: sec.sasl_mechanism,
+        SUPER_USERS: f"User:{sec.admin_user}",
+    }
+    if sec.authorizer:
+        out.update({AUTHORIZER: "kafka.security.authorizer.AclAuthorizer", ALLOW_IF_NO_ACL: False})
+    if sec.zookeeper.set_acl:
+        out[ZK_SET_ACL] = True
+    if sec.tls:
+        password = f"${{file:{contract.secret_path(contract.PASSWORDS_FILE)}:{KEYSTORE_PASSWORD_KEY}}}"
+        out.update({
+            CONFIG_PROVIDERS: "file",
+            FILE_PROVIDER_CLASS: "org.apache.kafka.common.config.provider.FileConfigProvider",
+            FILE_PROVIDER_PATHS: contract.SECRETS_DIR,
+            SSL_KEYSTORE_TYPE: "PKCS12",
+            SSL_KEYSTORE_LOCATION: contract.secret_path(contract.KEYSTORE_FILE),
+            SSL_KEYSTORE_PASSWORD: password,
+            SSL_KEY_PASSWORD: password,
+            SSL_TRUSTSTORE_TYPE: "PEM",
+            SSL_TRUSTSTORE_LOCATION: contract.secret_path(contract.CA_FILE),
+            SSL_CLIENT_AUTH: "none",
+            SSL_ENDPOINT_ID: "https",
+        })
+    return out
+
+
+def jvm_options(spec: ClusterSpec, component: str) -> str:
+    """Extra JVM flags of a broker or a ZooKeeper (paths and switches, never a secret)."""
+    if not spec.security.enabled:
+        return ""
+    if component == "kafka":
+        opts = [f"-Djava.security.auth.login.config={contract.secret_path(contract.KAFKA_JAAS_FILE)}",
+                f"-D{DISALLOWED_LOGIN_MODULES}={DISALLOWED_LOGIN_MODULES_VALUE}",
+                f"-D{OAUTHBEARER_ALLOWED_URLS}="]
+        if not spec.security.zookeeper.sasl:
+            opts.append("-Dzookeeper.sasl.client=false")
+        return " ".join(opts)
+    if not spec.security.zookeeper.sasl:
+        return ""
+    return f"-Djava.security.auth.login.config={contract.secret_path(contract.ZOOKEEPER_JAAS_FILE)}"
+
+
+JaasSection = tuple[str, str, list[str]]  # (section name, login module, its options as key="value")
+DIGEST_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+def _opt(key: str, value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'{key}="{escaped}"'
+
+
+def kafka_jaas(spec: ClusterSpec, passwords: Mapping[str, str]) -> list[JaasSection]:
+    """The broker's JAAS file: KafkaServer (its inter-broker SCRAM login) and Client (its ZooKeeper login).
+
+    ``passwords`` maps principals to passwords (the admin user, ``kafka``); the result is a secret.
+    """
+    sec = spec.security
+    out: list[JaasSection] = [("KafkaServer", SCRAM_MODULE, [_opt("username", sec.admin_user),
+                                                            _opt("password", passwords[sec.admin_user])])]
+    if sec.zookeeper.sasl:
+        out.append(("Client", DIGEST_MODULE, [_opt("username", ZK_BROKER_PRINCIPAL),
+                                              _opt("password", passwords[ZK_BROKER_PRINCIPAL])]))
+    return out
+
+
+def zookeeper_jaas(spec: ClusterSpec, passwords: Mapping[str, str]) -> list[JaasSection]:
+    """ZooKeeper's JAAS file: Server (the brokers' and kctl's logins), QuorumServer and QuorumLearner."""
+    users = [_opt(f"user_{p}", passwords[p]) for p in (ZK_BROKER_PRINCIPAL, ZK_KCTL_PRINCIPAL)]
+    out: list[JaasSection] = [("Server", DIGEST_MODULE, users)]
+    if len(spec.nodes) > 1:
+        out.append(("QuorumServer", DIGEST_MODULE, [_opt(f"user_{ZK_QUORUM_PRINCIPAL}",
+                                                         passwords[ZK_QUORUM_PRINCIPAL])]))
+        out.append(("QuorumLearner", DIGEST_MODULE, [_opt("username", ZK_QUORUM_PRINCIPAL),
+                                                     _opt("password", passwords[ZK_QUORUM_PRINCIPAL])]))
+    return out
+
+
+def admin_client(spec: ClusterSpec, password: str) -> Props:
+    """Client properties of the admin user for Kafka's own tools run in a node (a secret file)."""
+    sec = spec.security
+    props: dict[str, Scalar] = {
+        "security.protocol": security_protocol(spec),
+        "sasl.mechanism": sec.sasl_mechanism,
+        "sasl.jaas.config": f"{SCRAM_MODULE} required {_opt('username', sec.admin_user)}"
+                            f" {_opt('password', password)};",
+    }
+    if sec.tls:
+        props.update({SSL_TRUSTSTORE_TYPE: "PEM", SSL_TRUSTSTORE_LOCATION: contract.secret_path(contract.CA_FILE)})
+    return combine(props)
 
 
 def log4j(component: str) -> Props:

@@ -126,6 +126,12 @@ def _environment(spec: ClusterSpec, host: str, services: tuple[str, ...]) -> dic
         contract.ENV_ZK_HEAP: _heap_opts(spec.zookeeper.heap),
         contract.ENV_KAFKA_HEAP: _heap_opts(spec.kafka.heap),
     }
+    for svc, name in (("kafka", contract.ENV_KAFKA_OPTS), ("zookeeper", contract.ENV_ZK_OPTS)):
+        opts = properties.jvm_options(spec, svc) if svc in services else ""
+        if opts:
+            env[name] = opts
+    if spec.security.enabled and "kafka" in services:
+        env[contract.ENV_SCRAM_USER] = spec.security.admin_user
     return dict(sorted(env.items()))
 
 
@@ -165,11 +171,21 @@ def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> 
         "ports": ports,
         "volumes": [f"./{host}/{contract.HOST_CONF}:{contract.CONF_DIR}:ro",
                     f"./{host}/{contract.HOST_DATA}:{contract.DATA_ROOT}",
-                    f"./{host}/{contract.HOST_LOGS}:{contract.LOG_ROOT}"],
+                    f"./{host}/{contract.HOST_LOGS}:{contract.LOG_ROOT}"]
+        + ([f"./{contract.HOST_SECRETS}/{host}:{contract.SECRETS_MOUNT}:ro"] if spec.security.enabled else []),
         "healthcheck": {"interval": "5s", "timeout": "5s", "retries": 3, "start_period": "120s"},
         # `kctl drill run slow-network` changes the node's own traffic (tc netem) and nothing else's.
         "cap_add": list(contract.CAP_ADD),
     }
+
+
+def jaas_file(sections: list[properties.JaasSection], host: str) -> str:
+    """A JAAS login configuration (a secret: it holds passwords)."""
+    return _tpl("jaas.j2", host=host, sections=[{"name": n, "module": m, "options": o} for n, m, o in sections])
+
+
+def client_properties(props: dict[str, str], title: str) -> str:
+    return _tpl("client.properties.j2", title=title, properties=props)
 
 
 def render(spec: ClusterSpec, state_dir: Path | None = None) -> Rendered:

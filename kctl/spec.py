@@ -236,6 +236,50 @@ class KafkaSpec(_Model):
         return v
 
 
+SASL_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+# The ZooKeeper DIGEST-MD5 principals of the brokers and of the quorum.
+RESERVED_PRINCIPALS = ("kafka", "zkquorum")
+_PRINCIPAL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class ZooKeeperSecuritySpec(_Model):
+    sasl: bool = Field(True, description="DIGEST-MD5 between brokers and ZooKeeper, and between ZooKeepers"
+                                         " (quorum SASL).")
+    enforce_auth: bool = Field(True, description="Refuse unauthenticated ZooKeeper sessions (enforce.auth.enabled"
+                                                 " with enforce.auth.schemes=sasl).")
+    set_acl: bool = Field(True, description="zookeeper.set.acl: Kafka's znodes writable only by the brokers'"
+                                            " principal.")
+
+
+class SecuritySpec(_Model):
+    enabled: bool = Field(False, description="The secured profile: TLS, SASL/SCRAM, ACLs and ZooKeeper"
+                                             " authentication (`kctl init --secure` writes true).")
+    tls: bool = Field(True, description="TLS on the external and internal listeners (SASL_SSL; false:"
+                                        " SASL_PLAINTEXT).")
+    sasl_mechanism: str = Field("SCRAM-SHA-512", description="SASL mechanism of clients and brokers: "
+                                + " or ".join(SASL_MECHANISMS) + ".")
+    authorizer: bool = Field(True, description="kafka.security.authorizer.AclAuthorizer with"
+                                               " allow.everyone.if.no.acl.found=false.")
+    admin_user: str = Field("admin", description="The super user kctl itself uses; its password is generated"
+                                                 " into the state dir, never written to kctl.yaml.")
+    zookeeper: ZooKeeperSecuritySpec = Field(default_factory=ZooKeeperSecuritySpec,
+                                             description="ZooKeeper authentication and znode ACLs.")
+
+    @field_validator("sasl_mechanism")
+    @classmethod
+    def _mechanism(cls, v: str) -> str:
+        if v not in SASL_MECHANISMS:
+            raise ValueError(f"{v!r} is not supported (one of {', '.join(SASL_MECHANISMS)})")
+        return v
+
+    @field_validator("admin_user")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        if not _PRINCIPAL.match(v):
+            raise ValueError(f"{v!r} is not a user name (letters, digits, '.', '_' and '-', max 64)")
+        return v
+
+
 def _default_nodes() -> list[NodeSpec]:
     return [NodeSpec(id=i, hostname=f"logger{i}") for i in (1, 2, 3)]
 
@@ -254,6 +298,8 @@ class ClusterSpec(_Model):
     state_dir: str | None = Field(
         None, description="Where rendered files and data live; default .kctl/<name> next to kctl.yaml."
     )
+    security: SecuritySpec = Field(default_factory=SecuritySpec,
+                                   description="TLS, SASL/SCRAM, ACLs and ZooKeeper authentication.")
     labels: dict[str, str] = Field(
         default_factory=dict, description="Extra Docker labels on every container and the network."
     )
@@ -351,6 +397,9 @@ CROSS_FIELD_RULES: tuple[str, ...] = (
     " colocated, Kafka's internal port is none of them",
     "no two published host ports alike, none above 65535, and no node's Kafka port equal to a port used"
     " inside its container",
+    "with `security.enabled`: `zookeeper.enforce_auth` and `zookeeper.set_acl` need `zookeeper.sasl`;"
+    " `tls: false` is a warning (passwords cross the network in SCRAM exchanges only, data in the clear);"
+    " `admin_user` is not `kafka` or `zkquorum` (kctl's ZooKeeper principals)",
 )
 
 
@@ -447,6 +496,17 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
                 f"nodes.{i}.kafka_port: {port} clashes with a port used inside the container;"
                 " the EXTERNAL listener listens on the same port it publishes"
             )
+    sec = spec.security
+    if sec.enabled:
+        for field in ("enforce_auth", "set_acl"):
+            if getattr(sec.zookeeper, field) and not sec.zookeeper.sasl:
+                errors.append(f"security.zookeeper.{field}: needs security.zookeeper.sasl: true (without SASL"
+                              " the brokers could not authenticate to ZooKeeper)")
+        if not sec.tls:
+            warnings.append("security.tls: false: SASL_PLAINTEXT listeners carry every record in the clear")
+        if sec.admin_user in RESERVED_PRINCIPALS:
+            errors.append(f"security.admin_user: {sec.admin_user!r} is one of kctl's ZooKeeper principals"
+                          f" ({', '.join(RESERVED_PRINCIPALS)})")
     return errors, warnings
 
 

@@ -15,6 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--image", action="store_true", help="also time image builds (minutes)")
     ap.add_argument("--records", type=int, default=200_000, help="records for the produce/consume benchmark")
     ap.add_argument("--events", type=int, default=50_000, help="events for the pipeline benchmark")
+    ap.add_argument("--security", action="store_true", help="also PLAINTEXT vs SASL_SSL (two more clusters)")
     args = ap.parse_args(argv)
     os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
@@ -31,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     with KafkaCluster(nodes=3) as cluster:
         kafka_bench.main(["-f", str(cluster.spec_file), "-n", str(args.records)])
         stream_bench.main(["--bootstrap-servers", cluster.bootstrap_servers, "--events", str(args.events)])
+    if args.security:
+        from kctl.bench import security as security_bench
+
+        security_bench.main([])
     return 0
 
 

@@ -11,6 +11,8 @@ from kctl import output
 from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, connect
 from kctl.output import Format
 
+UserOpt = typer.Option(None, "--user", help="Secured cluster: act as this user (`kctl user create`), not the admin.")
+
 
 def produce(
     topic: str = typer.Argument(..., help="Topic to write to."),
@@ -18,6 +20,7 @@ def produce(
     key_separator: str | None = typer.Option(None, "--key-separator", help="Split each line into key and value."),
     acks: str = typer.Option("all", "--acks", help="all, 1 or 0."),
     timeout: float = typer.Option(30.0, "--timeout", help="Seconds a record may wait for its acknowledgement."),
+    user: str | None = UserOpt,
     bootstrap: str | None = BootstrapOpt,
     file: Path = SpecOpt,
     fmt: Format = OutputOpt,
@@ -26,7 +29,8 @@ def produce(
     from kctl.kafka import console
 
     spec = connect(file, bootstrap, write=True)
-    res = console.produce(spec, topic, input_file, key_separator, acks, bootstrap, timeout)
+    res = console.produce(spec, topic, input_file, key_separator, acks, bootstrap, timeout,
+                          extra={"user": user} if user else None)
     if fmt in (Format.json, Format.yaml):
         output.emit(res, fmt)
     output.info(f"{topic}: delivered {res.delivered}, failed {res.failed} in {res.seconds:.2f}s"
@@ -46,6 +50,7 @@ def consume(
     print_key: bool = typer.Option(False, "--print-key", help="Print key<TAB>value."),
     partition: int | None = typer.Option(None, "--partition", help="Read only this partition."),
     offset: str | None = typer.Option(None, "--offset", help="With --partition: a number, earliest or latest."),
+    user: str | None = UserOpt,
     bootstrap: str | None = BootstrapOpt,
     file: Path = SpecOpt,
     fmt: Format = typer.Option(Format.table, "--output", "-o", help="table (plain lines) or json (JSON lines)."),
@@ -57,7 +62,7 @@ def consume(
     mode = "json" if fmt is Format.json else "key" if print_key else "value"
     out = sys.stdout.buffer
     cc = console.ConsoleConsumer(spec, topic, group, from_beginning, max_messages, timeout, partition, offset,
-                                 bootstrap)
+                                 bootstrap, user)
     try:
         with cc:
             for batch in cc.batches():

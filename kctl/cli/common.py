@@ -71,4 +71,9 @@ def load(path: Path) -> ClusterSpec:
     spec, warnings = load_spec(path)
     for w in warnings:
         warn(w)
+    if spec.security.enabled and spec.state_dir is None:
+        # Its secrets live in the state dir next to kctl.yaml: every client finds them from any directory.
+        from kctl.spec import state_dir_for
+
+        spec = spec.model_copy(update={"state_dir": str(state_dir_for(spec, path))})
     return spec

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -22,6 +23,8 @@ def init(
     name: str | None = typer.Option(None, "--name", help="Cluster name [default: logger]; with a name, the"
                                                          " ports are chosen free of running clusters."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+    secure: bool = typer.Option(False, "--secure", help="The secured profile: TLS, SASL/SCRAM, ACLs, ZooKeeper"
+                                                        " authentication (security.enabled: true)."),
 ) -> None:
     """Write a kctl.yaml with every default spelled out (cluster "logger", nodes logger1..logger3)."""
     import yaml
@@ -37,14 +40,18 @@ def init(
     plan = identity.plan_init(cluster, state_dir_for(ClusterSpec(name=cluster), file), pick_ports=name is not None)
     for w in plan.warnings:
         output.warn(w)
-    text = default_spec_yaml(cluster, plan.settings)
+    settings: dict[str, Any] = dict(plan.settings)
+    if secure:
+        settings["security"] = {"enabled": True}
+    text = default_spec_yaml(cluster, settings)
     spec, _ = parse_spec(yaml.safe_load(text))  # what we write must load
     try:
         file.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise KctlError(f"cannot write {file}: {exc.strerror}") from None
-    output.info(f"wrote {file} (cluster {cluster!r}, 3 nodes, bootstrap servers {spec.bootstrap_servers});"
-                " next: `kctl render` or `kctl up`")
+    output.info(f"wrote {file} (cluster {cluster!r}, 3 nodes, bootstrap servers {spec.bootstrap_servers}"
+                + (", secured: SASL_SSL, ACLs, ZooKeeper authentication" if secure else "")
+                + "); next: `kctl render` or `kctl up`")
 
 
 def render_cmd(

@@ -140,6 +140,7 @@ def submit(
         starting_offsets=starting_offsets, fail_on_data_loss=fail_on_data_loss,
         max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
         name=name, optimize_every=optimize_every, vacuum_retain_hours=retain_hours,
+        spec_file=str(spec.resolve()) if not bootstrap and spec.exists() else None,
     )
     if not detach:
         info(f"starting the stream job on {master} ({cfg.trigger}); Ctrl-C stops it after the current batch")

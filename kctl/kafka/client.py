@@ -1,8 +1,9 @@
 """confluent-kafka clients bound to the cluster's EXTERNAL listeners on 127.0.0.1.
 
 The one place that builds AdminClient, Producer and Consumer (bootstrap, quiet
-librdkafka logging, timeouts, the Java client's partitioner), and the one place
-that turns a KafkaException into a KctlError for the operator.
+librdkafka logging, timeouts, the Java client's partitioner, and on a secured
+cluster SASL_SSL with the admin user or ``user``: :mod:`kctl.security.store`), and
+the one place that turns a KafkaException into a KctlError for the operator.
 """
 
 from __future__ import annotations
@@ -32,8 +33,20 @@ def bootstrap_of(spec: ClusterSpec | None = None, bootstrap: str | None = None) 
     return servers
 
 
-def base_config(spec: ClusterSpec | None = None, bootstrap: str | None = None) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap_of(spec, bootstrap), "log_level": 0, "logger": _quiet_logger()}
+def security_config(spec: ClusterSpec | None, user: str | None = None) -> dict[str, str]:
+    """librdkafka's security settings for a secured cluster (the admin user unless ``user``); {} otherwise."""
+    if spec is None or not spec.security.enabled:
+        return {}
+    from kctl.security import store
+
+    auth = store.client_auth(spec, user)
+    return auth.librdkafka() if auth is not None else {}
+
+
+def base_config(spec: ClusterSpec | None = None, bootstrap: str | None = None,
+                user: str | None = None) -> dict[str, Any]:
+    return {"bootstrap.servers": bootstrap_of(spec, bootstrap), "log_level": 0, "logger": _quiet_logger(),
+            **security_config(spec, user)}
 
 
 def _quiet_logger() -> Any:
@@ -47,19 +60,19 @@ def _quiet_logger() -> Any:
     return log
 
 
-def admin(spec: ClusterSpec | None = None, bootstrap: str | None = None) -> Any:
+def admin(spec: ClusterSpec | None = None, bootstrap: str | None = None, user: str | None = None) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({**base_config(spec, bootstrap), "socket.timeout.ms": int(REQUEST_TIMEOUT * 1000)})
+    return AdminClient({**base_config(spec, bootstrap, user), "socket.timeout.ms": int(REQUEST_TIMEOUT * 1000)})
 
 
 def producer(spec: ClusterSpec | None = None, bootstrap: str | None = None, *, acks: str = "all",
-             timeout: float = MESSAGE_TIMEOUT, **extra: Any) -> Any:
+             timeout: float = MESSAGE_TIMEOUT, user: str | None = None, **extra: Any) -> Any:
     """An idempotent (with acks=all) producer with the Java client's partitioner; ``extra`` wins."""
     from confluent_kafka import Producer
 
     conf: dict[str, Any] = {
-        **base_config(spec, bootstrap),
+        **base_config(spec, bootstrap, user),
         "acks": acks,
         # Retries never reorder or duplicate a key's records (needs acks=all).
         "enable.idempotence": acks in ("all", "-1"),
@@ -72,12 +85,12 @@ def producer(spec: ClusterSpec | None = None, bootstrap: str | None = None, *, a
 
 
 def consumer(spec: ClusterSpec | None = None, bootstrap: str | None = None, *, group: str | None = None,
-             **extra: Any) -> Any:
+             user: str | None = None, **extra: Any) -> Any:
     """A consumer that never commits on its own: callers commit exactly what they processed."""
     from confluent_kafka import Consumer
 
     conf: dict[str, Any] = {
-        **base_config(spec, bootstrap),
+        **base_config(spec, bootstrap, user),
         # librdkafka wants a group id even for assign(); a random one joins nothing and commits nothing.
         "group.id": group or f"kctl-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False,
@@ -129,6 +142,13 @@ def kafka_error(exc: BaseException, what: str, *, topic: str | None = None, grou
         return KctlError(f"{what}: {msg}", hint="set kafka.delete_topic_enable: true in kctl.yaml")
     if code == "NON_EMPTY_GROUP":
         return KctlError(f"group {group or what!r} still has active members", hint="stop its consumers first")
+    if code in ("TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
+                "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"):
+        return KctlError(f"{what}: not authorized ({code}: {msg})",
+                         hint="`kctl acl list` shows the ACLs; `kctl acl add` grants one")
+    if code in ("SASL_AUTHENTICATION_FAILED", "_AUTHENTICATION", "_SSL"):
+        return KctlError(f"{what}: authentication failed ({msg})",
+                         hint="`kctl client-config` prints the settings that work")
     if code in _TIMEOUTS:
         return ClusterError(f"{what}: the cluster did not answer in time ({msg})",
                             hint="is the cluster up? `kctl status`; `kctl up` starts it")

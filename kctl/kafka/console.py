@@ -159,7 +159,8 @@ class ConsoleConsumer:
 
     def __init__(self, spec: ClusterSpec | None, topic: str, group: str | None = None,
                  from_beginning: bool = False, max_messages: int | None = None, timeout: float | None = None,
-                 partition: int | None = None, offset: str | None = None, bootstrap: str | None = None) -> None:
+                 partition: int | None = None, offset: str | None = None, bootstrap: str | None = None,
+                 user: str | None = None) -> None:
         from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
         if offset is not None and partition is None:
@@ -174,12 +175,12 @@ class ConsoleConsumer:
         self.result = ConsumeResult(topic, group)
         self._next: dict[int, int] = {}
         self._closed = False
-        self._c = consumer(spec, bootstrap, group=group,
-                           **{"auto.offset.reset": "earliest" if from_beginning else "latest",
+        extra: dict[str, Any] = {"auto.offset.reset": "earliest" if from_beginning else "latest",
                               # librdkafka postpones a partition's next fetch by this much (1 s by
                               # default) when its local queue looks full; a console consumer drains
                               # the queue in large blocks, so that wait would only stall it.
-                              "fetch.queue.backoff.ms": FETCH_BACKOFF_MS})
+                              "fetch.queue.backoff.ms": FETCH_BACKOFF_MS}
+        self._c = consumer(spec, bootstrap, group=group, user=user, **extra)
         try:
             parts = require_topics(spec, [topic], bootstrap, client=self._c)[topic]
             if partition is not None and not 0 <= partition < parts:

@@ -124,6 +124,8 @@ def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float
     for node in spec.nodes:
         host = spec.kafka_host(node)
         argv = [f"/opt/kafka/bin/{tool}", "--bootstrap-server", f"{host}:{spec.kafka.internal_port}", *args]
+        if spec.security.enabled:  # the admin user's client settings: a file in the node, no password in argv
+            argv += ["--command-config", contract.secret_path(contract.ADMIN_CLIENT_FILE)]
         try:
             code, out = compose.exec_in(spec, host, argv, timeout=timeout)
         except KctlError as exc:  # that container is not running: try the next one
@@ -175,6 +177,11 @@ def converge(
     _require_image(dc, spec.image_ref)
 
     write(rendered, state_dir)
+    from kctl.security import store
+
+    made = store.ensure(spec, state_dir)  # secured clusters: CA, certificates, passwords, JAAS files
+    if made:
+        say(f"secrets: {len(made)} file(s) written in {store.secrets_dir(state_dir)} (mode 0600)")
     for item in plan:
         say(f"{item.name}: {item.action} ({item.reason})")
     if any(i.action != "noop" for i in plan):

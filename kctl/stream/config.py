@@ -44,6 +44,32 @@ class JobConfig:
     outputs: list[str] = field(default_factory=lambda: ["archive", "deadletter", "metrics"])
     # Progress events kept on disk (see kctl.stream.progress); a benchmark asks for as many as it reads.
     progress_history: int = 500
+    # A secured cluster's kctl.yaml: the job and the preflight take the admin user's client settings from
+    # its state dir at run time, so no password is ever written into this config.
+    spec_file: str | None = None
+
+    def secured_spec(self) -> Any:
+        """The ClusterSpec of ``spec_file`` when its cluster is secured (kctl's client factory adds SASL_SSL)."""
+        if not self.spec_file:
+            return None
+        from kctl.spec import load_spec, state_dir_for
+
+        spec, _ = load_spec(self.spec_file)
+        if not spec.security.enabled:
+            return None
+        return spec.model_copy(update={"state_dir": str(state_dir_for(spec, Path(self.spec_file)))})
+
+    def kafka_security(self) -> dict[str, str]:
+        """The Java client's security settings (Spark's ``kafka.*`` options); {} for a plain cluster."""
+        spec = self.secured_spec()
+        if spec is None:
+            return {}
+        from kctl.kafka.security import client_config
+
+        props = dict(line.split("=", 1) for line in client_config(spec, None, "java").splitlines()
+                     if line and not line.startswith("#"))
+        props.pop("bootstrap.servers", None)
+        return props
 
     @property
     def available_now(self) -> bool:

@@ -340,6 +340,8 @@ def read_kafka(spark: Any, cfg: JobConfig) -> Any:
     )
     if cfg.max_offsets_per_trigger:
         r = r.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    for k, v in cfg.kafka_security().items():  # a secured cluster: security.protocol, sasl.*, the truststore
+        r = r.option(f"kafka.{k}", v)
     return r.load()
 
 

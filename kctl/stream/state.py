@@ -104,15 +104,16 @@ def committed_offsets(checkpoint: str | Path) -> tuple[int | None, dict[str, dic
     return b, offsets
 
 
-def latest_offsets(bootstrap: str, topics: list[str], timeout_s: float = 5.0) -> dict[str, dict[int, tuple[int, int]]]:
-    """{topic: {partition: (low, high)}} watermarks from Kafka."""
+def latest_offsets(bootstrap: str, topics: list[str], timeout_s: float = 5.0,
+                   spec: Any = None) -> dict[str, dict[int, tuple[int, int]]]:
+    """{topic: {partition: (low, high)}} watermarks from Kafka (``spec``: a secured cluster's)."""
     from confluent_kafka import KafkaException, TopicPartition
 
     from kctl.kafka.client import consumer, kafka_error
     from kctl.stream.preflight import check_topics
 
-    parts = check_topics(bootstrap, topics, timeout_s)
-    c = consumer(bootstrap=bootstrap)
+    parts = check_topics(bootstrap, topics, timeout_s, spec=spec)
+    c = consumer(spec, bootstrap=bootstrap)
     out: dict[str, dict[int, tuple[int, int]]] = {}
     try:
         for t, n in parts.items():
@@ -148,7 +149,10 @@ def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus
     rows: list[PartitionLag] = []
     total: int | None = None
     if bootstrap and topics:
-        latest = latest_offsets(bootstrap, topics)
+        from kctl.stream.config import JobConfig
+
+        secured = JobConfig("", [], "", "", spec_file=cfg.get("spec_file")).secured_spec()
+        latest = latest_offsets(bootstrap, topics, spec=secured)
         total = 0
         for t in topics:
             for p, (lo, hi) in sorted(latest.get(t, {}).items()):

@@ -58,7 +58,7 @@ def submit(cfg: JobConfig, *, detach: bool = False, timeout_s: float | None = No
     require("pyspark", "stream")  # the job process needs it; say so before anything starts
     if not cfg.topics:
         raise UsageError("no topic to read", hint="pass --topic")
-    check_topics(cfg.bootstrap_servers, cfg.topics)
+    check_topics(cfg.bootstrap_servers, cfg.topics, spec=cfg.secured_spec())
     if not cfg.jars and not cfg.packages:
         cfg.jars = jarlib.jars_for_job(None)
     sd = state_dir(cfg.checkpoint)

@@ -107,6 +107,9 @@ class KafkaCluster:
     ``nodes`` is the number of nodes (each runs ZooKeeper N and broker N);
     ``spec`` is a ClusterSpec or a kctl.yaml-shaped dict, and any other
     keyword arguments are kctl.yaml settings (``kafka={"num_partitions": 6}``).
+    ``security=True`` is the secured profile (``security.enabled``): SASL_SSL
+    listeners, ACLs, ZooKeeper authentication; :meth:`client_config` gives the
+    settings a client needs.
     """
 
     def __init__(
@@ -118,6 +121,7 @@ class KafkaCluster:
         reuse: bool = False,
         startup_timeout: float = 300,
         workdir: str | os.PathLike[str] | None = None,
+        security: bool = False,
         **settings: Any,
     ) -> None:
         data: dict[str, Any] = spec.model_dump(mode="json") if isinstance(spec, ClusterSpec) else dict(spec or {})
@@ -129,6 +133,8 @@ class KafkaCluster:
                 "default_replication_factor": rf, "offsets_topic_replication_factor": rf,
                 "transaction_state_log_replication_factor": rf, "min_insync_replicas": max(1, rf - 1)}}, data)
         data = _deep_merge(data, settings)
+        if security:
+            data = _deep_merge({"security": {"enabled": True}}, data)
         if "nodes" not in data:
             data["nodes"] = [{"id": i, "hostname": f"logger{i}"} for i in range(1, nodes + 1)]
         self.reuse = reuse
@@ -143,6 +149,8 @@ class KafkaCluster:
         self._own_workdir = workdir is None
         base = Path(workdir) if workdir else Path(tempfile.gettempdir()) / "kctl-testing"
         self.workdir = base / name
+        if (data.get("security") or {}).get("enabled"):
+            data["state_dir"] = str(self.workdir / ".kctl" / name)  # its secrets: found from any directory
         self.spec: ClusterSpec = parse_spec(self._with_ports(data))[0]
         self._compose: Any = None
         self._docker: Any = None
@@ -190,6 +198,9 @@ class KafkaCluster:
         self.spec_file.write_text(yaml.safe_dump(self.spec.model_dump(mode="json", exclude_none=True),
                                                  sort_keys=False))
         write(render(self.spec, self.state_dir), self.state_dir)
+        from kctl.security import store
+
+        store.ensure(self.spec, self.state_dir)
         self._compose = DockerCompose(context=str(self.state_dir), compose_file_name="compose.yaml", wait=False)
         self._started = True
         try:
@@ -254,6 +265,14 @@ class KafkaCluster:
     @property
     def zookeeper_connect(self) -> str:
         return self.spec.zookeeper_connect_host
+
+    def client_config(self, user: str | None = None) -> dict[str, str]:
+        """librdkafka settings of a client: bootstrap servers, and on a secured cluster SASL_SSL as the
+        admin user (or ``user``, made with ``kctl user create``) with the cluster's CA file."""
+        from kctl.security import store
+
+        auth = store.client_auth(self.spec, user, self.state_dir)
+        return {"bootstrap.servers": self.bootstrap_servers, **(auth.librdkafka() if auth else {})}
 
     @property
     def internal_bootstrap_servers(self) -> str:

@@ -17,6 +17,18 @@ from kctl.spec import ClusterSpec
 logging.getLogger("kazoo").setLevel(logging.CRITICAL)
 
 
+def sasl_options(spec: ClusterSpec, principal: str | None = None) -> dict[str, Any]:
+    """kazoo's DIGEST-MD5 login for a secured cluster (kctl's own read principal unless ``principal``)."""
+    if not (spec.security.enabled and spec.security.zookeeper.sasl):
+        return {}
+    from kctl.properties import ZK_KCTL_PRINCIPAL
+    from kctl.security import store
+
+    name = principal or ZK_KCTL_PRINCIPAL
+    password = store.passwords(spec, store.state_dir_of(spec))[name]
+    return {"sasl_options": {"mechanism": "DIGEST-MD5", "username": name, "password": password}}
+
+
 @contextmanager
 def connect(spec: ClusterSpec, timeout: float = 3.0, chroot: bool = True) -> Iterator[Any]:
     """A started KazooClient on the published client ports (with Kafka's chroot unless chroot=False)."""
@@ -27,7 +39,7 @@ def connect(spec: ClusterSpec, timeout: float = 3.0, chroot: bool = True) -> Ite
     if chroot and spec.kafka.zookeeper_chroot:
         hosts += spec.kafka.zookeeper_chroot
     zk = KazooClient(hosts=hosts, timeout=timeout, connection_retry={"max_tries": 1, "delay": 0.1},
-                     command_retry={"max_tries": 0}, read_only=True)
+                     command_retry={"max_tries": 0}, read_only=True, **sasl_options(spec))
     try:
         zk.start(timeout=timeout)
     except KazooTimeoutError:
@@ -103,18 +115,26 @@ def _missing(path: str) -> KctlError:
     return KctlError(f"no znode {path}", hint="`kctl zk ls /` lists the root; `kctl zk tree / --depth 2` walks it")
 
 
+def _no_auth(path: str) -> KctlError:
+    return KctlError(f"znode {path} is not readable by kctl's ZooKeeper principal",
+                     hint="on a secured cluster (zookeeper.set.acl) Kafka keeps its sensitive znodes, such as the"
+                          " SCRAM credentials under /config/users, for the brokers' principal alone")
+
+
 def ls(zk: Any, path: str) -> list[str]:
-    from kazoo.exceptions import NoNodeError
+    from kazoo.exceptions import NoAuthError, NoNodeError
 
     path = _norm(path)
     try:
         return sorted(zk.get_children(path))
     except NoNodeError:
         raise _missing(path) from None
+    except NoAuthError:
+        raise _no_auth(path) from None
 
 
 def get(zk: Any, path: str) -> ZNode:
-    from kazoo.exceptions import NoNodeError
+    from kazoo.exceptions import NoAuthError, NoNodeError
 
     path = _norm(path)
     try:
@@ -122,13 +142,15 @@ def get(zk: Any, path: str) -> ZNode:
         children = sorted(zk.get_children(path))
     except NoNodeError:
         raise _missing(path) from None
+    except NoAuthError:
+        raise _no_auth(path) from None
     text, parsed = _decode(raw)
     return ZNode(path, text, parsed, _stat(st), children)
 
 
 def tree(zk: Any, path: str = "/", depth: int = 3, with_data: bool = False, limit: int = 5000) -> list[TreeEntry]:
     """Depth-first walk from ``path``, ``depth`` levels below it, at most ``limit`` znodes."""
-    from kazoo.exceptions import NoNodeError
+    from kazoo.exceptions import NoAuthError, NoNodeError
 
     root = _norm(path)
     out: list[TreeEntry] = []
@@ -143,6 +165,10 @@ def tree(zk: Any, path: str = "/", depth: int = 3, with_data: bool = False, limi
             if p == root:
                 raise _missing(p) from None
             return  # deleted while walking
+        except NoAuthError:
+            if p == root:
+                raise _no_auth(p) from None
+            return  # a znode only the brokers' principal may read
         text = _decode(raw)[0] if with_data else None
         out.append(TreeEntry(p, d, len(kids), st.dataLength, st.ephemeralOwner != 0, text))
         if d < depth:

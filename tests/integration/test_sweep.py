@@ -48,6 +48,13 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("zk", "purge"): ["--keep", "3"],
     # baseline injects no fault: a missing guard would show as a drill topic in the other cluster
     ("drill", "run"): ["baseline", "--duration", "3s", "--rate", "10", "--bounces", "1", "--hold", "0s"],
+    ("user", "create"): ["sweep-u"],
+    ("user", "passwd"): ["sweep-u"],
+    ("user", "delete"): ["sweep-u"],
+    ("acl", "add"): ["--allow", "User:sweep-u", "--operation", "write", "--topic", TOPIC],
+    ("acl", "remove"): ["--allow", "User:sweep-u", "--operation", "write", "--topic", TOPIC],
+    ("quota", "set"): ["producer_byte_rate=1000", "--user", "sweep-u"],
+    ("quota", "delete"): ["producer_byte_rate", "--user", "sweep-u"],
 }
 
 # Commands the sweep does not run, and why.
@@ -62,7 +69,7 @@ SKIP: dict[tuple[str, ...], str] = {
 }
 
 # Commands that work offline on the spec and its state dir: they may succeed where the cluster is absent.
-OFFLINE = {("render",), ("doctor",), ("zk", "storage"), ("drill", "list")}
+OFFLINE = {("render",), ("doctor",), ("zk", "storage"), ("drill", "list"), ("client-config",)}
 # Commands whose report is a table of checks, each with its hint (on stdout): exit 1 is their verdict.
 REPORTS = {("doctor",)}
 # Per case, the commands that may exit 0 because they are right to: nothing of another cluster is touched.

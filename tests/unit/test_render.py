@@ -25,6 +25,7 @@ CASES: dict[str, dict[str, Any]] = {
     "observer": {"nodes": [{"id": 1, "hostname": "logger1"}, {"id": 2, "hostname": "logger2"},
                            {"id": 3, "hostname": "logger3"},
                            {"id": 4, "hostname": "logger4", "role": "observer"}]},
+    "secure": {"security": {"enabled": True}},
 }
 
 

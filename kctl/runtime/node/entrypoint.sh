@@ -25,6 +25,18 @@ prop() {
 }
 
 mkdir -p "$DATA_DIR" "$LOG_DIR"
+
+# Secrets (secured clusters): the read-only mount belongs to the host user; the JVMs run as
+# logger, so they get a private copy it owns, mode 0600 in a 0700 directory.
+SECRETS_MOUNT=/etc/kctl-secrets
+SECRETS_DIR=/run/kctl/secrets
+if [ -d "$SECRETS_MOUNT" ]; then
+  rm -rf "$SECRETS_DIR"
+  install -d -m 0700 -o 555 -g 555 "$SECRETS_DIR"
+  for f in "$SECRETS_MOUNT"/*; do
+    [ -f "$f" ] && install -m 0600 -o 555 -g 555 "$f" "$SECRETS_DIR/"
+  done
+fi
 rm -f /etc/supervisor/conf.d/*.conf
 
 for svc in ${SERVICES//,/ }; do

@@ -1,0 +1,254 @@
+"""The secrets of a secured cluster, in ``<state>/secrets`` (mode 0700; every file 0600).
+
+Layout::
+
+    secrets/ca.key, ca.pem            the cluster's CA (ca.pem is the CA file clients trust)
+    secrets/passwords.json            generated passwords: the admin user, ZooKeeper principals, keystores
+    secrets/users/<name>.password     users made with `kctl user create`
+    secrets/<host>/                   what container <host> mounts read-only on contract.SECRETS_MOUNT:
+        keystore.p12, ca.pem, passwords.properties, kafka.jaas, zookeeper.jaas,
+        admin-client.properties, scram-bootstrap.properties
+
+Passwords come from :mod:`secrets`, live in these files only, and reach the JVMs as files
+(JAAS, FileConfigProvider): never kctl.yaml, an environment variable or a process argument.
+This module is light (no cryptography, no jinja2 at import): every client reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets as _secrets
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kctl import contract
+from kctl.errors import KctlError
+from kctl.spec import ClusterSpec
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+PASSWORDS = "passwords.json"
+USERS = "users"
+SCRAM_BOOTSTRAP_FILE = "scram-bootstrap.properties"
+KEYSTORE = "keystore"  # the key of the keystores' password in passwords.json
+_USER_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+
+
+def state_dir_of(spec: ClusterSpec) -> Path:
+    """The state dir of a spec loaded by kctl (``kctl.cli.common.load`` makes ``state_dir`` absolute)."""
+    from kctl.spec import state_dir_for
+
+    return state_dir_for(spec, None)
+
+
+def secrets_dir(state_dir: Path) -> Path:
+    return state_dir / contract.HOST_SECRETS
+
+
+def new_password() -> str:
+    return _secrets.token_urlsafe(24)
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    os.chmod(path, DIR_MODE)
+    return path
+
+
+def write_secret(path: Path, data: bytes | str) -> bool:
+    """Write a 0600 file atomically (created 0600, never world-readable for a moment); True if it changed."""
+    raw = data.encode() if isinstance(data, str) else data
+    _private_dir(path.parent)
+    if path.exists() and path.read_bytes() == raw:
+        os.chmod(path, FILE_MODE)
+        return False
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mkstemp: mode 0600
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def check_user(name: str) -> str:
+    if not name or len(name) > 64 or any(c not in _USER_CHARS for c in name) or name[0] in "._-":
+        raise KctlError(f"{name!r} is not a user name", hint="letters, digits, '.', '_' and '-', at most 64")
+    return name
+
+
+# ----- passwords ------------------------------------------------------------------------------
+
+
+def passwords(spec: ClusterSpec, state_dir: Path, *, create: bool = False) -> dict[str, str]:
+    """The generated passwords (admin user, ZooKeeper principals, keystores), made on first use with ``create``."""
+    from kctl import properties as p
+
+    path = secrets_dir(state_dir) / PASSWORDS
+    try:
+        data: dict[str, str] = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        if not create:
+            raise missing(spec, state_dir) from None
+        data = {}
+    except (OSError, ValueError) as exc:
+        raise KctlError(f"cannot read {path}: {exc}", hint="its owner can read it (mode 0600)") from None
+    wanted = [spec.security.admin_user, p.ZK_BROKER_PRINCIPAL, p.ZK_KCTL_PRINCIPAL, p.ZK_QUORUM_PRINCIPAL, KEYSTORE]
+    if create and any(k not in data for k in wanted):
+        data = {**{k: new_password() for k in wanted}, **data}
+        write_secret(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    elif any(k not in data for k in wanted):
+        raise missing(spec, state_dir)
+    return data
+
+
+def missing(spec: ClusterSpec, state_dir: Path) -> KctlError:
+    return KctlError(f"cluster {spec.name!r} has no secrets in {secrets_dir(state_dir)} (security.enabled is set)",
+                     hint="`kctl up` creates them (run kctl from the directory of this kctl.yaml)")
+
+
+def user_file(state_dir: Path, user: str) -> Path:
+    return secrets_dir(state_dir) / USERS / f"{check_user(user)}.password"
+
+
+def user_password(spec: ClusterSpec, state_dir: Path, user: str | None = None) -> tuple[str, str]:
+    """(user, password) of the admin user (default) or of a user made with `kctl user create`."""
+    admin = spec.security.admin_user
+    name = user or admin
+    if name == admin:
+        return name, passwords(spec, state_dir)[admin]
+    path = user_file(state_dir, name)
+    try:
+        return name, path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise KctlError(f"no password of user {name!r} in {path.parent}",
+                        hint=f"`kctl user create {name}` makes the user and keeps its password there") from None
+
+
+def save_user_password(state_dir: Path, user: str, password: str) -> Path:
+    path = user_file(state_dir, user)
+    write_secret(path, password + "\n")
+    return path
+
+
+def forget_user(state_dir: Path, user: str) -> None:
+    user_file(state_dir, user).unlink(missing_ok=True)
+
+
+def known_users(state_dir: Path) -> list[str]:
+    d = secrets_dir(state_dir) / USERS
+    return sorted(p.name[: -len(".password")] for p in d.glob("*.password")) if d.is_dir() else []
+
+
+# ----- client settings -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClientAuth:
+    """What a client needs to reach a secured cluster's EXTERNAL listeners."""
+
+    protocol: str  # SASL_SSL or SASL_PLAINTEXT
+    mechanism: str
+    username: str
+    password: str
+    ca_location: str | None  # PEM file of the cluster's CA (None without TLS)
+
+    def librdkafka(self) -> dict[str, str]:
+        conf = {"security.protocol": self.protocol, "sasl.mechanisms": self.mechanism,
+                "sasl.username": self.username, "sasl.password": self.password}
+        if self.ca_location:
+            conf["ssl.ca.location"] = self.ca_location
+        return conf
+
+
+def client_auth(spec: ClusterSpec, user: str | None = None, state_dir: Path | None = None) -> ClientAuth | None:
+    """The admin user's (or ``user``'s) client settings; None for a cluster without security."""
+    if not spec.security.enabled:
+        return None
+    from kctl.properties import security_protocol
+
+    sd = state_dir or state_dir_of(spec)
+    name, password = user_password(spec, sd, user)
+    ca = secrets_dir(sd) / contract.CA_FILE
+    return ClientAuth(security_protocol(spec), spec.security.sasl_mechanism, name, password,
+                      str(ca.resolve()) if spec.security.tls else None)
+
+
+# ----- creating everything (kctl up) ---------------------------------------------------------
+
+
+def ensure(spec: ClusterSpec, state_dir: Path) -> list[str]:
+    """Create what is missing: passwords, the CA, each container's certificate, keystore and secret files.
+
+    Idempotent: an existing CA and passwords are kept (a certificate is remade when its names
+    no longer match the container's). Returns what was written, for the progress output.
+    """
+    if not spec.security.enabled:
+        return []
+    from kctl import properties as p
+    from kctl import render
+    from kctl.security import pki
+
+    root = _private_dir(secrets_dir(state_dir))
+    made: list[str] = []
+    pw = passwords(spec, state_dir, create=True)
+    ca_key, ca_pem = root / "ca.key", root / contract.CA_FILE
+    if not (ca_key.exists() and ca_pem.exists()):
+        ca = pki.new_ca(spec.name)
+        write_secret(ca_key, ca.key_pem)
+        write_secret(ca_pem, ca.cert_pem)
+        made.append("CA")
+    ca = pki.KeyPair(ca_key.read_bytes(), ca_pem.read_bytes())
+    admin = spec.security.admin_user
+    for host, _node, services in p.services_of(spec):
+        d = _private_dir(root / host)
+        files: dict[str, bytes | str] = {contract.CA_FILE: ca.cert_pem}
+        certs = _private_dir(root / "certs")  # the node's key stays on the host: its keystore carries it
+        cert_file, key_file = certs / f"{host}.pem", certs / f"{host}.key"
+        fresh = False
+        if not (cert_file.exists() and key_file.exists()
+                and set(pki.cert_sans(cert_file.read_bytes())) == set(pki.sans_of(host))
+                and _signed_by(cert_file.read_bytes(), ca.cert_pem)):
+            pair = pki.node_cert(ca, host)
+            write_secret(key_file, pair.key_pem)
+            write_secret(cert_file, pair.cert_pem)
+            made.append(f"certificate of {host}")
+            fresh = True
+        pair = pki.KeyPair(key_file.read_bytes(), cert_file.read_bytes())
+        if "kafka" in services:
+            ks = d / contract.KEYSTORE_FILE
+            if fresh or not ks.exists():
+                files[contract.KEYSTORE_FILE] = pki.pkcs12(pair, ca.cert_pem, host, pw[KEYSTORE])
+            files[contract.PASSWORDS_FILE] = f"{p.KEYSTORE_PASSWORD_KEY}={pw[KEYSTORE]}\n"
+            files[contract.KAFKA_JAAS_FILE] = render.jaas_file(p.kafka_jaas(spec, pw), host)
+            files[contract.ADMIN_CLIENT_FILE] = render.client_properties(
+                p.admin_client(spec, pw[admin]), f"client settings of {admin} for Kafka's tools in {host}")
+            files[SCRAM_BOOTSTRAP_FILE] = f"{spec.security.sasl_mechanism}=password={pw[admin]}\n"
+        if "zookeeper" in services and spec.security.zookeeper.sasl:
+            files[contract.ZOOKEEPER_JAAS_FILE] = render.jaas_file(p.zookeeper_jaas(spec, pw), host)
+        for name, data in files.items():
+            if write_secret(d / name, data):
+                made.append(f"{host}/{name}")
+    return made
+
+
+def _signed_by(cert_pem: bytes, ca_pem: bytes) -> bool:
+    from cryptography import x509
+
+    return x509.load_pem_x509_certificate(cert_pem).issuer == x509.load_pem_x509_certificate(ca_pem).subject
+
+
+def metadata_auth(spec: ClusterSpec, state_dir: Path | None = None) -> Any:
+    """The admin user's credentials for kctl's own Metadata requests (kctl.kafka.metadata.Auth), or None."""
+    auth = client_auth(spec, state_dir=state_dir)
+    if auth is None:
+        return None
+    from kctl.kafka.metadata import Auth
+
+    return Auth(auth.mechanism, auth.username, auth.password, auth.ca_location)

@@ -1,0 +1,262 @@
+"""The secured profile on one real cluster (KafkaCluster(security=True)), checked with independent
+clients where possible: kcat, confluent-kafka, kazoo, raw sockets, `docker inspect`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kctl import contract
+from kctl.kafka import metadata as kmd
+from kctl.security import store
+from kctl.testing.cluster import KafkaCluster
+from kctl.zk import fourlw
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def secure() -> Iterator[KafkaCluster]:
+    with KafkaCluster(nodes=3, security=True) as cluster:
+        yield cluster
+
+
+def kctl(cluster: KafkaCluster, *args: str, stdin: str | None = None,
+         timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kctl", *args, "-f", str(cluster.spec_file)], input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def ok(p: subprocess.CompletedProcess[str]) -> str:
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def kcat(conf: dict[str, str], tmp: Path, *args: str, stdin: str | None = None,
+         timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    f = tmp / f"kcat-{uuid.uuid4().hex[:6]}.conf"
+    store.write_secret(f, "".join(f"{k}={v}\n" for k, v in conf.items()))
+    return subprocess.run(["kcat", "-F", str(f), *args], input=stdin, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def admin_errors(conf: dict[str, str]) -> tuple[bool, list[str]]:
+    """Whether a confluent-kafka AdminClient with ``conf`` gets metadata, and the errors it reported."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    errors: list[str] = []
+    a = AdminClient({**conf, "error_cb": lambda e: errors.append(f"{e.name()}: {e.str()}"), "log_level": 0})
+    try:
+        a.list_topics(timeout=8)
+        return True, errors
+    except KafkaException as exc:
+        errors.append(str(exc))
+        for _ in range(5):  # serve the error callbacks: the authentication or TLS error itself
+            a.poll(0.5)
+        return False, errors
+
+
+def test_every_command_works_as_the_admin_user(secure: KafkaCluster) -> None:
+    assert ok(kctl(secure, "status", "-o", "json"))
+    t = f"sec-cmd-{uuid.uuid4().hex[:6]}"
+    ok(kctl(secure, "topic", "create", t, "-p", "3", "-r", "3"))
+    assert t in ok(kctl(secure, "topic", "list"))
+    ok(kctl(secure, "produce", t, stdin="one\ntwo\nthree\n"))
+    got = ok(kctl(secure, "consume", t, "--from-beginning", "--group", "sec-g", "--max", "3", "--timeout", "20"))
+    assert sorted(got.split()) == ["one", "three", "two"]
+    assert "sec-g" in ok(kctl(secure, "group", "list"))
+    assert sorted(json.loads(ok(kctl(secure, "zk", "ls", "/brokers/ids", "-o", "json")))["children"]) == ["1", "2", "3"]
+    ok(kctl(secure, "config", "set", "retention.ms=3600000", "--topic", t))
+    # kafka-configs in a node, with the admin user's --command-config file
+    ok(kctl(secure, "quota", "set", "--user", "quota-user", "producer_byte_rate=104857600"))
+    assert "104857600" in ok(kctl(secure, "config", "describe", "--user", "quota-user"))
+    ok(kctl(secure, "quota", "delete", "--user", "quota-user", "producer_byte_rate"))
+    assert "104857600" not in ok(kctl(secure, "config", "describe", "--user", "quota-user"))
+
+
+def test_up_readiness_and_round_trip_on_the_running_cluster(secure: KafkaCluster) -> None:
+    p = kctl(secure, "up", timeout=300)  # nothing to change: the readiness stages run, as the admin user
+    assert p.returncode == 0, p.stderr
+    assert "noop" in p.stderr and "ok  produce/consume round trip" in p.stderr
+    assert "HEALTHY" in kctl(secure, "status").stdout
+
+
+def test_secrets_are_private_files(secure: KafkaCluster) -> None:
+    root = store.secrets_dir(secure.state_dir)
+    modes = {p: p.stat().st_mode & 0o777 for p in [root, *root.rglob("*")]}
+    assert all(m == (0o700 if p.is_dir() else 0o600) for p, m in modes.items()), modes
+    for text in (secure.spec_file.read_text(), (secure.state_dir / "compose.yaml").read_text()):
+        for pw in store.passwords(secure.spec, secure.state_dir).values():
+            assert pw not in text
+
+
+def test_no_plaintext_listener_from_the_host(secure: KafkaCluster, tmp_path: Path) -> None:
+    import docker
+
+    dc = docker.from_env()
+    published = set()
+    for c in dc.containers.list(filters={"label": f"{contract.LABEL_CLUSTER}={secure.spec.name}"}):
+        for bindings in (c.attrs["NetworkSettings"]["Ports"] or {}).values():
+            published |= {int(b["HostPort"]) for b in bindings or []}
+    kafka_ports = {secure.spec.kafka_host_port(n) for n in secure.spec.nodes}
+    zk_ports = {secure.spec.zk_host_port(n) for n in secure.spec.nodes}
+    assert published == kafka_ports | zk_ports
+    for port in kafka_ports:
+        with pytest.raises(kmd.MetadataError):
+            kmd.fetch("127.0.0.1", port, timeout=3)  # a PLAINTEXT Metadata request gets no answer
+    p = kcat({"bootstrap.servers": secure.bootstrap_servers}, tmp_path, "-L", "-m", "5")
+    assert p.returncode != 0
+
+
+def test_no_credentials_wrong_password_or_no_ca_are_refused(secure: KafkaCluster, tmp_path: Path) -> None:
+    good = secure.client_config()
+    no_sasl = {k: v for k, v in good.items() if not k.startswith("sasl.")} | {"security.protocol": "SSL"}
+    wrong = {**good, "sasl.password": "not-the-password"}
+    no_ca = {k: v for k, v in good.items() if k != "ssl.ca.location"}
+    assert admin_errors(good)[0]
+    assert kcat(good, tmp_path, "-L", "-m", "8").returncode == 0
+    cases = {"no credentials": (no_sasl, ("Disconnected", "transport failure", "TRANSPORT")),
+             "wrong password": (wrong, ("Authentication failed", "SASL authentication error", "AUTHENTICATION")),
+             "no CA": (no_ca, ("certificate verify failed", "SSL handshake failed", "_SSL"))}
+    for name, (conf, words) in cases.items():
+        reached, errors = admin_errors(conf)
+        assert not reached, name
+        assert any(w in e for e in errors for w in words), (name, errors)
+        p = kcat(conf, tmp_path, "-L", "-m", "8")
+        assert p.returncode != 0, name
+        assert any(w in p.stderr for w in words), (name, p.stderr)
+
+
+def test_a_user_without_acls_can_do_nothing_then_writes_only_its_topic(secure: KafkaCluster, tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    user = f"u{uuid.uuid4().hex[:6]}"
+    t, other = f"sec-acl-{user}", f"sec-other-{user}"
+    for name in (t, other):
+        secure.create_topic(name, partitions=1, replication_factor=3)
+    ok(kctl(secure, "user", "create", user, "--password-stdin", stdin="s3cret-password\n"))
+    conf = secure.client_config(user)
+    assert conf["sasl.password"] == "s3cret-password"
+
+    def produce(topic: str) -> str | None:
+        p = Producer({**conf, "message.timeout.ms": 8000, "log_level": 0})
+        results: list[Any] = []
+        p.produce(topic, value=f"from {user}".encode(), on_delivery=lambda e, m: results.append(e))
+        p.flush(12)
+        return results[0].name() if results and results[0] is not None else (None if results else "no report")
+
+    assert produce(t) == "TOPIC_AUTHORIZATION_FAILED"
+    c = Consumer({**conf, "group.id": f"g-{user}", "log_level": 0})
+    c.assign([TopicPartition(t, 0, 0)])
+    msgs = c.consume(1, timeout=8)
+    c.close()
+    assert msgs and msgs[0].error() is not None and "AUTHORIZATION" in msgs[0].error().name()
+
+    ok(kctl(secure, "acl", "add", "--allow", f"User:{user}", "--operation", "write", "--topic", t))
+    listed = json.loads(ok(kctl(secure, "acl", "list", "--principal", f"User:{user}", "-o", "json")))
+    assert [(a["operation"], a["resource"], a["permission"]) for a in listed] == [("write", t, "ALLOW")]
+    deadline = time.monotonic() + 30  # ACLs reach every broker through ZooKeeper notifications
+    while (res := produce(t)) is not None and time.monotonic() < deadline:
+        time.sleep(1)
+    assert res is None
+    assert produce(other) == "TOPIC_AUTHORIZATION_FAILED"
+    # An independent reader (the admin user, over kcat) finds the record in t and nothing in the other topic.
+    admin = secure.client_config()
+    got = kcat(admin, tmp_path, "-C", "-t", t, "-e", "-o", "beginning", "-q")
+    assert got.returncode == 0 and got.stdout.split("\n").count(f"from {user}") >= 1
+    empty = kcat(admin, tmp_path, "-C", "-t", other, "-e", "-o", "beginning", "-q")
+    assert empty.returncode == 0 and empty.stdout.strip() == ""
+    ok(kctl(secure, "acl", "remove", "--allow", f"User:{user}", "--operation", "write", "--topic", t))
+    ok(kctl(secure, "user", "delete", user))
+    assert user not in ok(kctl(secure, "user", "list"))
+
+
+def test_kcat_produces_with_only_what_client_config_prints(secure: KafkaCluster, tmp_path: Path) -> None:
+    t = f"sec-kcat-{uuid.uuid4().hex[:6]}"
+    secure.create_topic(t, partitions=1, replication_factor=3)
+    conf = tmp_path / "kcat.conf"
+    ok(kctl(secure, "client-config", "--format", "kcat", "--out", str(conf)))
+    assert conf.stat().st_mode & 0o777 == 0o600
+    p = subprocess.run(["kcat", "-F", str(conf), "-P", "-t", t], input="hello-secure\n", capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    back = subprocess.run(["kcat", "-F", str(conf), "-C", "-t", t, "-e", "-o", "beginning", "-q"],
+                          capture_output=True, text=True, timeout=30)
+    assert back.stdout.strip() == "hello-secure"
+
+
+def test_zookeeper_refuses_anonymous_sessions_and_guards_kafkas_znodes(secure: KafkaCluster) -> None:
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoAuthError
+
+    from kctl.zk.znodes import sasl_options
+
+    anon = KazooClient(hosts=secure.zookeeper_connect, timeout=5, connection_retry={"max_tries": 1})
+    refused = False
+    try:
+        anon.start(timeout=8)
+        anon.get_children("/brokers/ids")
+    except Exception:  # noqa: BLE001 - the session is closed by the server (auth enforced): any error is a refusal
+        refused = True
+    finally:
+        anon.stop()
+        anon.close()
+    assert refused
+    zk = KazooClient(hosts=secure.zookeeper_connect, timeout=8, **sasl_options(secure.spec))
+    zk.start(timeout=10)
+    try:
+        assert sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"]  # authenticated: may read
+        attempts = [lambda: zk.create("/brokers/ids/99", b"{}"), lambda: zk.set("/brokers/topics", b"x"),
+                    lambda: zk.create("/config/topics/evil", b"{}"), lambda: zk.create("/admin/delete_topics/x"),
+                    lambda: zk.delete("/brokers/ids/1"), lambda: zk.set("/admin", b"x")]
+        for attempt in attempts:
+            with pytest.raises(NoAuthError):
+                attempt()
+        with pytest.raises(NoAuthError):
+            zk.get("/config/users/admin")  # the SCRAM credentials: the brokers' principal alone may read them
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_four_letter_word_whitelist_and_no_admin_server(secure: KafkaCluster) -> None:
+    port = secure.spec.zk_host_port(secure.spec.nodes[0])
+    assert fourlw.ask("127.0.0.1", port, "srvr", timeout=3).whitelisted
+    for word in ("wchc", "wchp", "dump"):
+        ans = fourlw.ask("127.0.0.1", port, word, timeout=3)
+        assert "is not executed because it is not in the whitelist" in ans.text, (word, ans.text)
+    code, _ = secure.exec(1, ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/8080"])
+    assert code != 0  # the Jetty admin server does not listen
+
+
+def test_broker_jvm_hardening(secure: KafkaCluster) -> None:
+    code, out = secure.exec(1, ["bash", "-c", "tr '\\0' '\\n' < /proc/$(pgrep -f 'kafka[.]Kafka')/cmdline"])
+    assert code == 0, out
+    args = out.splitlines()
+    modules = [a for a in args if a.startswith("-Dorg.apache.kafka.disallowed.login.modules=")]
+    assert modules and "com.sun.security.auth.module.JndiLoginModule" in modules[0].split("=", 1)[1].split(",")
+    assert "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=" in args
+
+
+def test_no_password_in_docker_inspect_or_process_arguments(secure: KafkaCluster) -> None:
+    import docker
+
+    secrets = set(store.passwords(secure.spec, secure.state_dir).values())
+    dc = docker.from_env()
+    found = dc.containers.list(filters={"label": f"{contract.LABEL_CLUSTER}={secure.spec.name}"})
+    assert len(found) == 3
+    for c in found:
+        cfg = c.attrs["Config"]
+        exposed = json.dumps([cfg.get("Env"), cfg.get("Cmd"), cfg.get("Entrypoint"), c.attrs.get("Args")])
+        assert not [s for s in secrets if s in exposed], c.name
+        _, ps = secure.exec(c.labels[contract.LABEL_SERVICE], ["ps", "-ww", "-eo", "args"])
+        assert not [s for s in secrets if s in ps], c.name

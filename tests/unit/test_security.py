@@ -1,0 +1,232 @@
+"""The secured profile without Docker: spec rules, the property group, JAAS and client files,
+the secrets on disk (modes, certificates, keystores) and kctl's own SCRAM client."""
+
+from __future__ import annotations
+
+import base64
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kctl import contract, properties
+from kctl.errors import SpecError
+from kctl.kafka import metadata as kmd
+from kctl.render import jaas_file, render
+from kctl.security import pki, store
+from kctl.spec import parse_spec
+
+GOLDEN = Path(__file__).parent / "golden" / "secure-secrets"
+SECURE: dict[str, Any] = {"security": {"enabled": True}}
+FIXED = {"admin": "admin-pw", "kafka": "kafka-pw", "kctl": "kctl-pw", "zkquorum": "quorum-pw", "keystore": "ks-pw"}
+
+
+def test_security_is_off_by_default_and_on_with_its_defaults() -> None:
+    plain, _ = parse_spec({})
+    assert plain.security.enabled is False
+    assert properties.kafka_security(plain) == {} and properties.zookeeper_security(plain) == {}
+    spec, warnings = parse_spec(SECURE)
+    assert warnings == []
+    sec = spec.security
+    assert (sec.tls, sec.sasl_mechanism, sec.authorizer, sec.admin_user) == (True, "SCRAM-SHA-512", True, "admin")
+    assert (sec.zookeeper.sasl, sec.zookeeper.enforce_auth, sec.zookeeper.set_acl) == (True, True, True)
+
+
+@pytest.mark.parametrize(("settings", "needle"), [
+    ({"sasl_mechanism": "PLAIN"}, "security.sasl_mechanism"),
+    ({"admin_user": "bad user"}, "security.admin_user"),
+    ({"admin_user": "kafka"}, "security.admin_user"),
+    ({"zookeeper": {"sasl": False}}, "security.zookeeper.enforce_auth"),
+    ({"zookeeper": {"sasl": False, "enforce_auth": False}}, "security.zookeeper.set_acl"),
+    ({"colour": "red"}, "security.colour"),
+])
+def test_invalid_security_settings(settings: dict[str, Any], needle: str) -> None:
+    with pytest.raises(SpecError) as ei:
+        parse_spec({"security": {"enabled": True, **settings}})
+    assert any(p.startswith(needle) for p in ei.value.problems), ei.value.problems
+
+
+def test_tls_off_is_a_warning() -> None:
+    spec, warnings = parse_spec({"security": {"enabled": True, "tls": False}})
+    assert any(w.startswith("security.tls") for w in warnings)
+    assert properties.server_properties(spec, spec.nodes[0])[properties.PROTOCOL_MAP] == \
+        "EXTERNAL:SASL_PLAINTEXT,INTERNAL:SASL_PLAINTEXT"
+
+
+def test_server_properties_group() -> None:
+    spec, _ = parse_spec(SECURE)
+    props = properties.server_properties(spec, spec.nodes[0])
+    assert props[properties.PROTOCOL_MAP] == "EXTERNAL:SASL_SSL,INTERNAL:SASL_SSL"
+    assert props["sasl.enabled.mechanisms"] == props["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
+    assert props["super.users"] == "User:admin"
+    assert props["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
+    assert props["allow.everyone.if.no.acl.found"] == "false"
+    assert props["zookeeper.set.acl"] == "true"
+    assert props["ssl.keystore.password"].startswith("${file:/run/kctl/secrets/")
+    # No password in any rendered (world-readable) file.
+    files = render(spec).files
+    for text in files.values():
+        assert "password=" not in text.replace("password=${file:", "")
+
+
+def test_overrides_still_win() -> None:
+    spec, _ = parse_spec({**SECURE, "kafka": {"overrides": {"super.users": "User:admin;User:ops"}}})
+    assert properties.server_properties(spec, spec.nodes[0])["super.users"] == "User:admin;User:ops"
+
+
+def test_zoo_cfg_group_and_safe_whitelist() -> None:
+    spec, _ = parse_spec({**SECURE, "zookeeper": {"four_letter_words": ["*"]}})
+    cfg = properties.zoo_cfg(spec, spec.nodes[0])
+    words = cfg["4lw.commands.whitelist"].split(",")
+    assert "srvr" in words and "mntr" in words
+    assert not set(words) & {"dump", "wchc", "wchp", "*"}
+    assert cfg["admin.enableServer"] == "false"
+    assert cfg["enforce.auth.enabled"] == "true" and cfg["enforce.auth.schemes"] == "sasl"
+    assert cfg["quorum.auth.enableSasl"] == "true"
+    assert cfg["authProvider.sasl"].endswith("SASLAuthenticationProvider")
+
+
+def test_jvm_options_carry_paths_and_hardening_never_a_secret() -> None:
+    spec, _ = parse_spec(SECURE)
+    kafka = properties.jvm_options(spec, "kafka")
+    assert "-Dorg.apache.kafka.disallowed.login.modules=com.sun.security.auth.module.JndiLoginModule" in kafka
+    assert "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls= " in kafka + " "
+    assert f"-Djava.security.auth.login.config={contract.SECRETS_DIR}/kafka.jaas" in kafka
+    compose = render(spec).files["compose.yaml"]
+    for pw in FIXED.values():
+        assert pw not in compose
+    assert f"./secrets/logger1:{contract.SECRETS_MOUNT}:ro" in compose
+
+
+def test_jaas_golden() -> None:
+    spec, _ = parse_spec(SECURE)
+    files = {"kafka.jaas": jaas_file(properties.kafka_jaas(spec, FIXED), "logger1"),
+             "zookeeper.jaas": jaas_file(properties.zookeeper_jaas(spec, FIXED), "logger1")}
+    if os.environ.get("KCTL_UPDATE_GOLDEN"):
+        GOLDEN.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (GOLDEN / name).write_text(text)
+    for name, text in files.items():
+        assert text == (GOLDEN / name).read_text(), name
+
+
+def test_secrets_on_disk(tmp_path: Path) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    spec, _ = parse_spec(SECURE)
+    made = store.ensure(spec, tmp_path)
+    assert "CA" in made
+    root = store.secrets_dir(tmp_path)
+    for path in [root, *root.rglob("*")]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+    pw = store.passwords(spec, tmp_path)
+    assert len(set(pw.values())) == len(pw) and all(len(v) >= 24 for v in pw.values())
+    host = root / "logger2"
+    assert not (host / "node.key").exists()  # the key reaches the node inside its keystore only
+    key, cert, cas = pkcs12.load_key_and_certificates((host / "keystore.p12").read_bytes(), pw["keystore"].encode())
+    assert key is not None and cert is not None and len(cas) == 1
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {str(n.value) for n in sans} == {"logger2", "localhost", "127.0.0.1"}
+    assert cert.issuer == x509.load_pem_x509_certificate((root / "ca.pem").read_bytes()).subject
+    assert (host / "scram-bootstrap.properties").read_text() == f"SCRAM-SHA-512=password={pw['admin']}\n"
+    # Idempotent: a second run keeps the CA, the certificates and the passwords.
+    assert store.ensure(spec, tmp_path) == []
+    assert store.passwords(spec, tmp_path) == pw
+    auth = store.client_auth(spec, state_dir=tmp_path)
+    assert auth is not None and auth.librdkafka()["security.protocol"] == "SASL_SSL"
+    assert auth.ca_location == str((root / "ca.pem").resolve())
+
+
+def test_split_topology_certificates_name_the_containers(tmp_path: Path) -> None:
+    spec, _ = parse_spec({**SECURE, "topology": "split"})
+    store.ensure(spec, tmp_path)
+    root = store.secrets_dir(tmp_path)
+    assert pki.cert_sans((root / "certs" / "kafka1.pem").read_bytes())[0] == "kafka1"
+    assert (root / "kafka1" / contract.KEYSTORE_FILE).exists() and not (root / "zk1" / contract.KEYSTORE_FILE).exists()
+    assert (root / "zk1" / contract.ZOOKEEPER_JAAS_FILE).exists()
+
+
+def test_missing_secrets_give_a_hint(tmp_path: Path) -> None:
+    from kctl.errors import KctlError
+
+    spec, _ = parse_spec(SECURE)
+    with pytest.raises(KctlError) as ei:
+        store.client_auth(spec, state_dir=tmp_path)
+    assert "kctl up" in (ei.value.hint or "")
+
+
+def test_scram_client_rfc7677_vector() -> None:
+    scram = kmd.Scram("SCRAM-SHA-256", "user", "pencil", nonce="rOprNGfwEbeRWgbNEkqO")
+    assert scram.first() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    final = scram.final(b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+    assert final == (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                     b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+    scram.verify(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+    with pytest.raises(kmd.MetadataError):
+        scram.verify(b"v=" + base64.b64encode(b"x" * 32))
+
+
+def test_client_config_formats(tmp_path: Path) -> None:
+    from kctl.kafka.security import client_config
+
+    spec, _ = parse_spec({**SECURE, "state_dir": str(tmp_path)})
+    store.ensure(spec, tmp_path)
+    pw = store.passwords(spec, tmp_path)["admin"]
+    ca = str((store.secrets_dir(tmp_path) / "ca.pem").resolve())
+
+    def props(text: str) -> dict[str, str]:
+        return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+    rd = props(client_config(spec, None, "librdkafka"))
+    assert rd == {"bootstrap.servers": spec.bootstrap_servers, "security.protocol": "SASL_SSL",
+                  "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "admin", "sasl.password": pw,
+                  "ssl.ca.location": ca}
+    assert props(client_config(spec, None, "kcat")) == rd
+    java = props(client_config(spec, None, "java"))
+    assert java["sasl.mechanism"] == "SCRAM-SHA-512" and java["ssl.truststore.type"] == "PEM"
+    assert f'username="admin" password="{pw}";' in java["sasl.jaas.config"]
+    store.save_user_password(tmp_path, "alice", "alice-password")
+    assert props(client_config(spec, "alice", "kcat"))["sasl.password"] == "alice-password"
+    plain, _ = parse_spec({})
+    assert props(client_config(plain, None, "kcat")) == {"bootstrap.servers": plain.bootstrap_servers}
+
+
+def test_quota_entities_and_acl_arguments() -> None:
+    from kctl.errors import UsageError
+    from kctl.kafka import security as ks
+
+    assert ks.quota_entity(None, None, True, False) == ["--entity-type", "users", "--entity-default"]
+    assert ks.quota_entity("u", "c", False, False) == ["--entity-type", "users", "--entity-name", "u",
+                                                       "--entity-type", "clients", "--entity-name", "c"]
+    assert ks._describe_entity(ks.quota_entity("u", None, False, True)) == "user 'u' and client default"
+    for bad in ((None, None, False, False), ("u", None, True, False)):
+        with pytest.raises(UsageError):
+            ks.quota_entity(*bad)
+    with pytest.raises(UsageError):
+        ks._principal("alice")
+    with pytest.raises(UsageError):
+        ks._operation("fly")
+    with pytest.raises(UsageError):
+        ks.require_secured(parse_spec({})[0], "users")
+
+
+def test_stream_job_takes_the_security_settings_from_the_spec_at_run_time(tmp_path: Path) -> None:
+    import yaml
+
+    from kctl.spec import state_dir_for
+    from kctl.stream.config import JobConfig
+
+    spec_file = tmp_path / "kctl.yaml"
+    spec_file.write_text(yaml.safe_dump(SECURE))
+    spec, _ = parse_spec(SECURE)
+    store.ensure(spec, state_dir_for(spec, spec_file))
+    cfg = JobConfig("127.0.0.1:19092", ["t"], "out", "cp", spec_file=str(spec_file))
+    opts = cfg.kafka_security()
+    assert opts["security.protocol"] == "SASL_SSL" and opts["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert opts["ssl.truststore.location"].endswith("secrets/ca.pem")
+    assert "password" not in cfg.to_json()  # the config file names the spec; the password stays in secrets/
+    assert JobConfig("b", ["t"], "o", "c").kafka_security() == {}
