@@ -282,11 +282,12 @@ class GroupCommitter:
     Kafka accepts such commits while the group has no active member (a "simple" consumer's commit).
     """
 
-    def __init__(self, bootstrap: str, group: str) -> None:
+    def __init__(self, bootstrap: str, group: str, spec: ClusterSpec | None = None) -> None:
+        """``spec``: a secured cluster's spec, for the client factory's SASL_SSL settings."""
         from kctl.kafka.client import consumer
 
         self.group = group
-        self._c = consumer(bootstrap=bootstrap, group=group)
+        self._c = consumer(spec, bootstrap, group=group)
 
     def commit(self, offsets: dict[str, dict[int, int]]) -> int:
         """Commit ``{topic: {partition: next offset}}`` synchronously; returns the partitions committed."""

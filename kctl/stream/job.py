@@ -427,7 +427,8 @@ class OffsetPublisher:
             if self._committer is None:
                 from kctl.kafka.groups import GroupCommitter
 
-                self._committer = GroupCommitter(self.cfg.bootstrap_servers, group_name(self.cfg))
+                self._committer = GroupCommitter(self.cfg.bootstrap_servers, group_name(self.cfg),
+                                                 self.cfg.secured_spec())
             self._committer.commit(offsets)
             self.last = offsets
         except Exception as exc:  # noqa: BLE001 - lag reporting must never stop the pipeline
