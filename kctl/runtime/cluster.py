@@ -113,14 +113,30 @@ class ToolRun:
     output: str
 
 
-def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float = 60) -> ToolRun:
-    """Run Kafka's own bin/TOOL against the INTERNAL listener in the first running broker container."""
+_ARG_CHUNK = 100_000  # bytes of a file per `docker exec` argument (Linux caps one argument at 128 KiB)
+
+
+def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float = 60,
+                   files: dict[str, str] | None = None, stderr: bool = True) -> ToolRun:
+    """Run Kafka's own bin/TOOL against the INTERNAL listener in the first running broker container.
+
+    ``files`` ({container path: text}) are written in that container first (a tool's input file);
+    ``stderr=False`` keeps only the tool's stdout.
+    """
     last: KctlError | None = None
     for node in spec.nodes:
         host = spec.kafka_host(node)
         argv = [f"/opt/kafka/bin/{tool}", "--bootstrap-server", f"{host}:{spec.kafka.internal_port}", *args]
         try:
-            code, out = compose.exec_in(spec, host, argv, timeout=timeout)
+            for path, text in (files or {}).items():
+                chunks = [text[i:i + _ARG_CHUNK] for i in range(0, len(text), _ARG_CHUNK)] or [""]
+                for i, chunk in enumerate(chunks):
+                    op = ">" if i == 0 else ">>"
+                    code, out = compose.exec_in(spec, host, ["sh", "-c", f'printf "%s" "$1" {op} "$2"', "sh",
+                                                             chunk, path], timeout=10)
+                    if code != 0:
+                        raise KctlError(f"cannot write {path} in {host}: {out.strip()}")
+            code, out = compose.exec_in(spec, host, argv, timeout=timeout, stderr=stderr)
         except KctlError as exc:  # that container is not running: try the next one
             last = exc
             continue
