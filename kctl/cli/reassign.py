@@ -57,10 +57,11 @@ def reassign_plan(
     rows = [{"partition": m["partition"], "current": ",".join(map(str, m["current"])),
              "target": ",".join(map(str, m["target"])), "adding": ",".join(map(str, m["adding"])) or "-",
              "removing": ",".join(map(str, m["removing"])) or "-"} for m in res.moves]
-    per = "  ".join(f"{b}: {res.replicas_per_broker['current'].get(b, 0)}->{n}"
-                    for b, n in res.replicas_per_broker["target"].items())
-    lead = "  ".join(f"{b}: {res.leaders_per_broker['current'].get(b, 0)}->{n}"
-                     for b, n in res.leaders_per_broker["target"].items())
+    def counts(c: dict[str, dict[int, int]]) -> str:
+        return "  ".join(f"{b}: {c['current'].get(b, 0)}->{c['target'].get(b, 0)}"
+                         for b in sorted(set(c["current"]) | set(c["target"])))
+
+    per, lead = counts(res.replicas_per_broker), counts(res.leaders_per_broker)
     footer = (f"{len(res.moves)} partition(s) change, {res.replicas_moved} replica(s) move,"
               f" {res.leaders_changed} preferred leader(s) change\nreplicas per broker  {per}\n"
               f"leaders per broker   {lead}")

@@ -235,12 +235,12 @@ def execute(spec: ClusterSpec, target: bal.Assignment, *, throttle: int | None =
             timeout: float = 900, progress: Progress | None = None) -> ExecuteResult:
     """Start the reassignment with Kafka's tool (throttled if asked); ``wait``: follow it, verify, elect."""
     say = progress or (lambda _m: None)
-    check_plan(spec, target)
     busy = _moving_from_zk(spec)
     if busy:
         raise ClusterError(f"a reassignment is already running ({len(busy)} partition(s), e.g."
                            f" {', '.join(m.partition for m in busy[:3])}); nothing was started",
                            hint="wait for it (`kctl reassign status`), or `kctl reassign cancel`")
+    check_plan(spec, target)
     t0 = time.monotonic()
     args = ["--execute"] + (["--throttle", str(throttle)] if throttle else [])
     out, host = _run(spec, args, target)
