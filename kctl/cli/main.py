@@ -22,7 +22,7 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 import typer  # noqa: E402
 
 from kctl import __version__
-from kctl.cli import clients, cluster, config, group, reassign, restart, spec, stream, topic, zk
+from kctl.cli import clients, cluster, config, group, node, reassign, restart, spec, stream, topic, zk
 from kctl.errors import KctlError
 
 app = typer.Typer(
@@ -54,7 +54,7 @@ def _root(
 
 # The order of ``kctl --help``.
 COMMAND_MODULES: tuple[ModuleType, ...] = (spec, cluster, zk, topic, config, group, clients, stream,
-                                           restart, reassign)
+                                           restart, reassign, node)
 
 for _module in COMMAND_MODULES:
     _module.register(app)

@@ -235,3 +235,26 @@ def _stop_kafka(spec: ClusterSpec, c: compose.ContainerInfo, dc: Any, say: Progr
                         timeout=130, dc=dc)
     except KctlError:
         pass
+
+
+# ----- one node's container (kctl node add / remove) ---------------------------------------------------
+
+
+def start_one(spec: ClusterSpec, state_dir: Path, host: str) -> None:
+    """Create and start one service of the rendered compose file, touching no other container."""
+    dc = compose.client()
+    _require_image(dc, spec.image_ref)
+    compose.run_compose(spec, state_dir, "up", "-d", "--no-deps", "--no-build", "--pull", "never", host)
+
+
+def remove_one(spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
+    """Stop (SIGTERM, then up to ``stop_timeout`` s) and remove one cluster container; False if there was none."""
+    dc = compose.client()
+    found = [c for c in compose.containers(spec, dc) if c.name == host]
+    if not found:
+        return False
+    container = dc.containers.get(found[0].id)
+    if found[0].state == "running":
+        container.stop(timeout=stop_timeout)
+    container.remove(v=True)
+    return True

@@ -143,8 +143,8 @@ def check(current: EnsembleConfig, add: Iterable[Server] = (), remove: Iterable[
                      " the stopped participants back (`kctl status`)")
     warnings: list[str] = []
     if len(parts) % 2 == 0:
-        msg = (f"{len(parts)} participants: an even ensemble tolerates no more failures than"
-               f" {len(parts) - 1} (a majority of {len(parts)} is {need}); use 3 or 5")
+        msg = (f"{len(parts)} participants: an even ensemble tolerates no more failures than {len(parts) - 1}"
+               f" participants would (a majority of {len(parts)} is {need}); use 3 or 5")
         if not force:
             raise UsageError(f"refusing: {msg}", hint="add the server as an observer (…:observer;2181), change"
                                                        " another server too, or pass --force")
@@ -194,16 +194,32 @@ def live_servers(spec: ClusterSpec, extra: Mapping[int, tuple[str, int]] | None 
 def reconfig(spec: ClusterSpec, add: list[Server], remove: list[int], *, force: bool = False,
              live: list[int] | None = None) -> ReconfigResult:
     """Check the change against the current config and the live servers, then reconfig through kazoo."""
-    from kazoo.exceptions import BadArgumentsError, NewConfigNoQuorumError, ReconfigInProcessError, ZookeeperError
+    from kazoo.exceptions import (
+        BadArgumentsError,
+        ConnectionLoss,
+        NewConfigNoQuorumError,
+        ReconfigInProcessError,
+        ZookeeperError,
+    )
 
     from kctl.zk.znodes import connect
 
     before = read_config(spec)
     after, warnings = check(before, add, remove, live if live is not None else live_servers(spec), force)
-    with connect(spec, timeout=5.0, chroot=False) as zk:
+    # Ask a server that stays: a leaving one drops its clients as the change commits.
+    stay = [n for n in spec.nodes if n.id not in remove and n.id not in {s.id for s in add}]
+    hosts = ",".join(f"127.0.0.1:{spec.zk_host_port(n)}" for n in stay)
+    with connect(spec, timeout=5.0, chroot=False, hosts=hosts) as zk:
         try:
             data, _ = zk.reconfig(joining=",".join(s.line for s in add) or None,
                                   leaving=",".join(map(str, remove)) or None, new_members=None)
+        except ConnectionLoss:
+            # The answer was lost, not necessarily the change: look at what the ensemble says now.
+            now = read_config(spec)
+            if set(now.servers) == set(after.servers):
+                return ReconfigResult([s.line for s in add], list(remove), before, now, warnings)
+            raise ClusterError("lost the connection to ZooKeeper during the reconfig, and the ensemble did not"
+                               " change", hint="`kctl zk config`; try again") from None
         except NewConfigNoQuorumError:
             raise ClusterError("ZooKeeper refused: the new ensemble has no quorum of synced servers; nothing changed",
                                hint="is the joining server running and synced? `kctl zk srvr --node all`") from None
