@@ -311,7 +311,6 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
         raise UsageError(f"{host} is the only node of {spec.name}", hint="`kctl down` removes the whole cluster")
     text, raw = _load_raw(spec_path)
     new_raw = with_node_removed(raw, spec, nid)
-    new_spec, _ = parse_spec(new_raw, str(spec_path))
     change = NodeChange("remove", nid, host, node.role.value)
     steps = _Steps(change, say)
     with roll_lock(state_dir):
@@ -329,6 +328,7 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
             raise UsageError(f"cannot remove node {nid}: {exc.message}; nothing was changed",
                              hint="the remaining brokers must hold every partition's replication factor: add a"
                                   " node first, or lower the replication factor") from None
+        new_spec, _ = parse_spec(new_raw, str(spec_path))  # kctl.yaml's rules for the smaller cluster
         live = reconfig.live_servers(spec)
         if member:
             _, zk_warn = reconfig.check(reconfig.read_config(spec), [], [nid], live, force)

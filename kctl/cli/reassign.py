@@ -86,10 +86,10 @@ def reassign_execute(
     """Start moving partitions as the plan says (Kafka's kafka-reassign-partitions.sh in a node)."""
     from kctl.kafka import balance, reassign
 
-    text, source = _read_plan(plan_file)
-    target = reassign.load_plan(text, source)  # a malformed file stops here, before any connection
     rate = balance.parse_rate(throttle) if throttle else None
-    spec = connect(file, write=True)
+    spec = connect(file, write=True)  # never move the partitions of a cluster this kctl.yaml did not make
+    text, source = _read_plan(plan_file)
+    target = reassign.load_plan(text, source)  # a malformed file stops here, before anything changes
     res = reassign.execute(spec, target, throttle=rate, wait=wait, timeout=timeout, progress=output.info)
     output.emit_change(res, fmt, f"reassignment of {res.partitions} partition(s) "
                                  + (f"done in {res.seconds:.1f}s" if wait else
@@ -122,9 +122,9 @@ def reassign_verify(plan_file: Path = PlanFileArg, file: Path = SpecOpt, fmt: ou
     """Kafka's --verify of a plan: each partition's state; removes the throttle once all are done."""
     from kctl.kafka import reassign
 
+    spec = connect(file, write=True)
     text, source = _read_plan(plan_file)
     target = reassign.load_plan(text, source)
-    spec = connect(file, write=True)
     out = reassign.verify(spec, target)
     output.emit({"output": out}, fmt, raw=out) if output.Format(fmt) is not output.Format.table \
         else output.info(out.strip())

@@ -134,6 +134,11 @@ def check(current: EnsembleConfig, add: Iterable[Server] = (), remove: Iterable[
                          hint="keep at least one participant (3 or 5 for fault tolerance)")
     need = majority(len(parts))
     if live is not None:
+        down = [s.id for s in add if s.id not in set(live)]
+        if down:
+            raise UsageError(f"joining server(s) {', '.join(map(str, down))} do not answer: a joiner must be running,"
+                             " started with the current ensemble plus itself, before it is added",
+                             hint="`kctl node add` starts the node first and then adds it")
         up = [i for i in parts if i in set(live)]
         if len(up) < need:
             raise UsageError(

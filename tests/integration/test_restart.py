@@ -22,6 +22,7 @@ import pytest
 
 from kctl.testing.cluster import KafkaCluster
 from kctl.testing.plugin import restore
+from tests.integration.runbooks import RUNBOOKS, run_runbook, runbook_steps
 
 pytestmark = pytest.mark.integration
 
@@ -314,38 +315,10 @@ def test_zk_storage_and_purge_keep_the_newest_snapshots(cluster: KafkaCluster) -
 
 # ----- the runbook, executed -------------------------------------------------------------------------
 
-RUNBOOK = Path(__file__).resolve().parents[2] / "docs" / "runbooks" / "rolling-restart.md"
-
-
-def runbook_steps(text: str) -> list[tuple[str, list[str]]]:
-    """(command, expected texts) for every `kctl` line in the runbook's ```sh blocks, in order."""
-    steps: list[tuple[str, list[str]]] = []
-    in_block = False
-    for line in text.splitlines():
-        if line.startswith("```"):
-            in_block = line.strip() == "```sh"
-            continue
-        if not in_block or not line.strip():
-            continue
-        if line.startswith("# expect:"):
-            steps[-1][1].append(line.removeprefix("# expect:").strip())
-        else:
-            assert line.startswith("kctl "), f"runbook command not run by the test: {line!r}"
-            steps.append((line, []))
-    return steps
+RUNBOOK = RUNBOOKS / "rolling-restart.md"
 
 
 def test_runbook_rolling_restart_runs_as_written(cluster: KafkaCluster) -> None:
-    import os
-    import shlex
-
     steps = runbook_steps(RUNBOOK.read_text())
     assert [c.split()[1] for c, _ in steps] == ["status", "render", "restart", "restart", "status", "elect-leaders"]
-    env = {**os.environ, "KCTL_FILE": str(cluster.spec_file), "COLUMNS": "200"}
-    for command, expected in steps:
-        p = subprocess.run([sys.executable, "-m", "kctl", *shlex.split(command)[1:]], capture_output=True,
-                           text=True, timeout=600, env=env, cwd=cluster.workdir)
-        said = p.stdout + p.stderr
-        assert p.returncode == 0, f"{command}: exit {p.returncode}\n{said}"
-        for text in expected:
-            assert text in said, f"{command}: {text!r} not in its output:\n{said}"
+    run_runbook(RUNBOOK.name, cluster.spec_file, cluster.workdir)

@@ -45,6 +45,11 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("stream", "submit"): ["--topic", TOPIC, "--available-now"],
     ("restart",): ["--rolling", "--yes", "--timeout", "30"],
     ("zk", "purge"): ["--keep", "3"],
+    ("zk", "reconfig"): ["--remove", "3", "--force"],
+    ("reassign", "plan"): ["--brokers", "1,2,3"],
+    ("reassign", "execute"): ["plan.json", "--wait"],
+    ("reassign", "verify"): ["plan.json"],
+    ("node", "remove"): ["3", "--yes"],
 }
 
 # Commands the sweep does not run, and why.

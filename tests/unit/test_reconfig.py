@@ -74,9 +74,12 @@ def test_no_quorum_is_refused_even_with_force() -> None:
         rc.check(rc.parse_config(five), remove=[4, 5], live=[1, 4, 5], force=True)
     p4 = rc.parse_server("server.4=l4:2888:3888:participant;2181")
     p5 = rc.parse_server("server.5=l5:2888:3888:participant;2181")
-    # 5 participants need 3 up: the two joiners are not running yet, only 1 and 2 answer.
-    with pytest.raises(UsageError, match="needs 3"):
-        rc.check(rc.parse_config(CONFIG), add=[p4, p5], live=[1, 2])
+    # 5 participants need 3 up: only the two joiners answer.
+    with pytest.raises(UsageError, match="needs 3 .* only 2 answer"):
+        rc.check(rc.parse_config(CONFIG), add=[p4, p5], live=[4, 5])
+    # A joiner must be running before it is added (a dead member would count against the quorum).
+    with pytest.raises(UsageError, match="joining server.* 5 do not answer"):
+        rc.check(rc.parse_config(CONFIG), add=[p4, p5], live=[1, 2, 3, 4])
     rc.check(rc.parse_config(CONFIG), add=[p4, p5], live=[1, 2, 3, 4, 5])
 
 
