@@ -118,7 +118,7 @@ def test_bad_input_changes_nothing(cluster: KafkaCluster, acked: set[bytes]) -> 
         (("reassign", "execute", "broken.json"), "is not JSON"),
         (("reassign", "plan", "--brokers", "1,2"), "needs at least 3 brokers"),
         (("reassign", "plan", "--brokers", "1,2,3,7"), "not registered"),
-        (("node", "remove", "2", "--yes"), "cannot hold"),
+        (("node", "remove", "2", "--yes"), "cannot remove node 2: replication factor 3"),
         (("node", "remove", "9", "--yes"), "no node '9'"),
         (("node", "add", "--role", "participant"), "even ensemble"),
         (("zk", "reconfig", "--remove", "3"), "even ensemble"),

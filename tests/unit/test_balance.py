@@ -140,3 +140,14 @@ def test_rates_and_broker_lists() -> None:
     assert bal.parse_brokers("1,2,4") == [1, 2, 4]
     with pytest.raises(UsageError):
         bal.parse_brokers("1,x")
+
+
+def test_bytes_left_is_what_each_new_replica_lacks_of_the_largest_original() -> None:
+    from kctl.kafka.reassign import Moving, bytes_left
+
+    moving = [Moving("t-0", [1, 2, 4], adding=[4], removing=[1]),
+              Moving("t-1", [2, 3, 4, 1], adding=[4, 1], removing=[2, 3])]
+    sizes = {(1, "t-0"): 1000, (2, "t-0"): 990, (4, "t-0"): 400,
+             (2, "t-1"): 500, (3, "t-1"): 500, (4, "t-1"): 500}
+    assert bytes_left(moving, sizes) == 600 + (0 + 500)
+    assert [m.bytes_left for m in moving] == [600, 500]
