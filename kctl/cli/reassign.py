@@ -90,7 +90,11 @@ def reassign_execute(
     spec = connect(file, write=True)  # never move the partitions of a cluster this kctl.yaml did not make
     text, source = _read_plan(plan_file)
     target = reassign.load_plan(text, source)  # a malformed file stops here, before anything changes
-    res = reassign.execute(spec, target, throttle=rate, wait=wait, timeout=timeout, progress=output.info)
+    from kctl.roll.run import roll_lock
+    from kctl.spec import state_dir_for
+
+    with roll_lock(state_dir_for(spec, file)):  # not while a rolling restart or a node change runs
+        res = reassign.execute(spec, target, throttle=rate, wait=wait, timeout=timeout, progress=output.info)
     output.emit_change(res, fmt, f"reassignment of {res.partitions} partition(s) "
                                  + (f"done in {res.seconds:.1f}s" if wait else
                                     "started: `kctl reassign status` follows it; `kctl reassign verify "
