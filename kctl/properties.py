@@ -28,6 +28,10 @@ ADMIN_SERVER = "admin.enableServer"
 MAX_CNXNS = "maxClientCnxns"
 PEER_TYPE = "peerType"
 RECONFIG = "reconfigEnabled"
+DYNAMIC_CONFIG_FILE = "dynamicConfigFile"
+# zoo.cfg keys ZooKeeper does not know become system properties "zookeeper.<key>": this is zookeeper.skipACL.
+SKIP_ACL = "skipACL"
+ZOO_CFG_DYNAMIC = "zoo.cfg.dynamic"  # the ensemble's membership, next to zoo.cfg in the conf dir
 STANDALONE = "standaloneEnabled"
 QUORUM_LISTEN_ALL = "quorumListenOnAllIPs"
 
@@ -174,8 +178,18 @@ def zoo_cfg(spec: ClusterSpec, node: NodeSpec) -> Props:
     }
     groups: dict[str, Scalar] = {}
     if len(spec.nodes) > 1:
-        for n in spec.nodes:
-            groups[f"server.{n.id}"] = server_line(spec, n)
+        # The ensemble's membership lives in the dynamic config file (rendered by zoo_cfg_dynamic), so that
+        # `kctl zk reconfig` / `kctl node add` can change it at run time. ZooKeeper rewrites neither file:
+        # the conf dir is mounted read-only (it logs that it cannot save the next config, and carries on);
+        # kctl.yaml stays the source of truth, and a restarted server learns a newer config from the leader.
+        # reconfig needs an authorized user unless skipACL (ZooKeeper's dynamic reconfiguration docs,
+        # "Security"): kctl's znodes carry open ACLs (Kafka runs without zookeeper.set.acl) and ZooKeeper's
+        # client port is published on 127.0.0.1 only, so skipACL lifts no protection the cluster relies on.
+        # The secured profile relies on znode ACLs: there skipACL stays off (and reconfig is refused).
+        groups[RECONFIG] = True
+        if not spec.security.enabled:
+            groups[SKIP_ACL] = "yes"
+        groups[DYNAMIC_CONFIG_FILE] = f"{CONF_DIR}/{ZOO_CFG_DYNAMIC}"
     if node.role is ZkRole.observer:
         groups[PEER_TYPE] = "observer"
     groups.update(zookeeper_security(spec))
@@ -205,6 +219,19 @@ def zookeeper_security(spec: ClusterSpec) -> dict[str, Scalar]:
     if sec.zookeeper.enforce_auth:
         out.update({ENFORCE_AUTH: True, ENFORCE_AUTH_SCHEMES: "sasl"})
     return out
+
+
+def dynamic_server_line(spec: ClusterSpec, node: NodeSpec) -> str:
+    """``host:peer:election:role;clientPort``, as ZooKeeper 3.5+ writes it in the dynamic config."""
+    zk = spec.zookeeper
+    return f"{spec.zk_host(node)}:{zk.peer_port}:{zk.election_port}:{node.role.value};{zk.client_port}"
+
+
+def zoo_cfg_dynamic(spec: ClusterSpec) -> Props:
+    """The dynamic config file: one ``server.N`` line per node (empty for a single node, which runs standalone)."""
+    if len(spec.nodes) <= 1:
+        return {}
+    return {f"server.{n.id}": dynamic_server_line(spec, n) for n in sorted(spec.nodes, key=lambda n: n.id)}
 
 
 def listeners(spec: ClusterSpec, node: NodeSpec) -> tuple[str, str]:

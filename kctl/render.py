@@ -103,6 +103,10 @@ def node_files(spec: ClusterSpec, host: str, node: NodeSpec, services: tuple[str
     if "zookeeper" in services:
         files["conf/zoo.cfg"] = _tpl("zoo.cfg.j2", properties=properties.zoo_cfg(spec, node), **ctx)
         files["conf/myid"] = _tpl("myid.j2", **ctx)
+        dynamic = properties.zoo_cfg_dynamic(spec)
+        if dynamic:
+            # No header: ZooKeeper's own format, the same lines as `kctl zk config` shows.
+            files[f"conf/{properties.ZOO_CFG_DYNAMIC}"] = "".join(f"{k}={v}\n" for k, v in dynamic.items())
         files["conf/log4j-zookeeper.properties"] = _tpl(
             "log4j.properties.j2", component="zookeeper", properties=properties.log4j("zookeeper"), **ctx
         )

@@ -23,7 +23,22 @@ os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 import typer  # noqa: E402
 
 from kctl import __version__
-from kctl.cli import change, clients, cluster, config, drill, group, restart, security, spec, stream, topic, zk
+from kctl.cli import (
+    change,
+    clients,
+    cluster,
+    config,
+    drill,
+    group,
+    node,
+    reassign,
+    restart,
+    security,
+    spec,
+    stream,
+    topic,
+    zk,
+)
 from kctl.errors import KctlError
 
 app = typer.Typer(
@@ -55,7 +70,7 @@ def _root(
 
 # The order of ``kctl --help``.
 COMMAND_MODULES: tuple[ModuleType, ...] = (spec, cluster, zk, topic, config, group, clients, security, stream,
-                                           restart, change, drill)
+                                           restart, change, reassign, node, drill)
 
 for _module in COMMAND_MODULES:
     _module.register(app)

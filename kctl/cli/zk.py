@@ -22,6 +22,8 @@ def register(app: typer.Typer) -> None:
     zk_app.command("tree")(zk_tree)
     zk_app.command("storage")(zk_storage)
     zk_app.command("purge")(zk_purge)
+    zk_app.command("config")(zk_config)
+    zk_app.command("reconfig")(zk_reconfig)
     app.add_typer(zk_app, name="zk")
 
 
@@ -204,3 +206,41 @@ def zk_purge(node: str = typer.Argument(None, help="Node whose ZooKeeper storage
              f" ({_mb(r.before.txn_logs.disk_bytes)} -> {_mb(r.after.txn_logs.disk_bytes)} MB on disk)"
              for r in results]
     output.emit_change(results, fmt, "\n".join(lines))
+
+
+def zk_config(file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
+    """The ensemble's current dynamic config (the /zookeeper/config znode): members, roles, version."""
+    from kctl.zk import reconfig
+
+    spec = connect(file)
+    cfg = reconfig.read_config(spec)
+    rows = [{"id": s.id, "host": s.host, "role": s.role, "peer_port": s.peer_port,
+             "election_port": s.election_port, "client_port": s.client_port} for _, s in sorted(cfg.servers.items())]
+    output.emit(cfg, fmt, rows=rows, raw=cfg.text, title=f"ZooKeeper ensemble of {spec.name}",
+                footer=f"version {cfg.version}: {len(cfg.participants)} participant(s), {len(cfg.observers)}"
+                       " observer(s)")
+
+
+def zk_reconfig(
+    add: list[str] = typer.Option(None, "--add", help="A joining server: 'server.4=logger4:2888:3888:observer;2181'."
+                                                      " Start it first, with the current config plus itself."),
+    remove: list[int] = typer.Option(None, "--remove", help="Id of a server to remove from the ensemble."),
+    force: bool = typer.Option(False, "--force", help="Allow an even number of participants."),
+    file: Path = SpecOpt,
+    fmt: Format = OutputOpt,
+) -> None:
+    """Change the ensemble's membership with ZooKeeper's dynamic reconfiguration (one change at a time)."""
+    from kctl.errors import UsageError
+    from kctl.zk import reconfig
+
+    servers = [reconfig.parse_server(a) for a in add or []]  # a malformed line stops before any connection
+    if not servers and not remove:
+        raise UsageError("nothing to change", hint="--add 'server.N=HOST:2888:3888:ROLE;2181' or --remove N")
+    spec = connect(file, write=True)
+    res = reconfig.reconfig(spec, servers, list(remove or []), force=force)
+    for w in res.warnings:
+        output.warn(w)
+    output.emit_change(res, fmt, f"ensemble reconfigured (version {res.before.version} -> {res.after.version}):"
+                                 f" participants {','.join(map(str, res.after.participants))}, observers"
+                                 f" {','.join(map(str, res.after.observers)) or 'none'}"
+                                 "; kctl.yaml is unchanged (`kctl node add/remove` keep it in step)")

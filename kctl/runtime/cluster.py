@@ -118,8 +118,16 @@ class ToolRun:
     output: str
 
 
-def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float = 60) -> ToolRun:
-    """Run Kafka's own bin/TOOL against the INTERNAL listener in the first running broker container."""
+_ARG_CHUNK = 100_000  # bytes of a file per `docker exec` argument (Linux caps one argument at 128 KiB)
+
+
+def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float = 60,
+                   files: dict[str, str] | None = None, stderr: bool = True) -> ToolRun:
+    """Run Kafka's own bin/TOOL against the INTERNAL listener in the first running broker container.
+
+    ``files`` ({container path: text}) are written in that container first (a tool's input file);
+    ``stderr=False`` keeps only the tool's stdout.
+    """
     last: KctlError | None = None
     for node in spec.nodes:
         host = spec.kafka_host(node)
@@ -127,7 +135,15 @@ def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float
         if spec.security.enabled:  # the admin user's client settings: a file in the node, no password in argv
             argv += ["--command-config", contract.secret_path(contract.ADMIN_CLIENT_FILE)]
         try:
-            code, out = compose.exec_in(spec, host, argv, timeout=timeout)
+            for path, text in (files or {}).items():
+                chunks = [text[i:i + _ARG_CHUNK] for i in range(0, len(text), _ARG_CHUNK)] or [""]
+                for i, chunk in enumerate(chunks):
+                    op = ">" if i == 0 else ">>"
+                    code, out = compose.exec_in(spec, host, ["sh", "-c", f'printf "%s" "$1" {op} "$2"', "sh",
+                                                             chunk, path], timeout=10)
+                    if code != 0:
+                        raise KctlError(f"cannot write {path} in {host}: {out.strip()}")
+            code, out = compose.exec_in(spec, host, argv, timeout=timeout, stderr=stderr)
         except KctlError as exc:  # that container is not running: try the next one
             last = exc
             continue
@@ -242,3 +258,26 @@ def _stop_kafka(spec: ClusterSpec, c: compose.ContainerInfo, dc: Any, say: Progr
                         timeout=130, dc=dc)
     except KctlError:
         pass
+
+
+# ----- one node's container (kctl node add / remove) ---------------------------------------------------
+
+
+def start_one(spec: ClusterSpec, state_dir: Path, host: str) -> None:
+    """Create and start one service of the rendered compose file, touching no other container."""
+    dc = compose.client()
+    _require_image(dc, spec.image_ref)
+    compose.run_compose(spec, state_dir, "up", "-d", "--no-deps", "--no-build", "--pull", "never", host)
+
+
+def remove_one(spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
+    """Stop (SIGTERM, then up to ``stop_timeout`` s) and remove one cluster container; False if there was none."""
+    dc = compose.client()
+    found = [c for c in compose.containers(spec, dc) if c.name == host]
+    if not found:
+        return False
+    container = dc.containers.get(found[0].id)
+    if found[0].state == "running":
+        container.stop(timeout=stop_timeout)
+    container.remove(v=True)
+    return True

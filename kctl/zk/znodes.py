@@ -30,12 +30,15 @@ def sasl_options(spec: ClusterSpec, principal: str | None = None) -> dict[str, A
 
 
 @contextmanager
-def connect(spec: ClusterSpec, timeout: float = 3.0, chroot: bool = True) -> Iterator[Any]:
-    """A started KazooClient on the published client ports (with Kafka's chroot unless chroot=False)."""
+def connect(spec: ClusterSpec, timeout: float = 3.0, chroot: bool = True, hosts: str | None = None) -> Iterator[Any]:
+    """A started KazooClient on the published client ports (with Kafka's chroot unless chroot=False).
+
+    ``hosts``: only these ``host:port`` servers instead of every node's.
+    """
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
 
-    hosts = spec.zookeeper_connect_host
+    hosts = hosts or spec.zookeeper_connect_host
     if chroot and spec.kafka.zookeeper_chroot:
         hosts += spec.kafka.zookeeper_chroot
     zk = KazooClient(hosts=hosts, timeout=timeout, connection_retry={"max_tries": 1, "delay": 0.1},

@@ -55,6 +55,11 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("acl", "remove"): ["--allow", "User:sweep-u", "--operation", "write", "--topic", TOPIC],
     ("quota", "set"): ["producer_byte_rate=1000", "--user", "sweep-u"],
     ("quota", "delete"): ["producer_byte_rate", "--user", "sweep-u"],
+    ("zk", "reconfig"): ["--remove", "3", "--force"],
+    ("reassign", "plan"): ["--brokers", "1,2,3"],
+    ("reassign", "execute"): ["plan.json", "--wait"],
+    ("reassign", "verify"): ["plan.json"],
+    ("node", "remove"): ["3", "--yes"],
 }
 
 # Commands the sweep does not run, and why.

@@ -39,7 +39,7 @@ def test_init_then_render_writes_seed_files(tmp_path: Path) -> None:
     state = tmp_path / ".kctl" / "logger"
     assert r.stdout.strip() == str(state / "compose.yaml")
     assert (state / "logger2" / "conf" / "myid").read_text().strip() == "2"
-    assert "server.3=logger3:2888:3888" in (state / "logger1" / "conf" / "zoo.cfg").read_text()
+    assert "server.3=logger3:2888:3888:participant;2181" in (state / "logger1" / "conf" / "zoo.cfg.dynamic").read_text()
 
 
 def test_render_other_file_and_out(tmp_path: Path) -> None:

@@ -54,9 +54,12 @@ def test_seed_lines() -> None:
     spec, _ = parse_spec({})
     files = render(spec).files
     for i in (1, 2, 3):
-        zoo = files[f"logger{i}/conf/zoo.cfg"]
+        zoo, dynamic = files[f"logger{i}/conf/zoo.cfg"], files[f"logger{i}/conf/zoo.cfg.dynamic"]
+        # The ensemble lives in the dynamic config file (ZooKeeper 3.5+), so that reconfig can change it.
+        assert "reconfigEnabled=true\n" in zoo and "dynamicConfigFile=/etc/kctl/zoo.cfg.dynamic\n" in zoo
+        assert "server." not in zoo
         for j in (1, 2, 3):
-            assert f"server.{j}=logger{j}:2888:3888\n" in zoo
+            assert f"server.{j}=logger{j}:2888:3888:participant;2181\n" in dynamic
         assert files[f"logger{i}/conf/myid"].strip() == str(i)
         props = files[f"logger{i}/conf/server.properties"]
         assert f"broker.id={i}\n" in props

@@ -1,0 +1,72 @@
+"""kctl node: add a node to a running cluster, or remove one, healthy throughout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kctl import output
+from kctl.cli.common import OutputOpt, SpecOpt, connect
+
+
+def register(app: typer.Typer) -> None:
+    node_app = typer.Typer(help="Add a node to the running cluster, or remove one (its partitions moved first).",
+                           no_args_is_help=True)
+    node_app.command("add")(node_add)
+    node_app.command("remove")(node_remove)
+    app.add_typer(node_app, name="node")
+
+
+def _report(change: object, fmt: output.Format, line: str) -> None:
+    from kctl.nodes import NodeChange
+
+    assert isinstance(change, NodeChange)
+    for w in change.warnings:
+        output.warn(w)
+    output.emit_change(change, fmt, line + (f"\nnext: {change.next}" if change.next else ""))
+
+
+def node_add(
+    node_id: int = typer.Option(None, "--id", min=1, max=255, help="Its id (ZooKeeper myid and broker.id);"
+                                                                     " default the highest + 1."),
+    role: str = typer.Option("participant", "--role", help="ZooKeeper role: participant or observer."),
+    force: bool = typer.Option(False, "--force", help="Allow an even number of ZooKeeper participants."),
+    timeout: float = typer.Option(300, "--timeout", min=1, help="Seconds each wait may take."),
+    file: Path = SpecOpt,
+    fmt: output.Format = OutputOpt,
+) -> None:
+    """Write a node to kctl.yaml, start it, add its ZooKeeper by dynamic reconfig and wait for its broker."""
+    from kctl import nodes
+    from kctl.spec import state_dir_for
+
+    spec = connect(file, write=True)
+    ch = nodes.add(spec, file, state_dir_for(spec, file), node_id=node_id, role=role, force=force,
+                   timeout=timeout, progress=output.info)
+    _report(ch, fmt, f"{spec.name}: node {ch.node_id} ({ch.host}, {ch.role}) added in {ch.seconds:.1f}s")
+
+
+def node_remove(
+    node: str = typer.Argument(..., help="The node to remove (loggerN or id)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask; the node's data directories are removed."),
+    force: bool = typer.Option(False, "--force", help="Allow an even number of ZooKeeper participants."),
+    throttle: str = typer.Option(None, "--throttle", help="Replication rate limit while moving its replicas."),
+    timeout: float = typer.Option(900, "--timeout", min=1, help="Seconds moving its replicas may take."),
+    file: Path = SpecOpt,
+    fmt: output.Format = OutputOpt,
+) -> None:
+    """Move every replica off the node, remove its ZooKeeper from the ensemble, then its container and data."""
+    from kctl import nodes
+    from kctl.kafka.balance import parse_rate
+    from kctl.spec import state_dir_for
+
+    rate = parse_rate(throttle) if throttle else None
+    spec = connect(file, write=True)
+    n = spec.node(node)  # an unknown node stops here
+    if not yes:
+        typer.confirm(f"move every replica off {n.hostname}, remove it from {spec.name} and delete its data?",
+                      abort=True)
+    ch = nodes.remove(spec, file, state_dir_for(spec, file), node, force=force, throttle=rate, timeout=timeout,
+                      progress=output.info)
+    _report(ch, fmt, f"{spec.name}: node {ch.node_id} ({ch.host}) removed in {ch.seconds:.1f}s"
+                     f" ({ch.moved_partitions} partition(s) moved off it first)")

@@ -1,0 +1,145 @@
+"""kctl reassign: plan a balanced assignment, move partitions with Kafka's own tool, follow, cancel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kctl import output
+from kctl.cli.common import OutputOpt, SpecOpt, connect
+from kctl.errors import UsageError
+
+PlanFileArg = typer.Argument(..., help="Kafka's reassignment JSON (`kctl reassign plan -o json > plan.json`).")
+
+
+def register(app: typer.Typer) -> None:
+    ra = typer.Typer(help="Move partitions between brokers: plan (balanced), execute (Kafka's tool, throttled),"
+                          " status, verify, cancel.", no_args_is_help=True)
+    ra.command("plan")(reassign_plan)
+    ra.command("execute")(reassign_execute)
+    ra.command("status")(reassign_status)
+    ra.command("verify")(reassign_verify)
+    ra.command("cancel")(reassign_cancel)
+    app.add_typer(ra, name="reassign")
+
+
+def _read_plan(path: Path) -> tuple[str, str]:
+    try:
+        return path.read_text(), str(path)
+    except OSError as exc:
+        raise UsageError(f"cannot read plan file {path}: {exc.strerror}",
+                         hint="`kctl reassign plan --brokers 1,2,3 -o json > plan.json` writes one") from None
+
+
+def reassign_plan(
+    brokers: str = typer.Option(..., "--brokers", "-b", help="Broker ids to spread the replicas over: 1,2,4."),
+    topics: str = typer.Option(None, "--topics", "-t", help="Only these topics (comma-separated)."),
+    all_topics: bool = typer.Option(False, "--all", help="Every topic, internal ones included (the default)."),
+    file: Path = SpecOpt,
+    fmt: output.Format = OutputOpt,
+) -> None:
+    """A balanced assignment over --brokers, moving as little as possible; -o json prints Kafka's plan file."""
+    from kctl.kafka import balance, reassign
+
+    if topics and all_topics:
+        raise UsageError("--topics and --all exclude each other")
+    ids = balance.parse_brokers(brokers)
+    names = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
+    spec = connect(file)
+    res = reassign.plan(spec, ids, names)
+    if output.Format(fmt) is output.Format.json:
+        output.emit(res.kafka_json, fmt)
+        return
+    if output.Format(fmt) is output.Format.yaml:
+        output.emit(res, fmt)
+        return
+    rows = [{"partition": m["partition"], "current": ",".join(map(str, m["current"])),
+             "target": ",".join(map(str, m["target"])), "adding": ",".join(map(str, m["adding"])) or "-",
+             "removing": ",".join(map(str, m["removing"])) or "-"} for m in res.moves]
+    def counts(c: dict[str, dict[int, int]]) -> str:
+        return "  ".join(f"{b}: {c['current'].get(b, 0)}->{c['target'].get(b, 0)}"
+                         for b in sorted(set(c["current"]) | set(c["target"])))
+
+    per, lead = counts(res.replicas_per_broker), counts(res.leaders_per_broker)
+    footer = (f"{len(res.moves)} partition(s) change, {res.replicas_moved} replica(s) move,"
+              f" {res.leaders_changed} preferred leader(s) change\nreplicas per broker  {per}\n"
+              f"leaders per broker   {lead}")
+    if res.moves:
+        footer += ("\nnext: kctl reassign plan --brokers " + brokers + (f" --topics {topics}" if topics else "")
+                   + " -o json > plan.json && kctl reassign execute plan.json --wait")
+    else:
+        footer += "\nalready balanced: nothing to move"
+    output.emit(res, fmt, rows=rows, columns=["partition", "current", "target", "adding", "removing"],
+                title=f"reassignment plan over brokers {','.join(map(str, res.brokers))}", footer=footer)
+
+
+def reassign_execute(
+    plan_file: Path = PlanFileArg,
+    throttle: str = typer.Option(None, "--throttle", help="Replication rate limit while moving: 50MB/s, 10MiB/s."),
+    wait: bool = typer.Option(False, "--wait", help="Follow until done, then verify (removes the throttle) and"
+                                                     " elect preferred leaders."),
+    timeout: float = typer.Option(900, "--timeout", min=1, help="Seconds --wait may take."),
+    file: Path = SpecOpt,
+    fmt: output.Format = OutputOpt,
+) -> None:
+    """Start moving partitions as the plan says (Kafka's kafka-reassign-partitions.sh in a node)."""
+    from kctl.kafka import balance, reassign
+
+    rate = balance.parse_rate(throttle) if throttle else None
+    spec = connect(file, write=True)  # never move the partitions of a cluster this kctl.yaml did not make
+    text, source = _read_plan(plan_file)
+    target = reassign.load_plan(text, source)  # a malformed file stops here, before anything changes
+    from kctl.roll.run import roll_lock
+    from kctl.spec import state_dir_for
+
+    with roll_lock(state_dir_for(spec, file)):  # not while a rolling restart or a node change runs
+        res = reassign.execute(spec, target, throttle=rate, wait=wait, timeout=timeout, progress=output.info)
+    output.emit_change(res, fmt, f"reassignment of {res.partitions} partition(s) "
+                                 + (f"done in {res.seconds:.1f}s" if wait else
+                                    "started: `kctl reassign status` follows it; `kctl reassign verify "
+                                    f"{plan_file}` removes the throttle when it is done"))
+
+
+def reassign_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
+    """Partitions being moved now: replicas being added and removed, bytes the new replicas still lack."""
+    from kctl.kafka import reassign
+
+    spec = connect(file)
+    st = reassign.status(spec)
+    rows = [{"partition": m.partition, "replicas": ",".join(map(str, m.replicas)),
+             "adding": ",".join(map(str, m.adding)) or "-", "removing": ",".join(map(str, m.removing)) or "-",
+             "bytes_left": m.bytes_left if m.bytes_left is not None else "?"} for m in st.moving]
+    if st.moving:
+        footer = f"{len(st.moving)} partition(s) moving" + (
+            f", {st.bytes_left} bytes left" if st.bytes_left is not None else "")
+    else:
+        footer = "no reassignment in progress"
+    if st.throttled_brokers:
+        footer += (f"\nreplication throttle set on broker(s) {','.join(map(str, st.throttled_brokers))}"
+                   + ("" if st.moving else ": `kctl reassign verify plan.json` removes it"))
+    output.emit(st, fmt, rows=rows, columns=["partition", "replicas", "adding", "removing", "bytes_left"],
+                title="partition reassignments", footer=footer)
+
+
+def reassign_verify(plan_file: Path = PlanFileArg, file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
+    """Kafka's --verify of a plan: each partition's state; removes the throttle once all are done."""
+    from kctl.kafka import reassign
+
+    spec = connect(file, write=True)
+    text, source = _read_plan(plan_file)
+    target = reassign.load_plan(text, source)
+    out = reassign.verify(spec, target)
+    output.emit({"output": out}, fmt, raw=out) if output.Format(fmt) is not output.Format.table \
+        else output.info(out.strip())
+
+
+def reassign_cancel(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
+    """Cancel every ongoing reassignment: partitions go back to their original replicas; throttle removed."""
+    from kctl.kafka import reassign
+
+    spec = connect(file, write=True)
+    moving = reassign.cancel(spec)
+    output.emit_change(moving, fmt, f"cancelled the reassignment of {len(moving)} partition(s)"
+                       + (f" ({', '.join(m.partition for m in moving[:5])})" if moving else
+                          ": none was in progress"))

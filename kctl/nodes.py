@@ -1,0 +1,374 @@
+"""kctl node add / remove: grow or shrink a running cluster one node at a time, healthy throughout.
+
+Talks to all three systems, each through its own package: Docker (``kctl.runtime.cluster``:
+one container started or removed), ZooKeeper (``kctl.zk.reconfig``: the ensemble changed
+by dynamic reconfiguration, one joiner at a time), Kafka (``kctl.kafka.reassign``: every
+replica moved off a leaving broker first); every wait is a probe of ``kctl.health``.
+The kctl.yaml edit is pure (:func:`with_node_added`, :func:`with_node_removed`,
+:func:`replace_nodes_block`): only the ``nodes:`` block of the user's file changes.
+A change holds the roll lock of the state dir, so a rolling restart cannot run meanwhile.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kctl.errors import ClusterError, KctlError, UsageError
+from kctl.spec import ClusterSpec, parse_spec
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class NodeChange:
+    action: str  # add / remove
+    node_id: int
+    host: str
+    role: str
+    steps: list[dict[str, Any]] = field(default_factory=list)  # {"step", "seconds", "saw"}
+    seconds: float = 0.0
+    moved_partitions: int = 0
+    warnings: list[str] = field(default_factory=list)
+    next: str = ""
+
+
+# ----- kctl.yaml, pure ---------------------------------------------------------------------------------
+
+
+def _hostname_for(existing: list[str], node_id: int) -> str:
+    """``prefixN`` when the existing hostnames share a prefix followed by their number, else ``nodeN``."""
+    prefixes = {m.group(1) for h in existing if (m := re.fullmatch(r"(.*?)(\d+)", h))}
+    prefix = prefixes.pop() if len(prefixes) == 1 else "node"
+    return f"{prefix}{node_id}"
+
+
+def with_node_added(raw: dict[str, Any], spec: ClusterSpec, node_id: int | None, role: str,
+                    free_ports: Callable[[int], list[int]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The kctl.yaml data with one more node (and that node's entry); free host ports where the others pin theirs."""
+    ids = [n.id for n in spec.nodes]
+    nid = node_id if node_id is not None else max(ids) + 1
+    if nid in ids:
+        raise UsageError(f"node id {nid} is already used ({spec.node(nid).hostname})",
+                         hint=f"ids in use: {', '.join(map(str, ids))}; omit --id to take {max(ids) + 1}")
+    if role not in ("participant", "observer"):
+        raise UsageError(f"unknown role {role!r}", hint="participant or observer")
+    entry: dict[str, Any] = {"id": nid, "hostname": _hostname_for([n.hostname for n in spec.nodes], nid),
+                             "role": role}
+    # Nodes with pinned ports (a test cluster's free ports): pin the new one's too, on free ports.
+    pinned = [k for k in ("zookeeper_port", "kafka_port") if any(getattr(n, k) for n in spec.nodes)]
+    if pinned:
+        for k, port in zip(pinned, free_ports(len(pinned)), strict=True):
+            entry[k] = port
+    nodes = [dict(n) for n in raw.get("nodes") or [{"id": n.id, "hostname": n.hostname} for n in spec.nodes]]
+    return {**raw, "nodes": [*nodes, entry]}, entry
+
+
+def with_node_removed(raw: dict[str, Any], spec: ClusterSpec, node_id: int) -> dict[str, Any]:
+    """The kctl.yaml data without node ``node_id``; the nodes after it keep their host ports (pinned)."""
+    nodes = [dict(n) for n in raw.get("nodes") or [{"id": n.id, "hostname": n.hostname} for n in spec.nodes]]
+    idx = next((i for i, n in enumerate(nodes) if n.get("id") == node_id), None)
+    if idx is None:
+        raise UsageError(f"no node {node_id} in kctl.yaml")
+    for i in range(idx + 1, len(nodes)):
+        # Default ports are base + index: removing a node would shift the ports of the ones after it.
+        n = spec.nodes[i]
+        nodes[i].setdefault("zookeeper_port", spec.zk_host_port(n))
+        nodes[i].setdefault("kafka_port", spec.kafka_host_port(n))
+        jmx = spec.jmx_host_port(n)
+        if jmx is not None:
+            nodes[i].setdefault("jmx_port", jmx)
+    del nodes[idx]
+    return {**raw, "nodes": nodes}
+
+
+def replace_nodes_block(text: str, nodes: list[dict[str, Any]]) -> str:
+    """The kctl.yaml text with only its top-level ``nodes:`` block replaced (comments elsewhere kept)."""
+    block = yaml.safe_dump({"nodes": nodes}, sort_keys=False, default_flow_style=False)
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, ln in enumerate(lines) if re.match(r"^nodes\s*:", ln)), None)
+    if start is None:
+        return text.rstrip("\n") + "\n" + block
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t-#"):
+        end += 1
+    # Blank lines and comments at the end of the block belong to what follows.
+    while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
+        end -= 1
+    return "".join(lines[:start]) + block + "".join(lines[end:])
+
+
+def _free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(int(s.getsockname()[1]))
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def _load_raw(path: Path) -> tuple[str, dict[str, Any]]:
+    text = path.read_text(encoding="utf-8")
+    return text, (yaml.safe_load(text) or {})
+
+
+def _write_spec(path: Path, text: str) -> None:
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(tmp, path.stat().st_mode & 0o777)
+    os.replace(tmp, path)
+
+
+# ----- waits -------------------------------------------------------------------------------------------
+
+
+class _Steps:
+    def __init__(self, change: NodeChange, say: Progress) -> None:
+        self.change, self.say = change, say
+
+    def wait(self, name: str, probe: Callable[[], tuple[bool, str]], timeout: float, poll: float = 1.0) -> str:
+        from kctl.runtime.readiness import Stage, wait_for_stages
+
+        t0 = time.monotonic()
+        res = wait_for_stages([Stage(name, probe)], timeout=timeout, poll=poll)
+        saw = res[0].saw if res else ""
+        self.done(name, time.monotonic() - t0, saw)
+        return saw
+
+    def done(self, name: str, seconds: float, saw: str = "") -> None:
+        self.change.steps.append({"step": name, "seconds": round(seconds, 1), "saw": saw})
+        self.say(f"ok  {name} ({seconds:.1f}s){': ' + saw if saw else ''}")
+
+
+def _healthy(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
+    from kctl.roll import run
+
+    return run.pre_checks(spec)
+
+
+def _zk_serving(spec: ClusterSpec, node_id: int) -> Callable[[], tuple[bool, str]]:
+    from kctl import health
+
+    n = spec.node(node_id)
+
+    def run() -> tuple[bool, str]:
+        z = health.zk_state(spec.zk_host(n), spec.zk_host_port(n), 1.0)
+        return z.mode in health.SERVING, f"{spec.zk_host(n)} mode {z.mode}" + (f" ({z.error})" if z.error else "")
+    return run
+
+
+def _broker_registered(spec: ClusterSpec, node_id: int, want: bool = True) -> Callable[[], tuple[bool, str]]:
+    from kctl import health
+
+    def run() -> tuple[bool, str]:
+        obs = health.gather(spec, 1.5, docker=False, zookeeper=False)
+        ids = sorted(obs.kafka.brokers) if obs.kafka else []
+        return (node_id in ids) == want, f"registered brokers {ids}"
+    return run
+
+
+def _ensemble_matches(spec: ClusterSpec, leaving: int | None = None) -> bool:
+    """True when the ensemble is kctl.yaml's; False when it already lacks ``leaving`` (a remove resumed)."""
+    from kctl.zk import reconfig
+
+    cfg = reconfig.read_config(spec)
+    want = {n.id: n.role.value for n in spec.nodes}
+    have = {i: s.role for i, s in cfg.servers.items()}
+    if leaving is not None and {i: r for i, r in want.items() if i != leaving} == have:
+        return False
+    if want != have:
+        raise ClusterError(f"the ZooKeeper ensemble ({', '.join(f'{i}:{r}' for i, r in sorted(have.items()))})"
+                           f" is not what kctl.yaml says ({', '.join(f'{i}:{r}' for i, r in sorted(want.items()))});"
+                           " nothing was changed",
+                           hint="`kctl zk config` shows the ensemble; bring them in step first (`kctl zk reconfig`)")
+    return True
+
+
+def _colocated(spec: ClusterSpec) -> None:
+    from kctl.spec import Topology
+
+    if spec.topology is not Topology.colocated:
+        raise UsageError("kctl node add/remove handle the colocated topology (ZooKeeper and broker in one"
+                         " container); this cluster is split", hint="edit kctl.yaml's nodes and roll the change")
+
+
+# ----- add ---------------------------------------------------------------------------------------------
+
+
+def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | None = None,
+        role: str = "participant", force: bool = False, timeout: float = 300,
+        progress: Progress | None = None) -> NodeChange:
+    """Write the node to kctl.yaml, render, start its container, reconfig its ZooKeeper in, wait for its broker."""
+    from kctl.render import render, write
+    from kctl.roll.run import roll_lock
+    from kctl.runtime import cluster as rcl
+    from kctl.zk import reconfig
+
+    reconfig.require_reconfigurable(spec)
+    say = progress or (lambda _m: None)
+    t0 = time.monotonic()
+    _colocated(spec)
+    text, raw = _load_raw(spec_path)
+    new_raw, entry = with_node_added(raw, spec, node_id, role, _free_ports)
+    new_spec, warnings = parse_spec(new_raw, str(spec_path))
+    nid, host = entry["id"], entry["hostname"]
+    change = NodeChange("add", nid, new_spec.zk_host(new_spec.node(nid)), role, warnings=[
+        w for w in warnings if "participants" not in w])
+    steps = _Steps(change, say)
+    joiner = reconfig.server_of(new_spec, nid)
+    with roll_lock(state_dir):
+        steps.wait("cluster healthy before the change", _healthy(spec), 30)
+        _ensemble_matches(spec)
+        live = reconfig.live_servers(spec)
+        _, zk_warn = reconfig.check(reconfig.read_config(spec), [joiner], [], [*live, nid], force)
+        change.warnings += zk_warn
+        from kctl.runtime.cluster import preflight_ports
+        from kctl.runtime.compose import containers
+
+        preflight_ports(new_spec, {c.name: c for c in containers(new_spec)})
+
+        # From here on, undo on failure: the container, the rendered files and kctl.yaml.
+        reconfigured = False
+        try:
+            _write_spec(spec_path, replace_nodes_block(text, new_raw["nodes"]))
+            write(render(new_spec, state_dir), state_dir)
+            steps.done("kctl.yaml and the rendered files list the new node", 0.0, f"{host} (id {nid}, {role})")
+            t = time.monotonic()
+            rcl.start_one(new_spec, state_dir, host)
+            steps.done("container started", time.monotonic() - t, host)
+            # The joiner starts with the current ensemble plus itself and syncs with the leader first.
+            steps.wait(f"ZooKeeper {nid} serving (synced with the leader)", _zk_serving(new_spec, nid), timeout)
+            t = time.monotonic()
+            res = reconfig.reconfig(new_spec, [joiner], [], force=force,
+                                    live=reconfig.live_servers(new_spec))
+            reconfigured = True
+            steps.done(f"ZooKeeper {nid} added to the ensemble by reconfig", time.monotonic() - t,
+                       f"version {res.before.version} -> {res.after.version}: participants"
+                       f" {res.after.participants}, observers {res.after.observers}")
+            steps.wait(f"broker {nid} registered", _broker_registered(new_spec, nid), timeout)
+            steps.wait("cluster healthy", _healthy(new_spec), timeout)
+        except BaseException:
+            if not reconfigured:
+                say(f"undoing: removing {host}, restoring kctl.yaml and the rendered files")
+                _undo_add(spec, spec_path, state_dir, text, host)
+            raise
+    others = ",".join(str(n.id) for n in new_spec.nodes)
+    change.next = (f"broker {nid} holds no data yet: `kctl reassign plan --brokers {others}` then"
+                   " `kctl reassign execute plan.json --wait`; the other nodes' rendered files now list it"
+                   " (zookeeper.connect, the ensemble) and take effect at their next restart")
+    change.seconds = time.monotonic() - t0
+    return change
+
+
+def _undo_add(spec: ClusterSpec, spec_path: Path, state_dir: Path, text: str, host: str) -> None:
+    from kctl.render import render, write
+    from kctl.runtime import cluster as rcl
+
+    try:
+        rcl.remove_one(spec, host, stop_timeout=30)
+    except KctlError:
+        pass
+    _write_spec(spec_path, text)
+    write(render(spec, state_dir), state_dir)
+    shutil.rmtree(state_dir / host, ignore_errors=True)
+
+
+# ----- remove ------------------------------------------------------------------------------------------
+
+
+def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, force: bool = False,
+           throttle: int | None = None, timeout: float = 900, progress: Progress | None = None) -> NodeChange:
+    """Move every replica off the node, reconfig its ZooKeeper out, remove its container, update kctl.yaml."""
+    from kctl.kafka import balance, reassign
+    from kctl.render import render, write
+    from kctl.roll.run import roll_lock
+    from kctl.runtime import cluster as rcl
+    from kctl.runtime import services
+    from kctl.zk import reconfig
+
+    reconfig.require_reconfigurable(spec)
+    say = progress or (lambda _m: None)
+    t0 = time.monotonic()
+    _colocated(spec)
+    node = spec.node(ref)
+    nid, host = node.id, spec.kafka_host(node)
+    if len(spec.nodes) == 1:
+        raise UsageError(f"{host} is the only node of {spec.name}", hint="`kctl down` removes the whole cluster")
+    text, raw = _load_raw(spec_path)
+    new_raw = with_node_removed(raw, spec, nid)
+    change = NodeChange("remove", nid, host, node.role.value)
+    steps = _Steps(change, say)
+    with roll_lock(state_dir):
+        member = _ensemble_matches(spec, leaving=nid)
+        # A remove that stopped half-way (broker stopped, or ZooKeeper already out) may run again.
+        resumed = not member or not _broker_registered(spec, nid)()[0]
+        if not resumed:
+            steps.wait("cluster healthy before the change", _healthy(spec), 30)
+        # Every check before anything moves: the RF the rest can hold, the quorum the rest keeps.
+        current, live_brokers = reassign.assignment(spec)
+        rest = [b for b in live_brokers if b != nid]
+        try:
+            balance.check(current, rest)
+        except UsageError as exc:
+            raise UsageError(f"cannot remove node {nid}: {exc.message}; nothing was changed",
+                             hint="the remaining brokers must hold every partition's replication factor: add a"
+                                  " node first, or lower the replication factor") from None
+        new_spec, _ = parse_spec(new_raw, str(spec_path))  # kctl.yaml's rules for the smaller cluster
+        live = reconfig.live_servers(spec)
+        if member:
+            _, zk_warn = reconfig.check(reconfig.read_config(spec), [], [nid], live, force)
+            change.warnings += zk_warn
+
+        target = balance.balance(current, rest)
+        moves = {(m.topic, m.partition): m.target for m in target.moves}
+        change.moved_partitions = len(moves)
+        if moves:
+            t = time.monotonic()
+            reassign.execute(spec, moves, throttle=throttle, wait=True, timeout=timeout, progress=say)
+            steps.done(f"{len(moves)} partition(s) moved off broker {nid}", time.monotonic() - t,
+                       f"replicas per broker now {target.replica_counts()}")
+        left = [f"{t}-{p}" for (t, p), r in reassign.assignment(spec)[0].items() if nid in r]
+        if left:
+            raise ClusterError(f"broker {nid} still holds replicas of {', '.join(left[:5])}; nothing more was changed",
+                               hint="`kctl reassign status`; run `kctl node remove` again when it is done")
+        t = time.monotonic()
+        if services.process_state(spec, host, "kafka") == "RUNNING":
+            services.stop(spec, host, "kafka")
+        steps.wait(f"broker {nid} stopped (controlled shutdown) and unregistered",
+                   _broker_registered(spec, nid, want=False), 120)
+        if member:
+            t = time.monotonic()
+            res = reconfig.reconfig(spec, [], [nid], force=force, live=live)
+            steps.done(f"ZooKeeper {nid} removed from the ensemble by reconfig", time.monotonic() - t,
+                       f"version {res.before.version} -> {res.after.version}: participants"
+                       f" {res.after.participants}, observers {res.after.observers}")
+        t = time.monotonic()
+        rcl.remove_one(spec, host)
+        steps.done("container removed", time.monotonic() - t, host)
+        _write_spec(spec_path, replace_nodes_block(text, new_raw["nodes"]))
+        write(render(new_spec, state_dir), state_dir)
+        shutil.rmtree(state_dir / host, ignore_errors=True)
+        steps.done("kctl.yaml and the rendered files updated; the node's directories removed", 0.0,
+                   f"nodes {[n.id for n in new_spec.nodes]}")
+        steps.wait("cluster healthy", _healthy(new_spec), timeout)
+    change.seconds = time.monotonic() - t0
+    change.next = ("the other nodes' rendered files no longer list it (zookeeper.connect, the ensemble);"
+                   " that takes effect at their next restart")
+    return change
