@@ -88,7 +88,7 @@ def test_offset_publisher_commits_changes_only_and_never_raises(monkeypatch: pyt
     commits: list[dict[str, dict[int, int]]] = []
 
     class Fake:
-        def __init__(self, bootstrap: str, group: str) -> None:
+        def __init__(self, bootstrap: str, group: str, spec: object = None) -> None:
             assert group == "kctl-stream-web"
 
         def commit(self, offsets: dict[str, dict[int, int]]) -> int:
