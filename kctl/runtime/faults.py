@@ -166,7 +166,8 @@ class Faults:
             return
         self.check_service(service)
         self.exec(host, [*contract.SUPERVISORCTL, "start", service], timeout=60)
-        self.wait_process(host, service, running=True)
+        # a broker's start waits for a ZooKeeper quorum that may be coming back in the same restore
+        self.wait_process(host, service, running=True, timeout=150)
         self._forget(service, host)
 
     def start_container(self, host: str) -> None:

@@ -23,8 +23,9 @@ TABLES = ("archive", "deadletter", "metrics")
 def open_table(path: Path) -> Any | None:
     """The Delta table at ``path`` (latest version), or None when there is none yet."""
     deltalake = require("deltalake", "tables")
-    if not (path / "_delta_log").is_dir():
-        return None
+    log = path / "_delta_log"
+    if not log.is_dir() or not any(log.glob("*.json")):
+        return None  # not created yet: the writer makes the log dir before its first commit lands
     try:
         return deltalake.DeltaTable(str(path))
     except Exception as exc:  # noqa: BLE001 - delta-rs raises its own error types

@@ -101,7 +101,7 @@ def test_leader_kill_loses_nothing_and_the_verdict_agrees_with_an_independent_re
 
 def test_planted_loss_is_caught(cluster: KafkaCluster) -> None:
     """Records deleted behind the producer's back (delete_records): the checker reports them lost, exit 1."""
-    from confluent_kafka import TopicPartition
+    from confluent_kafka import KafkaException, TopicPartition
     from confluent_kafka.admin import AdminClient
 
     topic = f"drill-planted-{uuid.uuid4().hex[:6]}"
@@ -116,7 +116,11 @@ def test_planted_loss_is_caught(cluster: KafkaCluster) -> None:
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1]
+                try:
+                    high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1]
+                except KafkaException:  # the new topic's metadata not there yet
+                    time.sleep(0.2)
+                    continue
                 if high >= 50:
                     res = admin.delete_records([TopicPartition(topic, 0, high)])
                     next(iter(res.values())).result(30)

@@ -110,3 +110,11 @@ def test_offset_publisher_commits_changes_only_and_never_raises(monkeypatch: pyt
     p.publish({"t": {0: 99}})  # a failed commit is a warning, retried with the next batch
     p.publish({"t": {0: 7}})
     assert commits == [{"t": {0: 5}}, {"t": {0: 7}}]
+
+
+def test_a_table_whose_first_commit_has_not_landed_is_not_there_yet(tmp_path: Path) -> None:
+    from kctl.stream import tables
+
+    (tmp_path / "metrics" / "_delta_log").mkdir(parents=True)  # what a writer makes before its first commit
+    assert tables.open_table(tmp_path / "metrics") is None
+    assert tables.open_table(tmp_path / "nothing") is None
