@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any
 import yaml
 
 from kctl.errors import ClusterError, KctlError, UsageError
+from kctl.runtime.ports import free_ports
 from kctl.spec import ClusterSpec, parse_spec
 
 Progress = Callable[[str], None]
@@ -104,20 +104,6 @@ def replace_nodes_block(text: str, nodes: list[dict[str, Any]]) -> str:
     while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
         end -= 1
     return "".join(lines[:start]) + block + "".join(lines[end:])
-
-
-def _free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(int(s.getsockname()[1]))
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 def _load_raw(path: Path) -> tuple[str, dict[str, Any]]:
@@ -226,7 +212,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
     t0 = time.monotonic()
     _colocated(spec)
     text, raw = _load_raw(spec_path)
-    new_raw, entry = with_node_added(raw, spec, node_id, role, _free_ports)
+    new_raw, entry = with_node_added(raw, spec, node_id, role, free_ports)
     new_spec, warnings = parse_spec(new_raw, str(spec_path))
     nid, host = entry["id"], entry["hostname"]
     change = NodeChange("add", nid, new_spec.zk_host(new_spec.node(nid)), role, warnings=[

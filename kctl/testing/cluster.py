@@ -39,26 +39,13 @@ from kctl.health import ClusterStatus
 from kctl.render import render, write
 from kctl.runtime import compose as rc
 from kctl.runtime.faults import Faults
+from kctl.runtime.ports import free_ports
 from kctl.runtime.readiness import Stage, wait_for_stages
 from kctl.spec import ClusterSpec, NodeSpec, parse_spec
 
 LABEL_TESTING = contract.LABEL_TESTING
 LABEL_OWNER = contract.LABEL_TESTING_OWNER
 LABEL_REUSE = contract.LABEL_TESTING_REUSE
-
-
-def _free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(int(s.getsockname()[1]))
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +150,7 @@ class KafkaCluster:
         """Give every node free host ports unless the caller pinned them."""
         nodes = [dict(n) for n in data["nodes"]]
         needed = sum(1 for n in nodes for k in ("zookeeper_port", "kafka_port") if not n.get(k))
-        free = iter(_free_ports(needed))
+        free = iter(free_ports(needed))
         for n in nodes:
             for k in ("zookeeper_port", "kafka_port"):
                 if not n.get(k):
