@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl import contract
+from kctl.properties import parse_properties
 from kctl.spec import ClusterSpec
 
 SERVER_PROPERTIES = "server.properties"
@@ -146,19 +147,6 @@ def parse_zk_conf(text: str) -> dict[str, str]:
 def zk_expected(props: Mapping[str, str]) -> dict[str, str]:
     """zoo.cfg as ZooKeeper will report it: ``peerType`` participant unless the file says otherwise."""
     return {"peerType": "participant", **props}
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """``key=value`` lines (kctl writes no continuations or escapes)."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        k, sep, v = line.partition("=")
-        if sep:
-            out[k.strip()] = v.strip()
-    return out
 
 
 # ----- observing --------------------------------------------------------------------------------------

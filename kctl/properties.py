@@ -429,3 +429,16 @@ def services_of(spec: ClusterSpec) -> list[tuple[str, NodeSpec, tuple[str, ...]]
         out.extend((spec.zk_host(n), n, ("zookeeper",)) for n in spec.nodes)
         out.extend((spec.kafka_host(n), n, ("kafka",)) for n in spec.nodes)
     return out
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """The reverse of a rendered properties file: its ``key=value`` lines (kctl writes no continuations or escapes)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        k, sep, v = line.partition("=")
+        if sep:
+            out[k.strip()] = v.strip()
+    return out

@@ -16,6 +16,7 @@ from typing import Any
 
 from kctl.errors import KctlError, UsageError
 from kctl.kafka.client import admin, kafka_error, require_reachable
+from kctl.properties import parse_properties
 from kctl.spec import ClusterSpec
 
 TIMEOUT = 15.0
@@ -341,19 +342,6 @@ def describe(spec: ClusterSpec, entity: Entity, all_keys: bool = False, keys: li
     if running is None:
         return ConfigDescription(str(entity), rows)
     return ConfigDescription(str(entity), rows, running.source, running.pending, running.warnings)
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """``key=value`` lines of a rendered server.properties (kctl writes no continuations or escapes)."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        k, sep, v = line.partition("=")
-        if sep:
-            out[k.strip()] = v.strip()
-    return out
 
 
 def static_drift(running: dict[str, str], wanted: dict[str, str]) -> dict[str, dict[str, str | None]]:
