@@ -156,11 +156,11 @@ def container_ids(cluster: KafkaCluster) -> dict[str, str]:
 
 
 def test_apply_makes_again_only_the_container_whose_settings_changed(cluster: KafkaCluster) -> None:
-    from kctl.testing.cluster import _free_ports
+    from kctl.runtime.ports import free_ports
     from tests.integration.test_restart import jvm_pids
 
     before, pids = container_ids(cluster), jvm_pids(cluster)
-    jmx = _free_ports(1)[0]
+    jmx = free_ports(1)[0]
     data = yaml.safe_load(cluster.spec_file.read_text())
     next(n for n in data["nodes"] if n["hostname"] == "logger2")["jmx_port"] = jmx
     cluster.spec_file.write_text(yaml.safe_dump(data, sort_keys=False))

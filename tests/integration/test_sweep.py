@@ -20,7 +20,7 @@ import typer.main
 import yaml
 
 from kctl.cli.main import app
-from kctl.testing.cluster import _free_ports
+from kctl.runtime.ports import free_ports
 
 TOPIC, GROUP = "sweep-t", "sweep-g"
 
@@ -164,7 +164,7 @@ def _write(d: Path, data: dict[str, Any]) -> Path:
 
 def test_sweep_every_command_refuses_and_the_other_cluster_is_unchanged(other: Any, tmp_path: Path) -> None:
     theirs = other.spec.model_dump(mode="json", exclude_none=True)
-    free = iter(_free_ports(2 * len(other.spec.nodes)))
+    free = iter(free_ports(2 * len(other.spec.nodes)))
     stopped_nodes = [{"id": n.id, "hostname": n.hostname, "zookeeper_port": next(free), "kafka_port": next(free)}
                      for n in other.spec.nodes]
     cases = {

@@ -32,9 +32,9 @@ def test_shared_fixture(kctl_cluster: KafkaCluster) -> None:
 
 def test_two_clusters_at_once_and_cleanup_after_failure(kctl_cluster: KafkaCluster) -> None:
     """A second cluster beside the shared one: no collision; a failing body still removes everything."""
-    from kctl.testing.cluster import _free_ports
+    from kctl.runtime.ports import free_ports
 
-    jmx = _free_ports(1)[0]
+    jmx = free_ports(1)[0]
     second = KafkaCluster(nodes=1, kafka={"jmx": True, "jmx_port_base": jmx})
     name = second.spec.name
     with pytest.raises(RuntimeError, match="boom"), second:
