@@ -28,7 +28,7 @@ package: setup
 	$(PYTEST) tests/unit -q -m slow -p no:cacheprovider || [ $$? -eq 5 ]
 
 integration: setup
-	$(PYTEST) tests/integration -q -m integration -p no:cacheprovider --timeout 1800 || [ $$? -eq 5 ]
+	$(PYTEST) tests/integration -q -m integration -p no:cacheprovider --timeout 1800 --durations=30 || [ $$? -eq 5 ]
 
 test: lint unit package integration
 
