@@ -14,6 +14,7 @@ import datetime as _dt
 import enum
 import functools
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -159,11 +160,27 @@ def _rows_of(data: Any) -> list[dict[str, Any]]:
     return [{"value": plain}]
 
 
+_RICH_SYNTAX = re.compile(r"\[|:[\w+-]+:")  # markup, or what may be an emoji code
+
+
+def _plain_line(msg: str) -> bool:
+    """A message rich would print unchanged (no markup or emoji code) to a stderr that is not a terminal."""
+    return not _RICH_SYNTAX.search(msg) and not (sys.stderr is not None and sys.stderr.isatty())
+
+
 def info(msg: str) -> None:
+    if _plain_line(msg):  # the summary line of produce/consume and the like: no need to load rich
+        sys.stderr.write(msg + "\n")
+        sys.stderr.flush()
+        return
     _console(True).print(msg, highlight=False)
 
 
 def warn(msg: str) -> None:
+    if _plain_line(msg):
+        sys.stderr.write(f"warning: {msg}\n")
+        sys.stderr.flush()
+        return
     _console(True).print(f"[yellow]warning:[/yellow] {msg}", highlight=False)
 
 

@@ -39,7 +39,10 @@ from kctl.cli import (
     topic,
     zk,
 )
+from kctl.cli.coerce import install as _plain_coercion
 from kctl.errors import KctlError
+
+_plain_coercion()  # str/int/float/Path/enum options without Typer's per-parameter pydantic adapters
 
 app = typer.Typer(
     name="kctl",

@@ -41,8 +41,8 @@ def test_building_the_command_tree_imports_no_domain() -> None:
     modules = loaded_after("import typer\nimport kctl.cli.main as m\ntyper.main.get_command(m.app)")
     assert heavy_in(modules) == []
     # ...and the tree is really built: every command module was registered.
-    assert {f"kctl.cli.{p.stem}" for p in CLI_DIR.glob("*.py") if p.stem not in ("__init__", "main", "common")} \
-        <= set(modules)
+    shared = ("__init__", "main", "common", "coerce")
+    assert {f"kctl.cli.{p.stem}" for p in CLI_DIR.glob("*.py") if p.stem not in shared} <= set(modules)
 
 
 def test_help_imports_no_domain() -> None:
@@ -66,7 +66,7 @@ def test_every_command_module_registers_and_none_imports_main() -> None:
         assert "kctl.cli.main" not in imported, f"{path.name} imports kctl.cli.main: use kctl.cli.common"
         assert not any(isinstance(n, ast.ImportFrom) and n.module == "kctl.cli" and
                        any(a.name == "main" for a in n.names) for n in ast.walk(tree)), path.name
-        if path.stem == "common":
+        if path.stem in ("common", "coerce"):  # shared by the commands, not commands
             continue
         assert f"kctl.cli.{path.stem}" in listed, f"{path.name} is not in kctl.cli.main.COMMAND_MODULES"
         assert any(isinstance(n, ast.FunctionDef) and n.name == "register" for n in tree.body), path.name
@@ -87,3 +87,41 @@ def test_a_call_converts_only_the_invoked_command() -> None:
     assert (main.app.registered_commands, main.app.registered_groups) == before
     for args in ([], ["--help"], ["-h", "status"], ["nosuch"], ["--version"]):
         assert main.invoked(args) is main.app, args
+
+
+def test_kafka_clients_do_not_import_asyncio_until_used() -> None:
+    # confluent-kafka's package imports asyncio for helpers kctl never calls; kctl.kafka defers it.
+    modules = loaded_after("import kctl.kafka.client, kctl.kafka.console, kctl.kafka.topics\n"
+                           "from confluent_kafka import Consumer, Producer, TopicPartition\n"
+                           "from confluent_kafka.admin import AdminClient\n"
+                           "import confluent_kafka._serde_builder as sb\nimport sys\n"
+                           "assert type(sys.modules['asyncio']).__name__ == '_Deferred'\n")
+    assert "confluent_kafka.admin" in modules
+    assert [m for m in modules if m.startswith("asyncio.")] == []
+
+
+def test_a_deferred_asyncio_works_when_used() -> None:
+    modules = loaded_after("import kctl.kafka\nimport asyncio\nfrom asyncio import Queue\nimport asyncio.subprocess\n"
+                           "assert asyncio.run(asyncio.sleep(0, 'ok')) == 'ok'\n"
+                           "import confluent_kafka._serde_builder as sb\nassert sb.asyncio.shield is asyncio.shield\n"
+                           "import sys\nassert type(sys.modules['asyncio']).__name__ == 'module'\n")
+    assert "asyncio.events" in modules
+
+
+def test_plain_messages_to_stderr_need_no_rich() -> None:
+    code = ("import contextlib, io\nfrom kctl import output\nerr = io.StringIO()\n"
+            "with contextlib.redirect_stderr(err):\n"
+            "    output.info('T: delivered 5, failed 0 in 0.10s (50 records/s)')\n"
+            "    output.warn('host 127.0.0.1:19092 is slow')\n"
+            "assert err.getvalue() == ('T: delivered 5, failed 0 in 0.10s (50 records/s)\\n'\n"
+            "                          'warning: host 127.0.0.1:19092 is slow\\n'), err.getvalue()\n")
+    assert [m for m in loaded_after(code) if m.split(".")[0] == "rich"] == []
+
+
+def test_messages_with_markup_still_go_through_rich(capsys: object) -> None:
+    from kctl import output
+
+    output.info("[bold]done[/bold] :)")
+    output.warn("see [b]this[/b]")
+    err = capsys.readouterr().err  # type: ignore[attr-defined]
+    assert err == "done :)\nwarning: see this\n"
