@@ -17,7 +17,7 @@ from typing import IO, Any
 
 from kctl.errors import KctlError, UsageError
 from kctl.kafka.client import MESSAGE_TIMEOUT, consumer, require_topics
-from kctl.kafka.produce import ProduceResult, Record, send
+from kctl.kafka.produce import ProduceResult, Record, Values, send
 from kctl.spec import ClusterSpec
 
 BLOCK = 1 << 20  # input bytes per read
@@ -65,7 +65,7 @@ def records(stream: IO[bytes], key_separator: str | None, res: ProduceResult,
     for lines in line_blocks(stream, block):
         if sep is None:
             res.bytes += sum(map(len, lines))
-            yield list(zip([None] * len(lines), lines, strict=True))
+            yield Values(lines)
         else:
             parts = [ln.partition(sep) for ln in lines]
             pairs = [(k, v) for k, s, v in parts if s]
@@ -132,11 +132,29 @@ def _text(b: bytes | None) -> str | None:
 
 
 def render(msgs: Sequence[Any], mode: str) -> bytes:
-    """One output block: ``value`` lines, ``key`` (key<TAB>value, null for a missing part) or ``json`` lines."""
-    if mode == "value":
-        return b"".join([(m.value() or b"") + b"\n" for m in msgs])
-    if mode == "key":
-        return b"".join([(m.key() or b"null") + b"\t" + (m.value() or b"null") + b"\n" for m in msgs])
+    """One output block: ``value`` lines, ``key`` (key<TAB>value, null for a missing part) or ``json`` lines.
+
+    The value and key forms run their per-message loops in C (``map`` over the unbound
+    methods, ``bytes.join``): a block of 50,000 messages is a few joins, not 50,000 Python steps.
+    """
+    if not msgs:
+        return b""
+    if mode in ("value", "key"):
+        cls = type(msgs[0])
+        values = list(map(cls.value, msgs))
+        if mode == "value":
+            if None in values:
+                values = [v or b"" for v in values]
+            values.append(b"")  # the last line's end
+            return b"\n".join(values)
+        keys = list(map(cls.key, msgs))
+        if None in values:
+            values = [b"null" if v is None else v for v in values]
+        if None in keys:
+            keys = [b"null" if k is None else k for k in keys]
+        lines = list(map(b"\t".join, zip(keys, values, strict=True)))
+        lines.append(b"")
+        return b"\n".join(lines)
     out = []
     for m in msgs:
         kind, ts = m.timestamp()
@@ -144,6 +162,16 @@ def render(msgs: Sequence[Any], mode: str) -> bytes:
                                "timestamp_ms": ts if kind else None, "key": _text(m.key()),
                                "value": _text(m.value())}))
     return ("\n".join(out) + "\n").encode()
+
+
+def split_errors(msgs: list[Any]) -> tuple[list[Any], list[Any]]:
+    """(messages, errors): error events come in the same list as messages, rarely; the check runs in C."""
+    if not msgs:
+        return msgs, []
+    errors = list(map(type(msgs[0]).error, msgs))
+    if errors.count(None) == len(msgs):
+        return msgs, []
+    return [m for m, e in zip(msgs, errors, strict=True) if e is None], [e for e in errors if e is not None]
 
 
 class ConsoleConsumer:
@@ -222,12 +250,10 @@ class ConsoleConsumer:
                     if msgs and want > 1:
                         msgs += consume(want - 1, 0)
                 now = time.monotonic()
-                good = [m for m in msgs if m.error() is None]
-                if len(good) < len(msgs):
-                    for m in msgs:
-                        err = m.error()
-                        if err is not None and err.fatal():
-                            raise KctlError(f"consumer failed: {err}")
+                good, errors = split_errors(msgs)
+                for err in errors:
+                    if err.fatal():
+                        raise KctlError(f"consumer failed: {err}")
                 if not good:
                     if self.timeout is not None and now - idle_since >= self.timeout:
                         self.result.stopped_by = "timeout"

@@ -10,6 +10,7 @@ its queues). Every loop is bounded in time: ``max_seconds``, and ``timeout`` per
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,13 @@ FLUSH_MARGIN = 5.0  # after message.timeout.ms, librdkafka's timeout scan still 
 MAX_ERRORS = 5
 
 Record = tuple[Any, Any]  # (key, value): bytes, str or None
+
+
+class Values(list[Any]):
+    """A block of values without keys: sent as is, without a (None, value) pair per record."""
+
+    def pairs(self) -> Iterator[Record]:
+        return zip(itertools.repeat(None), self)
 
 
 @dataclass
@@ -91,7 +99,7 @@ def send(topic: str, blocks: Iterable[Sequence[Record]], *, spec: ClusterSpec | 
                 rejected += bad
                 poll(0)
                 continue
-            for key, value in block:
+            for key, value in (block.pairs() if isinstance(block, Values) else block):
                 if rate:
                     ahead = sent / rate - (time.monotonic() - t0)
                     if ahead > 0:
@@ -130,7 +138,10 @@ def _produce_block(p: Any, topic: str, block: Sequence[Record], res: ProduceResu
     """
     from confluent_kafka import KafkaError, KafkaException
 
-    msgs = [{"key": k, "value": v} for k, v in block]
+    if isinstance(block, Values):
+        msgs = [{"value": v} for v in block]
+    else:
+        msgs = [{"key": k, "value": v} for k, v in block]
     queued = p.produce_batch(topic, msgs)
     if queued == len(msgs):
         return queued, 0
@@ -139,7 +150,7 @@ def _produce_block(p: Any, topic: str, block: Sequence[Record], res: ProduceResu
         err = m.get("_error")
         if err is not None and err.code() == KafkaError._QUEUE_FULL:
             try:
-                _produce_when_room(p, topic, m["key"], m["value"])
+                _produce_when_room(p, topic, m.get("key"), m["value"])
                 err = None
             except KafkaException as exc:
                 err = exc.args[0]

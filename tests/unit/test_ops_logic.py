@@ -199,7 +199,8 @@ class _Msg:
 def _blocks(data: bytes, sep: str | None = None, block: int = 4) -> tuple[list[tuple[bytes | None, bytes]], Any]:
     res = produce.ProduceResult("t")
     stream = io.BufferedReader(io.BytesIO(data), buffer_size=block)  # type: ignore[arg-type]
-    return [r for b in console.records(stream, sep, res, block) for r in b], res
+    blocks = console.records(stream, sep, res, block)
+    return [r for b in blocks for r in (b.pairs() if isinstance(b, produce.Values) else b)], res
 
 
 def test_input_lines_across_block_boundaries() -> None:
@@ -231,6 +232,31 @@ def test_render_blocks() -> None:
     assert rows[0] == {"topic": "t", "partition": 2, "offset": 7, "timestamp_ms": 1700000000000, "key": "k1",
                        "value": "v1"}
     assert rows[1]["key"] is None and rows[1]["value"] is None and rows[2]["value"] == "é"
+
+
+def test_render_blocks_in_c_match_a_plain_loop() -> None:
+    msgs = [_Msg(None if i % 7 == 0 else b"v%d" % i, None if i % 5 == 0 else b"k%d" % i) for i in range(100)]
+    assert console.render(msgs, "value") == b"".join((m.value() or b"") + b"\n" for m in msgs)
+    assert console.render(msgs, "key") == b"".join(
+        (m.key() or b"null") + b"\t" + (m.value() or b"null") + b"\n" for m in msgs)
+    assert console.render([], "value") == console.render([], "key") == b""
+
+
+def test_error_events_are_split_from_messages() -> None:
+    class _Err(_Msg):
+        def __init__(self, err: object, v: bytes | None = None) -> None:
+            super().__init__(v, None)
+            self._e = err
+
+        def error(self) -> object:
+            return self._e
+
+    ok = [_Err(None, b"a"), _Err(None, b"b")]
+    assert console.split_errors(ok) == (ok, [])
+    bad = [_Err(None, b"a"), _Err("eof"), _Err(None, b"c")]
+    good, errors = console.split_errors(bad)
+    assert [m.value() for m in good] == [b"a", b"c"] and errors == ["eof"]
+    assert console.split_errors([]) == ([], [])
 
 
 def test_one_translation_of_kafka_errors() -> None:
@@ -272,6 +298,14 @@ def test_produce_block_with_a_refused_record_and_a_full_queue() -> None:
                        **{"message.max.bytes": 1_000_000, "queue.buffering.max.messages": 20})
     assert res.produced == 60 and res.delivered == 0 and res.failed == 61
     assert any("too large" in e.lower() for e in res.errors)
+
+
+def test_value_blocks_are_sent_like_pairs() -> None:
+    # Keyless input goes as Values (no (None, value) pair per record), in batch and one by one.
+    blocks = [produce.Values([b"x" * 10] * 40), produce.Values([b"y"]), [(b"k", b"v")] * 3]
+    res = produce.send("t", blocks, bootstrap="127.0.0.1:1", timeout=1.0, check=False)
+    assert res.produced == 44 and res.delivered == 0 and res.failed == 44
+    assert list(produce.Values([b"a", b"b"]).pairs()) == [(None, b"a"), (None, b"b")]
 
 
 def test_bad_acks_refused() -> None:
