@@ -14,7 +14,6 @@ import datetime as _dt
 import enum
 import functools
 import json
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -29,10 +28,11 @@ if TYPE_CHECKING:
 def _console(err: bool) -> Console:
     from rich.console import Console
 
+    # emoji=False: a topic or config value like ":fire:" is data, printed as is.
     if err:
-        return Console(stderr=True, soft_wrap=True)
+        return Console(stderr=True, soft_wrap=True, emoji=False)
     # Not a terminal (a pipe, CI): do not squeeze tables into 80 columns.
-    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200, emoji=False)
 
 
 def __getattr__(name: str) -> Any:
@@ -160,12 +160,9 @@ def _rows_of(data: Any) -> list[dict[str, Any]]:
     return [{"value": plain}]
 
 
-_RICH_SYNTAX = re.compile(r"\[|:[\w+-]+:")  # markup, or what may be an emoji code
-
-
 def _plain_line(msg: str) -> bool:
-    """A message rich would print unchanged (no markup or emoji code) to a stderr that is not a terminal."""
-    return not _RICH_SYNTAX.search(msg) and not (sys.stderr is not None and sys.stderr.isatty())
+    """A message rich would print unchanged (no markup) to a stderr that is not a terminal."""
+    return "[" not in msg and not (sys.stderr is not None and sys.stderr.isatty())
 
 
 def info(msg: str) -> None:

@@ -3,10 +3,10 @@
 Typer (0.29) converts each parameter's value with a pydantic ``TypeAdapter``, built on
 every run for every parameter of the invoked command: the first one imports pydantic's
 validation machinery and each costs a schema build, before the command has done anything.
-kctl's options are str, int, float, Path and enums; for those, ``install()`` makes Typer
+kctl's options are str, int, float (some with a range), Path and enums; for those, ``install()`` makes Typer
 use the conversions below, which give the same values and the same error messages
 (tests/unit/test_cli_coerce.py compares them with Typer's own). Anything else (lists,
-ranged numbers, custom parsers, files) still goes through Typer's adapters.
+clamped numbers, custom parsers, files) still goes through Typer's adapters.
 """
 
 from __future__ import annotations
@@ -100,10 +100,22 @@ def _plain(annotation: Any, info: Any) -> Callable[[Any, Any, Any], Any] | None:
     if annotation is bool:
         return lambda v, _p, _c: to_bool(v)
     if annotation in (int, float):
-        if info.min is not None or info.max is not None or info.clamp:
+        if info.clamp:
             return None
         conv = to_int if annotation is int else to_float
-        return lambda v, _p, _c: conv(v)
+        lo, hi = info.min, info.max
+        if lo is None and hi is None:
+            return lambda v, _p, _c: conv(v)
+
+        def ranged(v: Any, _p: Any, _c: Any) -> Any:
+            n = conv(v)
+            if lo is not None and not n >= lo:
+                raise ValueError(f"Input should be greater than or equal to {lo}")
+            if hi is not None and not n <= hi:
+                raise ValueError(f"Input should be less than or equal to {hi}")
+            return n
+
+        return ranged
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         choices = list(annotation)
 

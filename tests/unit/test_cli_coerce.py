@@ -29,9 +29,11 @@ def _app() -> typer.Typer:
     def cmd(name: str = typer.Argument(...), n: int | None = typer.Option(None, "--n"),
             x: float = typer.Option(30.0, "--x"), f: Path = typer.Option(Path("kctl.yaml"), "--f"),
             o: Format = typer.Option(Format.table, "--o"), c: Color = typer.Option(Color.red, "--c"),
-            r: int = typer.Option(1, "--r", min=1, max=5), tags: list[str] | None = typer.Option(None, "--tag"),
+            r: int = typer.Option(1, "--r", min=1, max=5), w: float = typer.Option(0, "--w", min=0),
+            h: float = typer.Option(1.5, "--h", max=2.5), cl: int = typer.Option(3, "--cl", min=1, max=5, clamp=True),
+            tags: list[str] | None = typer.Option(None, "--tag"),
             flag: bool = typer.Option(False, "--flag")) -> None:
-        typer.echo(repr((name, n, x, f, o, c, r, tags, flag)))
+        typer.echo(repr((name, n, x, f, o, c, r, w, h, cl, tags, flag)))
 
     return app
 
@@ -40,7 +42,8 @@ CASES = [[], ["--n", "5"], ["--n", " 7 "], ["--n", "1_000"], ["--n", "5.0"], ["-
          ["--n", "5.5"], ["--n", "x"], ["--n", "0x10"], ["--n", ""], ["--x", "1e3"], ["--x", "inf"],
          ["--x", "x"], ["--x", " 2 "], ["--x", ""], ["--f", "a/b.yaml"], ["--f", "-"], ["--o", "json"],
          ["--o", "JSON"], ["--o", "nope"], ["--c", "blue"], ["--c", "green"], ["--r", "9"], ["--r", "3"],
-         ["--tag", "a", "--tag", "b"], ["--flag"], ["--n", "٣"], ["--x", "٣"]]
+         ["--r", "0"], ["--r", "x"], ["--w", "-1"], ["--w", "0.5"], ["--w", "nan"], ["--h", "3"], ["--h", "2.5"],
+         ["--cl", "9"], ["--tag", "a", "--tag", "b"], ["--flag"], ["--n", "٣"], ["--x", "٣"]]
 
 
 def _run(args: list[str], plain: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:

@@ -125,3 +125,10 @@ def test_messages_with_markup_still_go_through_rich(capsys: object) -> None:
     output.warn("see [b]this[/b]")
     err = capsys.readouterr().err  # type: ignore[attr-defined]
     assert err == "done :)\nwarning: see this\n"
+
+
+def test_tables_print_emoji_codes_as_data(capsys: object) -> None:
+    from kctl import output
+
+    output.emit([{"topic": ":fire:", "partitions": 3}], "table")
+    assert ":fire:" in capsys.readouterr().out  # type: ignore[attr-defined]
