@@ -13,11 +13,17 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from kctl.deferred import defer_import
 
-from kctl import contract
-from kctl.errors import SpecError
+# pydantic's plugin loader takes importlib.metadata's entry_points at import time and calls it only
+# when plugins are enabled (kctl's CLI disables them): the ~15 ms import waits for that call.
+defer_import("importlib.metadata", calls=("entry_points",))
+
+import yaml  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator  # noqa: E402
+
+from kctl import contract  # noqa: E402
+from kctl.errors import SpecError  # noqa: E402
 
 KAFKA_VERSION = contract.DEFAULT_KAFKA_VERSION
 SCALA_VERSION = contract.DEFAULT_SCALA_VERSION

@@ -132,3 +132,19 @@ def test_tables_print_emoji_codes_as_data(capsys: object) -> None:
 
     output.emit([{"topic": ":fire:", "partitions": 3}], "table")
     assert ":fire:" in capsys.readouterr().out  # type: ignore[attr-defined]
+
+
+def test_the_spec_does_not_import_package_metadata_until_used() -> None:
+    # pydantic takes importlib.metadata.entry_points at import time; with plugins disabled it never calls it.
+    modules = loaded_after("import os\nos.environ['PYDANTIC_DISABLE_PLUGINS'] = '__all__'\n"
+                           "from kctl.spec import ClusterSpec\nClusterSpec()\n")
+    assert "pydantic.main" in modules and "importlib.metadata._adapters" not in modules
+
+
+def test_deferred_package_metadata_works_when_used() -> None:
+    modules = loaded_after("import kctl.spec\nimport importlib.metadata\n"
+                           "from importlib.metadata import entry_points, version\n"
+                           "assert version('pydantic') == importlib.metadata.version('pydantic')\n"
+                           "assert isinstance(entry_points(group='console_scripts'), importlib.metadata.EntryPoints)\n"
+                           "import sys\nassert sys.modules['importlib.metadata'].PathDistribution\n")
+    assert "importlib.metadata._adapters" in modules

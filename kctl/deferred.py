@@ -1,0 +1,58 @@
+"""Modules imported on first use: for third-party packages that import more than kctl's commands use.
+
+``defer_import(name)`` puts a stand-in for ``name`` into ``sys.modules``; ``import name`` binds
+the stand-in and the first attribute read imports the real module (the stand-in then carries its
+attributes, and ``sys.modules`` holds the real one). ``calls`` names functions that code takes
+with ``from name import f`` at import time but calls only later: the stand-in hands out a
+forwarder that imports the real module when it is called. tests/unit/test_cli_imports.py checks
+both uses below.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+
+class _Deferred(types.ModuleType):
+    def _load(self) -> types.ModuleType:
+        name = self.__name__
+        if sys.modules.get(name) is self:
+            del sys.modules[name]
+        real = importlib.import_module(name)
+        self.__dict__.update(real.__dict__)
+        return real
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._load(), attr)
+
+
+def _forwarder(stub: _Deferred, fn: str) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(stub._load(), fn)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = fn
+    return call
+
+
+def defer_import(name: str, calls: tuple[str, ...] = ()) -> None:
+    """Put off importing ``name`` until something uses it; a no-op if it is imported already."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        return
+    stub = _Deferred(name)
+    stub.__spec__ = spec  # what the import system reads of a module already in sys.modules
+    if spec.submodule_search_locations is not None:  # a package: `from pkg import f` reads __path__
+        stub.__path__ = list(spec.submodule_search_locations)
+    for fn in calls:
+        setattr(stub, fn, _forwarder(stub, fn))
+    sys.modules[name] = stub
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, stub)
