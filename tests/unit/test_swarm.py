@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -138,3 +141,31 @@ def test_named_swarm_node_and_an_earlier_label_win() -> None:
     assert p.hosts["logger3"].hostname == "host1"
     with pytest.raises(KctlError, match="not a ready node"):
         plan_placement(_swarm(nodes=[{"id": 1, "hostname": "a", "swarm_node": "nowhere"}], **ONE), nodes)
+
+
+def _kctl(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kctl", *args, "-f", "kctl.yaml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_offline_refusals(tmp_path: Path) -> None:
+    (tmp_path / "kctl.yaml").write_text("name: offline\n")
+    p = _kctl(tmp_path, "swarm", "label")
+    assert p.returncode != 0 and "engine compose" in p.stderr and "hint" in p.stderr and "Traceback" not in p.stderr
+    p = _kctl(tmp_path, "restart", "logger1", "--recreate", "--yes")
+    assert p.returncode != 0 and "--service node" in p.stderr and "Traceback" not in p.stderr
+    p = _kctl(tmp_path, "up", "--engine", "nomad")
+    assert p.returncode != 0 and "unknown engine" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / ".kctl").exists()
+
+
+def test_engine_recorded_in_the_state_dir_is_read_back(tmp_path: Path) -> None:
+    from kctl.cli.common import load
+
+    spec_file = tmp_path / "kctl.yaml"
+    spec_file.write_text("name: rec\n")
+    assert load(spec_file).engine is Engine.compose
+    engines.record_engine(tmp_path / ".kctl" / "rec", Engine.swarm)
+    assert load(spec_file).engine is Engine.swarm
+    spec_file.write_text("name: rec\nengine: compose\n")  # kctl.yaml that says it wins
+    assert load(spec_file).engine is Engine.compose
