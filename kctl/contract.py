@@ -84,6 +84,17 @@ LABEL_STATE_DIR = "io.kctl.state-dir"
 LABEL_COMPOSE_WORKING_DIR = "com.docker.compose.project.working_dir"
 LABEL_COMPOSE_CONFIG_FILES = "com.docker.compose.project.config_files"
 
+# engine swarm: the Swarm node label that pins a kctl node's service, "<prefix>.<cluster>.<container host>=true"
+# (set by `kctl swarm label` and by `kctl up`), and the stack label Docker puts on what a stack deploy made.
+LABEL_SWARM_PLACEMENT_PREFIX = "io.kctl.place"
+LABEL_STACK_NAMESPACE = "com.docker.stack.namespace"
+LABEL_SWARM_SERVICE_NAME = "com.docker.swarm.service.name"
+
+
+def swarm_placement_label(cluster: str, host: str) -> str:
+    return f"{LABEL_SWARM_PLACEMENT_PREFIX}.{cluster}.{host}"
+
+
 LABEL_TESTING = "io.kctl.testing"
 LABEL_TESTING_OWNER = "io.kctl.testing.owner"  # "<hostname>:<pid>" of the process that started it
 LABEL_TESTING_REUSE = "io.kctl.testing.reuse"
@@ -105,6 +116,9 @@ IDENTITY_FILE = "identity.json"
 APPLIED_FILE = "applied.json"
 # Held while a rolling restart or an apply runs (flock: released when the holding process exits).
 ROLL_LOCK_FILE = "restart.lock"
+# The engine a cluster was deployed with when kctl.yaml does not say (`kctl up --engine swarm`), so that later
+# commands on that state dir use it too; removed with the state dir (`kctl down --volumes`).
+ENGINE_FILE = "engine"
 
 # ----- image and versions ----------------------------------------------------------------------
 IMAGE_REPO = "kctl/node"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kctl.errors import KctlError
 from kctl.kafka import metadata as kmd
 from kctl.properties import services_of
-from kctl.runtime import engine
+from kctl.runtime import engines
 from kctl.runtime.readiness import Stage, StageResult, wait_for_stages
 from kctl.spec import ClusterSpec, ZkRole
 from kctl.zk import fourlw
@@ -71,10 +71,10 @@ class Observations:
     elapsed_ms: float = 0.0
 
 
-def zk_state(node_name: str, port: int, timeout: float) -> ZkState:
-    """``srvr`` of one ZooKeeper on its published client port."""
+def zk_state(node_name: str, port: int, timeout: float, address: str = "127.0.0.1") -> ZkState:
+    """``srvr`` of one ZooKeeper on its published client port (at ``address``: the node's host on Swarm)."""
     try:
-        ans = fourlw.ask("127.0.0.1", port, "srvr", timeout=timeout)
+        ans = fourlw.ask(address, port, "srvr", timeout=timeout)
     except fourlw.FourLetterError as exc:
         return ZkState(node_name, port, "down", error=str(exc))
     if not ans.serving:
@@ -87,11 +87,12 @@ def zk_state(node_name: str, port: int, timeout: float) -> ZkState:
 
 
 def _docker(spec: ClusterSpec, timeout: float) -> dict[str, ContainerObs]:
-    found = engine.containers(spec.name, timeout=timeout)
+    eng = engines.for_spec(spec)
+    found = eng.observe(spec, timeout=timeout)
     running = [c for c in found if c.state == "running"]
     with cf.ThreadPoolExecutor(max_workers=max(1, len(running))) as pool:
         procs = dict(zip([c.name for c in running],
-                         pool.map(lambda c: engine.processes(c.id, c.services, timeout), running), strict=True))
+                         pool.map(lambda c: eng.processes(c, timeout), running), strict=True))
     return {c.name: ContainerObs(c.name, c.state, c.health, procs.get(c.name, {}), c.config_hash, c.state_dir)
             for c in found}
 
@@ -112,14 +113,14 @@ def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zook
             auth = store.metadata_auth(spec)
         except KctlError as exc:
             obs.kafka_error, kafka = exc.message, False
-    zk_nodes = [(h, spec.zk_host_port(n)) for h, n, s in services_of(spec) if "zookeeper" in s]
+    zk_nodes = [(h, spec.zk_host_port(n), spec.node_address(n)) for h, n, s in services_of(spec) if "zookeeper" in s]
     with cf.ThreadPoolExecutor(max_workers=len(zk_nodes) + 2) as pool:
         docker_f = pool.submit(_docker, spec, max(timeout, 3.0)) if docker else None
         kafka_f = pool.submit(kmd.fetch_any, spec.bootstrap_servers, max(timeout, 2.0), auth) \
             if kafka and not every_broker else None
         views_f = pool.submit(kmd.fetch_each, spec.bootstrap_servers, max(timeout, 2.0), auth) \
             if kafka and every_broker else None
-        zk_f = {h: pool.submit(zk_state, h, port, timeout) for h, port in zk_nodes} if zookeeper else {}
+        zk_f = {h: pool.submit(zk_state, h, port, timeout, addr) for h, port, addr in zk_nodes} if zookeeper else {}
         if docker_f is not None:
             try:
                 obs.containers = docker_f.result()
@@ -497,12 +498,14 @@ def up(
     kafka_dist: Path | None = None,
     progress: Callable[[str], None] | None = None,
     on_stage: Callable[[str, str], None] | None = None,
+    strict_spread: bool = False,
 ) -> UpResult:
     """Render, converge with `docker compose up -d`, and wait until verified healthy."""
     from kctl.runtime import cluster as rc
 
     started = time.monotonic()
-    result = rc.converge(spec, state_dir, build=build, kafka_dist=kafka_dist, progress=progress)
+    result = rc.converge(spec, state_dir, build=build, kafka_dist=kafka_dist, progress=progress,
+                         strict_spread=strict_spread)
     if wait:
         result.stages = wait_for_stages(readiness_stages(spec, state_dir), timeout=timeout, poll=0.5,
                                         on_progress=on_stage)

@@ -226,7 +226,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
         _, zk_warn = reconfig.check(reconfig.read_config(spec), [joiner], [], [*live, nid], force)
         change.warnings += zk_warn
         from kctl.runtime.cluster import preflight_ports
-        from kctl.runtime.compose import containers
+        from kctl.runtime.engines import containers
 
         preflight_ports(new_spec, {c.name: c for c in containers(new_spec)})
 

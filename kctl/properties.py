@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kctl import contract
-from kctl.spec import ClusterSpec, NodeSpec, Scalar, Topology, ZkRole
+from kctl.spec import ClusterSpec, Engine, NodeSpec, Scalar, Topology, ZkRole
 
 # Property names as constants: a typo here is a NameError, not a silently ignored key.
 TICK_TIME = "tickTime"
@@ -128,7 +128,7 @@ KAFKA_SPEC_FIELDS: Mapping[str, str] = {
     ZK_SESSION_TIMEOUT: "kafka.zookeeper_session_timeout_ms",
     LOG_DIRS: "kafka.log_dirs",
     LISTENERS: "kafka.internal_port / nodes[].kafka_port",
-    ADVERTISED_LISTENERS: "kafka.external_host / nodes[].kafka_port",
+    ADVERTISED_LISTENERS: "kafka.external_host (swarm: nodes[].advertised_host) / nodes[].kafka_port",
     INTER_BROKER_LISTENER: "kafka.inter_broker_listener",
     PROTOCOL_MAP: "kafka.listener_security_protocol_map",
     BROKER_ID: "nodes[].id",
@@ -238,7 +238,7 @@ def listeners(spec: ClusterSpec, node: NodeSpec) -> tuple[str, str]:
     k = spec.kafka
     ext = spec.kafka_host_port(node)
     bind = f"INTERNAL://0.0.0.0:{k.internal_port},EXTERNAL://0.0.0.0:{ext}"
-    adv = f"INTERNAL://{spec.kafka_host(node)}:{k.internal_port},EXTERNAL://{k.external_host}:{ext}"
+    adv = f"INTERNAL://{spec.kafka_host(node)}:{k.internal_port},EXTERNAL://{spec.node_address(node)}:{ext}"
     return bind, adv
 
 
@@ -417,6 +417,28 @@ def log4j(component: str) -> Props:
             }
         )
     return combine(props)
+
+
+def swarm_deploy(spec: ClusterSpec, host: str) -> dict[str, object]:
+    """The stack file's ``deploy:`` section of one container's service (engine swarm; {} for compose).
+
+    One task per node, pinned by a node label kctl sets; ``dnsrr`` so ZooKeeper and Kafka resolve each
+    peer's own task address (no virtual IP, which also needs ip_vs); one task at a time on an update,
+    stopped before its successor starts (the same data volume); a task whose container exits is started
+    again (a crashed process inside a running container is left to ``kctl status`` and ``kctl restart``,
+    as with Compose: the stack has no healthcheck, see docs/multi-host.md).
+    """
+    if spec.engine is not Engine.swarm:
+        return {}
+    return {
+        "mode": "replicated",
+        "replicas": 1,
+        "endpoint_mode": "dnsrr",
+        "placement": {"constraints": [f"node.labels.{contract.swarm_placement_label(spec.name, host)} == true"]},
+        "restart_policy": {"condition": "any", "delay": "5s"},
+        "update_config": {"parallelism": 1, "order": "stop-first", "failure_action": "pause"},
+        "rollback_config": {"parallelism": 1, "order": "stop-first"},
+    }
 
 
 def services_of(spec: ClusterSpec) -> list[tuple[str, NodeSpec, tuple[str, ...]]]:

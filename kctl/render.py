@@ -31,7 +31,7 @@ from kctl.contract import (
 )
 from kctl.errors import KctlError
 from kctl.resources import resource
-from kctl.spec import ClusterSpec, NodeSpec
+from kctl.spec import ClusterSpec, Engine, NodeSpec
 
 COMPOSE_FILE = "compose.yaml"
 
@@ -139,19 +139,37 @@ def _environment(spec: ClusterSpec, host: str, services: tuple[str, ...]) -> dic
     return dict(sorted(env.items()))
 
 
+def _port(spec: ClusterSpec, published: int, target: int) -> str | dict[str, Any]:
+    if spec.engine is Engine.swarm:
+        # Swarm cannot bind one address, and its routing mesh needs ip_vs: host mode, on the node that runs the task.
+        return {"target": target, "published": published, "protocol": "tcp", "mode": "host"}
+    return f"127.0.0.1:{published}:{target}"
+
+
+def config_name(spec: ClusterSpec, host: str, rel: str, text: str) -> str:
+    """A Swarm config's name: configs are immutable, so a changed file is a new config (its hash in the name)."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    stem = Path(rel).name.replace(".", "-")
+    return f"{spec.project}-{host}-{stem}-{digest}"[-64:].lstrip("-_.")
+
+
+def _config_key(host: str, rel: str) -> str:
+    return f"{host}-{Path(rel).name.replace('.', '-')}"
+
+
 def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> dict[str, Any]:
     node, host, services = plan.node, plan.name, plan.services
     env = _environment(spec, host, services)
-    ports: list[str] = []
+    ports: list[str | dict[str, Any]] = []
     if "zookeeper" in services:
-        ports.append(f"127.0.0.1:{spec.zk_host_port(node)}:{spec.zookeeper.client_port}")
+        ports.append(_port(spec, spec.zk_host_port(node), spec.zookeeper.client_port))
     if "kafka" in services:
         ext = spec.kafka_host_port(node)
-        ports.append(f"127.0.0.1:{ext}:{ext}")
+        ports.append(_port(spec, ext, ext))
         jmx = spec.jmx_host_port(node)
         if jmx is not None:
             env[contract.ENV_JMX_PORT] = str(jmx)
-            ports.append(f"127.0.0.1:{jmx}:{jmx}")
+            ports.append(_port(spec, jmx, jmx))
     labels = {
         **spec.labels,
         LABEL_CLUSTER: spec.name,
@@ -164,6 +182,8 @@ def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> 
     }
     if state_dir is not None:
         labels[LABEL_STATE_DIR] = str(state_dir.resolve())
+    if spec.engine is Engine.swarm:
+        return _swarm_service(spec, plan, env, labels, ports)
     return {
         "name": host,
         "hostname": host,
@@ -177,10 +197,49 @@ def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> 
                     f"./{host}/{contract.HOST_DATA}:{contract.DATA_ROOT}",
                     f"./{host}/{contract.HOST_LOGS}:{contract.LOG_ROOT}"]
         + ([f"./{contract.HOST_SECRETS}/{host}:{contract.SECRETS_MOUNT}:ro"] if spec.security.enabled else []),
-        "healthcheck": {"interval": "5s", "timeout": "5s", "retries": 3, "start_period": "120s"},
+        "healthcheck": {"test": ["CMD", "/usr/local/bin/kctl-healthcheck"], "interval": "5s", "timeout": "5s",
+                        "retries": 3, "start_period": "120s"},
         # `kctl drill run slow-network` changes the node's own traffic (tc netem) and nothing else's.
         "cap_add": list(contract.CAP_ADD),
+        "configs": [],
+        "deploy": {},
     }
+
+
+def _swarm_service(spec: ClusterSpec, plan: ContainerPlan, env: dict[str, str], labels: dict[str, str],
+                   ports: list[str | dict[str, Any]]) -> dict[str, Any]:
+    """The same service on Swarm: files as Swarm configs (the conf dir exists on no other host), data and logs
+    on the node's own named volumes (the task is pinned to that node, so an update finds them again)."""
+    host = plan.name
+    return {
+        "name": host,
+        "hostname": host,
+        "image": spec.image_ref,
+        "stop_grace_period": "180s",
+        "environment": dict(sorted(env.items())),
+        "labels": dict(sorted(labels.items())),
+        "ports": ports,
+        "volumes": [f"{host}-{contract.HOST_DATA}:{contract.DATA_ROOT}",
+                    f"{host}-{contract.HOST_LOGS}:{contract.LOG_ROOT}"],
+        "configs": [{"source": _config_key(host, rel), "target": f"{contract.CONF_DIR}/{Path(rel).name}",
+                     "mode": 0o444} for rel in plan.files],
+        # The image's healthcheck waits for a ZooKeeper quorum, and Swarm gives a task its DNS name only once
+        # it is healthy: with it, the ensemble never forms. kctl's own status observes the processes.
+        "healthcheck": {"disable": True},
+        "cap_add": list(contract.CAP_ADD),
+        "deploy": properties.swarm_deploy(spec, host),
+    }
+
+
+def _swarm_top_level(spec: ClusterSpec, plans: list[ContainerPlan]) -> dict[str, Any]:
+    if spec.engine is not Engine.swarm:
+        return {"network_options": {}, "volumes": {}, "configs": {}}
+    volumes = {f"{p.name}-{sub}": {"name": f"{spec.project}_{p.name}-{sub}",
+                                   "labels": {**spec.labels, LABEL_CLUSTER: spec.name}}
+               for p in plans for sub in (contract.HOST_DATA, contract.HOST_LOGS)}
+    configs = {_config_key(p.name, rel): {"name": config_name(spec, p.name, rel, text), "file": f"./{p.name}/{rel}"}
+               for p in plans for rel, text in p.files.items()}
+    return {"network_options": {"driver": "overlay", "attachable": True}, "volumes": volumes, "configs": configs}
 
 
 def jaas_file(sections: list[properties.JaasSection], host: str) -> str:
@@ -212,10 +271,11 @@ def render(spec: ClusterSpec, state_dir: Path | None = None) -> Rendered:
     files[COMPOSE_FILE] = _tpl(
         "compose/compose.yaml.j2",
         cluster=spec.name,
-        project=spec.project,
+        project=spec.project if spec.engine is Engine.compose else None,  # a stack is named on deploy
         network=spec.project,
         network_labels={**spec.labels, LABEL_CLUSTER: spec.name},
         services=[_service(spec, p, state_dir) for p in plans],
+        **_swarm_top_level(spec, plans),
     )
     return Rendered(files=dict(sorted(files.items())), containers=plans)
 

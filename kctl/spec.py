@@ -67,6 +67,11 @@ class Topology(Enum):
     split = "split"
 
 
+class Engine(Enum):
+    compose = "compose"
+    swarm = "swarm"
+
+
 class ZkRole(Enum):
     participant = "participant"
     observer = "observer"
@@ -88,6 +93,15 @@ class NodeSpec(_Model):
         None, description="Host port (127.0.0.1) of this broker's external listener; default base + index."
     )
     jmx_port: Port | None = Field(None, description="Host port for this broker's JMX; default base + index.")
+    advertised_host: str | None = Field(
+        None, description="engine swarm: the address clients outside the Swarm reach this node's host on (its"
+                          " EXTERNAL listener is advertised there, and kctl reaches its published ports there);"
+                          " default kafka.external_host. Unused by engine compose."
+    )
+    swarm_node: str | None = Field(
+        None, description="engine swarm: the Swarm node (hostname or id) this node's service runs on; default"
+                          " round-robin over the Swarm's nodes."
+    )
     overrides: NodeOverrides = Field(
         default_factory=NodeOverrides, description="Per-node overrides; they win over component overrides."
     )
@@ -286,6 +300,15 @@ class SecuritySpec(_Model):
         return v
 
 
+class ImageSpec(_Model):
+    ref: str | None = Field(None, description="Node image; default kctl/node:<kafka version>.")
+    registry: str | None = Field(
+        None, description="engine swarm: a registry (host:port[/path]) kctl pushes the node image to before"
+                          " deploying, so every Swarm node can pull it; none: the image must already be on every"
+                          " Swarm node (see docs/multi-host.md)."
+    )
+
+
 def _default_nodes() -> list[NodeSpec]:
     return [NodeSpec(id=i, hostname=f"logger{i}") for i in (1, 2, 3)]
 
@@ -296,7 +319,13 @@ class ClusterSpec(_Model):
         Topology.colocated,
         description="colocated: each node runs ZooKeeper N and Kafka N; split: zkN and kafkaN containers.",
     )
-    image: str | None = Field(None, description="Node image; default kctl/node:<kafka version>.")
+    engine: Engine = Field(
+        Engine.compose, description="compose: every node a container on this Docker engine (Docker Compose);"
+                                    " swarm: one Swarm service per node across the Swarm's hosts (docker stack"
+                                    " deploy; docs/multi-host.md). `kctl up --engine` overrides it once."
+    )
+    image: ImageSpec = Field(default_factory=ImageSpec,
+                             description="The node image; a plain string is taken as `image.ref`.")
     versions: Versions = Field(default_factory=Versions, description="Kafka and ZooKeeper versions.")
     nodes: list[NodeSpec] = Field(default_factory=_default_nodes, min_length=1, description="The nodes.")
     zookeeper: ZooKeeperSpec = Field(default_factory=ZooKeeperSpec, description="ZooKeeper settings.")
@@ -315,6 +344,11 @@ class ClusterSpec(_Model):
                           " refuses a cluster with another id."
     )
 
+    @field_validator("image", mode="before")
+    @classmethod
+    def _image(cls, v: Any) -> Any:
+        return {"ref": v} if isinstance(v, str) or v is None else v
+
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
@@ -329,7 +363,22 @@ class ClusterSpec(_Model):
 
     @property
     def image_ref(self) -> str:
-        return self.image or f"kctl/node:{self.versions.kafka}"
+        local = self.image.ref or f"kctl/node:{self.versions.kafka}"
+        if self.image.registry and self.engine is Engine.swarm:
+            return f"{self.image.registry.rstrip('/')}/{local}"
+        return local
+
+    @property
+    def local_image_ref(self) -> str:
+        """The node image as this engine knows it (the one kctl builds), before any registry prefix."""
+        return self.image.ref or f"kctl/node:{self.versions.kafka}"
+
+    def node_address(self, node: NodeSpec) -> str:
+        """Where kctl and clients reach this node's published ports: 127.0.0.1 (compose), or on Swarm the
+        node's advertised_host (default kafka.external_host)."""
+        if self.engine is Engine.swarm:
+            return node.advertised_host or self.kafka.external_host
+        return self.kafka.external_host
 
     @property
     def participants(self) -> list[NodeSpec]:
@@ -367,7 +416,7 @@ class ClusterSpec(_Model):
     @property
     def bootstrap_servers(self) -> str:
         """Bootstrap servers usable from the host (the EXTERNAL listeners)."""
-        return ",".join(f"{self.kafka.external_host}:{self.kafka_host_port(n)}" for n in self.nodes)
+        return ",".join(f"{self.node_address(n)}:{self.kafka_host_port(n)}" for n in self.nodes)
 
     @property
     def internal_bootstrap_servers(self) -> str:
@@ -383,7 +432,7 @@ class ClusterSpec(_Model):
     @property
     def zookeeper_connect_host(self) -> str:
         """ZooKeeper connect string usable from the host (published client ports, no chroot)."""
-        return ",".join(f"127.0.0.1:{self.zk_host_port(n)}" for n in self.nodes)
+        return ",".join(f"{self.node_address(n)}:{self.zk_host_port(n)}" for n in self.nodes)
 
 
 # ----- cross-field rules ----------------------------------------------------------
@@ -398,7 +447,8 @@ CROSS_FIELD_RULES: tuple[str, ...] = (
     "`min_insync_replicas` below `default_replication_factor` (1 allowed with a factor of 1)",
     "`replica_fetch_max_bytes` below a raised `message_max_bytes` is a warning",
     "every listener (the inter-broker one, INTERNAL, EXTERNAL) has a security protocol",
-    "the EXTERNAL listener advertised on 127.0.0.1, where kctl publishes every port",
+    "engine compose: the EXTERNAL listener advertised on 127.0.0.1, where kctl publishes every port;"
+    " `nodes[].advertised_host` or `swarm_node` is a warning (they are read by engine swarm only)",
     "ZooKeeper's client, peer and election ports differ; `data_log_dir` equal to `data_dir` is a warning;"
     " colocated, Kafka's internal port is none of them",
     "no two published host ports alike, none above 65535, and no node's Kafka port equal to a port used"
@@ -464,7 +514,11 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
             errors.append(
                 f"kafka.listener_security_protocol_map: listener {name} has no security protocol"
             )
-    if k.external_host not in ("127.0.0.1", "localhost"):
+    if spec.engine is Engine.compose:
+        for i, n in enumerate(spec.nodes):
+            if n.advertised_host or n.swarm_node:
+                warnings.append(f"nodes.{i}: advertised_host and swarm_node are read by engine swarm only")
+    if k.external_host not in ("127.0.0.1", "localhost") and spec.engine is Engine.compose:
         errors.append(
             f"kafka.external_host: {k.external_host!r}: kctl publishes ports on 127.0.0.1 only, so the"
             " EXTERNAL listener must be advertised there"
@@ -540,7 +594,7 @@ def version_problems(data: dict[str, Any], spec: ClusterSpec) -> list[str]:
     """Versions the image build cannot produce, and a versions.zookeeper that cannot be honoured."""
     out: list[str] = []
     kafka = spec.versions.kafka
-    if spec.image is None and kafka not in contract.ZOOKEEPER_VERSIONS:
+    if spec.image.ref is None and kafka not in contract.ZOOKEEPER_VERSIONS:
         known = ", ".join(sorted(contract.ZOOKEEPER_VERSIONS))
         out.append(f"versions.kafka: kctl's image build cannot produce Kafka {kafka}; it builds {known}"
                    " (set `image:` to run a node image of your own)")

@@ -286,9 +286,9 @@ def run(spec: ClusterSpec, spec_file: Path, records: int) -> tuple[list[Side], l
 
 
 def _exec(spec: ClusterSpec, argv: list[str]) -> str:
-    from kctl.runtime import compose
+    from kctl.runtime import engines
 
-    rc, out = compose.exec_in(spec, spec.kafka_host(spec.nodes[0]), argv, timeout=STEP_TIMEOUT)
+    rc, out = engines.exec_in(spec, spec.kafka_host(spec.nodes[0]), argv, timeout=STEP_TIMEOUT)
     if rc != 0:
         raise KctlError(f"{argv[0].rsplit('/', 1)[-1]} failed (exit {rc})", hint=out[-800:])
     return out

@@ -27,12 +27,12 @@ def image_build(
     file: Path = SpecOpt,
 ) -> None:
     """Build the node image (up also builds it when missing)."""
-    from kctl.runtime import compose
+    from kctl.runtime import engines
     from kctl.runtime.image import ensure_image
     from kctl.spec import ClusterSpec
 
     spec = load(file) if file.exists() else ClusterSpec()
-    info = ensure_image(compose.client(timeout=600), kafka_version=spec.versions.kafka,
+    info = ensure_image(engines.client(spec, timeout=600), kafka_version=spec.versions.kafka,
                         scala_version=spec.versions.scala, kafka_dist=kafka_dist, rebuild=rebuild,
                         progress=output.info)
     word = "built" if info.built else "up to date"
@@ -45,19 +45,38 @@ def up(
     no_wait: bool = typer.Option(False, "--no-wait", help="Return once containers are started."),
     timeout: float = typer.Option(300, "--timeout", min=1, help="Overall seconds to wait for health."),
     kafka_dist: Path | None = typer.Option(None, "--kafka-dist", help="Kafka .tgz or dir for the image build."),
+    engine: str | None = typer.Option(None, "--engine", help="compose or swarm: overrides kctl.yaml's `engine` for"
+                                                             " this cluster (recorded in its state dir until"
+                                                             " `kctl down --volumes`)."),
+    strict_spread: bool = typer.Option(False, "--strict-spread", help="engine swarm: refuse to deploy when two"
+                                                                      " kctl nodes would share a Swarm node."),
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Render, start the ensemble, and wait until it is verified healthy."""
     from kctl import health, identity
-    from kctl.spec import state_dir_for
+    from kctl.errors import UsageError
+    from kctl.runtime import engines
+    from kctl.spec import Engine, state_dir_for
 
     spec = load(file)
     state = state_dir_for(spec, file)
+    if engine is not None:
+        try:
+            kind = Engine(engine)
+        except ValueError:
+            raise UsageError(f"unknown engine {engine!r}", hint="--engine compose or --engine swarm") from None
+        running = [c for c in engines.observe(spec) if c.state == "running"] if kind is not spec.engine else []
+        if running:
+            raise UsageError(f"cluster {spec.name} runs on engine {spec.engine.value}: it cannot move to {kind.value}"
+                             " while it runs", hint="`kctl down` first (data on the old engine is not moved)")
+        spec = spec.model_copy(update={"engine": kind})
     identity.check_containers(spec, state)  # same name, other directory: never touch its containers
     identity.check_ports(spec, state)
     with output.waiting() as (stage, say):
         result = health.up(spec, state, wait=not no_wait, timeout=timeout, kafka_dist=kafka_dist,
-                       progress=say, on_stage=stage)
+                           progress=say, on_stage=stage, strict_spread=strict_spread)
+    if engine is not None:
+        engines.record_engine(state, spec.engine)
     for s in result.stages:
         output.info(f"ok  {s.name} ({s.seconds:.1f}s): {s.saw}")
     if no_wait:
@@ -152,7 +171,9 @@ def logs(
 
     spec = load(file)
     log = node_logs.locate(spec, state_dir_for(spec, file), node, service)
-    text = node_logs.lines(log, tail=lines, follow=follow)
+    text = node_logs.in_container(spec, log, tail=lines, follow=follow)
+    if text is None:
+        text = node_logs.lines(log, tail=lines, follow=follow)
     if follow and not log.path.exists():
         output.info(f"waiting for {log.path}")
     out = sys.stdout

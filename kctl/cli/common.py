@@ -71,6 +71,13 @@ def load(path: Path) -> ClusterSpec:
     spec, warnings = load_spec(path)
     for w in warnings:
         warn(w)
+    if "engine" not in spec.model_fields_set:
+        from kctl.runtime.engines import recorded_engine
+        from kctl.spec import state_dir_for
+
+        recorded = recorded_engine(state_dir_for(spec, path))
+        if recorded is not None and recorded is not spec.engine:
+            spec = spec.model_copy(update={"engine": recorded})
     if spec.security.enabled and spec.state_dir is None:
         # Its secrets live in the state dir next to kctl.yaml: every client finds them from any directory.
         from kctl.spec import state_dir_for

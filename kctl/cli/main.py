@@ -36,6 +36,7 @@ from kctl.cli import (
     security,
     spec,
     stream,
+    swarm,
     topic,
     zk,
 )
@@ -73,7 +74,7 @@ def _root(
 
 # The order of ``kctl --help``.
 COMMAND_MODULES: tuple[ModuleType, ...] = (spec, cluster, zk, topic, config, group, clients, security, stream,
-                                           restart, change, reassign, node, drill)
+                                           restart, change, reassign, node, drill, swarm)
 
 for _module in COMMAND_MODULES:
     _module.register(app)

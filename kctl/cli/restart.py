@@ -23,6 +23,10 @@ def restart(
                                      " phase, then the Kafka phase."),
     rolling: bool = typer.Option(False, "--rolling", help="Every node, one at a time (needed without NODE)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (order and gates); change nothing."),
+    recreate: bool = typer.Option(False, "--recreate", help="With --service node: make each node's container again"
+                                                            " between the stop and start gates (engine swarm: a new"
+                                                            " task of the node's service, `docker service update"
+                                                            " --force`) instead of restarting its processes."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     timeout: float = typer.Option(300, "--timeout", min=1, help="Seconds each gate may wait before the roll stops."),
     file: Path = SpecOpt,
@@ -35,9 +39,14 @@ def restart(
     if not nodes and not rolling:
         raise UsageError("name the nodes to restart, or pass --rolling to restart every node",
                          hint="`kctl restart --rolling --dry-run` shows the plan")
+    if recreate and service != "node":
+        raise UsageError("--recreate makes the whole container again: it needs --service node",
+                         hint="`kctl restart NODE --service node --recreate`")
     spec = connect(file, write=not dry_run)  # never roll a cluster this kctl.yaml did not make
+    again = tuple(spec.node(n).hostname for n in nodes) if nodes else tuple(n.hostname for n in spec.nodes)
+    again = again if recreate else ()
     if dry_run:
-        plan = run.plan(spec, service, nodes or [])
+        plan = run.plan(spec, service, nodes or [], again)
         rows = [{"step": i, "host": s.host, "service": s.service, "order": s.why, "gates": "; ".join(s.gates)}
                 for i, s in enumerate(plan.steps, 1)]
         footer = (f"before: {', '.join(plan.pre_checks)}\nafter: {plan.finish}"
@@ -49,7 +58,7 @@ def restart(
         typer.confirm(f"restart {'all nodes' if not nodes else ', '.join(nodes)} of {spec.name}"
                       f" ({service or 'zookeeper, then kafka'})?", abort=True)
     result = run.roll(spec, state_dir_for(spec, file), service=service, nodes=nodes or [], gate_timeout=timeout,
-                      progress=output.info)
+                      progress=output.info, recreate=again)
     output.emit_change(result, fmt, f"{spec.name}: restarted {len(result.steps)} service(s) in"
                                     f" {result.seconds:.1f}s")
 

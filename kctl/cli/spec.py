@@ -87,7 +87,7 @@ def doctor(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     state = state_dir_for(spec, file) if spec else Path.cwd()
     owned: list[int] = []
     if spec is not None:
-        from kctl.runtime.compose import running_host_ports
+        from kctl.runtime.engines import running_host_ports
 
         owned = running_host_ports(spec)
     checks = doctor_mod.run_checks(spec, state, owned)

@@ -202,10 +202,10 @@ def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:
     from kctl import drift
     from kctl.kafka.configs import update_mode
     from kctl.render import COMPOSE_FILE, render
-    from kctl.runtime import engine
+    from kctl.runtime import engines
 
     rendered = render(spec, state_dir)
-    labels = {c.name: c.config_hash for c in engine.containers(spec.name)}
+    labels = {c.name: c.config_hash for c in engines.observe(spec)}
     from kctl.runtime.cluster import applied_hashes
 
     recorded = applied_hashes(state_dir)

@@ -168,7 +168,7 @@ def zk_mode_gate(spec: ClusterSpec, host: str) -> Probe:
     port = spec.zk_host_port(node)
 
     def run() -> tuple[bool, str]:
-        z = health.zk_state(host, port, 1.0)
+        z = health.zk_state(host, port, 1.0, spec.node_address(node))
         return z.mode in health.SERVING, f"{host} mode {z.mode}" + (f" ({z.error})" if z.error else "")
     return run
 
@@ -226,9 +226,9 @@ class _Runner:
 
     def docker(self) -> Any:
         if self.dc is None:
-            from kctl.runtime import compose
+            from kctl.runtime import engines
 
-            self.dc = compose.client()
+            self.dc = engines.client(self.spec)
         return self.dc
 
     def stop(self, label: str, host: str, service: str) -> None:
@@ -248,12 +248,11 @@ class _Runner:
         self.gate(label, rp.GATE_ZK_EXITED, process_gate(self.spec, host, "zookeeper", "STOPPED"))
 
     def recreate(self, label: str, host: str) -> None:
-        from kctl.runtime import compose
+        from kctl.runtime import cluster
 
         assert self.state_dir is not None
         self.say(f"{label}: making the container again from the new render")
-        compose.run_compose(self.spec, self.state_dir, "up", "-d", "--no-deps", "--force-recreate", "--no-build",
-                            "--pull", "never", host)
+        cluster.recreate_one(self.spec, self.state_dir, host)
 
     def zk_up(self, label: str, host: str, start: bool = True) -> None:
         if start:

@@ -13,14 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kctl import contract, doctor
+from kctl import contract
 from kctl.errors import KctlError
-from kctl.runtime import compose
+from kctl.runtime import engines
 from kctl.runtime.readiness import StageResult
 from kctl.spec import ClusterSpec
 
 if TYPE_CHECKING:
     from kctl.render import Rendered
+    from kctl.runtime.compose import ContainerInfo
 
 Progress = Callable[[str], None]
 
@@ -37,7 +38,7 @@ class PlanItem:
     reason: str
 
 
-def convergence_plan(rendered: Rendered, existing: dict[str, compose.ContainerInfo],
+def convergence_plan(rendered: Rendered, existing: dict[str, ContainerInfo],
                      applied: dict[str, str] | None = None) -> list[PlanItem]:
     """What `up` will do to each container, decided before touching Docker (compose's convergence plan).
 
@@ -58,17 +59,18 @@ def convergence_plan(rendered: Rendered, existing: dict[str, compose.ContainerIn
     return items
 
 
-def preflight_ports(spec: ClusterSpec, existing: dict[str, compose.ContainerInfo]) -> None:
-    owned = set(compose.running_host_ports(spec)) if existing else set()
-    chk = doctor.check_ports(spec, owned)
-    if not chk.ok:
-        raise KctlError(f"cannot start {spec.name}: host ports {chk.detail}", hint=chk.hint)
+def preflight_ports(spec: ClusterSpec, existing: dict[str, ContainerInfo], *, strict_spread: bool = False,
+                    progress: Progress | None = None) -> None:
+    """The engine's checks before anything is deployed: published ports free (and on Swarm: a manager, the
+    placement)."""
+    eng = engines.for_spec(spec)
+    eng.preflight(spec, existing, eng.client(), progress or (lambda _m: None), strict_spread)
 
 
 def log_tail(spec: ClusterSpec, name: str, service: str, lines: int = 30) -> str:
     path = contract.container_log("zookeeper" if service == "zookeeper" else "kafka")
     try:
-        _, out = compose.exec_in(spec, name, ["tail", "-n", str(lines), path], timeout=5)
+        _, out = engines.exec_in(spec, name, ["tail", "-n", str(lines), path], timeout=5)
     except KctlError as exc:
         return f"({name}: {exc.message})"
     return f"[{name} {path}]\n{out}"
@@ -90,7 +92,7 @@ def mounted_conf(spec: ClusterSpec, host: str) -> MountedConf:
 
     from kctl.runtime import engine
 
-    found = [c for c in engine.containers(spec.name) if c.name == host]
+    found = [c for c in engines.observe(spec) if c.name == host and not c.remote]
     if not found:
         raise KctlError(f"no container {host!r} in cluster {spec.name}", hint="is it up? see `kctl status`")
     info = engine.inspect(found[0].id)
@@ -139,11 +141,11 @@ def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float
                 chunks = [text[i:i + _ARG_CHUNK] for i in range(0, len(text), _ARG_CHUNK)] or [""]
                 for i, chunk in enumerate(chunks):
                     op = ">" if i == 0 else ">>"
-                    code, out = compose.exec_in(spec, host, ["sh", "-c", f'printf "%s" "$1" {op} "$2"', "sh",
+                    code, out = engines.exec_in(spec, host, ["sh", "-c", f'printf "%s" "$1" {op} "$2"', "sh",
                                                              chunk, path], timeout=10)
                     if code != 0:
                         raise KctlError(f"cannot write {path} in {host}: {out.strip()}")
-            code, out = compose.exec_in(spec, host, argv, timeout=timeout, stderr=stderr)
+            code, out = engines.exec_in(spec, host, argv, timeout=timeout, stderr=stderr)
         except KctlError as exc:  # that container is not running: try the next one
             last = exc
             continue
@@ -152,8 +154,8 @@ def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float
 
 
 def compose_ps(spec: ClusterSpec, state_dir: Path) -> str:
-    """`docker compose ps -a` of the cluster, for a readiness timeout's report."""
-    return compose.run_compose(spec, state_dir, "ps", "-a", check=False).stdout
+    """`docker compose ps -a` (Swarm: `docker stack ps`) of the cluster, for a readiness timeout's report."""
+    return engines.for_spec(spec).ps(spec, state_dir)
 
 
 @dataclass
@@ -171,26 +173,28 @@ def converge(
     build: bool = True,
     kafka_dist: Path | None = None,
     progress: Progress | None = None,
+    strict_spread: bool = False,
 ) -> UpResult:
-    """Render and converge with `docker compose up -d`; waiting for health is kctl.health's job."""
+    """Render and converge (`docker compose up -d`, or `docker stack deploy`); waiting for health is kctl.health's
+    job."""
     say = progress or (lambda _m: None)
     started = time.monotonic()
     from kctl.render import render, write  # jinja2: only a converge needs it
 
     rendered = render(spec, state_dir)  # pure; a template problem fails before anything is touched
-    dc = compose.client()
-    compose.compose_binary()
-    existing = {c.name: c for c in compose.containers(spec, dc)}
+    eng = engines.for_spec(spec)
+    dc = eng.client()
+    existing = {c.name: c for c in eng.containers(spec, dc)}
     plan = convergence_plan(rendered, existing, applied_hashes(state_dir))
-    preflight_ports(spec, existing)
+    eng.preflight(spec, existing, dc, say, strict_spread)
 
     if build:
         from kctl.runtime.image import ensure_image
 
-        if spec.image is None:
+        if spec.image.ref is None:
             ensure_image(dc, kafka_version=spec.versions.kafka, scala_version=spec.versions.scala,
                          kafka_dist=kafka_dist, progress=say)
-    _require_image(dc, spec.image_ref)
+    _require_image(dc, spec.local_image_ref)
 
     write(rendered, state_dir)
     from kctl.security import store
@@ -201,7 +205,7 @@ def converge(
     for item in plan:
         say(f"{item.name}: {item.action} ({item.reason})")
     if any(i.action != "noop" for i in plan):
-        compose.run_compose(spec, state_dir, "up", "-d", "--remove-orphans", "--no-build", "--pull", "never")
+        eng.deploy(spec, state_dir, say)
     return UpResult(plan, [], time.monotonic() - started, str(state_dir))
 
 
@@ -229,20 +233,15 @@ def _require_image(dc: Any, ref: str) -> None:
 def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, progress: Progress | None = None) -> int:
     """Stop Kafka before ZooKeeper on every node, then remove the containers (and data with --volumes)."""
     say = progress or (lambda _m: None)
-    dc = compose.client()
-    infos = compose.containers(spec, dc)
+    eng = engines.for_spec(spec)
+    dc = eng.client()
+    infos = eng.containers(spec, dc)
     # Kafka first everywhere (controlled shutdown while the quorum is still there), then ZooKeeper.
     running = [c for c in infos if c.state == "running"]
     kafka_first = [c for c in running if "kafka" in c.services]
     with cf.ThreadPoolExecutor(max_workers=max(1, len(kafka_first))) as pool:
         list(pool.map(lambda c: _stop_kafka(spec, c, dc, say), kafka_first))
-    compose_file = state_dir / "compose.yaml"
-    if compose_file.exists():
-        args = ["down", "--remove-orphans", "--timeout", "120"]
-        if volumes:
-            args.append("--volumes")
-        compose.run_compose(spec, state_dir, *args, check=False)
-    removed = compose.remove_by_label(spec.name, dc, volumes=True)
+    removed = eng.remove(spec, state_dir, volumes=volumes, dc=dc)
     if volumes:
         from kctl.render import remove_state
 
@@ -251,10 +250,10 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, progress:
     return len(infos) or removed
 
 
-def _stop_kafka(spec: ClusterSpec, c: compose.ContainerInfo, dc: Any, say: Progress) -> None:
+def _stop_kafka(spec: ClusterSpec, c: ContainerInfo, dc: Any, say: Progress) -> None:
     say(f"{c.name}: stopping kafka (controlled shutdown)")
     try:
-        compose.exec_in(spec, c.name, [*SUPERVISORCTL, "stop", "kafka"],
+        engines.exec_in(spec, c.name, [*SUPERVISORCTL, "stop", "kafka"],
                         timeout=130, dc=dc)
     except KctlError:
         pass
@@ -265,19 +264,16 @@ def _stop_kafka(spec: ClusterSpec, c: compose.ContainerInfo, dc: Any, say: Progr
 
 def start_one(spec: ClusterSpec, state_dir: Path, host: str) -> None:
     """Create and start one service of the rendered compose file, touching no other container."""
-    dc = compose.client()
-    _require_image(dc, spec.image_ref)
-    compose.run_compose(spec, state_dir, "up", "-d", "--no-deps", "--no-build", "--pull", "never", host)
+    eng = engines.for_spec(spec)
+    _require_image(eng.client(), spec.local_image_ref)
+    eng.start_one(spec, state_dir, host)
+
+
+def recreate_one(spec: ClusterSpec, state_dir: Path, host: str) -> None:
+    """Make one container again from the rendered files, touching no other container."""
+    engines.for_spec(spec).recreate_one(spec, state_dir, host)
 
 
 def remove_one(spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
     """Stop (SIGTERM, then up to ``stop_timeout`` s) and remove one cluster container; False if there was none."""
-    dc = compose.client()
-    found = [c for c in compose.containers(spec, dc) if c.name == host]
-    if not found:
-        return False
-    container = dc.containers.get(found[0].id)
-    if found[0].state == "running":
-        container.stop(timeout=stop_timeout)
-    container.remove(v=True)
-    return True
+    return engines.for_spec(spec).remove_one(spec, host, stop_timeout=stop_timeout)

@@ -90,6 +90,7 @@ class Container:
     cluster: str = ""
     state_dir: str | None = None  # the absolute state dir it belongs to (None: not known)
     host_ports: tuple[int, ...] = ()
+    remote: bool = False  # engine swarm: a task on another Swarm node (its state from the Swarm, no process table)
 
 
 def state_dir_of(labels: dict[str, str]) -> str | None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.runtime import compose, engine
+from kctl.runtime import engine, engines
 from kctl.runtime.readiness import Stage, wait_for_stages
 from kctl.spec import ClusterSpec
 
@@ -66,7 +66,7 @@ class Faults:
 
     def docker(self) -> Any:
         if self._dc is None:
-            self._dc = compose.client()
+            self._dc = engines.client(self.spec)
         return self._dc
 
     def containers(self) -> list[Any]:
@@ -83,7 +83,7 @@ class Faults:
         raise KctlError(f"no container {host} in cluster {self.spec.name}", hint="is it up? see `kctl status`")
 
     def exec(self, host: str, argv: list[str], timeout: float = 60) -> tuple[int, str]:
-        return compose.exec_in(self.spec, host, argv, timeout=timeout, dc=self.docker())
+        return engines.exec_in(self.spec, host, argv, timeout=timeout, dc=self.docker())
 
     @property
     def network_name(self) -> str:

@@ -87,3 +87,19 @@ def _read(log: NodeLog, *, tail: int, follow: bool, max_seconds: float) -> Itera
     except PermissionError as exc:
         raise KctlError(f"cannot read {exc.filename or log.path}: permission denied",
                         hint="the log belongs to the container's user; read it as that user or root") from None
+
+
+def in_container(spec: ClusterSpec, log: NodeLog, *, tail: int, follow: bool) -> Iterator[str] | None:
+    """engine swarm: the log read in the node's container (its logs are on a volume of the Swarm node that
+    runs it, not in the state dir); None where the state dir has it (engine compose)."""
+    from kctl.runtime import engines
+
+    eng = engines.for_spec(spec)
+    if eng.kind == "compose":
+        return None
+    if follow:
+        raise UsageError("--follow is not available on engine swarm",
+                         hint=f"`kctl logs {log.node} --tail N` shows the last lines; `docker service logs -f"
+                              f" {spec.project}_{log.container}` follows supervisord's output")
+    got = eng.log_lines(spec, log.container, contract.container_log(log.service), tail)
+    return iter(got or [])

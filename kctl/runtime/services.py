@@ -11,7 +11,7 @@ from typing import Any
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.runtime import compose, engine
+from kctl.runtime import engines
 from kctl.spec import ClusterSpec
 
 # supervisord's own wait for a stop (stopwaitsecs=120 for Kafka) plus a margin.
@@ -22,7 +22,7 @@ START_TIMEOUT = 60.0
 def _supervisorctl(spec: ClusterSpec, host: str, action: str, service: str, timeout: float, dc: Any) -> str:
     if service not in contract.SERVICES:
         raise KctlError(f"unknown service {service!r}", hint="zookeeper or kafka")
-    code, out = compose.exec_in(spec, host, [*contract.SUPERVISORCTL, action, service], timeout=timeout, dc=dc)
+    code, out = engines.exec_in(spec, host, [*contract.SUPERVISORCTL, action, service], timeout=timeout, dc=dc)
     text = out.strip()
     # "already started" / "not running" are the state asked for, not a failure.
     if code != 0 and "ALREADY_STARTED" not in text and "NOT_RUNNING" not in text:
@@ -42,9 +42,10 @@ def start(spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
 
 def process_state(spec: ClusterSpec, host: str, service: str, timeout: float = 5.0) -> str:
     """RUNNING, STOPPED or WAITING-FOR-QUORUM from the container's process table; 'missing' without a container."""
-    found = [c for c in engine.containers(spec.name, timeout) if c.name == host]
+    eng = engines.for_spec(spec)
+    found = [c for c in eng.observe(spec, timeout) if c.name == host]
     if not found:
         return "missing"
     if found[0].state != "running":
         return f"container {found[0].state}"
-    return engine.processes(found[0].id, (service,), timeout).get(service, "unknown")
+    return eng.processes(found[0], timeout).get(service, "unknown")

@@ -327,8 +327,10 @@ class KafkaCluster:
 
     def exec(self, node: int | str, argv: list[str], timeout: float = 120, stderr: bool = True) -> tuple[int, str]:
         """Run a command in a node container; returns (exit code, output); ``stderr=False``: stdout only."""
-        return rc.exec_in(self.spec, self._host(node, "kafka"), argv, timeout=timeout, dc=self._client(),
-                          stderr=stderr)
+        from kctl.runtime import engines
+
+        return engines.exec_in(self.spec, self._host(node, "kafka"), argv, timeout=timeout, dc=self._client(),
+                               stderr=stderr)
 
     # ----- faults (one implementation with `kctl drill`: kctl.runtime.faults) ---------------
 

@@ -183,7 +183,7 @@ def live_servers(spec: ClusterSpec, extra: Mapping[int, tuple[str, int]] | None 
     """Ids of the ZooKeeper servers answering ``srvr`` with a mode (the kctl.yaml nodes, plus ``extra``)."""
     from kctl.zk import fourlw
 
-    targets = {n.id: ("127.0.0.1", spec.zk_host_port(n)) for n in spec.nodes}
+    targets = {n.id: (spec.node_address(n), spec.zk_host_port(n)) for n in spec.nodes}
     targets.update(extra or {})
     out = []
     for i, (host, port) in targets.items():

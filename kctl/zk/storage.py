@@ -114,7 +114,7 @@ _PURGE = ('. /usr/local/lib/kctl/jvm-common.sh && exec "$JAVA" -Xmx64m -cp "$KAF
 
 def purge(spec: ClusterSpec, state_dir: Path, node: str, keep: int = MIN_KEEP) -> PurgeResult:
     """Keep the newest ``keep`` snapshots (and the txn logs they need) on ``node``; delete older ones."""
-    from kctl.runtime import compose
+    from kctl.runtime import engines
 
     if keep < MIN_KEEP:
         raise UsageError(f"--keep {keep}: ZooKeeper keeps at least {MIN_KEEP} snapshots",
@@ -126,7 +126,7 @@ def purge(spec: ClusterSpec, state_dir: Path, node: str, keep: int = MIN_KEEP) -
     snap_dir, log_dir = str(cfg[DATA_DIR]), str(cfg.get(DATA_LOG_DIR, cfg[DATA_DIR]))
     # PurgeTxnLog's arguments: <dataLogDir> <dataDir>, the txn-log dir first.
     argv = ["bash", "-c", _PURGE, "purge", log_dir, snap_dir, str(keep)]
-    code, out = compose.exec_in(spec, host, argv, user="logger", timeout=120)
+    code, out = engines.exec_in(spec, host, argv, user="logger", timeout=120)
     if code != 0:
         raise KctlError(f"{host}: PurgeTxnLog failed (exit {code}): {out.strip()[-800:]}",
                         hint=f"`kctl zk storage` shows the dirs; `kctl logs {host} --service zookeeper`")

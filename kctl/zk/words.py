@@ -64,9 +64,10 @@ def nodes_for(spec: ClusterSpec, ref: str) -> list[NodeSpec]:
 
 def ask_one(spec: ClusterSpec, node: NodeSpec, word: str, timeout: float = 3.0) -> WordResult:
     port = spec.zk_host_port(node)
-    addr = f"127.0.0.1:{port}"
+    host = spec.node_address(node)
+    addr = f"{host}:{port}"
     try:
-        ans = fourlw.ask("127.0.0.1", port, word, timeout=timeout)
+        ans = fourlw.ask(host, port, word, timeout=timeout)
     except fourlw.FourLetterError as exc:
         return WordResult(node.hostname, addr, word, ok=False, error=str(exc),
                           explanation="ZooKeeper is down on this node or its port is not published; see `kctl status`")

@@ -26,6 +26,8 @@ CASES: dict[str, dict[str, Any]] = {
                            {"id": 3, "hostname": "logger3"},
                            {"id": 4, "hostname": "logger4", "role": "observer"}]},
     "secure": {"security": {"enabled": True}},
+    "swarm": {"engine": "swarm", "nodes": [{"id": i, "hostname": f"logger{i}", "advertised_host": f"10.0.0.{i}"}
+                                           for i in (1, 2, 3)]},
 }
 
 

@@ -1,0 +1,401 @@
+"""engine swarm: the cluster as a Docker stack, one service per container host, each pinned to a Swarm node.
+
+The stack file is the cluster's rendered ``compose.yaml`` (its ``deploy:`` sections, Swarm configs for the
+conf files, named volumes for data and logs); ``docker stack deploy`` deploys it. Every service is pinned by
+a placement constraint on a node label (``contract.swarm_placement_label``) that kctl sets: from
+``nodes[].swarm_node``, else round-robin over the Swarm's ready nodes.
+
+Reach: kctl talks to one engine, a Swarm manager. It sees (and runs commands in) the containers of the tasks
+on that engine; of tasks on other Swarm nodes it sees the Swarm's task state only. ZooKeeper and Kafka are
+reached on each node's published ports at ``spec.node_address(node)``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kctl import contract
+from kctl.errors import DockerUnavailable, KctlError
+from kctl.runtime import engine as api
+from kctl.runtime.engines import Engine, Progress, run_docker
+from kctl.spec import ClusterSpec
+from kctl.spec import Engine as EngineKind
+
+if TYPE_CHECKING:
+    from kctl.runtime.compose import ContainerInfo
+
+INIT_HINT = ("make this engine a Swarm manager: `docker swarm init --advertise-addr <this host's address>` "
+             "(a one-node Swarm; others join with `docker swarm join`), or run kctl where DOCKER_HOST names a "
+             "manager; `engine: compose` runs the cluster on this engine alone (docs/multi-host.md)")
+REMOVE_WAIT = 120.0
+
+
+@dataclass(frozen=True)
+class SwarmNode:
+    id: str
+    hostname: str
+    addr: str
+    labels: dict[str, str]
+    manager: bool
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Which Swarm node runs each container host's service, and what kctl had to say about it."""
+
+    hosts: dict[str, SwarmNode]  # container host -> Swarm node
+    warnings: list[str]
+
+
+def service_name(spec: ClusterSpec, host: str) -> str:
+    return f"{spec.project}_{host}"
+
+
+def local_state(dc: Any) -> tuple[str, bool, str]:
+    """(LocalNodeState, ControlAvailable, NodeID) of the engine kctl talks to."""
+    info = dc.info()
+    sw = info.get("Swarm") or {}
+    return str(sw.get("LocalNodeState") or "inactive"), bool(sw.get("ControlAvailable")), str(sw.get("NodeID") or "")
+
+
+def require_manager(dc: Any) -> str:
+    """The local node id; KctlError (nothing touched) when this engine is not a Swarm manager."""
+    state, manager, node_id = local_state(dc)
+    if state != "active":
+        raise KctlError(f"engine swarm: this Docker engine is not in a Swarm (Swarm state: {state})", hint=INIT_HINT)
+    if not manager:
+        raise KctlError("engine swarm: this Docker engine is a Swarm worker, not a manager: it cannot deploy a stack",
+                        hint="run kctl on a manager (`docker node ls` there), or `docker node promote` this node")
+    return node_id
+
+
+def nodes(dc: Any) -> list[SwarmNode]:
+    """The Swarm's ready, active nodes, managers first, then by hostname."""
+    out = []
+    for n in dc.nodes.list():
+        a = n.attrs
+        if (a.get("Status") or {}).get("State") != "ready" or (a.get("Spec") or {}).get("Availability") != "active":
+            continue
+        out.append(SwarmNode(id=a["ID"], hostname=(a.get("Description") or {}).get("Hostname", a["ID"]),
+                             addr=(a.get("Status") or {}).get("Addr", ""),
+                             labels=dict((a.get("Spec") or {}).get("Labels") or {}),
+                             manager="ManagerStatus" in a))
+    return sorted(out, key=lambda n: (not n.manager, n.hostname))
+
+
+def plan_placement(spec: ClusterSpec, swarm_nodes: list[SwarmNode], strict_spread: bool = False) -> Placement:
+    """Pure: each container host's Swarm node (``nodes[].swarm_node``, else the node already labelled for it,
+    else round-robin), and the warnings; KctlError when a named node is not in the Swarm, or with
+    ``strict_spread`` when two kctl nodes would share a Swarm node."""
+    from kctl.properties import services_of
+
+    if not swarm_nodes:
+        raise KctlError("engine swarm: the Swarm has no ready, active node", hint="`docker node ls`")
+    by_name = {n.hostname: n for n in swarm_nodes} | {n.id: n for n in swarm_nodes}
+    hosts: dict[str, SwarmNode] = {}
+    node_index = {n.id: i for i, n in enumerate(spec.nodes)}
+    for host, node, _services in services_of(spec):
+        if node.swarm_node:
+            target = by_name.get(node.swarm_node)
+            if target is None:
+                known = ", ".join(n.hostname for n in swarm_nodes)
+                raise KctlError(f"nodes.{node_index[node.id]}.swarm_node: {node.swarm_node!r} is not a ready node of"
+                                f" this Swarm", hint=f"ready nodes: {known} (`docker node ls`)")
+        else:
+            label = contract.swarm_placement_label(spec.name, host)
+            labelled = [n for n in swarm_nodes if n.labels.get(label) == "true"]
+            # A node labelled by an earlier up keeps its service (its data volume is there).
+            target = labelled[0] if len(labelled) == 1 else swarm_nodes[node_index[node.id] % len(swarm_nodes)]
+        hosts[host] = target
+    warnings = []
+    per_kctl_node: dict[str, set[int]] = {}
+    for host, node, _s in services_of(spec):
+        per_kctl_node.setdefault(hosts[host].id, set()).add(node.id)
+    shared = {sid: ids for sid, ids in per_kctl_node.items() if len(ids) > 1}
+    if shared:
+        names = {n.id: n.hostname for n in swarm_nodes}
+        detail = "; ".join(f"{names[sid]} runs nodes {', '.join(map(str, sorted(ids)))}" for sid, ids in shared.items())
+        msg = (f"{len(swarm_nodes)} Swarm node(s) for {len(spec.nodes)} kctl nodes: {detail}; the ZooKeeper quorum"
+               " then depends on one host")
+        if strict_spread:
+            raise KctlError(f"engine swarm: {msg}", hint="join more nodes (`docker swarm join`), or deploy without"
+                                                         " --strict-spread to accept it")
+        warnings.append(msg)
+    return Placement(hosts, warnings)
+
+
+def _published(spec: ClusterSpec) -> dict[str, list[tuple[int, str]]]:
+    """container host -> [(published port, what)]."""
+    from kctl.properties import services_of
+
+    out: dict[str, list[tuple[int, str]]] = {}
+    for host, node, services in services_of(spec):
+        ports = out.setdefault(host, [])
+        if "zookeeper" in services:
+            ports.append((spec.zk_host_port(node), f"{host} zookeeper"))
+        if "kafka" in services:
+            ports.append((spec.kafka_host_port(node), f"{host} kafka"))
+            jmx = spec.jmx_host_port(node)
+            if jmx is not None:
+                ports.append((jmx, f"{host} jmx"))
+    return out
+
+
+def taken_ports(spec: ClusterSpec, dc: Any, placement: Placement, local_id: str, owned: set[int]) -> list[str]:
+    """Published ports already used on the Swarm node that would run them: by another Swarm service with a
+    host-mode port there, or (on this engine's own node) by anything listening."""
+    from kctl import doctor
+
+    mine = {service_name(spec, h) for h in placement.hosts}
+    used: dict[tuple[str, int], str] = {}  # (node id, port) -> service
+    for svc in dc.services.list():
+        name = svc.name
+        if name in mine:
+            continue
+        ports = [p for p in ((svc.attrs.get("Endpoint") or {}).get("Ports") or [])
+                 if p.get("PublishMode") == "host" and p.get("PublishedPort")]
+        ports += [p for p in (((svc.attrs.get("Spec") or {}).get("EndpointSpec") or {}).get("Ports") or [])
+                  if p.get("PublishMode") == "host" and p.get("PublishedPort")]
+        if not ports:
+            continue
+        for task in svc.tasks(filters={"desired-state": "running"}):
+            for p in ports:
+                used[(str(task.get("NodeID")), int(p["PublishedPort"]))] = name
+    out = []
+    for host, ports in _published(spec).items():
+        target = placement.hosts[host]
+        for port, what in ports:
+            other = used.get((target.id, port))
+            if other:
+                out.append(f"{port} ({what}) on {target.hostname}: published by service {other}")
+            elif target.id == local_id and port not in owned and not doctor.port_free(port, "0.0.0.0"):
+                out.append(f"{port} ({what}) on {target.hostname}: in use")
+    return out
+
+
+def set_labels(spec: ClusterSpec, dc: Any, placement: Placement, say: Progress) -> None:
+    """Label each chosen Swarm node for its container hosts, and unlabel the others (``kctl swarm label``)."""
+    wanted: dict[str, set[str]] = {}
+    for host, target in placement.hosts.items():
+        wanted.setdefault(target.id, set()).add(contract.swarm_placement_label(spec.name, host))
+    prefix = f"{contract.LABEL_SWARM_PLACEMENT_PREFIX}.{spec.name}."
+    for n in dc.nodes.list():
+        spec_ = dict(n.attrs.get("Spec") or {})
+        labels = dict(spec_.get("Labels") or {})
+        keep = {k: v for k, v in labels.items() if not k.startswith(prefix)}
+        new = keep | {k: "true" for k in wanted.get(n.id, set())}
+        if new != labels:
+            spec_["Labels"] = new
+            n.update(spec_)
+            added = sorted(set(new) - set(labels))
+            if added:
+                say(f"swarm node {(n.attrs.get('Description') or {}).get('Hostname', n.id)}: labelled "
+                    + ", ".join(k.removeprefix(prefix) for k in added))
+
+
+def label(spec: ClusterSpec, strict_spread: bool = False, say: Progress | None = None) -> Placement:
+    """``kctl swarm label``: place and label, without deploying."""
+    eng = SwarmEngine()
+    dc = eng.client()
+    require_manager(dc)
+    placement = plan_placement(spec, nodes(dc), strict_spread)
+    set_labels(spec, dc, placement, say or (lambda _m: None))
+    return placement
+
+
+def push_image(spec: ClusterSpec, dc: Any, say: Progress) -> None:
+    """Tag the local node image with ``image.registry`` and push it, so every Swarm node can pull it."""
+    local, remote = spec.local_image_ref, spec.image_ref
+    repo, _, tag = remote.rpartition(":")
+    dc.images.get(local).tag(repo, tag)
+    say(f"pushing {remote}")
+    proc = run_docker(["push", remote], timeout=900)
+    if proc.returncode != 0:
+        raise KctlError(f"cannot push {remote}: {(proc.stderr or proc.stdout).strip()[-500:]}",
+                        hint="is the registry reachable, and does `docker login` know it? see docs/multi-host.md")
+
+
+def _dedupe(found: list[Any], name: Any, running: Any) -> list[Any]:
+    """One entry per container host: Swarm keeps earlier tasks' exited containers; the running one wins."""
+    best: dict[str, Any] = {}
+    for c in found:
+        cur = best.get(name(c))
+        if cur is None or (running(c) and not running(cur)):
+            best[name(c)] = c
+    return [best[k] for k in sorted(best)]
+
+
+class SwarmEngine(Engine):
+    """The cluster as a Docker stack ``kctl-<name>`` on the Swarm this engine manages."""
+
+    kind = EngineKind.swarm.value
+
+    def containers(self, spec: ClusterSpec, dc: Any | None = None) -> list[ContainerInfo]:
+        from kctl.runtime import compose
+
+        return _dedupe(compose.containers(spec, dc), lambda c: c.name, lambda c: c.state == "running")
+
+    def observe(self, spec: ClusterSpec, timeout: float = 5.0) -> list[api.Container]:
+        local = api.containers(spec.name, timeout=timeout)
+        seen = _dedupe(local, lambda c: c.name, lambda c: c.state == "running")
+        mine = {c.name for c in seen if c.state == "running"}
+        return sorted(seen + [t for t in self._remote_tasks(spec, timeout) if t.name not in mine],
+                      key=lambda c: c.name)
+
+    def _remote_tasks(self, spec: ClusterSpec, timeout: float) -> list[api.Container]:
+        """The running tasks on other Swarm nodes, as the Swarm reports them (no process table: not this engine)."""
+        try:
+            info = api.get("/info", timeout) or {}
+            sw = info.get("Swarm") or {}
+            if not sw.get("ControlAvailable"):
+                return []
+            local = sw.get("NodeID")
+            flt = urllib.parse.quote(json.dumps({"desired-state": ["running"]}))
+            tasks = api.get(f"/tasks?filters={flt}", timeout) or []
+        except DockerUnavailable:
+            return []
+        out = []
+        for t in tasks:
+            if t.get("NodeID") == local:
+                continue
+            labels = ((t.get("Spec") or {}).get("ContainerSpec") or {}).get("Labels") or {}
+            if labels.get(contract.LABEL_CLUSTER) != spec.name:
+                continue
+            status = t.get("Status") or {}
+            out.append(api.Container(
+                id=str((status.get("ContainerStatus") or {}).get("ContainerID") or t.get("ID")),
+                name=labels.get(contract.LABEL_SERVICE, ""),
+                node=labels.get(contract.LABEL_NODE, ""),
+                services=tuple(s for s in labels.get(contract.LABEL_SERVICES, "").split(",") if s),
+                state=str(status.get("State") or "unknown"),
+                health=None,
+                config_hash=labels.get(contract.LABEL_HASH),
+                cluster=spec.name,
+                state_dir=api.state_dir_of(labels),
+                remote=True,
+            ))
+        return out
+
+    def processes(self, c: api.Container, timeout: float = 5.0) -> dict[str, str]:
+        return {} if c.remote else api.processes(c.id, c.services, timeout)
+
+    def exec_in(self, spec: ClusterSpec, name: str, argv: list[str], user: str | None = None,
+                timeout: float = 60, dc: Any | None = None, stderr: bool = True) -> tuple[int, str]:
+        from kctl.runtime import compose
+
+        local = [c for c in self.containers(spec, dc) if c.name == name and c.state == "running"]
+        if not local:
+            remote = [c for c in self._remote_tasks(spec, 5.0) if c.name == name]
+            if remote:
+                raise KctlError(f"{name} runs on another Swarm node: kctl runs commands only in the containers of"
+                                " the engine it talks to",
+                                hint="point DOCKER_HOST at that node's engine for this command (docs/multi-host.md)")
+        return compose.exec_in(spec, name, argv, user=user, timeout=timeout, dc=dc, stderr=stderr)
+
+    def running_host_ports(self, spec: ClusterSpec) -> list[int]:
+        return [p for c in self.observe(spec) if c.state == "running" for p in c.host_ports]
+
+    # ----- lifecycle --------------------------------------------------------------------
+
+    def preflight(self, spec: ClusterSpec, existing: dict[str, ContainerInfo], dc: Any, say: Progress,
+                  strict_spread: bool = False) -> None:
+        if spec.security.enabled:
+            raise KctlError("engine swarm does not deliver the secured profile's secrets yet",
+                            hint="deploy with security.enabled: false, or with engine: compose")
+        local_id = require_manager(dc)
+        placement = plan_placement(spec, nodes(dc), strict_spread)
+        for w in placement.warnings:
+            say(f"warning: {w}")
+        owned = set(self.running_host_ports(spec)) if existing else set()
+        taken = taken_ports(spec, dc, placement, local_id, owned)
+        if taken:
+            raise KctlError(f"cannot deploy {spec.name}: published ports taken: " + "; ".join(taken),
+                            hint="free them, or change zookeeper.host_port_base / kafka.external_port_base"
+                                 " (or nodes[].kafka_port) in kctl.yaml")
+        self._placement = placement
+
+    def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
+        from kctl.render import COMPOSE_FILE
+
+        dc = self.client()
+        placement = getattr(self, "_placement", None) or plan_placement(spec, nodes(dc))
+        if spec.image.registry:
+            push_image(spec, dc, say)
+        set_labels(spec, dc, placement, say)
+        for host, target in placement.hosts.items():
+            say(f"{host}: on swarm node {target.hostname}")
+        say("swarm: published ports bind every interface of their node (Swarm cannot bind one address);"
+            " see docs/multi-host.md for the firewall and the secured profile")
+        proc = run_docker(["stack", "deploy", "--detach=true", "--prune", "--resolve-image", "never",
+                           "-c", COMPOSE_FILE, spec.project], timeout=300, cwd=state_dir)
+        if proc.returncode != 0:
+            raise KctlError(f"`docker stack deploy` failed: {(proc.stderr or proc.stdout).strip()[-2000:]}",
+                            hint="see `docker stack ps --no-trunc " + spec.project + "`; `kctl down` removes it")
+
+    def ps(self, spec: ClusterSpec, state_dir: Path) -> str:
+        proc = run_docker(["stack", "ps", "--no-trunc", spec.project], timeout=30)
+        return proc.stdout or proc.stderr
+
+    def remove(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool, dc: Any) -> int:
+        from kctl.runtime import compose
+
+        stack = f"{contract.LABEL_STACK_NAMESPACE}={spec.project}"
+        names = [s.name for s in dc.services.list(filters={"label": stack})]
+        if names:
+            proc = run_docker(["stack", "rm", spec.project], timeout=120)
+            if proc.returncode != 0:
+                raise KctlError(f"`docker stack rm` failed: {(proc.stderr or proc.stdout).strip()[-1000:]}",
+                                hint="`docker stack ls`")
+        # stack rm returns before the tasks' containers and the network are gone.
+        deadline = time.monotonic() + REMOVE_WAIT
+        while time.monotonic() < deadline:
+            left = [c for c in compose.containers(spec, dc) if c.state in ("running", "created", "restarting")]
+            nets = dc.networks.list(names=[spec.project])
+            if not left and not [n for n in nets if n.name == spec.project]:
+                break
+            time.sleep(1)
+        compose.remove_by_label(spec.name, dc, volumes=True)  # exited task containers of earlier tasks
+        if volumes:
+            for v in dc.volumes.list(filters={"label": f"{contract.LABEL_CLUSTER}={spec.name}"}):
+                if (v.attrs.get("Labels") or {}).get(contract.LABEL_STACK_NAMESPACE) == spec.project:
+                    try:
+                        v.remove(force=True)
+                    except Exception:  # noqa: BLE001 - still in use by a container being removed: reported below
+                        pass
+            prefix = f"{contract.LABEL_SWARM_PLACEMENT_PREFIX}.{spec.name}."
+            for n in dc.nodes.list():
+                spec_ = dict(n.attrs.get("Spec") or {})
+                labels = dict(spec_.get("Labels") or {})
+                keep = {k: v for k, v in labels.items() if not k.startswith(prefix)}
+                if keep != labels:
+                    spec_["Labels"] = keep
+                    n.update(spec_)
+        return len(names)
+
+    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
+        raise KctlError("kctl node add/remove is not supported on engine swarm yet",
+                        hint="add the node to kctl.yaml and run `kctl up` (a new ensemble member needs"
+                             " `kctl zk reconfig` too), or use engine: compose")
+
+    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
+        self.start_one(spec, Path("."), host)
+        return False
+
+    def recreate_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
+        """A new task for one service (``service update --force``), waited for; the other services untouched."""
+        proc = run_docker(["service", "update", "--force", "--detach=false", "--quiet",
+                           service_name(spec, host)], timeout=400)
+        if proc.returncode != 0:
+            raise KctlError(f"`docker service update` of {host} failed: {(proc.stderr or proc.stdout).strip()[-800:]}",
+                            hint=f"`docker service ps --no-trunc {service_name(spec, host)}`")
+
+    def log_lines(self, spec: ClusterSpec, host: str, path: str, tail: int) -> list[str] | None:
+        code, out = self.exec_in(spec, host, ["tail", "-n", str(tail), path], timeout=10)
+        if code != 0:
+            raise KctlError(f"cannot read {path} in {host}: {out.strip()[-300:]}", hint="`kctl status`")
+        return out.splitlines()

@@ -1,0 +1,171 @@
+"""engine swarm without Docker: the spec fields, the stack file, the placement plan and the engine choice."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kctl import contract
+from kctl.errors import KctlError, SpecError
+from kctl.properties import server_properties
+from kctl.render import COMPOSE_FILE, render
+from kctl.runtime import engines
+from kctl.runtime.swarm import SwarmEngine, SwarmNode, plan_placement
+from kctl.spec import Engine, parse_spec
+
+ONE: dict[str, Any] = {"kafka": {"default_replication_factor": 1, "offsets_topic_replication_factor": 1,
+                                 "transaction_state_log_replication_factor": 1, "min_insync_replicas": 1}}
+
+
+def _swarm(**extra: Any) -> Any:
+    spec, _ = parse_spec({"engine": "swarm", **extra})
+    return spec
+
+
+def _stack(spec: Any) -> dict[str, Any]:
+    data = yaml.safe_load(render(spec).files[COMPOSE_FILE])
+    assert isinstance(data, dict)
+    return data
+
+
+def test_engine_field_validated_and_defaults_to_compose() -> None:
+    spec, _ = parse_spec({})
+    assert spec.engine is Engine.compose
+    assert isinstance(engines.for_spec(spec), engines.ComposeEngine)
+    assert isinstance(engines.for_spec(_swarm()), SwarmEngine)
+    with pytest.raises(SpecError, match="engine"):
+        parse_spec({"engine": "kubernetes"})
+
+
+def test_image_string_is_its_ref_and_registry_prefixes_only_on_swarm() -> None:
+    spec, _ = parse_spec({"image": "example/node:1"})
+    assert spec.image.ref == "example/node:1" and spec.image_ref == "example/node:1"
+    compose_spec, _ = parse_spec({"image": {"registry": "reg.example:5000"}})
+    assert compose_spec.image_ref == "kctl/node:3.9.1"
+    swarm = _swarm(image={"registry": "reg.example:5000/"})
+    assert swarm.image_ref == "reg.example:5000/kctl/node:3.9.1"
+    assert swarm.local_image_ref == "kctl/node:3.9.1"
+
+
+def test_external_host_rule_is_compose_only_and_swarm_fields_warn_there() -> None:
+    with pytest.raises(SpecError, match="external_host"):
+        parse_spec({"kafka": {"external_host": "10.1.1.1"}})
+    _swarm(kafka={"external_host": "10.1.1.1"})
+    _, warnings = parse_spec({"nodes": [{"id": 1, "hostname": "a", "advertised_host": "10.0.0.1"}], **ONE})
+    assert any("engine swarm only" in w for w in warnings)
+
+
+def test_advertised_host_reaches_listeners_and_bootstrap() -> None:
+    spec = _swarm(nodes=[{"id": i, "hostname": f"logger{i}", "advertised_host": f"h{i}.example"} for i in (1, 2, 3)])
+    assert spec.bootstrap_servers == "h1.example:19092,h2.example:19093,h3.example:19094"
+    assert spec.zookeeper_connect_host.startswith("h1.example:12181,")
+    props = server_properties(spec, spec.nodes[1])
+    assert props["advertised.listeners"] == "INTERNAL://logger2:9092,EXTERNAL://h2.example:19093"
+    # Compose ignores it: kctl publishes on 127.0.0.1 there.
+    compose, _ = parse_spec({"nodes": [{"id": 1, "hostname": "a", "advertised_host": "h1"}], **ONE})
+    assert compose.bootstrap_servers == "127.0.0.1:19092"
+
+
+def test_stack_file_has_deploy_sections_and_no_compose_only_keys() -> None:
+    stack = _stack(_swarm())
+    assert "name" not in stack  # docker stack deploy refuses it: the stack is named on the command line
+    assert stack["networks"]["cluster"]["driver"] == "overlay"
+    assert stack["networks"]["cluster"]["attachable"] is True
+    svc = stack["services"]["logger2"]
+    dep = svc["deploy"]
+    assert dep["replicas"] == 1 and dep["endpoint_mode"] == "dnsrr"
+    assert dep["placement"]["constraints"] == [f"node.labels.{contract.swarm_placement_label('logger', 'logger2')}"
+                                               " == true"]
+    assert dep["update_config"]["parallelism"] == 1
+    assert svc["healthcheck"] == {"disable": True}
+    assert {"target": 2181, "published": 12182, "protocol": "tcp", "mode": "host"} in svc["ports"]
+    assert {"target": 19093, "published": 19093, "protocol": "tcp", "mode": "host"} in svc["ports"]
+    assert svc["volumes"] == ["logger2-data:/var/opt/kctl", "logger2-logs:/var/log/kctl"]
+    assert stack["volumes"]["logger2-data"]["name"] == "kctl-logger_logger2-data"
+    targets = {c["target"]: c["source"] for c in svc["configs"]}
+    assert set(targets) == {f"{contract.CONF_DIR}/{f}" for f in ("zoo.cfg", "myid", "zoo.cfg.dynamic",
+                                                                 "log4j-zookeeper.properties", "server.properties",
+                                                                 "log4j-kafka.properties")}
+    for key in targets.values():
+        assert stack["configs"][key]["file"].startswith("./logger2/conf/")
+
+
+def test_config_names_change_with_content_only() -> None:
+    a = _stack(_swarm())["configs"]
+    b = _stack(_swarm(kafka={"num_partitions": 6}))["configs"]
+    changed = {k for k in a if a[k]["name"] != b[k]["name"]}
+    assert changed == {"logger1-server-properties", "logger2-server-properties", "logger3-server-properties"}
+    assert all(len(v["name"]) <= 64 for v in a.values())
+
+
+def test_compose_file_unchanged_by_the_swarm_layer() -> None:
+    stack = _stack(parse_spec({})[0])
+    assert stack["name"] == "kctl-logger"
+    svc = stack["services"]["logger1"]
+    assert "deploy" not in svc and "configs" not in svc and "volumes" not in stack
+    assert svc["ports"][0] == "127.0.0.1:12181:2181"
+
+
+def _nodes(n: int) -> list[SwarmNode]:
+    return [SwarmNode(id=f"id{i}", hostname=f"host{i}", addr=f"10.0.0.{i}", labels={}, manager=i == 1)
+            for i in range(1, n + 1)]
+
+
+def test_placement_round_robin_one_per_node() -> None:
+    p = plan_placement(_swarm(), _nodes(3))
+    assert {h: n.hostname for h, n in p.hosts.items()} == {"logger1": "host1", "logger2": "host2", "logger3": "host3"}
+    assert p.warnings == []
+
+
+def test_fewer_swarm_nodes_warn_or_refuse_with_strict_spread() -> None:
+    p = plan_placement(_swarm(), _nodes(1))
+    assert set(n.hostname for n in p.hosts.values()) == {"host1"}
+    assert p.warnings and "quorum then depends on one host" in p.warnings[0]
+    with pytest.raises(KctlError, match="quorum then depends on one host") as exc:
+        plan_placement(_swarm(), _nodes(2), strict_spread=True)
+    assert exc.value.hint
+
+
+def test_named_swarm_node_and_an_earlier_label_win() -> None:
+    spec = _swarm(nodes=[{"id": 1, "hostname": "logger1", "swarm_node": "host3"},
+                         {"id": 2, "hostname": "logger2"}, {"id": 3, "hostname": "logger3"}])
+    nodes = _nodes(3)
+    nodes[0] = SwarmNode("id1", "host1", "", {contract.swarm_placement_label("logger", "logger3"): "true"}, True)
+    p = plan_placement(spec, nodes)
+    assert p.hosts["logger1"].hostname == "host3"
+    assert p.hosts["logger3"].hostname == "host1"
+    with pytest.raises(KctlError, match="not a ready node"):
+        plan_placement(_swarm(nodes=[{"id": 1, "hostname": "a", "swarm_node": "nowhere"}], **ONE), nodes)
+
+
+def _kctl(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kctl", *args, "-f", "kctl.yaml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_offline_refusals(tmp_path: Path) -> None:
+    (tmp_path / "kctl.yaml").write_text("name: offline\n")
+    p = _kctl(tmp_path, "swarm", "label")
+    assert p.returncode != 0 and "engine compose" in p.stderr and "hint" in p.stderr and "Traceback" not in p.stderr
+    p = _kctl(tmp_path, "restart", "logger1", "--recreate", "--yes")
+    assert p.returncode != 0 and "--service node" in p.stderr and "Traceback" not in p.stderr
+    p = _kctl(tmp_path, "up", "--engine", "nomad")
+    assert p.returncode != 0 and "unknown engine" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / ".kctl").exists()
+
+
+def test_engine_recorded_in_the_state_dir_is_read_back(tmp_path: Path) -> None:
+    from kctl.cli.common import load
+
+    spec_file = tmp_path / "kctl.yaml"
+    spec_file.write_text("name: rec\n")
+    assert load(spec_file).engine is Engine.compose
+    engines.record_engine(tmp_path / ".kctl" / "rec", Engine.swarm)
+    assert load(spec_file).engine is Engine.swarm
+    spec_file.write_text("name: rec\nengine: compose\n")  # kctl.yaml that says it wins
+    assert load(spec_file).engine is Engine.compose
