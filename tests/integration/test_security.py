@@ -217,12 +217,15 @@ def test_zookeeper_refuses_anonymous_sessions_and_guards_kafkas_znodes(secure: K
         assert sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"]  # authenticated: may read
         attempts = [lambda: zk.create("/brokers/ids/99", b"{}"), lambda: zk.set("/brokers/topics", b"x"),
                     lambda: zk.create("/config/topics/evil", b"{}"), lambda: zk.create("/admin/delete_topics/x"),
-                    lambda: zk.delete("/brokers/ids/1"), lambda: zk.set("/admin", b"x")]
+                    lambda: zk.delete("/brokers/ids/1"), lambda: zk.set("/admin", b"x"),
+                    lambda: zk.create("/beside-kafka", b"x"), lambda: zk.set("/", b"x")]  # nor at the root
         for attempt in attempts:
             with pytest.raises(NoAuthError):
                 attempt()
         with pytest.raises(NoAuthError):
             zk.get("/config/users/admin")  # the SCRAM credentials: the brokers' principal alone may read them
+        assert {(a.id.scheme, a.id.id, a.perms) for a in zk.get_acls("/")[0]} == {("sasl", "kafka", 31),
+                                                                                 ("world", "anyone", 1)}
     finally:
         zk.stop()
         zk.close()
@@ -300,3 +303,4 @@ def test_stream_job_reads_the_secured_cluster(secure: KafkaCluster, tmp_path: Pa
     secrets = set(store.passwords(secure.spec, secure.state_dir).values())
     leaked = [str(f) for f in tmp_path.rglob("*") if f.is_file() and any(s.encode() in f.read_bytes() for s in secrets)]
     assert not leaked and not [s for s in secrets if s in p.stdout + p.stderr], leaked
+
