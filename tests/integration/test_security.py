@@ -304,3 +304,17 @@ def test_stream_job_reads_the_secured_cluster(secure: KafkaCluster, tmp_path: Pa
     leaked = [str(f) for f in tmp_path.rglob("*") if f.is_file() and any(s.encode() in f.read_bytes() for s in secrets)]
     assert not leaked and not [s for s in secrets if s in p.stdout + p.stderr], leaked
 
+
+def test_restart_of_a_broker_goes_through_its_gates_on_the_secured_cluster(secure: KafkaCluster) -> None:
+    """Day-2 on the secured profile: `kctl restart` (leaders moved away, supervisorctl, health gates as the
+    admin user) and every acknowledged record still there afterwards."""
+    t = f"sec-roll-{uuid.uuid4().hex[:6]}"
+    ok(kctl(secure, "topic", "create", t, "-p", "3", "-r", "3"))
+    lines = [f"r{i}" for i in range(100)]
+    ok(kctl(secure, "produce", t, "--acks", "all", stdin="\n".join(lines) + "\n"))
+    p = kctl(secure, "restart", "logger3", "--service", "kafka", "--yes", timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "logger3" in p.stdout + p.stderr
+    got = ok(kctl(secure, "consume", t, "--from-beginning", "--max", "100", "--timeout", "30"))
+    assert sorted(got.split()) == sorted(lines)
+    assert "HEALTHY" in ok(kctl(secure, "status"))
