@@ -169,7 +169,7 @@ def dynamic_configs(spec: ClusterSpec, broker_ids: list[int]) -> tuple[dict[int,
         data = (znodes.get(zk, path).json or {}).get("config", {})
         return {str(k): str(v) for k, v in data.items()}
 
-    with znodes.connect(spec) as zk:
+    with znodes.connect(spec, principal=znodes.guarded_reader(spec)) as zk:
         per = {b: conf(zk, f"/config/brokers/{b}") for b in broker_ids}
         default = conf(zk, "/config/brokers/<default>")
     return per, default

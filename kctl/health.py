@@ -444,9 +444,29 @@ def readiness_stages(spec: ClusterSpec, state_dir: Path | None = None, *, round_
         Stage("every broker registered", probe(spec, check_brokers, kafka=True, timeout=2.0), kafka_log),
         Stage("a controller elected", probe(spec, check_controller, kafka=True, timeout=2.0), kafka_log),
     ]
+    stages += secure_root_stages(spec, zk_log)
     if round_trip:
         stages.append(Stage("produce/consume round trip on the external listener", _round_trip(spec), kafka_log))
     return stages
+
+
+def secure_root_stages(spec: ClusterSpec, log: Callable[[str], str] | None = None) -> list[Stage]:
+    """A secured cluster with znode ACLs: the stage that gives "/" Kafka's secure ACL (kctl.zk.znodes)."""
+    sec = spec.security
+    if not (sec.enabled and sec.zookeeper.sasl and sec.zookeeper.set_acl):
+        return []
+    return [Stage("root znode writable by the brokers only", _secure_root(spec), log)]
+
+
+def _secure_root(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
+    def run() -> tuple[bool, str]:
+        from kctl.zk.znodes import secure_root
+
+        try:
+            return secure_root(spec)
+        except Exception as exc:  # noqa: BLE001 - kazoo's errors: the stage retries until its deadline
+            return False, f"{type(exc).__name__}: {exc}"
+    return run
 
 
 def healthy_stages(spec: ClusterSpec, allow_missing: int = 0, round_trip: bool = False) -> list[Stage]:

@@ -243,11 +243,24 @@ def verify(spec: ClusterSpec, state_dir: Path, *, timeout: float = 2.0) -> str |
     return md.cluster_id
 
 
-def answering(bootstrap: str, timeout: float = 2.0) -> str | None:
-    """The cluster id of whatever answers on ``bootstrap`` (None: nothing answers, or no id)."""
+def answering(bootstrap: str, timeout: float = 2.0, spec: ClusterSpec | None = None) -> str | None:
+    """The cluster id of whatever answers on ``bootstrap`` (None: nothing answers, or no id).
+
+    With a secured ``spec`` (its state dir known) the request goes over SASL_SSL as its admin user. A
+    listener that speaks TLS when kctl has no credentials for it is a clear error, not "no answer".
+    """
+    from kctl.security import store
+
+    auth = store.metadata_auth(spec) if spec is not None and spec.security.enabled else None
     try:
-        return kmd.fetch_any(bootstrap, timeout).cluster_id
+        return kmd.fetch_any(bootstrap, timeout, auth).cluster_id
     except kmd.MetadataError:
+        if auth is None and kmd.speaks_tls(bootstrap, timeout):
+            raise KctlError(
+                f"the cluster at {bootstrap} speaks TLS (a secured cluster): kctl has no credentials or CA for it",
+                hint="run the command with -f naming that cluster's kctl.yaml (its state dir holds the admin"
+                     " user's password and the CA); other clients take what `kctl client-config` prints"
+                     " there") from None
         return None
 
 

@@ -20,6 +20,7 @@ from kctl.files import follow_lines
 from kctl.kafka.client import producer as kafka_producer
 from kctl.kafka.client import require_topics
 from kctl.kafka.produce import ProduceResult, Record, send, singles
+from kctl.spec import ClusterSpec
 
 # The Java client's murmur2 partitioner and idempotence come from the client factory;
 # the agent adds compression (JSON events shrink well) for its own records.
@@ -29,9 +30,10 @@ BLOCK = 10_000
 __all__ = ["ProduceResult", "follow_lines", "produce", "producer", "ship_file"]
 
 
-def producer(bootstrap: str, **extra: Any) -> Any:
-    """A producer configured as the agent's (for callers that need their own delivery callbacks)."""
-    return kafka_producer(bootstrap=bootstrap, **{**AGENT_CONFIG, **extra})
+def producer(bootstrap: str, *, spec: ClusterSpec | None = None, **extra: Any) -> Any:
+    """A producer configured as the agent's (for callers that need their own delivery callbacks).
+    ``spec``: a secured cluster's, whose admin user the agent logs in as."""
+    return kafka_producer(spec, bootstrap, **{**AGENT_CONFIG, **extra})
 
 
 def produce(
@@ -42,13 +44,16 @@ def produce(
     rate: float | None = None,
     max_seconds: float = 600.0,
     check: bool = True,
+    spec: ClusterSpec | None = None,
 ) -> ProduceResult:
-    """Send (key, value) records, paced at ``rate`` per second (None: as fast as possible)."""
+    """Send (key, value) records, paced at ``rate`` per second (None: as fast as possible).
+    ``spec``: a secured cluster's, whose admin user the agent logs in as."""
     if isinstance(records, Sequence) and rate is None:
         blocks: Iterable[Sequence[Record]] = (records[i:i + BLOCK] for i in range(0, len(records), BLOCK))
     else:
         blocks = singles(records)  # a followed file or a paced generator: each record goes out at once
-    res = send(topic, blocks, bootstrap=bootstrap, rate=rate, max_seconds=max_seconds, check=check, **AGENT_CONFIG)
+    res = send(topic, blocks, spec=spec, bootstrap=bootstrap, rate=rate, max_seconds=max_seconds, check=check,
+               **AGENT_CONFIG)
     if res.failed and not res.delivered:
         raise KctlError(f"no event reached topic {topic} on {bootstrap}: {res.errors[0] if res.errors else '?'}",
                         hint="is the cluster healthy? try `kctl status`")
@@ -64,9 +69,10 @@ def ship_file(
     host: str | None = None,
     max_seconds: float = 3600.0,
     max_lines: int | None = None,
+    spec: ClusterSpec | None = None,
 ) -> ProduceResult:
     """A small log agent: each line of ``path`` as a filebeat event keyed by host."""
-    require_topics(None, [topic], bootstrap)
+    require_topics(spec, [topic], bootstrap)
     host = host or socket.gethostname()
     if not follow and not path.exists():
         raise KctlError(f"{path}: no such file")
@@ -77,4 +83,4 @@ def ship_file(
                                 topic=topic, path=str(path.resolve()))
             yield host, json.dumps(ev, separators=(",", ":"))
 
-    return produce(bootstrap, topic, records(), max_seconds=max_seconds, check=False)
+    return produce(bootstrap, topic, records(), max_seconds=max_seconds, check=False, spec=spec)

@@ -125,7 +125,8 @@ def latency(bootstrap: str, base: JobConfig, rate: float, seconds: float, trigge
                    max_offsets_per_trigger=None)
     submit(cfg, detach=True)
     metrics = Path(cfg.out) / "metrics"
-    p = producer(bootstrap, **{"linger.ms": 0})
+    no_linger: dict[str, Any] = {"linger.ms": 0}
+    p = producer(bootstrap, **no_linger)
     sent: dict[int, float] = {}
     delivered: dict[tuple[int, int], float] = {}
     seen: list[tuple[float, dict[int, int]]] = []

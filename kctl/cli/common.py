@@ -34,16 +34,18 @@ def connect(path: Path, bootstrap: str | None = None, *, write: bool = False) ->
     from kctl.spec import ClusterSpec, state_dir_for
 
     if bootstrap:
-        cid = identity.answering(bootstrap)
+        # A secured kctl.yaml's credentials go with --bootstrap-server too (identity check and command).
+        known = load(path) if path.exists() else None
+        cid = identity.answering(bootstrap, spec=known)
         if write:
             from kctl.errors import UsageError
 
-            if not path.exists():
+            if known is None:
                 raise UsageError(f"refusing to change the cluster at {bootstrap} (cluster id {cid or 'unknown'}):"
                                  f" no {path} names it; nothing was changed",
                                  hint="changes go through the kctl.yaml of the cluster they change: run this from"
                                       " that cluster's directory, without --bootstrap-server")
-            spec = load(path)
+            spec = known
             state = state_dir_for(spec, path)
             rec = identity.read(state)
             own = spec.cluster_id or (rec.cluster_id if rec else None)
@@ -55,7 +57,7 @@ def connect(path: Path, bootstrap: str | None = None, *, write: bool = False) ->
                     hint="changes go through the kctl.yaml of the cluster they change: run this from that"
                          " cluster's directory, without --bootstrap-server")
         else:
-            spec = load(path) if path.exists() else ClusterSpec()
+            spec = known or ClusterSpec()
         info(f"talking to Kafka cluster id {cid or 'unknown (no answer yet)'} at {bootstrap}"
              + (f" (the cluster of {path})" if write else " (--bootstrap-server: not checked against kctl.yaml)"))
         return spec

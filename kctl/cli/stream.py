@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from kctl.cli.common import OutputOpt, SpecOpt, connect
+from kctl.cli.common import OutputOpt, SpecOpt, connect, load
 from kctl.errors import KctlError, UsageError
 from kctl.output import Format, emit, info
 
@@ -37,13 +38,21 @@ def _bootstrap(flag: str | None, spec: Path) -> str:
     if flag:
         from kctl import identity
 
-        cid = identity.answering(flag)
+        cid = identity.answering(flag, spec=load(spec) if spec.exists() else None)
         info(f"talking to Kafka cluster id {cid or 'unknown (no answer yet)'} at {flag}"
              " (--bootstrap-servers: not checked against kctl.yaml)")
         return flag
     if not spec.exists():
         raise KctlError("no bootstrap servers", hint=f"pass --bootstrap-servers, or run where {spec} exists")
     return connect(spec).bootstrap_servers
+
+
+def _secured(spec: Path) -> Any:
+    """The kctl.yaml's spec when its cluster is secured (clients log in as its admin user), else None."""
+    if not spec.exists():
+        return None
+    loaded = load(spec)
+    return loaded if loaded.security.enabled else None
 
 
 def gen_logs(
@@ -83,8 +92,10 @@ def gen_logs(
     if bad:
         raise UsageError("; ".join(bad), hint="`kctl gen logs --help` describes the options")
     bs = _bootstrap(bootstrap, spec)
+    secured = _secured(spec)
     if from_file is not None:
-        res = agent.ship_file(bs, topic, from_file, follow=follow, host=host_name, max_seconds=duration)
+        res = agent.ship_file(bs, topic, from_file, follow=follow, host=host_name, max_seconds=duration,
+                              spec=secured)
     else:
         from kctl.agent.nginx import generate, malformed_records
 
@@ -92,7 +103,7 @@ def gen_logs(
             t0 = t0.replace(tzinfo=dt.timezone.utc)
         events = ((e.key, e.value) for e in generate(count, seed=seed, hosts=hosts, start=t0, rate=rate, topic=topic))
         res = agent.produce(bs, topic, malformed_records(events, malformed, seed=seed), rate=rate,
-                            max_seconds=duration)
+                            max_seconds=duration, spec=secured)
     emit(res, output)
 
 
@@ -140,7 +151,7 @@ def submit(
         starting_offsets=starting_offsets, fail_on_data_loss=fail_on_data_loss,
         max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
         name=name, optimize_every=optimize_every, vacuum_retain_hours=retain_hours,
-        spec_file=str(spec.resolve()) if not bootstrap and spec.exists() else None,
+        spec_file=str(spec.resolve()) if spec.exists() else None,  # a secured one: its credentials
     )
     if not detach:
         info(f"starting the stream job on {master} ({cfg.trigger}); Ctrl-C stops it after the current batch")

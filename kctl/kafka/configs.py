@@ -269,7 +269,7 @@ def cluster_defaults(spec: ClusterSpec) -> dict[str, str]:
     """Dynamic cluster-wide broker defaults, as Kafka stores them in /config/brokers/<default>."""
     from kctl.zk import znodes
 
-    with znodes.connect(spec) as zk:
+    with znodes.connect(spec, principal=znodes.guarded_reader(spec)) as zk:
         if not zk.exists("/config/brokers/<default>"):
             return {}
         node = znodes.get(zk, "/config/brokers/<default>")

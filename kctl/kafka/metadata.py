@@ -254,6 +254,25 @@ def fetch(host: str, port: int, timeout: float = 2.0, auth: Auth | None = None) 
                     cluster_id=md.cluster_id)
 
 
+def speaks_tls(bootstrap: str, timeout: float = 2.0) -> bool:
+    """Whether the first reachable bootstrap broker completes a TLS handshake (certificate not checked):
+    a PLAINTEXT Metadata request to a SASL_SSL listener only sees the connection closed, this says why."""
+    import ssl
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    for item in bootstrap.split(","):
+        host, _, port = item.strip().rpartition(":")
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout) as raw, \
+                    ctx.wrap_socket(raw, server_hostname=host or None):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 def fetch_any(bootstrap: str, timeout: float = 2.0, auth: Auth | None = None) -> Metadata:
     """Ask the bootstrap brokers at once and keep the first answer: a paused broker must not cost the timeout.
 

@@ -193,6 +193,9 @@ class KafkaCluster:
         try:
             self._compose.start()
             self.wait_until_healthy(timeout=self.startup_timeout, round_trip=True)
+            from kctl.health import secure_root_stages
+
+            wait_for_stages(secure_root_stages(self.spec), timeout=60, poll=0.5)  # as `kctl up` does
         except BaseException:
             self.stop()
             raise

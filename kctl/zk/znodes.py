@@ -30,10 +30,12 @@ def sasl_options(spec: ClusterSpec, principal: str | None = None) -> dict[str, A
 
 
 @contextmanager
-def connect(spec: ClusterSpec, timeout: float = 3.0, chroot: bool = True, hosts: str | None = None) -> Iterator[Any]:
+def connect(spec: ClusterSpec, timeout: float = 3.0, chroot: bool = True, hosts: str | None = None,
+            principal: str | None = None) -> Iterator[Any]:
     """A started KazooClient on the published client ports (with Kafka's chroot unless chroot=False).
 
-    ``hosts``: only these ``host:port`` servers instead of every node's.
+    ``hosts``: only these ``host:port`` servers instead of every node's. ``principal``: on a secured
+    cluster, the ZooKeeper principal to log in as (kctl's own read principal by default).
     """
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
@@ -42,7 +44,7 @@ def connect(spec: ClusterSpec, timeout: float = 3.0, chroot: bool = True, hosts:
     if chroot and spec.kafka.zookeeper_chroot:
         hosts += spec.kafka.zookeeper_chroot
     zk = KazooClient(hosts=hosts, timeout=timeout, connection_retry={"max_tries": 1, "delay": 0.1},
-                     command_retry={"max_tries": 0}, read_only=True, **sasl_options(spec))
+                     command_retry={"max_tries": 0}, read_only=True, **sasl_options(spec, principal))
     try:
         zk.start(timeout=timeout)
     except KazooTimeoutError:
@@ -55,6 +57,39 @@ def connect(spec: ClusterSpec, timeout: float = 3.0, chroot: bool = True, hosts:
     finally:
         zk.stop()
         zk.close()
+
+
+def guarded_reader(spec: ClusterSpec) -> str | None:
+    """The ZooKeeper principal that may read Kafka's guarded znodes (/config/brokers: dynamic broker configs
+    may hold passwords, so zookeeper.set.acl leaves them to the brokers' principal), or None: kctl's own."""
+    sec = spec.security
+    if sec.enabled and sec.zookeeper.sasl and sec.zookeeper.set_acl:
+        from kctl.properties import ZK_BROKER_PRINCIPAL
+
+        return ZK_BROKER_PRINCIPAL
+    return None
+
+
+def secure_root(spec: ClusterSpec) -> tuple[bool, str]:
+    """Give the root znode Kafka's secure ACL (the brokers' principal all rights, everyone else read), as
+    the brokers' principal; idempotent. With ``zookeeper.set_acl`` Kafka guards its own znodes, but "/"
+    keeps ZooKeeper's open ACL: any session could create znodes beside Kafka's. A readiness stage of
+    ``kctl up`` (kctl.health)."""
+    from kazoo.security import ACL, Id, Permissions
+
+    from kctl.properties import ZK_BROKER_PRINCIPAL
+
+    want = [ACL(Permissions.ALL, Id("sasl", ZK_BROKER_PRINCIPAL)), ACL(Permissions.READ, Id("world", "anyone"))]
+
+    def shown(acls: Any) -> set[tuple[str, str, int]]:
+        return {(a.id.scheme, a.id.id, a.perms) for a in acls}
+
+    with connect(spec, timeout=5.0, chroot=False, principal=ZK_BROKER_PRINCIPAL) as zk:
+        acls, _ = zk.get_acls("/")
+        if shown(acls) == shown(want):
+            return True, "already sasl:kafka cdrwa, world r"
+        zk.set_acls("/", want)
+        return shown(zk.get_acls("/")[0]) == shown(want), "set to sasl:kafka cdrwa, world r"
 
 
 # ----- ls / get / tree (kctl zk ls|get|tree) ---------------------------------------

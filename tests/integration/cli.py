@@ -19,3 +19,15 @@ def js(cluster: Any, *args: str) -> Any:
     p = kctl(cluster, *args, "-o", "json")
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
+
+
+def tool_config(cluster: Any) -> list[str]:
+    """``--command-config FILE`` for Kafka's tools in a node of a secured cluster (its admin user); [] otherwise."""
+    from kctl import contract
+
+    return ["--command-config", contract.secret_path(contract.ADMIN_CLIENT_FILE)] \
+        if cluster.spec.security.enabled else []
+
+
+def secured(cluster: Any) -> bool:
+    return bool(cluster.spec.security.enabled)

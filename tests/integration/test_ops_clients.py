@@ -14,9 +14,15 @@ from typing import Any
 import pytest
 
 from kctl.kafka.groups import parse_kafka_groups_describe
-from tests.integration.cli import js, kctl
+from tests.integration.cli import js, kctl, tool_config
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def kafka_cluster(profiled_cluster: Any) -> Any:
+    """This module's tests take the profile matrix's cluster (tests/integration/conftest.py)."""
+    return profiled_cluster
 
 
 
@@ -30,6 +36,7 @@ def topic(kafka_cluster: Any) -> Any:
     kctl(kafka_cluster, "topic", "delete", t, "--yes")
 
 
+@pytest.mark.both_profiles
 def test_produce_consume_with_keys(kafka_cluster: Any, topic: str) -> None:
     lines = "".join(f"k{i}:v{i}\n" for i in range(20))
     p = kctl(kafka_cluster, "produce", topic, "--key-separator", ":", "--acks", "all", "-o", "json", stdin=lines)
@@ -74,7 +81,8 @@ def test_group_commits_exactly_what_was_printed(kafka_cluster: Any, topic: str) 
     assert d["state"] in ("EMPTY", "STABLE")
 
     rc, out = kafka_cluster.exec("logger1", ["/opt/kafka/bin/kafka-consumer-groups.sh", "--bootstrap-server",
-                                             "logger1:9092", "--describe", "--group", g], stderr=False)
+                                             "logger1:9092", *tool_config(kafka_cluster), "--describe",
+                                             "--group", g], stderr=False)
     assert rc == 0, out
     theirs = {(r["topic"], r["partition"]): r for r in parse_kafka_groups_describe(out)}
     for x in d["partitions"]:
@@ -170,6 +178,7 @@ def test_java_murmur2_matches_kafkas_own_test_vectors() -> None:
         assert java_murmur2(text.encode()) == want & 0xFFFFFFFF, text
 
 
+@pytest.mark.both_profiles
 def test_keyed_records_land_where_the_java_client_puts_them(kafka_cluster: Any) -> None:
     t = f"ops-keys-{uuid.uuid4().hex[:8]}"
     parts = 5
@@ -184,7 +193,8 @@ def test_keyed_records_land_where_the_java_client_puts_them(kafka_cluster: Any) 
         text = "".join(f"{k}:java\\n" for k in java_keys)
         rc, out = kafka_cluster.exec("logger1", [
             "bash", "-c", f"printf '{text}' | /opt/kafka/bin/kafka-console-producer.sh --bootstrap-server "
-                          f"logger1:9092 --topic {t} --property parse.key=true --property key.separator=:"])
+                          f"logger1:9092 --topic {t} --property parse.key=true --property key.separator=:"
+                          + "".join(f" --producer.config {f}" for f in tool_config(kafka_cluster)[1:])])
         assert rc == 0, out
         p = kctl(kafka_cluster, "consume", t, "--from-beginning", "--max", str(len(keys) + len(java_keys)),
                  "--timeout", "15", "-o", "json")
@@ -201,6 +211,7 @@ def test_keyed_records_land_where_the_java_client_puts_them(kafka_cluster: Any) 
         kctl(kafka_cluster, "topic", "delete", t, "--yes")
 
 
+@pytest.mark.both_profiles
 def test_gen_logs_goes_through_the_same_loop_and_partitioner(kafka_cluster: Any) -> None:
     t = f"ops-gen-{uuid.uuid4().hex[:8]}"
     p = kctl(kafka_cluster, "topic", "create", t, "-p", "4", "-r", str(min(3, len(kafka_cluster.spec.nodes))))
@@ -208,7 +219,8 @@ def test_gen_logs_goes_through_the_same_loop_and_partitioner(kafka_cluster: Any)
     try:
         p = subprocess.run([sys.executable, "-m", "kctl", "gen", "logs", "--topic", t, "--count", "300", "--rate",
                             "2000", "--hosts", "5", "--malformed", "4", "-b", kafka_cluster.bootstrap_servers,
-                            "-o", "json"], capture_output=True, text=True, timeout=120)
+                            "-f", str(kafka_cluster.spec_file), "-o", "json"], capture_output=True, text=True,
+                           timeout=120)
         assert p.returncode == 0, p.stderr
         res = json.loads(p.stdout)
         assert (res["produced"], res["delivered"], res["failed"]) == (304, 304, 0)

@@ -14,16 +14,22 @@ import yaml
 
 from kctl.kafka.configs import parse_kafka_configs, parse_quota_describe
 from kctl.runtime.readiness import Stage, wait_for_stages
-from tests.integration.cli import js, kctl
+from tests.integration.cli import js, kctl, tool_config
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def kafka_cluster(profiled_cluster: Any) -> Any:
+    """This module's tests take the profile matrix's cluster (tests/integration/conftest.py)."""
+    return profiled_cluster
 
 
 
 
 def kafka_configs(cluster: Any, *args: str) -> str:
     rc, out = cluster.exec("logger1", ["/opt/kafka/bin/kafka-configs.sh", "--bootstrap-server", "logger1:9092",
-                                       *args], stderr=False)
+                                       *tool_config(cluster), *args], stderr=False)
     assert rc == 0, out
     return out
 
@@ -36,6 +42,7 @@ def _wait(pred: Any, timeout: float = 15) -> None:
     wait_for_stages([Stage("the change is visible", lambda: (bool(pred()), "not yet"))], timeout=timeout, poll=0.5)
 
 
+@pytest.mark.both_profiles
 def test_broker_precedence_per_broker_over_cluster_default(kafka_cluster: Any) -> None:
     b = str(kafka_cluster.spec.nodes[-1].id)
     key = "log.cleaner.threads"
@@ -143,6 +150,7 @@ def test_client_and_user_quotas(kafka_cluster: Any) -> None:
     assert kctl(kafka_cluster, "config", "delete", "request_percentage", "--user", u).returncode == 0
 
 
+@pytest.mark.both_profiles
 def test_static_layer_is_what_the_broker_runs_not_todays_spec(kafka_cluster: Any, tmp_path: Path) -> None:
     # kctl.yaml edited after `up`, without another `up`: the broker still runs the old server.properties.
     b = str(kafka_cluster.spec.nodes[0].id)

@@ -9,9 +9,15 @@ from typing import Any
 import pytest
 
 from kctl.kafka.topics import parse_kafka_topics_describe
-from tests.integration.cli import js, kctl
+from tests.integration.cli import js, kctl, tool_config
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def kafka_cluster(profiled_cluster: Any) -> Any:
+    """This module's tests take the profile matrix's cluster (tests/integration/conftest.py)."""
+    return profiled_cluster
 
 
 
@@ -23,6 +29,7 @@ def name(prefix: str) -> str:
 # ----- zk -----------------------------------------------------------------------------------
 
 
+@pytest.mark.both_profiles
 def test_zk_srvr_all_nodes_parsed(kafka_cluster: Any) -> None:
     res = js(kafka_cluster, "zk", "srvr", "--node", "all")
     assert len(res) == len(kafka_cluster.spec.nodes)
@@ -46,6 +53,7 @@ def test_zk_unknown_node_is_an_error(kafka_cluster: Any) -> None:
     assert p.returncode != 0 and "no node 'logger9'" in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.both_profiles
 def test_zk_ls_get_tree(kafka_cluster: Any) -> None:
     root = js(kafka_cluster, "zk", "ls", "/")["children"]
     assert {"brokers", "controller", "config"} <= set(root)
@@ -63,6 +71,7 @@ def test_zk_ls_get_tree(kafka_cluster: Any) -> None:
 # ----- topics --------------------------------------------------------------------------------
 
 
+@pytest.mark.both_profiles
 def test_topic_lifecycle_agrees_with_kafka_topics_and_znodes(kafka_cluster: Any) -> None:
     t = name("ops-topic")
     p = kctl(kafka_cluster, "topic", "create", t, "--partitions", "3", "--replication-factor", "2",
@@ -78,7 +87,8 @@ def test_topic_lifecycle_agrees_with_kafka_topics_and_znodes(kafka_cluster: Any)
 
     ours = _settled(kafka_cluster, t, 3)
     rc, out = kafka_cluster.exec("logger1", ["/opt/kafka/bin/kafka-topics.sh", "--bootstrap-server",
-                                             "logger1:9092", "--describe", "--topic", t], stderr=False)
+                                             "logger1:9092", *tool_config(kafka_cluster), "--describe",
+                                             "--topic", t], stderr=False)
     assert rc == 0, out
     theirs = parse_kafka_topics_describe(out)
     assert theirs["partition_count"] == ours["partition_count"] == 3

@@ -24,9 +24,9 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def secure() -> Iterator[KafkaCluster]:
-    with KafkaCluster(nodes=3, security=True) as cluster:
-        yield cluster
+def secure(secured_cluster: KafkaCluster) -> Iterator[KafkaCluster]:
+    """The session's secured cluster (tests/integration/conftest.py), shared with the profile matrix."""
+    yield secured_cluster
 
 
 def kctl(cluster: KafkaCluster, *args: str, stdin: str | None = None,
@@ -217,12 +217,15 @@ def test_zookeeper_refuses_anonymous_sessions_and_guards_kafkas_znodes(secure: K
         assert sorted(zk.get_children("/brokers/ids")) == ["1", "2", "3"]  # authenticated: may read
         attempts = [lambda: zk.create("/brokers/ids/99", b"{}"), lambda: zk.set("/brokers/topics", b"x"),
                     lambda: zk.create("/config/topics/evil", b"{}"), lambda: zk.create("/admin/delete_topics/x"),
-                    lambda: zk.delete("/brokers/ids/1"), lambda: zk.set("/admin", b"x")]
+                    lambda: zk.delete("/brokers/ids/1"), lambda: zk.set("/admin", b"x"),
+                    lambda: zk.create("/beside-kafka", b"x"), lambda: zk.set("/", b"x")]  # nor at the root
         for attempt in attempts:
             with pytest.raises(NoAuthError):
                 attempt()
         with pytest.raises(NoAuthError):
             zk.get("/config/users/admin")  # the SCRAM credentials: the brokers' principal alone may read them
+        assert {(a.id.scheme, a.id.id, a.perms) for a in zk.get_acls("/")[0]} == {("sasl", "kafka", 31),
+                                                                                 ("world", "anyone", 1)}
     finally:
         zk.stop()
         zk.close()
@@ -260,3 +263,58 @@ def test_no_password_in_docker_inspect_or_process_arguments(secure: KafkaCluster
         assert not [s for s in secrets if s in exposed], c.name
         _, ps = secure.exec(c.labels[contract.LABEL_SERVICE], ["ps", "-ww", "-eo", "args"])
         assert not [s for s in secrets if s in ps], c.name
+
+
+def test_bootstrap_server_commands_use_the_specs_credentials_or_say_what_is_missing(
+        secure: KafkaCluster, tmp_path: Path) -> None:
+    bs = secure.bootstrap_servers
+    t = f"sec-bs-{uuid.uuid4().hex[:6]}"
+    # a write command through --bootstrap-server: the kctl.yaml's admin user for the identity check and the call
+    p = kctl(secure, "topic", "create", t, "-p", "1", "-r", "3", "--bootstrap-server", bs)
+    assert p.returncode == 0, p.stderr
+    from kctl import identity
+
+    rec = identity.read(secure.state_dir)
+    assert rec is not None and f"cluster id {rec.cluster_id} at {bs} (the cluster of" in p.stderr
+    assert t in ok(kctl(secure, "topic", "list", "--bootstrap-server", bs))
+    # without a kctl.yaml kctl has no credentials: one clear message, not a timeout or a traceback
+    for args in (["topic", "list"], ["topic", "create", "x", "-p", "1"]):
+        q = subprocess.run([sys.executable, "-m", "kctl", *args, "--bootstrap-server", bs, "-f",
+                            str(tmp_path / "kctl.yaml")], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert q.returncode != 0 and "speaks TLS" in q.stderr and "Traceback" not in q.stderr, q.stderr
+        assert "-f naming that cluster's kctl.yaml" in q.stderr
+
+
+@pytest.mark.spark
+def test_stream_job_reads_the_secured_cluster(secure: KafkaCluster, tmp_path: Path) -> None:
+    """`kctl gen logs` and `kctl stream submit` log in as the admin user; every event lands in the archive
+    (read back with delta-rs), and no password reaches the job's output or files."""
+    import deltalake
+
+    t = f"sec-stream-{uuid.uuid4().hex[:6]}"
+    ok(kctl(secure, "topic", "create", t, "-p", "3", "-r", "3"))
+    ok(kctl(secure, "gen", "logs", "-t", t, "-n", "300", "--seed", "7", "--rate", "100000"))
+    p = kctl(secure, "stream", "submit", "-t", t, "--available-now", "--master", "local[1]",
+             "--out", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "cp"), "-o", "json", timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    archive = deltalake.DeltaTable(str(tmp_path / "out" / "archive")).to_pyarrow_table()
+    assert archive.num_rows == 300
+    assert len({(r["partition"], r["offset"]) for r in archive.select(["partition", "offset"]).to_pylist()}) == 300
+    secrets = set(store.passwords(secure.spec, secure.state_dir).values())
+    leaked = [str(f) for f in tmp_path.rglob("*") if f.is_file() and any(s.encode() in f.read_bytes() for s in secrets)]
+    assert not leaked and not [s for s in secrets if s in p.stdout + p.stderr], leaked
+
+
+def test_restart_of_a_broker_goes_through_its_gates_on_the_secured_cluster(secure: KafkaCluster) -> None:
+    """Day-2 on the secured profile: `kctl restart` (leaders moved away, supervisorctl, health gates as the
+    admin user) and every acknowledged record still there afterwards."""
+    t = f"sec-roll-{uuid.uuid4().hex[:6]}"
+    ok(kctl(secure, "topic", "create", t, "-p", "3", "-r", "3"))
+    lines = [f"r{i}" for i in range(100)]
+    ok(kctl(secure, "produce", t, "--acks", "all", stdin="\n".join(lines) + "\n"))
+    p = kctl(secure, "restart", "logger3", "--service", "kafka", "--yes", timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "logger3" in p.stdout + p.stderr
+    got = ok(kctl(secure, "consume", t, "--from-beginning", "--max", "100", "--timeout", "30"))
+    assert sorted(got.split()) == sorted(lines)
+    assert "HEALTHY" in ok(kctl(secure, "status"))
