@@ -294,7 +294,8 @@ within one run, and every pair below comes from this one).
 
 The job's figure includes everything one micro-batch does: Kafka fetch, parsing (JSON envelope + nginx regex,
 once, cached), the batch's aggregation collected to the driver (the MERGE source and the counters), the
-archive and dead-letter Delta appends and the metrics MERGE, each an atomic Delta commit. The floor does no
+archive and dead-letter Delta appends and, beside them in a thread of its own, the metrics MERGE, each an
+atomic Delta commit. The floor does no
 parsing beyond `json.loads` and writes nothing. Latency is measured from the producer's send to the moment
 the metrics table's last transaction is a batch that covers the event (a warm-up batch first). The batch-cost
 rows run the job's own writer on identical batches in one Spark session, interleaved; the metrics table's
