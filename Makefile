@@ -1,4 +1,4 @@
-# kctl: make setup | demo | test | test-matrix | bench | drills (test = lint, unit, package, integration)
+# kctl: make setup | demo | test | test-long | test-matrix | bench | drills (test = lint, unit, package, integration)
 SHELL := /bin/bash
 VENV := .venv
 KCTL := $(VENV)/bin/kctl
@@ -6,7 +6,7 @@ PYTEST := $(VENV)/bin/pytest
 export TESTCONTAINERS_RYUK_DISABLED ?= true
 export DOCKER_BUILDKIT ?= 0
 
-.PHONY: setup demo test test-matrix lint unit package integration bench drills clean
+.PHONY: setup demo test test-long test-matrix lint unit package integration bench drills clean
 
 setup:
 	@./.ci/setup-host.sh
@@ -28,7 +28,7 @@ package: setup
 	$(PYTEST) tests/unit -q -m slow -p no:cacheprovider || [ $$? -eq 5 ]
 
 integration: setup
-	$(PYTEST) tests/integration -q -m integration -p no:cacheprovider --timeout 1800 --durations=30 || [ $$? -eq 5 ]
+	$(PYTEST) tests/integration -q -m "integration and not long" -p no:cacheprovider --timeout 1800 --durations=30 || [ $$? -eq 5 ]
 
 test: lint unit package integration
 
@@ -36,6 +36,12 @@ test: lint unit package integration
 # (`make integration` runs the tests marked both_profiles on both, the rest on the plain one).
 OPS_TESTS := tests/integration/test_ops_clients.py tests/integration/test_ops_configs.py tests/integration/test_ops_zk_topics.py
 test-matrix: setup
+	KCTL_MATRIX=1 $(PYTEST) $(OPS_TESTS) -q -m integration -p no:cacheprovider --timeout 1800 --durations=30
+
+# The long scenarios (tests marked `long`) and the full profile matrix: what `make test` leaves out to stay
+# within about 30 minutes on two cores.
+test-long: setup
+	$(PYTEST) tests/integration -q -m "integration and long" -p no:cacheprovider --timeout 1800 --durations=30
 	KCTL_MATRIX=1 $(PYTEST) $(OPS_TESTS) -q -m integration -p no:cacheprovider --timeout 1800 --durations=30
 
 bench: setup

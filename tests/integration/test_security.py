@@ -286,6 +286,7 @@ def test_bootstrap_server_commands_use_the_specs_credentials_or_say_what_is_miss
 
 
 @pytest.mark.spark
+@pytest.mark.long
 def test_stream_job_reads_the_secured_cluster(secure: KafkaCluster, tmp_path: Path) -> None:
     """`kctl gen logs` and `kctl stream submit` log in as the admin user; every event lands in the archive
     (read back with delta-rs), and no password reaches the job's output or files."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 
 def kctl(cwd: Path, *args: str, stdin: str | None = None, timeout: float = 900) -> str:

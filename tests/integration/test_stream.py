@@ -260,6 +260,7 @@ def test_unreachable_cluster_is_a_clear_error(tmp_path: Path) -> None:
     assert r.returncode != 0 and "unreachable" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.long
 def test_standalone_cluster(kafka_cluster: Any, spark: Any, tmp_path: Path) -> None:
     bs = kafka_cluster.bootstrap_servers
     topic = _topic(bs)
