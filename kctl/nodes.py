@@ -219,7 +219,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
         w for w in warnings if "participants" not in w])
     steps = _Steps(change, say)
     joiner = reconfig.server_of(new_spec, nid)
-    with roll_lock(state_dir):
+    with roll_lock(state_dir, "kctl node add"):
         steps.wait("cluster healthy before the change", _healthy(spec), 30)
         _ensemble_matches(spec)
         live = reconfig.live_servers(spec)
@@ -301,7 +301,7 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
     new_raw = with_node_removed(raw, spec, nid)
     change = NodeChange("remove", nid, host, node.role.value)
     steps = _Steps(change, say)
-    with roll_lock(state_dir):
+    with roll_lock(state_dir, "kctl node remove"):
         member = _ensemble_matches(spec, leaving=nid)
         # A remove that stopped half-way (broker stopped, or ZooKeeper already out) may run again.
         resumed = not member or not _broker_registered(spec, nid)()[0]
