@@ -235,6 +235,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
         try:
             _write_spec(spec_path, replace_nodes_block(text, new_raw["nodes"]))
             write(render(new_spec, state_dir), state_dir)
+            rcl.carry_applied(spec, new_spec, state_dir, {host})  # `kctl up` leaves the other nodes alone
             steps.done("kctl.yaml and the rendered files list the new node", 0.0, f"{host} (id {nid}, {role})")
             t = time.monotonic()
             rcl.start_one(new_spec, state_dir, host)
@@ -350,6 +351,7 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
         steps.done("container removed", time.monotonic() - t, host)
         _write_spec(spec_path, replace_nodes_block(text, new_raw["nodes"]))
         write(render(new_spec, state_dir), state_dir)
+        rcl.carry_applied(spec, new_spec, state_dir, {host})  # `kctl up` leaves the other nodes alone
         shutil.rmtree(state_dir / host, ignore_errors=True)
         steps.done("kctl.yaml and the rendered files updated; the node's directories removed", 0.0,
                    f"nodes {[n.id for n in new_spec.nodes]}")
