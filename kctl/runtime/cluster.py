@@ -129,7 +129,7 @@ def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float
     ``stderr=False`` keeps only the tool's stdout.
     """
     last: KctlError | None = None
-    for node in spec.nodes:
+    for node in spec.brokers:
         host = spec.kafka_host(node)
         argv = [f"/opt/kafka/bin/{tool}", "--bootstrap-server", f"{host}:{spec.kafka.internal_port}", *args]
         if spec.security.enabled:  # the admin user's client settings: a file in the node, no password in argv

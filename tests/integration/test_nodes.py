@@ -2,9 +2,10 @@
 
 One cluster, one sequence (the tests run in file order and each leaves the cluster as the next one
 expects): bad input changes nothing -> add node 4 and rebalance (add-broker-and-rebalance.md) ->
-decommission it (decommission-broker.md) -> add it as an observer and take it away again
-(grow-zookeeper.md). Records written with acks=all before the first change are all read back after
-the last one by an independent consumer, and every partition ends fully replicated on brokers 1-3.
+decommission it (decommission-broker.md) -> add it as a ZooKeeper-only observer (`--no-broker`) and
+take it away again, `kctl up` after each leaving the other containers as they are (grow-zookeeper.md).
+Records written with acks=all before the first change are all read back after the last one by an
+independent consumer, and every partition ends fully replicated on brokers 1-3.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -158,8 +160,56 @@ def test_runbook_decommission_broker(cluster: KafkaCluster, acked: set[bytes]) -
     assert acked <= read_all(cluster)  # nothing acknowledged was lost through add, move and remove
 
 
+def started(cluster: KafkaCluster) -> dict[str, tuple[str, str]]:
+    """{node: (container id, State.StartedAt)} as Docker reports them (a container made again or restarted
+    changes one of the two)."""
+    import docker
+
+    from kctl.runtime import compose
+
+    dc = docker.from_env()
+    try:
+        return {c.name: (c.id, dc.containers.get(c.id).attrs["State"]["StartedAt"])
+                for c in compose.containers(cluster.spec, dc)}
+    finally:
+        dc.close()
+
+
+def java_mains(cluster: KafkaCluster, node: str) -> list[str]:
+    import docker
+
+    from kctl.runtime import compose
+
+    dc = docker.from_env()
+    try:
+        cid = next(c.id for c in compose.containers(cluster.spec, dc) if c.name == node)
+        top = dc.containers.get(cid).top(ps_args="-eo args")
+        return [" ".join(p) for p in top["Processes"] if "java" in " ".join(p)]
+    finally:
+        dc.close()
+
+
 def test_runbook_grow_zookeeper(cluster: KafkaCluster, acked: set[bytes]) -> None:
-    runbook.run(runbook.RUNBOOKS / "grow-zookeeper.md", cluster.spec_file, state_dir=cluster.state_dir)
+    before = started(cluster)
+    assert sorted(before) == ["logger1", "logger2", "logger3"]
+    seen: dict[str, Any] = {}
+
+    def look(step: runbook.Step) -> None:
+        if step.command == "kctl zk config" and "logger4" not in seen:  # the ZooKeeper-only node is up
+            seen["logger4"] = yaml.safe_load(cluster.spec_file.read_text())["nodes"][3]
+            seen["brokers"] = sorted(cluster.brokers())
+            seen["commands"] = java_mains(cluster, "logger4")
+
+    ran = runbook.run(runbook.RUNBOOKS / "grow-zookeeper.md", cluster.spec_file, state_dir=cluster.state_dir,
+                      before=look)
+    assert seen["logger4"]["broker"] is False and seen["logger4"]["role"] == "observer"
+    assert seen["brokers"] == [1, 2, 3]
+    # the node runs ZooKeeper's JVM and no broker's (what `docker top` lists, not what kctl reports)
+    assert any("QuorumPeerMain" in c for c in seen["commands"]), seen["commands"]
+    assert not any("kafka.Kafka" in c for c in seen["commands"]), seen["commands"]
+    assert sum(r.step.command == "kctl up" for r in ran) == 2
+    # `kctl up` after the node add and after the remove left the three untouched nodes as they were
+    assert started(cluster) == before
     # The issue's done-when: a healthy 3-node cluster, every partition fully replicated, nothing lost.
     st = cluster.status()
     assert st.health == "healthy" and st.brokers_registered == 3 and st.under_replicated_partitions == 0

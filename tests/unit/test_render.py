@@ -26,6 +26,10 @@ CASES: dict[str, dict[str, Any]] = {
                            {"id": 3, "hostname": "logger3"},
                            {"id": 4, "hostname": "logger4", "role": "observer"}]},
     "secure": {"security": {"enabled": True}},
+    # `kctl node add --no-broker --role observer`: a ZooKeeper-only fourth node
+    "zk-only": {"nodes": [{"id": 1, "hostname": "logger1"}, {"id": 2, "hostname": "logger2"},
+                          {"id": 3, "hostname": "logger3"},
+                          {"id": 4, "hostname": "logger4", "role": "observer", "broker": False}]},
 }
 
 
