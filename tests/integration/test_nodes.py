@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -149,6 +150,35 @@ def test_runbook_add_broker_and_rebalance(cluster: KafkaCluster) -> None:
     # Throttles are gone once --wait verified the move: no broker keeps a replication rate limit.
     st = json.loads(kctl(cluster, "reassign", "status", "-o", "json").stdout)
     assert st["moving"] == [] and st["throttled_brokers"] == []
+
+
+def test_reassign_status_verify_and_cancel_of_a_throttled_move(cluster: KafkaCluster) -> None:
+    # The runbook's move is done: Kafka's --verify of its plan says so (and leaves no throttle).
+    done = kctl(cluster, "reassign", "verify", "plan.json")
+    assert done.returncode == 0 and "is completed" in done.stdout + done.stderr, done.stdout + done.stderr
+    before = assignment(cluster)
+    replicas = before[f"{TOPIC}-0"][0]
+    spare = min({1, 2, 3, 4} - set(replicas))
+    target = [*replicas[:-1], spare]
+    (cluster.workdir / "slow.json").write_text(json.dumps(
+        {"version": 1, "partitions": [{"topic": TOPIC, "partition": 0, "replicas": target}]}))
+    # 1 KB/s: the new replica needs minutes to copy the partition, so the move is still going below
+    p = kctl(cluster, "reassign", "execute", "slow.json", "--throttle", "1KB/s")
+    assert p.returncode == 0, p.stderr
+    st = json.loads(kctl(cluster, "reassign", "status", "-o", "json").stdout)
+    moving = {m["partition"]: m for m in st["moving"]}
+    assert f"{TOPIC}-0" in moving and moving[f"{TOPIC}-0"]["adding"] == [spare], st
+    assert st["bytes_left"] and st["bytes_left"] > 0 and spare in st["throttled_brokers"], st
+    c = kctl(cluster, "reassign", "cancel")
+    assert c.returncode == 0 and f"cancelled the reassignment of 1 partition(s) ({TOPIC}-0)" in c.stdout + c.stderr, \
+        c.stdout + c.stderr
+    for _ in range(30):  # the controller finishes the cancel on its own time
+        after = json.loads(kctl(cluster, "reassign", "status", "-o", "json").stdout)
+        if not after["moving"] and not after["throttled_brokers"]:
+            break
+        time.sleep(1)
+    assert after["moving"] == [] and after["throttled_brokers"] == [], after
+    assert assignment(cluster)[f"{TOPIC}-0"][0] == replicas  # back to the original replicas
 
 
 def test_runbook_decommission_broker(cluster: KafkaCluster, acked: set[bytes]) -> None:
