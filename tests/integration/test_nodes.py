@@ -153,24 +153,32 @@ def test_runbook_add_broker_and_rebalance(cluster: KafkaCluster) -> None:
 
 
 def test_reassign_status_verify_and_cancel_of_a_throttled_move(cluster: KafkaCluster) -> None:
+    from kctl.kafka.client import admin, producer
+
     # The runbook's move is done: Kafka's --verify of its plan says so (and leaves no throttle).
     done = kctl(cluster, "reassign", "verify", "plan.json")
     assert done.returncode == 0 and "is completed" in done.stdout + done.stderr, done.stdout + done.stderr
-    before = assignment(cluster)
-    replicas = before[f"{TOPIC}-0"][0]
+    # 8 MB in one partition, throttled to 10 KB/s: the new replica copies for minutes, so the move is
+    # still going below (Kafka lets a fetch or so through before the throttle bites).
+    topic = "slow-move"
+    cluster.create_topic(topic, partitions=1, replication_factor=2)
+    prod = producer(cluster.spec, acks="all", **{"linger.ms": 20, "compression.type": "none"})
+    for _ in range(800):
+        prod.produce(topic, value=uuid.uuid4().bytes * 640)
+        prod.poll(0)
+    assert prod.flush(60) == 0
+    replicas = assignment(cluster)[f"{topic}-0"][0]
     spare = min({1, 2, 3, 4} - set(replicas))
-    target = [*replicas[:-1], spare]
     (cluster.workdir / "slow.json").write_text(json.dumps(
-        {"version": 1, "partitions": [{"topic": TOPIC, "partition": 0, "replicas": target}]}))
-    # 1 KB/s: the new replica needs minutes to copy the partition, so the move is still going below
-    p = kctl(cluster, "reassign", "execute", "slow.json", "--throttle", "1KB/s")
+        {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [*replicas[:-1], spare]}]}))
+    p = kctl(cluster, "reassign", "execute", "slow.json", "--throttle", "10KB/s")
     assert p.returncode == 0, p.stderr
     st = json.loads(kctl(cluster, "reassign", "status", "-o", "json").stdout)
     moving = {m["partition"]: m for m in st["moving"]}
-    assert f"{TOPIC}-0" in moving and moving[f"{TOPIC}-0"]["adding"] == [spare], st
+    assert f"{topic}-0" in moving and moving[f"{topic}-0"]["adding"] == [spare], st
     assert st["bytes_left"] and st["bytes_left"] > 0 and spare in st["throttled_brokers"], st
     c = kctl(cluster, "reassign", "cancel")
-    assert c.returncode == 0 and f"cancelled the reassignment of 1 partition(s) ({TOPIC}-0)" in c.stdout + c.stderr, \
+    assert c.returncode == 0 and f"cancelled the reassignment of 1 partition(s) ({topic}-0)" in c.stdout + c.stderr, \
         c.stdout + c.stderr
     for _ in range(30):  # the controller finishes the cancel on its own time
         after = json.loads(kctl(cluster, "reassign", "status", "-o", "json").stdout)
@@ -178,7 +186,8 @@ def test_reassign_status_verify_and_cancel_of_a_throttled_move(cluster: KafkaClu
             break
         time.sleep(1)
     assert after["moving"] == [] and after["throttled_brokers"] == [], after
-    assert assignment(cluster)[f"{TOPIC}-0"][0] == replicas  # back to the original replicas
+    assert assignment(cluster)[f"{topic}-0"][0] == replicas  # back to the original replicas
+    admin(cluster.spec).delete_topics([topic])[topic].result(30)  # the runbooks that follow move less
 
 
 def test_runbook_decommission_broker(cluster: KafkaCluster, acked: set[bytes]) -> None:
