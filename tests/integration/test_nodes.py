@@ -187,7 +187,8 @@ def test_reassign_status_verify_and_cancel_of_a_throttled_move(cluster: KafkaClu
         time.sleep(1)
     assert after["moving"] == [] and after["throttled_brokers"] == [], after
     assert assignment(cluster)[f"{topic}-0"][0] == replicas  # back to the original replicas
-    admin(cluster.spec).delete_topics([topic])[topic].result(30)  # the runbooks that follow move less
+    a = admin(cluster.spec)  # held while its future runs
+    a.delete_topics([topic])[topic].result(30)  # the runbooks that follow move less
 
 
 def test_runbook_decommission_broker(cluster: KafkaCluster, acked: set[bytes]) -> None:
