@@ -87,9 +87,9 @@ of load, `kctl restart --rolling --yes` restarts all {len(steps)} services, one 
 gates: {", ".join(steps)}; then a preferred leader election. The load runs {args.settle:g} s more, then a
 fresh consumer reads every partition from the beginning and looks for every acknowledged record.
 
-| | before the restart | during the restart |
+| | before the restart (start-up included) | during the restart |
 |---|---|---|
-| wall time | {roll_start:.0f} s of load | **{wall:.1f} s** (`kctl restart`, from the CLI) |
+| wall time | {roll_start:.0f} s of load (first connections, producer id) | **{wall:.1f} s** (`kctl restart`) |
 | acknowledgements | {len(before)} | {len(during)} |
 | produce latency p50 | {_pct(before, 0.5):.1f} ms | {_pct(during, 0.5):.1f} ms |
 | produce latency p99 | {_pct(before, 0.99):.1f} ms | {_pct(during, 0.99):.1f} ms |
