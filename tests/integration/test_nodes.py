@@ -235,7 +235,7 @@ def test_runbook_grow_zookeeper(cluster: KafkaCluster, acked: set[bytes]) -> Non
     seen: dict[str, Any] = {}
 
     def look(step: runbook.Step) -> None:
-        if step.command == "kctl zk config" and "logger4" not in seen:  # the ZooKeeper-only node is up
+        if step.command == "kctl status" and "logger4" not in seen:  # the ZooKeeper-only node is up
             seen["logger4"] = yaml.safe_load(cluster.spec_file.read_text())["nodes"][3]
             seen["brokers"] = sorted(cluster.brokers())
             seen["commands"] = java_mains(cluster, "logger4")
