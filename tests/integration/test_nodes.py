@@ -223,7 +223,7 @@ def java_mains(cluster: KafkaCluster, node: str) -> list[str]:
     dc = docker.from_env()
     try:
         cid = next(c.id for c in compose.containers(cluster.spec, dc) if c.name == node)
-        top = dc.containers.get(cid).top(ps_args="-eo args")
+        top = dc.containers.get(cid).top(ps_args="-eo pid,args")  # docker top needs the PID column
         return [" ".join(p) for p in top["Processes"] if "java" in " ".join(p)]
     finally:
         dc.close()
