@@ -79,6 +79,8 @@ def host_ports(spec: ClusterSpec) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     for n in spec.nodes:
         out.append((spec.zk_host_port(n), f"{n.hostname} zookeeper"))
+        if not n.broker:
+            continue
         out.append((spec.kafka_host_port(n), f"{n.hostname} kafka"))
         jmx = spec.jmx_host_port(n)
         if jmx is not None:

@@ -209,7 +209,7 @@ def gather(spec: ClusterSpec, state_dir: Path) -> list[NodeObs]:
             rel = f"{host}/{contract.HOST_CONF}/{name}"
             out.append(NodeObs(node.hostname, service, name, parse_properties(files.get(rel, "")),
                                _read(state_dir / rel), host=host))
-    brokers = [n.id for n in spec.nodes]
+    brokers = [n.id for n in spec.brokers]
     dyn_error = None
     try:
         per, default = dynamic_configs(spec, brokers)

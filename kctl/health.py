@@ -250,12 +250,12 @@ def assess(spec: ClusterSpec, obs: Observations) -> ClusterStatus:
     q_ok = quorum_ok(spec, zks) if obs.zookeeper is not None else False
     if obs.zookeeper is not None and not q_ok:
         problems.append("zookeeper quorum lost")
-    expected = len(spec.nodes)
+    expected = len(spec.brokers)  # a ZooKeeper-only node (`broker: false`) has none
     if obs.kafka is None and obs.kafka_error is None:
         pass  # Kafka was not asked
     elif len(ids) < expected:
         why = f" ({obs.kafka_error})" if obs.kafka_error else ""
-        missing = sorted({n.id for n in spec.nodes} - set(ids))
+        missing = sorted({n.id for n in spec.brokers} - set(ids))
         problems.append(f"brokers registered {len(ids)}/{expected}" + (f", missing {missing}" if md else "") + why)
     if ids and ctrl is None:
         problems.append("no controller")
@@ -373,7 +373,7 @@ def check_brokers(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) 
     views = _views(obs)
     if not views:
         return False, obs.kafka_error or "Kafka not asked"
-    want = sorted({n.id for n in spec.nodes})
+    want = sorted({n.id for n in spec.brokers})
     seen = {v.brokers for v in views}
     have = sorted(set.intersection(*(set(v.brokers) for v in views)))
     ok = len(seen) == 1 and set(have) <= set(want) and len(have) >= len(want) - allow_missing

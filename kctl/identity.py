@@ -184,7 +184,7 @@ def mismatch(spec: ClusterSpec, state_dir: Path, expected: str, md: kmd.Metadata
 
 def _spec_ports(spec: ClusterSpec) -> set[int]:
     ports = _ports_of(spec.bootstrap_servers) | _ports_of(spec.zookeeper_connect_host)
-    return ports | {p for n in spec.nodes if (p := spec.jmx_host_port(n)) is not None}
+    return ports | {p for n in spec.brokers if (p := spec.jmx_host_port(n)) is not None}
 
 
 def not_running(spec: ClusterSpec, state_dir: Path, md: kmd.Metadata | None,

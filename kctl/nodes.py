@@ -34,6 +34,7 @@ class NodeChange:
     node_id: int
     host: str
     role: str
+    broker: bool = True  # False: a ZooKeeper-only node
     steps: list[dict[str, Any]] = field(default_factory=list)  # {"step", "seconds", "saw"}
     seconds: float = 0.0
     moved_partitions: int = 0
@@ -52,8 +53,10 @@ def _hostname_for(existing: list[str], node_id: int) -> str:
 
 
 def with_node_added(raw: dict[str, Any], spec: ClusterSpec, node_id: int | None, role: str,
-                    free_ports: Callable[[int], list[int]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The kctl.yaml data with one more node (and that node's entry); free host ports where the others pin theirs."""
+                    free_ports: Callable[[int], list[int]],
+                    broker: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The kctl.yaml data with one more node (and that node's entry); free host ports where the others pin theirs.
+    ``broker=False``: a ZooKeeper-only node (``broker: false``, no Kafka port of its own)."""
     ids = [n.id for n in spec.nodes]
     nid = node_id if node_id is not None else max(ids) + 1
     if nid in ids:
@@ -63,8 +66,11 @@ def with_node_added(raw: dict[str, Any], spec: ClusterSpec, node_id: int | None,
         raise UsageError(f"unknown role {role!r}", hint="participant or observer")
     entry: dict[str, Any] = {"id": nid, "hostname": _hostname_for([n.hostname for n in spec.nodes], nid),
                              "role": role}
+    if not broker:
+        entry["broker"] = False
     # Nodes with pinned ports (a test cluster's free ports): pin the new one's too, on free ports.
-    pinned = [k for k in ("zookeeper_port", "kafka_port") if any(getattr(n, k) for n in spec.nodes)]
+    pinned = [k for k in ("zookeeper_port", "kafka_port") if any(getattr(n, k) for n in spec.nodes)
+              and (broker or k != "kafka_port")]
     if pinned:
         for k, port in zip(pinned, free_ports(len(pinned)), strict=True):
             entry[k] = port
@@ -199,9 +205,10 @@ def _colocated(spec: ClusterSpec) -> None:
 
 
 def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | None = None,
-        role: str = "participant", force: bool = False, timeout: float = 300,
+        role: str = "participant", broker: bool = True, force: bool = False, timeout: float = 300,
         progress: Progress | None = None) -> NodeChange:
-    """Write the node to kctl.yaml, render, start its container, reconfig its ZooKeeper in, wait for its broker."""
+    """Write the node to kctl.yaml, render, start its container, reconfig its ZooKeeper in, wait for its broker
+    (``broker=False``: a ZooKeeper-only node, participant or observer, with no broker to wait for)."""
     from kctl.render import render, write
     from kctl.roll.run import roll_lock
     from kctl.runtime import cluster as rcl
@@ -212,14 +219,14 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
     t0 = time.monotonic()
     _colocated(spec)
     text, raw = _load_raw(spec_path)
-    new_raw, entry = with_node_added(raw, spec, node_id, role, free_ports)
+    new_raw, entry = with_node_added(raw, spec, node_id, role, free_ports, broker=broker)
     new_spec, warnings = parse_spec(new_raw, str(spec_path))
     nid, host = entry["id"], entry["hostname"]
-    change = NodeChange("add", nid, new_spec.zk_host(new_spec.node(nid)), role, warnings=[
+    change = NodeChange("add", nid, new_spec.zk_host(new_spec.node(nid)), role, broker, warnings=[
         w for w in warnings if "participants" not in w])
     steps = _Steps(change, say)
     joiner = reconfig.server_of(new_spec, nid)
-    with roll_lock(state_dir):
+    with roll_lock(state_dir, "kctl node add"):
         steps.wait("cluster healthy before the change", _healthy(spec), 30)
         _ensemble_matches(spec)
         live = reconfig.live_servers(spec)
@@ -235,6 +242,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
         try:
             _write_spec(spec_path, replace_nodes_block(text, new_raw["nodes"]))
             write(render(new_spec, state_dir), state_dir)
+            rcl.carry_applied(spec, new_spec, state_dir, {host})  # `kctl up` leaves the other nodes alone
             steps.done("kctl.yaml and the rendered files list the new node", 0.0, f"{host} (id {nid}, {role})")
             t = time.monotonic()
             rcl.start_one(new_spec, state_dir, host)
@@ -248,17 +256,21 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
             steps.done(f"ZooKeeper {nid} added to the ensemble by reconfig", time.monotonic() - t,
                        f"version {res.before.version} -> {res.after.version}: participants"
                        f" {res.after.participants}, observers {res.after.observers}")
-            steps.wait(f"broker {nid} registered", _broker_registered(new_spec, nid), timeout)
+            if broker:
+                steps.wait(f"broker {nid} registered", _broker_registered(new_spec, nid), timeout)
             steps.wait("cluster healthy", _healthy(new_spec), timeout)
         except BaseException:
             if not reconfigured:
                 say(f"undoing: removing {host}, restoring kctl.yaml and the rendered files")
                 _undo_add(spec, spec_path, state_dir, text, host)
             raise
-    others = ",".join(str(n.id) for n in new_spec.nodes)
-    change.next = (f"broker {nid} holds no data yet: `kctl reassign plan --brokers {others}` then"
-                   " `kctl reassign execute plan.json --wait`; the other nodes' rendered files now list it"
-                   " (zookeeper.connect, the ensemble) and take effect at their next restart")
+    others = ",".join(str(n.id) for n in new_spec.brokers)
+    zk_only = ("a ZooKeeper-only node: no broker, no data to move; the brokers' zookeeper.connect lists it"
+               " from their next restart (`kctl restart --rolling`)")
+    change.next = zk_only if not broker else (
+        f"broker {nid} holds no data yet: `kctl reassign plan --brokers {others}` then"
+        " `kctl reassign execute plan.json --wait`; the other nodes' rendered files now list it"
+        " (zookeeper.connect, the ensemble) and take effect at their next restart")
     change.seconds = time.monotonic() - t0
     return change
 
@@ -299,19 +311,20 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
         raise UsageError(f"{host} is the only node of {spec.name}", hint="`kctl down` removes the whole cluster")
     text, raw = _load_raw(spec_path)
     new_raw = with_node_removed(raw, spec, nid)
-    change = NodeChange("remove", nid, host, node.role.value)
+    change = NodeChange("remove", nid, host, node.role.value, node.broker)
     steps = _Steps(change, say)
-    with roll_lock(state_dir):
+    with roll_lock(state_dir, "kctl node remove"):
         member = _ensemble_matches(spec, leaving=nid)
         # A remove that stopped half-way (broker stopped, or ZooKeeper already out) may run again.
-        resumed = not member or not _broker_registered(spec, nid)()[0]
+        resumed = not member or (node.broker and not _broker_registered(spec, nid)()[0])
         if not resumed:
             steps.wait("cluster healthy before the change", _healthy(spec), 30)
         # Every check before anything moves: the RF the rest can hold, the quorum the rest keeps.
         current, live_brokers = reassign.assignment(spec)
         rest = [b for b in live_brokers if b != nid]
         try:
-            balance.check(current, rest)
+            if node.broker:  # a ZooKeeper-only node holds no replicas
+                balance.check(current, rest)
         except UsageError as exc:
             raise UsageError(f"cannot remove node {nid}: {exc.message}; nothing was changed",
                              hint="the remaining brokers must hold every partition's replication factor: add a"
@@ -322,10 +335,10 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
             _, zk_warn = reconfig.check(reconfig.read_config(spec), [], [nid], live, force)
             change.warnings += zk_warn
 
-        target = balance.balance(current, rest)
-        moves = {(m.topic, m.partition): m.target for m in target.moves}
+        target = balance.balance(current, rest) if node.broker else None
+        moves = {(m.topic, m.partition): m.target for m in target.moves} if target else {}
         change.moved_partitions = len(moves)
-        if moves:
+        if moves and target:
             t = time.monotonic()
             reassign.execute(spec, moves, throttle=throttle, wait=True, timeout=timeout, progress=say)
             steps.done(f"{len(moves)} partition(s) moved off broker {nid}", time.monotonic() - t,
@@ -334,11 +347,11 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
         if left:
             raise ClusterError(f"broker {nid} still holds replicas of {', '.join(left[:5])}; nothing more was changed",
                                hint="`kctl reassign status`; run `kctl node remove` again when it is done")
-        t = time.monotonic()
-        if services.process_state(spec, host, "kafka") == "RUNNING":
-            services.stop(spec, host, "kafka")
-        steps.wait(f"broker {nid} stopped (controlled shutdown) and unregistered",
-                   _broker_registered(spec, nid, want=False), 120)
+        if node.broker:
+            if services.process_state(spec, host, "kafka") == "RUNNING":
+                services.stop(spec, host, "kafka")
+            steps.wait(f"broker {nid} stopped (controlled shutdown) and unregistered",
+                       _broker_registered(spec, nid, want=False), 120)
         if member:
             t = time.monotonic()
             res = reconfig.reconfig(spec, [], [nid], force=force, live=live)
@@ -350,6 +363,7 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
         steps.done("container removed", time.monotonic() - t, host)
         _write_spec(spec_path, replace_nodes_block(text, new_raw["nodes"]))
         write(render(new_spec, state_dir), state_dir)
+        rcl.carry_applied(spec, new_spec, state_dir, {host})  # `kctl up` leaves the other nodes alone
         shutil.rmtree(state_dir / host, ignore_errors=True)
         steps.done("kctl.yaml and the rendered files updated; the node's directories removed", 0.0,
                    f"nodes {[n.id for n in new_spec.nodes]}")

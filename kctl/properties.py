@@ -245,7 +245,7 @@ def listeners(spec: ClusterSpec, node: NodeSpec) -> tuple[str, str]:
 def server_properties(spec: ClusterSpec, node: NodeSpec) -> Props:
     k = spec.kafka
     bind, adv = listeners(spec, node)
-    brokers = len(spec.nodes)
+    brokers = len(spec.brokers)
     base: dict[str, Scalar] = {
         BROKER_ID: node.id,
         LISTENERS: bind,
@@ -446,10 +446,10 @@ def services_of(spec: ClusterSpec) -> list[tuple[str, NodeSpec, tuple[str, ...]]
     out: list[tuple[str, NodeSpec, tuple[str, ...]]] = []
     if spec.topology is Topology.colocated:
         for n in spec.nodes:
-            out.append((n.hostname, n, ("zookeeper", "kafka")))
+            out.append((n.hostname, n, ("zookeeper", "kafka") if n.broker else ("zookeeper",)))
     else:
         out.extend((spec.zk_host(n), n, ("zookeeper",)) for n in spec.nodes)
-        out.extend((spec.kafka_host(n), n, ("kafka",)) for n in spec.nodes)
+        out.extend((spec.kafka_host(n), n, ("kafka",)) for n in spec.brokers)
     return out
 
 

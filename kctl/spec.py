@@ -86,6 +86,10 @@ class NodeSpec(_Model):
     id: int = Field(ge=1, le=255, description="ZooKeeper myid and Kafka broker.id of this node (1..255).")
     hostname: str = Field(description="Container hostname and Compose service name, e.g. logger1.")
     role: ZkRole = Field(ZkRole.participant, description="ZooKeeper role: participant or observer.")
+    broker: bool = Field(
+        True, description="Run a Kafka broker on this node; false makes it a ZooKeeper-only node (a participant"
+                          " or an observer with no broker: `kctl node add --no-broker`)."
+    )
     zookeeper_port: Port | None = Field(
         None, description="Host port (127.0.0.1) for this node's ZooKeeper client port; default base + index."
     )
@@ -384,6 +388,11 @@ class ClusterSpec(_Model):
     def participants(self) -> list[NodeSpec]:
         return [n for n in self.nodes if n.role is ZkRole.participant]
 
+    @property
+    def brokers(self) -> list[NodeSpec]:
+        """The nodes that run a Kafka broker (every node but the ZooKeeper-only ones)."""
+        return [n for n in self.nodes if n.broker]
+
     def zk_host(self, node: NodeSpec) -> str:
         """Hostname of the container running this node's ZooKeeper."""
         return node.hostname if self.topology is Topology.colocated else f"zk{node.id}"
@@ -416,12 +425,12 @@ class ClusterSpec(_Model):
     @property
     def bootstrap_servers(self) -> str:
         """Bootstrap servers usable from the host (the EXTERNAL listeners)."""
-        return ",".join(f"{self.node_address(n)}:{self.kafka_host_port(n)}" for n in self.nodes)
+        return ",".join(f"{self.node_address(n)}:{self.kafka_host_port(n)}" for n in self.brokers)
 
     @property
     def internal_bootstrap_servers(self) -> str:
         """Bootstrap servers for containers on the cluster network (the INTERNAL listeners)."""
-        return ",".join(f"{self.kafka_host(n)}:{self.kafka.internal_port}" for n in self.nodes)
+        return ",".join(f"{self.kafka_host(n)}:{self.kafka.internal_port}" for n in self.brokers)
 
     @property
     def zookeeper_connect(self) -> str:
@@ -441,9 +450,10 @@ class ClusterSpec(_Model):
 # so a rule added below gets its line here.
 CROSS_FIELD_RULES: tuple[str, ...] = (
     "node ids and hostnames unique; with the split topology, no hostname like the generated `zkN`/`kafkaN`",
-    "at least one ZooKeeper participant; an even number of participants, or a single one among several"
-    " nodes, is a warning (use 3 or 5)",
-    "replication factors (default, offsets topic, transaction log) not above the broker count",
+    "at least one ZooKeeper participant and at least one broker; an even number of participants, or a single"
+    " one among several nodes, is a warning (use 3 or 5)",
+    "replication factors (default, offsets topic, transaction log) not above the broker count (the nodes"
+    " without `broker: false`)",
     "`min_insync_replicas` below `default_replication_factor` (1 allowed with a factor of 1)",
     "`replica_fetch_max_bytes` below a raised `message_max_bytes` is a warning",
     "every listener (the inter-broker one, INTERNAL, EXTERNAL) has a security protocol",
@@ -487,7 +497,9 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
     if participants == 1 and len(spec.nodes) > 1:
         warnings.append("nodes: a single participant has no fault tolerance; use 3 or 5")
 
-    brokers = len(spec.nodes)
+    brokers = len(spec.brokers)
+    if not brokers:
+        errors.append("nodes: at least one node must run a broker (`broker: false` on every node)")
     k = spec.kafka
     for field in (
         "default_replication_factor",
@@ -535,13 +547,12 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
     # Published host ports, all on 127.0.0.1: no two may be the same.
     published: dict[int, str] = {}
     for i, n in enumerate(spec.nodes):
-        claims = [
-            (spec.zk_host_port(n), f"nodes.{i}.zookeeper_port"),
-            (spec.kafka_host_port(n), f"nodes.{i}.kafka_port"),
-        ]
-        jmx = spec.jmx_host_port(n)
-        if jmx is not None:
-            claims.append((jmx, f"nodes.{i}.jmx_port"))
+        claims = [(spec.zk_host_port(n), f"nodes.{i}.zookeeper_port")]
+        if n.broker:  # a ZooKeeper-only node publishes no Kafka or JMX port
+            claims.append((spec.kafka_host_port(n), f"nodes.{i}.kafka_port"))
+            jmx = spec.jmx_host_port(n)
+            if jmx is not None:
+                claims.append((jmx, f"nodes.{i}.jmx_port"))
         for port, where in claims:
             if port > 65535:
                 errors.append(f"{where}: derived host port {port} is above 65535; lower the port base")
@@ -551,7 +562,7 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
                 published[port] = where
     for i, n in enumerate(spec.nodes):
         port = spec.kafka_host_port(n)
-        if port in (zk.client_port, zk.peer_port, zk.election_port, k.internal_port):
+        if n.broker and port in (zk.client_port, zk.peer_port, zk.election_port, k.internal_port):
             errors.append(
                 f"nodes.{i}.kafka_port: {port} clashes with a port used inside the container;"
                 " the EXTERNAL listener listens on the same port it publishes"

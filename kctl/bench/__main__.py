@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     from kctl.bench import nodes as bench_nodes
 
     bench_nodes.main([])
+    from kctl.bench import restart as bench_restart
+
+    bench_restart.main([])
     with KafkaCluster(nodes=3) as cluster:
         kafka_bench.main(["-f", str(cluster.spec_file), "-n", str(args.records)])
         stream_bench.main(["--bootstrap-servers", cluster.bootstrap_servers, "--events", str(args.events)])

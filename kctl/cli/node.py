@@ -31,6 +31,8 @@ def node_add(
     node_id: int = typer.Option(None, "--id", min=1, max=255, help="Its id (ZooKeeper myid and broker.id);"
                                                                      " default the highest + 1."),
     role: str = typer.Option("participant", "--role", help="ZooKeeper role: participant or observer."),
+    no_broker: bool = typer.Option(False, "--no-broker", help="A ZooKeeper-only node: no Kafka broker on it"
+                                                              " (`broker: false` in kctl.yaml)."),
     force: bool = typer.Option(False, "--force", help="Allow an even number of ZooKeeper participants."),
     timeout: float = typer.Option(300, "--timeout", min=1, help="Seconds each wait may take."),
     file: Path = SpecOpt,
@@ -41,9 +43,10 @@ def node_add(
     from kctl.spec import state_dir_for
 
     spec = connect(file, write=True)
-    ch = nodes.add(spec, file, state_dir_for(spec, file), node_id=node_id, role=role, force=force,
-                   timeout=timeout, progress=output.info)
-    _report(ch, fmt, f"{spec.name}: node {ch.node_id} ({ch.host}, {ch.role}) added in {ch.seconds:.1f}s")
+    ch = nodes.add(spec, file, state_dir_for(spec, file), node_id=node_id, role=role, broker=not no_broker,
+                   force=force, timeout=timeout, progress=output.info)
+    what = ch.role + ("" if ch.broker else ", ZooKeeper only")
+    _report(ch, fmt, f"{spec.name}: node {ch.node_id} ({ch.host}, {what}) added in {ch.seconds:.1f}s")
 
 
 def node_remove(

@@ -93,7 +93,8 @@ def reassign_execute(
     from kctl.roll.run import roll_lock
     from kctl.spec import state_dir_for
 
-    with roll_lock(state_dir_for(spec, file)):  # not while a rolling restart or a node change runs
+    # not while a rolling restart or a node change runs
+    with roll_lock(state_dir_for(spec, file), "kctl reassign execute"):
         res = reassign.execute(spec, target, throttle=rate, wait=wait, timeout=timeout, progress=output.info)
     output.emit_change(res, fmt, f"reassignment of {res.partitions} partition(s) "
                                  + (f"done in {res.seconds:.1f}s" if wait else

@@ -236,8 +236,12 @@ def zk_reconfig(
     servers = [reconfig.parse_server(a) for a in add or []]  # a malformed line stops before any connection
     if not servers and not remove:
         raise UsageError("nothing to change", hint="--add 'server.N=HOST:2888:3888:ROLE;2181' or --remove N")
+    from kctl.roll.run import roll_lock
+    from kctl.spec import state_dir_for
+
     spec = connect(file, write=True)
-    res = reconfig.reconfig(spec, servers, list(remove or []), force=force)
+    with roll_lock(state_dir_for(spec, file), "kctl zk reconfig"):  # not while a roll or a node change runs
+        res = reconfig.reconfig(spec, servers, list(remove or []), force=force)
     for w in res.warnings:
         output.warn(w)
     output.emit_change(res, fmt, f"ensemble reconfigured (version {res.before.version} -> {res.after.version}):"

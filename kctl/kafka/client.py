@@ -230,7 +230,7 @@ def round_trip(spec: ClusterSpec, timeout: float = 10.0) -> tuple[bool, str]:
     from confluent_kafka import KafkaException, TopicPartition
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-    brokers = len(spec.nodes)
+    brokers = len(spec.brokers)
     a = admin(spec)
     md = a.list_topics(timeout=timeout)
     if HEALTH_TOPIC not in md.topics:

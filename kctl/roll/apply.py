@@ -16,14 +16,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kctl import contract
 from kctl.drift import NodeObs, norm
 from kctl.errors import KctlError
 from kctl.properties import services_of
@@ -190,11 +188,9 @@ def recreate_needed(old_compose: str | None, new_compose: str) -> dict[str, list
 
 
 def _record(state_dir: Path, hashes: Mapping[str, str]) -> None:
-    path = state_dir / contract.APPLIED_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"hashes": dict(hashes), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-                              indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    from kctl.runtime.cluster import write_applied
+
+    write_applied(state_dir, dict(hashes))
 
 
 def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:

@@ -123,8 +123,12 @@ def plan_roll(spec: ClusterSpec, *, service: str | None, nodes: Sequence[str] = 
     if service == "node":
         hosts = [(n.hostname, n.id) for n in chosen]
         leader = next((h for h, m in zk_modes.items() if m in ("leader", "standalone")), None)
+        zk_only = {n.hostname for n in chosen if not n.broker}
         for host, nid, why in node_order(hosts, leader, controller):
-            steps.append(Step(host, host, "node", nid, why, node_gates(nid)))
+            if host in zk_only:  # a ZooKeeper-only node: its ZooKeeper is all there is to restart
+                steps.append(Step(host, host, "zookeeper", None, why, zk_gates()))
+            else:
+                steps.append(Step(host, host, "node", nid, why, node_gates(nid)))
     else:
         if service in (None, "zookeeper"):
             zk_hosts = [spec.zk_host(n) for n in chosen]
@@ -133,7 +137,7 @@ def plan_roll(spec: ClusterSpec, *, service: str | None, nodes: Sequence[str] = 
             for host, why in zk_order(zk_hosts, ids, zk_modes):
                 steps.append(Step(by_host[host].hostname, host, "zookeeper", None, why, zk_gates()))
         if service in (None, "kafka"):
-            by_id = {n.id: n for n in chosen}
+            by_id = {n.id: n for n in chosen if n.broker}
             for bid, why in kafka_order(by_id, controller):
                 n = by_id[bid]
                 steps.append(Step(n.hostname, spec.kafka_host(n), "kafka", bid, why, kafka_gates(bid)))

@@ -10,6 +10,7 @@ roll of the same cluster from starting meanwhile.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -65,7 +66,8 @@ class RollStopped(ClusterError):
 @contextlib.contextmanager
 def roll_lock(state_dir: Path, what: str = "kctl restart") -> Iterator[Path]:
     """Hold ``<state>/restart.lock`` (flock: released when this process exits, however it exits, so a lock
-    left by a killed process is never stale). ``what`` (the command) goes into the file for the next one."""
+    left by a killed process is never stale). The file records who holds it (:func:`lock_record`: the
+    command, its command line, pid and start time) so that the next one's refusal can name it."""
     import fcntl
 
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -75,15 +77,47 @@ def roll_lock(state_dir: Path, what: str = "kctl restart") -> Iterator[Path]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
-            raise ClusterError(f"another restart of this cluster is running ({holder})",
-                               hint=f"wait for it to finish; {path} is released when that process exits") from None
+            raise lock_refusal(os.pread(fd, 4096, 0).decode("utf-8", "replace"), what, path) from None
         os.ftruncate(fd, 0)
-        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        os.pwrite(fd, f"{what}, pid {os.getpid()}, since {since}\n".encode(), 0)
+        os.pwrite(fd, (json.dumps(lock_record(what)) + "\n").encode(), 0)
         yield path
     finally:
         os.close(fd)
+
+
+def lock_record(what: str, argv: list[str] | None = None, pid: int | None = None,
+                now: float | None = None) -> dict[str, Any]:
+    """What the lock file says about its holder: the command, the command line it was started with
+    (``kctl`` and its arguments; kctl takes no secret as an argument), the pid and the start time."""
+    import shlex
+    import sys
+
+    args = list(sys.argv if argv is None else argv)
+    if args and os.path.basename(args[0]) in ("kctl", "__main__.py"):  # `kctl ...` or `python -m kctl ...`
+        args = ["kctl", *args[1:]]
+    return {"command": what, "argv": shlex.join(args) if args else what,
+            "pid": os.getpid() if pid is None else pid,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if now is None else now))}
+
+
+def lock_refusal(text: str, wanted: str, path: Path) -> ClusterError:
+    """The refusal of a second change while ``text`` (the lock file) names the one holding it. Pure."""
+    try:
+        rec = json.loads(text)
+        if not isinstance(rec, dict):
+            raise ValueError(text)
+    except ValueError:  # a file written by an older kctl ("kctl restart, pid N, since T") or an empty one
+        rec = {"command": text.strip() or "another kctl command"}
+    holder = str(rec.get("command") or "another kctl command")
+    said = ", ".join(d for d in (f"`{rec['argv']}`" if rec.get("argv") else "",
+                                 f"pid {rec['pid']}" if rec.get("pid") else "",
+                                 f"started {rec['started']}" if rec.get("started") else "") if d)
+    pid = f"pid {rec['pid']}" if rec.get("pid") else "that process"
+    return ClusterError(
+        f"{wanted} refused: {holder} is changing this cluster" + (f" ({said})" if said else "")
+        + "; one change at a time (restart, apply, node add/remove, reassign execute), nothing was changed",
+        hint=f"wait for {holder} to finish (`kctl status` shows the cluster meanwhile), then run {wanted} again;"
+             f" {path} is released the moment {pid} exits, however it exits")
 
 
 # ----- planning from the live cluster ---------------------------------------------------------------

@@ -131,7 +131,7 @@ def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float
     ``stderr=False`` keeps only the tool's stdout.
     """
     last: KctlError | None = None
-    for node in spec.nodes:
+    for node in spec.brokers:
         host = spec.kafka_host(node)
         argv = [f"/opt/kafka/bin/{tool}", "--bootstrap-server", f"{host}:{spec.kafka.internal_port}", *args]
         if spec.security.enabled:  # the admin user's client settings: a file in the node, no password in argv
@@ -204,13 +204,17 @@ def converge(
         say(f"secrets: {len(made)} file(s) written in {store.secrets_dir(state_dir)} (mode 0600)")
     for item in plan:
         say(f"{item.name}: {item.action} ({item.reason})")
-    if any(i.action != "noop" for i in plan):
-        eng.deploy(spec, state_dir, say)
+    todo = [i.name for i in plan if i.action != "noop"]
+    if todo:
+        # Only the containers the plan names: compose would otherwise also make again a container whose
+        # compose definition changed under it (a node change rewrites every node's ensemble and labels,
+        # and records the untouched ones as up to date: see carry_applied).
+        eng.deploy(spec, state_dir, say, todo)
     return UpResult(plan, [], time.monotonic() - started, str(state_dir))
 
 
 def applied_hashes(state_dir: Path) -> dict[str, str]:
-    """<state>/applied.json's hashes (written by `kctl apply`), or none."""
+    """<state>/applied.json's hashes (written by `kctl apply` and the node changes), or none."""
     import json
 
     try:
@@ -218,6 +222,48 @@ def applied_hashes(state_dir: Path) -> dict[str, str]:
         return {str(k): str(v) for k, v in (data.get("hashes") or {}).items()}
     except (OSError, ValueError, AttributeError):
         return {}
+
+
+def write_applied(state_dir: Path, hashes: dict[str, str]) -> None:
+    """Replace <state>/applied.json (host -> the config hash its container's processes are up to date with)."""
+    import json
+
+    path = state_dir / contract.APPLIED_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"hashes": dict(sorted(hashes.items())),
+                               "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2) + "\n",
+                   encoding="utf-8")
+    tmp.replace(path)
+
+
+def carried_hashes(old: dict[str, str], new: dict[str, str], labels: dict[str, str | None],
+                   applied: dict[str, str], changed: set[str]) -> dict[str, str]:
+    """applied.json's hashes after a membership change (kctl node add/remove). Pure.
+
+    A node change rewrites the rendered files of every node (the ensemble in zoo.cfg.dynamic,
+    zookeeper.connect): the running ensemble was changed live by reconfig and the processes read the rest
+    at their next restart, so a container that was up to date with the render before the change (its
+    label, or its applied record) is up to date with the one after it, and `kctl up` must not make it
+    again. ``changed``: the hosts the change itself made or removed. A container with a change of its own
+    still pending (kctl.yaml edited and not applied) keeps it."""
+    out = {h: v for h, v in applied.items() if h in new}
+    for host, now in new.items():
+        was = old.get(host)
+        if host in changed or host not in labels or was is None:
+            continue
+        if labels[host] == was or applied.get(host) == was:
+            out[host] = now
+    return out
+
+
+def carry_applied(before: ClusterSpec, after: ClusterSpec, state_dir: Path, changed: set[str]) -> None:
+    """Record the untouched containers as up to date with ``after``'s render (see :func:`carried_hashes`)."""
+    from kctl.render import render
+
+    old = {c.name: c.config_hash for c in render(before, state_dir).containers}
+    new = {c.name: c.config_hash for c in render(after, state_dir).containers}
+    labels = {c.name: c.config_hash for c in engines.containers(after)}
+    write_applied(state_dir, carried_hashes(old, new, labels, applied_hashes(state_dir), changed))
 
 
 def _require_image(dc: Any, ref: str) -> None:

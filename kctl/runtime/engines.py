@@ -73,8 +73,9 @@ class Engine:
         """Everything checked before anything is deployed (KctlError: nothing was touched)."""
         raise NotImplementedError
 
-    def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
-        """Converge the rendered files in ``state_dir`` (already written)."""
+    def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
+        """Converge the rendered files in ``state_dir`` (already written): create or make again
+        ``services``, the nodes the plan names; the others stay as they run."""
         raise NotImplementedError
 
     def ps(self, spec: ClusterSpec, state_dir: Path) -> str:
@@ -117,10 +118,11 @@ class ComposeEngine(Engine):
         if not chk.ok:
             raise KctlError(f"cannot start {spec.name}: host ports {chk.detail}", hint=chk.hint)
 
-    def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
+    def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
         from kctl.runtime import compose
 
-        compose.run_compose(spec, state_dir, "up", "-d", "--remove-orphans", "--no-build", "--pull", "never")
+        compose.run_compose(spec, state_dir, "up", "-d", "--no-deps", "--remove-orphans", "--no-build",
+                            "--pull", "never", *services)
 
     def ps(self, spec: ClusterSpec, state_dir: Path) -> str:
         from kctl.runtime import compose

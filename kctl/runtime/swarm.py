@@ -319,7 +319,9 @@ class SwarmEngine(Engine):
                                  " (or nodes[].kafka_port) in kctl.yaml")
         self._placement = placement
 
-    def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
+    def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
+        """`docker stack deploy` of the whole stack: Swarm updates every service whose definition changed
+        (it cannot be told to leave one alone), so ``services`` is informational here."""
         from kctl.render import COMPOSE_FILE
 
         dc = self.client()

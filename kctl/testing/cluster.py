@@ -293,7 +293,7 @@ class KafkaCluster:
 
         from kctl.kafka.client import admin, wait_for_topic
 
-        rf = replication_factor or min(3, len(self.spec.nodes))
+        rf = replication_factor or min(3, len(self.spec.brokers))
         client = admin(self.spec)  # keep a reference: the futures die with the client
         futs = client.create_topics([NewTopic(name, partitions, rf, config=config or {})])
         futs[name].result(timeout)

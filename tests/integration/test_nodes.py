@@ -2,9 +2,10 @@
 
 One cluster, one sequence (the tests run in file order and each leaves the cluster as the next one
 expects): bad input changes nothing -> add node 4 and rebalance (add-broker-and-rebalance.md) ->
-decommission it (decommission-broker.md) -> add it as an observer and take it away again
-(grow-zookeeper.md). Records written with acks=all before the first change are all read back after
-the last one by an independent consumer, and every partition ends fully replicated on brokers 1-3.
+decommission it (decommission-broker.md) -> add it as a ZooKeeper-only observer (`--no-broker`) and
+take it away again, `kctl up` after each leaving the other containers as they are (grow-zookeeper.md).
+Records written with acks=all before the first change are all read back after the last one by an
+independent consumer, and every partition ends fully replicated on brokers 1-3.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -149,6 +152,45 @@ def test_runbook_add_broker_and_rebalance(cluster: KafkaCluster) -> None:
     assert st["moving"] == [] and st["throttled_brokers"] == []
 
 
+def test_reassign_status_verify_and_cancel_of_a_throttled_move(cluster: KafkaCluster) -> None:
+    from kctl.kafka.client import admin, producer
+
+    # The runbook's move is done: Kafka's --verify of its plan says so (and leaves no throttle).
+    done = kctl(cluster, "reassign", "verify", "plan.json")
+    assert done.returncode == 0 and "is completed" in done.stdout + done.stderr, done.stdout + done.stderr
+    # 8 MB in one partition, throttled to 10 KB/s: the new replica copies for minutes, so the move is
+    # still going below (Kafka lets a fetch or so through before the throttle bites).
+    topic = "slow-move"
+    cluster.create_topic(topic, partitions=1, replication_factor=2)
+    prod = producer(cluster.spec, acks="all", **{"linger.ms": 20, "compression.type": "none"})
+    for _ in range(800):
+        prod.produce(topic, value=uuid.uuid4().bytes * 640)
+        prod.poll(0)
+    assert prod.flush(60) == 0
+    replicas = assignment(cluster)[f"{topic}-0"][0]
+    spare = min({1, 2, 3, 4} - set(replicas))
+    (cluster.workdir / "slow.json").write_text(json.dumps(
+        {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [*replicas[:-1], spare]}]}))
+    p = kctl(cluster, "reassign", "execute", "slow.json", "--throttle", "10KB/s")
+    assert p.returncode == 0, p.stderr
+    st = json.loads(kctl(cluster, "reassign", "status", "-o", "json").stdout)
+    moving = {m["partition"]: m for m in st["moving"]}
+    assert f"{topic}-0" in moving and moving[f"{topic}-0"]["adding"] == [spare], st
+    assert st["bytes_left"] and st["bytes_left"] > 0 and spare in st["throttled_brokers"], st
+    c = kctl(cluster, "reassign", "cancel")
+    assert c.returncode == 0 and f"cancelled the reassignment of 1 partition(s) ({topic}-0)" in c.stdout + c.stderr, \
+        c.stdout + c.stderr
+    for _ in range(30):  # the controller finishes the cancel on its own time
+        after = json.loads(kctl(cluster, "reassign", "status", "-o", "json").stdout)
+        if not after["moving"] and not after["throttled_brokers"]:
+            break
+        time.sleep(1)
+    assert after["moving"] == [] and after["throttled_brokers"] == [], after
+    assert assignment(cluster)[f"{topic}-0"][0] == replicas  # back to the original replicas
+    a = admin(cluster.spec)  # held while its future runs
+    a.delete_topics([topic])[topic].result(30)  # the runbooks that follow move less
+
+
 def test_runbook_decommission_broker(cluster: KafkaCluster, acked: set[bytes]) -> None:
     runbook.run(runbook.RUNBOOKS / "decommission-broker.md", cluster.spec_file, state_dir=cluster.state_dir)
     a = assignment(cluster)
@@ -158,8 +200,56 @@ def test_runbook_decommission_broker(cluster: KafkaCluster, acked: set[bytes]) -
     assert acked <= read_all(cluster)  # nothing acknowledged was lost through add, move and remove
 
 
+def started(cluster: KafkaCluster) -> dict[str, tuple[str, str]]:
+    """{node: (container id, State.StartedAt)} as Docker reports them (a container made again or restarted
+    changes one of the two)."""
+    import docker
+
+    from kctl.runtime import compose
+
+    dc = docker.from_env()
+    try:
+        return {c.name: (c.id, dc.containers.get(c.id).attrs["State"]["StartedAt"])
+                for c in compose.containers(cluster.spec, dc)}
+    finally:
+        dc.close()
+
+
+def java_mains(cluster: KafkaCluster, node: str) -> list[str]:
+    import docker
+
+    from kctl.runtime import compose
+
+    dc = docker.from_env()
+    try:
+        cid = next(c.id for c in compose.containers(cluster.spec, dc) if c.name == node)
+        top = dc.containers.get(cid).top(ps_args="-eo pid,args")  # docker top needs the PID column
+        return [" ".join(p) for p in top["Processes"] if "java" in " ".join(p)]
+    finally:
+        dc.close()
+
+
 def test_runbook_grow_zookeeper(cluster: KafkaCluster, acked: set[bytes]) -> None:
-    runbook.run(runbook.RUNBOOKS / "grow-zookeeper.md", cluster.spec_file, state_dir=cluster.state_dir)
+    before = started(cluster)
+    assert sorted(before) == ["logger1", "logger2", "logger3"]
+    seen: dict[str, Any] = {}
+
+    def look(step: runbook.Step) -> None:
+        if step.command == "kctl status" and "logger4" not in seen:  # the ZooKeeper-only node is up
+            seen["logger4"] = yaml.safe_load(cluster.spec_file.read_text())["nodes"][3]
+            seen["brokers"] = sorted(cluster.brokers())
+            seen["commands"] = java_mains(cluster, "logger4")
+
+    ran = runbook.run(runbook.RUNBOOKS / "grow-zookeeper.md", cluster.spec_file, state_dir=cluster.state_dir,
+                      before=look)
+    assert seen["logger4"]["broker"] is False and seen["logger4"]["role"] == "observer"
+    assert seen["brokers"] == [1, 2, 3]
+    # the node runs ZooKeeper's JVM and no broker's (what `docker top` lists, not what kctl reports)
+    assert any("QuorumPeerMain" in c for c in seen["commands"]), seen["commands"]
+    assert not any("kafka.Kafka" in c for c in seen["commands"]), seen["commands"]
+    assert sum(r.step.command == "kctl up" for r in ran) == 2
+    # `kctl up` after the node add and after the remove left the three untouched nodes as they were
+    assert started(cluster) == before
     # The issue's done-when: a healthy 3-node cluster, every partition fully replicated, nothing lost.
     st = cluster.status()
     assert st.health == "healthy" and st.brokers_registered == 3 and st.under_replicated_partitions == 0

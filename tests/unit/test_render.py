@@ -28,6 +28,10 @@ CASES: dict[str, dict[str, Any]] = {
     "secure": {"security": {"enabled": True}},
     "swarm": {"engine": "swarm", "nodes": [{"id": i, "hostname": f"logger{i}", "advertised_host": f"10.0.0.{i}"}
                                            for i in (1, 2, 3)]},
+    # `kctl node add --no-broker --role observer`: a ZooKeeper-only fourth node
+    "zk-only": {"nodes": [{"id": 1, "hostname": "logger1"}, {"id": 2, "hostname": "logger2"},
+                          {"id": 3, "hostname": "logger3"},
+                          {"id": 4, "hostname": "logger4", "role": "observer", "broker": False}]},
 }
 
 

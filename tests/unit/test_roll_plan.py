@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 from kctl.errors import ClusterError, UsageError
 from kctl.kafka.metadata import Partition
 from kctl.roll import plan as rp
+from kctl.roll import run
 from kctl.roll.run import roll_lock
 from kctl.spec import ClusterSpec, NodeSpec, Topology
 
@@ -111,7 +114,8 @@ def test_single_replica_topic_blocks_its_broker() -> None:
 
 def test_second_roll_refused_while_the_lock_is_held(tmp_path: Path) -> None:
     with roll_lock(tmp_path) as path:
-        assert path.read_text().startswith("kctl restart, pid ")
+        rec = json.loads(path.read_text())
+        assert rec["command"] == "kctl restart" and rec["pid"] == os.getpid() and rec["started"].endswith("Z")
         # another process, as a second `kctl restart` would be
         code = ("import sys\nfrom pathlib import Path\nfrom kctl.roll.run import roll_lock\n"
                 "from kctl.errors import ClusterError\n"
@@ -119,13 +123,15 @@ def test_second_roll_refused_while_the_lock_is_held(tmp_path: Path) -> None:
                 "except ClusterError as e:\n    print('refused:', e.message)\n")
         p = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60,
                            cwd=Path(__file__).resolve().parents[2])
-        assert p.stdout.startswith("refused: another restart of this cluster is running (kctl restart, pid "), p.stderr
+        assert p.stdout.startswith("refused: kctl restart refused: kctl restart is changing this cluster (`"), p.stderr
+        assert f"pid {os.getpid()}, started " in p.stdout and "nothing was changed" in p.stdout, p.stdout
     with roll_lock(tmp_path):  # released on exit
         pass
 
 
 def test_lock_is_exclusive_within_a_process_too(tmp_path: Path) -> None:
-    with roll_lock(tmp_path), pytest.raises(ClusterError, match="another restart"), roll_lock(tmp_path):
+    with roll_lock(tmp_path), pytest.raises(ClusterError, match="is changing this cluster"), \
+            roll_lock(tmp_path):
         pass
 
 
@@ -220,10 +226,33 @@ def test_an_unhealthy_cluster_is_refused_before_anything_is_touched(monkeypatch:
     assert "under-replicated partitions 4" in err.value.message and calls == []
 
 
-def test_the_lock_names_the_command_that_holds_it(tmp_path: Path) -> None:
-    with roll_lock(tmp_path, "kctl apply"), pytest.raises(ClusterError, match=r"\(kctl apply, pid \d+"), \
-            roll_lock(tmp_path):
+def test_the_lock_names_the_command_that_holds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["/usr/local/bin/kctl", "node", "add", "--role", "observer", "-f", "k.yaml"])
+    with roll_lock(tmp_path, "kctl node add"), pytest.raises(ClusterError) as err, \
+            roll_lock(tmp_path, "kctl apply"):
         pass
+    msg, hint = err.value.message, err.value.hint or ""
+    assert msg.startswith("kctl apply refused: kctl node add is changing this cluster"), msg
+    assert f"`kctl node add --role observer -f k.yaml`, pid {os.getpid()}, started 20" in msg, msg
+    assert "nothing was changed" in msg
+    assert hint.startswith("wait for kctl node add to finish") and f"released the moment pid {os.getpid()}" in hint
+
+
+def test_lock_record_and_refusal_are_pure() -> None:
+    rec = run.lock_record("kctl reassign execute", ["/x/kctl/__main__.py", "reassign", "execute", "my plan.json"],
+                          pid=42, now=0)
+    assert rec == {"command": "kctl reassign execute", "argv": "kctl reassign execute 'my plan.json'", "pid": 42,
+                   "started": "1970-01-01T00:00:00Z"}
+    err = run.lock_refusal(json.dumps(rec), "kctl restart", Path("/s/restart.lock"))
+    assert err.message == ("kctl restart refused: kctl reassign execute is changing this cluster (`kctl reassign"
+                           " execute 'my plan.json'`, pid 42, started 1970-01-01T00:00:00Z); one change at a time"
+                           " (restart, apply, node add/remove, reassign execute), nothing was changed")
+    assert "/s/restart.lock is released the moment pid 42 exits" in (err.hint or "")
+    # a file left by an older kctl, or one caught empty between its truncate and its write
+    assert "kctl restart, pid 7" in run.lock_refusal("kctl restart, pid 7, since T\n", "kctl apply", Path("l")).message
+    empty = run.lock_refusal("", "kctl apply", Path("l"))
+    assert "another kctl command is changing this cluster;" in empty.message
+    assert "that process exits" in (empty.hint or "")
 
 
 def test_recreate_marks_only_the_named_hosts_steps() -> None:
