@@ -1,4 +1,4 @@
-# kctl: make setup | demo | test | test-long | test-matrix | bench | drills (test = lint, unit, package, integration)
+# kctl: make setup | demo | test | test-long | test-matrix | bench | drills | swarm-check (test = lint, unit, package, integration)
 SHELL := /bin/bash
 VENV := .venv
 KCTL := $(VENV)/bin/kctl
@@ -6,7 +6,7 @@ PYTEST := $(VENV)/bin/pytest
 export TESTCONTAINERS_RYUK_DISABLED ?= true
 export DOCKER_BUILDKIT ?= 0
 
-.PHONY: setup demo test test-long test-matrix lint unit package integration bench drills clean
+.PHONY: setup demo test test-long test-matrix lint unit package integration bench drills swarm-check clean
 
 setup:
 	@./.ci/setup-host.sh
@@ -54,3 +54,7 @@ drills: setup
 clean:
 	-$(KCTL) down --volumes 2>/dev/null
 	rm -rf .kctl .pytest_cache .mypy_cache .ruff_cache
+
+# engine swarm across three Docker-in-Docker Swarm nodes (minutes; outside `make test`): docs/multi-host.md
+swarm-check: setup
+	flock /tmp/kctl-docker.lock $(VENV)/bin/python -m kctl.bench.swarm
