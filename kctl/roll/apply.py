@@ -253,6 +253,15 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
     started = time.monotonic()
     with run.roll_lock(state_dir, "kctl apply"):
         the_plan, rendered = plan(spec, state_dir)
+        from kctl.runtime import engines
+
+        eng = engines.for_spec(spec)
+        if not eng.files_reach_a_restart and (the_plan.files or the_plan.restarts or the_plan.recreate):
+            raise KctlError(f"apply refused, nothing was changed: on engine {eng.kind} the changed files"
+                            f" ({', '.join(the_plan.files) or 'container settings'}) reach the nodes only"
+                            " through a deploy, not a restart",
+                            hint="`kctl up` deploys them (Swarm replaces one service at a time, stop-first);"
+                                 " a change of dynamic broker configs alone applies without it")
         if the_plan.dynamic:
             from kctl.kafka.client import require_reachable
 

@@ -33,6 +33,9 @@ class Engine:
     """What kctl needs from Docker for one cluster's containers."""
 
     kind = "?"
+    # Whether a file written into the state dir reaches the node's processes when they restart (Compose: the
+    # conf dir is a bind mount). Swarm delivers them as Swarm configs, which only a deploy replaces.
+    files_reach_a_restart = True
 
     # ----- clients and containers --------------------------------------------------------
 

@@ -234,6 +234,7 @@ class SwarmEngine(Engine):
     """The cluster as a Docker stack ``kctl-<name>`` on the Swarm this engine manages."""
 
     kind = EngineKind.swarm.value
+    files_reach_a_restart = False
 
     def containers(self, spec: ClusterSpec, dc: Any | None = None) -> list[ContainerInfo]:
         from kctl.runtime import compose

@@ -169,3 +169,20 @@ def test_engine_recorded_in_the_state_dir_is_read_back(tmp_path: Path) -> None:
     assert load(spec_file).engine is Engine.swarm
     spec_file.write_text("name: rec\nengine: compose\n")  # kctl.yaml that says it wins
     assert load(spec_file).engine is Engine.compose
+
+
+def test_apply_refuses_file_changes_on_swarm_and_changes_nothing(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Swarm configs are replaced only by a deploy: apply must not write files and restart into the old ones."""
+    from kctl.roll import apply as ap
+
+    spec = _swarm()
+    the_plan = ap.ApplyPlan(cluster=spec.name, hashes=[], files=["logger1/conf/server.properties"],
+                            restarts=[], recreate={})
+    monkeypatch.setattr(ap, "plan", lambda _s, _d: (the_plan, render(spec)))
+    with pytest.raises(KctlError) as e:
+        ap.apply(spec, tmp_path)
+    assert "nothing was changed" in e.value.message and "kctl up" in (e.value.hint or "")
+    assert "server.properties" in e.value.message
+    assert not (tmp_path / "logger1").exists()  # no file written
+    assert engines.ComposeEngine.files_reach_a_restart  # compose delivers files by bind mount
