@@ -312,6 +312,9 @@ class Faults:
         remove netem, start stopped processes. Returns what was undone."""
         undone: list[str] = []
         network = self.docker().networks.get(self.network_name)
+        running: list[tuple[Any, str, tuple[str, ...]]] = []
+        # First the containers and the network, on every node: a process started while its peers are
+        # still paused or cut off waits for a quorum it cannot get (a broker's start gives up then).
         for c in self.containers():
             host = (c.labels or {}).get(contract.LABEL_SERVICE, c.name)
             c.reload()
@@ -332,10 +335,15 @@ class Faults:
             for service in services:
                 if self.thaw_stopped(host, service):
                     undone.append(f"thawed {service} on {host}")
-            for service, state in engine.processes(c.id, services).items():
-                if state in DOWN:
-                    self.start(host, service)
-                    undone.append(f"started {service} on {host}")
+            running.append((c, host, services))
+        # Then the stopped processes: every ZooKeeper before any broker.
+        states = {host: engine.processes(c.id, services) for c, host, services in running}
+        for zookeeper_pass in (True, False):
+            for _c, host, _services in running:
+                for service, state in states[host].items():
+                    if (service == "zookeeper") == zookeeper_pass and state in DOWN:
+                        self.start(host, service)
+                        undone.append(f"started {service} on {host}")
         self.pending.clear()  # the sweep covered every kind of fault
         return undone
 
