@@ -1,3 +1,7 @@
-from kctl.cli.main import main
+import gc
+
+gc.disable()  # until main() starts the clock that turns it back on (kctl.cli.main.quiet_gc)
+
+from kctl.cli.main import main  # noqa: E402
 
 main()

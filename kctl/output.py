@@ -97,14 +97,52 @@ def table(
     title: str | None = None,
 ) -> Table:
     from rich.table import Table
+    from rich.text import Text
 
-    cols = list(columns) if columns else (list(rows[0].keys()) if rows else [])
+    headers, cells = _grid(rows, columns)
     t = Table(title=title, show_lines=False, header_style="bold")
-    for c in cols:
-        t.add_column(c.upper().replace("_", " "))
-    for r in rows:
-        t.add_row(*(_cell(r.get(c)) for c in cols))
+    for h in headers:
+        t.add_column(h)
+    for r in cells:
+        # Text, not str: a cell is data, never rich markup (a config value "[x]" stays "[x]").
+        t.add_row(*(Text(c) for c in r))
     return t
+
+
+def _grid(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None) -> tuple[list[str], list[list[str]]]:
+    cols = list(columns) if columns else (list(rows[0].keys()) if rows else [])
+    return [c.upper().replace("_", " ") for c in cols], [[_cell(r.get(c)) for c in cols] for r in rows]
+
+
+PLAIN_WIDTH = 200  # the width rich is given when stdout is not a terminal
+
+
+def plain_table(headers: Sequence[str], cells: Sequence[Sequence[str]], title: str | None = None) -> str | None:
+    """The table rich prints to a non-terminal (heavy-head box, one space of padding), without rich.
+
+    None when rich would lay it out differently (wider than :data:`PLAIN_WIDTH`, a cell
+    with a line break, characters whose width on screen is not one cell): rich then prints it.
+    """
+    texts = [*headers, *(c for row in cells for c in row)]
+    if title is not None:
+        texts.append(title)
+    if not all(t.isascii() and t.isprintable() for t in texts):
+        return None
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    if sum(widths) + 3 * len(widths) + 1 > PLAIN_WIDTH:
+        return None
+
+    def line(left: str, fill: str, mid: str, right: str) -> str:
+        return left + mid.join(fill * (w + 2) for w in widths) + right
+
+    def row(bar: str, values: Sequence[str]) -> str:
+        return bar + bar.join(f" {v.ljust(w)} " for v, w in zip(values, widths, strict=True)) + bar
+
+    out = [title] if title else []
+    out += [line("┏", "━", "┳", "┓"), row("┃", headers), line("┡", "━", "╇", "┩")]
+    out += [row("│", r) for r in cells]
+    out.append(line("└", "─", "┴", "┘"))
+    return "\n".join(out) + "\n"
 
 
 def emit(
@@ -137,10 +175,16 @@ def emit(
     cols = list(columns) if columns else None
     if f is Format.wide and wide_columns:
         cols = (cols or []) + [c for c in wide_columns if c not in (cols or [])]
+    if not sys.stdout.isatty():
+        # A pipe, a file, CI: the same table without loading rich (a quarter of a quick command's start-up).
+        text = plain_table(*_grid(plain_rows, cols), title)
+        if text is not None:
+            sys.stdout.write(text + (footer + "\n" if footer else ""))
+            return
     out = _console(False)
     out.print(table(plain_rows, cols, title))
     if footer:
-        out.print(footer)
+        out.print(footer, markup=False, highlight=False)
 
 
 def emit_change(result: Any, fmt: Format | str, line: str) -> None:
