@@ -169,7 +169,8 @@ def split_errors(msgs: list[Any]) -> tuple[list[Any], list[Any]]:
     if not msgs:
         return msgs, []
     errors = list(map(type(msgs[0]).error, msgs))
-    if errors.count(None) == len(msgs):
+    # any(), not errors.count(None): KafkaError's == raises when compared with None.
+    if not any(errors):
         return msgs, []
     return [m for m, e in zip(msgs, errors, strict=True) if e is None], [e for e in errors if e is not None]
 

@@ -257,6 +257,12 @@ def test_error_events_are_split_from_messages() -> None:
     good, errors = console.split_errors(bad)
     assert [m.value() for m in good] == [b"a", b"c"] and errors == ["eof"]
     assert console.split_errors([]) == ([], [])
+    # A real KafkaError, whose == raises when compared with None (a missing topic's error event did that).
+    from confluent_kafka import KafkaError
+
+    real = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
+    good, errors = console.split_errors([_Err(None, b"a"), _Err(real)])
+    assert [m.value() for m in good] == [b"a"] and errors == [real]
 
 
 def test_one_translation_of_kafka_errors() -> None:
