@@ -32,6 +32,7 @@ from typing import Any
 from kctl.bench.doc import write_section
 from kctl.errors import KctlError
 from kctl.kafka import topics
+from kctl.kafka.console import FETCH_BACKOFF_MS
 from kctl.spec import ClusterSpec, load_spec
 
 RECORD_SIZE = 100
@@ -62,6 +63,7 @@ class Side:
     kcat_s: float | None
     runs: int
     kcat_same_lib_s: float | None = None  # kcat run on the librdkafka that kctl's confluent-kafka bundles
+    floor_s: float | None = None  # the least a Python process does with confluent-kafka (FLOOR_PRODUCE/CONSUME)
 
     @property
     def ratio(self) -> float | None:
@@ -190,7 +192,7 @@ def versus_kcat(spec: ClusterSpec, spec_file: Path, data: Path, records: int,
         sides.append(Side("topic describe", "kctl topic describe T", desc, "kcat -L -t T", meta_t, QUICK_RUNS))
 
         kcat_x = [a for kv in KCAT_PRODUCER for a in ("-X", kv)]
-        kp, cp, sp = [], [], []
+        kp, cp, sp, fp = [], [], [], []
         kcat_p = [KCAT, "-b", bs, "-P", "-t", t_kcat, *kcat_x]
         for _ in range(BULK_RUNS):
             kp.append(_timed([*kctl, "produce", t_kctl, "--acks", "all", *spec_args], stdin=data))
@@ -198,13 +200,13 @@ def versus_kcat(spec: ClusterSpec, spec_file: Path, data: Path, records: int,
                 cp.append(_timed(kcat_p, stdin=data))
             if same_lib:
                 sp.append(_timed(kcat_p, stdin=data, env=same_lib))
+            fp.append(_timed([sys.executable, "-c", FLOOR_PRODUCE, bs, t_kcat], stdin=data))
         sides.append(Side("produce", f"kctl produce T --acks all < {records} lines", statistics.median(kp),
                           f"kcat -P -t T {' '.join(kcat_x)}", statistics.median(cp) if cp else None, BULK_RUNS,
-                          statistics.median(sp) if sp else None))
+                          statistics.median(sp) if sp else None, statistics.median(fp)))
         _check_count(spec, t_kctl, records * BULK_RUNS)
-        if have_kcat:
-            _check_count(spec, t_kcat, records * (len(cp) + len(sp)))
-        kc, cc, sc = [], [], []
+        _check_count(spec, t_kcat, records * (len(cp) + len(sp) + len(fp)))
+        kc, cc, sc, fc = [], [], [], []
         kcat_c = [KCAT, "-b", bs, "-C", "-t", t_kctl, "-o", "beginning", "-e", "-q", "-c", str(records)]
         for _ in range(BULK_RUNS):
             kc.append(_timed([*kctl, "consume", t_kctl, "--from-beginning", "--max", str(records), "--timeout", "15",
@@ -213,12 +215,51 @@ def versus_kcat(spec: ClusterSpec, spec_file: Path, data: Path, records: int,
                 cc.append(_timed(kcat_c))
             if same_lib:
                 sc.append(_timed(kcat_c, env=same_lib))
+            fc.append(_timed([sys.executable, "-c", FLOOR_CONSUME, bs, t_kctl, str(records), str(FETCH_BACKOFF_MS)]))
         sides.append(Side("consume", f"kctl consume T --from-beginning --max {records}", statistics.median(kc),
                           f"kcat -C -t T -o beginning -e -c {records}", statistics.median(cc) if cc else None,
-                          BULK_RUNS, statistics.median(sc) if sc else None))
+                          BULK_RUNS, statistics.median(sc) if sc else None, statistics.median(fc)))
     finally:
         _drop_topics(spec, t_kctl, t_kcat)
     return sides
+
+
+# The floor under kctl produce/consume in Python: a script that does nothing but the transfer with
+# confluent-kafka (the same client library, producer settings and fetch backoff, no CLI, no spec, no checks, no
+# options), timed as a whole process like the others. kctl cannot be quicker than this; the gap
+# between this and kcat is Python's and the library's, not kctl's.
+FLOOR_PRODUCE = """
+import sys
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "acks": "all", "enable.idempotence": True, "linger.ms": 5,
+              "partitioner": "murmur2_random", "queue.buffering.max.messages": 1000000, "log_level": 0})
+topic = sys.argv[2]
+for line in sys.stdin.buffer:
+    while True:
+        try:
+            p.produce(topic, line[:-1])
+            break
+        except BufferError:
+            p.poll(0.05)
+sys.exit(1 if p.flush(60) else 0)
+"""
+FLOOR_CONSUME = """
+import sys, time
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "kctl-bench-floor", "enable.auto.commit": False,
+              "fetch.queue.backoff.ms": int(sys.argv[4]), "log_level": 0})
+topic, want, n, out = sys.argv[2], int(sys.argv[3]), 0, sys.stdout.buffer
+parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+deadline = time.monotonic() + 60
+while n < want and time.monotonic() < deadline:
+    values = [m.value() for m in c.consume(min(50000, want - n), 0.2)]
+    n += len(values)
+    values.append(b"")
+    out.write(b"\\n".join(values))
+c.close()
+sys.exit(0 if n == want else 1)
+"""
 
 
 def _check_count(spec: ClusterSpec, topic: str, want: int) -> None:
@@ -311,18 +352,22 @@ def render(sides: list[Side], figures: list[Figure], records: int, spec: Cluster
         "afterwards.", "",
         f"kcat runs on Debian's librdkafka {libs[0]}; kctl on the librdkafka {libs[1]} that confluent-kafka "
         "bundles. The last two columns run the same kcat on kctl's librdkafka (LD_LIBRARY_PATH), so that the two "
-        "sides differ only above librdkafka.", "",
+        "sides differ only above librdkafka. The Python floor is a script that does only the transfer with "
+        "confluent-kafka (same library and producer settings; no CLI, spec, identity check or options; "
+        "`FLOOR_PRODUCE`/`FLOOR_CONSUME` in kctl/bench/clients.py): the least any Python command can take.", "",
         "| operation | kctl | seconds | kcat | seconds | kctl / kcat | kcat on kctl's librdkafka, s | kctl / that |"
-        " target |",
-        "|---|---|---:|---|---:|---:|---:|---:|---|",
+        " Python floor, s | floor / kcat on kctl's librdkafka | target |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for sd in sides:
         kc = f"{sd.kcat_s:.3f}" if sd.kcat_s is not None else "(no kcat)"
         ratio = f"{sd.ratio:.2f}" if sd.ratio is not None else ""
         same = f"{sd.kcat_same_lib_s:.3f}" if sd.kcat_same_lib_s else ""
         same_ratio = f"{sd.kctl_s / sd.kcat_same_lib_s:.2f}" if sd.kcat_same_lib_s else ""
+        floor = f"{sd.floor_s:.3f}" if sd.floor_s else ""
+        floor_ratio = f"{sd.floor_s / sd.kcat_same_lib_s:.2f}" if sd.floor_s and sd.kcat_same_lib_s else ""
         lines.append(f"| {sd.operation} | `{sd.kctl_cmd}` | {sd.kctl_s:.3f} | `{sd.kcat_cmd}` | {kc} | {ratio} "
-                     f"| {same} | {same_ratio} | {TARGETS.get(sd.operation, '')} |")
+                     f"| {same} | {same_ratio} | {floor} | {floor_ratio} | {TARGETS.get(sd.operation, '')} |")
     lines += [
         "", "Reading the table: every kctl figure includes the start-up row (the Python interpreter and the CLI's "
         "imports), which kcat does not pay. For produce, the bundled librdkafka's idempotent producer waits about "
