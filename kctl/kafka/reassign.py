@@ -190,11 +190,12 @@ def status(spec: ClusterSpec, with_bytes: bool = True) -> ReassignStatus:
 
 def _throttled(spec: ClusterSpec) -> list[int]:
     """Brokers with a replication throttle rate set (a reassignment's throttle not yet removed)."""
-    from kctl.zk.znodes import connect
+    from kctl.zk.znodes import connect, guarded_reader
 
     out = []
     try:
-        with connect(spec) as zk:
+        # /config/brokers is the brokers' only on a secured cluster (dynamic configs may hold passwords)
+        with connect(spec, principal=guarded_reader(spec)) as zk:
             for b in zk.get_children("/config/brokers") if zk.exists("/config/brokers") else []:
                 raw, _ = zk.get(f"/config/brokers/{b}")
                 cfg = (json.loads(raw or b"{}").get("config") or {})
