@@ -218,8 +218,8 @@ def require_reconfigurable(spec: ClusterSpec) -> str | None:
     if ZK_SUPER_PRINCIPAL not in known:
         raise KctlError(f"cluster {spec.name!r} has no ZooKeeper super user yet (its secrets were made by an older"
                         " kctl): the ensemble cannot be changed at run time",
-                        hint="`kctl up` adds it (ZooKeeper's JAAS file and zoo.cfg superUser), then"
-                             " `kctl restart --rolling` so every ZooKeeper knows it")
+                        hint="`kctl up` adds it: it writes its password and ZooKeeper's JAAS file and makes the"
+                             " containers again (their zoo.cfg names it as superUser)")
     return principal
 
 
@@ -264,8 +264,7 @@ def reconfig(spec: ClusterSpec, add: list[Server], remove: list[int], *, force: 
             raise ClusterError(f"ZooKeeper refused the reconfig to {principal or 'an unauthenticated session'}:"
                                " not authorized on /zookeeper/config; nothing changed",
                                hint="a secured ensemble takes it from its super user (zoo.cfg superUser, the JAAS"
-                                    " Server section): a cluster rendered by an older kctl needs `kctl up` and"
-                                    " `kctl restart --rolling` first") from None
+                                    " Server section): containers made by an older kctl need `kctl up` first") from None
         except BadArgumentsError as exc:
             raise UsageError(f"ZooKeeper refused the change as bad arguments: {exc}; nothing changed") from None
         except ZookeeperError as exc:

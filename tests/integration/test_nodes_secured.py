@@ -16,6 +16,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -164,6 +165,7 @@ def test_node_add_reassign_apply_and_remove_on_a_secured_cluster(cluster: KafkaC
     assert "superUser" not in ps and "zkadmin" not in env and "zkadmin" not in ps
 
     # the new broker leads a partition that a fresh SASL_SSL client writes to and reads back
+    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
 
     from kctl.runtime.cluster import run_kafka_tool
@@ -191,6 +193,33 @@ def test_node_add_reassign_apply_and_remove_on_a_secured_cluster(cluster: KafkaC
     want = {f"{q['topic']}-{q['partition']}": q["replicas"] for q in plan["partitions"]}
     now = assignment(cluster)
     assert {k: now[k] for k in want} == want
+
+    # a throttled move seen while it runs (the throttle is in /config/brokers, the brokers' own znodes on a
+    # secured cluster), then cancelled by Kafka's tool
+    # (min.insync.replicas 1: with the cluster's 2, a partition of two replicas would stop the roll below)
+    run = run_kafka_tool(cluster.spec, "kafka-topics.sh", ["--create", "--topic", "slow", "--replica-assignment",
+                                                           "1:2", "--config", "min.insync.replicas=1"])
+    assert run.exit_code == 0, run.output
+    big = Producer({**cluster.client_config(), "acks": "all", "linger.ms": 20, "compression.type": "none"})
+    for _ in range(400):
+        big.produce("slow", value=uuid.uuid4().bytes * 640)
+        big.poll(0)
+    assert big.flush(60) == 0
+    (cluster.workdir / "slow.json").write_text(json.dumps(
+        {"version": 1, "partitions": [{"topic": "slow", "partition": 0, "replicas": [1, 4]}]}))
+    p = kctl(cluster, "reassign", "execute", "slow.json", "--throttle", "10KB/s")
+    assert p.returncode == 0, p.stderr
+    st = json.loads(kctl(cluster, "reassign", "status", "-o", "json").stdout)
+    assert [m["partition"] for m in st["moving"]] == ["slow-0"] and 4 in st["throttled_brokers"], st
+    p = kctl(cluster, "reassign", "cancel")
+    assert p.returncode == 0 and "cancelled the reassignment of 1 partition(s) (slow-0)" in p.stdout + p.stderr
+    for _ in range(30):
+        st = json.loads(kctl(cluster, "reassign", "status", "-o", "json").stdout)
+        if not st["moving"] and not st["throttled_brokers"]:
+            break
+        time.sleep(1)
+    assert st["moving"] == [] and st["throttled_brokers"] == [], st
+    assert assignment(cluster)["slow-0"] == [1, 2]
 
     # ----- kctl apply: a broker setting through kafka.overrides, set dynamically on all four brokers -----
     data = yaml.safe_load(cluster.spec_file.read_text())
