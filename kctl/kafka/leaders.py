@@ -12,6 +12,7 @@ from kctl.kafka.client import REQUEST_TIMEOUT, admin, error_code, kafka_error, r
 from kctl.spec import ClusterSpec
 
 ELECTION_TYPES = ("preferred", "unclean")
+ANSWER_MARGIN = 10.0  # seconds the election's future waits beyond the request timeout (socket.timeout.ms)
 
 
 @dataclass
@@ -57,11 +58,12 @@ def elect(spec: ClusterSpec, election: str = "preferred", topic: str | None = No
         # specifiers than keyword list entries"); socket.timeout.ms of admin() bounds the request instead.
         # The future waits past socket.timeout.ms, so that a request the broker leaves unanswered ends as
         # librdkafka's own timeout (a KafkaException) rather than this wait's.
-        answers = a.elect_leaders(kind, parts).result(timeout + 10)
+        answers = a.elect_leaders(kind, parts).result(timeout + ANSWER_MARGIN)
     except cf.TimeoutError:
         raise ClusterError(f"{election} leader election ({scope}): no answer from the controller in"
-                           f" {timeout + 10:.0f}s", hint="it may still be carried out: see `kctl status`; run"
-                                                         " `kctl elect-leaders` again") from None
+                           f" {timeout + ANSWER_MARGIN:.0f}s",
+                           hint="it may still be carried out: see `kctl status`; run `kctl elect-leaders` again"
+                           ) from None
     except KafkaException as exc:
         code, _msg = error_code(exc)
         if code == "ELECTION_NOT_NEEDED":
