@@ -120,6 +120,9 @@ def test_node_add_reassign_apply_and_remove_on_a_secured_cluster(cluster: KafkaC
             pytest.raises(NoAuthError):
         zk.reconfig(joining=None, leaving="3", new_members=None)
     assert conf_members(cluster) == {1: "participant", 2: "participant", 3: "participant"}
+    # `kctl zk reconfig` runs its checks on a secured cluster like on a plain one (no refusal of the profile)
+    p = kctl(cluster, "zk", "reconfig", "--add", "server.4=logger4:2888:3888:observer;2181")
+    assert p.returncode != 0 and "do not answer" in p.stderr, p.stderr
 
     # ----- node add ------------------------------------------------------------------------------------
     p = kctl(cluster, "node", "add", "--role", "observer")
