@@ -244,6 +244,14 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
             write(render(new_spec, state_dir), state_dir)
             rcl.carry_applied(spec, new_spec, state_dir, {host})  # `kctl up` leaves the other nodes alone
             steps.done("kctl.yaml and the rendered files list the new node", 0.0, f"{host} (id {nid}, {role})")
+            if new_spec.security.enabled:
+                # Before its container starts: the node's certificate (the cluster's CA), keystore, JAAS files
+                # and SCRAM bootstrap file, in the state dir it mounts.
+                from kctl.security import store
+
+                made = store.ensure(new_spec, state_dir)
+                steps.done("secrets of the new node written", 0.0,
+                           ", ".join(m for m in made if host in m) or "already there")
             t = time.monotonic()
             rcl.start_one(new_spec, state_dir, host)
             steps.done("container started", time.monotonic() - t, host)
@@ -286,6 +294,10 @@ def _undo_add(spec: ClusterSpec, spec_path: Path, state_dir: Path, text: str, ho
     _write_spec(spec_path, text)
     write(render(spec, state_dir), state_dir)
     shutil.rmtree(state_dir / host, ignore_errors=True)
+    if spec.security.enabled:
+        from kctl.security import store
+
+        store.forget_host(state_dir, host)
 
 
 # ----- remove ------------------------------------------------------------------------------------------
@@ -365,6 +377,10 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
         write(render(new_spec, state_dir), state_dir)
         rcl.carry_applied(spec, new_spec, state_dir, {host})  # `kctl up` leaves the other nodes alone
         shutil.rmtree(state_dir / host, ignore_errors=True)
+        if spec.security.enabled:
+            from kctl.security import store
+
+            store.forget_host(state_dir, host)  # its certificate, keystore and JAAS files
         steps.done("kctl.yaml and the rendered files updated; the node's directories removed", 0.0,
                    f"nodes {[n.id for n in new_spec.nodes]}")
         steps.wait("cluster healthy", _healthy(new_spec), timeout)

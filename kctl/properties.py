@@ -31,6 +31,8 @@ RECONFIG = "reconfigEnabled"
 DYNAMIC_CONFIG_FILE = "dynamicConfigFile"
 # zoo.cfg keys ZooKeeper does not know become system properties "zookeeper.<key>": this is zookeeper.skipACL.
 SKIP_ACL = "skipACL"
+# Likewise zookeeper.superUser (ZooKeeper 3.8's isSaslSuperUser reads it): the SASL principal with all rights.
+SUPER_USER = "superUser"
 ZOO_CFG_DYNAMIC = "zoo.cfg.dynamic"  # the ensemble's membership, next to zoo.cfg in the conf dir
 STANDALONE = "standaloneEnabled"
 QUORUM_LISTEN_ALL = "quorumListenOnAllIPs"
@@ -102,6 +104,10 @@ KEYSTORE_PASSWORD_KEY = "keystore.password"
 ZK_BROKER_PRINCIPAL = "kafka"
 ZK_KCTL_PRINCIPAL = "kctl"
 ZK_QUORUM_PRINCIPAL = "zkquorum"
+# ZooKeeper's super user on a secured cluster: the principal `kctl zk reconfig` (and `kctl node add|remove`)
+# log in as, since ZooKeeper checks a reconfig against the ACL of /zookeeper/config unless skipACL. Named
+# in zoo.cfg as superUser; its password only in the JAAS Server section and the state dir.
+ZK_SUPER_PRINCIPAL = "zkadmin"
 
 # Where things live inside the node image (the container contract).
 CONF_DIR, DATA_ROOT, LOG_ROOT = contract.CONF_DIR, contract.DATA_ROOT, contract.LOG_ROOT
@@ -185,9 +191,10 @@ def zoo_cfg(spec: ClusterSpec, node: NodeSpec) -> Props:
         # reconfig needs an authorized user unless skipACL (ZooKeeper's dynamic reconfiguration docs,
         # "Security"): kctl's znodes carry open ACLs (Kafka runs without zookeeper.set.acl) and ZooKeeper's
         # client port is published on 127.0.0.1 only, so skipACL lifts no protection the cluster relies on.
-        # The secured profile relies on znode ACLs: there skipACL stays off (and reconfig is refused).
+        # The secured profile relies on znode ACLs: there skipACL stays off, and reconfig is done as
+        # ZooKeeper's SASL super user (zookeeper_security: superUser).
         groups[RECONFIG] = True
-        if not spec.security.enabled:
+        if not zk_super_user(spec):
             groups[SKIP_ACL] = "yes"
         groups[DYNAMIC_CONFIG_FILE] = f"{CONF_DIR}/{ZOO_CFG_DYNAMIC}"
     if node.role is ZkRole.observer:
@@ -214,11 +221,18 @@ def zookeeper_security(spec: ClusterSpec) -> dict[str, Scalar]:
     if sec.zookeeper.sasl:
         out[AUTH_PROVIDER] = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
         if len(spec.nodes) > 1:
+            out[SUPER_USER] = ZK_SUPER_PRINCIPAL
             out.update({QUORUM_SASL: True, QUORUM_LEARNER_REQUIRE: True, QUORUM_SERVER_REQUIRE: True,
                         QUORUM_LEARNER_CONTEXT: "QuorumLearner", QUORUM_SERVER_CONTEXT: "QuorumServer"})
     if sec.zookeeper.enforce_auth:
         out.update({ENFORCE_AUTH: True, ENFORCE_AUTH_SCHEMES: "sasl"})
     return out
+
+
+def zk_super_user(spec: ClusterSpec) -> str | None:
+    """The ZooKeeper super user's principal (reconfig on a secured ensemble), or None: reconfig with skipACL."""
+    sec = spec.security
+    return ZK_SUPER_PRINCIPAL if sec.enabled and sec.zookeeper.sasl and len(spec.nodes) > 1 else None
 
 
 def dynamic_server_line(spec: ClusterSpec, node: NodeSpec) -> str:
@@ -367,8 +381,11 @@ def kafka_jaas(spec: ClusterSpec, passwords: Mapping[str, str]) -> list[JaasSect
 
 
 def zookeeper_jaas(spec: ClusterSpec, passwords: Mapping[str, str]) -> list[JaasSection]:
-    """ZooKeeper's JAAS file: Server (the brokers' and kctl's logins), QuorumServer and QuorumLearner."""
+    """ZooKeeper's JAAS file: Server (the brokers', kctl's and the super user's logins), QuorumServer and
+    QuorumLearner."""
     users = [_opt(f"user_{p}", passwords[p]) for p in (ZK_BROKER_PRINCIPAL, ZK_KCTL_PRINCIPAL)]
+    if zk_super_user(spec):
+        users.append(_opt(f"user_{ZK_SUPER_PRINCIPAL}", passwords[ZK_SUPER_PRINCIPAL]))
     out: list[JaasSection] = [("Server", DIGEST_MODULE, users)]
     if len(spec.nodes) > 1:
         out.append(("QuorumServer", DIGEST_MODULE, [_opt(f"user_{ZK_QUORUM_PRINCIPAL}",

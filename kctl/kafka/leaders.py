@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kctl.errors import KctlError, UsageError
+from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kafka.client import REQUEST_TIMEOUT, admin, error_code, kafka_error, require_topics
 from kctl.spec import ClusterSpec
 
 ELECTION_TYPES = ("preferred", "unclean")
+ANSWER_MARGIN = 10.0  # seconds the election's future waits beyond the request timeout (socket.timeout.ms)
 
 
 @dataclass
@@ -54,7 +56,14 @@ def elect(spec: ClusterSpec, election: str = "preferred", topic: str | None = No
     try:
         # No timeout keywords: confluent-kafka 2.16's C binding rejects every one of them ("more argument
         # specifiers than keyword list entries"); socket.timeout.ms of admin() bounds the request instead.
-        answers = a.elect_leaders(kind, parts).result(timeout)
+        # The future waits past socket.timeout.ms, so that a request the broker leaves unanswered ends as
+        # librdkafka's own timeout (a KafkaException) rather than this wait's.
+        answers = a.elect_leaders(kind, parts).result(timeout + ANSWER_MARGIN)
+    except cf.TimeoutError:
+        raise ClusterError(f"{election} leader election ({scope}): no answer from the controller in"
+                           f" {timeout + ANSWER_MARGIN:.0f}s",
+                           hint="it may still be carried out: see `kctl status`; run `kctl elect-leaders` again"
+                           ) from None
     except KafkaException as exc:
         code, _msg = error_code(exc)
         if code == "ELECTION_NOT_NEEDED":

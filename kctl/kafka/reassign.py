@@ -68,6 +68,7 @@ class ExecuteResult:
     verify: str = ""
     election: Any = None  # kctl.kafka.leaders.ElectionResult after --wait
     host: str = ""
+    warnings: list[str] = field(default_factory=list)
 
 
 # ----- the cluster's assignment ----------------------------------------------------------------------
@@ -190,11 +191,12 @@ def status(spec: ClusterSpec, with_bytes: bool = True) -> ReassignStatus:
 
 def _throttled(spec: ClusterSpec) -> list[int]:
     """Brokers with a replication throttle rate set (a reassignment's throttle not yet removed)."""
-    from kctl.zk.znodes import connect
+    from kctl.zk.znodes import connect, guarded_reader
 
     out = []
     try:
-        with connect(spec) as zk:
+        # /config/brokers is the brokers' only on a secured cluster (dynamic configs may hold passwords)
+        with connect(spec, principal=guarded_reader(spec)) as zk:
             for b in zk.get_children("/config/brokers") if zk.exists("/config/brokers") else []:
                 raw, _ = zk.get(f"/config/brokers/{b}")
                 cfg = (json.loads(raw or b"{}").get("config") or {})
@@ -253,8 +255,12 @@ def execute(spec: ClusterSpec, target: bal.Assignment, *, throttle: int | None =
         say("verified: every partition has its new replicas; the throttle is removed")
         from kctl.kafka import leaders
 
-        res.election = leaders.elect(spec)
-        say(f"preferred leader election: {len(res.election.elected)} leader(s) moved")
+        try:
+            res.election = leaders.elect(spec)
+            say(f"preferred leader election: {len(res.election.elected)} leader(s) moved")
+        except KctlError as exc:  # the move is done and verified; the leaders can be moved back later
+            res.warnings.append(f"{exc.message} ({exc.hint})" if exc.hint else exc.message)
+            say(f"warning: {res.warnings[-1]}")
     res.seconds = time.monotonic() - t0
     return res
 

@@ -100,8 +100,11 @@ def passwords(spec: ClusterSpec, state_dir: Path, *, create: bool = False) -> di
     except (OSError, ValueError) as exc:
         raise KctlError(f"cannot read {path}: {exc}", hint="its owner can read it (mode 0600)") from None
     wanted = [spec.security.admin_user, p.ZK_BROKER_PRINCIPAL, p.ZK_KCTL_PRINCIPAL, p.ZK_QUORUM_PRINCIPAL, KEYSTORE]
-    if create and any(k not in data for k in wanted):
-        data = {**{k: new_password() for k in wanted}, **data}
+    # ZooKeeper's super user came later: a state dir made before has none until `kctl up` adds it, and
+    # only the commands that need it (kctl zk reconfig, kctl node add|remove) ask for it.
+    made = [*wanted, p.ZK_SUPER_PRINCIPAL]
+    if create and any(k not in data for k in made):
+        data = {**{k: new_password() for k in made}, **data}
         write_secret(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
     elif any(k not in data for k in wanted):
         raise missing(spec, state_dir)
@@ -236,6 +239,18 @@ def ensure(spec: ClusterSpec, state_dir: Path) -> list[str]:
             if write_secret(d / name, data):
                 made.append(f"{host}/{name}")
     return made
+
+
+def forget_host(state_dir: Path, host: str) -> None:
+    """Remove one container's secrets (its directory, certificate and key): a node taken out of the cluster."""
+    import shutil
+
+    root = secrets_dir(state_dir)
+    if host in ("", ".", "..", USERS, "certs") or "/" in host:
+        return
+    shutil.rmtree(root / host, ignore_errors=True)
+    for suffix in (".pem", ".key"):
+        (root / "certs" / f"{host}{suffix}").unlink(missing_ok=True)
 
 
 def _signed_by(cert_pem: bytes, ca_pem: bytes) -> bool:

@@ -1,14 +1,15 @@
 """ZooKeeper dynamic reconfiguration (3.5+): read the ensemble's config, add or remove a server.
 
-The ensemble's membership is the ``/zookeeper/config`` znode (what ``config`` in
-zkCli prints): ``server.N=host:peer:election:role;clientPort`` lines and a
-``version``. A reconfig goes through kazoo's ``reconfig`` (incremental: joining /
-leaving). kctl renders ``reconfigEnabled=true``, a dynamic config file and
-``skipACL=yes`` (see :mod:`kctl.properties`), which is what ZooKeeper's reconfig
-needs. Before asking, kctl checks what ZooKeeper would accept anyway (the new
-config must keep a quorum of live participants) and what it would not warn
-about: an even participant count tolerates no more failures than one fewer, so it
-needs ``force``. The parsing and the checks are pure (:func:`check`).
+The ensemble's membership is the ``/zookeeper/config`` znode (what ``config`` in zkCli prints):
+``server.N=host:peer:election:role;clientPort`` lines and a ``version``. A reconfig goes through
+kazoo's ``reconfig`` (incremental: joining / leaving). kctl renders ``reconfigEnabled=true`` and a
+dynamic config file (see :mod:`kctl.properties`); ZooKeeper checks a reconfig against the ACL of
+``/zookeeper/config``, so a plain cluster runs with ``skipACL=yes`` and a secured one names a SASL
+super user (``superUser=zkadmin`` in zoo.cfg, its password in the JAAS Server section and the state
+dir) that the reconfig logs in as. Before asking, kctl checks what ZooKeeper would accept anyway
+(the new config must keep a quorum of live participants) and what it would not warn about: an even
+participant count tolerates no more failures than one fewer, so it needs ``force``. The parsing and
+the checks are pure (:func:`check`).
 """
 
 from __future__ import annotations
@@ -196,12 +197,30 @@ def live_servers(spec: ClusterSpec, extra: Mapping[int, tuple[str, int]] | None 
     return sorted(out)
 
 
-def require_reconfigurable(spec: ClusterSpec) -> None:
-    """Dynamic reconfiguration runs with skipACL, which the secured profile keeps off (its znodes rely on ACLs)."""
-    if spec.security.enabled:
-        raise KctlError("the ensemble of a secured cluster cannot be changed at run time yet: ZooKeeper's "
-                        "reconfig needs skipACL or a ZooKeeper super user, and the secured profile has neither",
-                        hint="change the nodes in kctl.yaml and run `kctl apply` (a rolling restart) instead")
+def require_reconfigurable(spec: ClusterSpec) -> str | None:
+    """The ZooKeeper principal a reconfig logs in as: None (skipACL, plain clusters) or, on a secured
+    ensemble, ZooKeeper's super user (zoo.cfg superUser), whose password must be in the state dir."""
+    from kctl.properties import ZK_SUPER_PRINCIPAL, zk_super_user
+
+    principal = zk_super_user(spec)
+    if principal is None:
+        return None
+    import json
+
+    from kctl.security import store
+
+    sd = store.state_dir_of(spec)
+    store.passwords(spec, sd)  # the state dir's secrets at all (a clear error when there are none)
+    try:
+        known = json.loads((store.secrets_dir(sd) / store.PASSWORDS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    if ZK_SUPER_PRINCIPAL not in known:
+        raise KctlError(f"cluster {spec.name!r} has no ZooKeeper super user yet (its secrets were made by an older"
+                        " kctl): the ensemble cannot be changed at run time",
+                        hint="`kctl up` adds it: it writes its password and ZooKeeper's JAAS file and makes the"
+                             " containers again (their zoo.cfg names it as superUser)")
+    return principal
 
 
 def reconfig(spec: ClusterSpec, add: list[Server], remove: list[int], *, force: bool = False,
@@ -211,19 +230,20 @@ def reconfig(spec: ClusterSpec, add: list[Server], remove: list[int], *, force: 
         BadArgumentsError,
         ConnectionLoss,
         NewConfigNoQuorumError,
+        NoAuthError,
         ReconfigInProcessError,
         ZookeeperError,
     )
 
     from kctl.zk.znodes import connect
 
-    require_reconfigurable(spec)
+    principal = require_reconfigurable(spec)
     before = read_config(spec)
     after, warnings = check(before, add, remove, live if live is not None else live_servers(spec), force)
     # Ask a server that stays: a leaving one drops its clients as the change commits.
     stay = [n for n in spec.nodes if n.id not in remove and n.id not in {s.id for s in add}]
     hosts = ",".join(f"127.0.0.1:{spec.zk_host_port(n)}" for n in stay)
-    with connect(spec, timeout=5.0, chroot=False, hosts=hosts) as zk:
+    with connect(spec, timeout=5.0, chroot=False, hosts=hosts, principal=principal) as zk:
         try:
             data, _ = zk.reconfig(joining=",".join(s.line for s in add) or None,
                                   leaving=",".join(map(str, remove)) or None, new_members=None)
@@ -240,12 +260,17 @@ def reconfig(spec: ClusterSpec, add: list[Server], remove: list[int], *, force: 
         except ReconfigInProcessError:
             raise ClusterError("another reconfiguration is in progress; nothing changed",
                                hint="try again in a moment (`kctl zk config`)") from None
+        except NoAuthError:
+            raise ClusterError(f"ZooKeeper refused the reconfig to {principal or 'an unauthenticated session'}:"
+                               " not authorized on /zookeeper/config; nothing changed",
+                               hint="a secured ensemble takes it from its super user (zoo.cfg superUser, the JAAS"
+                                    " Server section): containers made by an older kctl need `kctl up` first") from None
         except BadArgumentsError as exc:
             raise UsageError(f"ZooKeeper refused the change as bad arguments: {exc}; nothing changed") from None
         except ZookeeperError as exc:
             raise ClusterError(f"ZooKeeper refused the reconfig: {type(exc).__name__} {exc}".rstrip(),
-                               hint="reconfig needs reconfigEnabled=true and skipACL=yes, which `kctl render`"
-                                    " writes; a cluster rendered by an older kctl needs `kctl restart --rolling`"
-                                    " first") from None
+                               hint="reconfig needs reconfigEnabled=true and skipACL=yes (secured: superUser),"
+                                    " which `kctl render` writes; a cluster rendered by an older kctl needs"
+                                    " `kctl restart --rolling` first") from None
     result_cfg = parse_config((data or b"").decode("utf-8", "replace"))
     return ReconfigResult([s.line for s in add], list(remove), before, result_cfg, warnings)

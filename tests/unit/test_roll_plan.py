@@ -172,6 +172,23 @@ def test_election_answer_sorted_into_moved_not_needed_and_failed(monkeypatch: py
         leaders.elect(ClusterSpec(), "random")
 
 
+def test_an_election_without_answer_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import Future
+
+    from kctl.errors import ClusterError
+    from kctl.kafka import leaders
+
+    class SilentAdmin:
+        def elect_leaders(self, kind: object, partitions: object) -> Future[dict[object, object]]:
+            return Future()  # never answered
+
+    monkeypatch.setattr(leaders, "admin", lambda *_a, **_k: SilentAdmin())
+    monkeypatch.setattr(leaders, "ANSWER_MARGIN", 0.2)
+    with pytest.raises(ClusterError, match="no answer from the controller in 0s") as ei:
+        leaders.elect(ClusterSpec(), "preferred", timeout=0.1)
+    assert "kctl elect-leaders" in (ei.value.hint or "")
+
+
 # ----- the executor's failure path, with the cluster faked ------------------------------------------------
 
 

@@ -20,7 +20,8 @@ from kctl.spec import parse_spec
 
 GOLDEN = Path(__file__).parent / "golden" / "secure-secrets"
 SECURE: dict[str, Any] = {"security": {"enabled": True}}
-FIXED = {"admin": "admin-pw", "kafka": "kafka-pw", "kctl": "kctl-pw", "zkquorum": "quorum-pw", "keystore": "ks-pw"}
+FIXED = {"admin": "admin-pw", "kafka": "kafka-pw", "kctl": "kctl-pw", "zkquorum": "quorum-pw", "zkadmin": "super-pw",
+         "keystore": "ks-pw"}
 
 
 def test_security_is_off_by_default_and_on_with_its_defaults() -> None:
@@ -230,3 +231,70 @@ def test_stream_job_takes_the_security_settings_from_the_spec_at_run_time(tmp_pa
     assert opts["ssl.truststore.location"].endswith("secrets/ca.pem")
     assert "password" not in cfg.to_json()  # the config file names the spec; the password stays in secrets/
     assert JobConfig("b", ["t"], "o", "c").kafka_security() == {}
+
+
+def test_zookeeper_super_user_for_reconfig_named_in_zoo_cfg_not_in_any_argument() -> None:
+    spec, _ = parse_spec(SECURE)
+    cfg = properties.zoo_cfg(spec, spec.nodes[0])
+    # ZooKeeper turns the unknown zoo.cfg key into the zookeeper.superUser system property: no JVM flag
+    assert cfg["superUser"] == "zkadmin" and "skipACL" not in cfg and cfg["reconfigEnabled"] == "true"
+    assert "superUser" not in properties.jvm_options(spec, "zookeeper")
+    server = next(opts for name, _m, opts in properties.zookeeper_jaas(spec, FIXED) if name == "Server")
+    assert 'user_zkadmin="super-pw"' in server and 'user_kctl="kctl-pw"' in server
+    plain, _ = parse_spec({})
+    assert properties.zoo_cfg(plain, plain.nodes[0])["skipACL"] == "yes" and "superUser" not in \
+        properties.zoo_cfg(plain, plain.nodes[0])
+    single, _ = parse_spec({**SECURE, "nodes": [{"id": 1, "hostname": "logger1"}],
+                            "kafka": {"default_replication_factor": 1, "offsets_topic_replication_factor": 1,
+                                      "transaction_state_log_replication_factor": 1,
+                                      "min_insync_replicas": 1}})
+    assert "superUser" not in properties.zoo_cfg(single, single.nodes[0])  # standalone: no reconfig
+
+
+def test_reconfig_logs_in_as_the_super_user_and_needs_its_password(tmp_path: Path) -> None:
+    import json
+
+    from kctl.errors import KctlError
+    from kctl.zk import reconfig
+
+    spec, _ = parse_spec({**SECURE, "state_dir": str(tmp_path)})
+    store.ensure(spec, tmp_path)
+    assert reconfig.require_reconfigurable(spec) == "zkadmin"
+    pw = store.passwords(spec, tmp_path)
+    assert pw["zkadmin"] not in {pw["kctl"], pw["kafka"]}
+    # A state dir made before the super user existed: every other command still reads its passwords,
+    # a reconfig says what to do.
+    path = store.secrets_dir(tmp_path) / store.PASSWORDS
+    path.write_text(json.dumps({k: v for k, v in pw.items() if k != "zkadmin"}))
+    assert store.passwords(spec, tmp_path)["admin"] == pw["admin"]
+    with pytest.raises(KctlError) as ei:
+        reconfig.require_reconfigurable(spec)
+    assert "no ZooKeeper super user" in ei.value.message and "kctl up" in (ei.value.hint or "")
+    # `kctl up` adds it and keeps the others
+    store.ensure(spec, tmp_path)
+    again = store.passwords(spec, tmp_path)
+    assert again["admin"] == pw["admin"] and again["zkadmin"] and again["zkadmin"] != pw["zkadmin"]
+
+
+def test_node_secrets_made_for_a_new_node_and_forgotten_with_it(tmp_path: Path) -> None:
+    from cryptography import x509
+
+    nodes = [{"id": i, "hostname": f"logger{i}"} for i in (1, 2, 3)]
+    spec, _ = parse_spec({**SECURE, "nodes": nodes})
+    store.ensure(spec, tmp_path)
+    root = store.secrets_dir(tmp_path)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    bigger, _ = parse_spec({**SECURE, "nodes": [*nodes, {"id": 4, "hostname": "logger4"}]})
+    made = store.ensure(bigger, tmp_path)
+    assert "certificate of logger4" in made and all("logger4" in m for m in made), made
+    assert {p: p.read_bytes() for p in before} == before  # the other nodes' files untouched
+    cert = x509.load_pem_x509_certificate((root / "certs" / "logger4.pem").read_bytes())
+    assert cert.issuer == x509.load_pem_x509_certificate((root / "ca.pem").read_bytes()).subject
+    assert set(pki.cert_sans((root / "certs" / "logger4.pem").read_bytes())) == {"logger4", "localhost", "127.0.0.1"}
+    for name in ("keystore.p12", "kafka.jaas", "zookeeper.jaas", "admin-client.properties",
+                 "scram-bootstrap.properties", "ca.pem"):
+        f = root / "logger4" / name
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, name
+    store.forget_host(tmp_path, "logger4")
+    assert not (root / "logger4").exists() and not list((root / "certs").glob("logger4.*"))
+    assert {p for p in root.rglob("*") if p.is_file()} == set(before)
