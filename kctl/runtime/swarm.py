@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kctl import contract
 from kctl.errors import DockerUnavailable, KctlError
 from kctl.runtime import engine as api
-from kctl.runtime.engines import Engine, Progress, run_docker
+from kctl.runtime.engines import Engine, Progress, check_engine, run_docker
 from kctl.spec import ClusterSpec
 from kctl.spec import Engine as EngineKind
 
@@ -239,7 +239,9 @@ class SwarmEngine(Engine):
     def containers(self, spec: ClusterSpec, dc: Any | None = None) -> list[ContainerInfo]:
         from kctl.runtime import compose
 
-        return _dedupe(compose.containers(spec, dc), lambda c: c.name, lambda c: c.state == "running")
+        found = compose.containers(spec, dc)
+        check_engine(spec, [(c.name, c.engine) for c in found])
+        return _dedupe(found, lambda c: c.name, lambda c: c.state == "running")
 
     def observe(self, spec: ClusterSpec, timeout: float = 5.0) -> list[api.Container]:
         local = api.containers(spec.name, timeout=timeout)
@@ -279,6 +281,7 @@ class SwarmEngine(Engine):
                 cluster=spec.name,
                 state_dir=api.state_dir_of(labels),
                 remote=True,
+                engine=EngineKind.swarm.value,
             ))
         return out
 
