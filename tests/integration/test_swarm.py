@@ -276,6 +276,51 @@ def test_swarm_life(swarm_engine: bool, tmp_path: Path) -> None:
         assert _tasks(name) == tasks
         assert sorted(_stack_objects(name)["services"]) == [f"kctl-{name}_logger{i}" for i in (1, 2, 3)]
 
+        # apply of a file change on one node: its files reach it in a new task (one at a time through the roll's
+        # gates), the other services' tasks untouched.
+        data = yaml.safe_load(spec_file.read_text())
+        data["nodes"][2]["overrides"] = {"zookeeper": {"maxClientCnxns": 61}}
+        spec_file.write_text(yaml.safe_dump(data))
+        p = kctl(spec_file, "apply", "--yes", "--timeout", "180", timeout=600)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "logger3" in p.stderr and "new task" in p.stderr, p.stderr
+        after = _tasks(name)
+        assert after[f"kctl-{name}_logger3"] != tasks[f"kctl-{name}_logger3"]
+        assert {k: v for k, v in after.items() if not k.endswith("logger3")} == \
+            {k: v for k, v in tasks.items() if not k.endswith("logger3")}
+        logger3 = docker.from_env().containers.get(after[f"kctl-{name}_logger3"])
+        assert b"maxClientCnxns=61" in logger3.exec_run(["cat", "/etc/kctl/zoo.cfg"]).output
+        p = kctl(spec_file, "apply", "--dry-run")
+        assert p.returncode == 0 and "nothing to apply" in p.stdout + p.stderr, p.stdout + p.stderr
+        tasks = after
+
+        # node add: one more service deployed into the stack (ZooKeeper reconfigured in as an observer, its broker
+        # registered), the other services' tasks untouched; node remove takes it out again, the same way.
+        started = {c.labels["io.kctl.service"]: (c.id, c.attrs["State"]["StartedAt"]) for c in
+                   docker.from_env().containers.list(filters={"label": f"io.kctl.cluster={name}"})}
+        assert sorted(started) == ["logger1", "logger2", "logger3"]
+        p = kctl(spec_file, "node", "add", "--role", "observer", "--timeout", "180", "-o", "json", timeout=500)
+        assert p.returncode == 0, p.stdout + p.stderr
+        added = json.loads(p.stdout)
+        assert added["node_id"] == 4 and added["host"] == "logger4", added
+        assert sorted(_stack_objects(name)["services"]) == [f"kctl-{name}_logger{i}" for i in (1, 2, 3, 4)]
+        after = _tasks(name)
+        assert len(after) == 4 and {k: v for k, v in after.items() if k in tasks} == tasks, (after, tasks)
+        now = {c.labels["io.kctl.service"]: (c.id, c.attrs["State"]["StartedAt"]) for c in
+               docker.from_env().containers.list(filters={"label": f"io.kctl.cluster={name}"})}
+        assert {h: now[h] for h in started} == started  # the stack update restarted none of the others
+        st = json.loads(kctl(spec_file, "status", "--wait", "60", "-o", "json").stdout)
+        assert st["health"] == "healthy" and st["brokers_registered"] == 4, st
+        zk = kctl(spec_file, "zk", "config", "-o", "json")
+        assert zk.returncode == 0 and "observer" in zk.stdout, zk.stdout + zk.stderr
+        p = kctl(spec_file, "node", "remove", "logger4", "--yes", "-o", "json", timeout=500)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert sorted(_stack_objects(name)["services"]) == [f"kctl-{name}_logger{i}" for i in (1, 2, 3)]
+        assert not [v for v in _stack_objects(name)["volumes"] if "logger4" in v]
+        assert _tasks(name) == tasks
+        st = json.loads(kctl(spec_file, "status", "--wait", "60", "-o", "json").stdout)
+        assert st["health"] == "healthy" and st["brokers_registered"] == 3, st
+
         p = kctl(spec_file, "logs", "logger1", "--service", "zookeeper", "-n", "5")
         assert p.returncode == 0 and p.stdout.strip(), p.stderr
 
