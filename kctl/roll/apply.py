@@ -219,7 +219,9 @@ def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:
     from kctl.runtime import engines
 
     rendered = render(spec, state_dir)
-    labels = {c.name: c.config_hash for c in engines.observe(spec)}
+    seen = engines.observe(spec)
+    engines.check_engine(spec, [(c.name, c.engine) for c in seen])  # WrongEngine before anything is planned
+    labels = {c.name: c.config_hash for c in seen}
     from kctl.runtime.cluster import applied_hashes
 
     recorded = applied_hashes(state_dir)

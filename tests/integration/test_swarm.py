@@ -127,7 +127,7 @@ def _refused(p: subprocess.CompletedProcess[str], *words: str) -> None:
 
 def test_a_swarm_kctl_yaml_never_touches_a_compose_cluster(kafka_cluster: Any) -> None:
     """The reverse of the engine check in test_swarm_life: the session's Compose cluster, named by a kctl.yaml
-    (next to its own, so the same state dir) that says engine swarm: down and a drill are refused."""
+    (next to its own, so the same state dir) that says engine swarm: down, a drill and apply are refused."""
     data = yaml.safe_load(kafka_cluster.spec_file.read_text())
     data["engine"] = "swarm"
     other = kafka_cluster.spec_file.parent / "kctl-swarm.yaml"
@@ -137,6 +137,7 @@ def test_a_swarm_kctl_yaml_never_touches_a_compose_cluster(kafka_cluster: Any) -
             filters={"label": f"io.kctl.cluster={data['name']}"})}
         _refused(kctl(other, "down"), "runs on engine compose", "says engine swarm", "nothing was changed")
         _refused(kctl(other, "drill", "run", "leader-kill", *DRILL_SHORT), "runs on engine compose")
+        _refused(kctl(other, "apply", "--yes"), "runs on engine compose")
         after = {c.name: (c.id, c.attrs["State"]["StartedAt"]) for c in docker.from_env().containers.list(
             filters={"label": f"io.kctl.cluster={data['name']}"})}
         assert after == before and len(after) == 3
@@ -273,6 +274,7 @@ def test_swarm_life(swarm_engine: bool, tmp_path: Path) -> None:
         _refused(kctl(as_compose, "down"), "runs on engine swarm", "says engine compose", "nothing was changed")
         _refused(kctl(as_compose, "drill", "run", "leader-kill", *DRILL_SHORT), "runs on engine swarm")
         _refused(kctl(as_compose, "restart", "logger1", "--yes"), "runs on engine swarm")
+        _refused(kctl(as_compose, "apply", "--yes"), "runs on engine swarm")
         assert _tasks(name) == tasks
         assert sorted(_stack_objects(name)["services"]) == [f"kctl-{name}_logger{i}" for i in (1, 2, 3)]
 
