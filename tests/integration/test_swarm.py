@@ -336,3 +336,67 @@ def test_swarm_life(swarm_engine: bool, tmp_path: Path) -> None:
             kctl(spec_file, "down", "--volumes", timeout=400)
         if made_swarm:
             _leave()
+
+
+@pytest.mark.long
+def test_swarm_node_container_killed_and_replaced(swarm_engine: bool, tmp_path: Path) -> None:
+    """The fault injectors' node-level faults on a Swarm stack (its own, `make test-long`): a node's container
+    stopped is refused before anything is done; a node's container killed under acks=all load is replaced by
+    Swarm (a new task), the heal waits for it, and every acknowledged record is read back."""
+    from confluent_kafka import Producer
+
+    from kctl.errors import KctlError
+    from kctl.runtime.faults import Faults
+    from kctl.spec import load_spec
+
+    name = f"sk{uuid.uuid4().hex[:6]}"
+    ports = free_ports(6)
+    spec_file = _write_spec(tmp_path, name, ports, engine="swarm")
+    try:
+        if swarm_engine:
+            _init()
+        p = kctl(spec_file, "up", "--timeout", "240", timeout=400)
+        assert p.returncode == 0, p.stdout + p.stderr
+        bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports[3:])
+        p = kctl(spec_file, "topic", "create", "kill", "--partitions", "3", "--replication-factor", "3",
+                 "--config", "min.insync.replicas=2")
+        assert p.returncode == 0, p.stderr
+        tasks = _tasks(name)
+        faults = Faults(load_spec(spec_file)[0])
+        with pytest.raises(KctlError, match="cannot stay stopped"):
+            faults.stop("logger2", "node")
+        assert _tasks(name) == tasks and faults.pending == {}
+
+        acked: list[int] = []
+        prod = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": 120000})
+
+        def send(lo: int, hi: int) -> None:
+            for i in range(lo, hi):
+                prod.produce("kill", str(i).encode(),
+                             on_delivery=lambda err, msg: None if err else acked.append(int(msg.value())))
+                prod.poll(0)
+                time.sleep(0.005)
+
+        with faults:
+            send(0, 300)
+            faults.kill("logger2", "node")
+            send(300, 600)
+            faults.heal()  # waits for Swarm's new task
+        assert prod.flush(120) == 0
+        after = _tasks(name)
+        assert after[f"kctl-{name}_logger2"] != tasks[f"kctl-{name}_logger2"]
+        assert {k: v for k, v in after.items() if not k.endswith("logger2")} == \
+            {k: v for k, v in tasks.items() if not k.endswith("logger2")}
+        st = json.loads(kctl(spec_file, "status", "--wait", "120", "-o", "json").stdout)
+        assert st["health"] == "healthy", st
+        values = _read_values(bootstrap, "kill")
+        assert set(acked) <= set(values) and len(acked) >= 500, (len(acked), len(set(acked) - set(values)))
+        assert faults.restore() == []
+        p = kctl(spec_file, "down", "--volumes", timeout=400)
+        assert p.returncode == 0, p.stderr
+    finally:
+        if _stack_objects(name)["services"] or _stack_objects(name)["containers"]:
+            kctl(spec_file, "down", "--volumes", timeout=400)
+        if swarm_engine:
+            _leave()
