@@ -132,11 +132,13 @@ def _here(spec: ClusterSpec, state_dir: Path, cluster_id: str | None = None) -> 
 
 def check_containers(spec: ClusterSpec, state_dir: Path) -> list[engine.Container]:
     """This cluster's containers; ForeignCluster when some of them belong to another state dir
-    (the same ``name`` used in two directories maps to one Compose project)."""
+    (the same ``name`` used in two directories maps to one Compose project), WrongEngine when the other
+    engine made them (a Compose command never touches a Swarm stack, nor the reverse)."""
     from kctl.runtime import engines
 
     found = engines.observe(spec)
     check_state_dirs(spec, state_dir, [(c.name, c.state_dir) for c in found])
+    engines.check_engine(spec, [(c.name, c.engine) for c in found])
     return found
 
 

@@ -279,6 +279,11 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
         f"broker {nid} holds no data yet: `kctl reassign plan --brokers {others}` then"
         " `kctl reassign execute plan.json --wait`; the other nodes' rendered files now list it"
         " (zookeeper.connect, the ensemble) and take effect at their next restart")
+    from kctl.runtime import engines
+
+    if not engines.for_spec(new_spec).files_reach_a_restart:
+        change.next += (" (engine swarm: they reach the other services at the next `kctl up`, which makes"
+                        " their tasks again; the running ensemble already has the node)")
     change.seconds = time.monotonic() - t0
     return change
 

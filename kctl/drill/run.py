@@ -312,6 +312,8 @@ def run(spec: ClusterSpec, state_dir: Path, scenario: str, *, duration: float = 
     if acks not in ("all", "-1", "1"):
         raise DrillNotRun(f"--acks {acks!r}: all or 1", hint="acks=0 has no acknowledgement to check")
     sc = validate(scenario, rate, duration, bounces, hold)
+    # The containers the faults act on (WrongEngine when the other engine made them): before anything is done.
+    Faults(spec, state_dir=state_dir).containers()
     pre_check_cluster(spec)
     brokers = len(health.status(spec).registered_ids)
     own_topic = topic is None

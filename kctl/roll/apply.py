@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -137,6 +138,23 @@ def plan_apply(cluster: str, observed: list[NodeObs], *, changed_files: Mapping[
     return plan
 
 
+def by_new_tasks(spec: ClusterSpec, plan: ApplyPlan) -> ApplyPlan:
+    """Engine swarm (pure): a node's files reach it only in a new task (they are Swarm configs, which a process
+    restart does not replace), so every container host with a changed file or a restart is made again instead,
+    one at a time through the roll's gates; dynamic changes stay dynamic (applied first, as on Compose)."""
+    hosts = services_of(spec)
+    again = {h: list(w) for h, w in plan.recreate.items()}
+    for f in plan.files:
+        host = f.partition("/")[0]
+        if any(h == host for h, _n, _s in hosts):
+            again.setdefault(host, []).append(f"{f} changed (engine swarm: delivered by a new task)")
+    for r in plan.restarts:
+        for h, node, services in hosts:
+            if node.hostname == r.node and r.service in services:
+                again.setdefault(h, []).append(f"{r.service}: " + "; ".join(r.reasons))
+    return dataclasses.replace(plan, restarts=[], recreate={h: again[h] for h, _n, _s in hosts if h in again})
+
+
 # ----- observing -------------------------------------------------------------------------------------
 
 
@@ -201,7 +219,9 @@ def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:
     from kctl.runtime import engines
 
     rendered = render(spec, state_dir)
-    labels = {c.name: c.config_hash for c in engines.observe(spec)}
+    seen = engines.observe(spec)
+    engines.check_engine(spec, [(c.name, c.engine) for c in seen])  # WrongEngine before anything is planned
+    labels = {c.name: c.config_hash for c in seen}
     from kctl.runtime.cluster import applied_hashes
 
     recorded = applied_hashes(state_dir)
@@ -216,9 +236,12 @@ def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:
     except FileNotFoundError:
         old_compose = None
     observed = drift.gather(spec, state_dir)
-    return plan_apply(spec.name, observed, changed_files=_disk_files(state_dir, rendered.files), hashes=hashes,
-                      recreate=recreate_needed(old_compose, rendered.files[COMPOSE_FILE]),
-                      broker_ids={n.hostname: n.id for n in spec.nodes}, update_mode=update_mode), rendered
+    the_plan = plan_apply(spec.name, observed, changed_files=_disk_files(state_dir, rendered.files), hashes=hashes,
+                          recreate=recreate_needed(old_compose, rendered.files[COMPOSE_FILE]),
+                          broker_ids={n.hostname: n.id for n in spec.nodes}, update_mode=update_mode)
+    if not engines.for_spec(spec).files_reach_a_restart:
+        the_plan = by_new_tasks(spec, the_plan)
+    return the_plan, rendered
 
 
 def phases(spec: ClusterSpec, plan: ApplyPlan) -> list[tuple[str, list[str], tuple[str, ...]]]:
@@ -253,15 +276,7 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
     started = time.monotonic()
     with run.roll_lock(state_dir, "kctl apply"):
         the_plan, rendered = plan(spec, state_dir)
-        from kctl.runtime import engines
 
-        eng = engines.for_spec(spec)
-        if not eng.files_reach_a_restart and (the_plan.files or the_plan.restarts or the_plan.recreate):
-            raise KctlError(f"apply refused, nothing was changed: on engine {eng.kind} the changed files"
-                            f" ({', '.join(the_plan.files) or 'container settings'}) reach the nodes only"
-                            " through a deploy, not a restart",
-                            hint="`kctl up` deploys them (Swarm replaces one service at a time, stop-first);"
-                                 " a change of dynamic broker configs alone applies without it")
         if the_plan.dynamic:
             from kctl.kafka.client import require_reachable
 

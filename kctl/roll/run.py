@@ -359,6 +359,9 @@ def roll(spec: ClusterSpec, state_dir: Path, *, service: str | None = None, node
     say = progress or (lambda _m: None)
     started = time.monotonic()
     with roll_lock(state_dir) if lock else contextlib.nullcontext(state_dir):
+        from kctl.runtime import engines
+
+        engines.containers(spec)  # WrongEngine (nothing touched) when the other engine made the containers
         the_plan = plan(spec, service, nodes or [], recreate)
         result = RollResult(the_plan)
         runner = _Runner(spec, result, gate_timeout, poll, say, state_dir)

@@ -14,6 +14,7 @@ from typing import Any
 
 from kctl.contract import LABEL_CLUSTER, LABEL_HASH, LABEL_NODE, LABEL_SERVICE, LABEL_SERVICES
 from kctl.errors import DockerUnavailable, KctlError
+from kctl.runtime.engine import engine_of
 from kctl.spec import ClusterSpec
 
 ENGINE_HINT = "is dockerd running? start it (`dockerd &` as root) or run `make setup`; `kctl doctor` checks"
@@ -44,6 +45,7 @@ class ContainerInfo:
     health: str | None  # healthy, unhealthy, starting or None
     config_hash: str | None
     ports: dict[str, Any]
+    engine: str = "compose"  # which engine made it: compose, or swarm (a stack's task)
 
 
 def _info(c: Any) -> ContainerInfo:
@@ -61,6 +63,7 @@ def _info(c: Any) -> ContainerInfo:
         health=health,
         config_hash=labels.get(LABEL_HASH),
         ports=(attrs.get("NetworkSettings") or {}).get("Ports") or {},
+        engine=engine_of(labels),
     )
 
 
@@ -138,8 +141,13 @@ def exec_in(spec: ClusterSpec, name: str, argv: list[str], user: str | None = No
     ``stderr=False`` keeps only stdout: a JVM tool's log lines on stderr would otherwise interleave
     with the table that a caller parses.
     """
+    from kctl.runtime.engines import check_engine
+
     dc = dc or client()
-    found = [c for c in containers(spec, dc) if c.name == name]
+    every = containers(spec, dc)
+    check_engine(spec, [(c.name, c.engine) for c in every])  # never a command in the other engine's containers
+    # engine swarm: the current task's container first (earlier tasks' exited ones stay behind it)
+    found = sorted((c for c in every if c.name == name), key=lambda c: c.state != "running")
     if not found:
         raise KctlError(f"no container {name!r} in cluster {spec.name}", hint="is it up? see `kctl status`")
     if found[0].state != "running":

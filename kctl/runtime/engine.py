@@ -22,7 +22,9 @@ from kctl.contract import (
     LABEL_NODE,
     LABEL_SERVICE,
     LABEL_SERVICES,
+    LABEL_STACK_NAMESPACE,
     LABEL_STATE_DIR,
+    LABEL_SWARM_SERVICE_NAME,
 )
 from kctl.errors import DockerUnavailable
 
@@ -91,12 +93,18 @@ class Container:
     state_dir: str | None = None  # the absolute state dir it belongs to (None: not known)
     host_ports: tuple[int, ...] = ()
     remote: bool = False  # engine swarm: a task on another Swarm node (its state from the Swarm, no process table)
+    engine: str = "compose"  # which engine made it: compose, or swarm (a stack's task)
 
 
 def state_dir_of(labels: dict[str, str]) -> str | None:
     """The state dir a container belongs to: kctl's label, else the Compose project's working dir
     (kctl runs Compose in the state dir, so both name the same directory)."""
     return labels.get(LABEL_STATE_DIR) or labels.get(LABEL_COMPOSE_WORKING_DIR) or None
+
+
+def engine_of(labels: dict[str, str]) -> str:
+    """``swarm`` for a container of a Swarm stack's task (Swarm's labels), else ``compose``."""
+    return "swarm" if labels.get(LABEL_STACK_NAMESPACE) or labels.get(LABEL_SWARM_SERVICE_NAME) else "compose"
 
 
 def _health(status: str) -> str | None:
@@ -131,6 +139,7 @@ def containers(cluster: str | None, timeout: float = 5.0) -> list[Container]:
             cluster=labels.get(LABEL_CLUSTER, ""),
             state_dir=state_dir_of(labels),
             host_ports=tuple(sorted({int(p["PublicPort"]) for p in c.get("Ports") or [] if p.get("PublicPort")})),
+            engine=engine_of(labels),
         ))
     return sorted(out, key=lambda i: i.name)
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kctl.errors import KctlError
 from kctl.runtime import engine as api
 from kctl.spec import ClusterSpec
 from kctl.spec import Engine as EngineKind
@@ -46,10 +47,13 @@ class Engine:
         return compose.client(timeout)
 
     def containers(self, spec: ClusterSpec, dc: Any | None = None) -> list[ContainerInfo]:
-        """Every container of the cluster this engine can see, running or not, in service-name order."""
+        """Every container of the cluster this engine can see, running or not, in service-name order;
+        :class:`WrongEngine` when the cluster's containers were made by the other engine."""
         from kctl.runtime import compose
 
-        return compose.containers(spec, dc)
+        found = compose.containers(spec, dc)
+        check_engine(spec, [(c.name, c.engine) for c in found])
+        return found
 
     def observe(self, spec: ClusterSpec, timeout: float = 5.0) -> list[api.Container]:
         """The status path's cheap view of the cluster's containers (no SDK)."""
@@ -158,7 +162,7 @@ class ComposeEngine(Engine):
         from kctl.runtime import compose
 
         dc = compose.client()
-        found = [c for c in compose.containers(spec, dc) if c.name == host]
+        found = [c for c in self.containers(spec, dc) if c.name == host]
         if not found:
             return False
         container = dc.containers.get(found[0].id)
@@ -166,6 +170,28 @@ class ComposeEngine(Engine):
             container.stop(timeout=stop_timeout)
         container.remove(v=True)
         return True
+
+
+class WrongEngine(KctlError):
+    """The cluster's containers were made by the other engine than the spec names; nothing was changed."""
+
+    exit_code = 2
+
+
+def check_engine(spec: ClusterSpec, found: list[tuple[str, str]]) -> None:
+    """WrongEngine when any (container host, engine that made it) of the cluster is not ``spec.engine``'s:
+    a Compose command never touches a Swarm stack's containers, nor the reverse."""
+    other = sorted({host for host, kind in found if kind != spec.engine.value})
+    if not other:
+        return
+    theirs = next(kind for _host, kind in found if kind != spec.engine.value)
+    how = f"as the Swarm stack {spec.project}" if theirs == EngineKind.swarm.value else \
+        f"as the Compose project {spec.project}"
+    raise WrongEngine(
+        f"cluster {spec.name!r} runs on engine {theirs} ({how}: {', '.join(other)}), but this kctl.yaml says engine"
+        f" {spec.engine.value}; nothing was changed",
+        hint=f"set `engine: {theirs}` in kctl.yaml (or leave `engine:` out: the state dir records what `kctl up"
+             f" --engine` chose); to move the cluster, `kctl down` it with engine {theirs} first")
 
 
 def for_spec(spec: ClusterSpec) -> Engine:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kctl import contract
 from kctl.errors import DockerUnavailable, KctlError
 from kctl.runtime import engine as api
-from kctl.runtime.engines import Engine, Progress, run_docker
+from kctl.runtime.engines import Engine, Progress, check_engine, run_docker
 from kctl.spec import ClusterSpec
 from kctl.spec import Engine as EngineKind
 
@@ -220,6 +220,30 @@ def push_image(spec: ClusterSpec, dc: Any, say: Progress) -> None:
                         hint="is the registry reachable, and does `docker login` know it? see docs/multi-host.md")
 
 
+def _said(proc: Any) -> str:
+    return str(proc.stderr or proc.stdout).strip()[-800:]
+
+
+def one_service_stack(data: dict[str, Any], host: str) -> dict[str, Any]:
+    """Pure: the rendered stack file cut down to ``host``'s service and the configs and volumes it uses."""
+    services = data.get("services") or {}
+    if host not in services:
+        raise KctlError(f"the rendered stack file has no service {host}", hint="`kctl render`")
+    svc = services[host]
+    used_configs = {c["source"] if isinstance(c, dict) else str(c) for c in svc.get("configs") or []}
+    used_volumes = {(v.split(":", 1)[0] if isinstance(v, str) else str(v.get("source"))) for v in
+                    svc.get("volumes") or []}
+    out = {k: v for k, v in data.items() if k not in ("services", "configs", "volumes")}
+    out["services"] = {host: svc}
+    configs = {k: v for k, v in (data.get("configs") or {}).items() if k in used_configs}
+    volumes = {k: v for k, v in (data.get("volumes") or {}).items() if k in used_volumes}
+    if configs:
+        out["configs"] = configs
+    if volumes:
+        out["volumes"] = volumes
+    return out
+
+
 def _dedupe(found: list[Any], name: Any, running: Any) -> list[Any]:
     """One entry per container host: Swarm keeps earlier tasks' exited containers; the running one wins."""
     best: dict[str, Any] = {}
@@ -239,7 +263,9 @@ class SwarmEngine(Engine):
     def containers(self, spec: ClusterSpec, dc: Any | None = None) -> list[ContainerInfo]:
         from kctl.runtime import compose
 
-        return _dedupe(compose.containers(spec, dc), lambda c: c.name, lambda c: c.state == "running")
+        found = compose.containers(spec, dc)
+        check_engine(spec, [(c.name, c.engine) for c in found])
+        return _dedupe(found, lambda c: c.name, lambda c: c.state == "running")
 
     def observe(self, spec: ClusterSpec, timeout: float = 5.0) -> list[api.Container]:
         local = api.containers(spec.name, timeout=timeout)
@@ -279,6 +305,7 @@ class SwarmEngine(Engine):
                 cluster=spec.name,
                 state_dir=api.state_dir_of(labels),
                 remote=True,
+                engine=EngineKind.swarm.value,
             ))
         return out
 
@@ -381,21 +408,116 @@ class SwarmEngine(Engine):
         return len(names)
 
     def start_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
-        raise KctlError("kctl node add/remove is not supported on engine swarm yet",
-                        hint="add the node to kctl.yaml and run `kctl up` (a new ensemble member needs"
-                             " `kctl zk reconfig` too), or use engine: compose")
+        """A node added to the running stack (``kctl node add``): a stack file of its service alone, deployed
+        without ``--prune``, so Swarm creates that one service and leaves every other one as it runs (their
+        rendered files, which now list the new node, wait for the next ``kctl up``)."""
+        import yaml
+
+        from kctl.render import COMPOSE_FILE
+
+        dc = self.client()
+        require_manager(dc)
+        data = yaml.safe_load((state_dir / COMPOSE_FILE).read_text(encoding="utf-8"))
+        one = one_service_stack(data, host)
+        path = state_dir / f"stack-{host}.yaml"
+        path.write_text(yaml.safe_dump(one, sort_keys=False), encoding="utf-8")
+        placement = plan_placement(spec, nodes(dc))
+        set_labels(spec, dc, placement, lambda _m: None)
+        proc = run_docker(["stack", "deploy", "--detach=true", "--resolve-image", "never", "-c", path.name,
+                           spec.project], timeout=300, cwd=state_dir)
+        path.unlink(missing_ok=True)
+        if proc.returncode != 0:
+            raise KctlError(f"`docker stack deploy` of {host} failed: {(proc.stderr or proc.stdout).strip()[-1500:]}",
+                            hint=f"see `docker service ps --no-trunc {service_name(spec, host)}`")
 
     def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
-        self.start_one(spec, Path("."), host)
-        return False
+        """``kctl node remove``: the node's service removed (its task stopped, SIGTERM then up to its
+        stop_grace_period), its placement label and, on this engine's host, its volumes; False if none."""
+        dc = self.client()
+        require_manager(dc)
+        name = service_name(spec, host)
+        if not [s for s in dc.services.list(filters={"name": name}) if s.name == name]:
+            return False
+        proc = run_docker(["service", "rm", name], timeout=60)
+        if proc.returncode != 0:
+            raise KctlError(f"`docker service rm {name}` failed: {(proc.stderr or proc.stdout).strip()[-800:]}",
+                            hint="`docker service ls`")
+        deadline = time.monotonic() + stop_timeout + 30
+        while time.monotonic() < deadline:
+            from kctl.runtime import compose
+
+            mine = [c for c in compose.containers(spec, dc) if c.name == host]
+            if not [c for c in mine if c.state in ("running", "created", "restarting", "paused")]:
+                break
+            time.sleep(1)
+        for c in dc.containers.list(all=True, filters={"label": f"{contract.LABEL_SERVICE}={host}"}):
+            if (c.labels or {}).get(contract.LABEL_CLUSTER) == spec.name:
+                c.remove(force=True)
+        for v in dc.volumes.list(filters={"label": f"{contract.LABEL_CLUSTER}={spec.name}"}):
+            if v.name in (f"{spec.project}_{host}-data", f"{spec.project}_{host}-logs"):
+                try:
+                    v.remove(force=True)
+                except Exception:  # noqa: BLE001 - a volume on another Swarm node is not this engine's
+                    pass
+        label = contract.swarm_placement_label(spec.name, host)
+        for n in dc.nodes.list():
+            spec_ = dict(n.attrs.get("Spec") or {})
+            labels = dict(spec_.get("Labels") or {})
+            if label in labels:
+                spec_["Labels"] = {k: v for k, v in labels.items() if k != label}
+                n.update(spec_)
+        return True
 
     def recreate_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
-        """A new task for one service (``service update --force``), waited for; the other services untouched."""
-        proc = run_docker(["service", "update", "--force", "--detach=false", "--quiet",
-                           service_name(spec, host)], timeout=400)
-        if proc.returncode != 0:
-            raise KctlError(f"`docker service update` of {host} failed: {(proc.stderr or proc.stdout).strip()[-800:]}",
-                            hint=f"`docker service ps --no-trunc {service_name(spec, host)}`")
+        """A new task for one service, from the rendered files, waited for; the other services untouched.
+
+        The service's definition in the state dir's stack file is deployed alone (``docker stack deploy``
+        without ``--prune``): when its files or settings changed, Swarm replaces its task with one that has
+        them; when nothing changed, ``docker service update --force`` makes the new task."""
+        import yaml
+
+        from kctl.render import COMPOSE_FILE
+
+        name = service_name(spec, host)
+        dc = self.client()
+        svc = dc.services.get(name)
+        # A deploy bumps the service's version even when nothing changed; Swarm makes a new task only when the
+        # task template (image, configs, environment, labels...) changed.
+        template = json.dumps((svc.attrs.get("Spec") or {}).get("TaskTemplate"), sort_keys=True)
+        old_tasks = {t["ID"] for t in svc.tasks()}
+        rendered = state_dir / COMPOSE_FILE
+        if rendered.exists():
+            one = one_service_stack(yaml.safe_load(rendered.read_text(encoding="utf-8")), host)
+            path = state_dir / f"stack-{host}.yaml"
+            path.write_text(yaml.safe_dump(one, sort_keys=False), encoding="utf-8")
+            try:
+                proc = run_docker(["stack", "deploy", "--detach=true", "--resolve-image", "never", "-c", path.name,
+                                   spec.project], timeout=300, cwd=state_dir)
+            finally:
+                path.unlink(missing_ok=True)
+            if proc.returncode != 0:
+                raise KctlError(f"`docker stack deploy` of {host} failed: {_said(proc)}",
+                                hint=f"`docker service ps --no-trunc {name}`")
+            svc.reload()
+        if json.dumps((svc.attrs.get("Spec") or {}).get("TaskTemplate"), sort_keys=True) == template:
+            proc = run_docker(["service", "update", "--force", "--detach=true", "--quiet", name], timeout=60)
+            if proc.returncode != 0:
+                raise KctlError(f"`docker service update` of {host} failed: {_said(proc)}",
+                                hint=f"`docker service ps --no-trunc {name}`")
+        deadline = time.monotonic() + 400
+        state = "no new task yet"
+        while time.monotonic() < deadline:
+            tasks = dc.services.get(name).tasks()
+            new = [t for t in tasks if t["ID"] not in old_tasks and (t.get("DesiredState") == "running")]
+            old_running = [t for t in tasks if t["ID"] in old_tasks
+                           and (t.get("Status") or {}).get("State") == "running"]
+            if new:
+                state = f"new task {(new[0].get('Status') or {}).get('State')}"
+                if (new[0].get("Status") or {}).get("State") == "running" and not old_running:
+                    return
+            time.sleep(0.5)
+        raise KctlError(f"{host}: Swarm did not run a new task within 400s ({state})",
+                        hint=f"`docker service ps --no-trunc {name}`")
 
     def log_lines(self, spec: ClusterSpec, host: str, path: str, tail: int) -> list[str] | None:
         code, out = self.exec_in(spec, host, ["tail", "-n", str(tail), path], timeout=10)

@@ -4,7 +4,10 @@ The engine joins a Swarm on the loopback address for this module only and leaves
 also on failure; an engine already in a Swarm (as a manager) is used as it is and left in it. One test
 walks the whole life: refusals before anything is deployed (no Swarm; a published port taken), `up`,
 `status`, a produce/consume round trip through the external listeners on 127.0.0.1 read back by an
-independent consumer, one node's service made again through restart's gates, `logs`, `down --volumes`.
+independent consumer, one node's service made again through restart's gates, two short drills on the
+stack (a leader kill, a network cut), the identity and engine checks (another cluster's kctl.yaml, the
+same name elsewhere, a kctl.yaml that says engine compose: each refused, no task touched), `logs`,
+`down --volumes`. Another test checks the reverse on the session's Compose cluster (no Swarm needed).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from kctl.runtime.ports import free_ports
 pytestmark = pytest.mark.integration
 
 RECORDS = 200
+DRILL_SHORT = ["--duration", "6s", "--rate", "200", "--bounces", "1", "--hold", "4s", "--timeout", "150"]
 
 
 def _swarm_state() -> tuple[str, bool]:
@@ -81,6 +85,66 @@ def _init() -> None:
 
 def _leave() -> None:
     subprocess.run(["docker", "swarm", "leave", "--force"], capture_output=True, timeout=60)
+
+
+def _read_values(bootstrap: str, topic: str) -> list[int]:
+    """The test's own reader (not the drill's): every value of every partition, up to the end offsets."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+        c.assign([TopicPartition(topic, p, 0) for p in parts])
+        got = dict.fromkeys(parts, 0)
+        values: list[int] = []
+        deadline = time.monotonic() + 60
+        while any(got[p] < ends[p] for p in parts) and time.monotonic() < deadline:
+            for m in c.consume(500, timeout=1.0):
+                if m.error() is None:
+                    values.append(int(m.value()))
+                    got[m.partition()] = m.offset() + 1
+        return values
+    finally:
+        c.close()
+
+
+def _tasks(name: str) -> dict[str, str]:
+    """service -> the id of its running task's container."""
+    out = {}
+    for svc in docker.from_env().services.list(filters={"label": f"com.docker.stack.namespace=kctl-{name}"}):
+        running = [t for t in svc.tasks() if t["Status"]["State"] == "running"]
+        out[svc.name] = ",".join(sorted(t["Status"]["ContainerStatus"]["ContainerID"] for t in running))
+    return out
+
+
+def _refused(p: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "hint" in p.stderr, p.stdout + p.stderr
+    for w in words:
+        assert w in p.stderr, p.stderr
+
+
+def test_a_swarm_kctl_yaml_never_touches_a_compose_cluster(kafka_cluster: Any) -> None:
+    """The reverse of the engine check in test_swarm_life: the session's Compose cluster, named by a kctl.yaml
+    (next to its own, so the same state dir) that says engine swarm: down, a drill and apply are refused."""
+    data = yaml.safe_load(kafka_cluster.spec_file.read_text())
+    data["engine"] = "swarm"
+    other = kafka_cluster.spec_file.parent / "kctl-swarm.yaml"
+    other.write_text(yaml.safe_dump(data))
+    try:
+        before = {c.name: (c.id, c.attrs["State"]["StartedAt"]) for c in docker.from_env().containers.list(
+            filters={"label": f"io.kctl.cluster={data['name']}"})}
+        _refused(kctl(other, "down"), "runs on engine compose", "says engine swarm", "nothing was changed")
+        _refused(kctl(other, "drill", "run", "leader-kill", *DRILL_SHORT), "runs on engine compose")
+        _refused(kctl(other, "apply", "--yes"), "runs on engine compose")
+        after = {c.name: (c.id, c.attrs["State"]["StartedAt"]) for c in docker.from_env().containers.list(
+            filters={"label": f"io.kctl.cluster={data['name']}"})}
+        assert after == before and len(after) == 3
+        topics = kctl(kafka_cluster.spec_file, "topic", "list", "-o", "json")
+        assert topics.returncode == 0 and not [t for t in json.loads(topics.stdout) if "drill" in str(t)], topics.stdout
+    finally:
+        other.unlink()
 
 
 def test_swarm_life(swarm_engine: bool, tmp_path: Path) -> None:
@@ -176,6 +240,89 @@ def test_swarm_life(swarm_engine: bool, tmp_path: Path) -> None:
             pytest.fail(f"{len(acked - seen)} acknowledged records missing; brokers answering: {len(views)},"
                         f" errors {errors}\n{desc.stdout}{desc.stderr}\n{ps.stdout}")
 
+        # Drills on the stack: the faults act on the task containers (a broker SIGKILLed and started again in
+        # its container; the leader's node cut off the network with iptables), everything put back, and the
+        # verdict agrees with this test's own read of the topic.
+        for scenario in ("leader-kill", "broker-partition"):
+            p = kctl(spec_file, "drill", "run", scenario, *DRILL_SHORT, "--keep-topic", "-o", "json", timeout=500)
+            assert p.returncode == 0, p.stdout + p.stderr
+            v = json.loads(p.stdout)
+            assert v["holds"] is True and v["lost"] == 0 and v["duplicates"] == 0, (v["failures"], p.stderr)
+            assert v["acked"] > 500 and v["recovery_seconds"] is not None
+            assert v["healed_on_exit"] == [], v["healed_on_exit"]
+            values = _read_values(bootstrap, v["topic"])
+            assert len(values) == v["read"] and len(set(values)) == len(values)
+            assert len(set(values)) == v["acked"] + v["unacked_present"]
+        assert any("disconnect" in e["event"] for e in v["events"])
+        from kctl.runtime.faults import Faults
+        from kctl.spec import load_spec
+
+        assert Faults(load_spec(spec_file)[0]).restore() == []  # nothing left paused, stopped, frozen or cut off
+
+        # Identity and engine checks on the Swarm deployment, as on Compose; no task is touched.
+        tasks = _tasks(name)
+        assert len(tasks) == 3 and all(tasks.values()), tasks
+        (tmp_path / "foreign").mkdir()
+        foreign = _write_spec(tmp_path / "foreign", f"fo{uuid.uuid4().hex[:6]}", ports, engine="swarm")
+        _refused(kctl(foreign, "topic", "create", "x", "--partitions", "1"), name, "nothing was")
+        _refused(kctl(foreign, "drill", "run", "leader-kill", *DRILL_SHORT), name)
+        (tmp_path / "elsewhere").mkdir()
+        same_name = _write_spec(tmp_path / "elsewhere", name, ports, engine="swarm")
+        _refused(kctl(same_name, "down"), "belong to state dir", "nothing was changed")
+        as_compose = tmp_path / "kctl-compose.yaml"  # next to kctl.yaml: the same cluster, the same state dir
+        as_compose.write_text(spec_file.read_text().replace("engine: swarm", "engine: compose"))
+        _refused(kctl(as_compose, "down"), "runs on engine swarm", "says engine compose", "nothing was changed")
+        _refused(kctl(as_compose, "drill", "run", "leader-kill", *DRILL_SHORT), "runs on engine swarm")
+        _refused(kctl(as_compose, "restart", "logger1", "--yes"), "runs on engine swarm")
+        _refused(kctl(as_compose, "apply", "--yes"), "runs on engine swarm")
+        assert _tasks(name) == tasks
+        assert sorted(_stack_objects(name)["services"]) == [f"kctl-{name}_logger{i}" for i in (1, 2, 3)]
+
+        # apply of a file change on one node: its files reach it in a new task (one at a time through the roll's
+        # gates), the other services' tasks untouched.
+        data = yaml.safe_load(spec_file.read_text())
+        data["nodes"][2]["overrides"] = {"zookeeper": {"maxClientCnxns": 61}}
+        spec_file.write_text(yaml.safe_dump(data))
+        p = kctl(spec_file, "apply", "--yes", "--timeout", "180", timeout=600)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "logger3" in p.stderr and "new task" in p.stderr, p.stderr
+        after = _tasks(name)
+        assert after[f"kctl-{name}_logger3"] != tasks[f"kctl-{name}_logger3"]
+        assert {k: v for k, v in after.items() if not k.endswith("logger3")} == \
+            {k: v for k, v in tasks.items() if not k.endswith("logger3")}
+        logger3 = docker.from_env().containers.get(after[f"kctl-{name}_logger3"])
+        assert b"maxClientCnxns=61" in logger3.exec_run(["cat", "/etc/kctl/zoo.cfg"]).output
+        p = kctl(spec_file, "apply", "--dry-run")
+        assert p.returncode == 0 and "nothing to apply" in p.stdout + p.stderr, p.stdout + p.stderr
+        tasks = after
+
+        # node add: one more service deployed into the stack (ZooKeeper reconfigured in as an observer, its broker
+        # registered), the other services' tasks untouched; node remove takes it out again, the same way.
+        started = {c.labels["io.kctl.service"]: (c.id, c.attrs["State"]["StartedAt"]) for c in
+                   docker.from_env().containers.list(filters={"label": f"io.kctl.cluster={name}"})}
+        assert sorted(started) == ["logger1", "logger2", "logger3"]
+        p = kctl(spec_file, "node", "add", "--role", "observer", "--timeout", "180", "-o", "json", timeout=500)
+        assert p.returncode == 0, p.stdout + p.stderr
+        added = json.loads(p.stdout)
+        assert added["node_id"] == 4 and added["host"] == "logger4", added
+        assert sorted(_stack_objects(name)["services"]) == [f"kctl-{name}_logger{i}" for i in (1, 2, 3, 4)]
+        after = _tasks(name)
+        assert len(after) == 4 and {k: v for k, v in after.items() if k in tasks} == tasks, (after, tasks)
+        now = {c.labels["io.kctl.service"]: (c.id, c.attrs["State"]["StartedAt"]) for c in
+               docker.from_env().containers.list(filters={"label": f"io.kctl.cluster={name}"})}
+        assert {h: now[h] for h in started} == started  # the stack update restarted none of the others
+        st = json.loads(kctl(spec_file, "status", "--wait", "60", "-o", "json").stdout)
+        assert st["health"] == "healthy" and st["brokers_registered"] == 4, st
+        zk = kctl(spec_file, "zk", "config", "-o", "json")
+        assert zk.returncode == 0 and "observer" in zk.stdout, zk.stdout + zk.stderr
+        p = kctl(spec_file, "node", "remove", "logger4", "--yes", "-o", "json", timeout=500)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert sorted(_stack_objects(name)["services"]) == [f"kctl-{name}_logger{i}" for i in (1, 2, 3)]
+        assert not [v for v in _stack_objects(name)["volumes"] if "logger4" in v]
+        assert _tasks(name) == tasks
+        st = json.loads(kctl(spec_file, "status", "--wait", "60", "-o", "json").stdout)
+        assert st["health"] == "healthy" and st["brokers_registered"] == 3, st
+
         p = kctl(spec_file, "logs", "logger1", "--service", "zookeeper", "-n", "5")
         assert p.returncode == 0 and p.stdout.strip(), p.stderr
 
@@ -188,4 +335,68 @@ def test_swarm_life(swarm_engine: bool, tmp_path: Path) -> None:
         if _stack_objects(name)["services"] or _stack_objects(name)["containers"]:
             kctl(spec_file, "down", "--volumes", timeout=400)
         if made_swarm:
+            _leave()
+
+
+@pytest.mark.long
+def test_swarm_node_container_killed_and_replaced(swarm_engine: bool, tmp_path: Path) -> None:
+    """The fault injectors' node-level faults on a Swarm stack (its own, `make test-long`): a node's container
+    stopped is refused before anything is done; a node's container killed under acks=all load is replaced by
+    Swarm (a new task), the heal waits for it, and every acknowledged record is read back."""
+    from confluent_kafka import Producer
+
+    from kctl.errors import KctlError
+    from kctl.runtime.faults import Faults
+    from kctl.spec import load_spec
+
+    name = f"sk{uuid.uuid4().hex[:6]}"
+    ports = free_ports(6)
+    spec_file = _write_spec(tmp_path, name, ports, engine="swarm")
+    try:
+        if swarm_engine:
+            _init()
+        p = kctl(spec_file, "up", "--timeout", "240", timeout=400)
+        assert p.returncode == 0, p.stdout + p.stderr
+        bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports[3:])
+        p = kctl(spec_file, "topic", "create", "kill", "--partitions", "3", "--replication-factor", "3",
+                 "--config", "min.insync.replicas=2")
+        assert p.returncode == 0, p.stderr
+        tasks = _tasks(name)
+        faults = Faults(load_spec(spec_file)[0])
+        with pytest.raises(KctlError, match="cannot stay stopped"):
+            faults.stop("logger2", "node")
+        assert _tasks(name) == tasks and faults.pending == {}
+
+        acked: list[int] = []
+        prod = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": 120000})
+
+        def send(lo: int, hi: int) -> None:
+            for i in range(lo, hi):
+                prod.produce("kill", str(i).encode(),
+                             on_delivery=lambda err, msg: None if err else acked.append(int(msg.value())))
+                prod.poll(0)
+                time.sleep(0.005)
+
+        with faults:
+            send(0, 300)
+            faults.kill("logger2", "node")
+            send(300, 600)
+            faults.heal()  # waits for Swarm's new task
+        assert prod.flush(120) == 0
+        after = _tasks(name)
+        assert after[f"kctl-{name}_logger2"] != tasks[f"kctl-{name}_logger2"]
+        assert {k: v for k, v in after.items() if not k.endswith("logger2")} == \
+            {k: v for k, v in tasks.items() if not k.endswith("logger2")}
+        st = json.loads(kctl(spec_file, "status", "--wait", "120", "-o", "json").stdout)
+        assert st["health"] == "healthy", st
+        values = _read_values(bootstrap, "kill")
+        assert set(acked) <= set(values) and len(acked) >= 500, (len(acked), len(set(acked) - set(values)))
+        assert faults.restore() == []
+        p = kctl(spec_file, "down", "--volumes", timeout=400)
+        assert p.returncode == 0, p.stderr
+    finally:
+        if _stack_objects(name)["services"] or _stack_objects(name)["containers"]:
+            kctl(spec_file, "down", "--volumes", timeout=400)
+        if swarm_engine:
             _leave()

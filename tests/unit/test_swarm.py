@@ -171,18 +171,21 @@ def test_engine_recorded_in_the_state_dir_is_read_back(tmp_path: Path) -> None:
     assert load(spec_file).engine is Engine.compose
 
 
-def test_apply_refuses_file_changes_on_swarm_and_changes_nothing(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Swarm configs are replaced only by a deploy: apply must not write files and restart into the old ones."""
+def test_apply_on_swarm_makes_a_new_task_for_each_node_whose_files_change() -> None:
+    """Swarm configs are replaced only by a new task: a changed file or a process restart becomes a recreate of
+    that node (one at a time through the roll's gates), never a restart into the old files."""
     from kctl.roll import apply as ap
 
     spec = _swarm()
-    the_plan = ap.ApplyPlan(cluster=spec.name, hashes=[], files=["logger1/conf/server.properties"],
-                            restarts=[], recreate={})
-    monkeypatch.setattr(ap, "plan", lambda _s, _d: (the_plan, render(spec)))
-    with pytest.raises(KctlError) as e:
-        ap.apply(spec, tmp_path)
-    assert "nothing was changed" in e.value.message and "kctl up" in (e.value.hint or "")
-    assert "server.properties" in e.value.message
-    assert not (tmp_path / "logger1").exists()  # no file written
+    the_plan = ap.ApplyPlan(cluster=spec.name, hashes=[], files=["logger3/conf/server.properties"],
+                            restarts=[ap.Restart("logger3", "kafka", ["num.io.threads: 8 -> 4"]),
+                                      ap.Restart("logger1", "zookeeper", ["tickTime: 2000 -> 3000"])],
+                            recreate={"logger2": ["environment.X: 1 -> 2"]})
+    out = ap.by_new_tasks(spec, the_plan)
+    assert out.restarts == [] and list(out.recreate) == ["logger1", "logger2", "logger3"]
+    assert out.recreate["logger1"] == ["zookeeper: tickTime: 2000 -> 3000"]
+    assert out.recreate["logger2"] == ["environment.X: 1 -> 2"]
+    assert "logger3/conf/server.properties changed" in out.recreate["logger3"][0]
+    assert ap.phases(spec, out) == [("node", ["logger1", "logger2", "logger3"], ("logger1", "logger2", "logger3"))]
+    assert the_plan.restarts and the_plan.recreate == {"logger2": ["environment.X: 1 -> 2"]}  # pure
     assert engines.ComposeEngine.files_reach_a_restart  # compose delivers files by bind mount
