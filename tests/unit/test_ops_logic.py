@@ -376,13 +376,14 @@ def test_word_against_fake_server_not_whitelisted(monkeypatch: pytest.MonkeyPatc
 
 
 def test_bench_section_prints_both_sides_and_the_ratio() -> None:
-    sides = [bench.Side("produce", "kctl produce T", 1.3, "kcat -P -t T", 1.0, 3, 2.6),
+    sides = [bench.Side("produce", "kctl produce T", 1.3, "kcat -P -t T", 1.0, 3, 2.6, 1.2),
              bench.Side("topic describe", "kctl topic describe T", 0.25, "kcat -L -t T", None, 7)]
     figures = [bench.Figure("kctl produce", "produce", 1000, 1.0),
                bench.Figure("kafka-producer-perf-test", "produce", 1000, 0.5)]
     text = bench.render(sides, figures, 1000, ClusterSpec(), ("2.0.2", "2.16.0"))
     assert text.startswith(bench.SECTION + "\n") and "librdkafka 2.0.2" in text and "librdkafka 2.16.0" in text
-    assert "| produce | `kctl produce T` | 1.300 | `kcat -P -t T` | 1.000 | 1.30 | 2.600 | 0.50 | <= 1.3x |" in text
-    assert ("| topic describe | `kctl topic describe T` | 0.250 | `kcat -L -t T` | (no kcat) |  |  |  | < 0.2 s |"
+    assert ("| produce | `kctl produce T` | 1.300 | `kcat -P -t T` | 1.000 | 1.30 | 2.600 | 0.50 | 1.200 | 0.46"
+            " | <= 1.3x |") in text
+    assert ("| topic describe | `kctl topic describe T` | 0.250 | `kcat -L -t T` | (no kcat) |  |  |  |  |  | < 0.2 s |"
             in text)
     assert "| kctl produce | produce | 1000 | 1.00 | 1,000 | 0.10 | 0.50 |" in text
