@@ -43,6 +43,7 @@ def container_log(service: str) -> str:
 HOST_SECRETS = "secrets"
 SECRETS_MOUNT = "/etc/kctl-secrets"
 SECRETS_DIR = "/run/kctl/secrets"
+JVM_UID = 555  # the user the JVMs run as (the image's `logger`), owner of SECRETS_DIR's copies
 KEYSTORE_FILE = "keystore.p12"
 CA_FILE = "ca.pem"
 PASSWORDS_FILE = "passwords.properties"

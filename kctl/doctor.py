@@ -82,6 +82,8 @@ def host_ports(spec: ClusterSpec) -> list[tuple[int, str]]:
         if not n.broker:
             continue
         out.append((spec.kafka_host_port(n), f"{n.hostname} kafka"))
+        if spec.migrating:
+            out.append((spec.secure_host_port(n), f"{n.hostname} kafka (EXTERNAL_SECURE)"))
         jmx = spec.jmx_host_port(n)
         if jmx is not None:
             out.append((jmx, f"{n.hostname} jmx"))

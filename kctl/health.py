@@ -453,7 +453,7 @@ def readiness_stages(spec: ClusterSpec, state_dir: Path | None = None, *, round_
 def secure_root_stages(spec: ClusterSpec, log: Callable[[str], str] | None = None) -> list[Stage]:
     """A secured cluster with znode ACLs: the stage that gives "/" Kafka's secure ACL (kctl.zk.znodes)."""
     sec = spec.security
-    if not (sec.enabled and sec.zookeeper.sasl and sec.zookeeper.set_acl):
+    if not (sec.zookeeper.sasl and sec.zookeeper.set_acl and spec.security_phase >= 3):
         return []
     return [Stage("root znode writable by the brokers only", _secure_root(spec), log)]
 

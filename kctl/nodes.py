@@ -199,6 +199,11 @@ def _colocated(spec: ClusterSpec) -> None:
     if spec.topology is not Topology.colocated:
         raise UsageError("kctl node add/remove handle the colocated topology (ZooKeeper and broker in one"
                          " container); this cluster is split", hint="edit kctl.yaml's nodes and roll the change")
+    if spec.migrating:
+        raise UsageError(f"kctl node add/remove refused: cluster {spec.name} is being moved to the secured profile"
+                         f" (security.migration: {spec.security.migration.value if spec.security.migration else ''});"
+                         " nothing was changed",
+                         hint="finish the move first (docs/runbooks/secure-running-cluster.md)")
 
 
 # ----- add ---------------------------------------------------------------------------------------------

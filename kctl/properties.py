@@ -39,6 +39,9 @@ QUORUM_LISTEN_ALL = "quorumListenOnAllIPs"
 
 BROKER_ID = "broker.id"
 LISTENERS = "listeners"
+# The transitional listeners of security.migration (kctl.spec.Migration).
+SECURE_INTERNAL = "INTERNAL_SECURE"
+SECURE_EXTERNAL = "EXTERNAL_SECURE"
 ADVERTISED_LISTENERS = "advertised.listeners"
 INTER_BROKER_LISTENER = "inter.broker.listener.name"
 PROTOCOL_MAP = "listener.security.protocol.map"
@@ -218,13 +221,16 @@ def zookeeper_security(spec: ClusterSpec) -> dict[str, Scalar]:
         FOUR_LW: ",".join(sorted(words - set(UNSAFE_FOUR_LETTER_WORDS))),
         ADMIN_SERVER: False,
     }
+    phase = spec.security_phase
     if sec.zookeeper.sasl:
         out[AUTH_PROVIDER] = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
         if len(spec.nodes) > 1:
+            # ZooKeeper's rolling upgrade to quorum SASL: enableSasl, then learnerRequireSasl, then
+            # serverRequireSasl, one restart each (steps 1, 2 and 3 of security.migration).
             out[SUPER_USER] = ZK_SUPER_PRINCIPAL
-            out.update({QUORUM_SASL: True, QUORUM_LEARNER_REQUIRE: True, QUORUM_SERVER_REQUIRE: True,
+            out.update({QUORUM_SASL: True, QUORUM_LEARNER_REQUIRE: phase >= 2, QUORUM_SERVER_REQUIRE: phase >= 3,
                         QUORUM_LEARNER_CONTEXT: "QuorumLearner", QUORUM_SERVER_CONTEXT: "QuorumServer"})
-    if sec.zookeeper.enforce_auth:
+    if sec.zookeeper.enforce_auth and phase >= 3:  # once every client (brokers since step 2) logs in
         out.update({ENFORCE_AUTH: True, ENFORCE_AUTH_SCHEMES: "sasl"})
     return out
 
@@ -253,6 +259,13 @@ def listeners(spec: ClusterSpec, node: NodeSpec) -> tuple[str, str]:
     ext = spec.kafka_host_port(node)
     bind = f"INTERNAL://0.0.0.0:{k.internal_port},EXTERNAL://0.0.0.0:{ext}"
     adv = f"INTERNAL://{spec.kafka_host(node)}:{k.internal_port},EXTERNAL://{spec.node_address(node)}:{ext}"
+    if spec.migrating:
+        # Kafka's way to secure a running cluster: the secured listeners open beside the PLAINTEXT ones, on
+        # ports of their own, so that no listener changes its protocol while another broker still uses it.
+        sint, sext = spec.secure_internal_port, spec.secure_host_port(node)
+        bind += f",{SECURE_INTERNAL}://0.0.0.0:{sint},{SECURE_EXTERNAL}://0.0.0.0:{sext}"
+        adv += (f",{SECURE_INTERNAL}://{spec.kafka_host(node)}:{sint}"
+                f",{SECURE_EXTERNAL}://{spec.node_address(node)}:{sext}")
     return bind, adv
 
 
@@ -304,23 +317,36 @@ def security_protocol(spec: ClusterSpec) -> str:
 def kafka_security(spec: ClusterSpec) -> dict[str, Scalar]:
     """server.properties of the secured profile: SASL(_SSL) listeners, SCRAM, ACLs, znode ACLs, TLS stores.
 
+    While ``security.migration`` is set, the step's subset (docs/runbooks/secure-running-cluster.md):
+    1 secured listeners beside the PLAINTEXT ones; 2 brokers talk over them and log in to ZooKeeper, the
+    authorizer on but open where no ACL exists; 3 the first listeners switch to SASL, znode ACLs on, no
+    ACL means no access; 4 brokers back on INTERNAL; then the transitional listeners go.
+
     No secret is written here: the keystore password is read by the broker through
     FileConfigProvider from the container's private secrets dir.
     """
     sec = spec.security
     if not sec.enabled:
         return {}
+    phase = spec.security_phase
     proto = security_protocol(spec)
-    listeners_ = sorted({"INTERNAL", "EXTERNAL", spec.kafka.inter_broker_listener})
+    first = proto if phase >= 3 else "PLAINTEXT"  # INTERNAL and EXTERNAL (and a renamed inter-broker one)
+    protocols = {name: first for name in {"INTERNAL", "EXTERNAL", spec.kafka.inter_broker_listener}}
+    if spec.migrating:
+        protocols |= {SECURE_INTERNAL: proto, SECURE_EXTERNAL: proto}
     out: dict[str, Scalar] = {
-        PROTOCOL_MAP: ",".join(f"{name}:{proto}" for name in listeners_),
+        PROTOCOL_MAP: ",".join(f"{name}:{p}" for name, p in sorted(protocols.items())),
         SASL_MECHANISMS: sec.sasl_mechanism,
         SASL_INTER_BROKER: sec.sasl_mechanism,
         SUPER_USERS: f"User:{sec.admin_user}",
     }
-    if sec.authorizer:
-        out.update({AUTHORIZER: "kafka.security.authorizer.AclAuthorizer", ALLOW_IF_NO_ACL: False})
-    if sec.zookeeper.set_acl:
+    if phase in (2, 3):
+        out[INTER_BROKER_LISTENER] = SECURE_INTERNAL
+    if sec.authorizer and phase >= 2:
+        # Step 2 lets User:ANONYMOUS (the PLAINTEXT clients) keep their access until ACLs name the resource,
+        # so that ACLs can be made before step 3 refuses everything no ACL allows.
+        out.update({AUTHORIZER: "kafka.security.authorizer.AclAuthorizer", ALLOW_IF_NO_ACL: phase == 2})
+    if sec.zookeeper.set_acl and phase >= 3:
         out[ZK_SET_ACL] = True
     if sec.tls:
         password = f"${{file:{contract.secret_path(contract.PASSWORDS_FILE)}:{KEYSTORE_PASSWORD_KEY}}}"
@@ -374,7 +400,9 @@ def kafka_jaas(spec: ClusterSpec, passwords: Mapping[str, str]) -> list[JaasSect
     sec = spec.security
     out: list[JaasSection] = [("KafkaServer", SCRAM_MODULE, [_opt("username", sec.admin_user),
                                                             _opt("password", passwords[sec.admin_user])])]
-    if sec.zookeeper.sasl:
+    # Migration step 1 leaves the brokers' ZooKeeper sessions as they were: a ZooKeeper still being
+    # restarted into SASL could not take the login yet (Kafka's docs: ZooKeeper first, then the brokers).
+    if sec.zookeeper.sasl and spec.security_phase >= 2:
         out.append(("Client", DIGEST_MODULE, [_opt("username", ZK_BROKER_PRINCIPAL),
                                               _opt("password", passwords[ZK_BROKER_PRINCIPAL])]))
     return out

@@ -166,6 +166,9 @@ def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> 
     if "kafka" in services:
         ext = spec.kafka_host_port(node)
         ports.append(_port(spec, ext, ext))
+        if spec.migrating:  # EXTERNAL_SECURE, beside EXTERNAL while security.migration is set
+            sext = spec.secure_host_port(node)
+            ports.append(_port(spec, sext, sext))
         jmx = spec.jmx_host_port(node)
         if jmx is not None:
             env[contract.ENV_JMX_PORT] = str(jmx)

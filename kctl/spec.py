@@ -275,9 +275,35 @@ class ZooKeeperSecuritySpec(_Model):
                                             " principal.")
 
 
+class Migration(str, Enum):
+    """The steps of moving a running PLAINTEXT cluster to the secured profile, one ``kctl apply`` each, in this
+    order (docs/runbooks/secure-running-cluster.md); the last step is removing ``security.migration``."""
+
+    secure_listeners = "secure-listeners"
+    secure_inter_broker = "secure-inter-broker"
+    close_plaintext = "close-plaintext"
+    inter_broker_home = "inter-broker-home"
+
+
+# Where a cluster is on the way to the secured profile: 0 PLAINTEXT, 1-4 the migration steps, 5 secured.
+PHASE_PLAIN, PHASE_SECURED = 0, 5
+MIGRATION_PHASES = {m: i for i, m in enumerate(Migration, 1)}
+PHASE_NAMES = {PHASE_PLAIN: "PLAINTEXT", **{i: m.value for m, i in MIGRATION_PHASES.items()},
+               PHASE_SECURED: "secured"}
+
+
 class SecuritySpec(_Model):
     enabled: bool = Field(False, description="The secured profile: TLS, SASL/SCRAM, ACLs and ZooKeeper"
                                              " authentication (`kctl init --secure` writes true).")
+    migration: Migration | None = Field(
+        None, description="A step of moving a running PLAINTEXT cluster to the secured profile without stopping"
+                          " it (" + ", then ".join(m.value for m in Migration) + ", then none: one `kctl apply`"
+                          " each; docs/runbooks/secure-running-cluster.md). None: the profile itself.")
+    migration_port_offset: int = Field(
+        100, ge=1, le=10000,
+        description="While `migration` is set: the secured listeners beside the PLAINTEXT ones listen on"
+                    " kafka.internal_port + 1 (INTERNAL_SECURE) and on each broker's external port + this offset"
+                    " (EXTERNAL_SECURE, published on 127.0.0.1).")
     tls: bool = Field(True, description="TLS on the external and internal listeners (SASL_SSL; false:"
                                         " SASL_PLAINTEXT).")
     sasl_mechanism: str = Field("SCRAM-SHA-512", description="SASL mechanism of clients and brokers: "
@@ -422,15 +448,67 @@ class ClusterSpec(_Model):
         names = ", ".join(n.hostname for n in self.nodes)
         raise UsageError(f"no node {ref!r} in cluster {self.name}", hint=f"nodes are: {names}")
 
+    # ----- the secured profile, and the steps of moving a running cluster to it ---------------------------
+
+    @property
+    def security_phase(self) -> int:
+        """0 PLAINTEXT, 1-4 a ``security.migration`` step, 5 the secured profile."""
+        sec = self.security
+        if not sec.enabled:
+            return PHASE_PLAIN
+        return MIGRATION_PHASES[sec.migration] if sec.migration is not None else PHASE_SECURED
+
+    @property
+    def migrating(self) -> bool:
+        """The secured listeners run beside the PLAINTEXT-era ones (INTERNAL_SECURE, EXTERNAL_SECURE)."""
+        return PHASE_PLAIN < self.security_phase < PHASE_SECURED
+
+    @property
+    def kctl_logs_in(self) -> bool:
+        """kctl's own Kafka and ZooKeeper clients log in (SASL): from the second migration step on, when every
+        broker has a secured listener and every ZooKeeper takes SASL logins."""
+        return self.security_phase >= 2
+
+    @property
+    def kctl_uses_secure_listener(self) -> bool:
+        """kctl's clients use the transitional EXTERNAL_SECURE / INTERNAL_SECURE listeners (steps 2-4)."""
+        return 2 <= self.security_phase < PHASE_SECURED
+
+    def secure_host_port(self, node: NodeSpec) -> int:
+        """The host port of a broker's EXTERNAL_SECURE listener while ``security.migration`` is set."""
+        return self.kafka_host_port(node) + self.security.migration_port_offset
+
+    @property
+    def secure_internal_port(self) -> int:
+        """The port of the INTERNAL_SECURE listener while ``security.migration`` is set."""
+        return self.kafka.internal_port + 1
+
+    def client_port(self, node: NodeSpec) -> int:
+        """The host port kctl's own clients use for this broker."""
+        return self.secure_host_port(node) if self.kctl_uses_secure_listener else self.kafka_host_port(node)
+
+    @property
+    def client_internal_port(self) -> int:
+        """The port Kafka's tools run by kctl inside a node use."""
+        return self.secure_internal_port if self.kctl_uses_secure_listener else self.kafka.internal_port
+
     @property
     def bootstrap_servers(self) -> str:
-        """Bootstrap servers usable from the host (the EXTERNAL listeners)."""
+        """Bootstrap servers usable from the host (the EXTERNAL listeners; while a migration runs, the ones kctl
+        itself uses at that step)."""
+        return ",".join(f"{self.node_address(n)}:{self.client_port(n)}" for n in self.brokers)
+
+    @property
+    def secured_bootstrap_servers(self) -> str:
+        """Bootstrap servers of the SASL listeners a user's client moves to (``kctl client-config``)."""
+        if self.migrating:
+            return ",".join(f"{self.node_address(n)}:{self.secure_host_port(n)}" for n in self.brokers)
         return ",".join(f"{self.node_address(n)}:{self.kafka_host_port(n)}" for n in self.brokers)
 
     @property
     def internal_bootstrap_servers(self) -> str:
         """Bootstrap servers for containers on the cluster network (the INTERNAL listeners)."""
-        return ",".join(f"{self.kafka_host(n)}:{self.kafka.internal_port}" for n in self.brokers)
+        return ",".join(f"{self.kafka_host(n)}:{self.client_internal_port}" for n in self.brokers)
 
     @property
     def zookeeper_connect(self) -> str:
@@ -466,6 +544,9 @@ CROSS_FIELD_RULES: tuple[str, ...] = (
     "with `security.enabled`: `zookeeper.enforce_auth` and `zookeeper.set_acl` need `zookeeper.sasl`;"
     " `tls: false` is a warning (passwords cross the network in SCRAM exchanges only, data in the clear);"
     " `admin_user` is not `kafka` or `zkquorum` (kctl's ZooKeeper principals)",
+    "`security.migration` needs `security.enabled` and the INTERNAL inter-broker listener; its EXTERNAL_SECURE"
+    " ports are published host ports like the others, and INTERNAL_SECURE (internal_port + 1) clashes with"
+    " no port of the container",
 )
 
 
@@ -550,6 +631,8 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         claims = [(spec.zk_host_port(n), f"nodes.{i}.zookeeper_port")]
         if n.broker:  # a ZooKeeper-only node publishes no Kafka or JMX port
             claims.append((spec.kafka_host_port(n), f"nodes.{i}.kafka_port"))
+            if spec.migrating:
+                claims.append((spec.secure_host_port(n), f"nodes.{i}.kafka_port + security.migration_port_offset"))
             jmx = spec.jmx_host_port(n)
             if jmx is not None:
                 claims.append((jmx, f"nodes.{i}.jmx_port"))
@@ -578,6 +661,16 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         if sec.admin_user in RESERVED_PRINCIPALS:
             errors.append(f"security.admin_user: {sec.admin_user!r} is one of kctl's ZooKeeper principals"
                           f" ({', '.join(RESERVED_PRINCIPALS)})")
+    if sec.migration is not None:
+        if not sec.enabled:
+            errors.append("security.migration: a step towards the secured profile needs security.enabled: true")
+        if k.inter_broker_listener != "INTERNAL":
+            errors.append(f"security.migration: moves the INTERNAL listener; kafka.inter_broker_listener is"
+                          f" {k.inter_broker_listener!r}")
+        inside = (zk.client_port, zk.peer_port, zk.election_port) if spec.topology is Topology.colocated else ()
+        if spec.secure_internal_port in (*inside, *(spec.kafka_host_port(n) for n in spec.brokers)):
+            errors.append(f"security.migration: the INTERNAL_SECURE port {spec.secure_internal_port}"
+                          " (kafka.internal_port + 1) clashes with another port of the container")
     return errors, warnings
 
 

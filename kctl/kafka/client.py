@@ -35,7 +35,7 @@ def bootstrap_of(spec: ClusterSpec | None = None, bootstrap: str | None = None) 
 
 def security_config(spec: ClusterSpec | None, user: str | None = None) -> dict[str, str]:
     """librdkafka's security settings for a secured cluster (the admin user unless ``user``); {} otherwise."""
-    if spec is None or not spec.security.enabled:
+    if spec is None or not spec.kctl_logs_in:  # a PLAINTEXT cluster, or the first step of securing one
         return {}
     from kctl.security import store
 

@@ -362,7 +362,8 @@ def client_config(spec: ClusterSpec, user: str | None = None, fmt: str = "librdk
     if user and not spec.security.enabled:
         raise UsageError(f"--user {user}: cluster {spec.name!r} has no users (security is off)")
     auth = store.client_auth(spec, user)
-    props: dict[str, str] = {"bootstrap.servers": spec.bootstrap_servers}
+    # While a migration runs, the secured listeners the clients move to (their own ports).
+    props: dict[str, str] = {"bootstrap.servers": spec.secured_bootstrap_servers}
     if auth is not None:
         props["security.protocol"] = auth.protocol
         if fmt == "java":

@@ -217,7 +217,9 @@ def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:
     from kctl.kafka.configs import update_mode
     from kctl.render import COMPOSE_FILE, render
     from kctl.runtime import engines
+    from kctl.security import migration
 
+    running_phase, _target = migration.check_step(spec, state_dir)  # a skipped step: refused, nothing done
     rendered = render(spec, state_dir)
     seen = engines.observe(spec)
     engines.check_engine(spec, [(c.name, c.engine) for c in seen])  # WrongEngine before anything is planned
@@ -239,9 +241,26 @@ def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:
     the_plan = plan_apply(spec.name, observed, changed_files=_disk_files(state_dir, rendered.files), hashes=hashes,
                           recreate=recreate_needed(old_compose, rendered.files[COMPOSE_FILE]),
                           broker_ids={n.hostname: n.id for n in spec.nodes}, update_mode=update_mode)
+    if running_phase is not None and running_phase != spec.security_phase:
+        the_plan = by_restart(spec, the_plan)
     if not engines.for_spec(spec).files_reach_a_restart:
         the_plan = by_new_tasks(spec, the_plan)
     return the_plan, rendered
+
+
+def by_restart(spec: ClusterSpec, plan: ApplyPlan) -> ApplyPlan:
+    """A step towards (or back from) the secured profile (pure): its listener, SASL and TLS keys reach each
+    broker by the roll's restart, never as dynamic configs (those would be kept in ZooKeeper and outlive
+    the step, and name keystores a container mounts only once it is made again)."""
+    restarts = {(r.node, r.service): r for r in plan.restarts}
+    names = {n.id: n.hostname for n in spec.nodes}
+    for d in plan.dynamic:
+        r = restarts.setdefault((names[d.broker], "kafka"), Restart(names[d.broker], "kafka", []))
+        r.reasons.append(f"{d.key}: {_fmt(d.running)} -> {_fmt(d.value)} (security step: read at start)")
+    order = [(r.node, r.service) for r in plan.restarts] + [k for k in restarts if k not in
+                                                             {(r.node, r.service) for r in plan.restarts}]
+    return dataclasses.replace(plan, dynamic=[], restarts=[restarts[k] for k in order],
+                               notes=[n for n in plan.notes if "dynamic" not in n])
 
 
 def phases(spec: ClusterSpec, plan: ApplyPlan) -> list[tuple[str, list[str], tuple[str, ...]]]:
@@ -303,6 +322,11 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
                 configs.delete_configs(spec, entity, gone)
                 say(f"broker {broker}: dynamic override removed, no restart: {', '.join(gone)}")
             done += [d for d in the_plan.dynamic if d.broker == broker]
+        from kctl.security import migration, store
+
+        made = store.ensure(spec, state_dir)  # a step towards the secured profile: its secrets before its roll
+        if made:
+            say(f"secrets: {len(made)} file(s) written in {store.secrets_dir(state_dir)} (mode 0600)")
         written = [str(p.relative_to(state_dir)) for p in write(rendered, state_dir)]
         if written:
             say(f"wrote {len(written)} file(s) in {state_dir}: {', '.join(written)}")
@@ -316,4 +340,7 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
             rolls.append(run.roll(spec, state_dir, service=service, nodes=nodes, gate_timeout=gate_timeout,
                                   progress=say, lock=False, recreate=hosts))
         _record(state_dir, {c.name: c.config_hash for c in rendered.containers})
+        if spec.security_phase == 3 and spec.security.zookeeper.sasl and spec.security.zookeeper.set_acl:
+            # Every broker now writes znodes with ACLs: those made before get them too (Kafka's sequence).
+            migration.secure_znodes(spec, say)
     return ApplyResult(the_plan, done, written, rolls, time.monotonic() - started)

@@ -133,8 +133,8 @@ def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float
     last: KctlError | None = None
     for node in spec.brokers:
         host = spec.kafka_host(node)
-        argv = [f"/opt/kafka/bin/{tool}", "--bootstrap-server", f"{host}:{spec.kafka.internal_port}", *args]
-        if spec.security.enabled:  # the admin user's client settings: a file in the node, no password in argv
+        argv = [f"/opt/kafka/bin/{tool}", "--bootstrap-server", f"{host}:{spec.client_internal_port}", *args]
+        if spec.kctl_logs_in:  # the admin user's client settings: a file in the node, no password in argv
             argv += ["--command-config", contract.secret_path(contract.ADMIN_CLIENT_FILE)]
         try:
             for path, text in (files or {}).items():

@@ -36,7 +36,20 @@ def stop(spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
     return _supervisorctl(spec, host, "stop", service, STOP_TIMEOUT, dc)
 
 
+# The entrypoint's copy of the secrets mount, made again before a service starts: a JAAS file that
+# `kctl apply` rewrote (a step of security.migration) reaches a restarted process, not only a new container.
+REFRESH_SECRETS = (
+    f'[ -d {contract.SECRETS_MOUNT} ] || exit 0; for f in {contract.SECRETS_MOUNT}/*; do [ -f "$f" ] &&'
+    f' install -m 0600 -o {contract.JVM_UID} -g {contract.JVM_UID} "$f" {contract.SECRETS_DIR}/; done; exit 0'
+)
+
+
 def start(spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
+    if spec.security.enabled:
+        code, out = engines.exec_in(spec, host, ["sh", "-c", REFRESH_SECRETS], user="root", timeout=30, dc=dc)
+        if code != 0:
+            raise KctlError(f"{host}: cannot refresh the secrets copy before starting {service}: {out.strip()[-300:]}",
+                            hint=f"`kctl logs {host} --service supervisor`")
     return _supervisorctl(spec, host, "start", service, START_TIMEOUT, dc)
 
 

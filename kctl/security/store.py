@@ -261,7 +261,7 @@ def _signed_by(cert_pem: bytes, ca_pem: bytes) -> bool:
 
 def metadata_auth(spec: ClusterSpec, state_dir: Path | None = None) -> Any:
     """The admin user's credentials for kctl's own Metadata requests (kctl.kafka.metadata.Auth), or None."""
-    auth = client_auth(spec, state_dir=state_dir)
+    auth = client_auth(spec, state_dir=state_dir) if spec.kctl_logs_in else None
     if auth is None:
         return None
     from kctl.kafka.metadata import Auth

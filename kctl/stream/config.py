@@ -55,7 +55,7 @@ class JobConfig:
         from kctl.spec import load_spec, state_dir_for
 
         spec, _ = load_spec(self.spec_file)
-        if not spec.security.enabled:
+        if not spec.kctl_logs_in:  # PLAINTEXT, or the first step of securing a running cluster
             return None
         return spec.model_copy(update={"state_dir": str(state_dir_for(spec, Path(self.spec_file)))})
 

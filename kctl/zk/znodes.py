@@ -19,7 +19,7 @@ logging.getLogger("kazoo").setLevel(logging.CRITICAL)
 
 def sasl_options(spec: ClusterSpec, principal: str | None = None) -> dict[str, Any]:
     """kazoo's DIGEST-MD5 login for a secured cluster (kctl's own read principal unless ``principal``)."""
-    if not (spec.security.enabled and spec.security.zookeeper.sasl):
+    if not (spec.kctl_logs_in and spec.security.zookeeper.sasl):
         return {}
     from kctl.properties import ZK_KCTL_PRINCIPAL
     from kctl.security import store
@@ -63,7 +63,7 @@ def guarded_reader(spec: ClusterSpec) -> str | None:
     """The ZooKeeper principal that may read Kafka's guarded znodes (/config/brokers: dynamic broker configs
     may hold passwords, so zookeeper.set.acl leaves them to the brokers' principal), or None: kctl's own."""
     sec = spec.security
-    if sec.enabled and sec.zookeeper.sasl and sec.zookeeper.set_acl:
+    if sec.zookeeper.sasl and sec.zookeeper.set_acl and spec.security_phase >= 3:
         from kctl.properties import ZK_BROKER_PRINCIPAL
 
         return ZK_BROKER_PRINCIPAL
