@@ -471,8 +471,10 @@ class ClusterSpec(_Model):
 
     @property
     def kctl_uses_secure_listener(self) -> bool:
-        """kctl's clients use the transitional EXTERNAL_SECURE / INTERNAL_SECURE listeners (steps 2-4)."""
-        return 2 <= self.security_phase < PHASE_SECURED
+        """kctl's clients use the transitional EXTERNAL_SECURE / INTERNAL_SECURE listeners: at steps 2 and 3, the
+        rolls during which INTERNAL and EXTERNAL are PLAINTEXT on some brokers (from step 4 on they are SASL
+        on every broker)."""
+        return self.security_phase in (2, 3)
 
     def secure_host_port(self, node: NodeSpec) -> int:
         """The host port of a broker's EXTERNAL_SECURE listener while ``security.migration`` is set."""
@@ -500,8 +502,10 @@ class ClusterSpec(_Model):
 
     @property
     def secured_bootstrap_servers(self) -> str:
-        """Bootstrap servers of the SASL listeners a user's client moves to (``kctl client-config``)."""
-        if self.migrating:
+        """Bootstrap servers of the SASL listeners a user's client moves to (``kctl client-config``): after
+        migration steps 1 and 2 the transitional EXTERNAL_SECURE ones; from step 3 on, EXTERNAL (the clients'
+        second move, before the last step removes EXTERNAL_SECURE)."""
+        if self.security_phase in (1, 2):
             return ",".join(f"{self.node_address(n)}:{self.secure_host_port(n)}" for n in self.brokers)
         return ",".join(f"{self.node_address(n)}:{self.kafka_host_port(n)}" for n in self.brokers)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from kctl import output
-from kctl.cli.common import OutputOpt, SpecOpt, connect
+from kctl.cli.common import OutputOpt, SpecOpt, connect, load
 
 
 def register(app: typer.Typer) -> None:
@@ -64,8 +64,13 @@ def apply(
     rolling restart of only the services whose start-time config changed."""
     from kctl.roll import apply as ap
     from kctl.roll import run
+    from kctl.security import migration
     from kctl.spec import state_dir_for
 
+    wanted = load(file)
+    # A skipped step towards the secured profile is refused from the files alone, before kctl talks to the
+    # cluster with credentials the skipped steps would have made.
+    migration.check_step(wanted, state_dir_for(wanted, file))
     spec = connect(file, write=not dry_run)
     state = state_dir_for(spec, file)
     if dry_run or not yes:
