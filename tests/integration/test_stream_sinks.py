@@ -103,6 +103,7 @@ def test_replayed_batch_changes_nothing(spark: Any, tmp_path: Path) -> None:
     assert sum(v[0] for v in got.values()) == n
 
 
+@pytest.mark.long  # about 4 minutes on two cores: `make test-long` (the suite keeps the sinks' exactness tests)
 def test_the_jobs_optimize_compacts_and_keeps_every_row(spark: Any, tmp_path: Path) -> None:
     """What `--optimize-every N` and `kctl stream optimize` on a running job do, between two batches."""
     import json
