@@ -33,6 +33,7 @@ INIT_HINT = ("make this engine a Swarm manager: `docker swarm init --advertise-a
              "(a one-node Swarm; others join with `docker swarm join`), or run kctl where DOCKER_HOST names a "
              "manager; `engine: compose` runs the cluster on this engine alone (docs/multi-host.md)")
 REMOVE_WAIT = 120.0
+STACK_FILE = "stack.yaml"  # compose.yaml with the secured profile's Swarm secrets (names of files, no content)
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,52 @@ def one_service_stack(data: dict[str, Any], host: str) -> dict[str, Any]:
     return out
 
 
+def secret_name(spec: ClusterSpec, host: str, filename: str, data: bytes) -> str:
+    """A Swarm secret's name: secrets are immutable, so a changed file is a new secret (its hash in the name)."""
+    import hashlib
+
+    digest = hashlib.sha256(data).hexdigest()[:10]
+    return f"{spec.project}-{host}-{filename.replace('.', '-')}-{digest}"[-64:].lstrip("-_.")
+
+
+def with_secrets(spec: ClusterSpec, state_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The stack file with the secured profile's files of each service's container host as Swarm secrets,
+    mounted where the Compose engine bind-mounts them (``contract.SECRETS_MOUNT``, mode 0400, root's; the
+    entrypoint copies them for the JVMs' user as on Compose). Swarm keeps them encrypted in its Raft log and
+    gives each task only its own; the stack file names the files, never their contents."""
+    if not spec.security.enabled:
+        return data
+    from kctl.security import store
+
+    root = store.secrets_dir(state_dir)
+    top: dict[str, Any] = {}
+    out = {**data, "services": {}}
+    for host, svc in (data.get("services") or {}).items():
+        entries = []
+        folder = root / host
+        for f in sorted(folder.iterdir()) if folder.is_dir() else []:
+            if not f.is_file():
+                continue
+            key = f"{host}-{f.name.replace('.', '-')}-secret"
+            top[key] = {"name": secret_name(spec, host, f.name, f.read_bytes()),
+                        "file": str(f.relative_to(state_dir))}
+            entries.append({"source": key, "target": f"{contract.SECRETS_MOUNT}/{f.name}", "mode": 0o400})
+        if not entries:
+            raise store.missing(spec, state_dir)
+        out["services"][host] = {**svc, "secrets": entries}
+    out["secrets"] = top
+    return out
+
+
+def write_stack(spec: ClusterSpec, state_dir: Path, data: dict[str, Any], name: str) -> Path:
+    """Write a stack file (the rendered one, cut or with its secrets) into the state dir for a deploy."""
+    import yaml
+
+    path = state_dir / name
+    path.write_text(yaml.safe_dump(with_secrets(spec, state_dir, data), sort_keys=False), encoding="utf-8")
+    return path
+
+
 def _dedupe(found: list[Any], name: Any, running: Any) -> list[Any]:
     """One entry per container host: Swarm keeps earlier tasks' exited containers; the running one wins."""
     best: dict[str, Any] = {}
@@ -332,9 +379,6 @@ class SwarmEngine(Engine):
 
     def preflight(self, spec: ClusterSpec, existing: dict[str, ContainerInfo], dc: Any, say: Progress,
                   strict_spread: bool = False) -> None:
-        if spec.security.enabled:
-            raise KctlError("engine swarm does not deliver the secured profile's secrets yet",
-                            hint="deploy with security.enabled: false, or with engine: compose")
         local_id = require_manager(dc)
         placement = plan_placement(spec, nodes(dc), strict_spread)
         for w in placement.warnings:
@@ -361,8 +405,14 @@ class SwarmEngine(Engine):
             say(f"{host}: on swarm node {target.hostname}")
         say("swarm: published ports bind every interface of their node (Swarm cannot bind one address);"
             " see docs/multi-host.md for the firewall and the secured profile")
+        stack_file = COMPOSE_FILE
+        if spec.security.enabled:
+            import yaml
+
+            data = yaml.safe_load((state_dir / COMPOSE_FILE).read_text(encoding="utf-8"))
+            stack_file = write_stack(spec, state_dir, data, STACK_FILE).name
         proc = run_docker(["stack", "deploy", "--detach=true", "--prune", "--resolve-image", "never",
-                           "-c", COMPOSE_FILE, spec.project], timeout=300, cwd=state_dir)
+                           "-c", stack_file, spec.project], timeout=300, cwd=state_dir)
         if proc.returncode != 0:
             raise KctlError(f"`docker stack deploy` failed: {(proc.stderr or proc.stdout).strip()[-2000:]}",
                             hint="see `docker stack ps --no-trunc " + spec.project + "`; `kctl down` removes it")
@@ -418,9 +468,7 @@ class SwarmEngine(Engine):
         dc = self.client()
         require_manager(dc)
         data = yaml.safe_load((state_dir / COMPOSE_FILE).read_text(encoding="utf-8"))
-        one = one_service_stack(data, host)
-        path = state_dir / f"stack-{host}.yaml"
-        path.write_text(yaml.safe_dump(one, sort_keys=False), encoding="utf-8")
+        path = write_stack(spec, state_dir, one_service_stack(data, host), f"stack-{host}.yaml")
         placement = plan_placement(spec, nodes(dc))
         set_labels(spec, dc, placement, lambda _m: None)
         proc = run_docker(["stack", "deploy", "--detach=true", "--resolve-image", "never", "-c", path.name,
@@ -488,8 +536,7 @@ class SwarmEngine(Engine):
         rendered = state_dir / COMPOSE_FILE
         if rendered.exists():
             one = one_service_stack(yaml.safe_load(rendered.read_text(encoding="utf-8")), host)
-            path = state_dir / f"stack-{host}.yaml"
-            path.write_text(yaml.safe_dump(one, sort_keys=False), encoding="utf-8")
+            path = write_stack(spec, state_dir, one, f"stack-{host}.yaml")
             try:
                 proc = run_docker(["stack", "deploy", "--detach=true", "--resolve-image", "never", "-c", path.name,
                                    spec.project], timeout=300, cwd=state_dir)

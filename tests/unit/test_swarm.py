@@ -189,3 +189,41 @@ def test_apply_on_swarm_makes_a_new_task_for_each_node_whose_files_change() -> N
     assert ap.phases(spec, out) == [("node", ["logger1", "logger2", "logger3"], ("logger1", "logger2", "logger3"))]
     assert the_plan.restarts and the_plan.recreate == {"logger2": ["environment.X: 1 -> 2"]}  # pure
     assert engines.ComposeEngine.files_reach_a_restart  # compose delivers files by bind mount
+
+
+def test_secured_profile_reaches_each_task_as_swarm_secrets_of_its_own(tmp_path: Path) -> None:
+    from kctl.runtime.swarm import one_service_stack, secret_name, with_secrets
+    from kctl.security import store
+
+    spec = _swarm(name="sec", security={"enabled": True})
+    rendered = render(spec, tmp_path)
+    store.ensure(spec, tmp_path)
+    data = yaml.safe_load(rendered.files[COMPOSE_FILE])
+    out = with_secrets(spec, tmp_path, data)
+    assert "secrets" not in data  # the rendered stack file itself stays as it was (golden files)
+    passwords = store.passwords(spec, tmp_path)
+    text = yaml.safe_dump(out)
+    assert not [p for p in passwords.values() if p in text]  # file names only, never contents
+    for host in ("logger1", "logger2", "logger3"):
+        mounts = {s["target"]: s for s in out["services"][host]["secrets"]}
+        own = sorted(f.name for f in (store.secrets_dir(tmp_path) / host).iterdir())
+        assert sorted(mounts) == [f"{contract.SECRETS_MOUNT}/{n}" for n in own]
+        assert all(m["mode"] == 0o400 and m["source"].startswith(f"{host}-") for m in mounts.values())
+        assert all(out["secrets"][m["source"]]["file"].startswith(f"secrets/{host}/") for m in mounts.values())
+    # Immutable secrets: a changed file is a new name; the same file the same name.
+    assert secret_name(spec, "logger1", "kafka.jaas", b"a") == secret_name(spec, "logger1", "kafka.jaas", b"a")
+    assert secret_name(spec, "logger1", "kafka.jaas", b"a") != secret_name(spec, "logger1", "kafka.jaas", b"b")
+    # One service's stack carries its own secrets only.
+    one = with_secrets(spec, tmp_path, one_service_stack(data, "logger2"))
+    assert set(one["services"]) == {"logger2"} and all(k.startswith("logger2-") for k in one["secrets"])
+    plain = _swarm(name="sec")
+    assert with_secrets(plain, tmp_path, data) is data
+
+
+def test_secured_swarm_stack_without_secrets_is_a_clear_error(tmp_path: Path) -> None:
+    from kctl.runtime.swarm import with_secrets
+
+    spec = _swarm(name="sec", security={"enabled": True})
+    data = yaml.safe_load(render(spec, tmp_path).files[COMPOSE_FILE])
+    with pytest.raises(KctlError, match="has no secrets"):
+        with_secrets(spec, tmp_path, data)
