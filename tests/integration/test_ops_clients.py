@@ -122,7 +122,7 @@ def test_consume_stops_cleanly_on_ctrl_c(kafka_cluster: Any, topic: str) -> None
     assert kctl(kafka_cluster, "produce", topic, stdin="".join(f"m{i}\n" for i in range(5))).returncode == 0
     proc = subprocess.Popen([sys.executable, "-m", "kctl", "consume", topic, "--from-beginning", "--group", g,
                              "-f", str(kafka_cluster.spec_file)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a tty
     lines: list[str] = []
     deadline = time.monotonic() + 30
     assert proc.stdout is not None

@@ -136,8 +136,11 @@ def test_logs_reads_the_state_dir_without_docker(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)  # a readline that never returns fails instead of hanging the run
 def test_logs_follow_is_F_and_f_stays_the_spec(tmp_path: Path) -> None:
     logs = _state_with_logs(tmp_path)
+    # Ctrl-C as in a terminal: a runner started in the background (`make test &`) hands its children SIGINT
+    # ignored, and Python then installs no KeyboardInterrupt handler.
     p = subprocess.Popen([sys.executable, "-m", "kctl", "logs", "logger1", "-f", "spec.yaml", "-F", "-n", "1"],
-                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert p.stdout is not None
         assert p.stdout.readline() == "k3\n"
