@@ -199,6 +199,9 @@ def _colocated(spec: ClusterSpec) -> None:
     if spec.topology is not Topology.colocated:
         raise UsageError("kctl node add/remove handle the colocated topology (ZooKeeper and broker in one"
                          " container); this cluster is split", hint="edit kctl.yaml's nodes and roll the change")
+
+
+def _not_migrating(spec: ClusterSpec) -> None:
     if spec.migrating:
         raise UsageError(f"kctl node add/remove refused: cluster {spec.name} is being moved to the secured profile"
                          f" (security.migration: {spec.security.migration.value if spec.security.migration else ''});"
@@ -223,6 +226,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
     say = progress or (lambda _m: None)
     t0 = time.monotonic()
     _colocated(spec)
+    _not_migrating(spec)
     text, raw = _load_raw(spec_path)
     new_raw, entry = with_node_added(raw, spec, node_id, role, free_ports, broker=broker)
     new_spec, warnings = parse_spec(new_raw, str(spec_path))
@@ -327,6 +331,7 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
     say = progress or (lambda _m: None)
     t0 = time.monotonic()
     _colocated(spec)
+    _not_migrating(spec)
     node = spec.node(ref)
     nid, host = node.id, spec.kafka_host(node)
     if len(spec.nodes) == 1:

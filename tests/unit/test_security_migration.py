@@ -179,4 +179,4 @@ def test_node_changes_refused_while_migrating(tmp_path: Path) -> None:
     from kctl.errors import UsageError
 
     with pytest.raises(UsageError, match="being moved to the secured profile"):
-        nodes._colocated(spec_at("close-plaintext"))
+        nodes._not_migrating(spec_at("close-plaintext"))
