@@ -118,7 +118,8 @@ def submit(
     starting_offsets: str = typer.Option("earliest", "--starting-offsets", help="earliest, latest, or JSON."),
     fail_on_data_loss: bool = typer.Option(False, "--fail-on-data-loss/--no-fail-on-data-loss",
                                            help="Fail when Kafka deleted offsets the job had not read."),
-    max_offsets: int = typer.Option(None, "--max-offsets-per-trigger", help="Cap on records per micro-batch."),
+    max_offsets: int = typer.Option(100_000, "--max-offsets-per-trigger",
+                                    help="Cap on records per micro-batch (0: none)."),
     jars: list[str] = typer.Option(None, "--jars", help="Kafka source jars (offline); default: resolved and cached."),
     driver_memory: str = typer.Option("768m", "--driver-memory"),
     name: str = typer.Option("main", "--name", help="Job name: offsets are committed to group kctl-stream-NAME."),
@@ -136,6 +137,7 @@ def submit(
     from kctl.stream.tables import MIN_RETAIN_HOURS
 
     bad = [m for m, ok in ((f"--optimize-every must be 0 or more, not {optimize_every}", optimize_every >= 0),
+                           (f"--max-offsets-per-trigger must be 0 or more, not {max_offsets}", max_offsets >= 0),
                            (f"--retain-hours must be at least {MIN_RETAIN_HOURS}, not {retain_hours}",
                             retain_hours >= MIN_RETAIN_HOURS),
                            (f"--name {name!r} must be non-empty, without spaces", bool(name) and " " not in name))

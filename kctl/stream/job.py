@@ -67,24 +67,34 @@ def parse(df: Any) -> Any:
 
     Returns one row per record with the parsed fields, ``ok`` and ``reason``
     (null when ok). Nothing raises on bad input: every failure becomes a reason.
+
+    Each costly function (``from_json``, the nginx regex, the request regex, ``split``) appears once, in a
+    projection of its own, and later projections only take fields of its result: written as one projection
+    with ``when(...)`` around each field, the plan held 5 ``from_json`` and 91 ``regexp_replace`` calls
+    (Spark's common-subexpression elimination skips conditional branches), and a batch's parse cost 1.5x as much
+    (docs/benchmarks.md). The archive and dead-letter rows are selected from the cached result of this
+    function, never from a plan of their own: a filter above it would be pushed below these projections and
+    duplicate them again.
     """
     from pyspark.sql import functions as F
 
-    value = F.col("value").cast("string")
-    key = F.col("key").cast("string")
-    is_json = F.ltrim(value).startswith("{")
-    env = F.from_json(value, envelope_schema())
-    valid_json = F.json_object_keys(value).isNotNull()
-    message = F.when(is_json, env.getField("message")).otherwise(value)
-
+    df = df.select("topic", "partition", "offset", F.col("timestamp").alias("kafka_timestamp"),
+                   F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value"))
+    is_json = F.ltrim(F.col("value")).startswith("{")
+    df = df.select("*", is_json.alias("_is_json"), F.when(is_json, F.from_json("value", envelope_schema())).alias("_e"))
+    e, js = F.col("_e"), F.col("_is_json")
+    message = F.when(js, e.getField("message")).otherwise(F.col("value"))
     df = df.select(
-        "topic", "partition", "offset", F.col("timestamp").alias("kafka_timestamp"),
-        key.alias("key"), value.alias("value"), is_json.alias("_is_json"), valid_json.alias("_valid_json"),
+        "topic", "partition", "offset", "kafka_timestamp", "key", "value", "_is_json",
+        # Only an envelope without a message needs telling apart from text that is not JSON at all (a second
+        # parse, so not for every row); the session parses no partial results (build_session), so an invalid
+        # envelope never yields a message.
+        F.when(js & e.getField("message").isNull(), F.json_object_keys("value").isNotNull()).alias("_valid_json"),
         message.alias("message"),
-        F.when(is_json, env.getField("host").getField("name")).otherwise(key).alias("_host"),
-        F.when(is_json, env.getField("@timestamp")).alias("timestamp"),
-        F.when(is_json, env.getField("log").getField("file").getField("path")).alias("log_file_path"),
-        F.when(is_json, env.getField("log").getField("offset")).alias("log_offset"),
+        F.when(js, e.getField("host").getField("name")).otherwise(F.col("key")).alias("_host"),
+        e.getField("@timestamp").alias("timestamp"),
+        e.getField("log").getField("file").getField("path").alias("log_file_path"),
+        e.getField("log").getField("offset").alias("log_offset"),
     )
     m = F.col("message")
     # One regex pass per line: regexp_replace rewrites a matching line into its groups joined by \x01
@@ -92,28 +102,32 @@ def parse(df: Any) -> Any:
     # characters as \xHH, so \x01 never occurs in a real line; a line that holds one anyway splits into
     # the wrong count and goes to the dead-letter output rather than into wrong fields.
     joined = F.regexp_replace(m, NGINX_RE, _SEP.join(f"${i}" for i in range(1, 10)))
-    parts = F.split(joined, _SEP)
-    matched = F.coalesce((joined != m) & (F.size(parts) == 9), F.lit(False))
-    g = [F.lit("")] + [F.when(matched, parts.getItem(i - 1)).otherwise(F.lit("")) for i in range(1, 10)]
+    df = df.select("*", F.when(joined != m, F.split(joined, _SEP)).alias("_p"))
+    df = df.select("*", F.coalesce(F.size("_p") == 9, F.lit(False)).alias("_matched"))
+    p, ok_line = F.col("_p"), F.col("_matched")
+    g = [F.lit("")] + [F.when(ok_line, p.getItem(i - 1)).otherwise(F.lit("")) for i in range(1, 10)]
     req = g[4]
     rj = F.regexp_replace(req, REQUEST_RE, "$1" + _SEP + "$2" + _SEP + "$3")
-    rparts = F.split(rj, _SEP)
-    req_ok = (rj != req) & (F.size(rparts) == 3)
     df = df.select(
         "*",
-        matched.alias("_matched"),
         g[1].alias("remote_addr"), g[2].alias("remote_user"), g[3].alias("time_local"),
-        *(F.when(req_ok, F.nullif(rparts.getItem(i), F.lit(""))).alias(name)
-          for i, name in enumerate(("method", "path", "protocol"))),
+        F.when(rj != req, F.split(rj, _SEP)).alias("_r"),
         g[5].try_cast("int").alias("status"),
         F.when(g[6] == "-", F.lit(0).cast("long")).otherwise(g[6].try_cast("long")).alias("bytes"),
         g[7].alias("referer"), g[8].alias("user_agent"),
-        F.when(matched, F.nullif(g[9], F.lit(""))).alias("x_forwarded_for"),
+        F.when(ok_line, F.nullif(g[9], F.lit(""))).alias("x_forwarded_for"),
     )
+    r = F.col("_r")
+    req_ok = F.coalesce(F.size(r) == 3, F.lit(False))
     request_time = F.try_to_timestamp(F.col("time_local"), F.lit(TIME_LOCAL_FORMAT))
     beat_time = F.try_to_timestamp(F.col("timestamp"))
-    df = df.withColumn("event_time", F.coalesce(request_time, beat_time))
-    df = df.withColumn("host", F.coalesce(F.nullif(F.col("_host"), F.lit("")), F.lit("-")))
+    df = df.select(
+        "*",
+        *(F.when(req_ok, F.nullif(r.getItem(i), F.lit(""))).alias(name)
+          for i, name in enumerate(("method", "path", "protocol"))),
+        F.coalesce(request_time, beat_time).alias("event_time"),
+        F.coalesce(F.nullif(F.col("_host"), F.lit("")), F.lit("-")).alias("host"),
+    )
     reason = (
         F.when(F.col("value").isNull() | (F.trim(F.col("value")) == ""), F.lit("empty value"))
         .when(F.col("_is_json") & ~F.col("_valid_json"), F.lit("invalid JSON"))
@@ -123,7 +137,7 @@ def parse(df: Any) -> Any:
         .when(F.col("bytes").isNull(), F.lit("bytes sent out of range"))
     )
     df = df.withColumn("reason", reason).withColumn("ok", F.col("reason").isNull())
-    return df.drop("_is_json", "_valid_json", "_host", "_matched")
+    return df.drop("_is_json", "_valid_json", "_host", "_matched", "_p", "_r")
 
 
 def archive_rows(parsed: Any) -> Any:
@@ -161,28 +175,6 @@ def batch_counts(parsed: Any) -> list[Any]:
     return rows
 
 
-def metrics_source(spark: Any, rows: list[Any]) -> Any:
-    """The MERGE source: the good rows of :func:`batch_counts` as (window_start, window_end, host, status,
-    requests, bytes)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
-
-    schema = StructType([StructField("ws", LongType()), StructField("host", StringType()),
-                         StructField("status", IntegerType()), StructField("requests", LongType()),
-                         StructField("bytes", LongType())])
-    df = spark.createDataFrame([(r["ws"], r["host"], r["status"], r["requests"], r["bytes"]) for r in rows], schema)
-    return df.select(F.timestamp_seconds("ws").alias("window_start"),
-                     F.timestamp_seconds(F.col("ws") + 60).alias("window_end"), "host", "status", "requests", "bytes")
-
-
-def metrics_schema() -> Any:
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
-
-    return StructType([StructField("window_start", TimestampType()), StructField("window_end", TimestampType()),
-                       StructField("host", StringType()), StructField("status", IntegerType()),
-                       StructField("requests", LongType()), StructField("bytes", LongType())])
-
-
 class BatchWriter:
     """The foreachBatch function: write one micro-batch to the three Delta tables, idempotently by
     (query id, batch id)."""
@@ -197,9 +189,9 @@ class BatchWriter:
         self.app_id = app_id
         self.state = state_dir(cfg.checkpoint)
         self.first = True
-        # The metrics MERGE runs in a session of its own: its idempotency rides on session confs
-        # (sinks.merge_counts), which must never reach the appends that run at the same time.
-        self._merge_session: Any = None
+        from kctl.stream.sinks import MetricsTable
+
+        self.metrics_table = MetricsTable(self.metrics)
         # Seconds of the last batch's steps (parse + counts, appends, merge), kept in counters.json.
         self.timings: dict[str, float] = {}
 
@@ -235,9 +227,9 @@ class BatchWriter:
 
     def _write(self, parsed: Any, b: int) -> None:
         """One Spark job counts the batch (and fills the cache of the parsed rows); then the metrics MERGE
-        and the archive (+ dead-letter) appends run at the same time, each its own atomic, idempotent Delta
-        commit: a batch costs the longer of the two, not their sum. The MERGE goes first in line because the
-        metrics table is what readers wait for."""
+        (delta-rs, in this process, on the counts) and the archive (+ dead-letter) appends (Spark) run at the
+        same time, each its own atomic, idempotent Delta commit. The MERGE takes milliseconds, so the metrics
+        table shows the batch before its archive rows are written."""
         t0 = time.monotonic()
         counts = batch_counts(parsed)
         self.timings = {"counts": time.monotonic() - t0}
@@ -247,8 +239,7 @@ class BatchWriter:
         want = self.cfg.outputs
         merge = None
         if good_rows and "metrics" in want:
-            merge = threading.Thread(target=self._merge, args=(good_rows, b, parsed.sparkSession),
-                                     name=f"kctl-merge-{b}", daemon=True)
+            merge = threading.Thread(target=self._merge, args=(good_rows, b), name=f"kctl-merge-{b}", daemon=True)
             merge.start()
         try:
             self._appends(parsed, b, good, bad)
@@ -275,18 +266,12 @@ class BatchWriter:
             self.counters["deadletter"] += bad
         self.timings["appends"] = time.monotonic() - t0
 
-    def _merge(self, good_rows: list[Any], b: int, spark: Any) -> None:
-        from kctl.stream import sinks
-
+    def _merge(self, good_rows: list[Any], b: int) -> None:
         t0 = time.monotonic()
         try:
-            if self._merge_session is None:
-                self._merge_session = spark.newSession()
-            ms = self._merge_session
-            windows = [dt.datetime.fromtimestamp(int(r["ws"]), dt.timezone.utc).replace(tzinfo=None)
-                       for r in good_rows]
-            sinks.merge_counts(ms, metrics_source(ms, good_rows), self.metrics, windows,
-                               app_id=self.app_id, version=b)
+            rows = [(int(r["ws"]), r["host"], int(r["status"]), int(r["requests"]), int(r["bytes"] or 0))
+                    for r in good_rows]
+            self.metrics_table.merge_counts(rows, app_id=self.app_id, version=b)
         except BaseException as exc:  # noqa: BLE001 - re-raised by _write in the batch's thread
             self._merge_error = exc
         self.timings["merge"] = time.monotonic() - t0
@@ -361,8 +346,12 @@ def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
         # micro-batch's small shuffles that doubled the jobs of a batch (16 -> 8 for a 200-row batch, counted
         # in Spark's UI), each with its own scheduling cost, for no better plan.
         .config("spark.sql.adaptive.enabled", "false")
-        # The MERGE source is a small local relation built from collected rows: nothing to materialize.
-        .config("spark.databricks.delta.merge.materializeSource", "none")
+        # A malformed envelope parses to no fields at all rather than to the fields before the error, so it is
+        # always "invalid JSON" (parse() relies on it).
+        .config("spark.sql.json.enablePartialResults", "false")
+        # A batch's parsed rows are cached for three readers (counts, archive, dead-letter) and dropped after it:
+        # compressing them cost more CPU than it saved (100,000-row batch: 3.16 s -> 2.64 s uncompressed).
+        .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
     if cfg.master.startswith("spark://"):
         b = b.config("spark.cores.max", "2").config("spark.executor.cores", "1")
@@ -423,7 +412,7 @@ def create_tables(spark: Any, out: Path) -> None:
     # statistics on event_time (archive) and topic, partition, offset, kafka_timestamp (dead-letter)
     sinks.create_table(spark, str(out / "archive"), archive_rows(empty).schema, ["date"], stats_columns=1)
     sinks.create_table(spark, str(out / "deadletter"), deadletter_rows(empty).schema, stats_columns=4)
-    sinks.create_table(spark, str(out / "metrics"), metrics_schema(), deletion_vectors=True)
+    sinks.create_metrics_table(str(out / "metrics"))
 
 
 def query_id(checkpoint: str | Path) -> str | None:
@@ -537,15 +526,10 @@ def run(cfg: JobConfig) -> int:
     offsets.publish(committed_offsets(cfg.checkpoint)[1])  # what an earlier run committed
     spark.streams.addListener(_Listener.make(sd / "progress.json", history, watermark, offsets))
     counters = {"batches": 0, "archived": 0, "deadletter": 0, "last_batch_id": -1, "last_batch_seconds_x1000": 0}
-    events = parse_stream = read_kafka(spark, cfg)
-    from pyspark.sql import functions as F
-
-    # The watermark tracks event-time progress (shown by `kctl stream status`); the metrics do not drop late
-    # rows: foreachBatch merges every row into its window, so totals stay exact (see docs/pipeline.md).
-    events = parse_stream.withColumn("_wm", F.coalesce(
-        F.try_to_timestamp(F.regexp_extract(F.col("value").cast("string"), r"\[(\d\d/\w{3}/\d{4}:[^\]]+)\]", 1),
-                           F.lit(TIME_LOCAL_FORMAT)),
-        F.col("timestamp"))).withWatermark("_wm", cfg.watermark).drop("_wm")
+    # The watermark tracks event-time progress (shown by `kctl stream status`) on the Kafka record time (when
+    # filebeat shipped the line: seconds after the request), which costs no parsing per row; it drops nothing:
+    # foreachBatch merges every row into its window, so totals stay exact (see docs/pipeline.md).
+    events = read_kafka(spark, cfg).withWatermark("timestamp", cfg.watermark)
     writer = BatchWriter(cfg, counters, query_id(cfg.checkpoint) or "")
     w = events.writeStream.foreachBatch(writer).option("checkpointLocation", cfg.checkpoint)
     w = w.trigger(availableNow=True) if cfg.available_now else w.trigger(processingTime=cfg.trigger)

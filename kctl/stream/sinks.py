@@ -14,16 +14,13 @@ them).
 
 * :func:`append` (archive, dead-letter): ``DataFrameWriter`` options
   ``txnAppId``/``txnVersion``.
-* :func:`merge_counts` (metrics): ``MERGE`` adding the batch's counts to the
-  rows of the same (window_start, host, status), made idempotent by the session
-  confs ``spark.databricks.delta.write.txnAppId``/``txnVersion`` (Delta applies
-  them to DML commands). The merge condition names the batch's window starts as
-  literals, so Delta's data skipping reads only the files whose min/max
-  window_start can hold one of them. The metrics table has deletion vectors:
-  a MERGE marks the old versions of the rows it updates as deleted instead of
-  copying every other row of their files, so it writes only the batch's rows
-  (without them each rewritten file would carry all older windows along, and
-  grow with the job's history).
+* :func:`merge_counts` (metrics): a delta-rs ``MERGE`` (``deltalake``, in the driver, no Spark job)
+  of the batch's counts, which the driver holds already (a few hundred rows), adding them to the rows of
+  the same (window_start, host, status). The commit carries the same transaction identifier
+  (``CommitProperties(app_transactions=...)``) and is skipped when the table's version for the app id is
+  not below the batch id. The table is partitioned by ``window_start``: a MERGE rewrites the files of the
+  batch's windows only (one small file per minute), never a file that holds other windows, so its cost
+  does not grow with the job's history (a Spark MERGE cost 2-3 s of driver work per batch here).
 
 Readers see one table version at a time (snapshot isolation): never part of a batch.
 """
@@ -31,11 +28,12 @@ Readers see one table version at a time (snapshot isolation): never part of a ba
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
-TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+from kctl.errors import KctlError
+
 METRIC_KEYS = ("window_start", "host", "status")
 
 
@@ -47,41 +45,95 @@ def append(df: Any, path: str, *, app_id: str, version: int, partition_by: Seque
     w.save(path)
 
 
-def _ts(t: dt.datetime) -> str:
-    return f"TIMESTAMP'{t.strftime('%Y-%m-%d %H:%M:%S')}'"
+METRICS_PARTITION = "window_start"
 
 
-def merge_counts(spark: Any, source: Any, path: str, windows: Iterable[dt.datetime], *, app_id: str,
-                 version: int) -> None:
-    """MERGE ``source`` (window_start, window_end, host, status, requests, bytes) into the metrics table:
-    add the counts to an existing row, insert a new one; once per (app_id, version).
+def metrics_arrow_schema() -> Any:
+    import pyarrow as pa
 
-    ``windows`` are the distinct window starts of ``source`` (UTC, naive): the condition lists them as
-    literals so that only files that may hold them are read and rewritten.
-    """
-    from delta.tables import DeltaTable
+    ts = pa.timestamp("us", tz="UTC")
+    return pa.schema([("window_start", ts), ("window_end", ts), ("host", pa.string()), ("status", pa.int32()),
+                      ("requests", pa.int64()), ("bytes", pa.int64())])
 
-    ws = sorted(set(windows))
-    if not ws:
+
+def check_metrics_table(path: str | Path) -> bool:
+    """Whether a metrics table is at ``path``; refuse one the job's MERGE cannot write (an earlier kctl's:
+    deletion vectors, not partitioned by ``window_start``)."""
+    from deltalake import DeltaTable
+
+    log = Path(path) / "_delta_log"
+    if not log.is_dir() or not any(log.glob("*.json")):
+        return False
+    t = DeltaTable(str(path))
+    parts = list(t.metadata().partition_columns)
+    features = set(t.protocol().writer_features or [])
+    if parts != [METRICS_PARTITION] or "deletionVectors" in features:
+        raise KctlError(f"{path} is a metrics table of an earlier kctl (partitioned by {parts or 'nothing'}, "
+                        f"writer features {sorted(features) or 'none'}); this job writes one partitioned by "
+                        f"{METRICS_PARTITION}", hint="pass a fresh --out and --checkpoint (the old tables stay "
+                        "readable with `kctl stream query --out OLD`)")
+    return True
+
+
+def create_metrics_table(path: str) -> None:
+    """The empty metrics table, partitioned by ``window_start``, unless a usable one is there."""
+    from deltalake import DeltaTable
+
+    if check_metrics_table(path):
         return
-    cond = " AND ".join(f"t.{k} = s.{k}" for k in METRIC_KEYS)
-    cond = f"t.window_start IN ({', '.join(_ts(w) for w in ws)}) AND {cond}"
-    spark.conf.set(TXN_APP_ID, app_id)
-    spark.conf.set(TXN_VERSION, str(version))
-    try:
+    DeltaTable.create(path, schema=metrics_arrow_schema(), partition_by=[METRICS_PARTITION], mode="ignore",
+                      name="metrics", description="requests and bytes per 1-minute window, host and status")
+
+
+class MetricsTable:
+    """The metrics table, kept open by the job (delta-rs reads only the new log entries before a MERGE)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._t: Any = None
+
+    def _table(self) -> Any:
+        from deltalake import DeltaTable
+
+        if self._t is None:
+            self._t = DeltaTable(self.path)
+        else:
+            self._t.update_incremental()
+        return self._t
+
+    def merge_counts(self, rows: Sequence[tuple[int, str, int, int, int]], *, app_id: str, version: int) -> bool:
+        """MERGE the batch's (window start in epoch seconds, host, status, requests, bytes) rows: add the counts
+        to an existing row, insert a new one; once per (app_id, version). False when the batch was there."""
+        import pyarrow as pa
+        from deltalake import CommitProperties, Transaction
+
+        if not rows:
+            return False
+        t = self._table()
+        done = t.transaction_version(app_id)
+        if done is not None and int(done) >= version:
+            return False
+        utc = dt.timezone.utc
+        starts = [dt.datetime.fromtimestamp(int(r[0]), utc) for r in rows]
+        source = pa.Table.from_pydict({
+            "window_start": starts, "window_end": [w + dt.timedelta(minutes=1) for w in starts],
+            "host": [r[1] for r in rows], "status": [r[2] for r in rows],
+            "requests": [r[3] for r in rows], "bytes": [r[4] for r in rows]}, schema=metrics_arrow_schema())
+        windows = ", ".join(sorted({f"'{w.strftime('%Y-%m-%dT%H:%M:%SZ')}'" for w in starts}))
+        # The literal list prunes the MERGE to the batch's window partitions before any file is read.
+        cond = f"t.window_start IN ({windows}) AND " + " AND ".join(f"t.{k} = s.{k}" for k in METRIC_KEYS)
         (
-            DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), cond)
-            .whenMatchedUpdate(set={"requests": "t.requests + s.requests", "bytes": "t.bytes + s.bytes"})
-            .whenNotMatchedInsertAll()
+            t.merge(source, predicate=cond, source_alias="s", target_alias="t",
+                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
+            .when_matched_update({"requests": "t.requests + s.requests", "bytes": "t.bytes + s.bytes"})
+            .when_not_matched_insert_all()
             .execute()
         )
-    finally:
-        spark.conf.unset(TXN_APP_ID)
-        spark.conf.unset(TXN_VERSION)
+        return True
 
 
 def create_table(spark: Any, path: str, schema: Any, partition_by: Sequence[str] = (),
-                 stats_columns: int | None = None, deletion_vectors: bool = False) -> None:
+                 stats_columns: int | None = None) -> None:
     """Create an empty Delta table at ``path`` unless one is there (readers find a table from the start).
 
     ``stats_columns``: Delta keeps min/max statistics for the first N columns only (32 by default); each
@@ -92,8 +144,6 @@ def create_table(spark: Any, path: str, schema: Any, partition_by: Sequence[str]
     b = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
     if stats_columns is not None:
         b = b.property("delta.dataSkippingNumIndexedCols", str(stats_columns))
-    if deletion_vectors:
-        b = b.property("delta.enableDeletionVectors", "true")
     if partition_by:
         b = b.partitionedBy(*partition_by)
     b.execute()

@@ -58,6 +58,9 @@ def submit(cfg: JobConfig, *, detach: bool = False, timeout_s: float | None = No
     require("pyspark", "stream")  # the job process needs it; say so before anything starts
     if not cfg.topics:
         raise UsageError("no topic to read", hint="pass --topic")
+    from kctl.stream.sinks import check_metrics_table
+
+    check_metrics_table(Path(cfg.out) / "metrics")  # before anything starts: the job could not write it
     check_topics(cfg.bootstrap_servers, cfg.topics, spec=cfg.secured_spec())
     if not cfg.jars and not cfg.packages:
         cfg.jars = jarlib.jars_for_job(None)

@@ -118,3 +118,50 @@ def test_a_table_whose_first_commit_has_not_landed_is_not_there_yet(tmp_path: Pa
     (tmp_path / "metrics" / "_delta_log").mkdir(parents=True)  # what a writer makes before its first commit
     assert tables.open_table(tmp_path / "metrics") is None
     assert tables.open_table(tmp_path / "nothing") is None
+
+
+def test_metrics_merge_adds_counts_once_per_batch_and_rewrites_only_its_windows(tmp_path: Path) -> None:
+    import json
+
+    from kctl.stream.metrics import read_metrics
+    from kctl.stream.sinks import MetricsTable, create_metrics_table
+
+    out = tmp_path / "out"
+    create_metrics_table(str(out / "metrics"))
+    create_metrics_table(str(out / "metrics"))  # a second start finds it and leaves it
+    w0 = int(dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.timezone.utc).timestamp())
+    m = MetricsTable(str(out / "metrics"))
+    assert m.merge_counts([(w0, "a", 200, 3, 30), (w0 + 60, "a", 200, 1, 10)], app_id="q", version=0)
+    assert m.merge_counts([(w0 + 60, "a", 200, 2, 20), (w0 + 60, "b", 404, 1, 5)], app_id="q", version=1)
+    # a replay (same query id, same or older batch id) changes nothing, from a new process's writer too
+    assert not m.merge_counts([(w0 + 60, "a", 200, 2, 20)], app_id="q", version=1)
+    assert not MetricsTable(str(out / "metrics")).merge_counts([(w0, "a", 200, 3, 30)], app_id="q", version=0)
+    rows = {(r["window_start"][11:16], r["host"], r["status"]): (r["requests"], r["bytes"]) for r in read_metrics(out)}
+    assert rows == {("12:00", "a", 200): (3, 30), ("12:01", "a", 200): (3, 30), ("12:01", "b", 404): (1, 5)}
+    assert read_metrics(out)[0]["window_end"] == "2024-05-01T12:01:00Z"
+    # batch 1 read and rewrote the 12:01 window's file only; 12:00's was skipped
+    log = sorted((out / "metrics" / "_delta_log").glob("*.json"))
+    actions = [json.loads(line) for line in log[2].read_text().splitlines()]
+    removed = [a["remove"]["partitionValues"]["window_start"] for a in actions if "remove" in a]
+    assert len(removed) == 1 and removed[0].startswith("2024-05-01 12:01:00"), removed
+    assert deltalake.DeltaTable(str(out / "metrics")).transaction_version("q") == 1
+    # another query id is another writer
+    assert m.merge_counts([(w0, "a", 200, 1, 1)], app_id="other", version=0)
+    assert {r["requests"] for r in read_metrics(out) if r["window_start"].endswith("12:00:00Z")} == {4}
+
+
+def test_an_earlier_kctls_metrics_table_is_refused_before_the_job_starts(tmp_path: Path) -> None:
+    from kctl.stream.config import JobConfig
+    from kctl.stream.sinks import check_metrics_table
+    from kctl.stream.submit import submit
+
+    out = tmp_path / "out"
+    _metrics(out, [(dt.datetime(2024, 5, 1, 12, 0), "a", 200, 3, 30)])  # not partitioned, as kctl wrote it before
+    with pytest.raises(KctlError, match="earlier kctl") as e:
+        check_metrics_table(out / "metrics")
+    assert "fresh --out" in (e.value.hint or "")
+    # refused before any cluster is asked (nothing listens on port 1) and before the job's files are written
+    cfg = JobConfig("127.0.0.1:1", ["t"], str(out), str(tmp_path / "cp"), jars=["/nonexistent.jar"])
+    with pytest.raises(KctlError, match="earlier kctl"):
+        submit(cfg)
+    assert not (tmp_path / "cp").exists()
