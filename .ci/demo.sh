@@ -31,6 +31,7 @@ kctl gen logs --topic access-logs --count 3000 --rate 50 --seed 7 --hosts 3 --ma
   --start "$(date -u -d '-10 min' +%Y-%m-%dT%H:%M:%SZ)"
 
 step "kctl stream submit --available-now: the Spark job consumes what is in Kafka, then exits"
+rm -rf .kctl/demo/out .kctl/demo/checkpoint  # each demo starts its tables afresh (and reads the topic from its start)
 kctl stream submit --topic access-logs --out .kctl/demo/out --checkpoint .kctl/demo/checkpoint --available-now \
   --name demo
 

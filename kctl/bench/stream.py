@@ -92,6 +92,30 @@ def floor(bootstrap: str, topic: str, n: int, max_seconds: float = 300) -> float
     return got / secs
 
 
+def spark_read(cfg: JobConfig, events: int, reps: int = 3) -> dict[str, float]:
+    """Events/s of Spark's Kafka source alone (a batch read of the topic, nothing parsed or written), and of the
+    read + the job's parse (every column evaluated, nothing cached or written); best of ``reps`` after a first
+    round that warms the JVM up: what Spark costs before the job writes anything."""
+    from kctl.stream.job import build_session, parse
+
+    spark = build_session(cfg, app_name="kctl-bench-kafka-read")
+    try:
+        best = {"read": 0.0, "parse": 0.0}
+        for rep in range(reps + 1):
+            for what in best:
+                df = (spark.read.format("kafka").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+                      .option("subscribe", ",".join(cfg.topics)).option("startingOffsets", "earliest").load())
+                if rep == 0 and what == "read" and df.count() != events:
+                    raise RuntimeError(f"Spark did not read the {events} events of the topic")
+                t0 = time.monotonic()
+                (parse(df) if what == "parse" else df).write.format("noop").mode("overwrite").save()
+                if rep:
+                    best[what] = max(best[what], events / (time.monotonic() - t0))
+        return best
+    finally:
+        spark.stop()
+
+
 def job_throughput(cfg: JobConfig, events: int) -> dict[str, Any]:
     """Rows / trigger time over the run's micro-batches; ``cfg`` must keep a progress event per batch."""
     submit(cfg)
@@ -270,6 +294,10 @@ def render(fig: dict[str, Any]) -> str:
         (f"the job, all three tables, sustained ({j['batches']} micro-batches of ≤{fig['cap']:,}, first excluded;"
          f" median batch {j['batch_s']:.2f} s)", f"{j['events_per_s']:,.0f} events/s"),
         ("**ratio job / floor**", f"**{j['events_per_s'] / fig['floor']:.2f}**"),
+        ("Spark's Kafka source alone: a batch read of the same topic, nothing parsed or written (best of 3)",
+         f"{fig['spark_read']['read']:,.0f} events/s ({fig['spark_read']['read'] / fig['floor']:.2f} of the floor)"),
+        ("the same read + the job's parse, every column evaluated, nothing cached or written (best of 3)",
+         f"{fig['spark_read']['parse']:,.0f} events/s ({fig['spark_read']['parse'] / fig['floor']:.2f} of the floor)"),
         ("the job, archive table only", f"{a['events_per_s']:,.0f} events/s"),
         ("the job, metrics table only", f"{m['events_per_s']:,.0f} events/s"),
         (f"first batch of the throughput run ({j['first_batch_rows']:,} rows; JVM and Spark start excluded)",
@@ -349,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
                             jars=jars_for_job(None),
                             # one progress event per micro-batch, plus the empty ones around them
                             progress_history=len(events) // min([a.cap, *caps]) + 10)
+            sread = spark_read(cfg, len(events))
+            print(f"Spark's Kafka source alone, and with the parse: {sread}", file=sys.stderr)
             job = job_throughput(cfg, len(events))
             print(f"job: {job}", file=sys.stderr)
             arch = job_throughput(_variant(cfg, "archive", outputs=["archive", "deadletter"]), len(events))
@@ -382,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         "when": dt.date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "spark": pyspark.__version__, "delta": delta_version(), "master": a.master,
         "driver_memory": cfg.driver_memory, "shuffle": cfg.shuffle_partitions, "events": len(events),
-        "avg_bytes": avg, "floor": fl, "job": job, "archive_only": arch, "metrics_only": met, "cap": a.cap,
+        "avg_bytes": avg, "floor": fl, "spark_read": sread, "job": job, "archive_only": arch, "metrics_only": met,
+        "cap": a.cap,
         "sweep": sweep, "sweep_events": a.sweep_events, "latency": lats, "batch_cost": bc,
         "load": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
     }

@@ -132,16 +132,24 @@ class MetricsTable:
         return True
 
 
+CHECKPOINT_INTERVAL = 100
+
+
 def create_table(spark: Any, path: str, schema: Any, partition_by: Sequence[str] = (),
                  stats_columns: int | None = None) -> None:
     """Create an empty Delta table at ``path`` unless one is there (readers find a table from the start).
 
     ``stats_columns``: Delta keeps min/max statistics for the first N columns only (32 by default); each
     costs work at every write, so a wide table keeps them for the columns readers filter on.
+
+    A checkpoint of the log every ``CHECKPOINT_INTERVAL`` commits rather than Delta's 10: writing one is a Spark
+    job inside the commit that makes it (about 1 s here), so at one batch a second every tenth batch took
+    twice as long; a reader replays at most that many small JSON commits after the checkpoint.
     """
     from delta.tables import DeltaTable
 
     b = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    b = b.property("delta.checkpointInterval", str(CHECKPOINT_INTERVAL))
     if stats_columns is not None:
         b = b.property("delta.dataSkippingNumIndexedCols", str(stats_columns))
     if partition_by:
