@@ -415,26 +415,30 @@ def create_tables(spark: Any, out: Path) -> None:
     sinks.create_metrics_table(str(out / "metrics"))
 
 
-def warm_up(spark: Any, cfg: JobConfig) -> float:
-    """Run the writer once on a few generated records (and a malformed one) into a throwaway directory, before
-    the query starts: the first micro-batch with data then finds the code paths compiled (Spark's generated
-    code, the JIT, Delta's and delta-rs's first calls) instead of paying for them while data waits. Seconds."""
+def warm_up(spark: Any, cfg: JobConfig) -> tuple[float, dict[str, int]]:
+    """Run the writer once on 20 access-log records and a malformed one, into a throwaway directory, before the
+    query starts: the first micro-batch with data then finds the code paths compiled (Spark's generated code,
+    the JIT, Delta's and delta-rs's first calls) instead of paying for them while data waits.
+    Seconds, and the writer's counters (20 archived, 1 dead-letter)."""
     import tempfile
-
-    from kctl.agent.nginx import generate
 
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kctl-warm-up-") as tmp:
         out = Path(tmp) / "out"
         create_tables(spark, out)
         when = dt.datetime(2000, 1, 1)
-        recs: list[tuple[Any, ...]] = [(e.key.encode(), e.value.encode(), "warm-up", 0, i, when, 0)
-                for i, e in enumerate(generate(20, seed=7, start=dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)))]
+        recs: list[tuple[Any, ...]] = []
+        for i in range(20):
+            line = (f'10.0.0.{i} - - [01/Jan/2000:00:{i // 10:02d}:{i:02d} +0000] "GET /warm-up/{i} HTTP/1.1" '
+                    f'{(200, 304, 404, 500)[i % 4]} {100 + i} "-" "kctl-warm-up" "-"')
+            envelope = {"@timestamp": "2000-01-01T00:00:00.000Z", "message": line, "host": {"name": f"warm-up-{i % 2}"},
+                        "log": {"offset": 100 * i, "file": {"path": "/var/log/nginx/access.log"}}}
+            recs.append((f"warm-up-{i % 2}".encode(), json.dumps(envelope).encode(), "warm-up", 0, i, when, 0))
         recs.append((None, b"not an access log", "warm-up", 0, len(recs), when, 0))
         counters = {"batches": 0, "archived": 0, "deadletter": 0, "last_batch_id": -1, "last_batch_seconds_x1000": 0}
         w_cfg = JobConfig(**{**cfg.__dict__, "out": str(out), "checkpoint": str(Path(tmp) / "cp"), "optimize_every": 0})
         BatchWriter(w_cfg, counters, "warm-up")(spark.createDataFrame(recs, kafka_schema()), 0)
-    return time.monotonic() - t0
+    return time.monotonic() - t0, counters
 
 
 def query_id(checkpoint: str | Path) -> str | None:
@@ -540,7 +544,7 @@ def run(cfg: JobConfig) -> int:
 
     spark = build_session(cfg)
     create_tables(spark, Path(cfg.out))
-    status["warm_up_s"] = round(warm_up(spark, cfg), 2)
+    status["warm_up_s"] = round(warm_up(spark, cfg)[0], 2)
     watermark: dict[str, str] = {}
     history = ProgressHistory(sd / HISTORY, keep=cfg.progress_history)
     offsets = OffsetPublisher(cfg)

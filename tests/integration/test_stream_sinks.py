@@ -136,3 +136,17 @@ def test_the_jobs_optimize_compacts_and_keeps_every_row(spark: Any, tmp_path: Pa
     assert res["tables"]["metrics"]["files_removed"] == 0
     again = optimize_tables(spark, cfg, tmp_path / "cp" / "_kctl")  # nothing left to compact
     assert again["tables"]["archive"]["files_removed"] == 0
+
+
+def test_the_warm_up_runs_every_path_of_the_writer_and_leaves_nothing(spark: Any, tmp_path: Path) -> None:
+    import tempfile
+
+    from kctl.stream.config import JobConfig
+    from kctl.stream.job import warm_up
+
+    before = set(Path(tempfile.gettempdir()).glob("kctl-warm-up-*"))
+    cfg = JobConfig("", ["t"], str(tmp_path / "out"), str(tmp_path / "cp"), optimize_every=1)
+    secs, counters = warm_up(spark, cfg)
+    assert secs > 0 and counters["archived"] == 20 and counters["deadletter"] == 1 and counters["batches"] == 1
+    assert set(Path(tempfile.gettempdir()).glob("kctl-warm-up-*")) == before
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cp").exists()  # the job's own dirs untouched

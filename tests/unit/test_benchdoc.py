@@ -45,9 +45,11 @@ def test_benchmark_tables_are_markdown_tables() -> None:
     run = {"events_per_s": 500.0, "batches": 4, "batch_s": 1.5, "first_batch_s": 3.0, "first_batch_rows": 20000}
     fig = {"when": "d", "machine": "m", "spark": "4.0.0", "delta": "4.0.0", "master": "local[2]",
            "driver_memory": "768m", "shuffle": 4, "events": 10, "avg_bytes": 300, "load": "1.0", "floor": 1000.0,
-           "job": run, "archive_only": run, "metrics_only": run, "cap": 20000, "sweep": [(5000, run)],
+           "spark_read": {"read": 900.0, "parse": 600.0}, "job": run, "archive_only": run, "metrics_only": run,
+           "cap": 20000, "sweep": [(5000, run)],
            "sweep_events": 60000,
-           "latency": [{"trigger": "1 seconds", "rate": 200.0, "measured": 6000, "p50_s": 2.0, "p99_s": 3.5}],
+           "latency": [{"trigger": "1 seconds", "rate": 200.0, "measured": 6000, "p50_s": 2.0, "p99_s": 3.5,
+                        "first_batch_s": 2.5, "first_batch_rows": 600}],
            "batch_cost": {"10": 1.0, "10000": 1.2, "sp1": 1.0, "sp2": 1.1, "sp4": 1.3}}
     lifecycle = {"kctl_up": 20.0, "floor": 16.0, "peak_mb": 900.0, "status_up_ms": 40.0, "status_down_ms": 90.0}
     for section in (stream.render(fig), up.render_section(lifecycle)):
@@ -55,6 +57,8 @@ def test_benchmark_tables_are_markdown_tables() -> None:
         assert rows[:2] == ["| measure | value |", "|---|---|"]
         assert len(rows) >= 6 and all(line.count(" | ") == 1 and line.endswith(" |") for line in rows[2:])
     assert "| **ratio job / floor** | **0.50** |" in stream.render(fig)
+    assert "| 900 events/s (0.90 of the floor) |" in stream.render(fig)
+    assert "trigger 1 seconds, 600 rows; JVM and Spark start excluded) | 2.5 s |" in stream.render(fig)
     assert "| **ratio 10,000 / 10 windows** | **1.20** |" in stream.render(fig)
     assert "| ratio kctl / floor | 1.25 |" in up.render_section(lifecycle)
     assert table(("a", "b"), [("x", "1")]) == ["| a | b |", "|---|---|", "| x | 1 |"]
