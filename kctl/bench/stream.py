@@ -284,7 +284,9 @@ def batch_cost(tmp: Path, master: str, reps: int = 6, windows: tuple[int, ...] =
 
 
 def _counters() -> dict[str, int]:
-    return {"batches": 0, "archived": 0, "deadletter": 0, "last_batch_id": -1, "last_batch_seconds_x1000": 0}
+    from kctl.stream.job import new_counters
+
+    return new_counters()
 
 
 def render(fig: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ them).
 
 * :func:`append` (archive, dead-letter): ``DataFrameWriter`` options
   ``txnAppId``/``txnVersion``.
-* :func:`merge_counts` (metrics): a delta-rs ``MERGE`` (``deltalake``, in the driver, no Spark job)
+* :meth:`MetricsTable.merge_counts` (metrics): a delta-rs ``MERGE`` (``deltalake``, in the driver, no Spark job)
   of the batch's counts, which the driver holds already (a few hundred rows), adding them to the rows of
   the same (window_start, host, status). The commit carries the same transaction identifier
   (``CommitProperties(app_transactions=...)``) and is skipped when the table's version for the app id is
