@@ -266,6 +266,27 @@ def answering(bootstrap: str, timeout: float = 2.0, spec: ClusterSpec | None = N
         return None
 
 
+def check_write(bootstrap: str, cluster_id: str | None, spec: ClusterSpec | None, spec_path: Path) -> None:
+    """The write guard: a command that changes something at ``--bootstrap-server`` must reach the cluster
+    ``spec_path`` names (its ``cluster_id``, or the one recorded in its state dir); UsageError (exit 2),
+    nothing changed, when no kctl.yaml names the cluster that answered (``cluster_id``) or it names another."""
+    from kctl.errors import UsageError
+    from kctl.spec import state_dir_for
+
+    hint = ("changes go through the kctl.yaml of the cluster they change: run this from that cluster's directory,"
+            " without --bootstrap-server")
+    there = f"the cluster at {bootstrap} (cluster id {cluster_id or 'unknown'})"
+    if spec is None:
+        raise UsageError(f"refusing to change {there}: no {spec_path} names it; nothing was changed", hint=hint)
+    state = state_dir_for(spec, spec_path).resolve()
+    rec = read(state)
+    own = spec.cluster_id or (rec.cluster_id if rec else None)
+    if own is None or own != cluster_id:
+        mine = f"cluster id {own}" if own else "no recorded cluster id"
+        raise UsageError(f"refusing to change {there}: {spec_path} names cluster {spec.name!r} ({mine}, state dir"
+                         f" {state}); nothing was changed", hint=hint)
+
+
 # ----- kctl init: a new cluster next to running ones ---------------------------------------------
 
 PORT_STEP = 100  # each further cluster's ports: ZooKeeper 12281.., Kafka 19192.., JMX 20099..

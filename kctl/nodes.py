@@ -4,8 +4,9 @@ Talks to all three systems, each through its own package: Docker (``kctl.runtime
 one container started or removed), ZooKeeper (``kctl.zk.reconfig``: the ensemble changed
 by dynamic reconfiguration, one joiner at a time), Kafka (``kctl.kafka.reassign``: every
 replica moved off a leaving broker first); every wait is a probe of ``kctl.health``.
-The kctl.yaml edit is pure (:func:`with_node_added`, :func:`with_node_removed`,
-:func:`replace_nodes_block`): only the ``nodes:`` block of the user's file changes.
+The kctl.yaml edit is pure (:func:`edit_for_add`, :func:`edit_for_remove`): only the ``nodes:`` list of
+the user's file changes, through ruamel.yaml's round trip (its comments and key order kept), and the new
+spec is resolved as :func:`kctl.spec.load_cluster` resolves the old one (its recorded engine, its state dir).
 A change holds the roll lock of the state dir, so a rolling restart cannot run meanwhile.
 """
 
@@ -23,7 +24,7 @@ import yaml
 
 from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.runtime.ports import free_ports
-from kctl.spec import ClusterSpec, parse_spec
+from kctl.spec import ClusterSpec, parse_cluster
 
 Progress = Callable[[str], None]
 
@@ -96,25 +97,121 @@ def with_node_removed(raw: dict[str, Any], spec: ClusterSpec, node_id: int) -> d
     return {**raw, "nodes": nodes}
 
 
+def _round_trip(text: str) -> Any:
+    """A ruamel.yaml round-trip loader/dumper that writes sequences indented as ``text``'s ``nodes:`` block is."""
+    from ruamel.yaml import YAML
+
+    rt = YAML()  # round-trip: comments, key order and quoting kept
+    rt.preserve_quotes = True
+    rt.width = 4096  # never fold a long line the user wrote on one
+    m = re.search(r"^nodes\s*:\s*\n(?:\s*(?:#.*)?\n)*( *)- ", text, re.MULTILINE)
+    offset = len(m.group(1)) if m else 0
+    rt.indent(mapping=2, sequence=offset + 2, offset=offset)
+    return rt
+
+
+def _tail(obj: Any) -> tuple[Any, Any] | None:
+    """(the mapping, its key) whose comment slot holds what follows ``obj`` in the file, if ``obj`` is a map."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    while True:
+        if isinstance(obj, CommentedSeq) and obj:
+            obj = obj[-1]
+        elif isinstance(obj, CommentedMap) and obj:
+            key = list(obj)[-1]
+            if isinstance(obj[key], CommentedMap | CommentedSeq) and obj[key]:
+                obj = obj[key]
+                continue
+            return obj, key
+        else:
+            return None
+
+
 def replace_nodes_block(text: str, nodes: list[dict[str, Any]]) -> str:
-    """The kctl.yaml text with only its top-level ``nodes:`` block replaced (comments elsewhere kept)."""
-    block = yaml.safe_dump({"nodes": nodes}, sort_keys=False, default_flow_style=False)
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, ln in enumerate(lines) if re.match(r"^nodes\s*:", ln)), None)
-    if start is None:
-        return text.rstrip("\n") + "\n" + block
-    end = start + 1
-    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t-#"):
-        end += 1
-    # Blank lines and comments at the end of the block belong to what follows.
-    while end > start + 1 and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
-        end -= 1
-    return "".join(lines[:start]) + block + "".join(lines[end:])
+    """The kctl.yaml text with its top-level ``nodes:`` list replaced by ``nodes`` and everything else kept:
+    comments (the nodes' own included), key order and quoting, through ruamel.yaml's round trip. Nodes that
+    stay keep their place and comments; new ones are appended; what followed the block stays after it."""
+    import io
+
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    rt = _round_trip(text)
+    doc = rt.load(text)
+    if doc is None:
+        doc = CommentedMap()
+    seq = doc.get("nodes")
+    if not isinstance(seq, CommentedSeq):
+        doc["nodes"] = CommentedSeq(CommentedMap(n) for n in nodes)
+    else:
+        # The comment lines after the block (ruamel keeps them on its last scalar): they stay after the block.
+        before = _tail(seq)
+        carried = before[0].ca.items.pop(before[1], None) if before else None
+        keep = None
+        if carried and carried[2] is not None and not carried[2].value.startswith("\n"):
+            # A comment on the last node's own line stays with it; only the lines after it move.
+            own, _, rest = carried[2].value.partition("\n")
+            keep = [None, None, _comment(carried[2], own + "\n"), None]
+            carried = [None, None, _comment(carried[2], "\n" + rest), None] if rest.strip() else None
+        wanted = {n.get("id") for n in nodes}
+        for i in reversed(range(len(seq))):
+            if not isinstance(seq[i], dict) or seq[i].get("id") not in wanted:
+                del seq[i]
+        have = {m.get("id"): m for m in seq}
+        for n in nodes:
+            m = have.get(n.get("id"))
+            if m is None:
+                seq.append(CommentedMap(n))
+                continue
+            for k in [k for k in m if k not in n]:
+                del m[k]
+            for k, v in n.items():
+                if k not in m or m[k] != v:
+                    m[k] = v
+        if keep and before and before[0] in seq:
+            before[0].ca.items[before[1]] = keep
+        after = _tail(seq)
+        if carried and after:
+            mine = after[0].ca.items.get(after[1])
+            if mine and mine[2] is not None:  # its own line's comment, then the lines that follow the block
+                carried = [*mine[:2], _comment(mine[2], mine[2].value.rstrip("\n") + carried[2].value), *mine[3:]]
+            after[0].ca.items[after[1]] = carried
+    out = io.StringIO()
+    rt.dump(doc, out)
+    return out.getvalue()
 
 
-def _load_raw(path: Path) -> tuple[str, dict[str, Any]]:
-    text = path.read_text(encoding="utf-8")
-    return text, (yaml.safe_load(text) or {})
+def _comment(token: Any, value: str) -> Any:
+    from ruamel.yaml.tokens import CommentToken
+
+    return CommentToken(value, token.start_mark, token.end_mark)
+
+
+@dataclass(frozen=True)
+class SpecEdit:
+    """A node add or remove as kctl.yaml sees it, before anything is written."""
+
+    text: str  # kctl.yaml as it is
+    new_text: str  # kctl.yaml after the change (only its nodes changed)
+    spec: ClusterSpec  # the cluster after the change: engine and state dir resolved as for the one before
+    warnings: list[str]
+    entry: dict[str, Any] = field(default_factory=dict)  # the added node's kctl.yaml entry
+
+
+def edit_for_add(spec: ClusterSpec, spec_path: Path, node_id: int | None, role: str,
+                 broker: bool = True, ports: Callable[[int], list[int]] = free_ports) -> SpecEdit:
+    """The kctl.yaml edit of `kctl node add` (pure but for reading kctl.yaml and the state dir's records)."""
+    text = spec_path.read_text(encoding="utf-8")
+    new_raw, entry = with_node_added(yaml.safe_load(text) or {}, spec, node_id, role, ports, broker=broker)
+    new_spec, warnings = parse_cluster(new_raw, spec_path)
+    return SpecEdit(text, replace_nodes_block(text, new_raw["nodes"]), new_spec, warnings, entry)
+
+
+def edit_for_remove(spec: ClusterSpec, spec_path: Path, node_id: int) -> SpecEdit:
+    """The kctl.yaml edit of `kctl node remove`: kctl.yaml's rules checked for the smaller cluster."""
+    text = spec_path.read_text(encoding="utf-8")
+    new_raw = with_node_removed(yaml.safe_load(text) or {}, spec, node_id)
+    new_spec, warnings = parse_cluster(new_raw, spec_path)
+    return SpecEdit(text, replace_nodes_block(text, new_raw["nodes"]), new_spec, warnings)
 
 
 def _write_spec(path: Path, text: str) -> None:
@@ -227,12 +324,11 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
     t0 = time.monotonic()
     _colocated(spec)
     _not_migrating(spec)
-    text, raw = _load_raw(spec_path)
-    new_raw, entry = with_node_added(raw, spec, node_id, role, free_ports, broker=broker)
-    new_spec, warnings = parse_spec(new_raw, str(spec_path))
-    nid, host = entry["id"], entry["hostname"]
+    edit = edit_for_add(spec, spec_path, node_id, role, broker)
+    new_spec, text = edit.spec, edit.text
+    nid, host = edit.entry["id"], edit.entry["hostname"]
     change = NodeChange("add", nid, new_spec.zk_host(new_spec.node(nid)), role, broker, warnings=[
-        w for w in warnings if "participants" not in w])
+        w for w in edit.warnings if "participants" not in w])
     steps = _Steps(change, say)
     joiner = reconfig.server_of(new_spec, nid)
     with roll_lock(state_dir, "kctl node add"):
@@ -249,7 +345,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
         # From here on, undo on failure: the container, the rendered files and kctl.yaml.
         reconfigured = False
         try:
-            _write_spec(spec_path, replace_nodes_block(text, new_raw["nodes"]))
+            _write_spec(spec_path, edit.new_text)
             write(render(new_spec, state_dir), state_dir)
             rcl.carry_applied(spec, new_spec, state_dir, {host})  # `kctl up` leaves the other nodes alone
             steps.done("kctl.yaml and the rendered files list the new node", 0.0, f"{host} (id {nid}, {role})")
@@ -336,8 +432,8 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
     nid, host = node.id, spec.kafka_host(node)
     if len(spec.nodes) == 1:
         raise UsageError(f"{host} is the only node of {spec.name}", hint="`kctl down` removes the whole cluster")
-    text, raw = _load_raw(spec_path)
-    new_raw = with_node_removed(raw, spec, nid)
+    edit = edit_for_remove(spec, spec_path, nid)  # kctl.yaml's rules for the smaller cluster
+    new_spec = edit.spec
     change = NodeChange("remove", nid, host, node.role.value, node.broker)
     steps = _Steps(change, say)
     with roll_lock(state_dir, "kctl node remove"):
@@ -356,7 +452,6 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
             raise UsageError(f"cannot remove node {nid}: {exc.message}; nothing was changed",
                              hint="the remaining brokers must hold every partition's replication factor: add a"
                                   " node first, or lower the replication factor") from None
-        new_spec, _ = parse_spec(new_raw, str(spec_path))  # kctl.yaml's rules for the smaller cluster
         live = reconfig.live_servers(spec)
         if member:
             _, zk_warn = reconfig.check(reconfig.read_config(spec), [], [nid], live, force)
@@ -388,7 +483,7 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
         t = time.monotonic()
         rcl.remove_one(spec, host)
         steps.done("container removed", time.monotonic() - t, host)
-        _write_spec(spec_path, replace_nodes_block(text, new_raw["nodes"]))
+        _write_spec(spec_path, edit.new_text)
         write(render(new_spec, state_dir), state_dir)
         rcl.carry_applied(spec, new_spec, state_dir, {host})  # `kctl up` leaves the other nodes alone
         shutil.rmtree(state_dir / host, ignore_errors=True)

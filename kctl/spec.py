@@ -768,6 +768,47 @@ def load_spec(path: Path | str) -> tuple[ClusterSpec, list[str]]:
     return parse_spec(data, source=str(p))
 
 
+def recorded_engine(state_dir: Path) -> Engine | None:
+    """The engine `kctl up --engine` recorded in a state dir, if any."""
+    try:
+        return Engine((state_dir / contract.ENGINE_FILE).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+
+
+def record_engine(state_dir: Path, kind: Engine) -> None:
+    """Record the engine `kctl up --engine` chose, for every later command whose kctl.yaml does not say."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / contract.ENGINE_FILE).write_text(kind.value + "\n", encoding="utf-8")
+
+
+def resolve_cluster(spec: ClusterSpec, spec_path: Path) -> ClusterSpec:
+    """``spec`` as every command needs it: its engine (kctl.yaml's, else the one `kctl up --engine` recorded
+    in the state dir) and its state dir absolute (its secrets are found from any directory)."""
+    state = state_dir_for(spec, spec_path).resolve()
+    update: dict[str, Any] = {}
+    if "engine" not in spec.model_fields_set:
+        recorded = recorded_engine(state)
+        if recorded is not None and recorded is not spec.engine:
+            update["engine"] = recorded
+    if spec.state_dir != str(state):
+        update["state_dir"] = str(state)
+    return spec.model_copy(update=update) if update else spec
+
+
+def load_cluster(path: Path | str) -> tuple[ClusterSpec, list[str]]:
+    """The one loader of a cluster: kctl.yaml validated (SpecError, exit 2, on any problem), its engine and
+    absolute state dir resolved (:func:`resolve_cluster`), and the spec's warnings for the caller to show."""
+    spec, warnings = load_spec(path)
+    return resolve_cluster(spec, Path(path)), warnings
+
+
+def parse_cluster(data: Any, spec_path: Path) -> tuple[ClusterSpec, list[str]]:
+    """:func:`load_cluster` for kctl.yaml's data about to be written to ``spec_path`` (node add/remove)."""
+    spec, warnings = parse_spec(data, str(spec_path))
+    return resolve_cluster(spec, spec_path), warnings
+
+
 def state_dir_for(spec: ClusterSpec, spec_path: Path | None) -> Path:
     """The cluster's state dir: rendered files, data and logs."""
     if spec.state_dir:

@@ -56,7 +56,7 @@ def up(
     from kctl import health, identity
     from kctl.errors import UsageError
     from kctl.runtime import engines
-    from kctl.spec import Engine, state_dir_for
+    from kctl.spec import Engine, record_engine, state_dir_for
 
     spec = load(file)
     state = state_dir_for(spec, file)
@@ -76,7 +76,7 @@ def up(
         result = health.up(spec, state, wait=not no_wait, timeout=timeout, kafka_dist=kafka_dist,
                            progress=say, on_stage=stage, strict_spread=strict_spread)
     if engine is not None:
-        engines.record_engine(state, spec.engine)
+        record_engine(state, spec.engine)
     for s in result.stages:
         output.info(f"ok  {s.name} ({s.seconds:.1f}s): {s.saw}")
     if no_wait:

@@ -227,23 +227,6 @@ def running_host_ports(spec: ClusterSpec) -> list[int]:
     return for_spec(spec).running_host_ports(spec)
 
 
-def recorded_engine(state_dir: Path) -> EngineKind | None:
-    """The engine `kctl up --engine` recorded in a state dir, if any."""
-    from kctl import contract
-
-    try:
-        return EngineKind((state_dir / contract.ENGINE_FILE).read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
-        return None
-
-
-def record_engine(state_dir: Path, kind: EngineKind) -> None:
-    from kctl import contract
-
-    state_dir.mkdir(parents=True, exist_ok=True)
-    (state_dir / contract.ENGINE_FILE).write_text(kind.value + "\n", encoding="utf-8")
-
-
 def run_docker(argv: list[str], *, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``docker ARGV`` (the CLI: stack deploy has no Engine API call); KctlError on a timeout."""
     from kctl.errors import KctlError

@@ -53,12 +53,12 @@ class JobConfig:
         """The ClusterSpec of ``spec_file`` when its cluster is secured (kctl's client factory adds SASL_SSL)."""
         if not self.spec_file:
             return None
-        from kctl.spec import load_spec, state_dir_for
+        from kctl.spec import load_cluster
 
-        spec, _ = load_spec(self.spec_file)
+        spec, _ = load_cluster(self.spec_file)
         if not spec.kctl_logs_in:  # PLAINTEXT, or the first step of securing a running cluster
             return None
-        return spec.model_copy(update={"state_dir": str(state_dir_for(spec, Path(self.spec_file)))})
+        return spec
 
     def kafka_security(self) -> dict[str, str]:
         """The Java client's security settings (Spark's ``kafka.*`` options); {} for a plain cluster."""

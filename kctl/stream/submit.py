@@ -34,17 +34,6 @@ def trigger_interval(text: str) -> str:
     return f"{n} {unit}"
 
 
-def bootstrap_from_spec(spec_path: Path) -> str | None:
-    if not spec_path.exists():
-        return None
-    try:
-        from kctl.spec import load_spec
-    except ImportError:  # the spec module is optional for the pipeline
-        return None
-    spec, _warnings = load_spec(spec_path)
-    return str(spec.bootstrap_servers)
-
-
 def job_env() -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -41,7 +41,7 @@ from kctl.runtime import compose as rc
 from kctl.runtime.faults import Faults
 from kctl.runtime.ports import free_ports
 from kctl.runtime.readiness import Stage, wait_for_stages
-from kctl.spec import ClusterSpec, NodeSpec, parse_spec
+from kctl.spec import ClusterSpec, NodeSpec, load_cluster, parse_spec
 
 LABEL_TESTING = contract.LABEL_TESTING
 LABEL_OWNER = contract.LABEL_TESTING_OWNER
@@ -206,7 +206,7 @@ class KafkaCluster:
         found = self._docker.containers.list(filters={"label": f"{LABEL_CLUSTER}={self.spec.name}"})
         if not found or not self.spec_file.exists():
             return False
-        self.spec = parse_spec(yaml.safe_load(self.spec_file.read_text()))[0]
+        self.spec = load_cluster(self.spec_file)[0]
         self._faults = None
         try:
             self.wait_until_healthy(timeout=30)

@@ -188,3 +188,31 @@ def test_up_on_ports_of_another_cluster_names_it(tmp_path: Path, monkeypatch: py
     assert "cluster 'logger'" in ei.value.message and "/srv/a/.kctl/logger" in ei.value.message
     assert f"host ports {port} are in use on 127.0.0.1" in ei.value.message
     identity.check_ports(ClusterSpec(name="logger"), tmp_path)  # its own ports: `up` converges them
+
+
+def test_write_guard_refuses_a_cluster_no_kctl_yaml_names(tmp_path: Path) -> None:
+    from kctl.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"refusing to change the cluster at h:9 \(cluster id other\): no"
+                                         r" .*kctl.yaml names it; nothing was changed") as exc:
+        identity.check_write("h:9", "other", None, tmp_path / "kctl.yaml")
+    assert exc.value.hint and "without --bootstrap-server" in exc.value.hint
+
+
+def test_write_guard_lets_a_change_through_only_to_the_recorded_cluster(tmp_path: Path) -> None:
+    from kctl.errors import UsageError
+
+    spec = ClusterSpec(name="mine")
+    spec_file = tmp_path / "kctl.yaml"
+    with pytest.raises(UsageError, match="no recorded cluster id"):  # never up: nothing says which cluster
+        identity.check_write("h:9", "abc", spec, spec_file)
+    identity.record(spec, tmp_path / ".kctl" / "mine", "abc")
+    identity.check_write("h:9", "abc", spec, spec_file)  # its own cluster: no refusal
+    with pytest.raises(UsageError, match=r"cluster id other.*names cluster 'mine' \(cluster id abc, state dir"):
+        identity.check_write("h:9", "other", spec, spec_file)
+    with pytest.raises(UsageError, match=r"cluster id unknown"):  # nothing answered: not known to be this one
+        identity.check_write("h:9", None, spec, spec_file)
+    pinned = ClusterSpec(name="mine", cluster_id="xyz")  # kctl.yaml's cluster_id wins over the record
+    identity.check_write("h:9", "xyz", pinned, spec_file)
+    with pytest.raises(UsageError, match="cluster id xyz"):
+        identity.check_write("h:9", "abc", pinned, spec_file)

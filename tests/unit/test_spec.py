@@ -202,3 +202,18 @@ def test_unbuildable_versions_exit_2_and_write_nothing(tmp_path: Path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "versions.kafka" in r.stderr and "versions.zookeeper" in r.stderr and "hint:" in r.stderr
     assert not (tmp_path / ".kctl").exists()
+
+
+def test_load_cluster_resolves_the_recorded_engine_and_an_absolute_state_dir(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl.spec import Engine, load_cluster, record_engine
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "kctl.yaml").write_text("name: c1\nstate_dir: st\n")
+    monkeypatch.chdir(tmp_path)
+    spec, warnings = load_cluster(Path("a/kctl.yaml"))  # a relative path, from another directory
+    assert spec.state_dir == str(tmp_path / "a" / "st") and spec.engine is Engine.compose and warnings == []
+    record_engine(tmp_path / "a" / "st", Engine.swarm)
+    assert load_cluster(Path("a/kctl.yaml"))[0].engine is Engine.swarm
+    (tmp_path / "a" / "kctl.yaml").write_text("name: c1\nstate_dir: st\nengine: compose\n")
+    assert load_cluster(Path("a/kctl.yaml"))[0].engine is Engine.compose  # kctl.yaml that says it wins

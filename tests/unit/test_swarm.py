@@ -161,11 +161,12 @@ def test_offline_refusals(tmp_path: Path) -> None:
 
 def test_engine_recorded_in_the_state_dir_is_read_back(tmp_path: Path) -> None:
     from kctl.cli.common import load
+    from kctl.spec import record_engine
 
     spec_file = tmp_path / "kctl.yaml"
     spec_file.write_text("name: rec\n")
     assert load(spec_file).engine is Engine.compose
-    engines.record_engine(tmp_path / ".kctl" / "rec", Engine.swarm)
+    record_engine(tmp_path / ".kctl" / "rec", Engine.swarm)
     assert load(spec_file).engine is Engine.swarm
     spec_file.write_text("name: rec\nengine: compose\n")  # kctl.yaml that says it wins
     assert load(spec_file).engine is Engine.compose
