@@ -1,14 +1,17 @@
 """Pure rendering: ClusterSpec -> {relative path: text}, and writing it out.
 
 The Jinja environment is explicit (``StrictUndefined``, ``trim_blocks``,
-``lstrip_blocks``) and every template gets an explicit context. Output is
+``lstrip_blocks``) and every template gets an explicit context. The Compose (or
+stack) file is data written with PyYAML, not a template. Output is
 deterministic, so the default cluster is golden-tested.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import yaml
 
 from kctl import __version__, contract, properties
 from kctl.contract import (
@@ -65,7 +69,6 @@ def _env() -> jinja2.Environment:
     loader = jinja2.ChoiceLoader(
         [
             jinja2.FileSystemLoader(str(resource("templates"))),
-            jinja2.PrefixLoader({"compose": jinja2.FileSystemLoader(str(resource("compose")))}),
         ]
     )
     return jinja2.Environment(
@@ -245,6 +248,59 @@ def _swarm_top_level(spec: ClusterSpec, plans: list[ContainerPlan]) -> dict[str,
     return {"network_options": {"driver": "overlay", "attachable": True}, "volumes": volumes, "configs": configs}
 
 
+_SERVICE_KEYS = ("image", "hostname", "init", "stop_grace_period", "environment", "labels", "ports", "volumes",
+                 "configs", "cap_add", "networks", "healthcheck", "deploy")
+
+
+def compose_document(spec: ClusterSpec, plans: list[ContainerPlan], state_dir: Path | None) -> dict[str, Any]:
+    """The Compose file (engine compose) or the stack file (engine swarm) as data: what Docker reads."""
+    services: dict[str, Any] = {}
+    for plan in plans:
+        svc = {**_service(spec, plan, state_dir), "init": False, "networks": ["cluster"]}
+        # Empty lists and maps are left out, as Compose's own `config` leaves them out.
+        services[plan.name] = {k: svc[k] for k in _SERVICE_KEYS if k in svc and svc[k] not in ([], {})}
+    top = _swarm_top_level(spec, plans)
+    doc: dict[str, Any] = {}
+    if spec.engine is Engine.compose:
+        doc["name"] = spec.project  # a stack is named on deploy
+    doc["services"] = services
+    doc["networks"] = {"cluster": {"name": spec.project, **top["network_options"],
+                                   "labels": {**spec.labels, LABEL_CLUSTER: spec.name}}}
+    if top["volumes"]:
+        doc["volumes"] = top["volumes"]
+    if top["configs"]:
+        doc["configs"] = top["configs"]
+    return doc
+
+
+# A plain scalar only where every YAML reader takes it as the same string (Compose reads YAML 1.2, PyYAML
+# writes 1.1: "0o17" or "12:30" would differ); anything else is written double-quoted.
+_PLAIN = re.compile(r"[A-Za-z/][A-Za-z0-9_./-]*")
+_STR = "tag:yaml.org,2002:str"
+
+
+class _ComposeDumper(yaml.SafeDumper):
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)  # list items indented under their key
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    plain = _PLAIN.fullmatch(value) and dumper.resolve(yaml.ScalarNode, value, (True, False)) == _STR  # type: ignore[no-untyped-call]
+    return dumper.represent_scalar(_STR, value, style=None if plain else '"')
+
+
+_ComposeDumper.add_representer(str, _str)
+
+
+def compose_file(spec: ClusterSpec, plans: list[ContainerPlan], state_dir: Path | None) -> str:
+    """compose.yaml: :func:`compose_document` written by PyYAML in its own key order, under a header."""
+    header = (f"# Compose file of kctl cluster {json.dumps(spec.name)}, rendered by kctl from kctl.yaml.\n"
+              "# Use `kctl up` / `kctl down`; `docker compose -f compose.yaml config` validates it.\n")
+    body = yaml.dump(compose_document(spec, plans, state_dir), Dumper=_ComposeDumper, sort_keys=False,
+                     default_flow_style=False, allow_unicode=True, width=1 << 16)
+    return header + body
+
+
 def jaas_file(sections: list[properties.JaasSection], host: str) -> str:
     """A JAAS login configuration (a secret: it holds passwords)."""
     return _tpl("jaas.j2", host=host, sections=[{"name": n, "module": m, "options": o} for n, m, o in sections])
@@ -271,15 +327,7 @@ def render(spec: ClusterSpec, state_dir: Path | None = None) -> Rendered:
         plans.append(plan)
         for rel, text in nf.items():
             files[f"{host}/{rel}"] = text
-    files[COMPOSE_FILE] = _tpl(
-        "compose/compose.yaml.j2",
-        cluster=spec.name,
-        project=spec.project if spec.engine is Engine.compose else None,  # a stack is named on deploy
-        network=spec.project,
-        network_labels={**spec.labels, LABEL_CLUSTER: spec.name},
-        services=[_service(spec, p, state_dir) for p in plans],
-        **_swarm_top_level(spec, plans),
-    )
+    files[COMPOSE_FILE] = compose_file(spec, plans, state_dir)
     return Rendered(files=dict(sorted(files.items())), containers=plans)
 
 

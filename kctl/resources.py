@@ -1,4 +1,4 @@
-"""Locate the project's non-Python resources: templates/, compose/ and the Dockerfile.
+"""Locate the project's non-Python resources: templates/ and the Dockerfile.
 
 In a source checkout (and an editable install) they live at the repository's
 top level; a built wheel carries copies under ``kctl/_data/`` (see the wheel's force-include in pyproject.toml).
@@ -12,7 +12,7 @@ _PKG = Path(__file__).resolve().parent
 
 
 def resource(name: str) -> Path:
-    """Path of a top-level resource (``templates``, ``compose``, ``Dockerfile``)."""
+    """Path of a top-level resource (``templates``, ``Dockerfile``)."""
     for candidate in (_PKG / "_data" / name, _PKG.parent / name):
         if candidate.exists():
             return candidate

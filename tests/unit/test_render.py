@@ -187,3 +187,19 @@ def test_jmx_ports_published_on_loopback() -> None:
         svc = doc["services"][name]
         assert f"127.0.0.1:{29999 + i}:{29999 + i}" in svc["ports"]
         assert svc["environment"]["KAFKA_JMX_PORT"] == str(29999 + i)
+
+
+def test_compose_file_quotes_every_string_a_yaml_1_2_reader_could_take_for_something_else() -> None:
+    """PyYAML writes YAML 1.1, Compose reads 1.2: a label such as 0o17 (1.2's octal) or 12:30 (1.1's base 60)
+    is written double-quoted, so both read the same string."""
+    import yaml
+
+    labels = {"octal": "0o17", "clock": "12:30", "word": "yes", "float": "1e3", "plain": "team-a/x.y"}
+    text = render(parse_spec({"labels": labels})[0]).files[COMPOSE_FILE]
+    for key in ("octal", "clock", "word", "float"):
+        assert f'      {key}: "{labels[key]}"\n' in text
+    assert "      plain: team-a/x.y\n" in text
+    doc = yaml.safe_load(text)
+    assert text.startswith('# Compose file of kctl cluster "logger", rendered by kctl from kctl.yaml.\n')
+    assert {k: doc["services"]["logger1"]["labels"][k] for k in labels} == labels
+    assert list(doc) == ["name", "services", "networks"]
