@@ -83,7 +83,6 @@ LABEL_VERSION = "io.kctl.version"
 LABEL_STATE_DIR = "io.kctl.state-dir"
 # What Compose itself records; the fallback for containers created before LABEL_STATE_DIR existed.
 LABEL_COMPOSE_WORKING_DIR = "com.docker.compose.project.working_dir"
-LABEL_COMPOSE_CONFIG_FILES = "com.docker.compose.project.config_files"
 
 # engine swarm: the Swarm node label that pins a kctl node's service, "<prefix>.<cluster>.<container host>=true"
 # (set by `kctl swarm label` and by `kctl up`), and the stack label Docker puts on what a stack deploy made.

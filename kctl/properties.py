@@ -159,14 +159,6 @@ def combine(*layers: Mapping[str, Scalar]) -> Props:
     return dict(sorted(merged.items()))
 
 
-def server_line(spec: ClusterSpec, node: NodeSpec) -> str:
-    zk = spec.zookeeper
-    line = f"{spec.zk_host(node)}:{zk.peer_port}:{zk.election_port}"
-    if node.role is ZkRole.observer:
-        line += ":observer"
-    return line
-
-
 def zoo_cfg(spec: ClusterSpec, node: NodeSpec) -> Props:
     zk = spec.zookeeper
     base: dict[str, Scalar] = {

@@ -203,7 +203,7 @@ def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> 
                     f"./{host}/{contract.HOST_DATA}:{contract.DATA_ROOT}",
                     f"./{host}/{contract.HOST_LOGS}:{contract.LOG_ROOT}"]
         + ([f"./{contract.HOST_SECRETS}/{host}:{contract.SECRETS_MOUNT}:ro"] if spec.security.enabled else []),
-        "healthcheck": {"test": ["CMD", "/usr/local/bin/kctl-healthcheck"], "interval": "5s", "timeout": "5s",
+        "healthcheck": {"test": ["CMD", contract.HEALTHCHECK], "interval": "5s", "timeout": "5s",
                         "retries": 3, "start_period": "120s"},
         # `kctl drill run slow-network` changes the node's own traffic (tc netem) and nothing else's.
         "cap_add": list(contract.CAP_ADD),

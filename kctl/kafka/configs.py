@@ -186,26 +186,6 @@ class ConfigChange:
 
 # ----- parsing of kafka-configs.sh output ------------------------------------------
 
-_SYN = re.compile(r"([A-Z_]+):([^=,]+)=([^,]*)(?:,\s*|$)")
-
-
-def parse_kafka_configs(text: str) -> dict[str, dict[str, Any]]:
-    """``kafka-configs --describe`` for brokers/topics: ``  key=value sensitive=.. synonyms={SRC:key=v, ...}``."""
-    out: dict[str, dict[str, Any]] = {}
-    for line in text.splitlines():
-        if not line.startswith("  ") or "=" not in line:
-            continue
-        m = re.match(r"^\s+([^=\s]+)=(.*?) sensitive=(true|false) synonyms=\{(.*)\}\s*$", line)
-        if not m:
-            continue
-        key, value, sensitive, syn = m.groups()
-        out[key] = {
-            "value": None if value == "null" else value,
-            "sensitive": sensitive == "true",
-            "synonyms": [(s, k, v) for s, k, v in _SYN.findall(syn)],
-        }
-    return out
-
 
 def parse_quota_describe(text: str) -> dict[str, float]:
     """``Quota configs for client-id 'c1' are consumer_byte_rate=2048.0, producer_byte_rate=1024.0``."""

@@ -251,29 +251,6 @@ def delete(spec: ClusterSpec | None, group: str, bootstrap: str | None = None) -
     return group
 
 
-# ----- kafka-consumer-groups --describe output, for the cross-checks ----------------------
-
-
-def parse_kafka_groups_describe(text: str) -> list[dict[str, Any]]:
-    """Rows of ``kafka-consumer-groups.sh --describe --group G`` (whitespace-aligned table)."""
-    rows: list[dict[str, Any]] = []
-    header: list[str] | None = None
-    for line in text.splitlines():
-        cells = line.split()
-        if not cells:
-            continue
-        if cells[0] == "GROUP" and "TOPIC" in cells:
-            header = [c.lower().replace("-", "_") for c in cells]
-            continue
-        if header and len(cells) >= 6:
-            row: dict[str, Any] = dict(zip(header, cells, strict=False))
-            for k in ("partition", "current_offset", "log_end_offset", "lag"):
-                if k in row:
-                    row[k] = int(row[k]) if row[k].lstrip("-").isdigit() else None
-            rows.append(row)
-    return rows
-
-
 class GroupCommitter:
     """Commits offsets to a consumer group without consuming: a consumer that never subscribes nor polls.
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from kctl.errors import KctlError, UsageError
 from kctl.kafka.client import (
@@ -230,35 +229,3 @@ def delete(spec: ClusterSpec | None, name: str, bootstrap: str | None = None) ->
     except Exception as exc:  # noqa: BLE001
         raise kafka_error(exc, f"cannot delete {name!r}", topic=name) from None
     return TopicChange(name, "deleted", "marked for deletion")
-
-
-# ----- kafka-topics --describe output, for the cross-checks ----------------------
-
-
-def parse_kafka_topics_describe(text: str) -> dict[str, Any]:
-    """Parse ``kafka-topics.sh --describe --topic T`` (3.x tab-separated ``Key: value`` lines)."""
-    out: dict[str, Any] = {"partitions": {}, "configs": {}}
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.strip().split("\t") if c.strip()]
-        kv: dict[str, str] = {}
-        for c in cells:
-            k, sep, v = c.partition(":")
-            if sep:
-                kv[k.strip()] = v.strip()
-        if "Partition" in kv:
-            leader = int(kv["Leader"]) if kv.get("Leader", "none").lstrip("-").isdigit() else None
-            out["partitions"][int(kv["Partition"])] = {
-                "leader": leader if leader is not None and leader >= 0 else None,
-                "replicas": [int(x) for x in kv.get("Replicas", "").split(",") if x],
-                "isr": [int(x) for x in kv.get("Isr", "").split(",") if x],
-            }
-        elif "PartitionCount" in kv:
-            out["topic"] = kv.get("Topic")
-            out["partition_count"] = int(kv["PartitionCount"])
-            out["replication_factor"] = int(kv["ReplicationFactor"])
-            conf = kv.get("Configs", "")
-            for item in conf.split(","):
-                k, sep, v = item.partition("=")
-                if sep:
-                    out["configs"][k.strip()] = v.strip()
-    return out

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import signal as _signal
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -494,11 +493,3 @@ def deferred_interrupts() -> Iterator[list[int]]:
     if got:
         raise Terminated(f"signal {got[0]}") if got[0] == _signal.SIGTERM else KeyboardInterrupt()
 
-
-def wait_seconds(seconds: float, stop: Callable[[], bool] | None = None) -> None:
-    """Hold a fault in place for ``seconds`` (a schedule, not a gate), waking early when ``stop()``."""
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if stop is not None and stop():
-            return
-        time.sleep(min(0.2, max(0.0, end - time.monotonic())))

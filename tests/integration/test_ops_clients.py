@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from kctl.kafka.groups import parse_kafka_groups_describe
 from tests.integration.cli import js, kctl, tool_config
+from tests.kafka_tools import parse_kafka_groups_describe
 
 pytestmark = pytest.mark.integration
 

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kctl.kafka.configs import parse_kafka_configs, parse_quota_describe
+from kctl.kafka.configs import parse_quota_describe
 from kctl.runtime.readiness import Stage, wait_for_stages
 from tests.integration.cli import js, kctl, tool_config
+from tests.kafka_tools import parse_kafka_configs
 
 pytestmark = pytest.mark.integration
 

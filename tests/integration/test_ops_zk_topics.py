@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kctl.kafka.topics import parse_kafka_topics_describe
 from tests.integration.cli import js, kctl, tool_config
+from tests.kafka_tools import parse_kafka_topics_describe
 
 pytestmark = pytest.mark.integration
 

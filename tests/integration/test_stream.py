@@ -169,7 +169,7 @@ def test_kill9_at_seeded_points_loses_nothing_and_readers_see_whole_batches(
 
 
 def _group_describe(cluster: Any, group: str) -> list[dict[str, Any]]:
-    from kctl.kafka.groups import parse_kafka_groups_describe
+    from tests.kafka_tools import parse_kafka_groups_describe
 
     rc, out = cluster.exec("logger1", ["/opt/kafka/bin/kafka-consumer-groups.sh", "--bootstrap-server",
                                        "logger1:9092", "--describe", "--group", group], stderr=False)

@@ -15,6 +15,7 @@ from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kafka import client, configs, console, groups, produce, topics
 from kctl.spec import ClusterSpec
 from kctl.zk import fourlw, words
+from tests import kafka_tools
 
 # ----- configs -----------------------------------------------------------------------------
 
@@ -78,7 +79,7 @@ synonyms={STATIC_BROKER_CONFIG:advertised.listeners=INTERNAL://logger2:9092,EXTE
 
 
 def test_parse_kafka_configs_describe() -> None:
-    d = configs.parse_kafka_configs(KAFKA_CONFIGS_OUT)
+    d = kafka_tools.parse_kafka_configs(KAFKA_CONFIGS_OUT)
     assert d["log.cleaner.threads"]["value"] == "2"
     assert d["log.cleaner.threads"]["synonyms"] == [("DYNAMIC_BROKER_CONFIG", "log.cleaner.threads", "2"),
                                                    ("DEFAULT_CONFIG", "log.cleaner.threads", "1")]
@@ -120,7 +121,7 @@ KAFKA_TOPICS_OUT = (
 
 
 def test_parse_kafka_topics_describe() -> None:
-    d = topics.parse_kafka_topics_describe(KAFKA_TOPICS_OUT)
+    d = kafka_tools.parse_kafka_topics_describe(KAFKA_TOPICS_OUT)
     assert (d["topic"], d["partition_count"], d["replication_factor"]) == ("t1", 2, 2)
     assert d["configs"] == {"min.insync.replicas": "2", "segment.bytes": "1073741824"}
     assert d["partitions"][0] == {"leader": 2, "replicas": [2, 1], "isr": [2, 1]}
@@ -163,7 +164,7 @@ def test_parse_kafka_groups_describe() -> None:
            "GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID HOST CLIENT-ID\n"  # noqa: E501
            "g               t               0          4               10              6               -               -               -\n"  # noqa: E501
            "g               t               1          -               3               -               -               -               -\n")  # noqa: E501
-    rows = groups.parse_kafka_groups_describe(out)
+    rows = kafka_tools.parse_kafka_groups_describe(out)
     assert rows[0]["partition"] == 0 and rows[0]["current_offset"] == 4 and rows[0]["lag"] == 6
     assert rows[1]["current_offset"] is None and rows[1]["log_end_offset"] == 3
 
