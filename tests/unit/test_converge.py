@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
 from kctl.render import render
 from kctl.runtime import cluster as rcl
-from kctl.runtime import compose
+from kctl.runtime import compose, engines
 from kctl.spec import ClusterSpec, NodeSpec, ZkRole
 
 THREE = ClusterSpec(nodes=[NodeSpec(id=i, hostname=f"logger{i}") for i in (1, 2, 3)])
@@ -78,7 +79,8 @@ def test_up_names_only_the_containers_it_creates(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(compose, "client", lambda timeout=None: object())
     monkeypatch.setattr(compose, "compose_binary", lambda: ["docker", "compose"])
     monkeypatch.setattr(compose, "run_compose", lambda _s, _d, *args, **_k: calls.append(args))
-    monkeypatch.setattr(rcl, "preflight_ports", lambda *_a: None)
+    preflight = mock.create_autospec(engines.ComposeEngine.preflight)  # the host ports and Docker are not asked
+    monkeypatch.setattr(engines.ComposeEngine, "preflight", preflight)
     monkeypatch.setattr(rcl, "_require_image", lambda *_a: None)
     rcl.write_applied(tmp_path, {h: new[h] for h in ("logger1", "logger2", "logger3")})
     res: Any = rcl.converge(FOUR, tmp_path, build=False)
@@ -86,3 +88,4 @@ def test_up_names_only_the_containers_it_creates(tmp_path: Path, monkeypatch: py
                                                       ("logger3", "noop"), ("logger4", "create")]
     assert len(calls) == 1 and calls[0][:2] == ("up", "-d") and "--no-deps" in calls[0]
     assert calls[0][-1] == "logger4" and not {"logger1", "logger2", "logger3"} & set(calls[0])
+    preflight.assert_called_once()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -12,6 +13,7 @@ from kctl.kafka import metadata as kmd
 from kctl.render import render
 from kctl.runtime import engine
 from kctl.spec import ClusterSpec
+from tests.unit.fake_zk import free_port
 from tests.unit.test_health import fake_broker
 
 
@@ -104,7 +106,7 @@ def test_verify_of_a_stopped_cluster_with_free_ports_says_not_running(tmp_path: 
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [])
     with pytest.raises(identity.NotRunning) as ei:
-        identity.verify(_spec_on(1), tmp_path, timeout=0.3)
+        identity.verify(_spec_on(free_port()), tmp_path, timeout=0.3)  # nothing listens there
     assert ei.value.exit_code == 2 and ei.value.hint == "`kctl up` starts it"
 
 
@@ -118,7 +120,10 @@ def test_status_of_a_cluster_without_containers_shows_nothing_of_another(tmp_pat
     assert ei.value.exit_code == 2 and "is not running" in ei.value.message
 
 
-def test_status_records_the_identity_of_its_own_running_cluster(tmp_path: Path) -> None:
+def test_status_records_the_identity_of_its_own_running_cluster(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # Who holds the ports, for the refusal's message: no container (Docker is not asked).
+    monkeypatch.setattr(engine, "containers", mock.create_autospec(engine.containers, return_value=[]))
     obs = health.Observations(
         containers={"logger1": health.ContainerObs("logger1", "running", None, state_dir=str(tmp_path))},
         kafka=kmd.Metadata((1,), 1, (), "127.0.0.1:9092", cluster_id="ours"))

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -15,6 +16,7 @@ from kctl.kafka.metadata import Partition
 from kctl.roll import plan as rp
 from kctl.roll import run
 from kctl.roll.run import roll_lock
+from kctl.runtime import engines
 from kctl.spec import ClusterSpec, NodeSpec, Topology
 
 SPEC = ClusterSpec(nodes=[NodeSpec(id=i, hostname=f"logger{i}") for i in (1, 2, 3)])
@@ -207,6 +209,8 @@ def test_a_stuck_gate_stops_the_roll_restarts_what_it_stopped_and_touches_nothin
         return lambda: (broker != 2, f"/brokers/ids/{broker} still there")
 
     monkeypatch.setattr(run, "plan", lambda *_a: the_plan)
+    containers = mock.create_autospec(engines.containers, return_value=[])  # Docker is not asked
+    monkeypatch.setattr(engines, "containers", containers)
     for name in ("pre_checks", "min_isr_gate", "process_gate", "registered_gate", "urp_gate"):
         monkeypatch.setattr(run, name, ok)
     monkeypatch.setattr(run, "unregistered_gate", stuck_on_broker_2)
@@ -226,6 +230,7 @@ def test_a_stuck_gate_stops_the_roll_restarts_what_it_stopped_and_touches_nothin
     assert any("waiting for /brokers/ids/2 gone: /brokers/ids/2 still there" in s for s in said)
     with run.roll_lock(tmp_path):  # the lock went with the roll
         pass
+    containers.assert_called_once_with(SPEC)  # the engine check came before anything was touched
 
 
 def test_an_unhealthy_cluster_is_refused_before_anything_is_touched(monkeypatch: pytest.MonkeyPatch,
@@ -235,6 +240,7 @@ def test_an_unhealthy_cluster_is_refused_before_anything_is_touched(monkeypatch:
 
     calls: list[str] = []
     monkeypatch.setattr(run, "plan", lambda *_a: rp.plan_roll(SPEC, service=None, zk_modes={}, controller=None))
+    monkeypatch.setattr(engines, "containers", mock.create_autospec(engines.containers, return_value=[]))
     monkeypatch.setattr(run, "pre_checks", lambda _s: lambda: (False, "under-replicated partitions 4"))
     monkeypatch.setattr(run, "PRE_CHECK_TIMEOUT", 0.2)
     monkeypatch.setattr(services, "stop", lambda *a, **k: calls.append("stop") or "")
