@@ -63,8 +63,7 @@ def apply(
     """Bring the running cluster to kctl.yaml: dynamic broker configs at run time (no restart), and a gated
     rolling restart of only the services whose start-time config changed."""
     from kctl.roll import apply as ap
-    from kctl.roll import run
-    from kctl.security import migration
+    from kctl.roll import migration, run
     from kctl.spec import state_dir_for
 
     wanted = load(file)

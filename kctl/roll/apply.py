@@ -216,8 +216,8 @@ def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:
     from kctl import drift
     from kctl.kafka.configs import update_mode
     from kctl.render import COMPOSE_FILE, render
+    from kctl.roll import migration
     from kctl.runtime import engines
-    from kctl.security import migration
 
     running_phase, _target = migration.check_step(spec, state_dir)  # a skipped step: refused, nothing done
     rendered = render(spec, state_dir)
@@ -322,7 +322,8 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
                 configs.delete_configs(spec, entity, gone)
                 say(f"broker {broker}: dynamic override removed, no restart: {', '.join(gone)}")
             done += [d for d in the_plan.dynamic if d.broker == broker]
-        from kctl.security import migration, store
+        from kctl.roll import migration
+        from kctl.security import store
 
         made = store.ensure(spec, state_dir)  # a step towards the secured profile: its secrets before its roll
         if made:

@@ -20,6 +20,7 @@ from typing import Any
 
 from kctl.errors import KctlError
 from kctl.stream.config import state_dir
+from kctl.stream.record import pid_alive, read_json
 
 
 @dataclass
@@ -50,29 +51,6 @@ class StreamStatus:
     group: str | None = None
     partitions: list[PartitionLag] = field(default_factory=list)
     tables: list[Any] = field(default_factory=list)
-
-
-def pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie child of ours is not alive
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def _read_json(p: Path) -> Any:
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _latest_batch(d: Path) -> int | None:
@@ -130,13 +108,13 @@ def latest_offsets(bootstrap: str, topics: list[str], timeout_s: float = 5.0,
 
 def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus:
     sd = state_dir(checkpoint)
-    job = _read_json(sd / "job.json")
+    job = read_json(sd / "job.json")
     if job is None and not (Path(checkpoint) / "offsets").exists():
         raise KctlError(f"no stream job has run with checkpoint {checkpoint}",
                         hint="start one with `kctl stream submit`, or pass --checkpoint")
     job = job or {}
-    prog = _read_json(sd / "progress.json") or job.get("last_progress") or {}
-    counters = _read_json(sd / "counters.json") or job.get("counters") or {}
+    prog = read_json(sd / "progress.json") or job.get("last_progress") or {}
+    counters = read_json(sd / "counters.json") or job.get("counters") or {}
     pid = job.get("pid")
     alive = pid_alive(pid)
     st = job.get("state", "unknown")
@@ -192,7 +170,7 @@ def _num(v: Any) -> float | None:
 def stop(checkpoint: str | Path, timeout_s: float = 120.0) -> dict[str, Any]:
     """Ask the job to stop after its current batch (stop marker + SIGTERM); wait for it to exit."""
     sd = state_dir(checkpoint)
-    job = _read_json(sd / "job.json") or {}
+    job = read_json(sd / "job.json") or {}
     pid: int | None = job.get("pid")
     if pid is None or not pid_alive(pid):
         return {"checkpoint": str(checkpoint), "pid": pid, "stopped": False, "state": job.get("state", "not running")}
@@ -208,5 +186,5 @@ def stop(checkpoint: str | Path, timeout_s: float = 120.0) -> dict[str, Any]:
     if pid_alive(pid):
         raise KctlError(f"stream job {pid} did not stop within {timeout_s:.0f}s",
                         hint=f"kill it with `kill -9 {pid}`: resubmitting with the same checkpoint loses nothing")
-    job = _read_json(sd / "job.json") or {}
+    job = read_json(sd / "job.json") or {}
     return {"checkpoint": str(checkpoint), "pid": pid, "stopped": True, "state": job.get("state")}

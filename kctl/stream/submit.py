@@ -15,7 +15,7 @@ from kctl.extras import require
 from kctl.stream import jars as jarlib
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.preflight import check_topics
-from kctl.stream.state import _read_json, pid_alive
+from kctl.stream.record import pid_alive, read_json
 
 _TRIGGER = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|sec|seconds?|minutes?)?$")
 
@@ -54,7 +54,7 @@ def submit(cfg: JobConfig, *, detach: bool = False, timeout_s: float | None = No
     if not cfg.jars and not cfg.packages:
         cfg.jars = jarlib.jars_for_job(None)
     sd = state_dir(cfg.checkpoint)
-    job = _read_json(sd / "job.json") or {}
+    job = read_json(sd / "job.json") or {}
     if pid_alive(job.get("pid")) and job.get("state") in ("starting", "running"):
         raise KctlError(f"a stream job (pid {job['pid']}) already runs with checkpoint {cfg.checkpoint}",
                         hint="see `kctl stream status`; stop it with `kctl stream stop`")
@@ -80,7 +80,7 @@ def submit(cfg: JobConfig, *, detach: bool = False, timeout_s: float | None = No
         proc.kill()
         proc.wait()
         raise KctlError(f"stream job ran longer than {timeout_s}s and was killed") from None
-    job = _read_json(sd / "job.json") or {}
+    job = read_json(sd / "job.json") or {}
     if rc != 0:
         raise KctlError(f"stream job exited with code {rc}: {job.get('error', 'see the output above')}",
                         hint="run again with KCTL_SPARK_LOG_LEVEL=INFO for Spark's own log")
@@ -94,7 +94,7 @@ def _wait_running(proc: subprocess.Popen[bytes], sd: Path, log: Path, timeout_s:
         if proc.poll() is not None:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
             raise KctlError(f"stream job exited at start with code {proc.returncode}:\n{tail}")
-        job = _read_json(sd / "job.json") or {}
+        job = read_json(sd / "job.json") or {}
         if job.get("pid") == proc.pid and job.get("state") == "running":
             return
         time.sleep(0.3)

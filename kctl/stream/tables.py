@@ -162,14 +162,14 @@ def optimize(out: str | Path, checkpoint: str | Path, retain_hours: float = 168.
     dir), so compaction never races the writer; otherwise delta-rs does it here, without a JVM.
     """
     from kctl.stream.config import state_dir
-    from kctl.stream.state import _read_json, pid_alive
+    from kctl.stream.record import pid_alive, read_json
 
     if retain_hours < MIN_RETAIN_HOURS:
         raise UsageError(f"--retain-hours {retain_hours} is below {MIN_RETAIN_HOURS}",
                          hint="VACUUM must keep the files a running reader may still open")
     root = require_out(out)
     sd = state_dir(checkpoint)
-    job = _read_json(sd / "job.json") or {}
+    job = read_json(sd / "job.json") or {}
     if pid_alive(job.get("pid")) and job.get("state") in ("starting", "running"):
         if abs(float((job.get("config") or {}).get("vacuum_retain_hours", 168.0)) - retain_hours) > 1e-9:
             raise UsageError("the running job vacuums with its own retention",

@@ -281,7 +281,7 @@ def _free_port() -> int:
 
 
 def _wait_dead(pid: int, timeout: float = 30) -> None:
-    from kctl.stream.state import pid_alive
+    from kctl.stream.record import pid_alive
 
     deadline = time.monotonic() + timeout
     while pid_alive(pid) and time.monotonic() < deadline:

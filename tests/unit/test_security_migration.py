@@ -11,8 +11,8 @@ import pytest
 from kctl import properties as p
 from kctl.errors import KctlError, SpecError
 from kctl.render import render, write
+from kctl.roll import migration
 from kctl.roll.apply import ApplyPlan, DynamicChange, Restart, by_restart
-from kctl.security import migration
 from kctl.spec import ClusterSpec, load_spec
 
 STEPS: list[str | None] = ["plain", "secure-listeners", "secure-inter-broker", "close-plaintext",
