@@ -56,4 +56,3 @@ def load(path: Path) -> ClusterSpec:
     for w in warnings:
         warn(w)
     return spec
-
