@@ -33,7 +33,7 @@ from kctl.bench.doc import write_section
 from kctl.errors import KctlError
 from kctl.kafka import topics
 from kctl.kafka.console import FETCH_BACKOFF_MS
-from kctl.spec import ClusterSpec, load_spec
+from kctl.spec import ClusterSpec, load_cluster
 
 RECORD_SIZE = 100
 MAX_RECORDS = 2_000_000
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args(argv)
     try:
-        spec, _ = load_spec(args.file)
+        spec, _ = load_cluster(args.file)
         if not kcat_available():
             print("warning: no kcat on PATH (make setup installs Debian's); kctl's side only", file=sys.stderr)
         sides, figures = run(spec, args.file, args.records)
