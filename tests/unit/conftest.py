@@ -5,8 +5,9 @@ socket (``/var/run/docker.sock``, ``/run/docker.sock`` or ``DOCKER_HOST``'s), or
 port that no socket of this process has bound, is refused (``ConnectionRefusedError``) and fails the
 test, even when the code under test catches the error. A fake server of the test's own (such as
 tests/unit/fake_zk.py), or a port it bound and closed to be sure nothing answers there, is fine. Use
-autospec mocks and fakes instead. Connections made outside Python (a ``docker`` subprocess, librdkafka's
-threads) are not seen.
+autospec mocks and fakes instead. librdkafka connects from its own threads, out of the socket guard's
+sight: a confluent-kafka Producer, Consumer or AdminClient whose ``bootstrap.servers`` names such a port
+is refused when it is made. A subprocess (``docker``, ``kctl``) is not seen.
 """
 
 from __future__ import annotations
@@ -82,13 +83,52 @@ def _bind(self: socket.socket, address: Any) -> None:
         _OWN.add(int(self.getsockname()[1]))
 
 
+def _kafka_refusal(conf: Any) -> str | None:
+    servers = str((conf or {}).get("bootstrap.servers") or "") if isinstance(conf, dict) else ""
+    for server in filter(None, (s.strip() for s in servers.split(","))):
+        host, _, port = server.rpartition(":")
+        host = host.strip("[]")
+        if not (port.isdigit() and _loopback(host) and int(port) in _OWN):
+            return f"a real Kafka bootstrap server {server} (a librdkafka client: not a port the tests bound)"
+    return None
+
+
+_KAFKA_CLIENTS: list[tuple[Any, str, Any]] = []  # (module, name, the real class)
+
+
+def _guard_kafka_clients() -> None:
+    """librdkafka connects from its own threads, where the socket guard cannot see: check the clients'
+    ``bootstrap.servers`` when one is made (kctl makes every one in kctl/kafka/client.py, at call time)."""
+    try:
+        import confluent_kafka
+        import confluent_kafka.admin
+    except ImportError:
+        return
+    for module, name in ((confluent_kafka, "Producer"), (confluent_kafka, "Consumer"),
+                         (confluent_kafka.admin, "AdminClient")):
+        real = getattr(module, name)
+
+        def guarded_init(self: Any, conf: Any = None, *args: Any, _real: Any = real, **kwargs: Any) -> None:
+            why = _kafka_refusal(conf)
+            if why is not None:
+                _VIOLATIONS.append(why)
+                raise ConnectionRefusedError(errno.ECONNREFUSED, "unit tests must not connect to " + why)
+            _real.__init__(self, conf, *args, **kwargs)
+
+        _KAFKA_CLIENTS.append((module, name, real))
+        setattr(module, name, type(name, (real,), {"__init__": guarded_init, "__module__": real.__module__}))
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _guard_kafka_clients()
     socket.socket.connect = _connect  # type: ignore[method-assign]
     socket.socket.connect_ex = _connect_ex  # type: ignore[method-assign]
     socket.socket.bind = _bind  # type: ignore[method-assign]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    for module, name, real in _KAFKA_CLIENTS:
+        setattr(module, name, real)
     socket.socket.connect = _real_connect  # type: ignore[method-assign]
     socket.socket.connect_ex = _real_connect_ex  # type: ignore[method-assign]
     socket.socket.bind = _real_bind  # type: ignore[method-assign]

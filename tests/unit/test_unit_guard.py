@@ -44,3 +44,16 @@ def test_a_fake_server_of_the_test_and_a_port_it_bound_are_allowed() -> None:
         s.connect(("127.0.0.1", free_port()))  # bound and closed by the test: refused by the kernel, not the guard
     assert "unit tests must not" not in str(ei.value)
     assert conftest._VIOLATIONS == []
+
+
+def test_a_librdkafka_client_on_a_real_port_is_refused_and_on_a_bound_one_made() -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+
+    with pytest.raises(ConnectionRefusedError, match="a real Kafka bootstrap server 127.0.0.1:19092"):
+        AdminClient({"bootstrap.servers": "127.0.0.1:19092"})
+    assert conftest._VIOLATIONS == [
+        "a real Kafka bootstrap server 127.0.0.1:19092 (a librdkafka client: not a port the tests bound)"]
+    conftest._VIOLATIONS.clear()
+    Producer({"bootstrap.servers": f"127.0.0.1:{free_port()}"}).flush(0)  # nothing answers; nothing refused
+    assert conftest._VIOLATIONS == []
