@@ -432,8 +432,6 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
     nid, host = node.id, spec.kafka_host(node)
     if len(spec.nodes) == 1:
         raise UsageError(f"{host} is the only node of {spec.name}", hint="`kctl down` removes the whole cluster")
-    edit = edit_for_remove(spec, spec_path, nid)  # kctl.yaml's rules for the smaller cluster
-    new_spec = edit.spec
     change = NodeChange("remove", nid, host, node.role.value, node.broker)
     steps = _Steps(change, say)
     with roll_lock(state_dir, "kctl node remove"):
@@ -452,6 +450,8 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
             raise UsageError(f"cannot remove node {nid}: {exc.message}; nothing was changed",
                              hint="the remaining brokers must hold every partition's replication factor: add a"
                                   " node first, or lower the replication factor") from None
+        edit = edit_for_remove(spec, spec_path, nid)  # kctl.yaml's rules for the smaller cluster
+        new_spec = edit.spec
         live = reconfig.live_servers(spec)
         if member:
             _, zk_warn = reconfig.check(reconfig.read_config(spec), [], [nid], live, force)
