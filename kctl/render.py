@@ -66,13 +66,8 @@ class Rendered:
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    loader = jinja2.ChoiceLoader(
-        [
-            jinja2.FileSystemLoader(str(resource("templates"))),
-        ]
-    )
     return jinja2.Environment(
-        loader=loader,
+        loader=jinja2.FileSystemLoader(str(resource("templates"))),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
