@@ -75,7 +75,7 @@ def test_up_names_only_the_containers_it_creates(tmp_path: Path, monkeypatch: py
     calls: list[tuple[str, ...]] = []
     # logger4's container is gone (say it was removed by hand); logger1-3 were carried over by a node change
     monkeypatch.setattr(docker_api, "infos", lambda _name, _dc: [info(h, v) for h, v in old.items()])
-    monkeypatch.setattr(docker_api, "client", lambda timeout=None: object())
+    monkeypatch.setattr(docker_api, "client", lambda timeout=None, version="auto": object())
     monkeypatch.setattr(compose, "compose_binary", lambda: ["docker", "compose"])
     monkeypatch.setattr(compose, "run_compose", lambda _s, _d, *args, **_k: calls.append(args))
     monkeypatch.setattr(rcl, "preflight_ports", lambda *_a: None)
