@@ -201,8 +201,9 @@ class Faults:
 
     def pause(self, host: str) -> None:
         """Freeze every process of a node (SIGSTOP through the freezer: a hung host)."""
+        c = self.container(host)
         self._remember("pause", host, f"{host} paused", lambda: self.unpause(host))
-        self.container(host).pause()
+        c.pause()
 
     def unpause(self, host: str) -> None:
         c = self.container(host)
