@@ -52,8 +52,25 @@ def client(timeout: float = 30, *, version: str = "auto") -> Any:
 
 def unavailable(exc: BaseException) -> DockerUnavailable:
     """The operator's error for an engine that did not answer (or answered an error)."""
+    import os
+
+    where = os.environ.get("DOCKER_HOST") or "the local socket"
+    return DockerUnavailable(f"Docker engine not reachable at {where}: {reason(exc)}", hint=ENGINE_HINT)
+
+
+def reason(exc: BaseException) -> str:
+    """The cause an operator can act on: the OS error under requests' and urllib3's wrappers
+    ("Connection refused"), else the engine's own explanation, else the exception's text."""
+    todo, seen = [exc], 0
+    while todo and seen < 20:
+        e = todo.pop(0)
+        seen += 1
+        if isinstance(e, OSError) and e.strerror:
+            return str(e.strerror)
+        todo += [a for a in getattr(e, "args", ()) if isinstance(a, BaseException)]
+        todo += [v for v in (getattr(e, "reason", None), e.__cause__, e.__context__) if isinstance(v, BaseException)]
     detail = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
-    return DockerUnavailable(f"Docker engine not reachable: {str(detail)[:300]}", hint=ENGINE_HINT)
+    return str(detail)[:300]
 
 
 def too_old(exc: BaseException) -> bool:
