@@ -84,7 +84,9 @@ class Engine(abc.ABC):
 
     def processes(self, c: Container, timeout: float = 5.0) -> dict[str, str]:
         """Process state per service of one observed container ({} when Docker does not answer)."""
-        return api.processes(self._status or api.StatusClient(timeout), c.id, c.services)
+        if self._status is None:
+            self._status = api.StatusClient(timeout)
+        return api.processes(self._status, c.id, c.services)
 
     def running_host_ports(self, spec: ClusterSpec) -> list[int]:
         """Host ports published by this cluster's own running containers (they are not 'taken')."""
@@ -103,8 +105,9 @@ class Engine(abc.ABC):
         dc = dc or self.client()
         # self.containers checks the engine: never a command in the other engine's containers
         found = sorted((c for c in self.containers(spec, dc) if c.name == name), key=lambda c: c.state != "running")
+        if not found or found[0].state != "running":
+            self.not_here(spec, name)  # e.g. its current task runs on another Swarm node: says so
         if not found:
-            self.not_here(spec, name)
             raise KctlError(f"no container {name!r} in cluster {spec.name}", hint="is it up? see `kctl status`")
         if found[0].state != "running":
             raise KctlError(f"container {name} is {found[0].state}", hint=f"start it with `kctl up` ({name})")
