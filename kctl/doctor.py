@@ -37,9 +37,9 @@ def _run(argv: list[str], timeout: float = 10) -> tuple[int, str]:
 
 def check_engine() -> Check:
     try:
-        import docker
+        from kctl.runtime import docker_api
 
-        client = docker.from_env(timeout=5)
+        client = docker_api.client(5)
         version = client.version().get("Version", "?")
         client.close()
         return Check("docker engine", True, f"engine {version} at {os.environ.get('DOCKER_HOST', 'unix:///var/run/docker.sock')}")

@@ -24,7 +24,7 @@ from pathlib import Path
 from kctl.contract import IDENTITY_FILE
 from kctl.errors import DockerUnavailable, KctlError
 from kctl.kafka import metadata as kmd
-from kctl.runtime import engine
+from kctl.runtime import engines
 from kctl.spec import ClusterSpec
 
 
@@ -112,7 +112,7 @@ def _ports_of(bootstrap: str) -> set[int]:
 def owner_of(ports: set[int], cluster_id: str | None = None) -> Owner:
     """The kctl cluster whose running containers publish any of ``ports`` (asks Docker)."""
     try:
-        found = engine.containers(None)
+        found = engines.every_kctl_container()
     except DockerUnavailable:
         return Owner(None, None, cluster_id)
     for c in found:
@@ -130,12 +130,10 @@ def _here(spec: ClusterSpec, state_dir: Path, cluster_id: str | None = None) -> 
         f", cluster id {cluster_id})" if cluster_id else ")")
 
 
-def check_containers(spec: ClusterSpec, state_dir: Path) -> list[engine.Container]:
+def check_containers(spec: ClusterSpec, state_dir: Path) -> list[engines.Container]:
     """This cluster's containers; ForeignCluster when some of them belong to another state dir
     (the same ``name`` used in two directories maps to one Compose project), WrongEngine when the other
     engine made them (a Compose command never touches a Swarm stack, nor the reverse)."""
-    from kctl.runtime import engines
-
     found = engines.observe(spec)
     check_state_dirs(spec, state_dir, [(c.name, c.state_dir) for c in found])
     engines.check_engine(spec, [(c.name, c.engine) for c in found])
@@ -232,7 +230,7 @@ def verify(spec: ClusterSpec, state_dir: Path, *, timeout: float = 2.0) -> str |
     if md is not None and expected and md.cluster_id and md.cluster_id != expected:
         raise mismatch(spec, state_dir, expected, md)
     try:
-        found: list[engine.Container] | None = check_containers(spec, state_dir)
+        found: list[engines.Container] | None = check_containers(spec, state_dir)
     except DockerUnavailable:
         found = None
     if found is not None and not any(c.state == "running" for c in found):
@@ -319,7 +317,7 @@ def plan_init(name: str, state_dir: Path, *, pick_ports: bool) -> InitPlan:
     from kctl import doctor
 
     try:
-        found = engine.containers(None)
+        found = engines.every_kctl_container()
     except DockerUnavailable:
         found = []
     published = {p: c for c in found for p in c.host_ports}

@@ -27,7 +27,7 @@ from kctl.bench.doc import add_output_args, publish, table
 from kctl.kafka.client import round_trip
 from kctl.render import render, write
 from kctl.runtime import cluster as rt
-from kctl.runtime import compose
+from kctl.runtime import compose, docker_api
 from kctl.spec import ClusterSpec, parse_spec
 
 SECTION = "## Cluster lifecycle"
@@ -42,7 +42,7 @@ def _peak_memory(dc: Any, spec: ClusterSpec, seconds: float = 10.0) -> float:
     """Peak of the summed container memory usage (MB), sampled for ``seconds``."""
     peak = 0.0
     deadline = time.monotonic() + seconds
-    ids = [c.id for c in compose.containers(spec, dc)]
+    ids = [c.id for c in docker_api.infos(spec.name, dc)]
     while time.monotonic() < deadline:
         total = 0.0
         for cid in ids:
@@ -65,10 +65,10 @@ def _status_ms(spec: ClusterSpec, n: int = 5) -> float:
 
 def measure(log: Any) -> dict[str, float]:
     spec = _spec()
-    dc = compose.client()
+    dc = docker_api.client()
     with tempfile.TemporaryDirectory(prefix="kctl-bench-") as tmp:
         state = Path(tmp) / ".kctl" / spec.name
-        compose.remove_by_label(spec.name, dc)
+        docker_api.remove_by_label(spec.name, dc)
         try:
             log("kctl up from nothing")
             t = time.monotonic()
@@ -78,7 +78,7 @@ def measure(log: Any) -> dict[str, float]:
             log("peak memory")
             peak = _peak_memory(dc, spec)
             status_up = _status_ms(spec)
-            victim = next(c for c in compose.containers(spec, dc) if c.name == "logger3")
+            victim = next(c for c in docker_api.infos(spec.name, dc) if c.name == "logger3")
             dc.containers.get(victim.id).kill()
             status_down = _status_ms(spec)
             rt.down(spec, state, volumes=True)
@@ -99,7 +99,7 @@ def measure(log: Any) -> dict[str, float]:
             floor = time.monotonic() - t
             log(f"  {floor:.1f} s")
         finally:
-            compose.remove_by_label(spec.name, dc)
+            docker_api.remove_by_label(spec.name, dc)
             rt.down(spec, state, volumes=True)
     return {"kctl_up": kctl_up, "floor": floor, "peak_mb": peak, "status_up_ms": status_up,
             "status_down_ms": status_down}

@@ -21,7 +21,7 @@ from kctl.spec import ClusterSpec
 
 if TYPE_CHECKING:
     from kctl.render import Rendered
-    from kctl.runtime.compose import ContainerInfo
+    from kctl.runtime.docker_api import ContainerInfo
 
 Progress = Callable[[str], None]
 
@@ -90,12 +90,12 @@ def mounted_conf(spec: ClusterSpec, host: str) -> MountedConf:
     """The conf directory a cluster container mounts (KctlError if it has no such container)."""
     import datetime as dt
 
-    from kctl.runtime import engine
+    from kctl.runtime import docker_api
 
     found = [c for c in engines.observe(spec) if c.name == host and not c.remote]
     if not found:
         raise KctlError(f"no container {host!r} in cluster {spec.name}", hint="is it up? see `kctl status`")
-    info = engine.inspect(found[0].id)
+    info = docker_api.inspect(found[0].id)
     src = next((m.get("Source") for m in info.get("Mounts") or [] if m.get("Destination") == contract.CONF_DIR),
                None)
     if not src:

@@ -1,4 +1,5 @@
-"""Docker and Docker Compose: the only module that runs ``docker compose`` or lists containers.
+"""engine compose: every container of the cluster on this Docker engine, through Docker Compose (the project
+``kctl-<name>``); the only module that runs ``docker compose``.
 
 Containers are found by label (``io.kctl.cluster``), never by name, so that a
 cluster left by a crashed run is still found and removed.
@@ -6,93 +7,20 @@ cluster left by a crashed run is still found and removed.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kctl.contract import LABEL_CLUSTER, LABEL_HASH, LABEL_NODE, LABEL_SERVICE, LABEL_SERVICES
 from kctl.errors import DockerUnavailable, KctlError
-from kctl.runtime.engine import engine_of
+from kctl.runtime import docker_api as api
+from kctl.runtime.docker_api import ENGINE_HINT, ContainerInfo
+from kctl.runtime.engine_base import Engine, Progress
 from kctl.spec import ClusterSpec
-
-ENGINE_HINT = "is dockerd running? start it (`dockerd &` as root) or run `make setup`; `kctl doctor` checks"
-
-
-def client(timeout: int = 30) -> Any:
-    """A docker SDK client, or DockerUnavailable with a hint."""
-    import docker
-
-    try:
-        c = docker.from_env(timeout=timeout)
-        c.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure here means the engine is not reachable
-        raise DockerUnavailable(f"Docker engine not reachable: {type(exc).__name__}", hint=ENGINE_HINT) from None
-    return c
-
-
-@dataclass(frozen=True)
-class ContainerInfo:
-    """One container of a cluster as Docker sees it."""
-
-    id: str
-    name: str  # the Compose service == hostname (logger1)
-    container_name: str
-    node: str
-    services: tuple[str, ...]
-    state: str  # running, exited, paused, restarting, created, dead
-    health: str | None  # healthy, unhealthy, starting or None
-    config_hash: str | None
-    ports: dict[str, Any]
-    engine: str = "compose"  # which engine made it: compose, or swarm (a stack's task)
-
-
-def _info(c: Any) -> ContainerInfo:
-    labels = c.labels or {}
-    attrs = c.attrs or {}
-    st = attrs.get("State", {})
-    health = (st.get("Health") or {}).get("Status")
-    return ContainerInfo(
-        id=c.id,
-        name=labels.get(LABEL_SERVICE, c.name),
-        container_name=c.name,
-        node=labels.get(LABEL_NODE, ""),
-        services=tuple(s for s in labels.get(LABEL_SERVICES, "").split(",") if s),
-        state=st.get("Status", c.status),
-        health=health,
-        config_hash=labels.get(LABEL_HASH),
-        ports=(attrs.get("NetworkSettings") or {}).get("Ports") or {},
-        engine=engine_of(labels),
-    )
-
-
-def containers(spec: ClusterSpec, dc: Any | None = None) -> list[ContainerInfo]:
-    """Every container of the cluster, running or not, in service-name order."""
-    dc = dc or client()
-    found = dc.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={spec.name}"})
-    return sorted((_info(c) for c in found), key=lambda i: i.name)
-
-
-def running_host_ports(spec: ClusterSpec) -> list[int]:
-    """Host ports published by this cluster's own running containers (they are not 'taken')."""
-    try:
-        infos = containers(spec)
-    except KctlError:
-        return []
-    ports: list[int] = []
-    for info in infos:
-        for bindings in info.ports.values():
-            for b in bindings or []:
-                if b.get("HostPort"):
-                    ports.append(int(b["HostPort"]))
-    return ports
+from kctl.spec import Engine as EngineKind
 
 
 def compose_binary() -> list[str]:
-    if shutil.which("docker") is None:
-        raise DockerUnavailable("the docker client is not on PATH", hint="install Docker, or run `make setup`")
-    return ["docker", "compose"]
+    return [api.docker_binary(), "compose"]
 
 
 def run_compose(
@@ -119,44 +47,73 @@ def run_compose(
     return proc
 
 
-def remove_by_label(spec_name: str, dc: Any | None = None, volumes: bool = True) -> int:
-    """Remove every container and network labelled with this cluster (leftovers of a crashed run)."""
-    dc = dc or client()
-    n = 0
-    for c in dc.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={spec_name}"}):
-        c.remove(force=True, v=volumes)
-        n += 1
-    for net in dc.networks.list(filters={"label": f"{LABEL_CLUSTER}={spec_name}"}):
-        try:
-            net.remove()
-        except Exception:  # noqa: BLE001 - already gone or still in use by a foreign container
-            pass
-    return n
+class ComposeEngine(Engine):
+    """Every container on this Docker engine, through Docker Compose (the project ``kctl-<name>``)."""
 
+    kind = EngineKind.compose.value
 
-def exec_in(spec: ClusterSpec, name: str, argv: list[str], user: str | None = None,
-            timeout: float = 60, dc: Any | None = None, stderr: bool = True) -> tuple[int, str]:
-    """Run a command in a cluster container (by service name, e.g. logger1); returns (exit code, output).
+    # ----- lifecycle --------------------------------------------------------------------
 
-    ``stderr=False`` keeps only stdout: a JVM tool's log lines on stderr would otherwise interleave
-    with the table that a caller parses.
-    """
-    from kctl.runtime.engines import check_engine
+    def preflight(self, spec: ClusterSpec, existing: dict[str, ContainerInfo], dc: Any, say: Progress,
+                  strict_spread: bool = False) -> None:
+        from kctl import doctor
 
-    dc = dc or client()
-    every = containers(spec, dc)
-    check_engine(spec, [(c.name, c.engine) for c in every])  # never a command in the other engine's containers
-    # engine swarm: the current task's container first (earlier tasks' exited ones stay behind it)
-    found = sorted((c for c in every if c.name == name), key=lambda c: c.state != "running")
-    if not found:
-        raise KctlError(f"no container {name!r} in cluster {spec.name}", hint="is it up? see `kctl status`")
-    if found[0].state != "running":
-        raise KctlError(f"container {name} is {found[0].state}", hint=f"start it with `kctl up` ({name})")
-    container = dc.containers.get(found[0].id)
-    kwargs: dict[str, Any] = {"demux": False, "stderr": stderr}
-    if user:
-        kwargs["user"] = user
-    # The SDK's exec has no timeout: coreutils' timeout bounds it inside the container.
-    res = container.exec_run(["timeout", "--kill-after=5", str(max(1, int(timeout))), *argv], **kwargs)
-    out = res.output.decode("utf-8", errors="replace") if isinstance(res.output, bytes) else str(res.output)
-    return int(res.exit_code if res.exit_code is not None else 1), out
+        compose_binary()
+        owned = set(self.running_host_ports(spec)) if existing else set()
+        chk = doctor.check_ports(spec, owned)
+        if not chk.ok:
+            raise KctlError(f"cannot start {spec.name}: host ports {chk.detail}", hint=chk.hint)
+
+    def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
+        run_compose(spec, state_dir, "up", "-d", "--no-deps", "--remove-orphans", "--no-build",
+                    "--pull", "never", *services)
+
+    def ps(self, spec: ClusterSpec, state_dir: Path) -> str:
+        return run_compose(spec, state_dir, "ps", "-a", check=False).stdout
+
+    def remove(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool, dc: Any) -> int:
+        from kctl.render import COMPOSE_FILE
+
+        if (state_dir / COMPOSE_FILE).exists():
+            args = ["down", "--remove-orphans", "--timeout", "120"]
+            if volumes:
+                args.append("--volumes")
+            run_compose(spec, state_dir, *args, check=False)
+        return api.remove_by_label(spec.name, dc, volumes=True)
+
+    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
+        run_compose(spec, state_dir, "up", "-d", "--no-deps", "--no-build", "--pull", "never", host)
+
+    def recreate_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
+        run_compose(spec, state_dir, "up", "-d", "--no-deps", "--force-recreate", "--no-build",
+                    "--pull", "never", host)
+
+    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
+        dc = self.client()
+        found = [c for c in self.containers(spec, dc) if c.name == host]
+        if not found:
+            return False
+        container = dc.containers.get(found[0].id)
+        if found[0].state == "running":
+            container.stop(timeout=stop_timeout)
+        container.remove(v=True)
+        return True
+
+    # ----- faults -----------------------------------------------------------------------
+
+    def stop_node(self, spec: ClusterSpec, host: str, container: Any) -> None:
+        container.stop(timeout=120)
+
+    def start_node(self, spec: ClusterSpec, host: str, container: Any, dc: Any, *, killed_id: str | None,
+                   timeout: float) -> None:
+        container.start()
+
+    def cut_network(self, spec: ClusterSpec, host: str, container: Any, dc: Any) -> None:
+        dc.networks.get(spec.project).disconnect(container)
+
+    def mend_network(self, spec: ClusterSpec, host: str, container: Any, dc: Any) -> bool:
+        container.reload()
+        if spec.project in ((container.attrs.get("NetworkSettings") or {}).get("Networks") or {}):
+            return False
+        dc.networks.get(spec.project).connect(container, aliases=[host])
+        return True

@@ -12,11 +12,9 @@ Each injection records how to undo it; healing it forgets the record, and :meth:
 (called on exit from the ``with`` block, whatever ended it) undoes whatever is left.
 :func:`interruptible` turns SIGTERM into the same exception as Ctrl-C, so the undo runs for both.
 
-Engine swarm: the faults act on the task containers of the engine kctl talks to (a node whose task runs
-on another Swarm node is refused with a hint). Swarm starts a new task for a container that exits, so a
-node's container is not stopped there (refused before anything is done) and a killed one is healed by
-waiting for its replacement; a network cut drops the node's traffic with iptables in its container (a
-Swarm task's container is not disconnected from the stack's network behind Swarm's back).
+Every act on a container that differs between Compose and Swarm (stopping and starting a node's container,
+cutting its network) is the engine's (:class:`kctl.runtime.engines.Engine`); the faults act on the containers
+of the engine kctl talks to (on Swarm, a node whose task runs on another Swarm node is refused with a hint).
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from typing import Any
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.runtime import engine, engines
+from kctl.runtime import docker_api, engines
 from kctl.runtime.readiness import Stage, wait_for_stages
 from kctl.spec import ClusterSpec
 
@@ -42,9 +40,8 @@ JVM_PATTERN = {"kafka": rf"[k]afka\.Kafka {contract.CONF_DIR}", "zookeeper": "[Q
 DOWN = ("STOPPED", "EXITED", "FATAL", "BACKOFF")
 # iptables chain of the loss fallback (kernels built without sch_netem)
 LOSS_CHAIN = "KCTL_LOSS"
-# iptables chain of a network cut on engine swarm (every packet but loopback dropped)
-CUT_CHAIN = "KCTL_CUT"
-# engine swarm: how long a killed node's replacement task may take (restart_policy delay 5 s, then a start)
+# how long a killed node's container may take to come back (engine swarm: its replacement task, after the
+# restart_policy's delay of 5 s)
 REPLACE_TIMEOUT = 120.0
 
 
@@ -70,43 +67,29 @@ class Faults:
         self._dc = dc
         self.state_dir = str(state_dir.resolve()) if state_dir is not None else None
         self.pending: dict[tuple[str, str], Pending] = {}
-        self.swarm = spec.engine.value == "swarm"
-        self._replaced_from: dict[str, str] = {}  # engine swarm: host -> the task container that was killed
+        self.engine = engines.for_spec(spec)
+        self._killed: dict[str, str] = {}  # host -> the id of the container a fault killed
 
     # ----- containers ------------------------------------------------------------------
 
     def docker(self) -> Any:
         if self._dc is None:
-            self._dc = engines.client(self.spec)
+            self._dc = self.engine.client()
         return self._dc
 
     def containers(self) -> list[Any]:
         """One container per host: on Swarm the current task's (Swarm keeps earlier tasks' exited ones)."""
-        found = self.docker().containers.list(all=True,
-                                              filters={"label": f"{contract.LABEL_CLUSTER}={self.spec.name}"})
-        if self.state_dir is not None:
-            found = [c for c in found if engine.state_dir_of(c.labels or {}) in (None, self.state_dir)]
-        engines.check_engine(self.spec, [(self._host_of(c), engine.engine_of(c.labels or {})) for c in found])
-        return current_containers(found)
-
-    @staticmethod
-    def _host_of(c: Any) -> str:
-        return str((c.labels or {}).get(contract.LABEL_SERVICE, c.name))
+        return self.engine.fault_targets(self.spec, self.docker(), self.state_dir)
 
     def container(self, host: str) -> Any:
         for c in self.containers():
-            if self._host_of(c) == host:
+            if docker_api.host_of(c) == host:
                 return c
-        if self.swarm:
-            engines.exec_in(self.spec, host, ["true"], timeout=5, dc=self.docker())  # on another Swarm node: says so
+        self.engine.not_here(self.spec, host)  # e.g. on another Swarm node: says so
         raise KctlError(f"no container {host} in cluster {self.spec.name}", hint="is it up? see `kctl status`")
 
     def exec(self, host: str, argv: list[str], timeout: float = 60) -> tuple[int, str]:
-        return engines.exec_in(self.spec, host, argv, timeout=timeout, dc=self.docker())
-
-    @property
-    def network_name(self) -> str:
-        return self.spec.project
+        return self.engine.exec_in(self.spec, host, argv, timeout=timeout, dc=self.docker())
 
     def _remember(self, kind: str, host: str, what: str, undo: Callable[[], None]) -> None:
         self.pending.setdefault((kind, host), Pending(what, undo))
@@ -127,8 +110,7 @@ class Faults:
         if service == "node":
             c = self.container(host)
             self._remember("container", host, f"{host} killed ({signal})", lambda: self.start_container(host))
-            if self.swarm:
-                self._replaced_from[host] = c.id
+            self._killed[host] = c.id
             c.kill(signal=signal)
             return
         self.check_service(service)
@@ -168,13 +150,13 @@ class Faults:
     def stop(self, host: str, service: str = "kafka") -> None:
         """Stop a process gracefully (SIGTERM via supervisord), or a node's container."""
         if service == "node":
-            if self.swarm:
-                raise KctlError(f"engine swarm: {host}'s container cannot stay stopped (Swarm starts a new task for a"
-                                " container that exits); nothing was done",
-                                hint="stop its processes instead (service kafka or zookeeper), or kill the node's"
-                                     " container (Swarm then replaces it: a crashed host that comes back)")
+            c = self.container(host)
             self._remember("container", host, f"{host} stopped", lambda: self.start_container(host))
-            self.container(host).stop(timeout=120)
+            try:
+                self.engine.stop_node(self.spec, host, c)
+            except KctlError:
+                self._forget("container", host)
+                raise
             return
         self.check_service(service)
         self._remember(service, host, f"{service} on {host} stopped", lambda: self.start(host, service))
@@ -197,34 +179,20 @@ class Faults:
         self.wait_process(host, service, running=True, timeout=150)
         self._forget(service, host)
 
-    def start_container(self, host: str) -> None:
-        if self.swarm:
-            self.wait_replaced(host)
-        else:
-            self.container(host).start()
+    def start_container(self, host: str, c: Any | None = None) -> None:
+        """Bring a node's stopped or killed container back (Swarm: wait for its replacement task)."""
+        self.engine.start_node(self.spec, host, c or self.container(host), self.docker(),
+                               killed_id=self._killed.pop(host, None), timeout=REPLACE_TIMEOUT)
         self._forget("container", host)
         for service in contract.SERVICES:
             self._forget(service, host)
-
-    def wait_replaced(self, host: str, timeout: float = REPLACE_TIMEOUT) -> None:
-        """Engine swarm: wait until Swarm runs a new task container for ``host`` (the node's processes start
-        with it), its old one gone or exited."""
-        old = self._replaced_from.pop(host, None)
-
-        def probe() -> tuple[bool, str]:
-            for c in self.containers():
-                if self._host_of(c) == host:
-                    return c.status == "running" and c.id != old, f"{host}: task container {c.short_id} {c.status}"
-            return False, f"{host}: no task container yet"
-
-        wait_for_stages([Stage(f"{host}: Swarm runs a new task", probe)], timeout=timeout, poll=0.5)
 
     def wait_process(self, host: str, service: str, running: bool, timeout: float = 30) -> None:
         c = self.container(host)
         want = "RUNNING" if running else "STOPPED"
 
         def probe() -> tuple[bool, str]:
-            st = engine.processes(c.id, (service,)).get(service, "?")
+            st = self.engine.processes(docker_api.from_sdk(c), timeout=5).get(service, "?")
             return st == want, f"{host} {service} {st}"
 
         wait_for_stages([Stage(f"{host} {service} {want.lower()}", probe)], timeout=timeout, poll=0.2)
@@ -233,8 +201,9 @@ class Faults:
 
     def pause(self, host: str) -> None:
         """Freeze every process of a node (SIGSTOP through the freezer: a hung host)."""
+        c = self.container(host)
         self._remember("pause", host, f"{host} paused", lambda: self.unpause(host))
-        self.container(host).pause()
+        c.pause()
 
     def unpause(self, host: str) -> None:
         c = self.container(host)
@@ -244,42 +213,17 @@ class Faults:
         self._forget("pause", host)
 
     def disconnect(self, host: str) -> None:
-        """Cut a node off the cluster network (a network partition of one node); on Swarm every packet of the
-        node but loopback is dropped (iptables), which clients on its published ports see too, as on Compose."""
+        """Cut a node off the cluster network (a network partition of one node)."""
         c = self.container(host)
         self._remember("network", host, f"{host} disconnected", lambda: self.connect(host))
-        if self.swarm:
-            script = (f"iptables -N {CUT_CHAIN} && iptables -A {CUT_CHAIN} ! -i lo ! -o lo -j DROP && "
-                      f"iptables -I INPUT -j {CUT_CHAIN} && iptables -I OUTPUT -j {CUT_CHAIN}")
-            code, out = self.exec(host, ["sh", "-c", script], timeout=10)
-            if code != 0:
-                self._clear_cut(host)
-                self._forget("network", host)
-                raise KctlError(f"cannot cut {host} off the network (exit {code}): {out.strip()[-300:]}",
-                                hint="its container needs iptables and NET_ADMIN: `kctl image build`, `kctl up`")
-            return
-        self.docker().networks.get(self.network_name).disconnect(c)
-
-    def _clear_cut(self, host: str) -> bool:
-        """Engine swarm: remove a network cut's iptables rules; whether there were any."""
-        _, out = self.exec(host, ["sh", "-c",
-                                  "command -v iptables >/dev/null || exit 0; "
-                                  f"while iptables -D INPUT -j {CUT_CHAIN} 2>/dev/null; do echo removed; done; "
-                                  f"while iptables -D OUTPUT -j {CUT_CHAIN} 2>/dev/null; do echo removed; done; "
-                                  f"iptables -F {CUT_CHAIN} 2>/dev/null; iptables -X {CUT_CHAIN} 2>/dev/null; exit 0"],
-                           timeout=10)
-        return "removed" in out
+        try:
+            self.engine.cut_network(self.spec, host, c, self.docker())
+        except KctlError:
+            self._forget("network", host)
+            raise
 
     def connect(self, host: str) -> None:
-        c = self.container(host)
-        c.reload()
-        if self.swarm:
-            if c.status == "running":
-                self._clear_cut(host)
-            self._forget("network", host)
-            return
-        if self.network_name not in ((c.attrs.get("NetworkSettings") or {}).get("Networks") or {}):
-            self.docker().networks.get(self.network_name).connect(c, aliases=[host])
+        self.engine.mend_network(self.spec, host, self.container(host), self.docker())
         self._forget("network", host)
 
     # ----- the network's quality ----------------------------------------------------------
@@ -380,40 +324,31 @@ class Faults:
         """Put every container of the cluster back together, whoever broke it: unpause, start, reconnect,
         remove netem, start stopped processes. Returns what was undone."""
         undone: list[str] = []
-        network = None if self.swarm else self.docker().networks.get(self.network_name)
         running: list[tuple[Any, str, tuple[str, ...]]] = []
         # First the containers and the network, on every node: a process started while its peers are
         # still paused or cut off waits for a quorum it cannot get (a broker's start gives up then).
         for c in self.containers():
-            host = (c.labels or {}).get(contract.LABEL_SERVICE, c.name)
+            host = docker_api.host_of(c)
             c.reload()
             if c.status == "paused":
                 c.unpause()
                 undone.append(f"unpaused {host}")
                 c.reload()
-            if self.swarm:
-                if c.status not in ("running", "paused"):
-                    self.wait_replaced(host)  # Swarm starts a new task (restart_policy any)
-                    undone.append(f"{host}: Swarm started a new task")
-                    continue
-                if self._clear_cut(host):
-                    undone.append(f"reconnected {host}")
-            elif network is not None and self.network_name not in c.attrs["NetworkSettings"]["Networks"]:
-                network.connect(c, aliases=[host])
+            if self.engine.mend_network(self.spec, host, c, self.docker()):
                 undone.append(f"reconnected {host}")
             if c.status not in ("running", "paused"):
-                c.start()  # its supervisord starts every process of the node
+                self.start_container(host, c)  # its supervisord starts every process of the node
                 undone.append(f"started {host}")
                 continue
             if self.clear_netem(host):
                 undone.append(f"removed netem on {host}")
-            services = tuple(s for s in (c.labels or {}).get(contract.LABEL_SERVICES, "").split(",") if s)
+            services = docker_api.services_of_labels(c.labels or {})
             for service in services:
                 if self.thaw_stopped(host, service):
                     undone.append(f"thawed {service} on {host}")
             running.append((c, host, services))
         # Then the stopped processes: every ZooKeeper before any broker.
-        states = {host: engine.processes(c.id, services) for c, host, services in running}
+        states = {host: self.engine.processes(docker_api.from_sdk(c), timeout=5) for c, host, _s in running}
         for zookeeper_pass in (True, False):
             for _c, host, _services in running:
                 for service, state in states[host].items():
@@ -430,19 +365,6 @@ class Faults:
         # Ctrl-C during the heal itself must not leave a node broken: finish first.
         with deferred_interrupts():
             self.heal()
-
-
-def current_containers(found: list[Any]) -> list[Any]:
-    """One container per host: a running (or paused) one first, else the newest. On Compose a host has one;
-    on Swarm the exited containers of earlier tasks stay behind their replacement."""
-    best: dict[str, Any] = {}
-    for c in found:
-        host = str((c.labels or {}).get(contract.LABEL_SERVICE, c.name))
-        rank = (c.status in ("running", "paused"), str((c.attrs or {}).get("Created", "")))
-        cur = best.get(host)
-        if cur is None or rank > cur[0]:
-            best[host] = (rank, c)
-    return [best[h][1] for h in sorted(best)]
 
 
 # ----- signals ----------------------------------------------------------------------------
@@ -492,4 +414,3 @@ def deferred_interrupts() -> Iterator[list[int]]:
             _signal.signal(s, h)
     if got:
         raise Terminated(f"signal {got[0]}") if got[0] == _signal.SIGTERM else KeyboardInterrupt()
-

@@ -95,10 +95,10 @@ def in_container(spec: ClusterSpec, log: NodeLog, *, tail: int, follow: bool) ->
     from kctl.runtime import engines
 
     eng = engines.for_spec(spec)
-    if eng.kind == "compose":
+    if eng.logs_in_state_dir:
         return None
     if follow:
-        raise UsageError("--follow is not available on engine swarm",
+        raise UsageError(f"--follow is not available on engine {eng.kind}",
                          hint=f"`kctl logs {log.node} --tail N` shows the last lines; `docker service logs -f"
                               f" {spec.project}_{log.container}` follows supervisord's output")
     got = eng.log_lines(spec, log.container, contract.container_log(log.service), tail)

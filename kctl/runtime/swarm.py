@@ -13,26 +13,25 @@ reached on each node's published ports at ``spec.node_address(node)``.
 from __future__ import annotations
 
 import json
-import time
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kctl import contract
 from kctl.errors import DockerUnavailable, KctlError
-from kctl.runtime import engine as api
-from kctl.runtime.engines import Engine, Progress, check_engine, run_docker
+from kctl.runtime import docker_api as api
+from kctl.runtime.docker_api import Container, ContainerInfo, run_docker
+from kctl.runtime.engine_base import Engine, Progress
+from kctl.runtime.readiness import Stage, wait_for_stages
 from kctl.spec import ClusterSpec
 from kctl.spec import Engine as EngineKind
-
-if TYPE_CHECKING:
-    from kctl.runtime.compose import ContainerInfo
 
 INIT_HINT = ("make this engine a Swarm manager: `docker swarm init --advertise-addr <this host's address>` "
              "(a one-node Swarm; others join with `docker swarm join`), or run kctl where DOCKER_HOST names a "
              "manager; `engine: compose` runs the cluster on this engine alone (docs/multi-host.md)")
 REMOVE_WAIT = 120.0
+# iptables chain of a network cut (every packet but loopback dropped)
+CUT_CHAIN = "KCTL_CUT"
 STACK_FILE = "stack.yaml"  # compose.yaml with the secured profile's Swarm secrets (names of files, no content)
 
 
@@ -307,30 +306,27 @@ class SwarmEngine(Engine):
     kind = EngineKind.swarm.value
     files_reach_a_restart = False
 
+    logs_in_state_dir = False
+
     def containers(self, spec: ClusterSpec, dc: Any | None = None) -> list[ContainerInfo]:
-        from kctl.runtime import compose
+        return _dedupe(super().containers(spec, dc), lambda c: c.name, lambda c: c.state == "running")
 
-        found = compose.containers(spec, dc)
-        check_engine(spec, [(c.name, c.engine) for c in found])
-        return _dedupe(found, lambda c: c.name, lambda c: c.state == "running")
-
-    def observe(self, spec: ClusterSpec, timeout: float = 5.0) -> list[api.Container]:
-        local = api.containers(spec.name, timeout=timeout)
+    def observe(self, spec: ClusterSpec, timeout: float = 5.0) -> list[Container]:
+        local = super().observe(spec, timeout)
         seen = _dedupe(local, lambda c: c.name, lambda c: c.state == "running")
         mine = {c.name for c in seen if c.state == "running"}
         return sorted(seen + [t for t in self._remote_tasks(spec, timeout) if t.name not in mine],
                       key=lambda c: c.name)
 
-    def _remote_tasks(self, spec: ClusterSpec, timeout: float) -> list[api.Container]:
+    def _remote_tasks(self, spec: ClusterSpec, timeout: float) -> list[Container]:
         """The running tasks on other Swarm nodes, as the Swarm reports them (no process table: not this engine)."""
+        sc = self._status or api.StatusClient(timeout)
         try:
-            info = api.get("/info", timeout) or {}
-            sw = info.get("Swarm") or {}
+            sw = (sc.call(lambda a: a.info()) or {}).get("Swarm") or {}
             if not sw.get("ControlAvailable"):
                 return []
             local = sw.get("NodeID")
-            flt = urllib.parse.quote(json.dumps({"desired-state": ["running"]}))
-            tasks = api.get(f"/tasks?filters={flt}", timeout) or []
+            tasks = sc.call(lambda a: a.tasks(filters={"desired-state": "running"})) or []
         except DockerUnavailable:
             return []
         out = []
@@ -341,11 +337,11 @@ class SwarmEngine(Engine):
             if labels.get(contract.LABEL_CLUSTER) != spec.name:
                 continue
             status = t.get("Status") or {}
-            out.append(api.Container(
+            out.append(Container(
                 id=str((status.get("ContainerStatus") or {}).get("ContainerID") or t.get("ID")),
                 name=labels.get(contract.LABEL_SERVICE, ""),
                 node=labels.get(contract.LABEL_NODE, ""),
-                services=tuple(s for s in labels.get(contract.LABEL_SERVICES, "").split(",") if s),
+                services=api.services_of_labels(labels),
                 state=str(status.get("State") or "unknown"),
                 health=None,
                 config_hash=labels.get(contract.LABEL_HASH),
@@ -356,24 +352,14 @@ class SwarmEngine(Engine):
             ))
         return out
 
-    def processes(self, c: api.Container, timeout: float = 5.0) -> dict[str, str]:
-        return {} if c.remote else api.processes(c.id, c.services, timeout)
+    def processes(self, c: Container, timeout: float = 5.0) -> dict[str, str]:
+        return {} if c.remote else super().processes(c, timeout)
 
-    def exec_in(self, spec: ClusterSpec, name: str, argv: list[str], user: str | None = None,
-                timeout: float = 60, dc: Any | None = None, stderr: bool = True) -> tuple[int, str]:
-        from kctl.runtime import compose
-
-        local = [c for c in self.containers(spec, dc) if c.name == name and c.state == "running"]
-        if not local:
-            remote = [c for c in self._remote_tasks(spec, 5.0) if c.name == name]
-            if remote:
-                raise KctlError(f"{name} runs on another Swarm node: kctl runs commands only in the containers of"
-                                " the engine it talks to",
-                                hint="point DOCKER_HOST at that node's engine for this command (docs/multi-host.md)")
-        return compose.exec_in(spec, name, argv, user=user, timeout=timeout, dc=dc, stderr=stderr)
-
-    def running_host_ports(self, spec: ClusterSpec) -> list[int]:
-        return [p for c in self.observe(spec) if c.state == "running" for p in c.host_ports]
+    def not_here(self, spec: ClusterSpec, host: str) -> None:
+        if [c for c in self._remote_tasks(spec, 5.0) if c.name == host]:
+            raise KctlError(f"{host} runs on another Swarm node: kctl acts only on the containers of the engine it"
+                            " talks to",
+                            hint="point DOCKER_HOST at that node's engine for this command (docs/multi-host.md)")
 
     # ----- lifecycle --------------------------------------------------------------------
 
@@ -422,8 +408,6 @@ class SwarmEngine(Engine):
         return proc.stdout or proc.stderr
 
     def remove(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool, dc: Any) -> int:
-        from kctl.runtime import compose
-
         stack = f"{contract.LABEL_STACK_NAMESPACE}={spec.project}"
         names = [s.name for s in dc.services.list(filters={"label": stack})]
         if names:
@@ -432,14 +416,16 @@ class SwarmEngine(Engine):
                 raise KctlError(f"`docker stack rm` failed: {(proc.stderr or proc.stdout).strip()[-1000:]}",
                                 hint="`docker stack ls`")
         # stack rm returns before the tasks' containers and the network are gone.
-        deadline = time.monotonic() + REMOVE_WAIT
-        while time.monotonic() < deadline:
-            left = [c for c in compose.containers(spec, dc) if c.state in ("running", "created", "restarting")]
-            nets = dc.networks.list(names=[spec.project])
-            if not left and not [n for n in nets if n.name == spec.project]:
-                break
-            time.sleep(1)
-        compose.remove_by_label(spec.name, dc, volumes=True)  # exited task containers of earlier tasks
+        def gone() -> tuple[bool, str]:
+            left = sorted(c.name for c in api.infos(spec.name, dc) if c.state in ("running", "created", "restarting"))
+            nets = [n.name for n in dc.networks.list(names=[spec.project]) if n.name == spec.project]
+            return not left and not nets, (f"containers {', '.join(left)} still up; " if left else "") + (
+                f"network {nets[0]} still there" if nets else "no network")
+
+        try:
+            wait_for_stages([Stage(f"stack {spec.project} removed by Swarm", gone)], timeout=REMOVE_WAIT, poll=1.0)
+        finally:
+            api.remove_by_label(spec.name, dc, volumes=True)  # exited task containers of earlier tasks
         if volumes:
             for v in dc.volumes.list(filters={"label": f"{contract.LABEL_CLUSTER}={spec.name}"}):
                 if (v.attrs.get("Labels") or {}).get(contract.LABEL_STACK_NAMESPACE) == spec.project:
@@ -490,14 +476,13 @@ class SwarmEngine(Engine):
         if proc.returncode != 0:
             raise KctlError(f"`docker service rm {name}` failed: {(proc.stderr or proc.stdout).strip()[-800:]}",
                             hint="`docker service ls`")
-        deadline = time.monotonic() + stop_timeout + 30
-        while time.monotonic() < deadline:
-            from kctl.runtime import compose
 
-            mine = [c for c in compose.containers(spec, dc) if c.name == host]
-            if not [c for c in mine if c.state in ("running", "created", "restarting", "paused")]:
-                break
-            time.sleep(1)
+        def stopped() -> tuple[bool, str]:
+            up = [c.state for c in api.infos(spec.name, dc) if c.name == host
+                  and c.state in ("running", "created", "restarting", "paused")]
+            return not up, f"{host}: task container {up[0]}" if up else f"{host}: no task container up"
+
+        wait_for_stages([Stage(f"{host}'s task stopped by Swarm", stopped)], timeout=stop_timeout + 30, poll=1.0)
         for c in dc.containers.list(all=True, filters={"label": f"{contract.LABEL_SERVICE}={host}"}):
             if (c.labels or {}).get(contract.LABEL_CLUSTER) == spec.name:
                 c.remove(force=True)
@@ -551,23 +536,74 @@ class SwarmEngine(Engine):
             if proc.returncode != 0:
                 raise KctlError(f"`docker service update` of {host} failed: {_said(proc)}",
                                 hint=f"`docker service ps --no-trunc {name}`")
-        deadline = time.monotonic() + 400
-        state = "no new task yet"
-        while time.monotonic() < deadline:
+
+        def replaced() -> tuple[bool, str]:
             tasks = dc.services.get(name).tasks()
             new = [t for t in tasks if t["ID"] not in old_tasks and (t.get("DesiredState") == "running")]
             old_running = [t for t in tasks if t["ID"] in old_tasks
                            and (t.get("Status") or {}).get("State") == "running"]
-            if new:
-                state = f"new task {(new[0].get('Status') or {}).get('State')}"
-                if (new[0].get("Status") or {}).get("State") == "running" and not old_running:
-                    return
-            time.sleep(0.5)
-        raise KctlError(f"{host}: Swarm did not run a new task within 400s ({state})",
-                        hint=f"`docker service ps --no-trunc {name}`")
+            if not new:
+                return False, "no new task yet"
+            state = (new[0].get("Status") or {}).get("State")
+            return state == "running" and not old_running, f"new task {state}" + (
+                f", {len(old_running)} old task(s) still running" if old_running else "")
+
+        wait_for_stages([Stage(f"{host}: Swarm runs a new task (`docker service ps --no-trunc {name}`)", replaced)],
+                        timeout=400, poll=0.5)
 
     def log_lines(self, spec: ClusterSpec, host: str, path: str, tail: int) -> list[str] | None:
         code, out = self.exec_in(spec, host, ["tail", "-n", str(tail), path], timeout=10)
         if code != 0:
             raise KctlError(f"cannot read {path} in {host}: {out.strip()[-300:]}", hint="`kctl status`")
         return out.splitlines()
+
+    # ----- faults -----------------------------------------------------------------------
+    # Swarm starts a new task for a container that exits, so a node's container is not stopped here (refused
+    # before anything is done) and a killed one comes back as its replacement task; a network cut drops the
+    # node's traffic with iptables in its container (a Swarm task's container is not disconnected from the
+    # stack's network behind Swarm's back).
+
+    def stop_node(self, spec: ClusterSpec, host: str, container: Any) -> None:
+        raise KctlError(f"engine swarm: {host}'s container cannot stay stopped (Swarm starts a new task for a"
+                        " container that exits); nothing was done",
+                        hint="stop its processes instead (service kafka or zookeeper), or kill the node's"
+                             " container (Swarm then replaces it: a crashed host that comes back)")
+
+    def start_node(self, spec: ClusterSpec, host: str, container: Any, dc: Any, *, killed_id: str | None,
+                   timeout: float) -> None:
+        """Wait until Swarm runs a new task container for ``host`` (the node's processes start with it), the
+        killed one gone or exited."""
+        old = killed_id or (container.id if container.status not in ("running", "paused") else None)
+
+        def probe() -> tuple[bool, str]:
+            for c in self.fault_targets(spec, dc):
+                if api.host_of(c) == host:
+                    return c.status == "running" and c.id != old, f"{host}: task container {c.short_id} {c.status}"
+            return False, f"{host}: no task container yet"
+
+        wait_for_stages([Stage(f"{host}: Swarm runs a new task", probe)], timeout=timeout, poll=0.5)
+
+    def cut_network(self, spec: ClusterSpec, host: str, container: Any, dc: Any) -> None:
+        """Every packet of the node but loopback dropped (iptables), which clients on its published ports see
+        too, as on Compose."""
+        script = (f"iptables -N {CUT_CHAIN} && iptables -A {CUT_CHAIN} ! -i lo ! -o lo -j DROP && "
+                  f"iptables -I INPUT -j {CUT_CHAIN} && iptables -I OUTPUT -j {CUT_CHAIN}")
+        code, out = self.exec_in(spec, host, ["sh", "-c", script], timeout=10, dc=dc)
+        if code != 0:
+            self._clear_cut(spec, host, dc)
+            raise KctlError(f"cannot cut {host} off the network (exit {code}): {out.strip()[-300:]}",
+                            hint="its container needs iptables and NET_ADMIN: `kctl image build`, `kctl up`")
+
+    def mend_network(self, spec: ClusterSpec, host: str, container: Any, dc: Any) -> bool:
+        container.reload()
+        return container.status == "running" and self._clear_cut(spec, host, dc)
+
+    def _clear_cut(self, spec: ClusterSpec, host: str, dc: Any) -> bool:
+        """Remove a network cut's iptables rules; whether there were any."""
+        _, out = self.exec_in(spec, host, ["sh", "-c",
+                                           "command -v iptables >/dev/null || exit 0; "
+                                           f"while iptables -D INPUT -j {CUT_CHAIN} 2>/dev/null; do echo removed; done;"
+                                           f" while iptables -D OUTPUT -j {CUT_CHAIN} 2>/dev/null; do echo removed;"
+                                           f" done; iptables -F {CUT_CHAIN} 2>/dev/null; iptables -X {CUT_CHAIN}"
+                                           " 2>/dev/null; exit 0"], timeout=10, dc=dc)
+        return "removed" in out

@@ -37,7 +37,7 @@ from kctl.contract import LABEL_CLUSTER
 from kctl.errors import KctlError, TimeoutReached
 from kctl.health import ClusterStatus
 from kctl.render import render, write
-from kctl.runtime import compose as rc
+from kctl.runtime import docker_api as rc
 from kctl.runtime.faults import Faults
 from kctl.runtime.ports import free_ports
 from kctl.runtime.readiness import Stage, wait_for_stages

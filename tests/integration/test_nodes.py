@@ -205,12 +205,12 @@ def started(cluster: KafkaCluster) -> dict[str, tuple[str, str]]:
     changes one of the two)."""
     import docker
 
-    from kctl.runtime import compose
+    from kctl.runtime import docker_api
 
     dc = docker.from_env()
     try:
         return {c.name: (c.id, dc.containers.get(c.id).attrs["State"]["StartedAt"])
-                for c in compose.containers(cluster.spec, dc)}
+                for c in docker_api.infos(cluster.spec.name, dc)}
     finally:
         dc.close()
 
@@ -218,11 +218,11 @@ def started(cluster: KafkaCluster) -> dict[str, tuple[str, str]]:
 def java_mains(cluster: KafkaCluster, node: str) -> list[str]:
     import docker
 
-    from kctl.runtime import compose
+    from kctl.runtime import docker_api
 
     dc = docker.from_env()
     try:
-        cid = next(c.id for c in compose.containers(cluster.spec, dc) if c.name == node)
+        cid = next(c.id for c in docker_api.infos(cluster.spec.name, dc) if c.name == node)
         top = dc.containers.get(cid).top(ps_args="-eo pid,args")  # docker top needs the PID column
         return [" ".join(p) for p in top["Processes"] if "java" in " ".join(p)]
     finally:

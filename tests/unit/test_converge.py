@@ -11,7 +11,7 @@ import pytest
 
 from kctl.render import render
 from kctl.runtime import cluster as rcl
-from kctl.runtime import compose, engines
+from kctl.runtime import compose, docker_api
 from kctl.spec import ClusterSpec, NodeSpec, ZkRole
 
 THREE = ClusterSpec(nodes=[NodeSpec(id=i, hostname=f"logger{i}") for i in (1, 2, 3)])
@@ -22,8 +22,8 @@ def hashes(spec: ClusterSpec, state: Path) -> dict[str, str]:
     return {c.name: c.config_hash for c in render(spec, state).containers}
 
 
-def info(name: str, config_hash: str | None, state: str = "running") -> compose.ContainerInfo:
-    return compose.ContainerInfo(id=f"id-{name}", name=name, container_name=name, node=name,
+def info(name: str, config_hash: str | None, state: str = "running") -> docker_api.ContainerInfo:
+    return docker_api.ContainerInfo(id=f"id-{name}", name=name, container_name=name, node=name,
                                  services=("zookeeper", "kafka"), state=state, health="healthy",
                                  config_hash=config_hash, ports={})
 
@@ -64,7 +64,7 @@ def test_a_removed_node_leaves_the_record(tmp_path: Path) -> None:
 
 def test_carry_applied_writes_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     old, new = hashes(THREE, tmp_path), hashes(FOUR, tmp_path)
-    monkeypatch.setattr(compose, "containers", lambda _spec, dc=None: [info(h, v) for h, v in old.items()])
+    monkeypatch.setattr(docker_api, "infos", lambda _name, _dc: [info(h, v) for h, v in old.items()])
     rcl.carry_applied(THREE, FOUR, tmp_path, {"logger4"})
     data = json.loads((tmp_path / "applied.json").read_text())
     assert data["hashes"] == {h: new[h] for h in ("logger1", "logger2", "logger3")}
@@ -75,12 +75,12 @@ def test_up_names_only_the_containers_it_creates(tmp_path: Path, monkeypatch: py
     old, new = hashes(THREE, tmp_path), hashes(FOUR, tmp_path)
     calls: list[tuple[str, ...]] = []
     # logger4's container is gone (say it was removed by hand); logger1-3 were carried over by a node change
-    monkeypatch.setattr(compose, "containers", lambda _spec, dc=None: [info(h, v) for h, v in old.items()])
-    monkeypatch.setattr(compose, "client", lambda timeout=None: object())
+    monkeypatch.setattr(docker_api, "infos", lambda _name, _dc: [info(h, v) for h, v in old.items()])
+    monkeypatch.setattr(docker_api, "client", lambda timeout=None, version="auto": object())
     monkeypatch.setattr(compose, "compose_binary", lambda: ["docker", "compose"])
     monkeypatch.setattr(compose, "run_compose", lambda _s, _d, *args, **_k: calls.append(args))
-    preflight = mock.create_autospec(engines.ComposeEngine.preflight)  # the host ports and Docker are not asked
-    monkeypatch.setattr(engines.ComposeEngine, "preflight", preflight)
+    preflight = mock.create_autospec(compose.ComposeEngine.preflight)  # the host ports and Docker are not asked
+    monkeypatch.setattr(compose.ComposeEngine, "preflight", preflight)
     monkeypatch.setattr(rcl, "_require_image", lambda *_a: None)
     rcl.write_applied(tmp_path, {h: new[h] for h in ("logger1", "logger2", "logger3")})
     res: Any = rcl.converge(FOUR, tmp_path, build=False)

@@ -10,9 +10,10 @@ import pytest
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.runtime import engine
+from kctl.runtime import engines
+from kctl.runtime.docker_api import current_containers
 from kctl.runtime.engines import WrongEngine, check_engine
-from kctl.runtime.faults import Faults, current_containers
+from kctl.runtime.faults import Faults
 from kctl.spec import ClusterSpec, Engine
 
 
@@ -66,8 +67,8 @@ def test_a_hosts_current_container_is_the_running_task_else_the_newest() -> None
 
 
 def test_engine_of_a_container_is_read_from_swarms_labels() -> None:
-    assert engine.engine_of(FakeContainer("a", "logger1", "running", "", swarm=True).labels) == "swarm"
-    assert engine.engine_of(FakeContainer("a", "logger1", "running", "").labels) == "compose"
+    assert engines.engine_of(FakeContainer("a", "logger1", "running", "", swarm=True).labels) == "swarm"
+    assert engines.engine_of(FakeContainer("a", "logger1", "running", "").labels) == "compose"
 
 
 @pytest.mark.parametrize("spec_engine,found_engine", [("compose", "swarm"), ("swarm", "compose")])

@@ -13,7 +13,7 @@ import pytest
 from kctl import health
 from kctl.health import ContainerObs, Observations, ZkState, assess
 from kctl.kafka import metadata as kmd
-from kctl.runtime import engine
+from kctl.runtime import docker_api
 from kctl.spec import ClusterSpec, parse_spec
 
 SPEC = ClusterSpec()  # three colocated nodes, logger1..3, brokers 1..3
@@ -245,17 +245,17 @@ def test_metadata_first_answer_wins_and_errors_are_bounded() -> None:
 
 
 def test_docker_list_health_and_process_states() -> None:
-    assert engine._health("Up 3 minutes (healthy)") == "healthy"
-    assert engine._health("Up 1 second (health: starting)") == "starting"
-    assert engine._health("Up 2 minutes (unhealthy)") == "unhealthy"
-    assert engine._health("Exited (137) 5 seconds ago") is None
+    assert docker_api.health_of_status("Up 3 minutes (healthy)") == "healthy"
+    assert docker_api.health_of_status("Up 1 second (health: starting)") == "starting"
+    assert docker_api.health_of_status("Up 2 minutes (unhealthy)") == "unhealthy"
+    assert docker_api.health_of_status("Exited (137) 5 seconds ago") is None
     cmd = ["/usr/bin/python3 /usr/bin/supervisord", "java -cp x org.apache.zookeeper.server.quorum.QuorumPeerMain /etc",
            "/bin/bash /usr/local/lib/kctl/kafka-start"]
-    assert engine.process_states(cmd, ("zookeeper", "kafka")) == {"zookeeper": "RUNNING",
+    assert docker_api.process_states(cmd, ("zookeeper", "kafka")) == {"zookeeper": "RUNNING",
                                                                   "kafka": "WAITING-FOR-QUORUM"}
     cmd.append("java -Xmx1g kafka.Kafka /etc/kctl/server.properties")
-    assert engine.process_states(cmd, ("kafka",)) == {"kafka": "RUNNING"}
-    assert engine.process_states(cmd[:1], ("zookeeper", "kafka")) == {"zookeeper": "STOPPED", "kafka": "STOPPED"}
+    assert docker_api.process_states(cmd, ("kafka",)) == {"kafka": "RUNNING"}
+    assert docker_api.process_states(cmd[:1], ("zookeeper", "kafka")) == {"zookeeper": "STOPPED", "kafka": "STOPPED"}
 
 
 def test_readiness_waits_until_every_broker_sees_every_broker() -> None:

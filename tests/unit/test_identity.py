@@ -11,15 +11,15 @@ from kctl import health, identity
 from kctl.contract import LABEL_STATE_DIR
 from kctl.kafka import metadata as kmd
 from kctl.render import render
-from kctl.runtime import engine
+from kctl.runtime import docker_api
 from kctl.spec import ClusterSpec
 from tests.unit.fake_zk import free_port
 from tests.unit.test_health import fake_broker
 
 
 def _container(name: str, state_dir: str | None, state: str = "running", cluster: str = "logger",
-               ports: tuple[int, ...] = ()) -> engine.Container:
-    return engine.Container(id=name, name=name, node=name, services=("zookeeper", "kafka"), state=state,
+               ports: tuple[int, ...] = ()) -> docker_api.Container:
+    return docker_api.Container(id=name, name=name, node=name, services=("zookeeper", "kafka"), state=state,
                             health=None, config_hash=None, cluster=cluster, state_dir=state_dir, host_ports=ports)
 
 
@@ -34,9 +34,9 @@ def test_render_labels_every_container_with_its_absolute_state_dir(tmp_path: Pat
 
 
 def test_engine_reads_state_dir_from_kctl_label_then_compose_working_dir() -> None:
-    assert engine.state_dir_of({LABEL_STATE_DIR: "/a", "com.docker.compose.project.working_dir": "/b"}) == "/a"
-    assert engine.state_dir_of({"com.docker.compose.project.working_dir": "/b"}) == "/b"
-    assert engine.state_dir_of({}) is None
+    assert docker_api.state_dir_of({LABEL_STATE_DIR: "/a", "com.docker.compose.project.working_dir": "/b"}) == "/a"
+    assert docker_api.state_dir_of({"com.docker.compose.project.working_dir": "/b"}) == "/b"
+    assert docker_api.state_dir_of({}) is None
 
 
 def test_record_and_read_round_trip(tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ def test_verify_refuses_a_cluster_id_other_than_the_recorded_one(tmp_path: Path,
     other = tmp_path / "other"
     with fake_broker() as port:
         spec = _spec_on(port)
-        monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [
+        monkeypatch.setattr(docker_api, "listed", lambda cluster, sc=None: [
             _container("logger1", str(other), cluster="logger", ports=(port,))])
         identity.record(spec, tmp_path, "mine")
         with pytest.raises(identity.ForeignCluster) as ei:
@@ -78,7 +78,7 @@ def test_verify_accepts_its_own_cluster_with_one_metadata_request(tmp_path: Path
     def no_docker(*_a: object, **_k: object) -> None:
         raise AssertionError("Docker must not be asked when the recorded id matches")
 
-    monkeypatch.setattr(engine, "containers", no_docker)
+    monkeypatch.setattr(docker_api, "listed", no_docker)
     with fake_broker() as port:
         spec = _spec_on(port)
         identity.record(spec, tmp_path, "c1uSt3r-iD")
@@ -90,12 +90,12 @@ def test_verify_of_a_stopped_cluster_names_who_holds_its_ports(tmp_path: Path,
     with fake_broker() as port:
         spec = _spec_on(port)
 
-        def containers(cluster: str | None, timeout: float = 5.0) -> list[engine.Container]:
+        def containers(cluster: str | None, sc: object = None) -> list[docker_api.Container]:
             if cluster is None:  # every kctl container: the owner of the port
                 return [_container("logger1", "/srv/a/.kctl/logger", cluster="logger", ports=(port,))]
             return []  # this spec's cluster has no container
 
-        monkeypatch.setattr(engine, "containers", containers)
+        monkeypatch.setattr(docker_api, "listed", containers)
         with pytest.raises(identity.ForeignCluster) as ei:
             identity.verify(spec.model_copy(update={"name": "probe"}), tmp_path)
     assert "'probe'" in ei.value.message and "is not running" in ei.value.message
@@ -104,7 +104,7 @@ def test_verify_of_a_stopped_cluster_names_who_holds_its_ports(tmp_path: Path,
 
 def test_verify_of_a_stopped_cluster_with_free_ports_says_not_running(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [])
+    monkeypatch.setattr(docker_api, "listed", lambda cluster, sc=None: [])
     with pytest.raises(identity.NotRunning) as ei:
         identity.verify(_spec_on(free_port()), tmp_path, timeout=0.3)  # nothing listens there
     assert ei.value.exit_code == 2 and ei.value.hint == "`kctl up` starts it"
@@ -112,7 +112,7 @@ def test_verify_of_a_stopped_cluster_with_free_ports_says_not_running(tmp_path: 
 
 def test_status_of_a_cluster_without_containers_shows_nothing_of_another(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [])
+    monkeypatch.setattr(docker_api, "listed", lambda cluster, sc=None: [])
     obs = health.Observations(containers={}, zookeeper={"logger1": health.ZkState("logger1", 2181, "leader")},
                               kafka=kmd.Metadata((1, 2, 3), 2, (), "127.0.0.1:9092", cluster_id="theirs"))
     with pytest.raises(identity.KctlError) as ei:
@@ -142,7 +142,7 @@ def test_init_next_to_a_running_cluster_warns_or_picks_free_ports(tmp_path: Path
     d = ClusterSpec()
     zk0, kafka0 = d.zookeeper.host_port_base, d.kafka.external_port_base
     running = [_container(f"logger{i}", "/srv/a/.kctl/logger", ports=(zk0 + i, kafka0 + i)) for i in (0, 1, 2)]
-    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: running)
+    monkeypatch.setattr(docker_api, "listed", lambda cluster, sc=None: running)
     monkeypatch.setattr(doctor, "port_free", lambda port: port != kafka0 + 100)  # something else holds it
     plan = identity.plan_init("logger", tmp_path / ".kctl" / "logger", pick_ports=False)
     assert plan.settings == {}
@@ -160,7 +160,7 @@ def test_init_next_to_a_running_cluster_warns_or_picks_free_ports(tmp_path: Path
 def test_init_on_a_free_machine_keeps_the_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from kctl import doctor
 
-    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [])
+    monkeypatch.setattr(docker_api, "listed", lambda cluster, sc=None: [])
     monkeypatch.setattr(doctor, "port_free", lambda port: True)
     assert identity.plan_init("probe", tmp_path, pick_ports=True) == identity.InitPlan("probe", {}, [])
 
@@ -174,7 +174,7 @@ def test_status_of_a_stopped_cluster_with_free_ports_is_its_own_down_report(tmp_
 
 def test_a_cluster_id_in_kctl_yaml_binds_the_spec_to_that_cluster(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [_container("logger1", str(tmp_path))])
+    monkeypatch.setattr(docker_api, "listed", lambda cluster, sc=None: [_container("logger1", str(tmp_path))])
     with fake_broker() as port:
         spec = _spec_on(port).model_copy(update={"cluster_id": "restored"})
         with pytest.raises(identity.ForeignCluster) as ei:
@@ -186,7 +186,7 @@ def test_a_cluster_id_in_kctl_yaml_binds_the_spec_to_that_cluster(tmp_path: Path
 def test_up_on_ports_of_another_cluster_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = ClusterSpec(name="probe")
     port = spec.kafka_host_port(spec.nodes[1])
-    monkeypatch.setattr(engine, "containers", lambda cluster, timeout=5.0: [
+    monkeypatch.setattr(docker_api, "listed", lambda cluster, sc=None: [
         _container("logger2", "/srv/a/.kctl/logger", cluster="logger", ports=(port,))])
     with pytest.raises(identity.ForeignCluster) as ei:
         identity.check_ports(spec, tmp_path)

@@ -15,6 +15,7 @@ from kctl.errors import KctlError, SpecError
 from kctl.properties import server_properties
 from kctl.render import COMPOSE_FILE, render
 from kctl.runtime import engines
+from kctl.runtime.compose import ComposeEngine
 from kctl.runtime.swarm import SwarmEngine, SwarmNode, plan_placement
 from kctl.spec import Engine, parse_spec
 
@@ -36,7 +37,7 @@ def _stack(spec: Any) -> dict[str, Any]:
 def test_engine_field_validated_and_defaults_to_compose() -> None:
     spec, _ = parse_spec({})
     assert spec.engine is Engine.compose
-    assert isinstance(engines.for_spec(spec), engines.ComposeEngine)
+    assert isinstance(engines.for_spec(spec), ComposeEngine)
     assert isinstance(engines.for_spec(_swarm()), SwarmEngine)
     with pytest.raises(SpecError, match="engine"):
         parse_spec({"engine": "kubernetes"})
@@ -189,7 +190,7 @@ def test_apply_on_swarm_makes_a_new_task_for_each_node_whose_files_change() -> N
     assert "logger3/conf/server.properties changed" in out.recreate["logger3"][0]
     assert ap.phases(spec, out) == [("node", ["logger1", "logger2", "logger3"], ("logger1", "logger2", "logger3"))]
     assert the_plan.restarts and the_plan.recreate == {"logger2": ["environment.X: 1 -> 2"]}  # pure
-    assert engines.ComposeEngine.files_reach_a_restart  # compose delivers files by bind mount
+    assert ComposeEngine.files_reach_a_restart  # compose delivers files by bind mount
 
 
 def test_secured_profile_reaches_each_task_as_swarm_secrets_of_its_own(tmp_path: Path) -> None:

@@ -1,0 +1,339 @@
+"""The Docker Engine API through the Docker SDK: the one client factory, a cluster's containers as data, their
+process tables, commands run in them, and the ``docker`` CLI for the deploys that have no API call.
+
+The lowest module of the engine seam: :mod:`kctl.runtime.engines` (the abstract Engine),
+:mod:`kctl.runtime.compose` and :mod:`kctl.runtime.swarm` build on it; it imports none of them.
+
+``docker`` is imported inside the functions (it costs ~100 ms): the status path imports this module.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kctl.contract import (
+    LABEL_CLUSTER,
+    LABEL_COMPOSE_WORKING_DIR,
+    LABEL_HASH,
+    LABEL_NODE,
+    LABEL_SERVICE,
+    LABEL_SERVICES,
+    LABEL_STACK_NAMESPACE,
+    LABEL_STATE_DIR,
+    LABEL_SWARM_SERVICE_NAME,
+)
+from kctl.errors import DockerUnavailable, KctlError
+
+ENGINE_HINT = "is dockerd running? start it (`dockerd &` as root) or run `make setup`; `kctl doctor` checks"
+# The Engine API version the read-only status calls ask for, so that making a client costs no version
+# negotiation (a GET /version). 1.41 is Docker 20.10's; every call kctl makes exists in it. An engine that
+# no longer serves it (Docker 29 serves 1.44 and later) says "too old", and the client then negotiates.
+PINNED_API_VERSION = "1.41"
+
+
+def client(timeout: float = 30, *, version: str = "auto") -> Any:
+    """A docker SDK client from the environment (``DOCKER_HOST`` with tls or ssh, else the Docker CLI's
+    context, else the local socket), or DockerUnavailable with a hint.
+
+    With ``version="auto"`` the SDK asks the engine its API version (one GET /version, which also proves
+    the engine answers); with a pinned version nothing is sent until the first call.
+    """
+    import docker
+
+    try:
+        return docker.from_env(timeout=int(max(1, timeout)), version=version)
+    except Exception as exc:  # noqa: BLE001 - any failure here means the engine is not reachable
+        raise unavailable(exc) from None
+
+
+def unavailable(exc: BaseException) -> DockerUnavailable:
+    """The operator's error for an engine that did not answer (or answered an error)."""
+    import os
+
+    where = os.environ.get("DOCKER_HOST") or "the local socket"
+    return DockerUnavailable(f"Docker engine not reachable at {where}: {reason(exc)}", hint=ENGINE_HINT)
+
+
+def reason(exc: BaseException) -> str:
+    """The cause an operator can act on: the OS error under requests' and urllib3's wrappers
+    ("Connection refused"), else the engine's own explanation, else the exception's text."""
+    todo, seen = [exc], 0
+    while todo and seen < 20:
+        e = todo.pop(0)
+        seen += 1
+        if isinstance(e, OSError) and e.strerror:
+            return str(e.strerror)
+        todo += [a for a in getattr(e, "args", ()) if isinstance(a, BaseException)]
+        todo += [v for v in (getattr(e, "reason", None), e.__cause__, e.__context__) if isinstance(v, BaseException)]
+    detail = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
+    return str(detail)[:300]
+
+
+def too_old(exc: BaseException) -> bool:
+    """Whether the engine refused the pinned API version (it serves only newer ones)."""
+    return "too old" in str(getattr(exc, "explanation", None) or exc)
+
+
+class StatusClient:
+    """A client for the status path's read-only calls: pinned API version first (no negotiation), the
+    negotiated one when the engine refuses it. One per observation, shared by its threads."""
+
+    def __init__(self, timeout: float = 5.0, dc: Any | None = None) -> None:
+        self.timeout = timeout
+        self._dc = dc
+
+    def call(self, fn: Any) -> Any:
+        """``fn(low-level APIClient)``; DockerUnavailable when the engine does not answer."""
+        from docker.errors import APIError
+
+        if self._dc is None:
+            self._dc = client(self.timeout, version=PINNED_API_VERSION)
+        try:
+            return fn(self._dc.api)
+        except APIError as exc:
+            if not too_old(exc):
+                raise unavailable(exc) from None
+        except Exception as exc:  # noqa: BLE001 - requests' connection errors: the engine is not reachable
+            raise unavailable(exc) from None
+        self._dc = client(self.timeout)
+        try:
+            return fn(self._dc.api)
+        except Exception as exc:  # noqa: BLE001
+            raise unavailable(exc) from None
+
+
+# ----- containers as data ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Container:
+    """One container as the Engine API's container list shows it (no inspect per container)."""
+
+    id: str
+    name: str  # the Compose service == hostname (logger1)
+    node: str
+    services: tuple[str, ...]
+    state: str  # running, exited, paused, restarting, created, dead
+    health: str | None  # healthy, unhealthy, starting or None
+    config_hash: str | None
+    cluster: str = ""
+    state_dir: str | None = None  # the absolute state dir it belongs to (None: not known)
+    host_ports: tuple[int, ...] = ()
+    remote: bool = False  # engine swarm: a task on another Swarm node (its state from the Swarm, no process table)
+    engine: str = "compose"  # which engine made it: compose, or swarm (a stack's task)
+
+
+@dataclass(frozen=True)
+class ContainerInfo:
+    """One container of a cluster as Docker's inspect sees it (the deploy paths)."""
+
+    id: str
+    name: str  # the Compose service == hostname (logger1)
+    container_name: str
+    node: str
+    services: tuple[str, ...]
+    state: str  # running, exited, paused, restarting, created, dead
+    health: str | None  # healthy, unhealthy, starting or None
+    config_hash: str | None
+    ports: dict[str, Any]
+    engine: str = "compose"  # which engine made it: compose, or swarm (a stack's task)
+
+
+def state_dir_of(labels: dict[str, str]) -> str | None:
+    """The state dir a container belongs to: kctl's label, else the Compose project's working dir
+    (kctl runs Compose in the state dir, so both name the same directory)."""
+    return labels.get(LABEL_STATE_DIR) or labels.get(LABEL_COMPOSE_WORKING_DIR) or None
+
+
+def engine_of(labels: dict[str, str]) -> str:
+    """``swarm`` for a container of a Swarm stack's task (Swarm's labels), else ``compose``."""
+    return "swarm" if labels.get(LABEL_STACK_NAMESPACE) or labels.get(LABEL_SWARM_SERVICE_NAME) else "compose"
+
+
+def services_of_labels(labels: dict[str, str]) -> tuple[str, ...]:
+    return tuple(s for s in labels.get(LABEL_SERVICES, "").split(",") if s)
+
+
+def health_of_status(status: str) -> str | None:
+    # The list endpoint has no State.Health: its Status text ends in "(healthy)",
+    # "(unhealthy)" or "(health: starting)".
+    if "(health: starting)" in status:
+        return "starting"
+    if "(unhealthy)" in status:
+        return "unhealthy"
+    if "(healthy)" in status:
+        return "healthy"
+    return None
+
+
+def from_listing(c: dict[str, Any]) -> Container:
+    """Pure: a :class:`Container` from one entry of the Engine API's container list."""
+    labels = c.get("Labels") or {}
+    names = c.get("Names") or ["/?"]
+    return Container(
+        id=c["Id"],
+        name=labels.get(LABEL_SERVICE, names[0].lstrip("/")),
+        node=labels.get(LABEL_NODE, ""),
+        services=services_of_labels(labels),
+        state=c.get("State", "unknown"),
+        health=health_of_status(c.get("Status", "")),
+        config_hash=labels.get(LABEL_HASH),
+        cluster=labels.get(LABEL_CLUSTER, ""),
+        state_dir=state_dir_of(labels),
+        host_ports=tuple(sorted({int(p["PublicPort"]) for p in c.get("Ports") or [] if p.get("PublicPort")})),
+        engine=engine_of(labels),
+    )
+
+
+def listed(cluster: str | None, sc: StatusClient | None = None) -> list[Container]:
+    """Every container labelled with ``cluster`` (None: of every kctl cluster), running or not, in
+    service-name order: one list call, no inspect."""
+    label = LABEL_CLUSTER if cluster is None else f"{LABEL_CLUSTER}={cluster}"
+    sc = sc or StatusClient()
+    raw = sc.call(lambda api: api.containers(all=True, filters={"label": [label]}))
+    return sorted((from_listing(c) for c in raw or []), key=lambda i: i.name)
+
+
+def process_states(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, str]:
+    """RUNNING, STOPPED or WAITING-FOR-QUORUM per service, from a container's command lines."""
+    procs: dict[str, str] = {}
+    if "zookeeper" in services:
+        procs["zookeeper"] = "RUNNING" if any("QuorumPeerMain" in c for c in cmdlines) else "STOPPED"
+    if "kafka" in services:
+        if any(" kafka.Kafka " in f"{c} " for c in cmdlines):
+            procs["kafka"] = "RUNNING"
+        elif any("kafka-start" in c for c in cmdlines):
+            procs["kafka"] = "WAITING-FOR-QUORUM"
+        else:
+            procs["kafka"] = "STOPPED"
+    return procs
+
+
+def process_table(sc: StatusClient, container_id: str) -> list[str]:
+    """Command lines of every process in a container (``docker top``: no exec, no process inside)."""
+    top = sc.call(lambda api: api.top(container_id, ps_args="-eo pid,args")) or {}
+    return [str(p[-1]) for p in top.get("Processes") or []]
+
+
+def processes(sc: StatusClient, container_id: str, services: tuple[str, ...]) -> dict[str, str]:
+    """Process state per service of a running container; {} when Docker does not answer."""
+    try:
+        return process_states(process_table(sc, container_id), services)
+    except (DockerUnavailable, ValueError):
+        return {}
+
+
+def inspect(container_id: str, dc: Any | None = None) -> dict[str, Any]:
+    """``docker inspect`` of one container."""
+    out = StatusClient(dc=dc).call(lambda api: api.inspect_container(container_id))
+    return out if isinstance(out, dict) else {}
+
+
+# ----- containers as SDK objects (the deploy and fault paths) ----------------------------------------
+
+
+def info_of(c: Any) -> ContainerInfo:
+    """Pure: a :class:`ContainerInfo` from an SDK container object."""
+    labels = c.labels or {}
+    attrs = c.attrs or {}
+    st = attrs.get("State", {})
+    health = (st.get("Health") or {}).get("Status")
+    return ContainerInfo(
+        id=c.id,
+        name=labels.get(LABEL_SERVICE, c.name),
+        container_name=c.name,
+        node=labels.get(LABEL_NODE, ""),
+        services=services_of_labels(labels),
+        state=st.get("Status", c.status),
+        health=health,
+        config_hash=labels.get(LABEL_HASH),
+        ports=(attrs.get("NetworkSettings") or {}).get("Ports") or {},
+        engine=engine_of(labels),
+    )
+
+
+def from_sdk(c: Any) -> Container:
+    """Pure: a :class:`Container` from an SDK container object (as the list would show it)."""
+    labels = c.labels or {}
+    return Container(id=c.id, name=host_of(c), node=labels.get(LABEL_NODE, ""), services=services_of_labels(labels),
+                     state=c.status, health=None, config_hash=labels.get(LABEL_HASH),
+                     cluster=labels.get(LABEL_CLUSTER, ""), state_dir=state_dir_of(labels), engine=engine_of(labels))
+
+
+def sdk_containers(cluster: str, dc: Any) -> list[Any]:
+    """The SDK's container objects labelled with ``cluster``, running or not."""
+    return list(dc.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={cluster}"}))
+
+
+def infos(cluster: str, dc: Any) -> list[ContainerInfo]:
+    """Every container of the cluster, running or not, in service-name order."""
+    return sorted((info_of(c) for c in sdk_containers(cluster, dc)), key=lambda i: i.name)
+
+
+def host_of(c: Any) -> str:
+    """The container host (``logger1``) an SDK container object runs."""
+    return str((c.labels or {}).get(LABEL_SERVICE, c.name))
+
+
+def current_containers(found: list[Any]) -> list[Any]:
+    """One container per host: a running (or paused) one first, else the newest. On Compose a host has one;
+    on Swarm the exited containers of earlier tasks stay behind their replacement."""
+    best: dict[str, Any] = {}
+    for c in found:
+        host = host_of(c)
+        rank = (c.status in ("running", "paused"), str((c.attrs or {}).get("Created", "")))
+        cur = best.get(host)
+        if cur is None or rank > cur[0]:
+            best[host] = (rank, c)
+    return [best[h][1] for h in sorted(best)]
+
+
+def remove_by_label(cluster: str, dc: Any, volumes: bool = True) -> int:
+    """Remove every container and network labelled with this cluster (leftovers of a crashed run)."""
+    n = 0
+    for c in sdk_containers(cluster, dc):
+        c.remove(force=True, v=volumes)
+        n += 1
+    for net in dc.networks.list(filters={"label": f"{LABEL_CLUSTER}={cluster}"}):
+        try:
+            net.remove()
+        except Exception:  # noqa: BLE001 - already gone or still in use by a foreign container
+            pass
+    return n
+
+
+def exec_run(dc: Any, container_id: str, argv: list[str], user: str | None = None, timeout: float = 60,
+             stderr: bool = True) -> tuple[int, str]:
+    """Run a command in a running container; (exit code, output). The SDK's exec has no timeout: coreutils'
+    ``timeout`` bounds it inside the container."""
+    container = dc.containers.get(container_id)
+    kwargs: dict[str, Any] = {"demux": False, "stderr": stderr}
+    if user:
+        kwargs["user"] = user
+    res = container.exec_run(["timeout", "--kill-after=5", str(max(1, int(timeout))), *argv], **kwargs)
+    out = res.output.decode("utf-8", errors="replace") if isinstance(res.output, bytes) else str(res.output)
+    return int(res.exit_code if res.exit_code is not None else 1), out
+
+
+# ----- the docker CLI: deploys that have no Engine API call ------------------------------------------
+
+
+def docker_binary() -> str:
+    if shutil.which("docker") is None:
+        raise DockerUnavailable("the docker client is not on PATH", hint="install Docker, or run `make setup`")
+    return "docker"
+
+
+def run_docker(argv: list[str], *, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``docker ARGV`` (the CLI: ``compose`` and ``stack deploy`` have no Engine API call); KctlError on a
+    timeout."""
+    binary = docker_binary()
+    try:
+        return subprocess.run([binary, *argv], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        raise KctlError(f"`docker {' '.join(argv[:3])}` did not finish in {timeout:.0f}s",
+                        hint="see `kctl status`") from None
