@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kctl import contract
-from kctl.kafka import metadata as kmd
+from kctl.kafka import describe as kmd
 from kctl.security import store
 from kctl.testing.cluster import KafkaCluster
 from kctl.zk import fourlw
@@ -112,7 +112,7 @@ def test_no_plaintext_listener_from_the_host(secure: KafkaCluster, tmp_path: Pat
     assert published == kafka_ports | zk_ports
     for port in kafka_ports:
         with pytest.raises(kmd.MetadataError):
-            kmd.fetch("127.0.0.1", port, timeout=3)  # a PLAINTEXT Metadata request gets no answer
+            kmd.fetch(f"127.0.0.1:{port}", timeout=3)  # a PLAINTEXT client gets no answer
     p = kcat({"bootstrap.servers": secure.bootstrap_servers}, tmp_path, "-L", "-m", "5")
     assert p.returncode != 0
 

@@ -1,0 +1,227 @@
+"""What health, the identity check, the roll's gates and the drills read of Kafka, through librdkafka.
+
+One answer per broker asked: the live brokers and every partition's leader, replicas and ISR from
+its Metadata (``list_topics``), and the cluster id and controller from DescribeCluster
+(``describe_cluster``), both through an AdminClient made by the client factory
+(:func:`kctl.kafka.client.admin`) with the cluster's security settings
+(:func:`kctl.security.store.client_settings`).
+
+Which broker answers. A client bootstrapped with one broker's address asks that broker: librdkafka
+opens connections sparsely (only to its bootstrap broker until a request needs another), and sends
+a Metadata request to a broker it is connected to; ``ClusterMetadata.orig_broker_id`` names the
+broker that answered, and :attr:`Metadata.broker` carries it (tests/integration/test_health.py
+checks that each broker answers for itself). So :func:`fetch_each` gives every broker its own
+client, and :func:`fetch_any` asks them all at once and keeps the first answer: a paused broker
+does not cost the timeout.
+
+DescribeCluster goes to the controller (librdkafka routes it there, whichever broker the client was
+bootstrapped with). Its answer is asked alongside the Metadata request and is used when it comes
+within the same budget; when the controller is paused or gone it does not, and the answering
+broker's own Metadata (which carries a cluster id and the controller it knows) stands in, so a
+paused controller leaves the other brokers' answers usable. :func:`fetch_each` keeps each broker's
+own view of the controller: readiness waits until they agree.
+
+Bounded in time. librdkafka's calls take a timeout, but destroying a client waits for its broker
+threads, which can outlast any timeout while a broker is paused mid-request. Each ask therefore
+runs in a daemon thread that owns its client (created, asked and destroyed there); the caller
+waits for the answer at most ``timeout`` and never for the destruction, and a daemon thread does
+not hold the process at exit.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+# librdkafka's codes for refused credentials and failed TLS (certificate, handshake).
+AUTH_CODES = ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL")
+GRACE = 0.5  # what the caller waits beyond ``timeout`` for a thread that is about to answer
+
+
+class MetadataError(OSError):
+    """No broker answered in time, or the answer could not be read."""
+
+
+class AuthError(MetadataError):
+    """The broker refused the credentials, or TLS failed."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    topic: str
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas) or self.leader < 0
+
+
+@dataclass(frozen=True)
+class Metadata:
+    brokers: tuple[int, ...]
+    controller: int | None
+    partitions: tuple[Partition, ...] = field(default=())
+    answered_by: str = ""  # host:port of the bootstrap address asked
+    cluster_id: str | None = None
+    broker: int | None = None  # the id of the broker that answered (librdkafka's orig_broker_id)
+
+
+def from_results(md: Any, cluster: Any = None, address: str = "") -> Metadata:
+    """Map librdkafka's answers (a ClusterMetadata, and a DescribeClusterResult or None) to a Metadata.
+
+    Partitions whose topic or partition carries an error are kept (an offline partition has leader -1);
+    a topic without partitions adds none.
+    """
+    parts = tuple(
+        Partition(name, p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
+        for name, t in sorted(md.topics.items())
+        for p in sorted(t.partitions.values(), key=lambda p: p.id))
+    if cluster is not None:
+        controller = cluster.controller.id if cluster.controller is not None else -1
+        cluster_id = cluster.cluster_id
+    else:
+        controller, cluster_id = md.controller_id, md.cluster_id
+    broker = md.orig_broker_id if md.orig_broker_id is not None and md.orig_broker_id >= 0 else None
+    return Metadata(tuple(sorted(md.brokers)), controller if controller is not None and controller >= 0 else None,
+                    parts, address, cluster_id or None, broker)
+
+
+def addresses(bootstrap: str) -> list[str]:
+    out = []
+    for item in bootstrap.split(","):
+        host, _, port = item.strip().rpartition(":")
+        out.append(f"{host or '127.0.0.1'}:{int(port)}")
+    return out
+
+
+def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool, keep: list[Any]) -> Metadata:
+    """One broker's answer; the client goes into ``keep``, whose owner destroys it after passing the answer on."""
+    from confluent_kafka import KafkaException
+
+    from kctl.kafka.client import admin, error_code
+
+    errors: list[Any] = []
+    deadline = time.monotonic() + timeout
+    ms = max(100, int(timeout * 1000))
+    bounded: dict[str, Any] = {"socket.timeout.ms": ms, "socket.connection.setup.timeout.ms": ms,
+                               "reconnect.backoff.max.ms": 500, "error_cb": errors.append}
+    client = admin(bootstrap=address, security=settings, **bounded)
+    keep.append(client)
+    cluster_f = client.describe_cluster(request_timeout=timeout) if describe else None
+    try:
+        md = client.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        client.poll(0)  # serves error_cb: why no broker could be reached
+        refused = [e for e in errors if e.name() in AUTH_CODES]
+        if refused or error_code(exc)[0] in AUTH_CODES:
+            raise AuthError(f"{address}: {(refused[0].str() if refused else error_code(exc)[1])}") from None
+        raise MetadataError(f"{address}: no metadata answer in {timeout:.1f}s ({error_code(exc)[1]})") from None
+    cluster = None
+    if cluster_f is not None:
+        try:
+            cluster = cluster_f.result(max(0.0, deadline - time.monotonic()))
+        except Exception:  # noqa: BLE001 - the controller did not answer in time: the broker's own view stands
+            cluster = None
+    return from_results(md, cluster, address)
+
+
+def _start(address: str, timeout: float, settings: dict[str, str], describe: bool,
+           answers: queue.Queue[Metadata | MetadataError]) -> None:
+    def run() -> None:
+        keep: list[Any] = []
+        try:
+            answers.put(_ask(address, timeout, settings, describe, keep))
+        except MetadataError as exc:
+            answers.put(exc)
+        except Exception as exc:  # noqa: BLE001 - a bad setting or an unexpected answer: reported, not raised here
+            answers.put(MetadataError(f"{address}: {exc}"))
+        finally:
+            keep.clear()  # the client is destroyed here, in this thread, once the caller has its answer
+
+    threading.Thread(target=run, daemon=True, name=f"kctl-describe-{address}").start()
+
+
+def _collect(addrs: list[str], timeout: float, settings: dict[str, str] | None, *, describe: bool,
+             first: bool) -> tuple[list[Metadata], list[MetadataError]]:
+    answers: queue.Queue[Metadata | MetadataError] = queue.Queue()
+    for a in addrs:
+        _start(a, timeout, settings or {}, describe, answers)
+    views: list[Metadata] = []
+    errors: list[MetadataError] = []
+    deadline = time.monotonic() + timeout + GRACE
+    for _ in addrs:
+        try:
+            got = answers.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if isinstance(got, Metadata):
+            views.append(got)
+            if first:
+                break
+        else:
+            errors.append(got)
+    return views, errors
+
+
+def fetch(address: str, timeout: float = 2.0, settings: dict[str, str] | None = None) -> Metadata:
+    """One broker's answer (``host:port``); MetadataError (AuthError: refused) when none comes in ``timeout``."""
+    views, errors = _collect(addresses(address)[:1], timeout, settings, describe=True, first=True)
+    if views:
+        return views[0]
+    raise errors[0] if errors else MetadataError(f"{address}: no metadata answer in {timeout:.1f}s")
+
+
+def fetch_any(bootstrap: str, timeout: float = 2.0, settings: dict[str, str] | None = None) -> Metadata:
+    """The first answer of the bootstrap brokers, all asked at once: a paused broker does not cost the timeout.
+
+    ``settings``: librdkafka's security settings (:func:`kctl.security.store.client_settings`), {} or None
+    for a plain cluster.
+    """
+    addrs = addresses(bootstrap)
+    views, errors = _collect(addrs, timeout, settings, describe=True, first=True)
+    if views:
+        return views[0]
+    message = "; ".join(map(str, errors)) or f"no answer from {bootstrap} in {timeout:.1f}s"
+    raise (AuthError if any(isinstance(e, AuthError) for e in errors) else MetadataError)(message)
+
+
+def fetch_each(bootstrap: str, timeout: float = 2.0,
+               settings: dict[str, str] | None = None) -> tuple[list[Metadata], list[str]]:
+    """Every bootstrap broker's own answer (and the errors): each broker's metadata cache is updated by
+    the controller on its own schedule, so a wait for "every broker registered" asks them all.
+
+    Each view is the broker's own, its controller included (DescribeCluster is not asked: it would
+    give every view the controller's answer). A broker that does not answer in time is an error.
+    """
+    addrs = addresses(bootstrap)
+    views, errors = _collect(addrs, timeout, settings, describe=False, first=False)
+    answered = {v.answered_by for v in views} | {str(e).split(": ")[0] for e in errors}
+    late = [f"{a}: no metadata answer in {timeout:.1f}s" for a in addrs if a not in answered]
+    return views, [str(e) for e in errors] + late
+
+
+def speaks_tls(bootstrap: str, timeout: float = 2.0) -> bool:
+    """Whether the first reachable bootstrap broker completes a TLS handshake (certificate not checked):
+    a PLAINTEXT client of a SASL_SSL listener only sees the connection closed (librdkafka reports
+    "all brokers down"), this says why. A TLS handshake, not a Kafka client."""
+    import socket
+    import ssl
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    for item in addresses(bootstrap):
+        host, _, port = item.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout) as raw, \
+                    ctx.wrap_socket(raw, server_hostname=host or None):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
