@@ -33,6 +33,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,8 +101,25 @@ def addresses(bootstrap: str) -> list[str]:
     return out
 
 
-def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool, keep: list[Any]) -> Metadata:
-    """One broker's answer; the client goes into ``keep``, whose owner destroys it after passing the answer on."""
+def _failure(address: str, errors: list[Any]) -> MetadataError | None:
+    """What librdkafka reported of the connection (its error_cb): refused credentials or TLS, or every broker
+    down (a refused connection, or a timed-out one); None while neither happened."""
+    refused = [e for e in errors if e.name() in AUTH_CODES]
+    if refused:
+        return AuthError(f"{address}: {refused[0].str()}")
+    if any(e.name() == "_ALL_BROKERS_DOWN" for e in errors):
+        why = next((e.str() for e in errors if e.name() == "_TRANSPORT"), "no connection")
+        return MetadataError(f"{address}: no metadata answer ({why.split(': ', 1)[-1]})")
+    return None
+
+
+def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool, keep: list[Any],
+         deliver: Callable[[Metadata | MetadataError], None]) -> Metadata:
+    """One broker's answer; the client goes into ``keep``, whose owner destroys it after passing the answer on.
+
+    list_topics() waits its whole timeout even when the connection is refused at once; librdkafka says so
+    sooner through error_cb, served by poll(), so a watcher polls and ``deliver``s that failure early.
+    """
     from confluent_kafka import KafkaException
 
     from kctl.kafka.client import admin, error_code
@@ -113,15 +131,30 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
                                "reconnect.backoff.max.ms": 500, "error_cb": errors.append}
     client = admin(bootstrap=address, security=settings, **bounded)
     keep.append(client)
+    asked = threading.Event()
+
+    def watch() -> None:
+        while not asked.is_set() and time.monotonic() < deadline:
+            client.poll(0.05)
+            failed = _failure(address, errors)
+            if failed is not None:
+                deliver(failed)
+                return
+
+    threading.Thread(target=watch, daemon=True, name=f"kctl-describe-watch-{address}").start()
     cluster_f = client.describe_cluster(request_timeout=timeout) if describe else None
     try:
         md = client.list_topics(timeout=timeout)
     except KafkaException as exc:
-        client.poll(0)  # serves error_cb: why no broker could be reached
-        refused = [e for e in errors if e.name() in AUTH_CODES]
-        if refused or error_code(exc)[0] in AUTH_CODES:
-            raise AuthError(f"{address}: {(refused[0].str() if refused else error_code(exc)[1])}") from None
+        asked.set()
+        client.poll(0)  # serves what error_cb has not had yet
+        failed = _failure(address, errors)
+        if failed is not None:
+            raise failed from None
+        if error_code(exc)[0] in AUTH_CODES:
+            raise AuthError(f"{address}: {error_code(exc)[1]}") from None
         raise MetadataError(f"{address}: no metadata answer in {timeout:.1f}s ({error_code(exc)[1]})") from None
+    asked.set()
     cluster = None
     if cluster_f is not None:
         try:
@@ -133,16 +166,25 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
 
 def _start(address: str, timeout: float, settings: dict[str, str], describe: bool,
            answers: queue.Queue[Metadata | MetadataError]) -> None:
+    lock = threading.Lock()
+    delivered: list[bool] = []
+
+    def deliver(item: Metadata | MetadataError) -> None:  # one item per address, the first that comes
+        with lock:
+            if not delivered:
+                delivered.append(True)
+                answers.put(item)
+
     def run() -> None:
         keep: list[Any] = []
         try:
-            answers.put(_ask(address, timeout, settings, describe, keep))
+            deliver(_ask(address, timeout, settings, describe, keep, deliver))
         except MetadataError as exc:
-            answers.put(exc)
+            deliver(exc)
         except Exception as exc:  # noqa: BLE001 - a bad setting or an unexpected answer: reported, not raised here
-            answers.put(MetadataError(f"{address}: {exc}"))
+            deliver(MetadataError(f"{address}: {exc}"))
         finally:
-            keep.clear()  # the client is destroyed here, in this thread, once the caller has its answer
+            keep.clear()  # the client is destroyed here (or in its watcher), once the caller has its answer
 
     threading.Thread(target=run, daemon=True, name=f"kctl-describe-{address}").start()
 

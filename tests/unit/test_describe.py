@@ -59,16 +59,18 @@ class FakeAdmin:
     def __init__(self, behaviour: str, conf: dict[str, Any], md: ClusterMetadata, cluster: Any,
                  destroy: float) -> None:
         self.behaviour, self.conf, self.md, self.cluster, self.destroy = behaviour, conf, md, cluster, destroy
-        self.pending: list[KafkaError] = []
+        # What librdkafka reports through error_cb at once (served by poll()), while list_topics() waits.
+        self.pending: list[KafkaError] = {
+            "dead": [KafkaError(KafkaError._TRANSPORT, f"{conf['bootstrap.servers']}/bootstrap: Connect to ipv4#"
+                                f"{conf['bootstrap.servers']} failed: Connection refused (after 0ms in state CONNECT)"),
+                     KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down")],
+            "refuse": [KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: Authentication failed"
+                                  " during authentication due to invalid credentials with SASL mechanism SCRAM")],
+        }.get(behaviour, [])
 
     def list_topics(self, timeout: float) -> ClusterMetadata:
-        if self.behaviour == "hang":
-            time.sleep(timeout)
-        if self.behaviour == "refuse":
-            self.pending.append(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: Authentication"
-                                           " failed during authentication due to invalid credentials"))
         if self.behaviour != "answer":
-            self.pending.append(KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"))
+            time.sleep(timeout)  # librdkafka waits the whole timeout, whatever error_cb has said
             raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata"))
         return self.md
 
@@ -167,10 +169,20 @@ def test_a_client_slow_to_destroy_does_not_hold_the_caller() -> None:
         assert time.monotonic() - started < 1.0
 
 
-def test_refused_credentials_are_an_auth_error() -> None:
+def test_refused_credentials_are_an_auth_error_said_at_once() -> None:
+    started = time.monotonic()
     with fake_broker("refuse") as port, pytest.raises(kmd.AuthError) as ei:
-        kmd.fetch_any(f"127.0.0.1:{port}", timeout=1.0, settings={"sasl.password": "wrong"})
+        kmd.fetch_any(f"127.0.0.1:{port}", timeout=2.0, settings={"sasl.password": "wrong"})
+    assert time.monotonic() - started < 1.0
     assert "invalid credentials" in str(ei.value) and "wrong" not in str(ei.value)
+
+
+def test_a_refused_connection_fails_at_once_not_after_the_timeout() -> None:
+    with fake_broker("dead") as one, fake_broker("dead") as two, pytest.raises(kmd.MetadataError) as ei:
+        started = time.monotonic()
+        kmd.fetch_any(f"127.0.0.1:{one},127.0.0.1:{two}", timeout=2.0)
+    assert time.monotonic() - started < 1.0
+    assert "Connection refused" in str(ei.value) and f"127.0.0.1:{one}" in str(ei.value)
 
 
 def test_fetch_each_gives_every_brokers_own_view_and_names_the_silent_ones() -> None:
