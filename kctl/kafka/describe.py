@@ -15,10 +15,11 @@ client, and :func:`fetch_any` asks them all at once and keeps the first answer: 
 does not cost the timeout.
 
 DescribeCluster goes to the controller (librdkafka routes it there, whichever broker the client was
-bootstrapped with). Its answer is asked alongside the Metadata request and is used when it comes
-within the same budget; when the controller is paused or gone it does not, and the answering
+bootstrapped with). It is asked alongside the Metadata request, and its answer is used when it
+comes within the budget and at most :data:`DESCRIBE_WAIT` (or as long as the Metadata answer took)
+after the Metadata answer; when the controller is paused or gone it does not, and the answering
 broker's own Metadata (which carries a cluster id and the controller it knows) stands in, so a
-paused controller leaves the other brokers' answers usable. :func:`fetch_each` keeps each broker's
+paused controller costs half a second, not the timeout. :func:`fetch_each` keeps each broker's
 own view of the controller: readiness waits until they agree.
 
 Bounded in time. librdkafka's calls take a timeout, but destroying a client waits for its broker
@@ -40,6 +41,7 @@ from typing import Any
 # librdkafka's codes for refused credentials and failed TLS (certificate, handshake).
 AUTH_CODES = ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL")
 GRACE = 0.5  # what the caller waits beyond ``timeout`` for a thread that is about to answer
+DESCRIBE_WAIT = 0.5  # at least this long for DescribeCluster once the Metadata answer is in
 
 
 class MetadataError(OSError):
@@ -157,8 +159,12 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
     asked.set()
     cluster = None
     if cluster_f is not None:
+        # The controller's answer follows the Metadata one (it names the controller) within a connection's
+        # setup; a paused controller is not waited for beyond that, however long the budget.
+        now = time.monotonic()
+        took = now - (deadline - timeout)
         try:
-            cluster = cluster_f.result(max(0.0, deadline - time.monotonic()))
+            cluster = cluster_f.result(max(0.0, min(deadline - now, max(DESCRIBE_WAIT, took))))
         except Exception:  # noqa: BLE001 - the controller did not answer in time: the broker's own view stands
             cluster = None
     return from_results(md, cluster, address)

@@ -157,9 +157,9 @@ def test_the_first_answer_wins_and_a_paused_broker_costs_nothing() -> None:
 def test_a_silent_controller_leaves_the_answering_brokers_view() -> None:
     with fake_broker(cluster=None) as port:
         started = time.monotonic()
-        md = kmd.fetch_any(f"127.0.0.1:{port}", timeout=0.5)
+        md = kmd.fetch_any(f"127.0.0.1:{port}", timeout=3.0)
     assert md.controller == 1 and md.cluster_id == CLUSTER_ID  # from the broker's own Metadata answer
-    assert time.monotonic() - started < 0.5 + kmd.GRACE
+    assert time.monotonic() - started < kmd.DESCRIBE_WAIT + 0.4  # not the 3 s budget
 
 
 def test_a_client_slow_to_destroy_does_not_hold_the_caller() -> None:
