@@ -6,13 +6,17 @@ its Metadata (``list_topics``), and the cluster id and controller from DescribeC
 (:func:`kctl.kafka.client.admin`) with the cluster's security settings
 (:func:`kctl.security.store.client_settings`).
 
-Which broker answers. A client bootstrapped with one broker's address asks that broker: librdkafka
-opens connections sparsely (only to its bootstrap broker until a request needs another), and sends
-a Metadata request to a broker it is connected to; ``ClusterMetadata.orig_broker_id`` names the
-broker that answered, and :attr:`Metadata.broker` carries it (tests/integration/test_health.py
-checks that each broker answers for itself). So :func:`fetch_each` gives every broker its own
-client, and :func:`fetch_any` asks them all at once and keeps the first answer: a paused broker
-does not cost the timeout.
+Which broker answers. ``ClusterMetadata.orig_broker_id`` names it (-1: the client's bootstrap
+connection, before it knew the brokers by id), and :attr:`Metadata.broker` / :attr:`Metadata.answered_by`
+carry it. A client bootstrapped with one broker's address does not always ask that broker: checked on
+a running three-node cluster with the librdkafka that confluent-kafka 2.16 bundles, a fresh client's
+first list_topics() was answered by the addressed broker about half the time and by another broker
+otherwise (librdkafka drops its bootstrap connection once it knows the brokers by id, then asks any).
+So :func:`fetch_each`, which needs each broker's own view, asks through a client bootstrapped with
+that broker's address and keeps the answer only when that broker gave it, else asks again with a
+fresh client until its budget runs out (tests/integration/test_health.py checks that every view is
+its broker's own). :func:`fetch_any` asks every address at once and keeps the first answer, whoever
+gave it: a paused broker does not cost the timeout.
 
 DescribeCluster goes to the controller (librdkafka routes it there, whichever broker the client was
 bootstrapped with). It is asked alongside the Metadata request, and its answer is used when it
@@ -90,9 +94,20 @@ def from_results(md: Any, cluster: Any = None, address: str = "") -> Metadata:
         cluster_id = cluster.cluster_id
     else:
         controller, cluster_id = md.controller_id, md.cluster_id
-    broker = md.orig_broker_id if md.orig_broker_id is not None and md.orig_broker_id >= 0 else None
+    broker, answered_by = _answerer(md, address)
     return Metadata(tuple(sorted(md.brokers)), controller if controller is not None and controller >= 0 else None,
-                    parts, address, cluster_id or None, broker)
+                    parts, answered_by, cluster_id or None, broker)
+
+
+def _answerer(md: Any, address: str) -> tuple[int | None, str]:
+    """(broker id, host:port) of the broker that answered: librdkafka's orig_broker_id, or -1 when its
+    bootstrap connection (to ``address``) answered, before it knew the brokers by id."""
+    by_address = {f"{b.host}:{b.port}": i for i, b in md.brokers.items()}
+    oid = md.orig_broker_id
+    if oid is not None and oid >= 0:
+        b = md.brokers.get(oid)
+        return oid, f"{b.host}:{b.port}" if b is not None else address
+    return by_address.get(address), address
 
 
 def addresses(bootstrap: str) -> list[str]:
@@ -115,10 +130,11 @@ def _failure(address: str, errors: list[Any]) -> MetadataError | None:
     return None
 
 
-def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool, keep: list[Any],
+def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool, own: bool, keep: list[Any],
          deliver: Callable[[Metadata | MetadataError], None]) -> Metadata:
-    """One broker's answer; the client goes into ``keep``, whose owner destroys it after passing the answer on.
+    """One answer through a client bootstrapped with ``address``; with ``own``, only that broker's own.
 
+    The clients go into ``keep``, whose owner destroys them after passing the answer on.
     list_topics() waits its whole timeout even when the connection is refused at once; librdkafka says so
     sooner through error_cb, served by poll(), so a watcher polls and ``deliver``s that failure early.
     """
@@ -127,50 +143,68 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
     from kctl.kafka.client import admin, error_code
 
     errors: list[Any] = []
-    deadline = time.monotonic() + timeout
-    ms = max(100, int(timeout * 1000))
-    bounded: dict[str, Any] = {"socket.timeout.ms": ms, "socket.connection.setup.timeout.ms": ms,
-                               "reconnect.backoff.max.ms": 500, "error_cb": errors.append}
-    client = admin(bootstrap=address, security=settings, **bounded)
-    keep.append(client)
-    asked = threading.Event()
+    started = time.monotonic()
+    deadline = started + timeout
+    others: list[str] = []
+    while True:
+        # With ``own``, an attempt that librdkafka sends to another broker, a paused one maybe, must leave
+        # time for the next: each gets a third of the budget.
+        remaining = max(0.1, deadline - time.monotonic())
+        if own:
+            remaining = min(remaining, max(0.3, timeout / 3))
+        ms = int(remaining * 1000)
+        bounded: dict[str, Any] = {"socket.timeout.ms": ms, "socket.connection.setup.timeout.ms": ms,
+                                   "reconnect.backoff.max.ms": 500, "error_cb": errors.append}
+        client = admin(bootstrap=address, security=settings, **bounded)
+        keep.append(client)
+        asked = threading.Event()
 
-    def watch() -> None:
-        while not asked.is_set() and time.monotonic() < deadline:
-            client.poll(0.05)
+        def watch(client: Any = client, asked: threading.Event = asked) -> None:
+            while not asked.is_set() and time.monotonic() < deadline:
+                client.poll(0.05)
+                failed = _failure(address, errors)
+                if failed is not None:
+                    deliver(failed)
+                    return
+
+        threading.Thread(target=watch, daemon=True, name=f"kctl-describe-watch-{address}").start()
+        cluster_f = client.describe_cluster(request_timeout=remaining) if describe else None
+        try:
+            md = client.list_topics(timeout=remaining)
+        except KafkaException as exc:
+            asked.set()
+            client.poll(0)  # serves what error_cb has not had yet
             failed = _failure(address, errors)
             if failed is not None:
-                deliver(failed)
-                return
-
-    threading.Thread(target=watch, daemon=True, name=f"kctl-describe-watch-{address}").start()
-    cluster_f = client.describe_cluster(request_timeout=timeout) if describe else None
-    try:
-        md = client.list_topics(timeout=timeout)
-    except KafkaException as exc:
+                raise failed from None
+            if own and time.monotonic() < deadline - 0.3:
+                continue
+            if error_code(exc)[0] in AUTH_CODES:
+                raise AuthError(f"{address}: {error_code(exc)[1]}") from None
+            raise MetadataError(f"{address}: no metadata answer in {timeout:.1f}s ({error_code(exc)[1]})") from None
         asked.set()
-        client.poll(0)  # serves what error_cb has not had yet
-        failed = _failure(address, errors)
-        if failed is not None:
-            raise failed from None
-        if error_code(exc)[0] in AUTH_CODES:
-            raise AuthError(f"{address}: {error_code(exc)[1]}") from None
-        raise MetadataError(f"{address}: no metadata answer in {timeout:.1f}s ({error_code(exc)[1]})") from None
-    asked.set()
+        _, answered_by = _answerer(md, address)
+        if not own or answered_by == address:
+            break
+        # librdkafka drops its bootstrap connection once it knows the brokers by id, and may then ask
+        # another broker: a fresh client asks again, until the addressed broker answers for itself.
+        others.append(answered_by)
+        if time.monotonic() >= deadline - 0.05:
+            raise MetadataError(f"{address}: no answer of its own in {timeout:.1f}s (answered by"
+                                f" {', '.join(sorted(set(others)))})")
     cluster = None
     if cluster_f is not None:
         # The controller's answer follows the Metadata one (it names the controller) within a connection's
         # setup; a paused controller is not waited for beyond that, however long the budget.
         now = time.monotonic()
-        took = now - (deadline - timeout)
         try:
-            cluster = cluster_f.result(max(0.0, min(deadline - now, max(DESCRIBE_WAIT, took))))
+            cluster = cluster_f.result(max(0.0, min(deadline - now, max(DESCRIBE_WAIT, now - started))))
         except Exception:  # noqa: BLE001 - the controller did not answer in time: the broker's own view stands
             cluster = None
     return from_results(md, cluster, address)
 
 
-def _start(address: str, timeout: float, settings: dict[str, str], describe: bool,
+def _start(address: str, timeout: float, settings: dict[str, str], describe: bool, own: bool,
            answers: queue.Queue[Metadata | MetadataError]) -> None:
     lock = threading.Lock()
     delivered: list[bool] = []
@@ -184,7 +218,7 @@ def _start(address: str, timeout: float, settings: dict[str, str], describe: boo
     def run() -> None:
         keep: list[Any] = []
         try:
-            deliver(_ask(address, timeout, settings, describe, keep, deliver))
+            deliver(_ask(address, timeout, settings, describe, own, keep, deliver))
         except MetadataError as exc:
             deliver(exc)
         except Exception as exc:  # noqa: BLE001 - a bad setting or an unexpected answer: reported, not raised here
@@ -196,10 +230,10 @@ def _start(address: str, timeout: float, settings: dict[str, str], describe: boo
 
 
 def _collect(addrs: list[str], timeout: float, settings: dict[str, str] | None, *, describe: bool,
-             first: bool) -> tuple[list[Metadata], list[MetadataError]]:
+             first: bool, own: bool) -> tuple[list[Metadata], list[MetadataError]]:
     answers: queue.Queue[Metadata | MetadataError] = queue.Queue()
     for a in addrs:
-        _start(a, timeout, settings or {}, describe, answers)
+        _start(a, timeout, settings or {}, describe, own, answers)
     views: list[Metadata] = []
     errors: list[MetadataError] = []
     deadline = time.monotonic() + timeout + GRACE
@@ -219,7 +253,7 @@ def _collect(addrs: list[str], timeout: float, settings: dict[str, str] | None, 
 
 def fetch(address: str, timeout: float = 2.0, settings: dict[str, str] | None = None) -> Metadata:
     """One broker's answer (``host:port``); MetadataError (AuthError: refused) when none comes in ``timeout``."""
-    views, errors = _collect(addresses(address)[:1], timeout, settings, describe=True, first=True)
+    views, errors = _collect(addresses(address)[:1], timeout, settings, describe=True, first=True, own=True)
     if views:
         return views[0]
     raise errors[0] if errors else MetadataError(f"{address}: no metadata answer in {timeout:.1f}s")
@@ -232,7 +266,7 @@ def fetch_any(bootstrap: str, timeout: float = 2.0, settings: dict[str, str] | N
     for a plain cluster.
     """
     addrs = addresses(bootstrap)
-    views, errors = _collect(addrs, timeout, settings, describe=True, first=True)
+    views, errors = _collect(addrs, timeout, settings, describe=True, first=True, own=False)
     if views:
         return views[0]
     message = "; ".join(map(str, errors)) or f"no answer from {bootstrap} in {timeout:.1f}s"
@@ -248,7 +282,7 @@ def fetch_each(bootstrap: str, timeout: float = 2.0,
     give every view the controller's answer). A broker that does not answer in time is an error.
     """
     addrs = addresses(bootstrap)
-    views, errors = _collect(addrs, timeout, settings, describe=False, first=False)
+    views, errors = _collect(addrs, timeout, settings, describe=False, first=False, own=True)
     answered = {v.answered_by for v in views} | {str(e).split(": ")[0] for e in errors}
     late = [f"{a}: no metadata answer in {timeout:.1f}s" for a in addrs if a not in answered]
     return views, [str(e) for e in errors] + late

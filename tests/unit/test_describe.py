@@ -30,13 +30,16 @@ _ports = itertools.count(39101)
 
 
 def cluster_metadata(brokers: tuple[int, ...] = (2, 1), controller: int = 1, cluster_id: str | None = CLUSTER_ID,
-                     answered_by: int = 2) -> ClusterMetadata:
-    """Topic orders: partition 0 led by 1 with ISR [1] of [1, 2], partition 1 offline (no leader, empty ISR)."""
+                     answered_by: int = -1, at: dict[int, int] | None = None) -> ClusterMetadata:
+    """Topic orders: partition 0 led by 1 with ISR [1] of [1, 2], partition 1 offline (no leader, empty ISR).
+
+    Broker b listens on 127.0.0.1:``at[b]`` (default 19090 + b); ``answered_by`` -1: the bootstrap connection.
+    """
     md = ClusterMetadata()
     md.cluster_id, md.controller_id, md.orig_broker_id = cluster_id, controller, answered_by
     for b in brokers:
         bm = BrokerMetadata()
-        bm.id, bm.host, bm.port = b, "logger", 9092
+        bm.id, bm.host, bm.port = b, "127.0.0.1", (at or {}).get(b, 19090 + b)
         md.brokers[b] = bm
     t = TopicMetadata()
     t.topic = "orders"
@@ -91,15 +94,18 @@ class FakeAdmin:
 
 
 @contextmanager
-def fake_broker(behaviour: str = "answer", *, md: ClusterMetadata | None = None, cluster: Any = "default",
-                destroy: float = 0.0, made: list[dict[str, Any]] | None = None) -> Iterator[int]:
+def fake_broker(behaviour: str = "answer", *, md: ClusterMetadata | list[ClusterMetadata] | None = None,
+                cluster: Any = "default",
+                destroy: float = 0.0, made: list[dict[str, Any]] | None = None,
+                port: int | None = None) -> Iterator[int]:
     """A broker on 127.0.0.1:<port> as kctl.kafka.describe sees it, through the client factory; yields the port.
 
-    Nested fake brokers chain: a client bootstrapped with another address goes to the enclosing one.
+    ``md``: its answer, or one answer per client made (the last repeats). Nested fake brokers chain: a
+    client bootstrapped with another address goes to the enclosing one.
     """
-    port = next(_ports)
+    port = port or next(_ports)
     previous: Callable[..., Any] = client.admin
-    answer = md if md is not None else cluster_metadata()
+    answers = md if isinstance(md, list) else [md if md is not None else cluster_metadata()]
     desc = described() if cluster == "default" else cluster
 
     def admin(spec: Any = None, bootstrap: str | None = None, user: str | None = None, *,
@@ -109,6 +115,7 @@ def fake_broker(behaviour: str = "answer", *, md: ClusterMetadata | None = None,
         conf = {**client.base_config(spec, bootstrap, user, security), **extra}
         if made is not None:
             made.append(conf)
+        answer = answers.pop(0) if len(answers) > 1 else answers[0]
         return FakeAdmin(behaviour, conf, answer, desc, destroy)
 
     with mock.patch.object(client, "admin", admin):
@@ -116,15 +123,16 @@ def fake_broker(behaviour: str = "answer", *, md: ClusterMetadata | None = None,
 
 
 def test_mapping_of_librdkafka_answers() -> None:
-    md = kmd.from_results(cluster_metadata(), described(controller=3), "127.0.0.1:19092")
+    md = kmd.from_results(cluster_metadata(answered_by=2), described(controller=3), "127.0.0.1:19091")
     assert md.brokers == (1, 2) and md.cluster_id == CLUSTER_ID
     assert md.controller == 3  # DescribeCluster's controller wins over the answering broker's view
-    assert md.answered_by == "127.0.0.1:19092" and md.broker == 2
+    assert (md.broker, md.answered_by) == (2, "127.0.0.1:19092")  # librdkafka asked broker 2, not the address
     assert [(p.topic, p.partition, p.leader, p.replicas, p.isr, p.under_replicated) for p in md.partitions] == [
         ("orders", 0, 1, (2, 1), (1,), True), ("orders", 1, -1, (2, 1), (), True)]
-    own = kmd.from_results(cluster_metadata(controller=-1, cluster_id=None, answered_by=-1), None, "h:1")
-    assert own.controller is None and own.cluster_id is None and own.broker is None
-    assert kmd.from_results(cluster_metadata(), None).controller == 1  # no DescribeCluster: the broker's own
+    boot = kmd.from_results(cluster_metadata(), None, "127.0.0.1:19091")  # the bootstrap connection answered
+    assert (boot.broker, boot.answered_by, boot.controller) == (1, "127.0.0.1:19091", 1)  # its own controller
+    own = kmd.from_results(cluster_metadata(controller=-1, cluster_id=None), None, "h:1")
+    assert own.controller is None and own.cluster_id is None and (own.broker, own.answered_by) == (None, "h:1")
     healthy = kmd.Partition("t", 0, 1, (1, 2), (2, 1))
     assert not healthy.under_replicated
 
@@ -136,9 +144,9 @@ def test_fetch_asks_through_the_factory_with_the_security_settings_and_bounded_s
         md = kmd.fetch(f"127.0.0.1:{port}", timeout=1.5, settings=settings)
     assert md.controller == 3 and md.brokers == (1, 2)
     conf = made[0]
-    assert conf["bootstrap.servers"] == f"127.0.0.1:{port}"  # one broker: it answers for itself
+    assert conf["bootstrap.servers"] == f"127.0.0.1:{port}"
     assert conf["sasl.password"] == "pw" and conf["security.protocol"] == "SASL_SSL"
-    assert conf["socket.timeout.ms"] == 1500 and conf["socket.connection.setup.timeout.ms"] == 1500
+    assert 1400 <= conf["socket.timeout.ms"] <= 1500 and 1400 <= conf["socket.connection.setup.timeout.ms"] <= 1500
 
 
 def test_the_first_answer_wins_and_a_paused_broker_costs_nothing() -> None:
@@ -186,14 +194,26 @@ def test_a_refused_connection_fails_at_once_not_after_the_timeout() -> None:
 
 
 def test_fetch_each_gives_every_brokers_own_view_and_names_the_silent_ones() -> None:
-    with fake_broker(md=cluster_metadata(brokers=(1, 2, 3), controller=1, answered_by=1)) as one, \
-            fake_broker(md=cluster_metadata(brokers=(1, 3), controller=3, answered_by=3)) as three, \
-            fake_broker("hang") as hung:
+    one, three, hung = next(_ports), next(_ports), next(_ports)
+    at = {1: one, 3: three}
+    # The client bootstrapped with broker 3's address is answered by broker 1 first: it asks again.
+    misrouted = cluster_metadata(brokers=(1, 3), controller=1, answered_by=1, at=at)
+    with fake_broker(md=cluster_metadata(brokers=(1, 2, 3), controller=1, at=at), port=one), \
+            fake_broker(md=[misrouted, cluster_metadata(brokers=(1, 3), controller=3, at=at)], port=three), \
+            fake_broker("hang", port=hung):
         views, errors = kmd.fetch_each(f"127.0.0.1:{one},127.0.0.1:{three},127.0.0.1:{hung}", timeout=0.5)
     by = {(v.answered_by, v.broker): (v.brokers, v.controller) for v in views}
     # Each broker's own controller, not DescribeCluster's (which the controller answers for all).
     assert by == {(f"127.0.0.1:{one}", 1): ((1, 2, 3), 1), (f"127.0.0.1:{three}", 3): ((1, 3), 3)}
     assert len(errors) == 1 and errors[0].startswith(f"127.0.0.1:{hung}: no metadata answer")
+
+
+def test_fetch_each_never_takes_another_brokers_answer_for_its_own() -> None:
+    port = next(_ports)
+    with fake_broker(md=cluster_metadata(answered_by=2, at={1: port}), port=port):
+        views, errors = kmd.fetch_each(f"127.0.0.1:{port}", timeout=0.3)
+        assert views == [] and "no answer of its own" in errors[0] and "127.0.0.1:19092" in errors[0]
+        assert kmd.fetch_any(f"127.0.0.1:{port}", timeout=0.3).broker == 2  # any answer will do
 
 
 def test_addresses_default_the_host() -> None:
