@@ -15,8 +15,9 @@ otherwise (librdkafka drops its bootstrap connection once it knows the brokers b
 So :func:`fetch_each`, which needs each broker's own view, asks through a client bootstrapped with
 that broker's address and keeps the answer only when that broker gave it, else asks again with a
 fresh client until its budget runs out (tests/integration/test_health.py checks that every view is
-its broker's own). :func:`fetch_any` asks every address at once and keeps the first answer, whoever
-gave it: a paused broker does not cost the timeout.
+its broker's own). :func:`fetch_any` asks the first address, and every other one too when that has
+not answered within :data:`HEDGE` (or failed), and keeps the first answer, whoever gave it: a paused
+broker costs 0.15 s, not the timeout, and a healthy cluster one client, not one per broker.
 
 DescribeCluster goes to the controller (librdkafka routes it there, whichever broker the client was
 bootstrapped with). It is asked alongside the Metadata request, and its answer is used when it
@@ -45,6 +46,7 @@ from typing import Any
 # librdkafka's codes for refused credentials and failed TLS (certificate, handshake).
 AUTH_CODES = ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL")
 GRACE = 0.5  # what the caller waits beyond ``timeout`` for a thread that is about to answer
+HEDGE = 0.15  # fetch_any asks the other brokers when the first has not answered in this long
 DESCRIBE_WAIT = 0.5  # at least this long for DescribeCluster once the Metadata answer is in
 
 
@@ -231,23 +233,43 @@ def _start(address: str, timeout: float, settings: dict[str, str], describe: boo
 
 def _collect(addrs: list[str], timeout: float, settings: dict[str, str] | None, *, describe: bool,
              first: bool, own: bool) -> tuple[list[Metadata], list[MetadataError]]:
+    """The answers of ``addrs``; with ``first``, the first answer only, and the other addresses are asked
+    only when the first one has not answered within :data:`HEDGE` (or has failed)."""
+    import confluent_kafka.admin  # noqa: F401 - loaded here, before the hedge's clock starts
+
     answers: queue.Queue[Metadata | MetadataError] = queue.Queue()
-    for a in addrs:
-        _start(a, timeout, settings or {}, describe, own, answers)
+    launched = 0
+
+    def launch(n: int) -> None:
+        nonlocal launched
+        for a in addrs[launched:launched + n]:
+            _start(a, timeout, settings or {}, describe, own, answers)
+        launched = min(len(addrs), launched + n)
+
+    launch(1 if first else len(addrs))
     views: list[Metadata] = []
     errors: list[MetadataError] = []
     deadline = time.monotonic() + timeout + GRACE
-    for _ in addrs:
+    received = 0
+    while received < launched:
+        wait = deadline - time.monotonic()
+        if launched < len(addrs):
+            wait = min(wait, HEDGE)
         try:
-            got = answers.get(timeout=max(0.0, deadline - time.monotonic()))
+            got = answers.get(timeout=max(0.0, wait))
         except queue.Empty:
+            if launched < len(addrs) and time.monotonic() < deadline:
+                launch(len(addrs))  # the first address is slow: ask the others too
+                continue
             break
+        received += 1
         if isinstance(got, Metadata):
             views.append(got)
             if first:
                 break
         else:
             errors.append(got)
+            launch(len(addrs))
     return views, errors
 
 
@@ -260,7 +282,8 @@ def fetch(address: str, timeout: float = 2.0, settings: dict[str, str] | None = 
 
 
 def fetch_any(bootstrap: str, timeout: float = 2.0, settings: dict[str, str] | None = None) -> Metadata:
-    """The first answer of the bootstrap brokers, all asked at once: a paused broker does not cost the timeout.
+    """The first answer of the bootstrap brokers (hedged: see :func:`_collect`): a paused broker costs
+    :data:`HEDGE`, not the timeout.
 
     ``settings``: librdkafka's security settings (:func:`kctl.security.store.client_settings`), {} or None
     for a plain cluster.

@@ -162,6 +162,13 @@ def test_the_first_answer_wins_and_a_paused_broker_costs_nothing() -> None:
     assert "no metadata answer" in str(ei.value) and not isinstance(ei.value, kmd.AuthError)
 
 
+def test_a_healthy_first_broker_is_the_only_one_asked() -> None:
+    made: list[dict[str, Any]] = []
+    with fake_broker(made=made) as second, fake_broker(made=made) as first:
+        assert kmd.fetch_any(f"127.0.0.1:{first},127.0.0.1:{second}", timeout=2).answered_by == f"127.0.0.1:{first}"
+    assert [c["bootstrap.servers"] for c in made] == [f"127.0.0.1:{first}"]
+
+
 def test_a_silent_controller_leaves_the_answering_brokers_view() -> None:
     with fake_broker(cluster=None) as port:
         started = time.monotonic()
