@@ -134,6 +134,14 @@ def test_no_credentials_wrong_password_or_no_ca_are_refused(secure: KafkaCluster
         p = kcat(conf, tmp_path, "-L", "-m", "8")
         assert p.returncode != 0, name
         assert any(w in p.stderr for w in words), (name, p.stderr)
+    # kctl's own reads (health, identity) tell a refused login or TLS failure from no answer.
+    settings = {k: v for k, v in good.items() if k != "bootstrap.servers"}
+    assert kmd.fetch_any(secure.bootstrap_servers, 5.0, settings).cluster_id
+    for name, conf in (("wrong password", wrong), ("no CA", no_ca)):
+        bad = {k: v for k, v in conf.items() if k != "bootstrap.servers"}
+        with pytest.raises(kmd.AuthError) as ei:
+            kmd.fetch_any(secure.bootstrap_servers, 5.0, bad)
+        assert "not-the-password" not in str(ei.value) and good["sasl.password"] not in str(ei.value), name
 
 
 def test_a_user_without_acls_can_do_nothing_then_writes_only_its_topic(secure: KafkaCluster, tmp_path: Path) -> None:
