@@ -76,7 +76,7 @@ class Metadata:
     brokers: tuple[int, ...]
     controller: int | None
     partitions: tuple[Partition, ...] = field(default=())
-    answered_by: str = ""  # host:port of the bootstrap address asked
+    answered_by: str = ""  # host:port of the broker that answered
     cluster_id: str | None = None
     broker: int | None = None  # the id of the broker that answered (librdkafka's orig_broker_id)
 
@@ -144,11 +144,11 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
 
     from kctl.kafka.client import admin, error_code
 
-    errors: list[Any] = []
     started = time.monotonic()
     deadline = started + timeout
     others: list[str] = []
     while True:
+        errors: list[Any] = []  # this attempt's client's (an earlier one's "all brokers down" is not its own)
         # With ``own``, an attempt that librdkafka sends to another broker, a paused one maybe, must leave
         # time for the next: each gets a third of the budget.
         remaining = max(0.1, deadline - time.monotonic())
@@ -161,7 +161,7 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
         keep.append(client)
         asked = threading.Event()
 
-        def watch(client: Any = client, asked: threading.Event = asked) -> None:
+        def watch(client: Any = client, asked: threading.Event = asked, errors: list[Any] = errors) -> None:
             while not asked.is_set() and time.monotonic() < deadline:
                 client.poll(0.05)
                 failed = _failure(address, errors)
