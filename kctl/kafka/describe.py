@@ -155,7 +155,9 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
         if own:
             remaining = min(remaining, max(0.3, timeout / 3))
         ms = int(remaining * 1000)
-        bounded: dict[str, Any] = {"socket.timeout.ms": ms, "socket.connection.setup.timeout.ms": ms,
+        # librdkafka's floors: socket.timeout.ms 10, socket.connection.setup.timeout.ms 1000 (the calls'
+        # own timeouts bound an attempt anyway).
+        bounded: dict[str, Any] = {"socket.timeout.ms": ms, "socket.connection.setup.timeout.ms": max(1000, ms),
                                    "reconnect.backoff.max.ms": 500, "error_cb": errors.append}
         client = admin(bootstrap=address, security=settings, **bounded)
         keep.append(client)

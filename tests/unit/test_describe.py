@@ -62,6 +62,11 @@ class FakeAdmin:
     def __init__(self, behaviour: str, conf: dict[str, Any], md: ClusterMetadata, cluster: Any,
                  destroy: float) -> None:
         self.behaviour, self.conf, self.md, self.cluster, self.destroy = behaviour, conf, md, cluster, destroy
+        # librdkafka refuses a client whose settings are out of range (rd_kafka_new: _INVALID_ARG).
+        floors = {"socket.timeout.ms": 10, "socket.connection.setup.timeout.ms": 1000}
+        low = {k: conf[k] for k, v in floors.items() if k in conf and conf[k] < v}
+        if low:
+            raise KafkaException(KafkaError(KafkaError._INVALID_ARG, f"out of range: {low}"))
         # What librdkafka reports through error_cb at once (served by poll()), while list_topics() waits.
         self.pending: list[KafkaError] = {
             "dead": [KafkaError(KafkaError._TRANSPORT, f"{conf['bootstrap.servers']}/bootstrap: Connect to ipv4#"
@@ -147,6 +152,10 @@ def test_fetch_asks_through_the_factory_with_the_security_settings_and_bounded_s
     assert conf["bootstrap.servers"] == f"127.0.0.1:{port}"
     assert conf["sasl.password"] == "pw" and conf["security.protocol"] == "SASL_SSL"
     assert 1400 <= conf["socket.timeout.ms"] <= 1500 and 1400 <= conf["socket.connection.setup.timeout.ms"] <= 1500
+    made.clear()
+    with fake_broker(made=made) as port:  # a short budget, within librdkafka's floors
+        assert kmd.fetch(f"127.0.0.1:{port}", timeout=0.5, settings=settings).cluster_id == CLUSTER_ID
+    assert made[0]["socket.timeout.ms"] <= 500 and made[0]["socket.connection.setup.timeout.ms"] == 1000
 
 
 def test_the_first_answer_wins_and_a_paused_broker_costs_nothing() -> None:
