@@ -220,7 +220,7 @@ def verify(spec: ClusterSpec, state_dir: Path, *, timeout: float = 2.0) -> str |
     expected = spec.cluster_id or (recorded.cluster_id if recorded else None)
     auth = store.client_settings(spec, state_dir=state_dir, own=True)  # a secured cluster: SASL_SSL as its admin user
     try:
-        md: kmd.Metadata | None = kmd.fetch_any(spec.bootstrap_servers, timeout, auth)
+        md: kmd.Metadata | None = kmd.fetch_any(spec.bootstrap_servers, timeout, auth, describe=False)
     except kmd.AuthError as exc:
         raise KctlError(f"cluster {spec.name!r} refused kctl's admin user: {exc}",
                         hint=f"the credentials are in {store.secrets_dir(state_dir)}; is another secured cluster"
@@ -255,7 +255,7 @@ def answering(bootstrap: str, timeout: float = 2.0, spec: ClusterSpec | None = N
 
     auth = store.client_settings(spec, own=True) if spec is not None else {}
     try:
-        return kmd.fetch_any(bootstrap, timeout, auth).cluster_id
+        return kmd.fetch_any(bootstrap, timeout, auth, describe=False).cluster_id
     except kmd.MetadataError:
         if not auth and kmd.speaks_tls(bootstrap, timeout):
             raise KctlError(

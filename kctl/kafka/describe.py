@@ -283,15 +283,18 @@ def fetch(address: str, timeout: float = 2.0, settings: dict[str, str] | None = 
     raise errors[0] if errors else MetadataError(f"{address}: no metadata answer in {timeout:.1f}s")
 
 
-def fetch_any(bootstrap: str, timeout: float = 2.0, settings: dict[str, str] | None = None) -> Metadata:
+def fetch_any(bootstrap: str, timeout: float = 2.0, settings: dict[str, str] | None = None, *,
+              describe: bool = True) -> Metadata:
     """The first answer of the bootstrap brokers (hedged: see :func:`_collect`): a paused broker costs
     :data:`HEDGE`, not the timeout.
 
     ``settings``: librdkafka's security settings (:func:`kctl.security.store.client_settings`), {} or None
-    for a plain cluster.
+    for a plain cluster. ``describe=False``: no DescribeCluster, the answering broker's Metadata gives
+    the cluster id and controller (one connection instead of two: the identity check before every
+    command needs only the cluster id, which every broker reports alike).
     """
     addrs = addresses(bootstrap)
-    views, errors = _collect(addrs, timeout, settings, describe=True, first=True, own=False)
+    views, errors = _collect(addrs, timeout, settings, describe=describe, first=True, own=False)
     if views:
         return views[0]
     message = "; ".join(map(str, errors)) or f"no answer from {bootstrap} in {timeout:.1f}s"

@@ -178,6 +178,12 @@ def test_a_healthy_first_broker_is_the_only_one_asked() -> None:
     assert [c["bootstrap.servers"] for c in made] == [f"127.0.0.1:{first}"]
 
 
+def test_without_describe_the_answering_brokers_metadata_gives_id_and_controller() -> None:
+    with fake_broker() as port:  # DescribeCluster would say controller 3
+        md = kmd.fetch_any(f"127.0.0.1:{port}", timeout=1.0, describe=False)
+    assert (md.controller, md.cluster_id) == (1, CLUSTER_ID)
+
+
 def test_a_silent_controller_leaves_the_answering_brokers_view() -> None:
     with fake_broker(cluster=None) as port:
         started = time.monotonic()
