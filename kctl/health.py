@@ -1,8 +1,8 @@
 """Cluster health in one place: gather observations, then assess them with a pure function.
 
 :func:`gather` asks Docker (containers and their process tables, over the
-Engine API socket), every ZooKeeper (``srvr`` over a socket) and Kafka (one
-Metadata request) in parallel, each bounded by a timeout. :func:`assess` turns
+Engine API socket), every ZooKeeper (``srvr`` over a socket) and Kafka (librdkafka:
+Metadata and DescribeCluster) in parallel, each bounded by a timeout. :func:`assess` turns
 those observations and the spec into a :class:`ClusterStatus` without any I/O,
 so tests feed it constructed observations. ``kctl status``, the readiness
 stages of ``kctl up`` and the testing API's waits all go through both.
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kctl.errors import KctlError
-from kctl.kafka import metadata as kmd
+from kctl.kafka import describe as kmd
 from kctl.properties import services_of
 from kctl.runtime import engines
 from kctl.runtime.readiness import Stage, StageResult, wait_for_stages
@@ -101,16 +101,17 @@ def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zook
            kafka: bool = True, every_broker: bool = False) -> Observations:
     """Ask every source in parallel; each answer is bounded by ``timeout`` (a dead node never hangs this).
 
-    Kafka: the first broker to answer one Metadata request, or with ``every_broker`` each broker's own.
+    Kafka: the first broker to answer (:func:`kctl.kafka.describe.fetch_any`), or with ``every_broker``
+    each broker's own view.
     """
     started = time.monotonic()
     obs = Observations()
-    auth = None
+    auth: dict[str, str] = {}
     if kafka and spec.security.enabled:
         from kctl.security import store
 
         try:
-            auth = store.metadata_auth(spec)
+            auth = store.client_settings(spec, own=True)
         except KctlError as exc:
             obs.kafka_error, kafka = exc.message, False
     zk_nodes = [(h, spec.zk_host_port(n), spec.node_address(n)) for h, n, s in services_of(spec) if "zookeeper" in s]
@@ -540,7 +541,8 @@ def _record_identity(spec: ClusterSpec, state_dir: Path) -> None:
     from kctl.security import store
 
     try:
-        md = kmd.fetch_any(spec.bootstrap_servers, 5.0, store.metadata_auth(spec, state_dir))
+        md = kmd.fetch_any(spec.bootstrap_servers, 5.0, store.client_settings(spec, state_dir=state_dir,
+                                                                              own=True))
     except kmd.MetadataError:
         return
     if md.cluster_id:

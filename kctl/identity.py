@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kctl.contract import IDENTITY_FILE
 from kctl.errors import DockerUnavailable, KctlError
-from kctl.kafka import metadata as kmd
+from kctl.kafka import describe as kmd
 from kctl.runtime import engines
 from kctl.spec import ClusterSpec
 
@@ -216,9 +216,9 @@ def verify(spec: ClusterSpec, state_dir: Path, *, timeout: float = 2.0) -> str |
 
     recorded = read(state_dir)
     expected = spec.cluster_id or (recorded.cluster_id if recorded else None)
-    auth = store.metadata_auth(spec, state_dir)  # a secured cluster: SASL_SSL as its admin user
+    auth = store.client_settings(spec, state_dir=state_dir, own=True)  # a secured cluster: SASL_SSL as its admin user
     try:
-        md: kmd.Metadata | None = kmd.fetch_any(spec.bootstrap_servers, timeout, auth)
+        md: kmd.Metadata | None = kmd.fetch_any(spec.bootstrap_servers, timeout, auth, describe=False)
     except kmd.AuthError as exc:
         raise KctlError(f"cluster {spec.name!r} refused kctl's admin user: {exc}",
                         hint=f"the credentials are in {store.secrets_dir(state_dir)}; is another secured cluster"
@@ -251,11 +251,11 @@ def answering(bootstrap: str, timeout: float = 2.0, spec: ClusterSpec | None = N
     """
     from kctl.security import store
 
-    auth = store.metadata_auth(spec) if spec is not None and spec.security.enabled else None
+    auth = store.client_settings(spec, own=True) if spec is not None else {}
     try:
-        return kmd.fetch_any(bootstrap, timeout, auth).cluster_id
+        return kmd.fetch_any(bootstrap, timeout, auth, describe=False).cluster_id
     except kmd.MetadataError:
-        if auth is None and kmd.speaks_tls(bootstrap, timeout):
+        if not auth and kmd.speaks_tls(bootstrap, timeout):
             raise KctlError(
                 f"the cluster at {bootstrap} speaks TLS (a secured cluster): kctl has no credentials or CA for it",
                 hint="run the command with -f naming that cluster's kctl.yaml (its state dir holds the admin"

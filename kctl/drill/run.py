@@ -26,10 +26,10 @@ from kctl.drill import check
 from kctl.drill.load import Load
 from kctl.drill.scenarios import SCENARIOS, Scenario
 from kctl.errors import KctlError, TimeoutReached, UsageError
-from kctl.kafka import metadata as kmd
+from kctl.kafka import describe as kmd
 from kctl.runtime.faults import Faults, interruptible
 from kctl.runtime.readiness import Probe, Stage, wait_for_stages
-from kctl.security.store import metadata_auth  # a secured cluster: SASL_SSL as its admin user
+from kctl.security.store import client_settings  # a secured cluster: SASL_SSL as its admin user
 from kctl.spec import ClusterSpec
 
 Progress = Callable[[str], None]
@@ -133,7 +133,7 @@ def pre_check_cluster(spec: ClusterSpec) -> None:
 
 def topic_replication(spec: ClusterSpec, topic: str) -> tuple[int, int] | None:
     """(partitions, smallest replication factor) of an existing topic; None if it does not exist."""
-    md = kmd.fetch_any(spec.bootstrap_servers, 3.0, metadata_auth(spec))
+    md = kmd.fetch_any(spec.bootstrap_servers, 3.0, client_settings(spec, own=True))
     parts = [p for p in md.partitions if p.topic == topic]
     if not parts:
         return None
@@ -271,14 +271,14 @@ class _Bounce:
 
     def _replicated(self) -> Probe:
         def run() -> tuple[bool, str]:
-            md = kmd.fetch_any(self.spec.bootstrap_servers, 2.0, metadata_auth(self.spec))
+            md = kmd.fetch_any(self.spec.bootstrap_servers, 2.0, client_settings(self.spec, own=True))
             parts = [p for p in md.partitions if p.topic == self.topic]
             short = [f"p{p.partition} isr {list(p.isr)} of {list(p.replicas)}" for p in parts if p.under_replicated]
             return bool(parts) and not short, "; ".join(short) or "ISR complete"
         return run
 
     def _metadata(self) -> kmd.Metadata:
-        return kmd.fetch_any(self.spec.bootstrap_servers, 3.0, metadata_auth(self.spec))
+        return kmd.fetch_any(self.spec.bootstrap_servers, 3.0, client_settings(self.spec, own=True))
 
     def leader_of_partition0(self) -> int:
         p0 = next((p for p in self._metadata().partitions if p.topic == self.topic and p.partition == 0), None)

@@ -34,19 +34,19 @@ def bootstrap_of(spec: ClusterSpec | None = None, bootstrap: str | None = None) 
 
 
 def security_config(spec: ClusterSpec | None, user: str | None = None) -> dict[str, str]:
-    """librdkafka's security settings for a secured cluster (the admin user unless ``user``); {} otherwise."""
-    if spec is None or not spec.kctl_logs_in:  # a PLAINTEXT cluster, or the first step of securing one
+    """librdkafka's security settings of kctl's clients (the admin user unless ``user``); {} for a plain cluster."""
+    if spec is None:
         return {}
     from kctl.security import store
 
-    auth = store.client_auth(spec, user)
-    return auth.librdkafka() if auth is not None else {}
+    return store.client_settings(spec, user, own=True)
 
 
-def base_config(spec: ClusterSpec | None = None, bootstrap: str | None = None,
-                user: str | None = None) -> dict[str, Any]:
+def base_config(spec: ClusterSpec | None = None, bootstrap: str | None = None, user: str | None = None,
+                security: dict[str, str] | None = None) -> dict[str, Any]:
+    """Bootstrap, quiet logging and the security settings (``security`` when given, else the spec's)."""
     return {"bootstrap.servers": bootstrap_of(spec, bootstrap), "log_level": 0, "logger": _quiet_logger(),
-            **security_config(spec, user)}
+            **(security if security is not None else security_config(spec, user))}
 
 
 def _quiet_logger() -> Any:
@@ -60,10 +60,13 @@ def _quiet_logger() -> Any:
     return log
 
 
-def admin(spec: ClusterSpec | None = None, bootstrap: str | None = None, user: str | None = None) -> Any:
+def admin(spec: ClusterSpec | None = None, bootstrap: str | None = None, user: str | None = None, *,
+          security: dict[str, str] | None = None, **extra: Any) -> Any:
+    """An AdminClient; ``extra`` (librdkafka settings, ``error_cb``) wins."""
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({**base_config(spec, bootstrap, user), "socket.timeout.ms": int(REQUEST_TIMEOUT * 1000)})
+    return AdminClient({**base_config(spec, bootstrap, user, security),
+                        "socket.timeout.ms": int(REQUEST_TIMEOUT * 1000), **extra})
 
 
 def producer(spec: ClusterSpec | None = None, bootstrap: str | None = None, *, acks: str = "all",

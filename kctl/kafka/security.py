@@ -354,36 +354,22 @@ FORMATS = ("librdkafka", "java", "kcat")
 
 def client_config(spec: ClusterSpec, user: str | None = None, fmt: str = "librdkafka") -> str:
     """The properties a client needs: bootstrap, protocol, mechanism, credentials, the CA file."""
-    from kctl.properties import SCRAM_MODULE
     from kctl.security import store
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}", hint=f"one of {', '.join(FORMATS)}")
     if user and not spec.security.enabled:
         raise UsageError(f"--user {user}: cluster {spec.name!r} has no users (security is off)")
-    auth = store.client_auth(spec, user)
+    settings = store.client_settings(spec, user)
     # While a migration runs, the secured listeners the clients move to (their own ports).
-    props: dict[str, str] = {"bootstrap.servers": spec.secured_bootstrap_servers}
-    if auth is not None:
-        props["security.protocol"] = auth.protocol
-        if fmt == "java":
-            props["sasl.mechanism"] = auth.mechanism
-            props["sasl.jaas.config"] = (f'{SCRAM_MODULE} required username="{auth.username}"'
-                                         f' password="{auth.password}";')
-            if auth.ca_location:
-                props["ssl.truststore.type"] = "PEM"
-                props["ssl.truststore.location"] = auth.ca_location
-        else:
-            props.update({"sasl.mechanisms": auth.mechanism, "sasl.username": auth.username,
-                          "sasl.password": auth.password})
-            if auth.ca_location:
-                props["ssl.ca.location"] = auth.ca_location
+    props: dict[str, str] = {"bootstrap.servers": spec.secured_bootstrap_servers,
+                             **(store.java_settings(settings) if fmt == "java" else settings)}
     head = {
         "librdkafka": f"# librdkafka client settings of cluster {spec.name}",
         "java": f"# Java client settings of cluster {spec.name} (kafka-*.sh --command-config /"
                 " --producer.config / --consumer.config FILE)",
         "kcat": f"# kcat settings of cluster {spec.name}: kcat -F FILE -t TOPIC -P (or -C)",
     }[fmt]
-    who = f" as user {auth.username}" if auth else ""
-    secret = "; it holds a password: keep it mode 0600" if auth else ""
+    who = f" as user {settings['sasl.username']}" if settings else ""
+    secret = "; it holds a password: keep it mode 0600" if settings else ""
     return f"{head}{who}{secret}\n" + "".join(f"{k}={v}\n" for k, v in props.items())

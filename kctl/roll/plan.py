@@ -158,7 +158,7 @@ def plan_roll(spec: ClusterSpec, *, service: str | None, nodes: Sequence[str] = 
 
 
 class PartitionView(Protocol):
-    """What the min-ISR check reads of a partition (kctl.kafka.metadata.Partition is one)."""
+    """What the min-ISR check reads of a partition (kctl.kafka.describe.Partition is one)."""
 
     @property
     def topic(self) -> str: ...

@@ -20,10 +20,10 @@ from typing import Any
 
 from kctl import contract, health
 from kctl.errors import ClusterError, KctlError, TimeoutReached
-from kctl.kafka import metadata as kmd
+from kctl.kafka import describe as kmd
 from kctl.roll import plan as rp
 from kctl.runtime.readiness import Probe, Stage, wait_for_stages
-from kctl.security.store import metadata_auth  # a secured cluster: SASL_SSL as its admin user
+from kctl.security.store import client_settings  # a secured cluster: SASL_SSL as its admin user
 from kctl.spec import ClusterSpec
 
 Progress = Callable[[str], None]
@@ -165,7 +165,7 @@ def min_isr_gate(spec: ClusterSpec, broker: int) -> Probe:
     default = int(spec.kafka.overrides.get("min.insync.replicas", spec.kafka.min_insync_replicas))
 
     def run() -> tuple[bool, str]:
-        md = kmd.fetch_any(spec.bootstrap_servers, 3.0, metadata_auth(spec))
+        md = kmd.fetch_any(spec.bootstrap_servers, 3.0, client_settings(spec, own=True))
         mine = [p for p in md.partitions if broker in p.replicas]
         missing = {p.topic for p in mine} - set(known)
         known.update(leaders.min_insync_replicas(spec, missing))
@@ -225,7 +225,7 @@ def urp_gate(spec: ClusterSpec, checks: int = rp.URP_CHECKS) -> Probe:
     streak = [0]
 
     def run() -> tuple[bool, str]:
-        views, errors = kmd.fetch_each(spec.bootstrap_servers, 3.0, metadata_auth(spec))
+        views, errors = kmd.fetch_each(spec.bootstrap_servers, 3.0, client_settings(spec, own=True))
         if errors or not views:
             streak[0] = 0
             return False, "; ".join(errors) or "no broker answered"

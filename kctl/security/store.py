@@ -20,9 +20,7 @@ import json
 import os
 import secrets as _secrets
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kctl import contract
 from kctl.errors import KctlError
@@ -152,35 +150,42 @@ def known_users(state_dir: Path) -> list[str]:
 # ----- client settings -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ClientAuth:
-    """What a client needs to reach a secured cluster's EXTERNAL listeners."""
+def client_settings(spec: ClusterSpec, user: str | None = None, state_dir: Path | None = None, *,
+                    own: bool = False) -> dict[str, str]:
+    """librdkafka's security settings for the admin user (or ``user``) of a secured cluster; {} without security.
 
-    protocol: str  # SASL_SSL or SASL_PLAINTEXT
-    mechanism: str
-    username: str
-    password: str
-    ca_location: str | None  # PEM file of the cluster's CA (None without TLS)
-
-    def librdkafka(self) -> dict[str, str]:
-        conf = {"security.protocol": self.protocol, "sasl.mechanisms": self.mechanism,
-                "sasl.username": self.username, "sasl.password": self.password}
-        if self.ca_location:
-            conf["ssl.ca.location"] = self.ca_location
-        return conf
-
-
-def client_auth(spec: ClusterSpec, user: str | None = None, state_dir: Path | None = None) -> ClientAuth | None:
-    """The admin user's (or ``user``'s) client settings; None for a cluster without security."""
-    if not spec.security.enabled:
-        return None
+    The one builder of them: kctl's client factory and :mod:`kctl.kafka.describe` take this dict, ``kctl
+    client-config`` prints it (or :func:`java_settings` of it), the stream job's Spark options translate it.
+    ``own``: the settings of kctl's own clients, {} until the migration step from which kctl logs in
+    (a user's client moves to the secured listeners earlier). The dict holds a password: it goes into a
+    client's configuration or a 0600 file, never a process argument or a log line.
+    """
+    if not (spec.kctl_logs_in if own else spec.security.enabled):
+        return {}
     from kctl.properties import security_protocol
 
     sd = state_dir or state_dir_of(spec)
     name, password = user_password(spec, sd, user)
-    ca = secrets_dir(sd) / contract.CA_FILE
-    return ClientAuth(security_protocol(spec), spec.security.sasl_mechanism, name, password,
-                      str(ca.resolve()) if spec.security.tls else None)
+    conf = {"security.protocol": security_protocol(spec), "sasl.mechanisms": spec.security.sasl_mechanism,
+            "sasl.username": name, "sasl.password": password}
+    if spec.security.tls:
+        conf["ssl.ca.location"] = str((secrets_dir(sd) / contract.CA_FILE).resolve())
+    return conf
+
+
+def java_settings(settings: dict[str, str]) -> dict[str, str]:
+    """The Java client's spelling of :func:`client_settings` (Kafka's tools, Spark's ``kafka.*`` options)."""
+    from kctl.properties import SCRAM_MODULE
+
+    if not settings:
+        return {}
+    user, password = settings["sasl.username"], settings["sasl.password"]
+    props = {"security.protocol": settings["security.protocol"], "sasl.mechanism": settings["sasl.mechanisms"],
+             "sasl.jaas.config": f'{SCRAM_MODULE} required username="{user}" password="{password}";'}
+    if "ssl.ca.location" in settings:
+        props["ssl.truststore.type"] = "PEM"
+        props["ssl.truststore.location"] = settings["ssl.ca.location"]
+    return props
 
 
 # ----- creating everything (kctl up) ---------------------------------------------------------
@@ -257,13 +262,3 @@ def _signed_by(cert_pem: bytes, ca_pem: bytes) -> bool:
     from cryptography import x509
 
     return x509.load_pem_x509_certificate(cert_pem).issuer == x509.load_pem_x509_certificate(ca_pem).subject
-
-
-def metadata_auth(spec: ClusterSpec, state_dir: Path | None = None) -> Any:
-    """The admin user's credentials for kctl's own Metadata requests (kctl.kafka.metadata.Auth), or None."""
-    auth = client_auth(spec, state_dir=state_dir) if spec.kctl_logs_in else None
-    if auth is None:
-        return None
-    from kctl.kafka.metadata import Auth
-
-    return Auth(auth.mechanism, auth.username, auth.password, auth.ca_location)

@@ -65,12 +65,9 @@ class JobConfig:
         spec = self.secured_spec()
         if spec is None:
             return {}
-        from kctl.kafka.security import client_config
+        from kctl.security import store
 
-        props = dict(line.split("=", 1) for line in client_config(spec, None, "java").splitlines()
-                     if line and not line.startswith("#"))
-        props.pop("bootstrap.servers", None)
-        return props
+        return store.java_settings(store.client_settings(spec))
 
     @property
     def available_now(self) -> bool:

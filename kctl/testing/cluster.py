@@ -261,8 +261,7 @@ class KafkaCluster:
         admin user (or ``user``, made with ``kctl user create``) with the cluster's CA file."""
         from kctl.security import store
 
-        auth = store.client_auth(self.spec, user, self.state_dir)
-        return {"bootstrap.servers": self.bootstrap_servers, **(auth.librdkafka() if auth else {})}
+        return {"bootstrap.servers": self.bootstrap_servers, **store.client_settings(self.spec, user, self.state_dir)}
 
     @property
     def internal_bootstrap_servers(self) -> str:

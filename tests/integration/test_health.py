@@ -29,3 +29,37 @@ def test_healthcheck_probes_the_ports_of_the_spec() -> None:
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, p.stdout + p.stderr
         assert '"health": "healthy"' in p.stdout
+
+
+def test_each_broker_answers_for_itself_and_a_paused_one_costs_nothing(kafka_cluster: KafkaCluster) -> None:
+    """librdkafka bootstrapped with one broker's address asks that broker (sparse connections): fetch_each's
+    views are the brokers' own; DescribeCluster's controller is the cluster's; a paused broker, even the
+    controller, neither fails nor slows fetch_any beyond its timeout."""
+    import time
+
+    from kctl.kafka import describe as kmd
+
+    spec = kafka_cluster.spec
+    kafka_cluster.wait_until_healthy(timeout=120)
+    boot = kafka_cluster.bootstrap_servers
+    asked = {f"{spec.node_address(n)}:{spec.client_port(n)}": n.id for n in spec.brokers}
+    views, errors = kmd.fetch_each(boot, 5.0)
+    assert not errors and {v.answered_by: v.broker for v in views} == asked
+    md = kmd.fetch_any(boot, 5.0)
+    assert md.cluster_id and md.controller == kafka_cluster.controller() and md.brokers == tuple(sorted(asked.values()))
+    assert all(v.cluster_id == md.cluster_id for v in views)
+    ctrl = md.controller
+    assert ctrl is not None
+    kafka_cluster.pause(ctrl)
+    try:
+        started = time.monotonic()
+        md = kmd.fetch_any(boot, 2.0)
+        assert time.monotonic() - started < 1.5, "a paused controller held fetch_any"
+        assert md.broker != ctrl and md.cluster_id
+        started = time.monotonic()
+        views, errors = kmd.fetch_each(boot, 2.0)
+        assert time.monotonic() - started < 2.0 + kmd.GRACE + 0.5
+        assert {v.broker for v in views} == set(asked.values()) - {ctrl} and len(errors) == 1
+    finally:
+        kafka_cluster.unpause(ctrl)
+    kafka_cluster.wait_until_healthy(timeout=120)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kctl import contract
-from kctl.kafka import metadata as kmd
+from kctl.kafka import describe as kmd
 from kctl.security import store
 from kctl.testing.cluster import KafkaCluster
 from kctl.zk import fourlw
@@ -112,7 +112,7 @@ def test_no_plaintext_listener_from_the_host(secure: KafkaCluster, tmp_path: Pat
     assert published == kafka_ports | zk_ports
     for port in kafka_ports:
         with pytest.raises(kmd.MetadataError):
-            kmd.fetch("127.0.0.1", port, timeout=3)  # a PLAINTEXT Metadata request gets no answer
+            kmd.fetch(f"127.0.0.1:{port}", timeout=3)  # a PLAINTEXT client gets no answer
     p = kcat({"bootstrap.servers": secure.bootstrap_servers}, tmp_path, "-L", "-m", "5")
     assert p.returncode != 0
 
@@ -134,6 +134,14 @@ def test_no_credentials_wrong_password_or_no_ca_are_refused(secure: KafkaCluster
         p = kcat(conf, tmp_path, "-L", "-m", "8")
         assert p.returncode != 0, name
         assert any(w in p.stderr for w in words), (name, p.stderr)
+    # kctl's own reads (health, identity) tell a refused login or TLS failure from no answer.
+    settings = {k: v for k, v in good.items() if k != "bootstrap.servers"}
+    assert kmd.fetch_any(secure.bootstrap_servers, 5.0, settings).cluster_id
+    for name, conf in (("wrong password", wrong), ("no CA", no_ca)):
+        bad = {k: v for k, v in conf.items() if k != "bootstrap.servers"}
+        with pytest.raises(kmd.AuthError) as ei:
+            kmd.fetch_any(secure.bootstrap_servers, 5.0, bad)
+        assert "not-the-password" not in str(ei.value) and good["sasl.password"] not in str(ei.value), name
 
 
 def test_a_user_without_acls_can_do_nothing_then_writes_only_its_topic(secure: KafkaCluster, tmp_path: Path) -> None:

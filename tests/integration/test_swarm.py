@@ -231,9 +231,9 @@ def test_swarm_life(swarm_engine: bool, tmp_path: Path) -> None:
         finally:
             cons.close()
         if not acked <= seen:
-            from kctl.kafka import metadata
+            from kctl.kafka import describe
 
-            views, errors = metadata.fetch_each(bootstrap, 5.0)
+            views, errors = describe.fetch_each(bootstrap, 5.0)
             desc = kctl(spec_file, "topic", "describe", topic)
             ps = subprocess.run(["docker", "ps", "-a", "--filter", f"label=io.kctl.cluster={name}", "--format",
                                  "{{.Names}} {{.Status}} {{.Ports}}"], capture_output=True, text=True)

@@ -1,18 +1,11 @@
-"""Health assessment from constructed observations (no Docker, no JVM), and the wire formats it reads."""
+"""Health assessment from constructed observations (no Docker, no JVM), and the sources it reads
+(kctl.kafka.describe has its own tests: test_describe.py)."""
 
 from __future__ import annotations
 
-import socket
-import struct
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-import pytest
-
 from kctl import health
 from kctl.health import ContainerObs, Observations, ZkState, assess
-from kctl.kafka import metadata as kmd
+from kctl.kafka import describe as kmd
 from kctl.runtime import docker_api
 from kctl.spec import ClusterSpec, parse_spec
 
@@ -169,79 +162,7 @@ def test_split_topology_maps_services_to_their_containers() -> None:
     assert [n.node for n in st.nodes if n.broker] == k_hosts
 
 
-# ----- the wire formats the observations come from ---------------------------------------
-
-
-def _metadata_answer(correlation: int) -> bytes:
-    def s(v: str) -> bytes:
-        return struct.pack(">h", len(v)) + v.encode()
-
-    body = struct.pack(">i", correlation)
-    body += struct.pack(">i", 2)
-    for bid in (2, 1):
-        body += struct.pack(">i", bid) + s("logger") + struct.pack(">i", 9092) + struct.pack(">h", -1)
-    body += s("c1uSt3r-iD")  # cluster id (v2)
-    body += struct.pack(">i", 1)  # controller
-    body += struct.pack(">i", 1) + struct.pack(">h", 0) + s("orders") + struct.pack(">b", 0)
-    body += struct.pack(">i", 2)
-    body += struct.pack(">hii", 0, 0, 1) + struct.pack(">iii", 2, 1, 2) + struct.pack(">ii", 1, 1)
-    body += struct.pack(">hii", 0, 1, -1) + struct.pack(">iii", 2, 1, 2) + struct.pack(">i", 0)
-    return struct.pack(">i", len(body)) + body
-
-
-@contextmanager
-def fake_broker(hang: bool = False) -> Iterator[int]:
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen()
-    port = int(srv.getsockname()[1])
-    seen: list[bytes] = []
-
-    def serve() -> None:
-        try:
-            conn, _ = srv.accept()
-        except OSError:
-            return
-        with conn:
-            size = struct.unpack(">i", conn.recv(4))[0]
-            req = conn.recv(size)
-            seen.append(req)
-            if not hang:
-                corr = struct.unpack_from(">i", req, 4)[0]
-                conn.sendall(_metadata_answer(corr))
-            else:
-                conn.recv(1)
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    try:
-        yield port
-    finally:
-        srv.close()
-    if seen:
-        api, version = struct.unpack_from(">hh", seen[0])
-        assert (api, version) == (3, 2)
-
-
-def test_metadata_request_round_trip() -> None:
-    with fake_broker() as port:
-        md = kmd.fetch("127.0.0.1", port, timeout=2)
-    assert md.brokers == (1, 2) and md.controller == 1
-    assert md.cluster_id == "c1uSt3r-iD"
-    assert [(p.partition, p.leader, p.under_replicated) for p in md.partitions] == [(0, 1, True), (1, -1, True)]
-
-
-def test_metadata_first_answer_wins_and_errors_are_bounded() -> None:
-    refused = socket.socket()
-    refused.bind(("127.0.0.1", 0))
-    dead = int(refused.getsockname()[1])
-    refused.close()
-    with fake_broker(hang=True) as hung, fake_broker() as live:
-        md = kmd.fetch_any(f"127.0.0.1:{hung},127.0.0.1:{dead},127.0.0.1:{live}", timeout=2)
-        assert md.answered_by == f"127.0.0.1:{live}"
-    with fake_broker(hang=True) as hung, pytest.raises(kmd.MetadataError) as ei:
-        kmd.fetch_any(f"127.0.0.1:{hung},127.0.0.1:{dead}", timeout=0.5)
-    assert "no metadata answer" in str(ei.value)
+# ----- the sources the observations come from ---------------------------------------
 
 
 def test_docker_list_health_and_process_states() -> None:

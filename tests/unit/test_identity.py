@@ -9,12 +9,12 @@ import pytest
 
 from kctl import health, identity
 from kctl.contract import LABEL_STATE_DIR
-from kctl.kafka import metadata as kmd
+from kctl.kafka import describe as kmd
 from kctl.render import render
 from kctl.runtime import docker_api
 from kctl.spec import ClusterSpec
 from tests.unit.fake_zk import free_port
-from tests.unit.test_health import fake_broker
+from tests.unit.test_describe import fake_broker
 
 
 def _container(name: str, state_dir: str | None, state: str = "running", cluster: str = "logger",

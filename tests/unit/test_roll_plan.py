@@ -12,7 +12,7 @@ from unittest import mock
 import pytest
 
 from kctl.errors import ClusterError, UsageError
-from kctl.kafka.metadata import Partition
+from kctl.kafka.describe import Partition
 from kctl.roll import plan as rp
 from kctl.roll import run
 from kctl.roll.run import roll_lock

@@ -1,9 +1,8 @@
 """The secured profile without Docker: spec rules, the property group, JAAS and client files,
-the secrets on disk (modes, certificates, keystores) and kctl's own SCRAM client."""
+the secrets on disk (modes, certificates, keystores) and the client settings built from them."""
 
 from __future__ import annotations
 
-import base64
 import os
 import stat
 from pathlib import Path
@@ -13,7 +12,6 @@ import pytest
 
 from kctl import contract, properties
 from kctl.errors import SpecError
-from kctl.kafka import metadata as kmd
 from kctl.render import jaas_file, render
 from kctl.security import pki, store
 from kctl.spec import parse_spec
@@ -137,9 +135,14 @@ def test_secrets_on_disk(tmp_path: Path) -> None:
     # Idempotent: a second run keeps the CA, the certificates and the passwords.
     assert store.ensure(spec, tmp_path) == []
     assert store.passwords(spec, tmp_path) == pw
-    auth = store.client_auth(spec, state_dir=tmp_path)
-    assert auth is not None and auth.librdkafka()["security.protocol"] == "SASL_SSL"
-    assert auth.ca_location == str((root / "ca.pem").resolve())
+    conf = store.client_settings(spec, state_dir=tmp_path)
+    assert conf == {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "admin",
+                    "sasl.password": pw["admin"], "ssl.ca.location": str((root / "ca.pem").resolve())}
+    assert store.client_settings(spec, state_dir=tmp_path, own=True) == conf
+    migrating, _ = parse_spec({"security": {"enabled": True, "migration": "secure-listeners"}})
+    assert store.client_settings(migrating, state_dir=tmp_path)["sasl.username"] == "admin"
+    assert store.client_settings(migrating, state_dir=tmp_path, own=True) == {}  # kctl logs in from step 2
+    assert store.client_settings(parse_spec({})[0], state_dir=tmp_path) == {}
 
 
 def test_split_topology_certificates_name_the_containers(tmp_path: Path) -> None:
@@ -156,19 +159,8 @@ def test_missing_secrets_give_a_hint(tmp_path: Path) -> None:
 
     spec, _ = parse_spec(SECURE)
     with pytest.raises(KctlError) as ei:
-        store.client_auth(spec, state_dir=tmp_path)
+        store.client_settings(spec, state_dir=tmp_path)
     assert "kctl up" in (ei.value.hint or "")
-
-
-def test_scram_client_rfc7677_vector() -> None:
-    scram = kmd.Scram("SCRAM-SHA-256", "user", "pencil", nonce="rOprNGfwEbeRWgbNEkqO")
-    assert scram.first() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
-    final = scram.final(b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
-    assert final == (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-                     b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
-    scram.verify(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
-    with pytest.raises(kmd.MetadataError):
-        scram.verify(b"v=" + base64.b64encode(b"x" * 32))
 
 
 def test_client_config_formats(tmp_path: Path) -> None:

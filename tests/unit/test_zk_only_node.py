@@ -9,7 +9,7 @@ import pytest
 from kctl import nodes
 from kctl.errors import SpecError
 from kctl.health import ContainerObs, Observations, ZkState, assess, check_brokers
-from kctl.kafka import metadata as kmd
+from kctl.kafka import describe as kmd
 from kctl.properties import services_of
 from kctl.render import render
 from kctl.roll import plan as rp
