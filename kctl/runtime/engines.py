@@ -19,7 +19,6 @@ No docker SDK import at module level: the status path imports this module.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from kctl.runtime import docker_api as api

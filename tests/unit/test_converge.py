@@ -65,6 +65,7 @@ def test_a_removed_node_leaves_the_record(tmp_path: Path) -> None:
 def test_carry_applied_writes_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     old, new = hashes(THREE, tmp_path), hashes(FOUR, tmp_path)
     monkeypatch.setattr(docker_api, "infos", lambda _name, _dc: [info(h, v) for h, v in old.items()])
+    monkeypatch.setattr(docker_api, "client", lambda timeout=None, version="auto": object())
     rcl.carry_applied(THREE, FOUR, tmp_path, {"logger4"})
     data = json.loads((tmp_path / "applied.json").read_text())
     assert data["hashes"] == {h: new[h] for h in ("logger1", "logger2", "logger3")}

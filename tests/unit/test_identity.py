@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
@@ -123,7 +122,7 @@ def test_status_of_a_cluster_without_containers_shows_nothing_of_another(tmp_pat
 def test_status_records_the_identity_of_its_own_running_cluster(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     # Who holds the ports, for the refusal's message: no container (Docker is not asked).
-    monkeypatch.setattr(engine, "containers", mock.create_autospec(engine.containers, return_value=[]))
+    monkeypatch.setattr(docker_api, "listed", lambda cluster, sc=None: [])
     obs = health.Observations(
         containers={"logger1": health.ContainerObs("logger1", "running", None, state_dir=str(tmp_path))},
         kafka=kmd.Metadata((1,), 1, (), "127.0.0.1:9092", cluster_id="ours"))
