@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kctl.errors import KctlError
 from kctl.kafka import metadata as kmd
@@ -24,9 +24,6 @@ from kctl.runtime import engines
 from kctl.runtime.readiness import Stage, StageResult, wait_for_stages
 from kctl.spec import ClusterSpec, ZkRole
 from kctl.zk import fourlw
-
-if TYPE_CHECKING:
-    from kctl.runtime.cluster import UpResult
 
 SERVING = ("leader", "follower", "observer", "standalone")
 VOTING = ("leader", "follower", "standalone")
@@ -503,45 +500,3 @@ def wait_for(spec: ClusterSpec, condition: Callable[[ClusterStatus], bool], time
 
     wait_for_stages([Stage(description, run)], timeout=timeout, poll=0.5)
     return last[0]
-
-
-# ----- up: converge with Docker, then wait through the readiness stages -----------------
-
-
-def up(
-    spec: ClusterSpec,
-    state_dir: Path,
-    *,
-    wait: bool = True,
-    timeout: float = 300,
-    build: bool = True,
-    kafka_dist: Path | None = None,
-    progress: Callable[[str], None] | None = None,
-    on_stage: Callable[[str, str], None] | None = None,
-    strict_spread: bool = False,
-) -> UpResult:
-    """Render, converge with `docker compose up -d`, and wait until verified healthy."""
-    from kctl.runtime import cluster as rc
-
-    started = time.monotonic()
-    result = rc.converge(spec, state_dir, build=build, kafka_dist=kafka_dist, progress=progress,
-                         strict_spread=strict_spread)
-    if wait:
-        result.stages = wait_for_stages(readiness_stages(spec, state_dir), timeout=timeout, poll=0.5,
-                                        on_progress=on_stage)
-        _record_identity(spec, state_dir)
-    result.seconds = time.monotonic() - started
-    return result
-
-
-def _record_identity(spec: ClusterSpec, state_dir: Path) -> None:
-    """Once healthy, the cluster id its brokers report is this state dir's cluster (see kctl.identity)."""
-    from kctl import identity
-    from kctl.security import store
-
-    try:
-        md = kmd.fetch_any(spec.bootstrap_servers, 5.0, store.metadata_auth(spec, state_dir))
-    except kmd.MetadataError:
-        return
-    if md.cluster_id:
-        identity.record(spec, state_dir, md.cluster_id)

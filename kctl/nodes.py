@@ -217,6 +217,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
         progress: Progress | None = None) -> NodeChange:
     """Write the node to kctl.yaml, render, start its container, reconfig its ZooKeeper in, wait for its broker
     (``broker=False``: a ZooKeeper-only node, participant or observer, with no broker to wait for)."""
+    from kctl import lifecycle
     from kctl.render import render, write
     from kctl.roll.run import roll_lock
     from kctl.runtime import cluster as rcl
@@ -262,7 +263,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
                 steps.done("secrets of the new node written", 0.0,
                            ", ".join(m for m in made if host in m) or "already there")
             t = time.monotonic()
-            rcl.start_one(new_spec, state_dir, host)
+            lifecycle.start_node(new_spec, state_dir, host)
             steps.done("container started", time.monotonic() - t, host)
             # The joiner starts with the current ensemble plus itself and syncs with the leader first.
             steps.wait(f"ZooKeeper {nid} serving (synced with the leader)", _zk_serving(new_spec, nid), timeout)
@@ -298,11 +299,11 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
 
 
 def _undo_add(spec: ClusterSpec, spec_path: Path, state_dir: Path, text: str, host: str) -> None:
+    from kctl import lifecycle
     from kctl.render import render, write
-    from kctl.runtime import cluster as rcl
 
     try:
-        rcl.remove_one(spec, host, stop_timeout=30)
+        lifecycle.remove_node(spec, host, stop_timeout=30)
     except KctlError:
         pass
     _write_spec(spec_path, text)
@@ -320,6 +321,7 @@ def _undo_add(spec: ClusterSpec, spec_path: Path, state_dir: Path, text: str, ho
 def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, force: bool = False,
            throttle: int | None = None, timeout: float = 900, progress: Progress | None = None) -> NodeChange:
     """Move every replica off the node, reconfig its ZooKeeper out, remove its container, update kctl.yaml."""
+    from kctl import lifecycle
     from kctl.kafka import balance, reassign
     from kctl.render import render, write
     from kctl.roll.run import roll_lock
@@ -386,7 +388,7 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
                        f"version {res.before.version} -> {res.after.version}: participants"
                        f" {res.after.participants}, observers {res.after.observers}")
         t = time.monotonic()
-        rcl.remove_one(spec, host)
+        lifecycle.remove_node(spec, host)
         steps.done("container removed", time.monotonic() - t, host)
         _write_spec(spec_path, replace_nodes_block(text, new_raw["nodes"]))
         write(render(new_spec, state_dir), state_dir)
