@@ -154,9 +154,11 @@ def create_topic(spec: ClusterSpec, name: str, brokers: int, unclean: bool) -> t
         client.create_topics([NewTopic(name, DEFAULT_PARTITIONS, rf, config=config)])[name].result(30)
     except Exception as exc:  # noqa: BLE001 - confluent-kafka raises KafkaException
         raise kafka_error(exc, f"creating the drill topic {name}", topic=name) from None
-    if wait_for_topic(client, name, DEFAULT_PARTITIONS, 30) is None:
-        raise DrillNotRun(f"the drill topic {name} has no leader for every partition after 30s",
-                          hint="`kctl topic describe " + name + "`")
+    try:
+        wait_for_topic(client, name, DEFAULT_PARTITIONS, 30)
+    except TimeoutReached as exc:
+        raise DrillNotRun(f"the drill topic {name} is not usable: {exc.message}",
+                          hint="`kctl topic describe " + name + "`") from None
     return DEFAULT_PARTITIONS, rf
 
 
