@@ -39,7 +39,7 @@ from kctl.health import ClusterStatus
 from kctl.runtime import compose as rc
 from kctl.runtime.faults import Faults
 from kctl.runtime.ports import free_ports
-from kctl.runtime.readiness import Stage, wait_for_stages
+from kctl.runtime.readiness import wait_until
 from kctl.spec import ClusterSpec, NodeSpec, parse_spec
 
 LABEL_TESTING = contract.LABEL_TESTING
@@ -301,7 +301,7 @@ class KafkaCluster:
             return False, f"partitions known: {sorted(t.partitions) if t is not None else 'no topic'}"
 
         try:
-            wait_for_stages([Stage(f"partition {topic}-{partition} known", probe)], timeout=timeout, poll=0.2)
+            wait_until(f"partition {topic}-{partition} known", probe, timeout, poll=0.2)
         except TimeoutReached as exc:
             raise KctlError(f"topic {topic} has no partition {partition}: {exc.message}",
                             hint="is the topic created? `kctl topic describe` shows it") from None
