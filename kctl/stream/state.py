@@ -188,6 +188,9 @@ def _num(v: Any) -> float | None:
         return None
 
 
+SIGTERM_GRACE = 30.0  # seconds a job that ignored its stop marker gets after SIGTERM
+
+
 def stop(checkpoint: str | Path, timeout_s: float = 120.0) -> dict[str, Any]:
     """Ask the job to stop after its current batch (stop marker + SIGTERM); wait for it to exit."""
     sd = state_dir(checkpoint)
@@ -204,9 +207,9 @@ def stop(checkpoint: str | Path, timeout_s: float = 120.0) -> dict[str, Any]:
     try:
         wait_until(f"stream job {pid} to stop after its batch", exited, timeout_s, poll=0.3)
     except TimeoutReached:
-        os.kill(pid, signal.SIGTERM)  # it did not act on the stop marker: SIGTERM, then 30 s more
+        os.kill(pid, signal.SIGTERM)  # it did not act on the stop marker: SIGTERM, then a little more
         try:
-            wait_until(f"stream job {pid} to exit on SIGTERM", exited, 30, poll=0.3)
+            wait_until(f"stream job {pid} to exit on SIGTERM", exited, SIGTERM_GRACE, poll=0.3)
         except TimeoutReached as exc:
             raise KctlError(f"stream job {pid} did not stop within {timeout_s:.0f}s: {exc.message}",
                             hint=f"kill it with `kill -9 {pid}`: resubmitting with the same checkpoint loses"
