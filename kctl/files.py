@@ -2,7 +2,8 @@
 
 Used by the log agent (shipping an access log) and by ``kctl logs`` (a node's
 ZooKeeper or Kafka log, bind-mounted under the state dir). Neutral: imports
-nothing but the error type, so that neither user pulls in the other.
+nothing but the error type and kctl's one wait (``kctl.runtime.readiness``, which
+itself imports nothing but the error type), so that neither user pulls in the other.
 """
 
 from __future__ import annotations
