@@ -150,3 +150,27 @@ def test_optimize_of_a_running_job_raises_when_it_exits_first(tmp_path: Path) ->
     finally:
         job.kill()
         job.wait()
+
+
+def test_the_job_stops_between_batches_or_cuts_one_that_runs_too_long() -> None:
+    from kctl.stream.job import _graceful_stop
+
+    class Query:
+        def __init__(self, busy_polls: int) -> None:
+            self.isActive, self.busy, self.stopped = True, busy_polls, False
+
+        @property
+        def status(self) -> dict[str, Any]:
+            self.busy -= 1
+            return {"isTriggerActive": self.busy >= 0}
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    q = Query(busy_polls=2)
+    _graceful_stop(q, timeout_s=5)
+    assert q.stopped and q.busy < 0
+    q = Query(busy_polls=10_000)
+    started = time.monotonic()
+    _graceful_stop(q, timeout_s=0.3)
+    assert q.stopped and q.busy > 0 and time.monotonic() - started < 3
