@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent host setup for kctl (called by `make setup`).
-# - a virtualenv at .venv with kctl (editable), the dev tools and the stream and testing extras;
+# - a virtualenv at .venv with kctl (editable), the dev tools and the stream and plot extras;
 # - a Docker engine when none is reachable (Debian's docker.io), started in the background;
 # - the Docker Compose v2 plugin;
 # - Java 17 (the Spark job runs on the host), Maven (Kafka jars when Apache is unreachable),
@@ -34,8 +34,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 # Everything the checkout's own tests and demo use: the core, the dev tools and both optional extras
-# (kctl[stream]: pyspark, pyarrow; kctl[testing]: testcontainers). `pip install kctl` alone is the core CLI.
-EXTRAS=dev,stream,testing,plot
+# (kctl[stream]: pyspark, pyarrow). `pip install kctl` alone is the core CLI.
+EXTRAS=dev,stream,plot
 stamp=.venv/.kctl-installed
 # The stamp covers the extras as well as pyproject.toml: a .venv made with fewer extras is topped up.
 want=$( (cat pyproject.toml; echo "extras=$EXTRAS") | sha256sum | cut -c1-16)

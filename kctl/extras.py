@@ -1,6 +1,6 @@
 """Optional dependencies: ``kctl[stream]`` (pyspark, delta-spark and the readers), ``kctl[tables]``
-(deltalake, duckdb, pyarrow: the Delta tables read without a JVM), ``kctl[testing]`` (testcontainers) and
-``kctl[plot]`` (matplotlib, for ``kctl drill run --plot``).
+(deltalake, duckdb, pyarrow: the Delta tables read without a JVM) and ``kctl[plot]`` (matplotlib, for
+``kctl drill run --plot``).
 
 The core CLI (``kctl up``, ``status``, ``topic``...) needs none of them, so they
 are imported where they are used, through :func:`require`, which turns a
@@ -18,7 +18,6 @@ from kctl.errors import KctlError
 EXTRAS: dict[str, tuple[str, ...]] = {
     "stream": ("pyspark", "delta-spark", "pyarrow", "deltalake", "duckdb"),
     "tables": ("pyarrow", "deltalake", "duckdb"),
-    "testing": ("testcontainers",),
     "plot": ("matplotlib",),
 }
 

@@ -2,17 +2,18 @@
 
 Used by the log agent (shipping an access log) and by ``kctl logs`` (a node's
 ZooKeeper or Kafka log, bind-mounted under the state dir). Neutral: imports
-nothing but the error type, so that neither user pulls in the other.
+nothing but the error type and kctl's one wait (``kctl.wait``, which
+itself imports nothing but the error type), so that neither user pulls in the other.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from kctl.errors import KctlError
+from kctl.errors import KctlError, TimeoutReached
 
 
 def tail_start(path: Path, lines: int, *, block: int = 64 * 1024) -> int:
@@ -71,6 +72,17 @@ def follow_lines(
 def _lines(
     path: Path, *, follow: bool, deadline: float, poll_s: float, start: int, skip_blank: bool
 ) -> Iterator[tuple[int, str]]:
+    from kctl.wait import wait_until
+
+    def pause(what: str, probe: Callable[[], tuple[bool, str]]) -> bool:
+        """Wait for ``probe`` until the follow window ends; False when it ended first. That is no error:
+        the window is how long the caller asked to follow (``max_seconds``), and what came is the answer."""
+        try:
+            wait_until(what, probe, max(0.0, deadline - time.monotonic()), poll=poll_s)
+        except TimeoutReached:
+            return False
+        return True
+
     offset = start
     while True:
         try:
@@ -78,9 +90,8 @@ def _lines(
         except FileNotFoundError:
             if not follow:
                 raise KctlError(f"{path}: no such file") from None
-            if time.monotonic() > deadline:
+            if not pause(f"{path} to appear", lambda: (path.exists(), "no such file")):
                 return
-            time.sleep(poll_s)
             continue
         with f:
             st = os.fstat(f.fileno())
@@ -98,11 +109,12 @@ def _lines(
                         yield begin, line
                     continue
                 partial += raw  # incomplete last line: wait for its newline
-                if not follow or time.monotonic() > deadline:
-                    if partial and not follow:
+                if not follow:
+                    if partial:
                         yield offset, _decode(partial)
                     return
-                time.sleep(poll_s)
+                if not pause(f"{path} to change", _changed(path, ino, offset + len(partial))):
+                    return
                 try:
                     now = path.stat()
                 except FileNotFoundError:
@@ -122,6 +134,19 @@ def _lines(
                     f.seek(0)
                     continue
                 f.seek(offset + len(partial))
+
+
+def _changed(path: Path, ino: int, read_to: int) -> Callable[[], tuple[bool, str]]:
+    """A probe: has the file grown past ``read_to``, shrunk below it, or been replaced (rotated)?"""
+    def probe() -> tuple[bool, str]:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return True, "gone (rotated)"
+        if st.st_ino != ino:
+            return True, "a new file (rotated)"
+        return st.st_size != read_to, f"{st.st_size} bytes, read to {read_to}"
+    return probe
 
 
 def _decode(raw: bytes) -> str:

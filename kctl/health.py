@@ -15,18 +15,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kctl.errors import KctlError
 from kctl.kafka import describe as kmd
 from kctl.properties import services_of
 from kctl.runtime import engines
-from kctl.runtime.readiness import Stage, StageResult, wait_for_stages
 from kctl.spec import ClusterSpec, ZkRole
+from kctl.wait import Stage, StageResult, wait_for_stages, wait_until
 from kctl.zk import fourlw
-
-if TYPE_CHECKING:
-    from kctl.runtime.cluster import UpResult
 
 SERVING = ("leader", "follower", "observer", "standalone")
 VOTING = ("leader", "follower", "standalone")
@@ -199,16 +196,44 @@ def quorum_ok(spec: ClusterSpec, zks: dict[str, ZkState]) -> bool:
     return len(leaders) == 1 and voting > len(spec.participants) // 2
 
 
-def assess(spec: ClusterSpec, obs: Observations) -> ClusterStatus:
-    """Observations + spec -> status; pure (no I/O, no clock)."""
+def away_nodes(spec: ClusterSpec, obs: Observations) -> set[str]:
+    """Hosts of the nodes that are not all there: container not running, a process not running, ZooKeeper
+    not serving, or broker not registered (only the sources that were asked count). Pure."""
+    ids = set(obs.kafka.brokers) if obs.kafka else set()
+    zks = obs.zookeeper or {}
+    away: set[str] = set()
+    kafka_asked = obs.kafka is not None or obs.kafka_error is not None
+    for host, node, svcs in services_of(spec):
+        c = obs.containers.get(host) if obs.containers is not None else None
+        container_down = obs.containers is not None and (c is None or c.state != "running")
+        process_down = c is not None and any(st != "RUNNING" for st in c.processes.values())
+        zk_down = host in zks and zks[host].mode not in SERVING
+        broker_gone = "kafka" in svcs and kafka_asked and node.id not in ids
+        if container_down or process_down or zk_down or broker_gone:
+            away.add(host)
+    return away
+
+
+def assess(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> ClusterStatus:
+    """Observations + spec -> status; pure (no I/O, no clock). The one definition of "healthy": no problems.
+
+    ``allow_missing``: up to that many nodes may be away (a node killed on purpose, a broker restarting)
+    without it being a problem: their container, processes, ZooKeeper and broker, and the partitions
+    under-replicated only for want of their brokers. The quorum, a controller and a leader for every
+    partition are still required.
+    """
     plan = services_of(spec)
     zks = obs.zookeeper or {}
     md = obs.kafka
     ids = list(md.brokers) if md else []
     ctrl = md.controller if md else None
+    away = away_nodes(spec, obs)
+    excused = away if 0 < len(away) <= allow_missing else set()
+    excused_ids = {n.id for h, n, s in plan if h in excused and "kafka" in s}
     urp: dict[int, int] | None = None
     offline: int | None = None
     urp_total: int | None = None
+    urp_excused = 0
     if md is not None:
         urp = {i: 0 for i in ids}
         offline = urp_total = 0
@@ -217,6 +242,8 @@ def assess(spec: ClusterSpec, obs: Observations) -> ClusterStatus:
                 urp_total += 1
                 if p.leader >= 0:
                     urp[p.leader] = urp.get(p.leader, 0) + 1
+                if set(p.replicas) - set(p.isr) <= excused_ids:
+                    urp_excused += 1
             if p.leader < 0:
                 offline += 1
 
@@ -234,6 +261,8 @@ def assess(spec: ClusterSpec, obs: Observations) -> ClusterStatus:
         procs = dict(c.processes) if c else {}
         nodes.append(NodeState(node=host, container=state, health=c.health if c else None, processes=procs,
                                zookeeper=zks.get(host), broker=broker))
+        if host in excused:
+            continue
         if obs.containers is not None and state != "running":
             problems.append(f"{host}: container {state}")
         for proc, st in procs.items():
@@ -244,6 +273,8 @@ def assess(spec: ClusterSpec, obs: Observations) -> ClusterStatus:
 
     observers = {spec.zk_host(n) for n in spec.nodes if n.role is ZkRole.observer}
     for host, z in zks.items():
+        if host in excused:
+            continue
         if z.mode not in SERVING:
             problems.append(f"{host}: zookeeper {z.mode}")
         elif host in observers and z.mode != "observer":
@@ -254,7 +285,7 @@ def assess(spec: ClusterSpec, obs: Observations) -> ClusterStatus:
     expected = len(spec.brokers)  # a ZooKeeper-only node (`broker: false`) has none
     if obs.kafka is None and obs.kafka_error is None:
         pass  # Kafka was not asked
-    elif len(ids) < expected:
+    elif len(ids) < expected - len(excused_ids & {n.id for n in spec.brokers}):
         why = f" ({obs.kafka_error})" if obs.kafka_error else ""
         missing = sorted({n.id for n in spec.brokers} - set(ids))
         problems.append(f"brokers registered {len(ids)}/{expected}" + (f", missing {missing}" if md else "") + why)
@@ -262,8 +293,9 @@ def assess(spec: ClusterSpec, obs: Observations) -> ClusterStatus:
         problems.append("no controller")
     if offline:
         problems.append(f"{offline} partitions without a leader")
-    if urp_total:
-        problems.append(f"{urp_total} under-replicated partitions")
+    if urp_total and urp_total > urp_excused:
+        problems.append(f"{urp_total} under-replicated partitions"
+                        + (f" ({urp_excused} only for want of {sorted(excused)})" if urp_excused else ""))
 
     anything = any(z.mode in SERVING for z in zks.values()) or bool(ids)
     health = "healthy" if not problems else ("degraded" if anything else "down")
@@ -401,6 +433,25 @@ def check_leaders(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
     return not offline, f"partitions without a leader: {offline[:10]}" if offline else "every partition has a leader"
 
 
+def check_replicated(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
+    """No under-replicated and no leaderless partition, in the view of every broker that answered."""
+    views = _views(obs)
+    if not views or (obs.kafka_views is not None and obs.kafka_error):
+        return False, obs.kafka_error or "Kafka not asked"  # a broker that did not answer may lag behind
+    urp = max(sum(1 for p in v.partitions if p.under_replicated) for v in views)
+    offline = max(sum(1 for p in v.partitions if p.leader < 0) for v in views)
+    return urp == 0 and offline == 0, f"URP {urp}, offline {offline} (every broker's view)"
+
+
+def check_healthy(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> tuple[bool, str]:
+    """Healthy as :func:`assess` judges it (the one definition), and what stands in the way."""
+    st = assess(spec, obs, allow_missing)
+    if st.health == "healthy":
+        return True, (f"healthy: quorum {st.quorum}, leader {st.leader}, brokers {st.brokers_registered}/"
+                      f"{st.brokers_expected}, controller {st.controller}")
+    return False, f"{st.health}: {'; '.join(st.problems)}"
+
+
 Check = Callable[[ClusterSpec, Observations], tuple[bool, str]]
 
 
@@ -410,6 +461,37 @@ def probe(spec: ClusterSpec, check: Check, *, docker: bool = False, zookeeper: b
     def run() -> tuple[bool, str]:
         return check(spec, gather(spec, timeout, docker=docker, zookeeper=zookeeper, kafka=kafka,
                                   every_broker=kafka))
+    return run
+
+
+def healthy(spec: ClusterSpec, *, docker: bool = True, allow_missing: int = 0,
+            timeout: float = 1.5) -> Callable[[], tuple[bool, str]]:
+    """A probe of :func:`check_healthy`: every source asked (``docker=False``: Docker aside, as the roll's and
+    the node changes' gates, which also run where the containers are on other hosts)."""
+    def run() -> tuple[bool, str]:
+        return check_healthy(spec, gather(spec, timeout, docker=docker), allow_missing)
+    return run
+
+
+def zk_serving(spec: ClusterSpec, ref: int | str) -> Callable[[], tuple[bool, str]]:
+    """A probe: the ZooKeeper of node ``ref`` (id or host) serves (leader, follower, observer or standalone)."""
+    node = spec.node(ref)
+    host = spec.zk_host(node)
+
+    def run() -> tuple[bool, str]:
+        z = zk_state(host, spec.zk_host_port(node), 1.0, spec.node_address(node))
+        return z.mode in SERVING, f"{host} mode {z.mode}" + (f" ({z.error})" if z.error else "")
+    return run
+
+
+def broker_registered(spec: ClusterSpec, broker: int, want: bool = True) -> Callable[[], tuple[bool, str]]:
+    """A probe: broker ``broker`` is registered (``want=False``: it is not), in Kafka's own metadata."""
+    def run() -> tuple[bool, str]:
+        obs = gather(spec, 1.5, docker=False, zookeeper=False)
+        if obs.kafka is None:
+            return False, obs.kafka_error or "no broker answered"
+        ids = sorted(obs.kafka.brokers)
+        return (broker in ids) == want, f"registered brokers {ids}"
     return run
 
 
@@ -471,7 +553,9 @@ def _secure_root(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
 
 
 def healthy_stages(spec: ClusterSpec, allow_missing: int = 0, round_trip: bool = False) -> list[Stage]:
-    """Quorum, brokers (all but ``allow_missing``) with a controller, a leader for every partition."""
+    """The way to healthy: quorum, brokers (all but ``allow_missing``, every broker agreeing) with a
+    controller, a leader for every partition, then healthy as :func:`assess` judges it with ``allow_missing``
+    (Docker aside: ``kctl status`` adds the containers' and processes' view)."""
     def brokers(s: ClusterSpec, o: Observations) -> tuple[bool, str]:
         ok_b, saw_b = check_brokers(s, o, allow_missing)
         ok_c, saw_c = check_controller(s, o)
@@ -481,6 +565,8 @@ def healthy_stages(spec: ClusterSpec, allow_missing: int = 0, round_trip: bool =
         Stage("zookeeper quorum", probe(spec, check_quorum, zookeeper=True)),
         Stage("brokers registered and a controller", probe(spec, brokers, kafka=True, timeout=2.0)),
         Stage("every partition has a leader", probe(spec, check_leaders, kafka=True, timeout=2.0)),
+        Stage("healthy" + (f" but for up to {allow_missing} node(s)" if allow_missing else ""),
+              healthy(spec, docker=False, allow_missing=allow_missing)),
     ]
     if round_trip:
         stages.append(Stage("produce/consume round trip", _round_trip(spec)))
@@ -489,6 +575,7 @@ def healthy_stages(spec: ClusterSpec, allow_missing: int = 0, round_trip: bool =
 
 def wait_until_healthy(spec: ClusterSpec, timeout: float = 120, allow_missing: int = 0,
                        round_trip: bool = False) -> list[StageResult]:
+    """Through :func:`healthy_stages`; TimeoutReached with the stage it stopped at and what it last saw."""
     return wait_for_stages(healthy_stages(spec, allow_missing, round_trip), timeout=timeout, poll=0.5)
 
 
@@ -502,48 +589,5 @@ def wait_for(spec: ClusterSpec, condition: Callable[[ClusterStatus], bool], time
         last[:] = [st]
         return condition(st), f"{st.health}: {'; '.join(st.problems) or 'no problems'}"
 
-    wait_for_stages([Stage(description, run)], timeout=timeout, poll=0.5)
+    wait_until(description, run, timeout, poll=0.5)
     return last[0]
-
-
-# ----- up: converge with Docker, then wait through the readiness stages -----------------
-
-
-def up(
-    spec: ClusterSpec,
-    state_dir: Path,
-    *,
-    wait: bool = True,
-    timeout: float = 300,
-    build: bool = True,
-    kafka_dist: Path | None = None,
-    progress: Callable[[str], None] | None = None,
-    on_stage: Callable[[str, str], None] | None = None,
-    strict_spread: bool = False,
-) -> UpResult:
-    """Render, converge with `docker compose up -d`, and wait until verified healthy."""
-    from kctl.runtime import cluster as rc
-
-    started = time.monotonic()
-    result = rc.converge(spec, state_dir, build=build, kafka_dist=kafka_dist, progress=progress,
-                         strict_spread=strict_spread)
-    if wait:
-        result.stages = wait_for_stages(readiness_stages(spec, state_dir), timeout=timeout, poll=0.5,
-                                        on_progress=on_stage)
-        _record_identity(spec, state_dir)
-    result.seconds = time.monotonic() - started
-    return result
-
-
-def _record_identity(spec: ClusterSpec, state_dir: Path) -> None:
-    """Once healthy, the cluster id its brokers report is this state dir's cluster (see kctl.identity)."""
-    from kctl import identity
-    from kctl.security import store
-
-    try:
-        md = kmd.fetch_any(spec.bootstrap_servers, 5.0, store.client_settings(spec, state_dir=state_dir,
-                                                                              own=True))
-    except kmd.MetadataError:
-        return
-    if md.cluster_id:
-        identity.record(spec, state_dir, md.cluster_id)

@@ -233,13 +233,11 @@ class _Steps:
         self.change, self.say = change, say
 
     def wait(self, name: str, probe: Callable[[], tuple[bool, str]], timeout: float, poll: float = 1.0) -> str:
-        from kctl.runtime.readiness import Stage, wait_for_stages
+        from kctl.wait import wait_until
 
-        t0 = time.monotonic()
-        res = wait_for_stages([Stage(name, probe)], timeout=timeout, poll=poll)
-        saw = res[0].saw if res else ""
-        self.done(name, time.monotonic() - t0, saw)
-        return saw
+        res = wait_until(name, probe, timeout, poll=poll)
+        self.done(name, res.seconds, res.saw)
+        return res.saw
 
     def done(self, name: str, seconds: float, saw: str = "") -> None:
         self.change.steps.append({"step": name, "seconds": round(seconds, 1), "saw": saw})
@@ -247,30 +245,10 @@ class _Steps:
 
 
 def _healthy(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
-    from kctl.roll import run
-
-    return run.pre_checks(spec)
-
-
-def _zk_serving(spec: ClusterSpec, node_id: int) -> Callable[[], tuple[bool, str]]:
+    """Healthy as kctl.health judges it, Docker aside (as the roll's pre-checks)."""
     from kctl import health
 
-    n = spec.node(node_id)
-
-    def run() -> tuple[bool, str]:
-        z = health.zk_state(spec.zk_host(n), spec.zk_host_port(n), 1.0)
-        return z.mode in health.SERVING, f"{spec.zk_host(n)} mode {z.mode}" + (f" ({z.error})" if z.error else "")
-    return run
-
-
-def _broker_registered(spec: ClusterSpec, node_id: int, want: bool = True) -> Callable[[], tuple[bool, str]]:
-    from kctl import health
-
-    def run() -> tuple[bool, str]:
-        obs = health.gather(spec, 1.5, docker=False, zookeeper=False)
-        ids = sorted(obs.kafka.brokers) if obs.kafka else []
-        return (node_id in ids) == want, f"registered brokers {ids}"
-    return run
+    return health.healthy(spec, docker=False)
 
 
 def _ensemble_matches(spec: ClusterSpec, leaving: int | None = None) -> bool:
@@ -314,6 +292,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
         progress: Progress | None = None) -> NodeChange:
     """Write the node to kctl.yaml, render, start its container, reconfig its ZooKeeper in, wait for its broker
     (``broker=False``: a ZooKeeper-only node, participant or observer, with no broker to wait for)."""
+    from kctl import health, lifecycle
     from kctl.render import render, write
     from kctl.roll.run import roll_lock
     from kctl.runtime import cluster as rcl
@@ -358,10 +337,10 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
                 steps.done("secrets of the new node written", 0.0,
                            ", ".join(m for m in made if host in m) or "already there")
             t = time.monotonic()
-            rcl.start_one(new_spec, state_dir, host)
+            lifecycle.start_node(new_spec, state_dir, host)
             steps.done("container started", time.monotonic() - t, host)
             # The joiner starts with the current ensemble plus itself and syncs with the leader first.
-            steps.wait(f"ZooKeeper {nid} serving (synced with the leader)", _zk_serving(new_spec, nid), timeout)
+            steps.wait(f"ZooKeeper {nid} serving (synced with the leader)", health.zk_serving(new_spec, nid), timeout)
             t = time.monotonic()
             res = reconfig.reconfig(new_spec, [joiner], [], force=force,
                                     live=reconfig.live_servers(new_spec))
@@ -370,7 +349,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
                        f"version {res.before.version} -> {res.after.version}: participants"
                        f" {res.after.participants}, observers {res.after.observers}")
             if broker:
-                steps.wait(f"broker {nid} registered", _broker_registered(new_spec, nid), timeout)
+                steps.wait(f"broker {nid} registered", health.broker_registered(new_spec, nid), timeout)
             steps.wait("cluster healthy", _healthy(new_spec), timeout)
         except BaseException:
             if not reconfigured:
@@ -394,11 +373,11 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
 
 
 def _undo_add(spec: ClusterSpec, spec_path: Path, state_dir: Path, text: str, host: str) -> None:
+    from kctl import lifecycle
     from kctl.render import render, write
-    from kctl.runtime import cluster as rcl
 
     try:
-        rcl.remove_one(spec, host, stop_timeout=30)
+        lifecycle.remove_node(spec, host, stop_timeout=30)
     except KctlError:
         pass
     _write_spec(spec_path, text)
@@ -416,6 +395,7 @@ def _undo_add(spec: ClusterSpec, spec_path: Path, state_dir: Path, text: str, ho
 def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, force: bool = False,
            throttle: int | None = None, timeout: float = 900, progress: Progress | None = None) -> NodeChange:
     """Move every replica off the node, reconfig its ZooKeeper out, remove its container, update kctl.yaml."""
+    from kctl import health, lifecycle
     from kctl.kafka import balance, reassign
     from kctl.render import render, write
     from kctl.roll.run import roll_lock
@@ -437,7 +417,7 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
     with roll_lock(state_dir, "kctl node remove"):
         member = _ensemble_matches(spec, leaving=nid)
         # A remove that stopped half-way (broker stopped, or ZooKeeper already out) may run again.
-        resumed = not member or (node.broker and not _broker_registered(spec, nid)()[0])
+        resumed = not member or (node.broker and not health.broker_registered(spec, nid)()[0])
         if not resumed:
             steps.wait("cluster healthy before the change", _healthy(spec), 30)
         # Every check before anything moves: the RF the rest can hold, the quorum the rest keeps.
@@ -473,7 +453,7 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
             if services.process_state(spec, host, "kafka") == "RUNNING":
                 services.stop(spec, host, "kafka")
             steps.wait(f"broker {nid} stopped (controlled shutdown) and unregistered",
-                       _broker_registered(spec, nid, want=False), 120)
+                       health.broker_registered(spec, nid, want=False), 120)
         if member:
             t = time.monotonic()
             res = reconfig.reconfig(spec, [], [nid], force=force, live=live)
@@ -481,7 +461,7 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
                        f"version {res.before.version} -> {res.after.version}: participants"
                        f" {res.after.participants}, observers {res.after.observers}")
         t = time.monotonic()
-        rcl.remove_one(spec, host)
+        lifecycle.remove_node(spec, host)
         steps.done("container removed", time.monotonic() - t, host)
         _write_spec(spec_path, edit.new_text)
         write(render(new_spec, state_dir), state_dir)

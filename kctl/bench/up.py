@@ -22,11 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kctl import health
+from kctl import health, lifecycle
 from kctl.bench.doc import add_output_args, publish, table
 from kctl.kafka.client import round_trip
 from kctl.render import render, write
-from kctl.runtime import cluster as rt
 from kctl.runtime import compose, docker_api
 from kctl.spec import ClusterSpec, parse_spec
 
@@ -72,7 +71,7 @@ def measure(log: Any) -> dict[str, float]:
         try:
             log("kctl up from nothing")
             t = time.monotonic()
-            health.up(spec, state, wait=True, timeout=300)
+            lifecycle.up(spec, state, wait=True, timeout=300)
             kctl_up = time.monotonic() - t
             log(f"  {kctl_up:.1f} s")
             log("peak memory")
@@ -81,7 +80,7 @@ def measure(log: Any) -> dict[str, float]:
             victim = next(c for c in docker_api.infos(spec.name, dc) if c.name == "logger3")
             dc.containers.get(victim.id).kill()
             status_down = _status_ms(spec)
-            rt.down(spec, state, volumes=True)
+            lifecycle.down(spec, state, volumes=True)
 
             log("floor: docker compose up -d + round trip every 100 ms")
             write(render(spec), state)
@@ -100,7 +99,7 @@ def measure(log: Any) -> dict[str, float]:
             log(f"  {floor:.1f} s")
         finally:
             docker_api.remove_by_label(spec.name, dc)
-            rt.down(spec, state, volumes=True)
+            lifecycle.down(spec, state, volumes=True)
     return {"kctl_up": kctl_up, "floor": floor, "peak_mb": peak, "status_up_ms": status_up,
             "status_down_ms": status_down}
 

@@ -53,7 +53,7 @@ def up(
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Render, start the ensemble, and wait until it is verified healthy."""
-    from kctl import health, identity
+    from kctl import identity, lifecycle
     from kctl.errors import UsageError
     from kctl.runtime import engines
     from kctl.spec import Engine, record_engine, state_dir_for
@@ -73,8 +73,8 @@ def up(
     identity.check_containers(spec, state)  # same name, other directory: never touch its containers
     identity.check_ports(spec, state)
     with output.waiting() as (stage, say):
-        result = health.up(spec, state, wait=not no_wait, timeout=timeout, kafka_dist=kafka_dist,
-                           progress=say, on_stage=stage, strict_spread=strict_spread)
+        result = lifecycle.up(spec, state, wait=not no_wait, timeout=timeout, kafka_dist=kafka_dist,
+                              progress=say, on_stage=stage, strict_spread=strict_spread)
     if engine is not None:
         record_engine(state, spec.engine)
     for s in result.stages:
@@ -92,14 +92,13 @@ def down(
     volumes: bool = typer.Option(False, "--volumes", "-v", help="Also delete data, logs and rendered files."),
 ) -> None:
     """Stop Kafka, then ZooKeeper, and remove the containers; data is kept unless --volumes."""
-    from kctl import identity
-    from kctl.runtime import cluster as rt
+    from kctl import identity, lifecycle
     from kctl.spec import state_dir_for
 
     spec = load(file)
     state = state_dir_for(spec, file)
     identity.check_containers(spec, state)
-    n = rt.down(spec, state, volumes=volumes, progress=output.info)
+    n = lifecycle.down(spec, state, volumes=volumes, progress=output.info)
     output.info(f"{spec.name}: removed {n} container(s)" + ("" if volumes else f"; data kept in {state}"))
 
 

@@ -28,9 +28,9 @@ from kctl.drill.scenarios import SCENARIOS, Scenario
 from kctl.errors import KctlError, TimeoutReached, UsageError
 from kctl.kafka import describe as kmd
 from kctl.runtime.faults import Faults, interruptible
-from kctl.runtime.readiness import Probe, Stage, wait_for_stages
 from kctl.security.store import client_settings  # a secured cluster: SASL_SSL as its admin user
 from kctl.spec import ClusterSpec
+from kctl.wait import Probe, wait_until
 
 Progress = Callable[[str], None]
 PRE_CHECK_TIMEOUT = 20.0
@@ -116,16 +116,9 @@ def parse_seconds(text: str) -> float:
         raise UsageError(f"{text!r} is not a duration", hint="e.g. 60s, 2m, 90") from None
 
 
-def _healthy(spec: ClusterSpec) -> Probe:
-    def run() -> tuple[bool, str]:
-        st = health.status(spec)
-        return st.health == "healthy", f"{st.health}: {'; '.join(st.problems) or 'no problems'}"
-    return run
-
-
 def pre_check_cluster(spec: ClusterSpec) -> None:
     try:
-        wait_for_stages([Stage("cluster healthy before the drill", _healthy(spec))], timeout=PRE_CHECK_TIMEOUT)
+        wait_until("cluster healthy before the drill", health.healthy(spec), PRE_CHECK_TIMEOUT)
     except TimeoutReached as exc:
         raise DrillNotRun(f"the cluster is not healthy, so no drill was run and nothing was injected:"
                           f" {exc.message.splitlines()[-1]}", hint="fix what `kctl status` shows first") from None
@@ -154,9 +147,11 @@ def create_topic(spec: ClusterSpec, name: str, brokers: int, unclean: bool) -> t
         client.create_topics([NewTopic(name, DEFAULT_PARTITIONS, rf, config=config)])[name].result(30)
     except Exception as exc:  # noqa: BLE001 - confluent-kafka raises KafkaException
         raise kafka_error(exc, f"creating the drill topic {name}", topic=name) from None
-    if wait_for_topic(client, name, DEFAULT_PARTITIONS, 30) is None:
-        raise DrillNotRun(f"the drill topic {name} has no leader for every partition after 30s",
-                          hint="`kctl topic describe " + name + "`")
+    try:
+        wait_for_topic(client, name, DEFAULT_PARTITIONS, 30)
+    except TimeoutReached as exc:
+        raise DrillNotRun(f"the drill topic {name} is not usable: {exc.message}",
+                          hint="`kctl topic describe " + name + "`") from None
     return DEFAULT_PARTITIONS, rf
 
 
@@ -241,9 +236,9 @@ class _Bounce:
         self.say(f"[{t:6.1f}s] fault: {what}")
 
     def gate(self, name: str, probe: Probe, timeout: float | None = None) -> str:
-        res = wait_for_stages([Stage(name, probe)], timeout=timeout or self.gate_timeout, poll=0.5)
-        self.say(f"[{self.clock():6.1f}s] ok: {name} ({res[0].seconds:.1f}s)")
-        return res[0].saw
+        res = wait_until(name, probe, timeout or self.gate_timeout, poll=0.5)
+        self.say(f"[{self.clock():6.1f}s] ok: {name} ({res.seconds:.1f}s)")
+        return res.saw
 
     def wait_hold(self) -> None:
         # The fault's planned length (a schedule, not a wait for a state of the cluster).
@@ -261,21 +256,12 @@ class _Bounce:
 
     def recover(self) -> None:
         started = self._healed_at if self._healed_at is not None else self.clock()
-        stages = [*health.healthy_stages(self.spec),
-                  Stage(f"every partition of {self.topic} fully replicated", self._replicated())]
-        wait_for_stages(stages, timeout=self.gate_timeout, poll=0.5)
+        # Healthy as kctl.health judges it: no under-replicated partition left, the drill topic's included.
+        health.wait_until_healthy(self.spec, timeout=self.gate_timeout)
         took = self.clock() - started
         self.recoveries.append(took)
         self.marks.append((self.clock(), "healthy"))
         self.say(f"[{self.clock():6.1f}s] healthy again ({took:.1f}s after the heal)")
-
-    def _replicated(self) -> Probe:
-        def run() -> tuple[bool, str]:
-            md = kmd.fetch_any(self.spec.bootstrap_servers, 2.0, client_settings(self.spec, own=True))
-            parts = [p for p in md.partitions if p.topic == self.topic]
-            short = [f"p{p.partition} isr {list(p.isr)} of {list(p.replicas)}" for p in parts if p.under_replicated]
-            return bool(parts) and not short, "; ".join(short) or "ISR complete"
-        return run
 
     def _metadata(self) -> kmd.Metadata:
         return kmd.fetch_any(self.spec.bootstrap_servers, 3.0, client_settings(self.spec, own=True))
@@ -345,9 +331,9 @@ def run(spec: ClusterSpec, state_dir: Path, scenario: str, *, duration: float = 
     try:
         with interruptible():
             load.start()
-            wait_for_stages([Stage("the load acknowledged", lambda: (load.acked_count() > 0,
-                                                                     f"{load.acked_count()} acknowledged"))],
-                            timeout=WARM_UP_TIMEOUT, poll=0.2)
+            wait_until("the load acknowledged", lambda: (load.acked_count() > 0,
+                                                         f"{load.acked_count()} acknowledged"),
+                       WARM_UP_TIMEOUT, poll=0.2)
             monitor = Monitor(spec, name, clock).start()
             with Faults(spec, state_dir=state_dir) as faults:
                 bounce = _Bounce(spec, state_dir, faults, name, hold, gate_timeout, clock, say)

@@ -15,8 +15,8 @@ from typing import Protocol
 
 from kctl import health
 from kctl.runtime.faults import Faults
-from kctl.runtime.readiness import Probe
 from kctl.spec import ClusterSpec
+from kctl.wait import Probe
 
 
 class Bounce(Protocol):

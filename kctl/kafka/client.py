@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kctl.errors import ClusterError, KctlError
+from kctl.errors import ClusterError, KctlError, TimeoutReached
 from kctl.spec import ClusterSpec
 
 HEALTH_TOPIC = "__kctl_health"
@@ -187,9 +187,10 @@ def require_topics(spec: ClusterSpec | None, topics: list[str], bootstrap: str |
     found = {t: len(md.topics[t].partitions) for t in topics if t in md.topics and md.topics[t].error is None}
     for t in topics:
         if t not in found:
-            tm = wait_for_topic(c, t, timeout=3.0)
-            if tm is not None:
-                found[t] = len(tm.partitions)
+            try:
+                found[t] = len(wait_for_topic(c, t, timeout=3.0).partitions)
+            except TimeoutReached:
+                pass  # still unknown after the grace period: it is missing, said below
     missing = [t for t in topics if t not in found]
     if missing:
         have = sorted(t for t in md.topics if not t.startswith("__"))
@@ -201,28 +202,35 @@ def require_topics(spec: ClusterSpec | None, topics: list[str], bootstrap: str |
     return found
 
 
-def wait_for_topic(client: Any, name: str, partitions: int | None = None, timeout: float = 10.0) -> Any | None:
-    """Poll metadata until ``name`` is known with a leader for every partition; its metadata, or None.
+def wait_for_topic(client: Any, name: str, partitions: int | None = None, timeout: float = 10.0) -> Any:
+    """Poll metadata until ``name`` is known with a leader for every partition; its metadata.
 
     A topic the controller has just created reaches each broker's metadata cache a
     moment later, so the next command may ask a broker that does not know it yet.
     Asks for all topics: a metadata request naming a missing topic may auto-create it.
+    TimeoutReached (saying what the metadata last showed) when ``timeout`` passes first.
     """
-    import time
+    from kctl.wait import wait_until
 
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            t = client.list_topics(timeout=max(0.5, min(5.0, deadline - time.monotonic()))).topics.get(name)
-        except Exception:  # noqa: BLE001 - metadata not available yet: try again until the deadline
-            t = None
-        ready = t is not None and t.error is None and bool(t.partitions)
-        if ready and all(p.leader >= 0 for p in t.partitions.values()) and (
-                partitions is None or len(t.partitions) == partitions):
-            return t
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(0.2)
+    found: list[Any] = []
+
+    def probe() -> tuple[bool, str]:
+        t = client.list_topics(timeout=max(0.5, min(5.0, timeout))).topics.get(name)
+        if t is None:
+            return False, f"no topic {name} in the metadata"
+        if t.error is not None:
+            return False, f"topic {name}: {t.error}"
+        leaders = {p: t.partitions[p].leader for p in sorted(t.partitions)}
+        if partitions is not None and len(leaders) != partitions:
+            return False, f"{len(leaders)} of {partitions} partitions known"
+        if not leaders or any(v < 0 for v in leaders.values()):
+            return False, f"partition leaders {leaders}"
+        found[:] = [t]
+        return True, f"{len(leaders)} partition(s), each with a leader"
+
+    wait_until(f"topic {name} known with a leader for every partition", probe, timeout, poll=0.2,
+               hint=f"`kctl topic describe {name}`; is the cluster healthy? `kctl status`")
+    return found[0]
 
 
 # ----- health ---------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kctl.errors import ClusterError, KctlError, TimeoutReached, UsageError
+from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kafka import balance as bal
 from kctl.spec import ClusterSpec
 
@@ -266,15 +266,19 @@ def execute(spec: ClusterSpec, target: bal.Assignment, *, throttle: int | None =
 
 
 def wait_done(spec: ClusterSpec, partitions: set[str], timeout: float, say: Progress) -> None:
-    """Poll ZooKeeper until none of ``partitions`` is being moved (reporting bytes left now and then)."""
-    deadline = time.monotonic() + timeout
-    last_report = 0.0
-    while True:
+    """Poll ZooKeeper until none of ``partitions`` is being moved (reporting bytes left now and then).
+
+    TimeoutReached (the partitions still moving) when ``timeout`` passes first.
+    """
+    from kctl.wait import wait_until
+
+    last_report = [0.0]
+
+    def probe() -> tuple[bool, str]:
         moving = [m for m in _moving_from_zk(spec) if m.partition in partitions]
         if not moving:
-            return
-        now = time.monotonic()
-        if now - last_report >= 10:
+            return True, "no partition moving"
+        if time.monotonic() - last_report[0] >= 10:
             st = ReassignStatus(moving)
             try:
                 topics = sorted({m.partition.rsplit("-", 1)[0] for m in moving})
@@ -283,13 +287,12 @@ def wait_done(spec: ClusterSpec, partitions: set[str], timeout: float, say: Prog
                 st.bytes_left = None
             say(f"moving {len(moving)} partition(s)"
                 + (f", {st.bytes_left} bytes left" if st.bytes_left is not None else ""))
-            last_report = time.monotonic()
-        if now >= deadline:
-            raise TimeoutReached(f"reassignment not finished after {timeout:.0f}s: {len(moving)} partition(s)"
-                                 f" still moving ({', '.join(m.partition for m in moving[:5])})",
-                                 hint="it goes on in the background: `kctl reassign status`; a low --throttle"
-                                      " slows it; `kctl reassign verify plan.json` removes the throttle when done")
-        time.sleep(POLL)
+            last_report[0] = time.monotonic()
+        return False, f"{len(moving)} partition(s) still moving ({', '.join(m.partition for m in moving[:5])})"
+
+    wait_until("the reassignment to finish", probe, timeout, poll=POLL,
+               hint="it goes on in the background: `kctl reassign status`; a low --throttle slows it;"
+                    " `kctl reassign verify plan.json` removes the throttle when done")
 
 
 def verify(spec: ClusterSpec, target: bal.Assignment) -> str:

@@ -131,12 +131,12 @@ def create(spec: ClusterSpec | None, name: str, partitions: int | None, replicat
         if if_not_exists and error_code(exc)[0] == "TOPIC_ALREADY_EXISTS":
             return TopicChange(name, "exists", "already exists; nothing changed")
         raise kafka_error(exc, f"cannot create {name!r}", topic=name) from None
-    # Return once the topic is usable: known to the brokers' metadata, a leader for every partition.
+    # Return once the topic is usable: known to the brokers' metadata, a leader for every partition
+    # (TimeoutReached otherwise: created, but not usable yet, and the message says what the metadata showed).
     t = wait_for_topic(a, name, partitions, timeout=TIMEOUT)
-    if t is not None:
-        parts = list(t.partitions.values())
-        partitions = len(parts)
-        replication_factor = len(parts[0].replicas) if parts else replication_factor
+    parts = list(t.partitions.values())
+    partitions = len(parts)
+    replication_factor = len(parts[0].replicas) if parts else replication_factor
     return TopicChange(name, "created", f"{partitions} partition(s), replication factor {replication_factor}")
 
 

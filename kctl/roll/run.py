@@ -1,6 +1,6 @@
 """Walk a rolling-restart plan through health gates: every wait is a probe of the cluster, never a sleep.
 
-Each gate is a :class:`kctl.runtime.readiness.Stage` whose probe asks Docker,
+Each gate is a :class:`kctl.wait.Stage` whose probe asks Docker,
 ZooKeeper or Kafka (through :mod:`kctl.health` and the modules it builds on);
 a gate that times out stops the roll with what it last saw, and the nodes not
 yet reached are left untouched. A lock file in the state dir keeps a second
@@ -22,9 +22,9 @@ from kctl import contract, health
 from kctl.errors import ClusterError, KctlError, TimeoutReached
 from kctl.kafka import describe as kmd
 from kctl.roll import plan as rp
-from kctl.runtime.readiness import Probe, Stage, wait_for_stages
 from kctl.security.store import client_settings  # a secured cluster: SASL_SSL as its admin user
 from kctl.spec import ClusterSpec
+from kctl.wait import Probe, wait_until
 
 Progress = Callable[[str], None]
 LOCK_FILE = contract.ROLL_LOCK_FILE
@@ -139,23 +139,8 @@ def plan(spec: ClusterSpec, service: str | None, nodes: list[str], recreate: tup
 
 
 def pre_checks(spec: ClusterSpec) -> Probe:
-    def run() -> tuple[bool, str]:
-        st = health.assess(spec, health.gather(spec, 1.5, docker=False))
-        bad = []
-        if st.brokers_registered < st.brokers_expected:
-            bad.append(f"brokers registered {st.brokers_registered}/{st.brokers_expected}")
-        if st.offline_partitions != 0:
-            bad.append(f"offline partitions {st.offline_partitions if st.offline_partitions is not None else '?'}")
-        if st.under_replicated_partitions != 0:
-            urp = st.under_replicated_partitions
-            bad.append(f"under-replicated partitions {urp if urp is not None else '?'}")
-        if st.quorum != "ok" or st.leader is None:
-            bad.append(f"ZooKeeper quorum {st.quorum}: " + ", ".join(f"{z['node']}={z['mode']}" for z in st.zookeeper))
-        if bad:
-            return False, "; ".join(bad)
-        return True, (f"brokers {st.brokers_registered}/{st.brokers_expected}, no offline or under-replicated"
-                      f" partitions, ZooKeeper leader {st.leader}")
-    return run
+    """Healthy as kctl.health judges it, Docker aside (the containers may be on other hosts)."""
+    return health.healthy(spec, docker=False)
 
 
 def min_isr_gate(spec: ClusterSpec, broker: int) -> Probe:
@@ -199,13 +184,7 @@ def unregistered_gate(spec: ClusterSpec, broker: int) -> Probe:
 
 
 def zk_mode_gate(spec: ClusterSpec, host: str) -> Probe:
-    node = spec.node(host)
-    port = spec.zk_host_port(node)
-
-    def run() -> tuple[bool, str]:
-        z = health.zk_state(host, port, 1.0, spec.node_address(node))
-        return z.mode in health.SERVING, f"{host} mode {z.mode}" + (f" ({z.error})" if z.error else "")
-    return run
+    return health.zk_serving(spec, host)
 
 
 def one_leader_gate(spec: ClusterSpec) -> Probe:
@@ -222,17 +201,14 @@ def registered_gate(spec: ClusterSpec) -> Probe:
 
 
 def urp_gate(spec: ClusterSpec, checks: int = rp.URP_CHECKS) -> Probe:
+    """kctl.health's check_replicated, ``checks`` times in a row (a partition may drop out of the ISR again)."""
     streak = [0]
+    replicated = health.probe(spec, health.check_replicated, kafka=True, timeout=3.0)
 
     def run() -> tuple[bool, str]:
-        views, errors = kmd.fetch_each(spec.bootstrap_servers, 3.0, client_settings(spec, own=True))
-        if errors or not views:
-            streak[0] = 0
-            return False, "; ".join(errors) or "no broker answered"
-        urp = max(sum(1 for p in v.partitions if p.under_replicated) for v in views)
-        offline = max(sum(1 for p in v.partitions if p.leader < 0) for v in views)
-        streak[0] = streak[0] + 1 if urp == 0 and offline == 0 else 0
-        return streak[0] >= checks, f"URP {urp}, offline {offline} (every broker's view; {streak[0]}/{checks} in a row)"
+        ok, saw = replicated()
+        streak[0] = streak[0] + 1 if ok else 0
+        return streak[0] >= checks, f"{saw}; {streak[0]}/{checks} in a row"
     return run
 
 
@@ -255,8 +231,8 @@ class _Runner:
                 self.say(f"{label}: waiting for {stage}: {saw}")
 
         started = time.monotonic()
-        res = wait_for_stages([Stage(name, probe)], timeout=self.timeout, poll=self.poll, on_progress=seen)
-        self.result.gates.append(GateRecord(label, name, time.monotonic() - started, res[0].saw))
+        res = wait_until(name, probe, self.timeout, poll=self.poll, on_progress=seen)
+        self.result.gates.append(GateRecord(label, name, time.monotonic() - started, res.saw))
         self.say(f"{label}: ok  {name} ({time.monotonic() - started:.1f}s)")
 
     def docker(self) -> Any:

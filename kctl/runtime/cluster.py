@@ -1,12 +1,12 @@
-"""Bring a cluster's containers up (converge) and down; Docker only.
+"""A cluster's containers, Docker only: the pure convergence plan, one node's container, Kafka's tools.
 
-Waiting until the cluster is healthy, and its status, need ZooKeeper and Kafka:
-they live in :mod:`kctl.health`.
+Bringing a whole cluster up and down is :mod:`kctl.lifecycle`'s (it plans with
+:func:`convergence_plan`); waiting until it is healthy, and its status, need ZooKeeper
+and Kafka: they live in :mod:`kctl.health`.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from kctl import contract
 from kctl.errors import KctlError
 from kctl.runtime import engines
-from kctl.runtime.readiness import StageResult
 from kctl.spec import ClusterSpec
 
 if TYPE_CHECKING:
@@ -25,10 +24,7 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]
 
-SUPERVISORCTL = contract.SUPERVISORCTL
-
-
-# ----- up / down --------------------------------------------------------------------
+# ----- the convergence plan --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -158,61 +154,6 @@ def compose_ps(spec: ClusterSpec, state_dir: Path) -> str:
     return engines.for_spec(spec).ps(spec, state_dir)
 
 
-@dataclass
-class UpResult:
-    plan: list[PlanItem]
-    stages: list[StageResult]
-    seconds: float
-    state_dir: str
-
-
-def converge(
-    spec: ClusterSpec,
-    state_dir: Path,
-    *,
-    build: bool = True,
-    kafka_dist: Path | None = None,
-    progress: Progress | None = None,
-    strict_spread: bool = False,
-) -> UpResult:
-    """Render and converge (`docker compose up -d`, or `docker stack deploy`); waiting for health is kctl.health's
-    job."""
-    say = progress or (lambda _m: None)
-    started = time.monotonic()
-    from kctl.render import render, write  # jinja2: only a converge needs it
-
-    rendered = render(spec, state_dir)  # pure; a template problem fails before anything is touched
-    eng = engines.for_spec(spec)
-    dc = eng.client()
-    existing = {c.name: c for c in eng.containers(spec, dc)}
-    plan = convergence_plan(rendered, existing, applied_hashes(state_dir))
-    eng.preflight(spec, existing, dc, say, strict_spread)
-
-    if build:
-        from kctl.runtime.image import ensure_image
-
-        if spec.image.ref is None:
-            ensure_image(dc, kafka_version=spec.versions.kafka, scala_version=spec.versions.scala,
-                         kafka_dist=kafka_dist, progress=say)
-    _require_image(dc, spec.local_image_ref)
-
-    write(rendered, state_dir)
-    from kctl.security import store
-
-    made = store.ensure(spec, state_dir)  # secured clusters: CA, certificates, passwords, JAAS files
-    if made:
-        say(f"secrets: {len(made)} file(s) written in {store.secrets_dir(state_dir)} (mode 0600)")
-    for item in plan:
-        say(f"{item.name}: {item.action} ({item.reason})")
-    todo = [i.name for i in plan if i.action != "noop"]
-    if todo:
-        # Only the containers the plan names: compose would otherwise also make again a container whose
-        # compose definition changed under it (a node change rewrites every node's ensemble and labels,
-        # and records the untouched ones as up to date: see carry_applied).
-        eng.deploy(spec, state_dir, say, todo)
-    return UpResult(plan, [], time.monotonic() - started, str(state_dir))
-
-
 def applied_hashes(state_dir: Path) -> dict[str, str]:
     """<state>/applied.json's hashes (written by `kctl apply` and the node changes), or none."""
     import json
@@ -266,7 +207,8 @@ def carry_applied(before: ClusterSpec, after: ClusterSpec, state_dir: Path, chan
     write_applied(state_dir, carried_hashes(old, new, labels, applied_hashes(state_dir), changed))
 
 
-def _require_image(dc: Any, ref: str) -> None:
+def require_image(dc: Any, ref: str) -> None:
+    """KctlError unless the node image ``ref`` is on the engine."""
     import docker.errors
 
     try:
@@ -276,42 +218,13 @@ def _require_image(dc: Any, ref: str) -> None:
                         hint="run `kctl image build` (or `kctl up`, which builds it)") from None
 
 
-def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, progress: Progress | None = None) -> int:
-    """Stop Kafka before ZooKeeper on every node, then remove the containers (and data with --volumes)."""
-    say = progress or (lambda _m: None)
-    eng = engines.for_spec(spec)
-    dc = eng.client()
-    infos = eng.containers(spec, dc)
-    # Kafka first everywhere (controlled shutdown while the quorum is still there), then ZooKeeper.
-    running = [c for c in infos if c.state == "running"]
-    kafka_first = [c for c in running if "kafka" in c.services]
-    with cf.ThreadPoolExecutor(max_workers=max(1, len(kafka_first))) as pool:
-        list(pool.map(lambda c: _stop_kafka(spec, c, dc, say), kafka_first))
-    removed = eng.remove(spec, state_dir, volumes=volumes, dc=dc)
-    if volumes:
-        from kctl.render import remove_state
-
-        remove_state(state_dir)
-        say(f"removed {state_dir}")
-    return len(infos) or removed
-
-
-def _stop_kafka(spec: ClusterSpec, c: ContainerInfo, dc: Any, say: Progress) -> None:
-    say(f"{c.name}: stopping kafka (controlled shutdown)")
-    try:
-        engines.exec_in(spec, c.name, [*SUPERVISORCTL, "stop", "kafka"],
-                        timeout=130, dc=dc)
-    except KctlError:
-        pass
-
-
 # ----- one node's container (kctl node add / remove) ---------------------------------------------------
 
 
 def start_one(spec: ClusterSpec, state_dir: Path, host: str) -> None:
     """Create and start one service of the rendered compose file, touching no other container."""
     eng = engines.for_spec(spec)
-    _require_image(eng.client(), spec.local_image_ref)
+    require_image(eng.client(), spec.local_image_ref)
     eng.start_one(spec, state_dir, host)
 
 

@@ -30,8 +30,8 @@ from typing import Any
 from kctl import contract
 from kctl.errors import KctlError
 from kctl.runtime import docker_api, engines
-from kctl.runtime.readiness import Stage, wait_for_stages
 from kctl.spec import ClusterSpec
+from kctl.wait import Stage, wait_for_stages
 
 # Bracketed first letters: the pattern must not match the command line of the
 # `timeout ... pkill` that carries it.

@@ -22,9 +22,9 @@ from kctl.errors import DockerUnavailable, KctlError
 from kctl.runtime import docker_api as api
 from kctl.runtime.docker_api import Container, ContainerInfo, run_docker
 from kctl.runtime.engine_base import Engine, Progress
-from kctl.runtime.readiness import Stage, wait_for_stages
 from kctl.spec import ClusterSpec
 from kctl.spec import Engine as EngineKind
+from kctl.wait import Stage, wait_for_stages
 
 INIT_HINT = ("make this engine a Swarm manager: `docker swarm init --advertise-addr <this host's address>` "
              "(a one-node Swarm; others join with `docker swarm join`), or run kctl where DOCKER_HOST names a "

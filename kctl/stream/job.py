@@ -601,9 +601,17 @@ def run(cfg: JobConfig) -> int:
 
 def _graceful_stop(q: Any, timeout_s: float = 120.0) -> None:
     """Let the running micro-batch finish, then stop (a cut batch would be replayed anyway)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and q.isActive and q.status.get("isTriggerActive"):
-        time.sleep(0.2)
+    from kctl.errors import TimeoutReached
+    from kctl.wait import wait_until
+
+    def between_batches() -> tuple[bool, str]:
+        busy = q.isActive and q.status.get("isTriggerActive")
+        return not busy, "a micro-batch running" if busy else "between micro-batches"
+
+    try:
+        wait_until("the running micro-batch to finish", between_batches, timeout_s, poll=0.2)
+    except TimeoutReached:
+        pass  # stop it anyway: the cut batch is not committed, so the next run replays it and loses nothing
     q.stop()
 
 

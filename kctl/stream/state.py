@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kctl.errors import KctlError
+from kctl.errors import KctlError, TimeoutReached
 from kctl.stream.config import state_dir
 from kctl.stream.record import pid_alive, read_json
 
@@ -167,6 +166,9 @@ def _num(v: Any) -> float | None:
         return None
 
 
+SIGTERM_GRACE = 30.0  # seconds a job that ignored its stop marker gets after SIGTERM
+
+
 def stop(checkpoint: str | Path, timeout_s: float = 120.0) -> dict[str, Any]:
     """Ask the job to stop after its current batch (stop marker + SIGTERM); wait for it to exit."""
     sd = state_dir(checkpoint)
@@ -175,16 +177,20 @@ def stop(checkpoint: str | Path, timeout_s: float = 120.0) -> dict[str, Any]:
     if pid is None or not pid_alive(pid):
         return {"checkpoint": str(checkpoint), "pid": pid, "stopped": False, "state": job.get("state", "not running")}
     (sd / "stop").write_text("stop\n")
-    deadline = time.monotonic() + timeout_s
-    while pid_alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.3)
-    if pid_alive(pid):
-        os.kill(pid, signal.SIGTERM)
-        t2 = time.monotonic() + 30
-        while pid_alive(pid) and time.monotonic() < t2:
-            time.sleep(0.3)
-    if pid_alive(pid):
-        raise KctlError(f"stream job {pid} did not stop within {timeout_s:.0f}s",
-                        hint=f"kill it with `kill -9 {pid}`: resubmitting with the same checkpoint loses nothing")
+    from kctl.wait import wait_until
+
+    def exited() -> tuple[bool, str]:
+        return not pid_alive(pid), f"pid {pid} " + ("running" if pid_alive(pid) else "exited")
+
+    try:
+        wait_until(f"stream job {pid} to stop after its batch", exited, timeout_s, poll=0.3)
+    except TimeoutReached:
+        os.kill(pid, signal.SIGTERM)  # it did not act on the stop marker: SIGTERM, then a little more
+        try:
+            wait_until(f"stream job {pid} to exit on SIGTERM", exited, SIGTERM_GRACE, poll=0.3)
+        except TimeoutReached as exc:
+            raise KctlError(f"stream job {pid} did not stop within {timeout_s:.0f}s: {exc.message}",
+                            hint=f"kill it with `kill -9 {pid}`: resubmitting with the same checkpoint loses"
+                                 " nothing") from None
     job = read_json(sd / "job.json") or {}
     return {"checkpoint": str(checkpoint), "pid": pid, "stopped": True, "state": job.get("state")}

@@ -6,7 +6,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -89,13 +88,17 @@ def submit(cfg: JobConfig, *, detach: bool = False, timeout_s: float | None = No
 
 
 def _wait_running(proc: subprocess.Popen[bytes], sd: Path, log: Path, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    """Until the detached job says it runs; GiveUp when it exits first, TimeoutReached after ``timeout_s``."""
+    from kctl.wait import GiveUp, wait_until
+
+    def probe() -> tuple[bool, str]:
         if proc.poll() is not None:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-            raise KctlError(f"stream job exited at start with code {proc.returncode}:\n{tail}")
+            raise GiveUp(f"stream job exited at start with code {proc.returncode}:\n{tail}")
         job = read_json(sd / "job.json") or {}
-        if job.get("pid") == proc.pid and job.get("state") == "running":
-            return
-        time.sleep(0.3)
-    raise KctlError(f"stream job (pid {proc.pid}) did not start within {timeout_s:.0f}s", hint=f"see {log}")
+        return job.get("pid") == proc.pid and job.get("state") == "running", \
+            f"job.json: pid {job.get('pid')}, state {job.get('state') or 'not written yet'}"
+
+    wait_until(f"stream job (pid {proc.pid}) running", probe, timeout_s, poll=0.3,
+               log_tail=lambda _saw: "\n".join(log.read_text(errors="replace").splitlines()[-15:]),
+               hint=f"see {log}")

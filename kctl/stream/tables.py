@@ -176,19 +176,26 @@ def optimize(out: str | Path, checkpoint: str | Path, retain_hours: float = 168.
                              hint="omit --retain-hours, or stop the job first")
         before = (sd / "optimize.json").stat().st_mtime if (sd / "optimize.json").exists() else 0.0
         (sd / "optimize.request").write_text("optimize\n")
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            p = sd / "optimize.json"
+        from kctl.wait import GiveUp, wait_until
+
+        p = sd / "optimize.json"
+
+        def optimized() -> tuple[bool, str]:
             if p.exists() and p.stat().st_mtime > before:
-                res = json.loads(p.read_text())
-                return OptimizeResult(str(out), f"the running job (pid {job['pid']})", retain_hours,
-                                      float(res.get("seconds", 0.0)), dict(res.get("tables", {})))
+                return True, f"{p} written"
             if not pid_alive(job.get("pid")):
-                break
-            time.sleep(0.5)
-        (sd / "optimize.request").unlink(missing_ok=True)
-        raise KctlError("the running job did not optimize its tables in time",
-                        hint="it acts after its next micro-batch with data; see `kctl stream status`")
+                raise GiveUp(f"the job (pid {job.get('pid')}) exited before it optimized its tables")
+            return False, f"no new {p.name} yet (the job runs, pid {job.get('pid')})"
+
+        try:
+            wait_until("the running job to optimize its tables", optimized, timeout_s, poll=0.5)
+        except KctlError as exc:  # TimeoutReached or GiveUp: take the request back, nobody will act on it
+            (sd / "optimize.request").unlink(missing_ok=True)
+            raise KctlError(f"the running job did not optimize its tables in time: {exc.message}",
+                            hint="it acts after its next micro-batch with data; see `kctl stream status`") from None
+        res = json.loads(p.read_text())
+        return OptimizeResult(str(out), f"the running job (pid {job['pid']})", retain_hours,
+                              float(res.get("seconds", 0.0)), dict(res.get("tables", {})))
     t0 = time.monotonic()
     tables: dict[str, Any] = {}
     for name in TABLES:

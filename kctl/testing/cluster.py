@@ -1,7 +1,7 @@
 """``KafkaCluster``: a real multi-node ZooKeeper + Kafka ensemble for integration tests.
 
-Built on testcontainers' primitives (its Compose support, its Docker client)
-and on kctl's own spec, renderer and readiness stages:
+Brought up and down by kctl's own lifecycle (:mod:`kctl.lifecycle`: the same
+render, deploy and readiness stages as ``kctl up``), through the Docker SDK:
 
     with KafkaCluster(nodes=3) as cluster:
         cluster.create_topic("orders", partitions=3, replication_factor=3)
@@ -36,12 +36,11 @@ from kctl import contract, health
 from kctl.contract import LABEL_CLUSTER
 from kctl.errors import KctlError, TimeoutReached
 from kctl.health import ClusterStatus
-from kctl.render import render, write
 from kctl.runtime import docker_api as rc
 from kctl.runtime.faults import Faults
 from kctl.runtime.ports import free_ports
-from kctl.runtime.readiness import Stage, wait_for_stages
 from kctl.spec import ClusterSpec, NodeSpec, load_cluster, parse_spec
+from kctl.wait import wait_until
 
 LABEL_TESTING = contract.LABEL_TESTING
 LABEL_OWNER = contract.LABEL_TESTING_OWNER
@@ -139,7 +138,6 @@ class KafkaCluster:
         if (data.get("security") or {}).get("enabled"):
             data["state_dir"] = str(self.workdir / ".kctl" / name)  # its secrets: found from any directory
         self.spec: ClusterSpec = parse_spec(self._with_ports(data))[0]
-        self._compose: Any = None
         self._docker: Any = None
         self._started = False
         self._faults: Faults | None = None
@@ -171,31 +169,20 @@ class KafkaCluster:
         if node is not None:
             self._start_node(node, service)
             return self
-        from testcontainers.compose import DockerCompose
-        from testcontainers.core.docker_client import DockerClient
+        from kctl import lifecycle
 
-        from kctl.runtime.image import ensure_image
-
-        self._docker = DockerClient().client
+        self._docker = self._client()
         remove_orphans(self._docker)
         if self.reuse and self._adopt_running():
             return self
-        ensure_image(self._docker, kafka_version=self.spec.versions.kafka, scala_version=self.spec.versions.scala)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.spec_file.write_text(yaml.safe_dump(self.spec.model_dump(mode="json", exclude_none=True),
                                                  sort_keys=False))
-        write(render(self.spec, self.state_dir), self.state_dir)
-        from kctl.security import store
-
-        store.ensure(self.spec, self.state_dir)
-        self._compose = DockerCompose(context=str(self.state_dir), compose_file_name="compose.yaml", wait=False)
         self._started = True
         try:
-            self._compose.start()
-            self.wait_until_healthy(timeout=self.startup_timeout, round_trip=True)
-            from kctl.health import secure_root_stages
-
-            wait_for_stages(secure_root_stages(self.spec), timeout=60, poll=0.5)  # as `kctl up` does
+            # `kctl up`'s own path: image, render, secrets, deploy, the readiness stages (a produce/consume
+            # round trip on the external listener included), the recorded cluster id.
+            lifecycle.up(self.spec, self.state_dir, timeout=self.startup_timeout)
         except BaseException:
             self.stop()
             raise
@@ -224,17 +211,15 @@ class KafkaCluster:
         if not self._started:
             return
         self._started = False
+        from kctl import lifecycle
+
         try:
-            # A test cluster's data is thrown away: remove the containers at once
-            # rather than wait for controlled shutdowns, then let Compose drop the rest.
-            if self._docker is not None:
-                rc.remove_by_label(self.spec.name, self._docker)
-            if self._compose is not None:
-                with contextlib.suppress(Exception):
-                    self._compose.stop(down=True)
+            # A test cluster's data is thrown away: no controlled shutdowns, its containers go at once.
+            # A failure here must not hide the test's own: the removal by label below finishes the job.
+            with contextlib.suppress(KctlError):
+                lifecycle.down(self.spec, self.state_dir, volumes=True, graceful=False)
         finally:
-            if self._docker is not None:
-                rc.remove_by_label(self.spec.name, self._docker)
+            rc.remove_by_label(self.spec.name, self._client())  # whatever a failed start or down left
             if self._own_workdir:
                 shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -296,8 +281,7 @@ class KafkaCluster:
         client = admin(self.spec)  # keep a reference: the futures die with the client
         futs = client.create_topics([NewTopic(name, partitions, rf, config=config or {})])
         futs[name].result(timeout)
-        if wait_for_topic(client, name, partitions, timeout) is None:
-            raise TimeoutReached(f"topic {name} has no leader for every partition after {timeout:.0f}s")
+        wait_for_topic(client, name, partitions, timeout)  # TimeoutReached: what the metadata last showed
 
     def partition_leader(self, topic: str, partition: int, timeout: float = 15) -> int:
         """Broker id of the partition's leader (-1 when it has none)."""
@@ -316,7 +300,7 @@ class KafkaCluster:
             return False, f"partitions known: {sorted(t.partitions) if t is not None else 'no topic'}"
 
         try:
-            wait_for_stages([Stage(f"partition {topic}-{partition} known", probe)], timeout=timeout, poll=0.2)
+            wait_until(f"partition {topic}-{partition} known", probe, timeout, poll=0.2)
         except TimeoutReached as exc:
             raise KctlError(f"topic {topic} has no partition {partition}: {exc.message}",
                             hint="is the topic created? `kctl topic describe` shows it") from None
@@ -389,9 +373,9 @@ class KafkaCluster:
 
     def _client(self) -> Any:
         if self._docker is None:
-            from testcontainers.core.docker_client import DockerClient
+            from kctl.runtime import engines
 
-            self._docker = DockerClient().client
+            self._docker = engines.client(self.spec)
         return self._docker
 
     def _node(self, ref: int | str) -> NodeSpec:

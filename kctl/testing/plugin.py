@@ -35,10 +35,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(scope="session")
 def kctl_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     """A real ZooKeeper + Kafka ensemble shared by the session."""
-    os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-    from kctl.extras import require
-
-    require("testcontainers", "testing")  # this plugin loads wherever kctl is installed, extras or not
     from kctl.testing.cluster import KafkaCluster
 
     cluster = KafkaCluster(nodes=request.config.getoption("--kctl-nodes"),

@@ -1,6 +1,6 @@
 """`pip install kctl` without extras operates a real cluster: up, status, topics, produce and consume.
 
-The CLI runs in a child whose imports of pyspark, pyarrow and testcontainers fail, as in an
+The CLI runs in a child whose imports of pyspark and pyarrow fail, as in an
 environment where only the core package is installed.
 """
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from kctl.kafka.configs import parse_quota_describe
-from kctl.runtime.readiness import Stage, wait_for_stages
+from kctl.wait import Stage, wait_for_stages
 from tests.integration.cli import js, kctl, tool_config
 from tests.kafka_tools import parse_kafka_configs
 

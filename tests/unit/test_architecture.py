@@ -86,7 +86,7 @@ def violations() -> set[tuple[str, str]]:
 # above; a name stands for the module and everything below it (the longest name that matches wins).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("kctl", "kctl.contract", "kctl.errors", "kctl.deferred", "kctl.extras", "kctl.resources",
-              "kctl.output", "kctl.files")),
+              "kctl.output", "kctl.wait", "kctl.files")),
     ("spec", ("kctl.spec",)),
     ("render", ("kctl.properties", "kctl.render")),
     ("security", ("kctl.security",)),
@@ -94,7 +94,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("zk", ("kctl.zk",)),
     ("kafka", ("kctl.kafka",)),
     ("stream/agent/identity/drift", ("kctl.stream", "kctl.agent", "kctl.identity", "kctl.drift")),
-    ("health", ("kctl.health",)),
+    ("health/lifecycle", ("kctl.health", "kctl.lifecycle")),
     ("roll/testing", ("kctl.roll", "kctl.testing")),
     ("drill/nodes", ("kctl.drill", "kctl.nodes")),
     ("cli", ("kctl.cli", "kctl.__main__", "kctl.docgen")),

@@ -9,6 +9,7 @@ from unittest import mock
 
 import pytest
 
+from kctl import lifecycle
 from kctl.render import render
 from kctl.runtime import cluster as rcl
 from kctl.runtime import compose, docker_api
@@ -82,9 +83,9 @@ def test_up_names_only_the_containers_it_creates(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(compose, "run_compose", lambda _s, _d, *args, **_k: calls.append(args))
     preflight = mock.create_autospec(compose.ComposeEngine.preflight)  # the host ports and Docker are not asked
     monkeypatch.setattr(compose.ComposeEngine, "preflight", preflight)
-    monkeypatch.setattr(rcl, "_require_image", lambda *_a: None)
+    monkeypatch.setattr(rcl, "require_image", lambda *_a: None)
     rcl.write_applied(tmp_path, {h: new[h] for h in ("logger1", "logger2", "logger3")})
-    res: Any = rcl.converge(FOUR, tmp_path, build=False)
+    res: Any = lifecycle.converge(FOUR, tmp_path, build=False)
     assert [(i.name, i.action) for i in res.plan] == [("logger1", "noop"), ("logger2", "noop"),
                                                       ("logger3", "noop"), ("logger4", "create")]
     assert len(calls) == 1 and calls[0][:2] == ("up", "-d") and "--no-deps" in calls[0]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kctl import health
 from kctl.health import ContainerObs, Observations, ZkState, assess
 from kctl.kafka import describe as kmd
@@ -190,3 +192,101 @@ def test_readiness_waits_until_every_broker_sees_every_broker() -> None:
     assert health.check_brokers(SPEC, obs)[0] and health.check_controller(SPEC, obs)[0]
     obs.kafka_views[1] = kmd.Metadata((1, 2, 3), 3, (), "127.0.0.1:19094")
     assert not health.check_controller(SPEC, obs)[0]
+
+
+def _node_down(obs: Observations, host: str = "logger3", broker: int = 3) -> Observations:
+    assert obs.containers is not None and obs.zookeeper is not None
+    obs.containers[host] = ContainerObs(host, "exited", None)
+    obs.zookeeper[host] = ZkState(host, 2183, "down", error="refused")
+    rest = tuple(b for b in (1, 2, 3) if b != broker)
+    obs.kafka = kmd.Metadata(rest, rest[0], tuple(kmd.Partition("orders", i, rest[i % 2], (1, 2, 3), rest)
+                                                  for i in range(4)))
+    return obs
+
+
+def test_allow_missing_excuses_one_node_away_and_nothing_else() -> None:
+    obs = _node_down(healthy_obs())
+    assert assess(SPEC, obs).health == "degraded"
+    st = assess(SPEC, obs, allow_missing=1)
+    assert (st.health, st.problems) == ("healthy", [])
+    assert st.under_replicated_partitions == 4  # still reported, only not a problem
+    assert health.away_nodes(SPEC, obs) == {"logger3"}
+    # A second node away is more than allowed: every problem counts again.
+    assert obs.containers is not None
+    obs.containers["logger2"] = ContainerObs("logger2", "running", None, {"zookeeper": "RUNNING", "kafka": "STOPPED"})
+    st = assess(SPEC, obs, allow_missing=1)
+    assert st.health == "degraded" and "logger3: container exited" in st.problems
+    assert "logger2: kafka STOPPED" in st.problems
+
+
+def test_allow_missing_does_not_excuse_what_the_rest_must_hold() -> None:
+    obs = _node_down(healthy_obs())
+    # a partition short of a replica on a broker that is there, and one without a leader
+    obs.kafka = kmd.Metadata((1, 2), 1, (kmd.Partition("orders", 0, 1, (1, 2, 3), (1,)),
+                                         kmd.Partition("orders", 1, -1, (3,), ())))
+    problems = assess(SPEC, obs, allow_missing=1).problems
+    assert "1 partitions without a leader" in problems
+    assert "2 under-replicated partitions (1 only for want of ['logger3'])" in problems
+    obs = _node_down(healthy_obs())
+    assert obs.kafka is not None
+    obs.kafka = kmd.Metadata((1, 2), None, obs.kafka.partitions)
+    assert "no controller" in assess(SPEC, obs, allow_missing=1).problems
+    obs = _node_down(healthy_obs())
+    assert obs.zookeeper is not None
+    obs.zookeeper["logger2"] = ZkState("logger2", 2182, "not-serving")
+    assert "zookeeper quorum lost" in assess(SPEC, obs, allow_missing=2).problems
+
+
+def test_check_healthy_is_assess() -> None:
+    ok, saw = health.check_healthy(SPEC, healthy_obs())
+    assert ok and saw.startswith("healthy: quorum ok, leader logger2, brokers 3/3")
+    obs = healthy_obs()
+    obs.kafka = kmd.Metadata((1, 2, 3), 2, _partitions(under=1))
+    ok, saw = health.check_healthy(SPEC, obs)
+    assert not ok and saw == "degraded: 1 under-replicated partitions"
+    # Docker not asked (the roll's and the node changes' gates): its view is no problem, nor missing
+    obs = healthy_obs()
+    obs.containers = None
+    assert health.check_healthy(SPEC, obs)[0]
+    assert health.check_healthy(SPEC, _node_down(healthy_obs()), allow_missing=1)[0]
+
+
+def test_the_gates_ask_check_healthy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl import nodes
+    from kctl.drill import run as drill
+    from kctl.roll import run as roll
+
+    asked: list[bool] = []  # whether each gather asked Docker
+
+    def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, **_k: object) -> Observations:
+        asked.append(docker)
+        obs = healthy_obs()
+        obs.kafka = kmd.Metadata((1, 2, 3), 2, _partitions(under=1))
+        return obs
+
+    monkeypatch.setattr(health, "gather", gather)
+    for probe in (roll.pre_checks(SPEC), nodes._healthy(SPEC)):
+        assert probe() == (False, "degraded: 1 under-replicated partitions")
+    monkeypatch.setattr(drill, "PRE_CHECK_TIMEOUT", 0.1)
+    with pytest.raises(drill.DrillNotRun, match="1 under-replicated partitions"):
+        drill.pre_check_cluster(SPEC)
+    assert asked[:2] == [False, False] and asked[2:] and all(asked[2:])  # the drill asks Docker too
+
+
+def test_check_replicated_in_every_brokers_view() -> None:
+    obs = healthy_obs()
+    obs.kafka_views = [kmd.Metadata((1, 2, 3), 2, _partitions(), "127.0.0.1:19092"),
+                       kmd.Metadata((1, 2, 3), 2, _partitions(under=1), "127.0.0.1:19093")]
+    assert health.check_replicated(SPEC, obs) == (False, "URP 1, offline 0 (every broker's view)")
+    obs.kafka_views[1] = kmd.Metadata((1, 2, 3), 2, _partitions(), "127.0.0.1:19093")
+    assert health.check_replicated(SPEC, obs)[0]
+    obs.kafka_error = "127.0.0.1:19094: timed out"  # a broker that did not answer may lag behind
+    assert health.check_replicated(SPEC, obs) == (False, "127.0.0.1:19094: timed out")
+
+
+def test_broker_registered_needs_an_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = iter([Observations(kafka_error="refused"), Observations(kafka=kmd.Metadata((1, 2), 1, ()))])
+    monkeypatch.setattr(health, "gather", lambda *_a, **_k: next(answers))
+    gone = health.broker_registered(SPEC, 3, want=False)
+    assert gone() == (False, "refused")  # nobody answered: not proof that it is gone
+    assert gone() == (True, "registered brokers [1, 2]")

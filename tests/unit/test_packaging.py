@@ -1,4 +1,4 @@
-"""`pip install kctl` is the core CLI; pyspark, pyarrow and testcontainers come only with the extras.
+"""`pip install kctl` is the core CLI; pyspark and pyarrow come only with the extras.
 
 The fast tests read pyproject.toml and run the CLI in a subprocess where the optional
 packages cannot be imported. The slow one (`make package`) installs kctl without extras
@@ -22,7 +22,7 @@ from kctl.errors import KctlError
 from kctl.extras import EXTRAS, require
 
 ROOT = Path(__file__).resolve().parents[2]
-OPTIONAL = {"pyspark", "delta-spark", "pyarrow", "deltalake", "duckdb", "testcontainers"}
+OPTIONAL = {"pyspark", "delta-spark", "pyarrow", "deltalake", "duckdb"}
 # their import names
 MODULES = {"delta" if d == "delta-spark" else d for d in OPTIONAL}
 

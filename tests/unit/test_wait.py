@@ -8,7 +8,7 @@ import pytest
 
 from kctl.errors import TimeoutReached
 from kctl.health import zk_state
-from kctl.runtime.readiness import Stage, wait_for_stages
+from kctl.wait import GiveUp, Stage, wait_for_stages, wait_until
 from kctl.zk import fourlw
 from tests.unit.fake_zk import fake_zk, free_port
 
@@ -105,3 +105,45 @@ def test_probe_exception_is_not_ready() -> None:
     with pytest.raises(TimeoutReached) as ei:
         wait_for_stages([Stage("s", boom)], timeout=2, poll=1, clock=clock, sleep=clock.sleep)
     assert "ConnectionRefusedError" in ei.value.message
+
+
+def test_wait_until_returns_what_it_saw_when_done() -> None:
+    clock = FakeClock()
+    sizes = iter([0, 10, 20])
+
+    def grown() -> tuple[bool, str]:
+        n = next(sizes)
+        return n >= 20, f"size {n}"
+
+    res = wait_until("the file to grow", grown, timeout=10, poll=1, clock=clock, sleep=clock.sleep)
+    assert (res.name, res.saw) == ("the file to grow", "size 20") and clock.now == 2
+
+
+def test_wait_until_timeout_says_what_it_waited_for_what_it_saw_and_the_log() -> None:
+    clock = FakeClock()
+    seen: list[str] = []
+    with pytest.raises(TimeoutReached) as ei:
+        wait_until("topic t with a leader for every partition", lambda: (False, "leaders [1, -1]"), timeout=5,
+                   poll=1, log_tail=lambda saw: f"broker log after {saw}", hint="`kctl topic describe t`",
+                   on_progress=lambda name, saw: seen.append(saw), clock=clock, sleep=clock.sleep)
+    lines = ei.value.message.splitlines()
+    assert lines[0] == "timed out after 5s waiting for: topic t with a leader for every partition"
+    assert lines[1] == "last seen: leaders [1, -1]"
+    assert "broker log after leaders [1, -1]" in ei.value.message
+    assert ei.value.hint == "`kctl topic describe t`"
+    assert clock.now >= 5 and len(seen) == 6  # one probe a second, the first at once
+
+
+def test_give_up_ends_the_wait_at_once() -> None:
+    clock = FakeClock()
+    calls = [0]
+
+    def exited() -> tuple[bool, str]:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise GiveUp("stream job exited at start with code 1", hint="see its log")
+        return False, "starting"
+
+    with pytest.raises(GiveUp) as ei:
+        wait_until("stream job running", exited, timeout=60, poll=1, clock=clock, sleep=clock.sleep)
+    assert ei.value.message == "stream job exited at start with code 1" and calls[0] == 2 and clock.now == 1

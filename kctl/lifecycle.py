@@ -1,0 +1,186 @@
+"""A cluster's lifecycle, in one place: :func:`converge`, :func:`up` and :func:`down`.
+
+``kctl up``/``kctl down``, the node changes (``kctl node add/remove``) and the testing
+API (:class:`kctl.testing.KafkaCluster`) all bring containers up and down through here:
+
+- :func:`converge` renders the state dir, decides what to do to each container before
+  touching Docker (the pure :func:`kctl.runtime.cluster.convergence_plan`), builds the
+  node image when needed, writes the files and secrets, and deploys through the
+  cluster's engine (:func:`kctl.runtime.engines.for_spec`);
+- :func:`up` converges, then waits through the readiness stages of
+  :func:`kctl.health.readiness_stages`, and records the cluster id the brokers report
+  (:func:`kctl.identity.record`);
+- :func:`down` stops Kafka before ZooKeeper on every node (controlled shutdowns while the
+  quorum still stands) and removes the containers; ``graceful=False`` removes them at once
+  (a throw-away test cluster).
+
+Waiting and judging health are :mod:`kctl.health`'s; Docker is :mod:`kctl.runtime`'s.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kctl import contract
+from kctl.errors import KctlError
+from kctl.runtime import cluster as rc
+from kctl.runtime import engines
+from kctl.runtime.cluster import PlanItem
+from kctl.spec import ClusterSpec
+from kctl.wait import StageResult
+
+if TYPE_CHECKING:
+    from kctl.runtime.docker_api import ContainerInfo
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class UpResult:
+    plan: list[PlanItem]
+    stages: list[StageResult]
+    seconds: float
+    state_dir: str
+
+
+def converge(
+    spec: ClusterSpec,
+    state_dir: Path,
+    *,
+    build: bool = True,
+    kafka_dist: Path | None = None,
+    progress: Progress | None = None,
+    strict_spread: bool = False,
+) -> UpResult:
+    """Render and converge (`docker compose up -d`, or `docker stack deploy`), without waiting for health."""
+    say = progress or (lambda _m: None)
+    started = time.monotonic()
+    from kctl.render import render, write  # jinja2: only a converge needs it
+
+    rendered = render(spec, state_dir)  # pure; a template problem fails before anything is touched
+    eng = engines.for_spec(spec)
+    dc = eng.client()
+    existing = {c.name: c for c in eng.containers(spec, dc)}
+    plan = rc.convergence_plan(rendered, existing, rc.applied_hashes(state_dir))
+    eng.preflight(spec, existing, dc, say, strict_spread)
+
+    if build and spec.image.ref is None:
+        from kctl.runtime.image import ensure_image
+
+        ensure_image(dc, kafka_version=spec.versions.kafka, scala_version=spec.versions.scala,
+                     kafka_dist=kafka_dist, progress=say)
+    rc.require_image(dc, spec.local_image_ref)
+
+    write(rendered, state_dir)
+    from kctl.security import store
+
+    made = store.ensure(spec, state_dir)  # secured clusters: CA, certificates, passwords, JAAS files
+    if made:
+        say(f"secrets: {len(made)} file(s) written in {store.secrets_dir(state_dir)} (mode 0600)")
+    for item in plan:
+        say(f"{item.name}: {item.action} ({item.reason})")
+    todo = [i.name for i in plan if i.action != "noop"]
+    if todo:
+        # Only the containers the plan names: compose would otherwise also make again a container whose
+        # compose definition changed under it (a node change rewrites every node's ensemble and labels,
+        # and records the untouched ones as up to date: see kctl.runtime.cluster.carry_applied).
+        eng.deploy(spec, state_dir, say, todo)
+    return UpResult(plan, [], time.monotonic() - started, str(state_dir))
+
+
+def up(
+    spec: ClusterSpec,
+    state_dir: Path,
+    *,
+    wait: bool = True,
+    timeout: float = 300,
+    build: bool = True,
+    kafka_dist: Path | None = None,
+    progress: Progress | None = None,
+    on_stage: Callable[[str, str], None] | None = None,
+    strict_spread: bool = False,
+) -> UpResult:
+    """Converge, then wait through the readiness stages until verified healthy, and record the cluster's id.
+
+    TimeoutReached (with what the stage last saw and the relevant log tail) when ``timeout`` passes first.
+    """
+    from kctl import health
+    from kctl.wait import wait_for_stages
+
+    started = time.monotonic()
+    result = converge(spec, state_dir, build=build, kafka_dist=kafka_dist, progress=progress,
+                      strict_spread=strict_spread)
+    if wait:
+        result.stages = wait_for_stages(health.readiness_stages(spec, state_dir), timeout=timeout, poll=0.5,
+                                        on_progress=on_stage)
+        _record_identity(spec, state_dir)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _record_identity(spec: ClusterSpec, state_dir: Path) -> None:
+    """Once healthy, the cluster id its brokers report is this state dir's cluster (see kctl.identity)."""
+    from kctl import identity
+    from kctl.kafka import describe as kmd
+    from kctl.security import store
+
+    try:
+        md = kmd.fetch_any(spec.bootstrap_servers, 5.0, store.client_settings(spec, state_dir=state_dir, own=True))
+    except kmd.MetadataError:
+        return  # healthy a moment ago: `kctl status` records it at its first answer (kctl.health.check_identity)
+    if md.cluster_id:
+        identity.record(spec, state_dir, md.cluster_id)
+
+
+def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful: bool = True,
+         progress: Progress | None = None) -> int:
+    """Stop Kafka before ZooKeeper on every node, then remove the containers (and data with ``volumes``).
+
+    ``graceful=False`` skips the controlled shutdowns and removes the containers at once: for a cluster
+    whose data is thrown away (a test cluster). Returns how many containers there were.
+    """
+    say = progress or (lambda _m: None)
+    eng = engines.for_spec(spec)
+    dc = eng.client()
+    infos = eng.containers(spec, dc)
+    if graceful:
+        # Kafka first everywhere (controlled shutdown while the quorum is still there), then ZooKeeper.
+        kafka_first = [c for c in infos if c.state == "running" and "kafka" in c.services]
+        with cf.ThreadPoolExecutor(max_workers=max(1, len(kafka_first))) as pool:
+            list(pool.map(lambda c: _stop_kafka(spec, c, dc, say), kafka_first))
+    else:
+        for c in infos:
+            eng.remove_one(spec, c.name, stop_timeout=0)
+    removed = eng.remove(spec, state_dir, volumes=volumes, dc=dc)
+    if volumes:
+        from kctl.render import remove_state
+
+        remove_state(state_dir)
+        say(f"removed {state_dir}")
+    return len(infos) or removed
+
+
+def _stop_kafka(spec: ClusterSpec, c: ContainerInfo, dc: Any, say: Progress) -> None:
+    say(f"{c.name}: stopping kafka (controlled shutdown)")
+    try:
+        engines.exec_in(spec, c.name, [*contract.SUPERVISORCTL, "stop", "kafka"], timeout=130, dc=dc)
+    except KctlError:
+        pass  # its container is not running any more: compose's stop finishes it
+
+
+# ----- one node's container (kctl node add / remove) ----------------------------------------------------
+
+
+def start_node(spec: ClusterSpec, state_dir: Path, host: str) -> None:
+    """Create and start one node's container from the rendered files, touching no other container."""
+    rc.start_one(spec, state_dir, host)
+
+
+def remove_node(spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
+    """Stop (SIGTERM, then up to ``stop_timeout`` s) and remove one node's container; False if there was none."""
+    return rc.remove_one(spec, host, stop_timeout=stop_timeout)

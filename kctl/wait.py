@@ -1,0 +1,103 @@
+"""Readiness as objects: a stage has a probe, a timeout comes with what it last saw.
+
+The one wait of kctl: every poll goes through here. ``wait_for_stages`` runs stages
+in order under one overall deadline; each probe returns ``(done, what_it_saw)``.
+``wait_until`` is one stage on its own. A timeout raises :class:`TimeoutReached`
+naming what it waited for, what it saw last and, when a stage knows where to look,
+the tail of the relevant log. A probe that finds the awaited state can no longer
+come (the process it waits for exited) raises :class:`GiveUp`, which ends the wait
+at once; any other exception of a probe counts as "not yet".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kctl.errors import KctlError, TimeoutReached
+
+Probe = Callable[[], tuple[bool, str]]
+HINT = "inspect with `kctl status` and `kctl logs NODE`; clean up with `kctl down`"
+
+
+class GiveUp(KctlError):
+    """Raised by a probe: what the wait is for can no longer happen; the wait ends with this error."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    probe: Probe
+    log_tail: Callable[[str], str] | None = None  # given what it saw, return a log excerpt
+
+
+@dataclass(frozen=True)
+class StageResult:
+    name: str
+    seconds: float
+    saw: str
+
+
+def wait_for_stages(
+    stages: Sequence[Stage],
+    timeout: float,
+    poll: float = 0.5,
+    on_progress: Callable[[str, str], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    hint: str | None = HINT,
+) -> list[StageResult]:
+    """Run the stages in order; raise TimeoutReached (with ``hint``) when the overall deadline passes."""
+    start = clock()
+    deadline = start + timeout
+    results: list[StageResult] = []
+    for stage in stages:
+        stage_start = clock()
+        saw = "nothing yet"
+        while True:
+            try:
+                done, saw = stage.probe()
+            except GiveUp:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a failing probe is "not ready yet"
+                done, saw = False, f"{type(exc).__name__}: {exc}"
+            if on_progress:
+                on_progress(stage.name, saw)
+            if done:
+                results.append(StageResult(stage.name, clock() - stage_start, saw))
+                break
+            if clock() >= deadline:
+                tail = ""
+                if stage.log_tail is not None:
+                    try:
+                        tail = stage.log_tail(saw)
+                    except Exception as exc:  # noqa: BLE001
+                        tail = f"(log unavailable: {exc})"
+                msg = f"timed out after {timeout:g}s waiting for: {stage.name}\nlast seen: {saw}"
+                if tail:
+                    msg += f"\n--- log tail ---\n{tail.rstrip()}"
+                raise TimeoutReached(msg, hint=hint)
+            sleep(min(poll, max(0.0, deadline - clock())))
+    return results
+
+
+def wait_until(
+    description: str,
+    probe: Probe,
+    timeout: float,
+    poll: float = 0.5,
+    *,
+    log_tail: Callable[[str], str] | None = None,
+    hint: str | None = HINT,
+    on_progress: Callable[[str, str], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> StageResult:
+    """Poll ``probe`` every ``poll`` seconds until it says done; what it saw last when it did.
+
+    TimeoutReached after ``timeout`` seconds: "timed out after Ns waiting for: ``description``",
+    what the probe last saw, the ``log_tail`` when given, and ``hint``. The probe runs at least once.
+    """
+    return wait_for_stages([Stage(description, probe, log_tail)], timeout=timeout, poll=poll,
+                           on_progress=on_progress, clock=clock, sleep=sleep, hint=hint)[0]

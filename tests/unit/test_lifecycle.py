@@ -1,0 +1,150 @@
+"""kctl.lifecycle (converge, up, down) and the testing API on top of it, against a fake engine: no Docker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kctl import health, lifecycle
+from kctl.errors import TimeoutReached
+from kctl.render import render
+from kctl.runtime import cluster as rc
+from kctl.runtime import engines
+from kctl.runtime.compose import ContainerInfo
+from kctl.spec import ClusterSpec
+from kctl.wait import Stage
+
+SPEC = ClusterSpec()  # logger1..3
+
+
+def info(name: str, state: str = "running", config_hash: str | None = None) -> ContainerInfo:
+    return ContainerInfo(id=f"id-{name}", name=name, container_name=name, node=name, services=("zookeeper", "kafka"),
+                         state=state, health=None, config_hash=config_hash, ports={})
+
+
+class FakeEngine:
+    """Records what lifecycle asks of the engine, in order."""
+
+    def __init__(self, existing: list[ContainerInfo]) -> None:
+        self.existing = existing
+        self.calls: list[tuple[Any, ...]] = []
+
+    def client(self, timeout: int = 30) -> object:
+        return "dc"
+
+    def containers(self, spec: ClusterSpec, dc: Any = None) -> list[ContainerInfo]:
+        return list(self.existing)
+
+    def preflight(self, spec: ClusterSpec, existing: dict[str, ContainerInfo], dc: Any, say: Any,
+                  strict_spread: bool = False) -> None:
+        self.calls.append(("preflight", sorted(existing)))
+
+    def deploy(self, spec: ClusterSpec, state_dir: Path, say: Any, services: list[str]) -> None:
+        self.calls.append(("deploy", tuple(services)))
+
+    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
+        self.calls.append(("remove_one", host, stop_timeout))
+        return True
+
+    def remove(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool, dc: Any) -> int:
+        self.calls.append(("remove", volumes))
+        return 0
+
+
+@pytest.fixture()
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
+    eng = FakeEngine([info(h) for h in ("logger1", "logger2", "logger3")])
+    monkeypatch.setattr(engines, "for_spec", lambda _spec: eng)
+    monkeypatch.setattr(engines, "exec_in", lambda spec, name, argv, **_k: eng.calls.append(("exec", name, argv[-2:]))
+                        or (0, ""))
+    monkeypatch.setattr(rc, "require_image", lambda dc, ref: eng.calls.append(("image", ref)))
+    return eng
+
+
+def test_down_stops_kafka_everywhere_before_removing(fake: FakeEngine, tmp_path: Path) -> None:
+    said: list[str] = []
+    assert lifecycle.down(SPEC, tmp_path, progress=said.append) == 3
+    execs = [c for c in fake.calls if c[0] == "exec"]
+    assert sorted(c[1] for c in execs) == ["logger1", "logger2", "logger3"]
+    assert all(c[2] == ["stop", "kafka"] for c in execs)
+    assert fake.calls[-1] == ("remove", False) and tmp_path.exists()
+    assert "logger2: stopping kafka (controlled shutdown)" in said
+
+
+def test_down_not_graceful_removes_at_once_and_the_state_dir_with_volumes(fake: FakeEngine, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    lifecycle.down(SPEC, state, volumes=True, graceful=False)
+    assert not [c for c in fake.calls if c[0] == "exec"]  # no controlled shutdown
+    assert fake.calls == [("remove_one", "logger1", 0), ("remove_one", "logger2", 0), ("remove_one", "logger3", 0),
+                          ("remove", True)]
+    assert not state.exists()
+
+
+def test_converge_deploys_only_what_the_plan_changes(fake: FakeEngine, tmp_path: Path) -> None:
+    hashes = {c.name: c.config_hash for c in render(SPEC, tmp_path).containers}
+    fake.existing = [info("logger1", config_hash=hashes["logger1"]), info("logger2", "exited", hashes["logger2"])]
+    res = lifecycle.converge(SPEC, tmp_path, build=False)
+    assert [(i.name, i.action) for i in res.plan] == [("logger1", "noop"), ("logger2", "start"),
+                                                      ("logger3", "create")]
+    assert fake.calls == [("preflight", ["logger1", "logger2"]), ("image", SPEC.local_image_ref),
+                          ("deploy", ("logger2", "logger3"))]
+    assert (tmp_path / "compose.yaml").exists() and res.stages == []
+
+
+def test_up_waits_through_the_readiness_stages_then_records_the_identity(
+        fake: FakeEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = iter([False, True])
+    monkeypatch.setattr(health, "readiness_stages", lambda spec, state: [
+        Stage("containers running", lambda: (next(answers), "logger3=created"))])
+    recorded: list[Path] = []
+    monkeypatch.setattr(lifecycle, "_record_identity", lambda spec, state: recorded.append(state))
+    res = lifecycle.up(SPEC, tmp_path, build=False, timeout=5)
+    assert [s.name for s in res.stages] == ["containers running"] and recorded == [tmp_path]
+    assert ("deploy", ("logger1", "logger2", "logger3")) in fake.calls  # none was made from this render
+
+    monkeypatch.setattr(health, "readiness_stages", lambda spec, state: [
+        Stage("exactly one ZooKeeper leader", lambda: (False, "logger1=looking"))])
+    recorded.clear()
+    with pytest.raises(TimeoutReached, match="exactly one ZooKeeper leader") as err:
+        lifecycle.up(SPEC, tmp_path, build=False, timeout=0.2)
+    assert "logger1=looking" in err.value.message and recorded == []
+
+    assert lifecycle.up(SPEC, tmp_path, build=False, wait=False).stages == []
+
+
+def test_the_testing_api_comes_up_and_goes_down_through_the_lifecycle(
+        fake: FakeEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl.testing import cluster as tc
+
+    calls: list[tuple[str, Any]] = []
+    monkeypatch.setattr(tc, "remove_orphans", lambda dc: calls.append(("orphans", dc)) or [])
+    monkeypatch.setattr(lifecycle, "up", lambda spec, state, **kw: calls.append(("up", kw)))
+    monkeypatch.setattr(lifecycle, "down", lambda spec, state, **kw: calls.append(("down", kw)))
+    monkeypatch.setattr(tc.rc, "remove_by_label", lambda name, dc=None, volumes=True: calls.append(("label", name)))
+    monkeypatch.setattr(engines, "client", lambda spec, timeout=30: "dc")
+    cluster = tc.KafkaCluster(nodes=3, workdir=tmp_path, startup_timeout=42)
+    with cluster:
+        assert cluster.spec_file.exists()
+        assert calls == [("orphans", "dc"), ("up", {"timeout": 42})]
+    assert calls[2:] == [("down", {"volumes": True, "graceful": False}), ("label", cluster.spec.name)]
+
+
+def test_a_failed_start_removes_what_it_made(fake: FakeEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl.testing import cluster as tc
+
+    calls: list[str] = []
+
+    def fail(*_a: Any, **_k: Any) -> None:
+        raise TimeoutReached("timed out after 1s waiting for: containers running")
+
+    monkeypatch.setattr(tc, "remove_orphans", lambda dc: [])
+    monkeypatch.setattr(lifecycle, "up", fail)
+    monkeypatch.setattr(lifecycle, "down", lambda spec, state, **kw: calls.append("down"))
+    monkeypatch.setattr(tc.rc, "remove_by_label", lambda name, dc=None, volumes=True: calls.append("label"))
+    monkeypatch.setattr(engines, "client", lambda spec, timeout=30: "dc")
+    with pytest.raises(TimeoutReached), tc.KafkaCluster(nodes=1):
+        pass
+    assert calls == ["down", "label"]
