@@ -10,6 +10,7 @@ from __future__ import annotations
 
 # ----- paths inside a node container ---------------------------------------------------
 CONF_DIR = "/etc/kctl"  # rendered files, bind-mounted read-only from <state>/<host>/conf
+KAFKA_BIN = "/opt/kafka/bin"  # the distribution's scripts in the node image (KAFKA_HOME/bin)
 DATA_ROOT = "/var/opt/kctl"  # <state>/<host>/data
 LOG_ROOT = "/var/log/kctl"  # <state>/<host>/logs
 

@@ -30,24 +30,8 @@ SCALA_VERSION = contract.DEFAULT_SCALA_VERSION
 # Kafka 3.9 is published for these Scala builds.
 SCALA_VERSIONS = ("2.12", "2.13")
 
-# Four-letter words kctl itself uses (status, readiness, `kctl zk`), not `*`.
-DEFAULT_FOUR_LETTER_WORDS = (
-    "conf",
-    "cons",
-    "crst",
-    "dirs",
-    "dump",
-    "envi",
-    "isro",
-    "mntr",
-    "ruok",
-    "srst",
-    "srvr",
-    "stat",
-    "wchc",
-    "wchp",
-    "wchs",
-)
+# Four-letter words kctl itself uses (status, readiness, `kctl zk`), not `*`: the container contract's.
+DEFAULT_FOUR_LETTER_WORDS = contract.FOUR_LETTER_WORDS
 
 _HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _CLUSTER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
@@ -393,7 +377,7 @@ class ClusterSpec(_Model):
 
     @property
     def image_ref(self) -> str:
-        local = self.image.ref or f"kctl/node:{self.versions.kafka}"
+        local = self.image.ref or contract.image_tag(self.versions.kafka)
         if self.image.registry and self.engine is Engine.swarm:
             return f"{self.image.registry.rstrip('/')}/{local}"
         return local
@@ -401,7 +385,7 @@ class ClusterSpec(_Model):
     @property
     def local_image_ref(self) -> str:
         """The node image as this engine knows it (the one kctl builds), before any registry prefix."""
-        return self.image.ref or f"kctl/node:{self.versions.kafka}"
+        return self.image.ref or contract.image_tag(self.versions.kafka)
 
     def node_address(self, node: NodeSpec) -> str:
         """Where kctl and clients reach this node's published ports: 127.0.0.1 (compose), or on Swarm the

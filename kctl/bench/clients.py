@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kctl import contract
 from kctl.bench.doc import write_section
 from kctl.errors import KctlError
 from kctl.kafka import topics
@@ -302,7 +303,7 @@ def run(spec: ClusterSpec, spec_file: Path, records: int) -> tuple[list[Side], l
                                    "-o", "json").stdout)
             figures.append(Figure("kctl produce", "produce", int(out["delivered"]), float(out["seconds"])))
         brokers = spec.internal_bootstrap_servers
-        text = _exec(spec, ["/opt/kafka/bin/kafka-producer-perf-test.sh", "--topic", t_kafka,
+        text = _exec(spec, [f"{contract.KAFKA_BIN}/kafka-producer-perf-test.sh", "--topic", t_kafka,
                             "--num-records", str(records), "--record-size", str(RECORD_SIZE), "--throughput", "-1",
                             # The same batching as kctl's librdkafka producer (linger 5 ms, ~1 MB
                             # batches), so the two differ in client, not in settings.
@@ -317,7 +318,7 @@ def run(spec: ClusterSpec, spec_file: Path, records: int) -> tuple[list[Side], l
         if not m:
             raise KctlError("kctl consume printed no summary", hint=proc.stderr[-500:])
         figures.append(Figure("kctl consume", "consume", int(m.group(1)), float(m.group(2))))
-        text = _exec(spec, ["/opt/kafka/bin/kafka-consumer-perf-test.sh", "--bootstrap-server", brokers,
+        text = _exec(spec, [f"{contract.KAFKA_BIN}/kafka-consumer-perf-test.sh", "--bootstrap-server", brokers,
                             "--topic", t_kafka, "--messages", str(records), "--timeout", "60000"])
         n, s = parse_consumer_perf(text)
         figures.append(Figure("kafka-consumer-perf-test", "consume", n, s))

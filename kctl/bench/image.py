@@ -30,6 +30,7 @@ from typing import TypeVar
 import docker
 import docker.errors
 
+from kctl import contract
 from kctl.bench.doc import add_output_args, publish, table
 from kctl.runtime import dist as distmod
 from kctl.runtime import image
@@ -71,7 +72,7 @@ def measure(client: docker.DockerClient, *, with_base: bool, log: Callable[[str]
         client.images.remove("kctl/debian:bench")
     base = image.resolve_base_image(client, progress=_quiet)
     labels = image.image_labels(dist, image.recipe_hash(), base)
-    tags = ["kctl/node:bench-cold", "kctl/node:bench-warm", "kctl/node:bench-edit"]
+    tags = [contract.image_tag(f"bench-{kind}") for kind in ("cold", "warm", "edit")]
     try:
         with tempfile.TemporaryDirectory(prefix="bench-", dir=distmod.cache_root().parent) as tmp:
             ctx = image.assemble_context(Path(tmp) / "ctx", dist)

@@ -225,7 +225,8 @@ def _format_value(v: str) -> str:
 
 
 def run_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float = 60) -> str:
-    """Run /opt/kafka/bin/TOOL in the first running node; KctlError with the tool's message if it fails."""
+    """Run TOOL from the image's Kafka scripts (contract.KAFKA_BIN) in the first running node; KctlError
+    with the tool's message if it fails."""
     from kctl.runtime.cluster import run_kafka_tool
 
     run = run_kafka_tool(spec, tool, args, timeout=timeout)

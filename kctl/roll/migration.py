@@ -71,10 +71,11 @@ def check_step(spec: ClusterSpec, state_dir: Path) -> tuple[int | None, int]:
 def secure_znodes(spec: ClusterSpec, say: Any) -> None:
     """After step 3's roll: Kafka's ZooKeeper ACL migration tool (its znodes made before get the brokers'
     secure ACL), run in a broker as the brokers' ZooKeeper principal, and the root znode's ACL."""
+    from kctl import contract
     from kctl.runtime import engines
     from kctl.zk.znodes import secure_root
 
-    argv = ["/opt/kafka/bin/zookeeper-security-migration.sh", "--zookeeper.acl=secure",
+    argv = [f"{contract.KAFKA_BIN}/zookeeper-security-migration.sh", "--zookeeper.acl=secure",
             f"--zookeeper.connect={spec.zookeeper_connect}"]
     last = "no broker container running"
     for node in spec.brokers:

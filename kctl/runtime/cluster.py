@@ -129,7 +129,7 @@ def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float
     last: KctlError | None = None
     for node in spec.brokers:
         host = spec.kafka_host(node)
-        argv = [f"/opt/kafka/bin/{tool}", "--bootstrap-server", f"{host}:{spec.client_internal_port}", *args]
+        argv = [f"{contract.KAFKA_BIN}/{tool}", "--bootstrap-server", f"{host}:{spec.client_internal_port}", *args]
         if spec.kctl_logs_in:  # the admin user's client settings: a file in the node, no password in argv
             argv += ["--command-config", contract.secret_path(contract.ADMIN_CLIENT_FILE)]
         try:

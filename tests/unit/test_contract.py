@@ -39,3 +39,20 @@ def test_env_names_are_read_by_the_scripts() -> None:
 def test_every_supported_kafka_version_has_a_zookeeper() -> None:
     assert contract.DEFAULT_KAFKA_VERSION in contract.ZOOKEEPER_VERSIONS
     assert contract.image_tag("3.9.1") == f"{contract.IMAGE_REPO}:3.9.1"
+
+
+def test_python_never_re_spells_the_contract() -> None:
+    # The container's paths, the image repository and the healthcheck are spelled in kctl/contract.py only.
+    pkg = Path(__file__).resolve().parents[2] / "kctl"
+    spelled = {
+        contract.KAFKA_BIN: "contract.KAFKA_BIN",
+        f'"{contract.IMAGE_REPO}:': "contract.image_tag()",
+        f'"{contract.HEALTHCHECK}': "contract.HEALTHCHECK",
+    }
+    found = []
+    for path in sorted(pkg.rglob("*.py")):
+        if path.name == "contract.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        found += [f"{path.relative_to(pkg)}: {raw!r} (use {name})" for raw, name in spelled.items() if raw in text]
+    assert not found, found
