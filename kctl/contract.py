@@ -33,6 +33,16 @@ HEALTHCHECK = "/usr/local/bin/kctl-healthcheck"
 CAP_ADD = ("NET_ADMIN",)
 
 
+def hold_file(service: str) -> str:
+    """While this file exists in a node, its supervisor does not start ``service`` again (jvm-common.sh)."""
+    return f"/tmp/kctl-hold-{service}"
+
+
+def starts_file(service: str) -> str:
+    """The wrapper's record of ``service``'s last start, for its crash-loop back-off (jvm-common.sh)."""
+    return f"/tmp/kctl-starts-{service}"
+
+
 def container_log(service: str) -> str:
     """The log of ``service`` as a path inside the container."""
     return f"{LOG_ROOT}/{LOG_FILES[service]}"

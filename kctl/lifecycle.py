@@ -22,7 +22,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +46,7 @@ class UpResult:
     stages: list[StageResult]
     seconds: float
     state_dir: str
+    started: list[str] = field(default_factory=list)  # host/service of each process `up` started again
 
 
 def converge(
@@ -90,7 +91,29 @@ def converge(
         # compose definition changed under it (a node change rewrites every node's ensemble and labels,
         # and records the untouched ones as up to date: see kctl.runtime.cluster.carry_applied).
         eng.deploy(spec, state_dir, say, todo)
-    return UpResult(plan, [], time.monotonic() - started, str(state_dir))
+    result = UpResult(plan, [], time.monotonic() - started, str(state_dir))
+    result.started = start_stopped_processes(spec, eng, skip=set(todo), say=say)
+    return result
+
+
+def start_stopped_processes(spec: ClusterSpec, eng: engines.Engine, *, skip: set[str],
+                            say: Progress) -> list[str]:
+    """``kctl up`` converges processes too: a running container whose ZooKeeper or Kafka is down (its
+    supervisor gave up on a crash loop, or someone stopped it) gets that process started again, ZooKeeper
+    first; the readiness stages that follow wait for it. Returns ``host/service`` of each start."""
+    from kctl.runtime import services
+
+    started: list[str] = []
+    for c in eng.observe(spec):
+        if c.name in skip or c.state != "running" or c.remote:
+            continue
+        procs = eng.processes(c)
+        for svc in contract.SERVICES:  # zookeeper, then kafka
+            if procs.get(svc) == "STOPPED":
+                say(f"{c.name}: {svc} is not running in its running container; starting it")
+                services.start(spec, c.name, svc)
+                started.append(f"{c.name}/{svc}")
+    return started
 
 
 def up(

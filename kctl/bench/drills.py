@@ -22,7 +22,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 DOC = DOCS / "reliability.md"
 PLOT = DOCS / "reliability-leader-kill.png"
 
-# scenario -> bounces in the long form (a kill waits for the 18 s ZooKeeper session each time)
+# scenario -> bounces in the long form (a kill waits for the broker's ZooKeeper session to expire each time)
 BOUNCES: dict[str, int] = {
     "leader-kill": 5, "leader-term": 3, "controller-kill": 3, "zk-leader-kill": 3, "zk-quorum-loss": 2,
     "broker-pause": 3, "broker-partition": 2, "slow-network": 2, "rolling-restart": 1, "baseline": 1,
@@ -31,10 +31,11 @@ BOUNCES: dict[str, int] = {
 
 def row(v: Any) -> str:
     rec = f"{v.recovery_seconds:.1f} s" if v.recovery_seconds is not None else "-"
+    back = ", ".join(f"{s:.1f} s" for s in v.self_heal_seconds) or "-"
     errors = ", ".join(f"{k} {n}" for k, n in v.errors.items()) or "0"
     verdict = "holds" if v.holds else "**does not hold**: " + "; ".join(v.failures)
     return (f"| {v.scenario} | {v.rate:g}/s | {v.duration_seconds:.0f} s | {v.bounces} | {v.acked} | {v.lost} |"
-            f" {v.duplicates} | {v.reordered} | {v.unacked_present} | {errors} | {rec} |"
+            f" {v.duplicates} | {v.reordered} | {v.unacked_present} | {errors} | {rec} | {back} |"
             f" {v.longest_stall_seconds:.1f} s | {v.leader_changes} / {v.zk_leader_changes} | {verdict} |")
 
 
@@ -51,13 +52,14 @@ def render(rows: list[str], notes: list[str], args: argparse.Namespace, plotted:
         "but not read back; duplicates and reordering are counted within partitions; *unacked present* =",
         "written although the producer saw no acknowledgement (allowed). Recovery = fault healed -> cluster",
         "healthy and the topic fully replicated (the longest of the bounces); stall = the longest time",
-        "without an acknowledgement.",
+        "without an acknowledgement. Back by itself = fault -> the killed process serving again, started by",
+        "its node's supervisor with no command run (the kill drills).",
         f"This run: `--duration {args.duration:g} --rate {args.rate:g}` (a drill lasts longer when its bounces do:"
-        " a SIGKILLed broker leaves `/brokers/ids` only when its 18 s ZooKeeper session expires).",
+        " a SIGKILLed broker leaves `/brokers/ids` only when its ZooKeeper session expires).",
         "",
         "| scenario | rate | duration | bounces | acked | lost | duplicates | reordered | unacked present |"
-        " producer errors | recovery | longest stall | leader / ZK leader changes | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " producer errors | recovery | back by itself | longest stall | leader / ZK leader changes | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]

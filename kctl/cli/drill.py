@@ -75,6 +75,8 @@ def drill_run(
         {"check": "producer errors", "value": ", ".join(f"{k} {v}" for k, v in verdict.errors.items()) or "0",
          "verdict": ""},
         {"check": "recovery (healed -> healthy)", "value": rec, "verdict": ""},
+        {"check": "came back by itself (fault -> serving)",
+         "value": ", ".join(f"{s:.1f}s" for s in verdict.self_heal_seconds) or "-", "verdict": ""},
         {"check": "longest produce stall", "value": f"{verdict.longest_stall_seconds:.1f}s", "verdict": ""},
         {"check": "leader / ZooKeeper leader changes",
          "value": f"{verdict.leader_changes} / {verdict.zk_leader_changes}", "verdict": ""},

@@ -70,6 +70,8 @@ class Verdict:
     errors: dict[str, int] = field(default_factory=dict)
     recovery_seconds: float | None = None  # the longest, fault healed -> healthy
     recoveries: list[float] = field(default_factory=list)
+    # fault -> the process running and serving again by itself (its supervisor restarted it; no command)
+    self_heal_seconds: list[float] = field(default_factory=list)
     longest_stall_seconds: float = 0.0
     leader_changes: int = 0
     zk_leader_changes: int = 0
@@ -227,6 +229,7 @@ class _Bounce:
         self.marks: list[tuple[float, str]] = []
         self.windows: list[dict[str, Any]] = []
         self.recoveries: list[float] = []
+        self.self_heals: list[float] = []
         self._healed_at: float | None = None
 
     def mark(self, what: str) -> None:
@@ -246,9 +249,15 @@ class _Bounce:
         while time.monotonic() < end:
             time.sleep(min(0.2, max(0.0, end - time.monotonic())))
 
-    def healed(self, what: str) -> None:
+    def healed(self, what: str, *, by_itself: bool = False) -> None:
+        """The fault is over: healed by the drill, or (``by_itself``) the process's supervisor restarted it
+        and it serves again, which the drill only waited for."""
         t = self.clock()
         self._healed_at = t
+        if by_itself and self.windows:
+            took = t - self.windows[-1]["start"]
+            self.self_heals.append(took)
+            what = f"{what} after {took:.1f}s"
         self.marks.append((t, f"healed: {what}"))
         if self.windows and self.windows[-1]["end"] is None:
             self.windows[-1]["end"] = round(t, 2)
@@ -385,6 +394,7 @@ def _fill(v: Verdict, record: Any, cmp: check.Comparison, bounce: _Bounce | None
     if bounce is not None:
         v.recoveries = [round(r, 2) for r in bounce.recoveries]
         v.recovery_seconds = max(v.recoveries) if v.recoveries else None
+        v.self_heal_seconds = [round(r, 2) for r in bounce.self_heals]
         v.faults = bounce.windows
         marks += bounce.marks
     if monitor is not None:

@@ -24,11 +24,12 @@ class Bounce(Protocol):
     state_dir: Path
     faults: Faults
     hold: float
+    gate_timeout: float
 
     def mark(self, what: str) -> None: ...
     def gate(self, name: str, probe: Probe, timeout: float = ...) -> str: ...
     def wait_hold(self) -> None: ...
-    def healed(self, what: str) -> None: ...
+    def healed(self, what: str, *, by_itself: bool = False) -> None: ...
     def recover(self) -> None: ...
     def leader_of_partition0(self) -> int: ...
     def controller(self) -> int: ...
@@ -53,13 +54,20 @@ def _unregistered(b: Bounce, broker: int) -> Probe:
     return unregistered_gate(b.spec, broker)
 
 
+def _registered(b: Bounce, broker: int) -> Probe:
+    from kctl.roll.run import registered_gate
+
+    return registered_gate(b.spec)
+
+
 def _kill_broker(b: Bounce, broker: int, signal: str, why: str) -> None:
     host = _host(b, broker)
     b.mark(f"{signal} broker {broker} ({why}, {host})")
-    b.faults.kill(host, "kafka", signal)
+    b.faults.kill(host, "kafka", signal, hold=False)  # its supervisor starts it again: no command heals it
     b.gate(f"broker {broker} left /brokers/ids", _unregistered(b, broker))
-    b.faults.start(host, "kafka")
-    b.healed(f"broker {broker} started")
+    b.faults.wait_back(host, "kafka", timeout=b.gate_timeout)
+    b.gate(f"broker {broker} registered again", _registered(b, broker))
+    b.healed(f"broker {broker} came back by itself", by_itself=True)
     b.recover()
 
 
@@ -87,10 +95,10 @@ def _new_zk_leader(b: Bounce, old: str) -> Probe:
 def zk_leader_kill(b: Bounce) -> None:
     host = b.zk_leader()
     b.mark(f"SIGKILL ZooKeeper leader {host}")
-    b.faults.kill(host, "zookeeper", "SIGKILL")
+    b.faults.kill(host, "zookeeper", "SIGKILL", hold=False)  # its supervisor starts it again
     b.gate("another ZooKeeper leader", _new_zk_leader(b, host))
-    b.faults.start(host, "zookeeper")
-    b.healed(f"ZooKeeper {host} started")
+    b.faults.wait_back(host, "zookeeper", timeout=b.gate_timeout)
+    b.healed(f"ZooKeeper {host} came back by itself", by_itself=True)
     b.recover()
 
 

@@ -104,9 +104,13 @@ class Faults:
         if service not in JVM_PATTERN:
             raise KctlError(f"unknown service {service!r}", hint="use kafka, zookeeper or node")
 
-    def kill(self, host: str, service: str = "kafka", signal: str = "SIGKILL") -> None:
-        """Send ``signal`` to a node's Kafka or ZooKeeper JVM (or, service="node", to its container)
-        and wait until it is gone."""
+    def kill(self, host: str, service: str = "kafka", signal: str = "SIGKILL", *, hold: bool = True) -> None:
+        """Send ``signal`` to a node's Kafka or ZooKeeper JVM (or, service="node", to its container).
+
+        The node's supervisor starts a process that died again (self-healing): with ``hold`` (the default)
+        the process is held down until :meth:`start` releases it, and this waits until it is gone; without,
+        it comes back by itself (:meth:`wait_back` waits for that).
+        """
         if service == "node":
             c = self.container(host)
             self._remember("container", host, f"{host} killed ({signal})", lambda: self.start_container(host))
@@ -116,12 +120,21 @@ class Faults:
         self.check_service(service)
         sig = signal.removeprefix("SIG")
         self._remember(service, host, f"{service} on {host} killed ({signal})", lambda: self.start(host, service))
+        if hold:
+            self.exec(host, ["touch", contract.hold_file(service)], timeout=10)
         code, out = self.exec(host, ["pkill", f"-{sig}", "-f", JVM_PATTERN[service]])
         if code != 0:
+            self.exec(host, ["rm", "-f", contract.hold_file(service)], timeout=10)
             self._forget(service, host)
             raise KctlError(f"no {service} process to kill on {host}: {out.strip()}")
-        # SIGTERM runs a controlled shutdown: give it supervisord's own stop time.
-        self.wait_process(host, service, running=False, timeout=30 if sig == "KILL" else 150)
+        if hold:
+            # SIGTERM runs a controlled shutdown: give it supervisord's own stop time.
+            self.wait_process(host, service, running=False, timeout=30 if sig == "KILL" else 150)
+
+    def wait_back(self, host: str, service: str, timeout: float = 180) -> None:
+        """Wait until a process that :meth:`kill` left to heal (``hold=False``) runs again by itself."""
+        self.wait_process(host, service, running=True, timeout=timeout)
+        self._forget(service, host)
 
     def freeze(self, host: str, service: str = "kafka") -> None:
         """SIGSTOP one JVM (a hung broker or ZooKeeper: its connections stay open, nothing answers)."""
@@ -174,6 +187,7 @@ class Faults:
         if service == "node":
             return
         self.check_service(service)
+        self.exec(host, ["rm", "-f", contract.hold_file(service)], timeout=10)  # a held process starts now
         self.exec(host, [*contract.SUPERVISORCTL, "start", service], timeout=60)
         # a broker's start waits for a ZooKeeper quorum that may be coming back in the same restore
         self.wait_process(host, service, running=True, timeout=150)

@@ -155,10 +155,21 @@ def test_standalone_node_lifecycle(standalone: Container, tmp_path: Path) -> Non
     assert "shut down completed" in (tmp_path / "log" / "kafka" / "server.log").read_text()
     assert _exec(c, "supervisorctl", "start", "kafka")[0] == 0
     _wait("kafka back", lambda: _exec(c, "kctl-healthcheck")[0] == 0)
-    # a killed broker stays down and shows as EXITED
+    # a killed broker comes back by itself: its supervisor starts it again (a new JVM, healthy again)
     rc, pid = _exec(c, "pgrep", "-f", "kafka\\.Kafka /etc/kctl")
     assert rc == 0, pid
     _exec(c, "kill", "-9", pid.split()[0])
-    _wait("kafka EXITED", lambda: "EXITED" in _exec(c, "supervisorctl", "status", "kafka")[1], timeout=20)
+    _wait("a new broker JVM", lambda: _exec(c, "pgrep", "-f", "kafka\\.Kafka /etc/kctl")[1].split()[:1]
+          not in ([], pid.split()[:1]), timeout=60)
+    _wait("kafka back by itself", lambda: _exec(c, "kctl-healthcheck")[0] == 0)
+    # held down (a drill's hold file), a killed broker stays down until the hold is released
+    rc, pid = _exec(c, "pgrep", "-f", "kafka\\.Kafka /etc/kctl")
+    _exec(c, "touch", "/tmp/kctl-hold-kafka")
+    _exec(c, "kill", "-9", pid.split()[0])
+    _wait("kafka held", lambda: "is held down" in (tmp_path / "log" / "kafka" / "kafka.out").read_text(), timeout=30)
+    time.sleep(3)
+    assert _exec(c, "pgrep", "-f", "kafka\\.Kafka /etc/kctl")[0] != 0  # no JVM while held
     assert _exec(c, "kctl-healthcheck")[0] != 0
     assert "RUNNING" in _exec(c, "supervisorctl", "status", "zookeeper")[1]
+    _exec(c, "rm", "-f", "/tmp/kctl-hold-kafka")
+    _wait("kafka back after the hold", lambda: _exec(c, "kctl-healthcheck")[0] == 0)

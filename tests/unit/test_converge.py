@@ -81,6 +81,7 @@ def test_up_names_only_the_containers_it_creates(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(docker_api, "client", lambda timeout=None, version="auto": object())
     monkeypatch.setattr(compose, "compose_binary", lambda: ["docker", "compose"])
     monkeypatch.setattr(compose, "run_compose", lambda _s, _d, *args, **_k: calls.append(args))
+    monkeypatch.setattr(docker_api, "listed", lambda _cluster, _sc: [])  # no process to start again
     preflight = mock.create_autospec(compose.ComposeEngine.preflight)  # the host ports and Docker are not asked
     monkeypatch.setattr(compose.ComposeEngine, "preflight", preflight)
     monkeypatch.setattr(rcl, "require_image", lambda *_a: None)

@@ -11,7 +11,7 @@ from kctl import health, lifecycle
 from kctl.errors import TimeoutReached
 from kctl.render import render
 from kctl.runtime import cluster as rc
-from kctl.runtime import engines
+from kctl.runtime import docker_api, engines
 from kctl.runtime.compose import ContainerInfo
 from kctl.spec import ClusterSpec
 from kctl.wait import Stage
@@ -30,6 +30,14 @@ class FakeEngine:
     def __init__(self, existing: list[ContainerInfo]) -> None:
         self.existing = existing
         self.calls: list[tuple[Any, ...]] = []
+        self.procs: dict[str, dict[str, str]] = {}  # host -> service -> state; RUNNING where not given
+
+    def observe(self, spec: ClusterSpec, timeout: float = 5.0) -> list[docker_api.Container]:
+        return [docker_api.Container(c.id, c.name, c.node, c.services, c.state, None, c.config_hash)
+                for c in self.existing]
+
+    def processes(self, c: docker_api.Container, timeout: float = 5.0) -> dict[str, str]:
+        return {svc: self.procs.get(c.name, {}).get(svc, "RUNNING") for svc in c.services}
 
     def client(self, timeout: int = 30) -> object:
         return "dc"
@@ -92,6 +100,20 @@ def test_converge_deploys_only_what_the_plan_changes(fake: FakeEngine, tmp_path:
     assert fake.calls == [("preflight", ["logger1", "logger2"]), ("image", SPEC.local_image_ref),
                           ("deploy", ("logger2", "logger3"))]
     assert (tmp_path / "compose.yaml").exists() and res.stages == []
+
+
+def test_converge_starts_a_process_that_is_down_in_a_running_container(fake: FakeEngine, tmp_path: Path) -> None:
+    # Self-healing's last resort: the supervisor gave up on logger2's broker (a crash loop), or someone
+    # stopped it; `kctl up` starts it again through supervisorctl, ZooKeeper before Kafka, in no other node.
+    hashes = {c.name: c.config_hash for c in render(SPEC, tmp_path).containers}
+    fake.existing = [info(h, config_hash=hashes[h]) for h in ("logger1", "logger2", "logger3")]
+    fake.procs = {"logger2": {"zookeeper": "STOPPED", "kafka": "STOPPED"}, "logger3": {"kafka": "WAITING-FOR-QUORUM"}}
+    res = lifecycle.converge(SPEC, tmp_path, build=False)
+    assert [i.action for i in res.plan] == ["noop"] * 3 and res.started == ["logger2/zookeeper", "logger2/kafka"]
+    execs = [c for c in fake.calls if c[0] == "exec"]
+    assert [c[1:] for c in execs if c[2][0] == "start"] == [("logger2", ["start", "zookeeper"]),
+                                                            ("logger2", ["start", "kafka"])]
+    assert not any(c[0] == "deploy" for c in fake.calls)
 
 
 def test_up_waits_through_the_readiness_stages_then_records_the_identity(

@@ -19,3 +19,36 @@ zk_srvr() {
 conf_prop() {
   sed -n -E "s/^[[:space:]]*$2[[:space:]]*[=:][[:space:]]*(.*[^[:space:]])[[:space:]]*$/\1/p" "$1" 2>/dev/null | tail -n 1
 }
+
+# supervise SERVICE: run first by zookeeper-start and kafka-start. supervisord restarts a process that exits
+# on its own (autorestart=unexpected); this adds what supervisord lacks for a process that had started:
+# - a hold: while /tmp/kctl-hold-SERVICE exists (a failure drill or a test keeps the process down), wait in
+#   `held` (its command line names neither wrapper nor JVM, so the process shows as STOPPED), then start;
+# - a back-off: a start within KCTL_RESTART_WINDOW s (120) of the previous one is a crash loop; it waits 1, 2,
+#   4, 8 s, and after KCTL_RESTART_LIMIT (5) such starts it gives up (exit 75: supervisord then marks the
+#   program FATAL and `kctl status` shows the service STOPPED until `kctl up` or `kctl restart` starts it).
+# A deliberate start (kctl's supervisorctl start) removes the record first: it is no crash.
+supervise() {
+  local svc="$1"; local rec="/tmp/kctl-starts-$svc" now last=0 count=0 delay
+  if [ -e "/tmp/kctl-hold-$svc" ]; then
+    exec /usr/local/lib/kctl/held "$svc"
+  fi
+  now="$(date +%s)"
+  if [ -r "$rec" ]; then read -r last count < "$rec" || true; fi
+  if [ $((now - ${last:-0})) -lt "${KCTL_RESTART_WINDOW:-120}" ]; then
+    count=$((${count:-0} + 1))
+  else
+    count=0
+  fi
+  echo "$now $count" > "$rec"
+  if [ "$count" -ge "${KCTL_RESTART_LIMIT:-5}" ]; then
+    echo "kctl: $svc started $count times, each within ${KCTL_RESTART_WINDOW:-120}s of the last; giving up" \
+      "(\`kctl up\` or \`kctl restart ${KCTL_NODE:-<node>} --service $svc\` starts it again)" >&2
+    exit 75
+  fi
+  if [ "$count" -gt 0 ]; then
+    delay=$((1 << (count - 1)))
+    echo "kctl: $svc restarted after an unexpected exit (restart $count in a row); waiting ${delay}s first"
+    sleep "$delay"
+  fi
+}

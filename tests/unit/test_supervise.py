@@ -1,0 +1,63 @@
+"""The node wrapper's self-healing back-off (kctl/runtime/node/jvm-common.sh `supervise`), run in bash."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kctl import contract
+
+COMMON = Path(__file__).resolve().parents[2] / "kctl" / "runtime" / "node" / "jvm-common.sh"
+
+
+@pytest.fixture()
+def svc() -> Iterator[str]:
+    name = f"unit-{uuid.uuid4().hex[:8]}"
+    yield name
+    for path in (contract.starts_file(name), contract.hold_file(name)):
+        Path(path).unlink(missing_ok=True)
+
+
+def start(svc: str, **env: str) -> subprocess.CompletedProcess[str]:
+    script = f'. "{COMMON}"; supervise "$1"; echo STARTED'
+    return subprocess.run(["bash", "-c", script, "_", svc], capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "KCTL_RESTART_LIMIT": "3", **env})
+
+
+def test_a_crash_loop_backs_off_then_gives_up(svc: str) -> None:
+    first = start(svc)
+    assert first.returncode == 0 and first.stdout.strip() == "STARTED"  # a first start waits for nothing
+    again = start(svc)
+    assert again.returncode == 0 and "restart 1 in a row); waiting 1s first" in again.stdout
+    again = start(svc)
+    assert again.returncode == 0 and "restart 2 in a row); waiting 2s first" in again.stdout
+    gave_up = start(svc)
+    assert gave_up.returncode == 75 and "STARTED" not in gave_up.stdout
+    assert "giving up" in gave_up.stderr and "kctl restart" in gave_up.stderr
+
+
+def test_a_start_long_after_the_last_is_no_crash_loop(svc: str) -> None:
+    Path(contract.starts_file(svc)).write_text("1000 2\n")  # the last start long ago, after two quick ones
+    run = start(svc)
+    assert run.returncode == 0 and run.stdout.strip() == "STARTED"
+    assert Path(contract.starts_file(svc)).read_text().split()[1] == "0"
+
+
+def test_a_deliberate_start_clears_the_record(svc: str) -> None:
+    # kctl's services.start removes the record before `supervisorctl start`: the next start waits for nothing
+    for _ in range(2):
+        start(svc)
+    Path(contract.starts_file(svc)).unlink()
+    assert start(svc).stdout.strip() == "STARTED"
+
+
+def test_scripts_use_the_contract_files() -> None:
+    node = COMMON.parent
+    text = COMMON.read_text() + (node / "held").read_text()
+    assert contract.hold_file("$svc") in text and contract.starts_file("$svc") in text
+    for wrapper in ("zookeeper", "kafka"):
+        assert f"\nsupervise {wrapper}\n" in (node / f"{wrapper}-start").read_text()
