@@ -327,9 +327,12 @@ class KafkaCluster:
             self._faults = Faults(self.spec, dc=self._client())
         return self._faults
 
-    def kill(self, node: int | str, service: str = "kafka", signal: str = "SIGKILL") -> None:
-        """Kill a node's Kafka or ZooKeeper JVM, or the whole node (service="node")."""
-        self.faults.kill(self._host(node, service), service, signal)
+    def kill(self, node: int | str, service: str = "kafka", signal: str = "SIGKILL", *, hold: bool = True) -> None:
+        """Kill a node's Kafka or ZooKeeper JVM, or the whole node (service="node").
+
+        A node's supervisor starts a process that died again by itself; ``hold`` (the default) keeps a
+        killed process down until :meth:`start`, ``hold=False`` lets it come back on its own."""
+        self.faults.kill(self._host(node, service), service, signal, hold=hold)
 
     def _stop_node(self, node: int | str, service: str) -> None:
         self.faults.stop(self._host(node, service), service)

@@ -20,13 +20,15 @@ conf_prop() {
   sed -n -E "s/^[[:space:]]*$2[[:space:]]*[=:][[:space:]]*(.*[^[:space:]])[[:space:]]*$/\1/p" "$1" 2>/dev/null | tail -n 1
 }
 
-# supervise SERVICE: run first by zookeeper-start and kafka-start. supervisord restarts a process that exits
-# on its own (autorestart=unexpected); this adds what supervisord lacks for a process that had started:
+# supervise SERVICE: run first by zookeeper-start and kafka-start. supervisord starts a process that exits
+# on its own again (autorestart=true; a stop through supervisorctl stays stopped). This adds what supervisord
+# lacks for a process that had been running:
 # - a hold: while /tmp/kctl-hold-SERVICE exists (a failure drill or a test keeps the process down), wait in
 #   `held` (its command line names neither wrapper nor JVM, so the process shows as STOPPED), then start;
-# - a back-off: a start within KCTL_RESTART_WINDOW s (120) of the previous one is a crash loop; it waits 1, 2,
-#   4, 8 s, and after KCTL_RESTART_LIMIT (5) such starts it gives up (exit 75: supervisord then marks the
-#   program FATAL and `kctl status` shows the service STOPPED until `kctl up` or `kctl restart` starts it).
+# - a back-off: a start within KCTL_RESTART_WINDOW s (120) of the previous one is a crash loop; it waits
+#   1, 2, 4, 8 s, and after KCTL_RESTART_LIMIT (5) such starts it gives up: exit 75 at once, a failed start
+#   to supervisord (it exits within startsecs), which after startretries marks the program FATAL; `kctl
+#   status` shows the service STOPPED until `kctl up` or `kctl restart` starts it.
 # A deliberate start (kctl's supervisorctl start) removes the record first: it is no crash.
 supervise() {
   local svc="$1"; local rec="/tmp/kctl-starts-$svc" now last=0 count=0 delay
