@@ -120,8 +120,10 @@ class Faults:
         self.check_service(service)
         sig = signal.removeprefix("SIG")
         self._remember(service, host, f"{service} on {host} killed ({signal})", lambda: self.start(host, service))
-        if hold:
-            self.exec(host, ["touch", contract.hold_file(service)], timeout=10)
+        # Held: its supervisor's start waits for the release. Not held: the death is an injected fault, not a
+        # crash loop, so the wrapper's record of earlier starts goes and the restart gets no back-off.
+        self.exec(host, ["touch", contract.hold_file(service)] if hold else ["rm", "-f", contract.starts_file(service)],
+                  timeout=10)
         code, out = self.exec(host, ["pkill", f"-{sig}", "-f", JVM_PATTERN[service]])
         if code != 0:
             self.exec(host, ["rm", "-f", contract.hold_file(service)], timeout=10)

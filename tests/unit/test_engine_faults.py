@@ -98,3 +98,21 @@ def test_on_swarm_a_node_container_is_not_stopped_and_nothing_is_done() -> None:
     assert "cannot stay stopped" in err.value.message and "nothing was done" in err.value.message
     assert "kill" in (err.value.hint or "")
     assert c.calls == [] and f.pending == {}
+
+
+@pytest.mark.parametrize("hold", [True, False])
+def test_a_killed_process_is_held_down_or_left_to_its_supervisor(hold: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The node's supervisor starts a killed process again: a hold file keeps it down until start() releases
+    # it; without a hold, the wrapper's start record goes (an injected kill is no crash loop: no back-off).
+    ran: list[list[str]] = []
+    f = Faults(ClusterSpec(), dc=FakeDocker([]))
+    monkeypatch.setattr(f, "exec", lambda host, argv, timeout=60: ran.append(argv) or (0, ""))
+    waited: list[bool] = []
+    monkeypatch.setattr(f, "wait_process", lambda host, service, running, timeout=30: waited.append(running))
+    f.kill("logger2", "kafka", hold=hold)
+    first = ["touch", contract.hold_file("kafka")] if hold else ["rm", "-f", contract.starts_file("kafka")]
+    assert ran[0] == first and ran[1][:2] == ["pkill", "-KILL"]
+    assert waited == ([False] if hold else [])  # held: gone for good; not held: it may already be back
+    assert ("kafka", "logger2") in f.pending  # an interrupted drill still starts it
+    f.wait_back("logger2", "kafka")
+    assert waited[-1] is True and f.pending == {}
