@@ -168,9 +168,9 @@ def test_reuse_keeps_one_cluster_across_sessions() -> None:
             assert second.partition_leader("kept", 0) == 1
     finally:
         first.stop()
-        from kctl.runtime.compose import remove_by_label
+        from kctl.runtime.docker_api import remove_by_label
 
-        remove_by_label(first.spec.name)
+        remove_by_label(first.spec.name, docker.from_env())
     assert _containers(first.spec.name) == []
 
 
