@@ -119,6 +119,32 @@ def quiet_gc() -> None:
     back.start()
 
 
+# How long the process waits, after the command, for librdkafka clients still asking in the
+# background (kctl.kafka.describe's hedged asks) to be destroyed before it exits.
+SETTLE = 2.0
+
+
+def entry() -> None:
+    """The ``kctl`` program: :func:`main`, then an exit that no live librdkafka client can crash.
+
+    The interpreter's exit handlers (OpenSSL's among them) must not run while a client's threads still
+    work: when an ask outlasts :data:`SETTLE`, the process leaves with ``os._exit`` and the command's code.
+    """
+    try:
+        main()
+        code: str | int | None = 0
+    except SystemExit as exc:
+        code = exc.code  # type: ignore[assignment]  # SystemExit.code is typed object
+    describe = sys.modules.get("kctl.kafka.describe")
+    if describe is not None and not describe.settle(SETTLE):
+        if isinstance(code, str):
+            print(code, file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+    sys.exit(code)
+
+
 def main(argv: list[str] | None = None) -> None:
     quiet_gc()
     try:

@@ -30,8 +30,15 @@ own view of the controller: readiness waits until they agree.
 Bounded in time. librdkafka's calls take a timeout, but destroying a client waits for its broker
 threads, which can outlast any timeout while a broker is paused mid-request. Each ask therefore
 runs in a daemon thread that owns its client (created, asked and destroyed there); the caller
-waits for the answer at most ``timeout`` and never for the destruction, and a daemon thread does
-not hold the process at exit.
+waits for the answer at most ``timeout`` and never for the destruction.
+
+Ended before the process ends. A client still alive while the interpreter finalizes crashes it
+(seen as a SIGSEGV after a successful ``kctl up`` on a secured cluster: librdkafka's broker threads
+were still using TLS while the process's exit handlers tore OpenSSL down, the hedged asks of the
+last fetch_any being still under way). :func:`settle` waits for the asks to end; the CLI calls it
+before it exits, and leaves with ``os._exit`` when an ask outlasts it (a broker paused mid-request),
+so no exit handler runs under a live client. Errors are delivered without their traceback, which
+would keep the asking frame, and its client, alive in the caller.
 """
 
 from __future__ import annotations
@@ -48,6 +55,9 @@ AUTH_CODES = ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL")
 GRACE = 0.5  # what the caller waits beyond ``timeout`` for a thread that is about to answer
 HEDGE = 0.15  # fetch_any asks the other brokers when the first has not answered in this long
 DESCRIBE_WAIT = 0.5  # at least this long for DescribeCluster once the Metadata answer is in
+
+_asks: list[threading.Thread] = []  # the asks and watchers started, until settle() has seen them end
+_asks_lock = threading.Lock()
 
 
 class MetadataError(OSError):
@@ -171,7 +181,7 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
                     deliver(failed)
                     return
 
-        threading.Thread(target=watch, daemon=True, name=f"kctl-describe-watch-{address}").start()
+        _spawn(watch, f"kctl-describe-watch-{address}")
         cluster_f = client.describe_cluster(request_timeout=remaining) if describe else None
         try:
             md = client.list_topics(timeout=remaining)
@@ -214,6 +224,8 @@ def _start(address: str, timeout: float, settings: dict[str, str], describe: boo
     delivered: list[bool] = []
 
     def deliver(item: Metadata | MetadataError) -> None:  # one item per address, the first that comes
+        if isinstance(item, MetadataError):
+            item = _bare(item)
         with lock:
             if not delivered:
                 delivered.append(True)
@@ -230,7 +242,37 @@ def _start(address: str, timeout: float, settings: dict[str, str], describe: boo
         finally:
             keep.clear()  # the client is destroyed here (or in its watcher), once the caller has its answer
 
-    threading.Thread(target=run, daemon=True, name=f"kctl-describe-{address}").start()
+    _spawn(run, f"kctl-describe-{address}")
+
+
+def _bare(exc: MetadataError) -> MetadataError:
+    """The error without its traceback and context: they hold the asking frame and its client."""
+    exc.__context__ = exc.__cause__ = None
+    return exc.with_traceback(None)
+
+
+def _spawn(target: Callable[[], None], name: str) -> None:
+    thread = threading.Thread(target=target, daemon=True, name=name)
+    with _asks_lock:
+        _asks[:] = [t for t in _asks if t.is_alive()]
+        _asks.append(thread)
+    thread.start()
+
+
+def settle(limit: float) -> bool:
+    """Wait at most ``limit`` seconds for every ask and watcher to end (their clients destroyed);
+    whether they all did."""
+    deadline = time.monotonic() + limit
+    while True:
+        with _asks_lock:
+            _asks[:] = [t for t in _asks if t.is_alive()]
+            pending = list(_asks)
+        if not pending:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        pending[0].join(left)
 
 
 def _collect(addrs: list[str], timeout: float, settings: dict[str, str] | None, *, describe: bool,
