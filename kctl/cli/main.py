@@ -134,7 +134,7 @@ def entry() -> None:
         main()
         code: str | int | None = 0
     except SystemExit as exc:
-        code = exc.code  # type: ignore[assignment]  # SystemExit.code is typed object
+        code = exc.code
     describe = sys.modules.get("kctl.kafka.describe")
     if describe is not None and not describe.settle(SETTLE):
         if isinstance(code, str):
