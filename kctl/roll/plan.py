@@ -176,7 +176,15 @@ def blocking_partitions(partitions: Iterable[PartitionView], broker: int, min_is
                         default_min_isr: int) -> list[str]:
     """Why ``broker`` cannot stop now: each partition with a replica on it whose ISR is below
     min.insync.replicas, or equals it and holds this broker (stopping it would make acks=all writes fail).
-    Empty: the broker may go."""
+    Empty: the broker may go.
+
+    A partition with no more replicas than min.insync.replicas (replication factor 1, or 2 with
+    min.insync.replicas 2) does not hold the broker: acks=all writes to it stop while any of its replicas
+    is down, whatever the order of the roll and however long it waits, so waiting would only stop the
+    roll (Strimzi's roller and Kafka's controlled shutdown let such a broker go too).
+    :func:`unprotectable_partitions` names them. One with no leader, or with its ISR already below, still
+    holds it: stopping the broker would take it from read-only to offline.
+    """
     out = []
     for p in partitions:
         if broker not in p.replicas:
@@ -187,6 +195,14 @@ def blocking_partitions(partitions: Iterable[PartitionView], broker: int, min_is
             out.append(f"{where} has no leader")
         elif len(p.isr) < need:
             out.append(f"{where} ISR {list(p.isr)} already below min.insync.replicas={need}")
-        elif broker in p.isr and len(p.isr) <= need:
+        elif broker in p.isr and len(p.isr) <= need and len(p.replicas) > need:
             out.append(f"{where} ISR {list(p.isr)} would drop below min.insync.replicas={need}")
     return out
+
+
+def unprotectable_partitions(partitions: Iterable[PartitionView], broker: int, min_isr: Mapping[str, int],
+                             default_min_isr: int) -> list[str]:
+    """The partitions on ``broker`` that no roll can keep writable with acks=all while it restarts: no more
+    replicas than min.insync.replicas (see :func:`blocking_partitions`)."""
+    return [f"{p.topic}-{p.partition}" for p in partitions
+            if broker in p.replicas and len(p.replicas) <= min_isr.get(p.topic, default_min_isr)]

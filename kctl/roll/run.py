@@ -158,6 +158,13 @@ def min_isr_gate(spec: ClusterSpec, broker: int) -> Probe:
         if blocking:
             more = f" (+{len(blocking) - 5} more)" if len(blocking) > 5 else ""
             return False, "; ".join(blocking[:5]) + more
+        bare = rp.unprotectable_partitions(mine, broker, known, default)
+        if bare:
+            more = f" +{len(bare) - 5} more" if len(bare) > 5 else ""
+            return True, (f"{len(mine) - len(bare)} partitions with a replica on broker {broker} each keep their"
+                          f" ISR at min.insync.replicas or above; {len(bare)} with no more replicas than"
+                          f" min.insync.replicas stop taking acks=all writes while it restarts, whatever the"
+                          f" order ({', '.join(bare[:5])}{more})")
         return True, f"{len(mine)} partitions with a replica on broker {broker}, each ISR above min.insync.replicas"
     return run
 

@@ -111,12 +111,15 @@ def test_available_now_matches_ground_truth(kafka_cluster: Any, spark: Any, tmp_
     assert json.loads(st.stdout)["total_lag"] == 0
 
 
+# `make test` kills the job once (the kill that leaves lag behind, then the catch-up); `make test-long` three
+# times at the seeded points, each run over the checkpoint the previous kill left.
+@pytest.mark.parametrize("kills", [1, pytest.param(3, marks=pytest.mark.long)])
 def test_kill9_at_seeded_points_loses_nothing_and_readers_see_whole_batches(
-        kafka_cluster: Any, spark: Any, tmp_path: Path) -> None:
-    """kill -9 of the job three times at seeded random points, more events after the first kill, then a
-    catch-up run: every total equals the ground truth. Meanwhile a delta-rs reader polls the metrics table:
-    every total it sees is the sum of whole batches. Kafka's own kafka-consumer-groups.sh shows the job's
-    consumer group with its lag after a kill, and none after the catch-up."""
+        kafka_cluster: Any, spark: Any, tmp_path: Path, kills: int) -> None:
+    """kill -9 of the job at seeded random points (``kills`` times), more events after the first kill, then a
+    catch-up run in batches of 2,000: every total equals the ground truth. Meanwhile a delta-rs reader polls
+    the metrics table: every total it sees is the sum of whole batches. Kafka's own kafka-consumer-groups.sh
+    shows the job's consumer group with its lag after a kill, and none after the catch-up."""
     bs = kafka_cluster.bootstrap_servers
     topic = _topic(bs)
     name = f"t-{topic[-8:]}"
@@ -129,7 +132,7 @@ def test_kill9_at_seeded_points_loses_nothing_and_readers_see_whole_batches(
     reader.start()
     counters = tmp_path / "cp" / "_kctl" / "counters.json"
     try:
-        for kill in range(3):
+        for kill in range(kills):
             counters.unlink(missing_ok=True)
             res = _submit(bs, topic, tmp_path, "--detach", "--trigger", "1s", "--max-offsets-per-trigger", "400",
                           "--name", name)
@@ -155,7 +158,7 @@ def test_kill9_at_seeded_points_loses_nothing_and_readers_see_whole_batches(
                 assert theirs and sum(r["lag"] for r in theirs) > 0
                 # the group's offsets are the checkpoint's committed ones (or one batch behind them)
                 assert sum(r["lag"] for r in theirs) >= s["total_lag"]
-        _submit(bs, topic, tmp_path, "--available-now", "--name", name)
+        _submit(bs, topic, tmp_path, "--available-now", "--max-offsets-per-trigger", "2000", "--name", name)
     finally:
         reader.stop()
     _check(spark, tmp_path / "out", first + more, bad=12)

@@ -106,9 +106,18 @@ def test_topic_min_isr_overrides_default() -> None:
     assert rp.blocking_partitions(parts, 1, {}, default_min_isr=2) != []
 
 
-def test_single_replica_topic_blocks_its_broker() -> None:
-    parts = [P("rf1", 0, (2,), (2,))]
-    assert rp.blocking_partitions(parts, 2, {"rf1": 1}, 1) == ["rf1-0 ISR [2] would drop below min.insync.replicas=1"]
+def test_a_partition_no_roll_can_keep_writable_does_not_hold_its_broker_and_is_named() -> None:
+    # replication factor 1, and 2 with min.insync.replicas 2: stopping any replica stops acks=all writes,
+    # in any order, so waiting cannot help (a one-node cluster could otherwise never roll)
+    parts = [P("rf1", 0, (2,), (2,)), P("rf2", 0, (2, 3), (2, 3)), P("t", 0, (1, 2, 3), (2, 3))]
+    assert rp.blocking_partitions(parts, 2, {"rf1": 1, "rf2": 2}, 2) == [
+        "t-0 ISR [2, 3] would drop below min.insync.replicas=2"]
+    assert rp.unprotectable_partitions(parts, 2, {"rf1": 1, "rf2": 2}, 2) == ["rf1-0", "rf2-0"]
+    assert rp.unprotectable_partitions(parts, 1, {"rf1": 1, "rf2": 2}, 2) == []
+    # still held when it has no leader, or its ISR is already below: stopping it would take it offline
+    down = [P("rf1", 0, (2,), (), leader=-1), P("rf2", 0, (2, 3), (2,))]
+    assert rp.blocking_partitions(down, 2, {"rf1": 1, "rf2": 2}, 2) == [
+        "rf1-0 has no leader", "rf2-0 ISR [2] already below min.insync.replicas=2"]
 
 
 # ----- the lock ------------------------------------------------------------------------------------
