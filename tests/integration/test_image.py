@@ -74,6 +74,16 @@ def test_java_user_and_tools(client: docker.DockerClient, node_image: image.Imag
         assert _run(client, "bash", "-c", f"command -v {tool}").strip(), tool
 
 
+def test_class_data_sharing_archives_fit_the_images_jvm(client: docker.DockerClient,
+                                                        node_image: image.ImageInfo) -> None:
+    # -Xshare:on fails instead of falling back when an archive cannot be mapped or does not match the JDK
+    # and the classpath the wrappers use (-cp libs/*)
+    for service in ("zookeeper", "kafka"):
+        out = _run(client, "java", "-Xshare:on", f"-XX:SharedArchiveFile=/opt/kafka/cds/{service}.jsa",
+                   "-Xlog:cds=info", "-cp", "/opt/kafka/libs/*", "-version")
+        assert "sharing" in out and f"{service}.jsa" in out, out
+
+
 ZOO_CFG = """\
 tickTime=2000
 dataDir=/var/opt/kctl/zookeeper/snapshots
@@ -146,6 +156,12 @@ def test_standalone_node_lifecycle(standalone: Container, tmp_path: Path) -> Non
     _wait("healthcheck", lambda: _exec(c, "kctl-healthcheck")[0] == 0)
     rc, status = _exec(c, "supervisorctl", "status")
     assert "zookeeper" in status and "kafka" in status and status.count("RUNNING") == 2, status
+    # both JVMs run with their class-data sharing archive mapped
+    for main, archive in (("QuorumPeerMain", "zookeeper.jsa"), ("kafka.Kafka", "kafka.jsa")):
+        script = (f"for p in $(pgrep -x java); do tr '\\0' ' ' < /proc/$p/cmdline | grep -q {main}"
+                  f" && grep -q /opt/kafka/cds/{archive} /proc/$p/maps && exit 0; done; exit 1")
+        rc, out = _exec(c, "bash", "-c", script)
+        assert rc == 0, (main, out)
     assert (tmp_path / "log" / "kafka" / "kafka.out").exists()
     assert (tmp_path / "log" / "zookeeper" / "zookeeper.out").exists()
     assert (tmp_path / "data" / "zookeeper" / "snapshots").stat().st_uid == 555

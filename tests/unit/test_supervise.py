@@ -61,3 +61,23 @@ def test_scripts_use_the_contract_files() -> None:
     assert contract.hold_file("$svc") in text and contract.starts_file("$svc") in text
     for wrapper in ("zookeeper", "kafka"):
         assert f"\nsupervise {wrapper}\n" in (node / f"{wrapper}-start").read_text()
+
+
+def cds(home: Path, service: str, **env: str) -> str:
+    script = f'. "{COMMON}"; KAFKA_HOME="$1"; cds_opts "$2"'
+    return subprocess.run(["bash", "-c", script, "_", str(home), service], capture_output=True, text=True,
+                          timeout=30, env={"PATH": "/usr/bin:/bin", **env}, check=True).stdout.strip()
+
+
+def test_the_wrappers_map_the_images_class_data_sharing_archive_when_it_has_one(tmp_path: Path) -> None:
+    assert cds(tmp_path, "kafka") == ""  # an image without archives: no flag, the JVM starts as before
+    (tmp_path / "cds").mkdir()
+    (tmp_path / "cds" / "kafka.jsa").write_bytes(b"x")
+    assert cds(tmp_path, "kafka") == f"-XX:SharedArchiveFile={tmp_path}/cds/kafka.jsa"
+    assert cds(tmp_path, "zookeeper") == ""
+    assert cds(tmp_path, "kafka", KCTL_CDS="off") == ""
+    node = COMMON.parent
+    for wrapper, service in (("kafka-start", "kafka"), ("zookeeper-start", "zookeeper")):
+        assert f"$(cds_opts {service})" in (node / wrapper).read_text()
+    dockerfile = (node.parents[2] / "Dockerfile").read_text()
+    assert "/usr/local/lib/kctl/cds-archive /opt/kafka/cds" in dockerfile

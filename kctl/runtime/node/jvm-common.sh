@@ -4,6 +4,16 @@ KAFKA_HOME=/opt/kafka
 JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 KAFKA_JVM_PERFORMANCE_OPTS="${KAFKA_JVM_PERFORMANCE_OPTS:--server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true}"
 
+# cds_opts SERVICE: the flags that map the image's class-data sharing archive of SERVICE (zookeeper, kafka;
+# made at image build by cds-archive), none when the image has none or KCTL_CDS=off. An archive that does
+# not fit the JVM is skipped by the JVM itself with a warning (-Xshare:auto, Java's default).
+cds_opts() {
+  local archive="$KAFKA_HOME/cds/$1.jsa"
+  if [ "${KCTL_CDS:-on}" != off ] && [ -r "$archive" ]; then
+    echo "-XX:SharedArchiveFile=$archive"
+  fi
+}
+
 # zk_4lw HOST PORT WORD: print ZooKeeper's reply to a four-letter word.
 # bash /dev/tcp rather than nc: netcat-openbsd may quit on stdin EOF before the
 # reply arrives; here `cat` reads until ZooKeeper closes the connection.
