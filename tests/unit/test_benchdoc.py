@@ -51,8 +51,13 @@ def test_benchmark_tables_are_markdown_tables() -> None:
            "latency": [{"trigger": "1 seconds", "rate": 200.0, "measured": 6000, "p50_s": 2.0, "p99_s": 3.5,
                         "first_batch_s": 2.5, "first_batch_rows": 600}],
            "batch_cost": {"10": 1.0, "10000": 1.2, "sp1": 1.0, "sp2": 1.1, "sp4": 1.3}}
-    lifecycle = {"kctl_up": 20.0, "floor": 16.0, "peak_mb": 900.0, "status_up_ms": 40.0, "status_down_ms": 90.0}
-    for section in (stream.render(fig), up.render_section(lifecycle)):
+    from kctl.bench import jvm
+
+    lifecycle = {"kctl_up": 20.0, "ups": [19.0, 20.0, 21.0], "floor": 16.0, "peak_mb": 900.0, "status_up_ms": 40.0,
+                 "status_down_ms": 90.0, "jvm_floor": 4.0}
+    starts = {"zookeeper on": [0.7, 0.8, 0.6], "zookeeper off": [1.0, 0.9, 1.1], "kafka on": [2.0, 2.2, 2.4],
+              "kafka off": [4.0, 3.8, 4.2]}
+    for section in (stream.render(fig), up.render_section(lifecycle), jvm.render_section(starts)):
         rows = [line for line in section.splitlines() if line.startswith("|")]
         assert rows[:2] == ["| measure | value |", "|---|---|"]
         assert len(rows) >= 6 and all(line.count(" | ") == 1 and line.endswith(" |") for line in rows[2:])
@@ -61,4 +66,8 @@ def test_benchmark_tables_are_markdown_tables() -> None:
     assert "trigger 1 seconds, 600 rows; JVM and Spark start excluded) | 2.5 s |" in stream.render(fig)
     assert "| **ratio 10,000 / 10 windows** | **1.20** |" in stream.render(fig)
     assert "| ratio kctl / floor | 1.25 |" in up.render_section(lifecycle)
+    assert "| ratio `kctl up` / one node's JVMs alone | 5.00 |" in up.render_section(lifecycle)
+    assert "| each `kctl up` | 19.0, 20.0, 21.0 s |" in up.render_section(lifecycle)
+    assert "| ratio with / without (kafka) | 0.55 |" in jvm.render_section(starts)
+    assert "| the same without archives | 5.00 s |" in jvm.render_section(starts)
     assert table(("a", "b"), [("x", "1")]) == ["| a | b |", "|---|---|", "| x | 1 |"]
