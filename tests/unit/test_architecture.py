@@ -95,6 +95,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("kafka", ("kctl.kafka",)),
     ("stream/agent/identity/drift", ("kctl.stream", "kctl.agent", "kctl.identity", "kctl.drift")),
     ("health/lifecycle", ("kctl.health", "kctl.lifecycle")),
+    ("monitor", ("kctl.monitor",)),
     ("roll/testing", ("kctl.roll", "kctl.testing")),
     ("drill/nodes", ("kctl.drill", "kctl.nodes")),
     ("cli", ("kctl.cli", "kctl.__main__", "kctl.docgen")),

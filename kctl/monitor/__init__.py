@@ -1,0 +1,1 @@
+"""Watching the cluster: consumer-lag evaluation (lag.py)."""
