@@ -1,1 +1,1 @@
-"""Watching the cluster: consumer-lag evaluation (lag.py)."""
+"""Watching the cluster: consumer-lag evaluation (lag.py) and alert states (alerts.py)."""
