@@ -75,7 +75,6 @@ def test_the_wrappers_map_the_images_class_data_sharing_archive_when_it_has_one(
     (tmp_path / "cds" / "kafka.jsa").write_bytes(b"x")
     assert cds(tmp_path, "kafka") == f"-XX:SharedArchiveFile={tmp_path}/cds/kafka.jsa"
     assert cds(tmp_path, "zookeeper") == ""
-    assert cds(tmp_path, "kafka", KCTL_CDS="off") == ""
     node = COMMON.parent
     for wrapper, service in (("kafka-start", "kafka"), ("zookeeper-start", "zookeeper")):
         assert f"$(cds_opts {service})" in (node / wrapper).read_text()

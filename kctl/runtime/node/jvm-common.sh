@@ -5,11 +5,11 @@ JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 KAFKA_JVM_PERFORMANCE_OPTS="${KAFKA_JVM_PERFORMANCE_OPTS:--server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true}"
 
 # cds_opts SERVICE: the flags that map the image's class-data sharing archive of SERVICE (zookeeper, kafka;
-# made at image build by cds-archive), none when the image has none or KCTL_CDS=off. An archive that does
-# not fit the JVM is skipped by the JVM itself with a warning (-Xshare:auto, Java's default).
+# made at image build by cds-archive), none when the image has none. An archive that does not fit the JVM
+# is skipped by the JVM itself with a warning (-Xshare:auto, Java's default).
 cds_opts() {
   local archive="$KAFKA_HOME/cds/$1.jsa"
-  if [ "${KCTL_CDS:-on}" != off ] && [ -r "$archive" ]; then
+  if [ -r "$archive" ]; then
     echo "-XX:SharedArchiveFile=$archive"
   fi
 }
