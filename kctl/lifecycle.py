@@ -171,6 +171,12 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     eng = engines.for_spec(spec)
     dc = eng.client()
     infos = eng.containers(spec, dc)
+    if graceful and any(c.state == "running" for c in infos) and not _zookeeper_quorum(spec):
+        # A controlled shutdown asks the controller through ZooKeeper: without a quorum each broker would
+        # wait out its retries and supervisord's 120 s before being killed anyway.
+        say("no ZooKeeper quorum: a controlled shutdown cannot reach the controller; stopping every node at once"
+            " (the brokers recover their logs at their next start)")
+        graceful = False
     if graceful:
         # Kafka first everywhere (controlled shutdown while the quorum is still there), then ZooKeeper.
         kafka_first = [c for c in infos if c.state == "running" and "kafka" in c.services]
@@ -186,6 +192,14 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
         remove_state(state_dir)
         say(f"removed {state_dir}")
     return len(infos) or removed
+
+
+def _zookeeper_quorum(spec: ClusterSpec) -> bool:
+    """Whether the ensemble has a quorum now, as ``kctl status`` judges it (every server asked, 1.5 s at most)."""
+    from kctl import health
+
+    obs = health.gather(spec, 1.5, docker=False, kafka=False)
+    return health.quorum_ok(spec, obs.zookeeper or {})
 
 
 def _stop_kafka(spec: ClusterSpec, c: ContainerInfo, dc: Any, say: Progress) -> None:

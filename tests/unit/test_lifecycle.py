@@ -31,6 +31,7 @@ class FakeEngine:
         self.existing = existing
         self.calls: list[tuple[Any, ...]] = []
         self.procs: dict[str, dict[str, str]] = {}  # host -> service -> state; RUNNING where not given
+        self.quorum = True  # what lifecycle._zookeeper_quorum answers
 
     def observe(self, spec: ClusterSpec, timeout: float = 5.0) -> list[docker_api.Container]:
         return [docker_api.Container(c.id, c.name, c.node, c.services, c.state, None, c.config_hash)
@@ -68,6 +69,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
     monkeypatch.setattr(engines, "exec_in", lambda spec, name, argv, **_k: eng.calls.append(("exec", name, argv[-2:]))
                         or (0, ""))
     monkeypatch.setattr(rc, "require_image", lambda dc, ref: eng.calls.append(("image", ref)))
+    monkeypatch.setattr(lifecycle, "_zookeeper_quorum", lambda spec: eng.quorum)
     return eng
 
 
@@ -89,6 +91,25 @@ def test_down_not_graceful_removes_at_once_and_the_state_dir_with_volumes(fake: 
     assert fake.calls == [("remove_one", "logger1", 0), ("remove_one", "logger2", 0), ("remove_one", "logger3", 0),
                           ("remove", True)]
     assert not state.exists()
+
+
+def test_down_without_a_zookeeper_quorum_stops_at_once_and_says_why(fake: FakeEngine, tmp_path: Path) -> None:
+    # a controlled shutdown needs the controller, through ZooKeeper: without a quorum each broker would wait
+    # out supervisord's 120 s
+    fake.quorum = False
+    said: list[str] = []
+    lifecycle.down(SPEC, tmp_path, progress=said.append)
+    assert not [c for c in fake.calls if c[0] == "exec"]
+    assert [c[0] for c in fake.calls] == ["remove_one", "remove_one", "remove_one", "remove"]
+    assert any("no ZooKeeper quorum" in m for m in said)
+
+
+def test_down_of_stopped_containers_asks_no_quorum(fake: FakeEngine, tmp_path: Path) -> None:
+    fake.existing = [info(h, state="exited") for h in ("logger1", "logger2", "logger3")]
+    fake.quorum = False  # not asked: nothing runs, nothing to shut down
+    said: list[str] = []
+    lifecycle.down(SPEC, tmp_path, progress=said.append)
+    assert fake.calls == [("remove", False)] and not said
 
 
 def test_converge_deploys_only_what_the_plan_changes(fake: FakeEngine, tmp_path: Path) -> None:
