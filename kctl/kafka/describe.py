@@ -35,14 +35,17 @@ waits for the answer at most ``timeout`` and never for the destruction.
 Ended before the process ends. A client still alive while the interpreter finalizes crashes it
 (seen as a SIGSEGV after a successful ``kctl up`` on a secured cluster: librdkafka's broker threads
 were still using TLS while the process's exit handlers tore OpenSSL down, the hedged asks of the
-last fetch_any being still under way). :func:`settle` waits for the asks to end; the CLI calls it
-before it exits, and leaves with ``os._exit`` when an ask outlasts it (a broker paused mid-request),
-so no exit handler runs under a live client. Errors are delivered without their traceback, which
+last fetch_any being still under way). :func:`settle` waits for the asks to end. It runs as a Python
+exit handler, so every process that asks (the CLI, a test session, a program using the testing API)
+waits for them (at most :data:`SETTLE_AT_EXIT`) before the C library's exit handlers run; the CLI also
+calls it before it exits, and leaves with ``os._exit`` when an ask outlasts it (a broker paused
+mid-request), so no exit handler runs under a live client. Errors are delivered without their traceback, which
 would keep the asking frame, and its client, alive in the caller.
 """
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
 import time
@@ -55,6 +58,8 @@ AUTH_CODES = ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL")
 GRACE = 0.5  # what the caller waits beyond ``timeout`` for a thread that is about to answer
 HEDGE = 0.15  # fetch_any asks the other brokers when the first has not answered in this long
 DESCRIBE_WAIT = 0.5  # at least this long for DescribeCluster once the Metadata answer is in
+
+SETTLE_AT_EXIT = 2.0  # what the exit handler waits, at most, for the asks still running
 
 _asks: list[threading.Thread] = []  # the asks and watchers started, until settle() has seen them end
 _asks_lock = threading.Lock()
@@ -377,3 +382,6 @@ def speaks_tls(bootstrap: str, timeout: float = 2.0) -> bool:
         except (OSError, ValueError):
             continue
     return False
+
+
+atexit.register(settle, SETTLE_AT_EXIT)  # Python's exit handlers run before the C library's (OpenSSL's)

@@ -61,3 +61,15 @@ def test_settle_reports_whether_every_ask_ended() -> None:
     describe._spawn(lambda: time.sleep(0.6), "kctl-describe-test")
     assert describe.settle(0.05) is False
     assert describe.settle(5) is True
+
+
+def test_any_process_that_asked_waits_for_its_asks_at_exit() -> None:
+    # not only the CLI: a test session or a program using the testing API exits through the same handler
+    code = ("import time\nfrom kctl.kafka import describe\n"
+            "describe._spawn(lambda: (time.sleep(0.5), print('ask ended', flush=True)), 'kctl-describe-test')\n"
+            "print('main done', flush=True)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["main done", "ask ended"]
