@@ -3,6 +3,7 @@
 #   Dockerfile   this file
 #   node/        kctl/runtime/node/* (entrypoint, supervisord config, wrappers)
 #   kafka/       the Kafka distribution (bin/, libs/, config/, kctl-dist.json)
+#   monitoring/  the metrics exporters' jars (kctl/runtime/exporters.py)
 # BASE_IMAGE defaults to the registry image; kctl passes a locally imported
 # debootstrap image where no registry is reachable.
 ARG BASE_IMAGE=debian:bookworm-slim
@@ -32,6 +33,10 @@ COPY kafka/ /opt/kafka/
 # Its own layer, before the other node files: editing those does not make the archives again.
 COPY node/cds-archive /usr/local/lib/kctl/cds-archive
 RUN chmod 0755 /usr/local/lib/kctl/cds-archive && /usr/local/lib/kctl/cds-archive /opt/kafka/cds
+
+# The metrics exporters (kctl/runtime/exporters.py): the JMX exporter agent of the brokers, and ZooKeeper's
+# Prometheus metrics provider with what it needs beyond Kafka's libs/.
+COPY monitoring/ /opt/kctl/monitoring/
 
 COPY node/ /usr/local/lib/kctl/
 RUN chmod 0755 /usr/local/lib/kctl/entrypoint.sh /usr/local/lib/kctl/zookeeper-start \

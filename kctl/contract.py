@@ -81,6 +81,15 @@ ENV_KAFKA_OPTS = "KAFKA_OPTS"
 ENV_ZK_OPTS = "ZK_OPTS"
 # The user whose SCRAM credential the broker's start script writes to ZooKeeper (a name, not a secret).
 ENV_SCRAM_USER = "KCTL_SCRAM_USER"
+# monitoring.enabled: the port a broker's JMX exporter (a Java agent of the broker's JVM only, not of the tools
+# run in the container) serves /metrics on, with its rules in JMX_EXPORTER_CONFIG (kafka-start).
+ENV_JMX_EXPORTER_PORT = "KCTL_JMX_EXPORTER_PORT"
+JMX_EXPORTER_CONFIG = "jmx-exporter.yaml"  # in CONF_DIR
+# The exporters' jars in the node image: the JMX exporter agent, and ZooKeeper's Prometheus metrics provider
+# with what it needs beyond Kafka's libs/ (appended to ZooKeeper's class path by zookeeper-start).
+MONITORING_DIR = "/opt/kctl/monitoring"
+JMX_EXPORTER_JAR = f"{MONITORING_DIR}/jmx_prometheus_javaagent.jar"
+ZOOKEEPER_METRICS_LIBS = f"{MONITORING_DIR}/zookeeper"
 
 # ----- labels ------------------------------------------------------------------------------
 LABEL_CLUSTER = "io.kctl.cluster"

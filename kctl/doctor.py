@@ -76,18 +76,8 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def host_ports(spec: ClusterSpec) -> list[tuple[int, str]]:
-    out: list[tuple[int, str]] = []
-    for n in spec.nodes:
-        out.append((spec.zk_host_port(n), f"{n.hostname} zookeeper"))
-        if not n.broker:
-            continue
-        out.append((spec.kafka_host_port(n), f"{n.hostname} kafka"))
-        if spec.migrating:
-            out.append((spec.secure_host_port(n), f"{n.hostname} kafka (EXTERNAL_SECURE)"))
-        jmx = spec.jmx_host_port(n)
-        if jmx is not None:
-            out.append((jmx, f"{n.hostname} jmx"))
-    return out
+    return [(port, f"{n.hostname} {what.removesuffix('_port').replace('_', ' ')}")
+            for n in spec.nodes for port, _, what in spec.published_ports(n)]
 
 
 def check_ports(spec: ClusterSpec, owned: Iterable[int] = ()) -> Check:

@@ -183,6 +183,8 @@ class ClusterStatus:
     offline_partitions: int | None = None
     registered_ids: list[int] = field(default_factory=list)
     running: bool | None = None  # any of its containers running (None: Docker not asked)
+    # Every exporter (monitoring.enabled): {node, service, url}, what Prometheus or `kctl metrics` scrapes.
+    metrics_endpoints: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -324,6 +326,8 @@ def assess(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> Clus
         problems=problems,
         offline_partitions=offline,
         registered_ids=ids,
+        metrics_endpoints=[{"node": n.hostname, "service": svc, "url": url}
+                           for n, svc, url in spec.metrics_endpoints()],
     )
 
 

@@ -183,8 +183,7 @@ def mismatch(spec: ClusterSpec, state_dir: Path, expected: str, md: kmd.Metadata
 
 
 def _spec_ports(spec: ClusterSpec) -> set[int]:
-    ports = _ports_of(spec.bootstrap_servers) | _ports_of(spec.zookeeper_connect_host)
-    return ports | {p for n in spec.brokers if (p := spec.jmx_host_port(n)) is not None}
+    return {port for n in spec.nodes for port, _, _ in spec.published_ports(n)}
 
 
 def not_running(spec: ClusterSpec, state_dir: Path, md: kmd.Metadata | None,
@@ -287,7 +286,7 @@ def check_write(bootstrap: str, cluster_id: str | None, spec: ClusterSpec | None
 
 # ----- kctl init: a new cluster next to running ones ---------------------------------------------
 
-PORT_STEP = 100  # each further cluster's ports: ZooKeeper 12281.., Kafka 19192.., JMX 20099..
+PORT_STEP = 100  # each further cluster's ports: ZooKeeper 12281.., Kafka 19192.., JMX 20099.., exporters 17100..
 
 
 @dataclass(frozen=True)
@@ -303,7 +302,10 @@ def _with_offset(name: str, k: int) -> ClusterSpec:
         "name": name,
         "zookeeper": {"host_port_base": d.zookeeper.host_port_base + k * PORT_STEP},
         "kafka": {"external_port_base": d.kafka.external_port_base + k * PORT_STEP,
-                  "jmx_port_base": d.kafka.jmx_port_base + k * PORT_STEP}})
+                  "jmx_port_base": d.kafka.jmx_port_base + k * PORT_STEP},
+        "monitoring": {"kafka_exporter_host_port_base": d.monitoring.kafka_exporter_host_port_base + k * PORT_STEP,
+                       "zookeeper_exporter_host_port_base":
+                           d.monitoring.zookeeper_exporter_host_port_base + k * PORT_STEP}})
 
 
 def plan_init(name: str, state_dir: Path, *, pick_ports: bool) -> InitPlan:
@@ -346,10 +348,16 @@ def plan_init(name: str, state_dir: Path, *, pick_ports: bool) -> InitPlan:
             except ValueError:
                 break  # beyond the port range
             if not busy(cand):
+                mon = cand.monitoring
                 return InitPlan(name, {"zookeeper": {"host_port_base": cand.zookeeper.host_port_base},
                                        "kafka": {"external_port_base": cand.kafka.external_port_base,
-                                                 "jmx_port_base": cand.kafka.jmx_port_base}}, warnings)
-        warnings.append("no free block of ports found: set zookeeper.host_port_base and kafka.external_port_base")
+                                                 "jmx_port_base": cand.kafka.jmx_port_base},
+                                       "monitoring": {
+                                           "kafka_exporter_host_port_base": mon.kafka_exporter_host_port_base,
+                                           "zookeeper_exporter_host_port_base":
+                                               mon.zookeeper_exporter_host_port_base}}, warnings)
+        warnings.append("no free block of ports found: set zookeeper.host_port_base, kafka.external_port_base and"
+                        " the monitoring port bases")
         return InitPlan(name, {}, warnings)
     holders = sorted({f"cluster {published[p].cluster!r} ({published[p].state_dir})" for p in taken
                       if p in published})

@@ -70,8 +70,8 @@ def with_node_added(raw: dict[str, Any], spec: ClusterSpec, node_id: int | None,
     if not broker:
         entry["broker"] = False
     # Nodes with pinned ports (a test cluster's free ports): pin the new one's too, on free ports.
-    pinned = [k for k in ("zookeeper_port", "kafka_port") if any(getattr(n, k) for n in spec.nodes)
-              and (broker or k != "kafka_port")]
+    pinned = [k for k in ("zookeeper_port", "kafka_port", "zookeeper_metrics_port", "kafka_metrics_port")
+              if any(getattr(n, k) for n in spec.nodes) and (broker or k not in ("kafka_port", "kafka_metrics_port"))]
     if pinned:
         for k, port in zip(pinned, free_ports(len(pinned)), strict=True):
             entry[k] = port
@@ -90,9 +90,10 @@ def with_node_removed(raw: dict[str, Any], spec: ClusterSpec, node_id: int) -> d
         n = spec.nodes[i]
         nodes[i].setdefault("zookeeper_port", spec.zk_host_port(n))
         nodes[i].setdefault("kafka_port", spec.kafka_host_port(n))
-        jmx = spec.jmx_host_port(n)
-        if jmx is not None:
-            nodes[i].setdefault("jmx_port", jmx)
+        for key, port in (("jmx_port", spec.jmx_host_port(n)), ("kafka_metrics_port", spec.kafka_metrics_host_port(n)),
+                          ("zookeeper_metrics_port", spec.zk_metrics_host_port(n))):
+            if port is not None:
+                nodes[i].setdefault(key, port)
     del nodes[idx]
     return {**raw, "nodes": nodes}
 

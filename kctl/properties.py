@@ -36,6 +36,10 @@ SUPER_USER = "superUser"
 ZOO_CFG_DYNAMIC = "zoo.cfg.dynamic"  # the ensemble's membership, next to zoo.cfg in the conf dir
 STANDALONE = "standaloneEnabled"
 QUORUM_LISTEN_ALL = "quorumListenOnAllIPs"
+METRICS_PROVIDER = "metricsProvider.className"
+METRICS_PORT = "metricsProvider.httpPort"
+METRICS_JVM = "metricsProvider.exportJvmInfo"
+PROMETHEUS_PROVIDER = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
 
 BROKER_ID = "broker.id"
 LISTENERS = "listeners"
@@ -194,6 +198,11 @@ def zoo_cfg(spec: ClusterSpec, node: NodeSpec) -> Props:
         groups[DYNAMIC_CONFIG_FILE] = f"{CONF_DIR}/{ZOO_CFG_DYNAMIC}"
     if node.role is ZkRole.observer:
         groups[PEER_TYPE] = "observer"
+    if spec.monitoring.enabled:
+        # ZooKeeper's own Prometheus endpoint (its jars: the image's ZOOKEEPER_METRICS_LIBS).
+        groups[METRICS_PROVIDER] = PROMETHEUS_PROVIDER
+        groups[METRICS_PORT] = spec.monitoring.zookeeper_exporter_port
+        groups[METRICS_JVM] = True
     groups.update(zookeeper_security(spec))
     return combine(base, groups, zk.overrides, node.overrides.zookeeper)
 

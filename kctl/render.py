@@ -115,6 +115,8 @@ def node_files(spec: ClusterSpec, host: str, node: NodeSpec, services: tuple[str
         files["conf/log4j-kafka.properties"] = _tpl(
             "log4j.properties.j2", component="kafka", properties=properties.log4j("kafka"), **ctx
         )
+        if spec.monitoring.enabled:
+            files[f"conf/{contract.JMX_EXPORTER_CONFIG}"] = _tpl("jmx-exporter.yaml.j2", **ctx)
     return files
 
 
@@ -134,6 +136,8 @@ def _environment(spec: ClusterSpec, host: str, services: tuple[str, ...]) -> dic
             env[name] = opts
     if spec.security.enabled and "kafka" in services:
         env[contract.ENV_SCRAM_USER] = spec.security.admin_user
+    if spec.monitoring.enabled and "kafka" in services:
+        env[contract.ENV_JMX_EXPORTER_PORT] = str(spec.monitoring.kafka_exporter_port)
     return dict(sorted(env.items()))
 
 
@@ -161,6 +165,9 @@ def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> 
     ports: list[str | dict[str, Any]] = []
     if "zookeeper" in services:
         ports.append(_port(spec, spec.zk_host_port(node), spec.zookeeper.client_port))
+        zkm = spec.zk_metrics_host_port(node)
+        if zkm is not None:
+            ports.append(_port(spec, zkm, spec.monitoring.zookeeper_exporter_port))
     if "kafka" in services:
         ext = spec.kafka_host_port(node)
         ports.append(_port(spec, ext, ext))
@@ -171,6 +178,9 @@ def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> 
         if jmx is not None:
             env[contract.ENV_JMX_PORT] = str(jmx)
             ports.append(_port(spec, jmx, jmx))
+        km = spec.kafka_metrics_host_port(node)
+        if km is not None:
+            ports.append(_port(spec, km, spec.monitoring.kafka_exporter_port))
     labels = {
         **spec.labels,
         LABEL_CLUSTER: spec.name,
@@ -317,7 +327,7 @@ def render(spec: ClusterSpec, state_dir: Path | None = None) -> Rendered:
         nf = node_files(spec, host, node, services)
         identity = {**nf, "image": spec.image_ref, "cap_add": ",".join(contract.CAP_ADD),
                     "env": repr(_environment(spec, host, services)),
-                    "ports": f"{spec.zk_host_port(node)}/{spec.kafka_host_port(node)}/{spec.jmx_host_port(node)}"}
+                    "ports": repr(spec.published_ports(node))}
         plan = ContainerPlan(name=host, node=node, services=services, config_hash=_hash(identity), files=nf)
         plans.append(plan)
         for rel, text in nf.items():

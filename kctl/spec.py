@@ -81,6 +81,12 @@ class NodeSpec(_Model):
         None, description="Host port (127.0.0.1) of this broker's external listener; default base + index."
     )
     jmx_port: Port | None = Field(None, description="Host port for this broker's JMX; default base + index.")
+    kafka_metrics_port: Port | None = Field(
+        None, description="Host port (127.0.0.1) of this broker's Prometheus exporter (monitoring.enabled);"
+                          " default base + index.")
+    zookeeper_metrics_port: Port | None = Field(
+        None, description="Host port (127.0.0.1) of this node's ZooKeeper Prometheus metrics (monitoring.enabled);"
+                          " default base + index.")
     advertised_host: str | None = Field(
         None, description="engine swarm: the address clients outside the Swarm reach this node's host on (its"
                           " EXTERNAL listener is advertised there, and kctl reaches its published ports there);"
@@ -249,6 +255,19 @@ class KafkaSpec(_Model):
         return v
 
 
+class MonitoringSpec(_Model):
+    enabled: bool = Field(
+        True, description="Exporters on every node: the Prometheus JMX exporter as a Java agent in each broker,"
+                          " ZooKeeper's own PrometheusMetricsProvider in each ZooKeeper (docs/monitoring.md).")
+    kafka_exporter_port: Port = Field(7071, description="Port of a broker's JMX exporter inside its container.")
+    kafka_exporter_host_port_base: Port = Field(
+        17071, description="First host port of the brokers' exporters, one per broker, published on 127.0.0.1.")
+    zookeeper_exporter_port: Port = Field(
+        7000, description="metricsProvider.httpPort: ZooKeeper's metrics port inside its container.")
+    zookeeper_exporter_host_port_base: Port = Field(
+        17000, description="First host port of the ZooKeepers' metrics, one per node, published on 127.0.0.1.")
+
+
 SASL_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
 # The ZooKeeper DIGEST-MD5 principals of the brokers and of the quorum.
 RESERVED_PRINCIPALS = ("kafka", "zkquorum")
@@ -354,6 +373,8 @@ class ClusterSpec(_Model):
     )
     security: SecuritySpec = Field(default_factory=SecuritySpec,
                                    description="TLS, SASL/SCRAM, ACLs and ZooKeeper authentication.")
+    monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec,
+                                       description="Metrics exporters on every node (on by default).")
     labels: dict[str, str] = Field(
         default_factory=dict, description="Extra Docker labels on every container and the network."
     )
@@ -426,6 +447,46 @@ class ClusterSpec(_Model):
         if node.jmx_port:
             return node.jmx_port
         return self.kafka.jmx_port_base + self.nodes.index(node) if self.kafka.jmx else None
+
+    def kafka_metrics_host_port(self, node: NodeSpec) -> int | None:
+        """The published port of this broker's exporter; None when monitoring is off or the node has no broker."""
+        if not (self.monitoring.enabled and node.broker):
+            return None
+        return node.kafka_metrics_port or self.monitoring.kafka_exporter_host_port_base + self.nodes.index(node)
+
+    def zk_metrics_host_port(self, node: NodeSpec) -> int | None:
+        """The published port of this node's ZooKeeper metrics; None when monitoring is off."""
+        if not self.monitoring.enabled:
+            return None
+        return node.zookeeper_metrics_port or (self.monitoring.zookeeper_exporter_host_port_base
+                                               + self.nodes.index(node))
+
+    def published_ports(self, node: NodeSpec) -> list[tuple[int, str, str]]:
+        """Every host port this node publishes on 127.0.0.1: (port, service, what), the one list that
+        validation, `kctl doctor`, port picking and Swarm's checks read."""
+        out = [(self.zk_host_port(node), "zookeeper", "zookeeper_port")]
+        zkm = self.zk_metrics_host_port(node)
+        if zkm is not None:
+            out.append((zkm, "zookeeper", "zookeeper_metrics_port"))
+        if node.broker:  # a ZooKeeper-only node publishes no Kafka, JMX or exporter port
+            out.append((self.kafka_host_port(node), "kafka", "kafka_port"))
+            if self.migrating:
+                out.append((self.secure_host_port(node), "kafka", "kafka_port + security.migration_port_offset"))
+            for port, what in ((self.jmx_host_port(node), "jmx_port"),
+                               (self.kafka_metrics_host_port(node), "kafka_metrics_port")):
+                if port is not None:
+                    out.append((port, "kafka", what))
+        return out
+
+    def metrics_endpoints(self) -> list[tuple[NodeSpec, str, str]]:
+        """(node, service, url) of every exporter, as kctl reaches them."""
+        out: list[tuple[NodeSpec, str, str]] = []
+        for n in self.nodes:
+            for port, service in ((self.zk_metrics_host_port(n), "zookeeper"),
+                                  (self.kafka_metrics_host_port(n), "kafka")):
+                if port is not None:
+                    out.append((n, service, f"http://{self.node_address(n)}:{port}/metrics"))
+        return out
 
     def node(self, ref: str | int) -> NodeSpec:
         """Find a node by hostname, container host (zkN/kafkaN) or id."""
@@ -534,6 +595,7 @@ CROSS_FIELD_RULES: tuple[str, ...] = (
     " colocated, Kafka's internal port is none of them",
     "no two published host ports alike, none above 65535, and no node's Kafka port equal to a port used"
     " inside its container",
+    "with `monitoring.enabled`: the exporters' ports inside a container clash with no other port there",
     "with `security.enabled`: `zookeeper.enforce_auth` and `zookeeper.set_acl` need `zookeeper.sasl`;"
     " `tls: false` is a warning (passwords cross the network in SCRAM exchanges only, data in the clear);"
     " `admin_user` is not `kafka` or `zkquorum` (kctl's ZooKeeper principals)",
@@ -618,18 +680,32 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
     if k.internal_port in (zk.client_port, zk.peer_port, zk.election_port) and spec.topology is Topology.colocated:
         errors.append(f"kafka.internal_port: {k.internal_port} clashes with a ZooKeeper port in the same container")
 
+    mon = spec.monitoring
+    if mon.enabled:
+        zk_inside = {"zookeeper.client_port": zk.client_port, "zookeeper.peer_port": zk.peer_port,
+                     "zookeeper.election_port": zk.election_port}
+        kafka_inside = {"kafka.internal_port": k.internal_port,
+                        **{f"nodes.{i}.kafka_port": spec.kafka_host_port(n)
+                           for i, n in enumerate(spec.nodes) if n.broker}}
+        colocated = spec.topology is Topology.colocated
+        checks = (
+            ("kafka_exporter_port", mon.kafka_exporter_port,
+             {**kafka_inside, **(zk_inside if colocated else {}),
+              **({"monitoring.zookeeper_exporter_port": mon.zookeeper_exporter_port} if colocated else {})}),
+            ("zookeeper_exporter_port", mon.zookeeper_exporter_port,
+             {**zk_inside, **(kafka_inside if colocated else {})}),
+        )
+        for field, port, ports_there in checks:
+            clash = [w for w, p in ports_there.items() if p == port]
+            if clash:
+                errors.append(f"monitoring.{field}: {port} is also {clash[0]}, a port used inside the same"
+                              " container")
+
     # Published host ports, all on 127.0.0.1: no two may be the same.
     published: dict[int, str] = {}
     for i, n in enumerate(spec.nodes):
-        claims = [(spec.zk_host_port(n), f"nodes.{i}.zookeeper_port")]
-        if n.broker:  # a ZooKeeper-only node publishes no Kafka or JMX port
-            claims.append((spec.kafka_host_port(n), f"nodes.{i}.kafka_port"))
-            if spec.migrating:
-                claims.append((spec.secure_host_port(n), f"nodes.{i}.kafka_port + security.migration_port_offset"))
-            jmx = spec.jmx_host_port(n)
-            if jmx is not None:
-                claims.append((jmx, f"nodes.{i}.jmx_port"))
-        for port, where in claims:
+        for port, _, what in spec.published_ports(n):
+            where = f"nodes.{i}.{what}"
             if port > 65535:
                 errors.append(f"{where}: derived host port {port} is above 65535; lower the port base")
             elif port in published:

@@ -33,7 +33,7 @@ import docker.errors
 from kctl import contract
 from kctl.bench.doc import add_output_args, publish, table
 from kctl.runtime import dist as distmod
-from kctl.runtime import image
+from kctl.runtime import exporters, image
 
 SECTION = "## Node image"
 T = TypeVar("T")
@@ -75,7 +75,7 @@ def measure(client: docker.DockerClient, *, with_base: bool, log: Callable[[str]
     tags = [contract.image_tag(f"bench-{kind}") for kind in ("cold", "warm", "edit")]
     try:
         with tempfile.TemporaryDirectory(prefix="bench-", dir=distmod.cache_root().parent) as tmp:
-            ctx = image.assemble_context(Path(tmp) / "ctx", dist)
+            ctx = image.assemble_context(Path(tmp) / "ctx", dist, exporters.prepare())
             log("cold build (no layer cache)")
             cold, secs = _timed(lambda: image.build_from_context(
                 client, ctx, tag=tags[0], base_image=base, labels=labels, nocache=True, progress=_quiet))

@@ -30,6 +30,7 @@ from kctl.cli import (
     config,
     drill,
     group,
+    monitor,
     node,
     reassign,
     restart,
@@ -73,7 +74,8 @@ def _root(
 
 
 # The order of ``kctl --help``.
-COMMAND_MODULES: tuple[ModuleType, ...] = (spec, cluster, zk, topic, config, group, clients, security, stream,
+COMMAND_MODULES: tuple[ModuleType, ...] = (spec, cluster, zk, topic, config, group, monitor, clients, security,
+                                           stream,
                                            restart, change, reassign, node, drill, swarm)
 
 for _module in COMMAND_MODULES:

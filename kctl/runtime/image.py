@@ -42,6 +42,7 @@ from kctl.contract import (
 )
 from kctl.errors import DockerUnavailable, KctlError
 from kctl.runtime import dist as distmod
+from kctl.runtime import exporters
 from kctl.runtime.dist import Dist
 
 Progress = Callable[[str], None]
@@ -113,9 +114,10 @@ def node_files() -> list[Path]:
 
 
 def recipe_hash() -> str:
-    """Hash of the Dockerfile and the node files."""
+    """Hash of the Dockerfile, the node files and the exporters' pinned coordinates."""
     h = hashlib.sha256()
     h.update(b"Dockerfile\0" + dockerfile_path().read_bytes() + b"\0")
+    h.update(b"exporters\0" + exporters.identity().encode() + b"\0")
     for f in node_files():
         h.update(f"node/{f.name}\0".encode() + f.read_bytes() + b"\0")
     return h.hexdigest()
@@ -145,14 +147,16 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-def assemble_context(dest: Path, dist: Dist) -> Path:
-    """Lay out a build context in ``dest``: Dockerfile, node/, kafka/ (hard links where possible)."""
+def assemble_context(dest: Path, dist: Dist, monitoring: Path) -> Path:
+    """Lay out a build context in ``dest``: Dockerfile, node/, kafka/ (hard links where possible), and
+    monitoring/ (the exporters, from ``monitoring``: :func:`kctl.runtime.exporters.prepare`)."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy2(dockerfile_path(), dest / "Dockerfile")
     (dest / "node").mkdir()
     for f in node_files():
         shutil.copy2(f, dest / "node" / f.name)
     shutil.copytree(dist.path, dest / "kafka", symlinks=True, copy_function=_link_or_copy)
+    exporters.lay_out(monitoring, dest / "monitoring", dist.path / "libs")
     return dest
 
 
@@ -460,6 +464,7 @@ def ensure_image(
             f"for Kafka {kafka_version}",
             f"is {dist.path} a genuine Kafka {kafka_version} distribution?",
         )
+    monitoring = exporters.prepare(progress)
     try:
         base = resolve_base_image(client, progress)
         labels = image_labels(dist, recipe, base)
@@ -467,7 +472,7 @@ def ensure_image(
         work_parent.mkdir(parents=True, exist_ok=True)
         # Same file system as the dist cache, so kafka/ is hard-linked, not copied.
         with tempfile.TemporaryDirectory(prefix="build-", dir=work_parent) as tmp:
-            context = assemble_context(Path(tmp) / "context", dist)
+            context = assemble_context(Path(tmp) / "context", dist, monitoring)
             _say(progress, f"building {tag} from {base} (Kafka {dist.kafka_version}, source: {dist.source})")
             image = build_from_context(client, context, tag=tag, base_image=base, labels=labels,
                                        progress=progress)

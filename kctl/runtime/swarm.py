@@ -136,13 +136,8 @@ def _published(spec: ClusterSpec) -> dict[str, list[tuple[int, str]]]:
     out: dict[str, list[tuple[int, str]]] = {}
     for host, node, services in services_of(spec):
         ports = out.setdefault(host, [])
-        if "zookeeper" in services:
-            ports.append((spec.zk_host_port(node), f"{host} zookeeper"))
-        if "kafka" in services:
-            ports.append((spec.kafka_host_port(node), f"{host} kafka"))
-            jmx = spec.jmx_host_port(node)
-            if jmx is not None:
-                ports.append((jmx, f"{host} jmx"))
+        ports.extend((port, f"{host} {what.removesuffix('_port').replace('_', ' ')}")
+                     for port, service, what in spec.published_ports(node) if service in services)
     return out
 
 

@@ -147,10 +147,13 @@ class KafkaCluster:
     def _with_ports(self, data: dict[str, Any]) -> dict[str, Any]:
         """Give every node free host ports unless the caller pinned them."""
         nodes = [dict(n) for n in data["nodes"]]
-        needed = sum(1 for n in nodes for k in ("zookeeper_port", "kafka_port") if not n.get(k))
+        monitoring = (data.get("monitoring") or {}).get("enabled", True)
+        keys = ("zookeeper_port", "kafka_port") + (("zookeeper_metrics_port", "kafka_metrics_port") if monitoring
+                                                   else ())
+        needed = sum(1 for n in nodes for k in keys if not n.get(k))
         free = iter(free_ports(needed))
         for n in nodes:
-            for k in ("zookeeper_port", "kafka_port"):
+            for k in keys:
                 if not n.get(k):
                     n[k] = next(free)
         return {**data, "nodes": nodes}

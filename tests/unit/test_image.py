@@ -415,8 +415,18 @@ def test_resolve_base_pulls_before_debootstrap(monkeypatch: pytest.MonkeyPatch) 
 def test_assemble_context(tmp_path: Path) -> None:
     root = make_fake_dist(tmp_path / "dist")
     d = layout.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="maven", origin="t")
-    ctx = image.assemble_context(tmp_path / "ctx", d)
+    mon = tmp_path / "exporters"
+    (mon / "zookeeper").mkdir(parents=True)
+    (mon / "jmx_prometheus_javaagent.jar").write_bytes(b"agent")
+    for jar in ("zookeeper-prometheus-metrics-3.8.3.jar", "simpleclient-0.9.0.jar", "jetty-servlet-9.4.50.jar"):
+        (mon / "zookeeper" / jar).write_bytes(b"jar")
+    (root / "libs" / "jetty-servlet-9.4.57.v20241219.jar").write_bytes(b"kafka's own")
+    ctx = image.assemble_context(tmp_path / "ctx", d, mon)
     assert (ctx / "Dockerfile").read_text() == image.dockerfile_path().read_text()
+    assert (ctx / "monitoring" / "jmx_prometheus_javaagent.jar").read_bytes() == b"agent"
+    # Kafka's libs/ holds jetty-servlet already: only what it lacks goes to ZooKeeper's extra class path.
+    assert sorted(p.name for p in (ctx / "monitoring" / "zookeeper").iterdir()) == [
+        "simpleclient-0.9.0.jar", "zookeeper-prometheus-metrics-3.8.3.jar"]
     assert sorted(p.name for p in (ctx / "node").iterdir()) == sorted(p.name for p in image.node_files())
     assert (ctx / "kafka" / "libs" / "kafka_2.13-3.9.1.jar").is_file()
     assert (ctx / "kafka" / "kctl-dist.json").is_file()
@@ -467,6 +477,10 @@ def test_ensure_image_builds_when_recipe_changed(tmp_path: Path, cache: Path, mo
     d = layout.finish_dist(root, kafka_version="3.9.1", scala_version="2.13", source="maven", origin="t")
     monkeypatch.setattr(distmod, "prepare_dist", lambda **kw: d)
     monkeypatch.setattr(image, "resolve_base_image", lambda client, progress=None: "debian:bookworm-slim")
+    mon = tmp_path / "exporters"
+    (mon / "zookeeper").mkdir(parents=True)
+    (mon / "jmx_prometheus_javaagent.jar").write_bytes(b"agent")
+    monkeypatch.setattr(image.exporters, "prepare", lambda progress=None: mon)
     client = fake_client()
     stale = fake_image(labels={"io.kctl.recipe-hash": "old"}, id="sha256:old", attrs={"Size": 1})
     built = fake_image(id="sha256:new", attrs={"Size": 2})
@@ -487,7 +501,7 @@ def test_ensure_image_builds_when_recipe_changed(tmp_path: Path, cache: Path, mo
     assert seen["buildargs"] == {"BASE_IMAGE": "debian:bookworm-slim"}
     assert seen["tag"] == "kctl/node:3.9.1" and seen["rm"] is True
     assert seen["labels"]["io.kctl.build-hash"] == image.build_hash(image.recipe_hash(), d.identity)
-    assert seen["context_files"] == ["Dockerfile", "kafka", "node"]
+    assert seen["context_files"] == ["Dockerfile", "kafka", "monitoring", "node"]
     assert "Step 1/2 : FROM x" in log
 
 

@@ -91,7 +91,8 @@ def test_stack_file_has_deploy_sections_and_no_compose_only_keys() -> None:
     targets = {c["target"]: c["source"] for c in svc["configs"]}
     assert set(targets) == {f"{contract.CONF_DIR}/{f}" for f in ("zoo.cfg", "myid", "zoo.cfg.dynamic",
                                                                  "log4j-zookeeper.properties", "server.properties",
-                                                                 "log4j-kafka.properties")}
+                                                                 "log4j-kafka.properties",
+                                                                 contract.JMX_EXPORTER_CONFIG)}
     for key in targets.values():
         assert stack["configs"][key]["file"].startswith("./logger2/conf/")
 

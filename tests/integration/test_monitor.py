@@ -1,0 +1,227 @@
+"""Monitoring on the shared cluster: every exporter answers with its families (read over plain HTTP and
+prometheus-client's parser, not kctl's code), `kctl metrics` reports a known produce rate, and `kctl lag` judges
+five consumer groups driven into Burrow's five statuses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.cli import js, kctl
+
+pytestmark = pytest.mark.integration
+
+BROKER_FAMILIES = {
+    "kafka_server_brokertopicmetrics_messagesin", "kafka_server_brokertopicmetrics_bytesin",
+    "kafka_server_brokertopicmetrics_bytesout", "kafka_network_requestmetrics_totaltimems",
+    "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent_count",
+    "kafka_network_socketserver_networkprocessoravgidlepercent",
+    "kafka_server_replicamanager_underreplicatedpartitions", "kafka_server_replicamanager_underminisrpartitioncount",
+    "kafka_controller_kafkacontroller_offlinepartitionscount", "kafka_controller_kafkacontroller_activecontrollercount",
+    "kafka_server_replicamanager_isrshrinks", "kafka_server_replicamanager_isrexpands", "kafka_log_log_size",
+}
+ZOOKEEPER_FAMILIES = {"avg_latency", "max_latency", "outstanding_requests", "num_alive_connections",
+                      "znode_count", "watch_count", "fsynctime"}
+
+
+def _families(url: str) -> set[str]:
+    with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - the test cluster's own exporter
+        text = resp.read().decode()
+    return {f.name for f in text_string_to_metric_families(text)}
+
+
+def test_every_exporter_answers_with_its_families(kafka_cluster: Any) -> None:
+    st = js(kafka_cluster, "status")
+    endpoints = st["metrics_endpoints"]
+    spec = kafka_cluster.spec
+    assert sorted((e["node"], e["service"]) for e in endpoints) == sorted(
+        [(n.hostname, "zookeeper") for n in spec.nodes] + [(n.hostname, "kafka") for n in spec.brokers])
+    for e in endpoints:
+        assert e["url"].startswith("http://127.0.0.1:")
+        want = BROKER_FAMILIES if e["service"] == "kafka" else ZOOKEEPER_FAMILIES
+        missing = want - _families(e["url"])
+        assert not missing, f"{e['node']} {e['service']} lacks {sorted(missing)}"
+
+
+def test_metrics_reports_a_known_produce_rate(kafka_cluster: Any) -> None:
+    from confluent_kafka import Producer
+
+    topic = f"mon-rate-{uuid.uuid4().hex[:8]}"
+    assert kctl(kafka_cluster, "topic", "create", topic, "-p", "3", "-r", "3").returncode == 0
+    rate, warm_up, limit = 400, 3.0, 60.0
+    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all", "linger.ms": 5})
+    acked: list[float] = []  # when each record's delivery report came: the independent count of what arrived
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked.append(time.time())
+
+    metrics: subprocess.Popen[str] | None = None
+    start = time.monotonic()
+    sent = 0
+    try:
+        # The load runs from before `kctl metrics` starts until it has printed: both scrapes fall inside it.
+        while (metrics is None or metrics.poll() is None) and (elapsed := time.monotonic() - start) < limit:
+            due = int(elapsed * rate)
+            while sent < due:
+                producer.produce(topic, value=b"x" * 100, key=str(sent).encode(), on_delivery=delivered)
+                sent += 1
+            producer.poll(0)
+            if metrics is None and elapsed >= warm_up:
+                # Two windows in a row: the first may hold the stall of this process's start on two cores;
+                # the second is the steady load alone.
+                metrics = subprocess.Popen([sys.executable, "-m", "kctl", "metrics", "--watch", "--count", "2",
+                                            "--window", "8", "-o", "json", "-f", str(kafka_cluster.spec_file)],
+                                           stdout=subprocess.PIPE, text=True)
+            time.sleep(0.005)
+        assert producer.flush(30) == 0
+        assert metrics is not None
+        out, _ = metrics.communicate(timeout=60)
+        assert metrics.returncode == 0, out
+        reports = [json.loads(line) for line in out.splitlines()]
+        assert len(reports) == 2
+        rep = reports[-1]
+        measured = sum(b["messages_in_per_sec"] for b in rep["brokers"])
+        # On two cores the client's sends come in bursts (a scrape or a process start takes a core for a moment):
+        # the reference is what the brokers acknowledged within the window, by the producer's own reports.
+        arrived = sum(1 for t in acked if rep["window_start"] <= t < rep["window_end"])
+        reference = arrived / (rep["window_end"] - rep["window_start"])
+        assert abs(measured - reference) <= 0.1 * reference, \
+            f"{measured} msg/s measured, {reference:.1f} acknowledged in the window ({rep})"
+        assert abs(measured - rate) <= 0.25 * rate, f"{measured} msg/s measured, {rate} produced"
+        # Bytes in count whole batches: the 100-byte values, keys, record and batch headers.
+        assert 100 * measured <= sum(b["bytes_in_per_sec"] for b in rep["brokers"]) <= 300 * measured
+        assert rep["window_seconds"] == pytest.approx(8, abs=1.5)
+        assert sum(1 for b in rep["brokers"] if b["active_controller"]) == 1
+        assert all(b["under_replicated_partitions"] == 0 and b["offline_partitions"] == 0 for b in rep["brokers"])
+        assert all(z["znode_count"] > 0 for z in rep["zookeepers"]) and not rep["errors"]
+    finally:
+        if metrics is not None and metrics.poll() is None:
+            metrics.kill()
+        kctl(kafka_cluster, "topic", "delete", topic, "--yes")
+
+
+def test_metrics_bad_input(kafka_cluster: Any) -> None:
+    p = kctl(kafka_cluster, "metrics", "--node", "99")
+    assert p.returncode != 0 and "no node 99" in p.stderr and "Traceback" not in p.stderr
+
+
+# ----- lag: five groups, each driven into one of Burrow's statuses, judged by one `kctl lag` ------------------
+
+
+class Driver:
+    """A consumer in a group of its own on a one-partition topic, whose commits the test sets by hand."""
+
+    def __init__(self, cluster: Any, name: str) -> None:
+        from confluent_kafka import Consumer, Producer
+
+        self.topic = f"mon-lag-{name}-{uuid.uuid4().hex[:6]}"
+        self.group = f"mon-{name}-{uuid.uuid4().hex[:6]}"
+        assert kctl(cluster, "topic", "create", self.topic, "-p", "1", "-r", "3").returncode == 0
+        self.producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+        self.consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": self.group,
+                                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        self.end = 0
+
+    def produce(self, n: int) -> None:
+        for i in range(n):
+            self.producer.produce(self.topic, value=f"{self.end + i}".encode())
+        assert self.producer.flush(30) == 0
+        self.end += n
+
+    def subscribe(self) -> None:
+        self.consumer.subscribe([self.topic])
+
+    def joined(self) -> bool:
+        """Whether the assignment came (then paused: a live member that reads nothing by itself)."""
+        self.consumer.poll(0.1)
+        if self.consumer.assignment():
+            self.consumer.pause(self.consumer.assignment())
+            return True
+        return False
+
+    def commit(self, offset: int) -> None:
+        from confluent_kafka import TopicPartition
+
+        self.consumer.commit(offsets=[TopicPartition(self.topic, 0, offset)], asynchronous=False)
+
+    def tick(self) -> None:
+        self.consumer.poll(0)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def join(drivers: list[Driver]) -> None:
+    for dr in drivers:
+        dr.subscribe()
+    waiting = list(drivers)
+    deadline = time.monotonic() + 60
+    while waiting:
+        assert time.monotonic() < deadline, f"no assignment for {[dr.group for dr in waiting]}"
+        waiting = [dr for dr in waiting if not dr.joined()]
+
+
+def test_lag_judges_each_status_on_real_groups(kafka_cluster: Any) -> None:
+    names = ("ok", "stop", "stall", "rewind", "warn")
+    d = {n: Driver(kafka_cluster, n) for n in names}
+    try:
+        for n in names:
+            d[n].produce(60)
+        # STOP: committed part of the way, then gone: no member, no commits, lag 60 - 20.
+        join(list(d.values()))
+        d["stop"].commit(20)
+        d["stop"].close()
+        d["ok"].commit(d["ok"].end)
+        d["stall"].commit(10)
+        d["rewind"].commit(50)
+        warn_at = 10
+        d["warn"].commit(warn_at)
+
+        args = [sys.executable, "-m", "kctl", "lag", *(d[n].group for n in names), "--samples", "8",
+                "--interval", "1", "--window", "8", "-o", "json", "-f", str(kafka_cluster.spec_file)]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        start = time.monotonic()
+        rewound = False
+        while proc.poll() is None and time.monotonic() - start < 60:  # bounded: the sampling takes ~8 s
+            d["ok"].produce(5)
+            d["ok"].commit(d["ok"].end)  # keeps up: lag 0 at (almost) every snapshot
+            d["stall"].produce(5)  # a live member that commits nothing new while lag grows
+            d["warn"].produce(10)
+            warn_at += 3
+            d["warn"].commit(warn_at)  # progresses, but slower than the topic grows
+            if not rewound and time.monotonic() - start > 4:
+                d["rewind"].commit(25)  # an offset moved back while lag stays above 0
+                rewound = True
+            for n in ("ok", "stall", "rewind", "warn"):
+                d[n].tick()
+            time.sleep(0.5)
+        out, err = proc.communicate(timeout=30)
+        got = {r["group"]: r for r in json.loads(out)}
+        status = {n: got[d[n].group]["status"] for n in names}
+        assert status == {"ok": "OK", "stop": "STOP", "stall": "STALL", "rewind": "REWIND", "warn": "WARN"}, \
+            json.dumps(got, indent=1)
+        assert proc.returncode == 1, err  # not every group OK
+        assert got[d["stop"].group]["total_lag"] == 40
+        assert got[d["stop"].group]["problems"][0]["partition"] == 0
+        assert got[d["ok"].group]["problems"] == []
+    finally:
+        for n in names:
+            if n != "stop":
+                d[n].close()
+            kctl(kafka_cluster, "topic", "delete", d[n].topic, "--yes")
+
+
+def test_lag_bad_input(kafka_cluster: Any) -> None:
+    p = kctl(kafka_cluster, "lag", f"no-such-group-{uuid.uuid4().hex[:6]}", "--samples", "1")
+    assert p.returncode != 0 and "does not exist" in p.stderr and "Traceback" not in p.stderr
+    p = kctl(kafka_cluster, "lag", "g", "--samples", "20", "--window", "10")
+    assert p.returncode != 0 and "--samples 20" in p.stderr
