@@ -32,8 +32,16 @@ def test_log_files_are_where_the_log4j_and_supervisor_configs_put_them() -> None
 
 def test_env_names_are_read_by_the_scripts() -> None:
     text = _scripts()
-    for name in (contract.ENV_SERVICES, contract.ENV_ZK_SERVERS, contract.ENV_NODE):
+    for name in (contract.ENV_SERVICES, contract.ENV_ZK_SERVERS, contract.ENV_NODE, contract.ENV_JMX_EXPORTER_PORT):
         assert name in text, name
+
+
+def test_the_exporters_paths_are_the_scripts_and_the_images() -> None:
+    text = _scripts()
+    assert contract.JMX_EXPORTER_JAR in text and f"{contract.ZOOKEEPER_METRICS_LIBS}/*" in text
+    assert f"{contract.CONF_DIR}/{contract.JMX_EXPORTER_CONFIG}" in text
+    dockerfile = (Path(__file__).parents[2] / "Dockerfile").read_text()
+    assert f"COPY monitoring/ {contract.MONITORING_DIR}/" in dockerfile
 
 
 def test_every_supported_kafka_version_has_a_zookeeper() -> None:

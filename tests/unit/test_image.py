@@ -618,3 +618,19 @@ def test_tar_roundtrip_helper_is_sane(tmp_path: Path) -> None:
 # --- the benchmark section -----------------------------------------------------------
 
 
+
+
+def test_exporter_jars_are_matched_to_kafkas_by_artifact_name(tmp_path: Path) -> None:
+    from kctl.runtime import exporters
+
+    assert exporters.artifact_name("jetty-servlet-9.4.57.v20241219.jar") == "jetty-servlet"
+    assert exporters.artifact_name("javax.servlet-api-3.1.0.jar") == "javax.servlet-api"
+    assert exporters.artifact_name("simpleclient_common-0.9.0.jar") == "simpleclient_common"
+    assert exporters.artifact_name("kafka_2.13-3.9.1.jar") == "kafka_2.13"
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    (libs / "jetty-servlet-9.4.57.v20241219.jar").write_bytes(b"")
+    jars = [tmp_path / "jetty-servlet-9.4.50.v20221201.jar", tmp_path / "simpleclient-0.9.0.jar"]
+    assert exporters.missing_from(jars, libs) == [tmp_path / "simpleclient-0.9.0.jar"]
+    # The pinned coordinates are the exporters' identity, and part of the image's recipe.
+    assert exporters.identity() == exporters.identity() and len(exporters.identity()) == 64

@@ -217,3 +217,27 @@ def test_load_cluster_resolves_the_recorded_engine_and_an_absolute_state_dir(tmp
     assert load_cluster(Path("a/kctl.yaml"))[0].engine is Engine.swarm
     (tmp_path / "a" / "kctl.yaml").write_text("name: c1\nstate_dir: st\nengine: compose\n")
     assert load_cluster(Path("a/kctl.yaml"))[0].engine is Engine.compose  # kctl.yaml that says it wins
+
+
+def test_monitoring_ports_are_published_and_checked_like_the_others() -> None:
+    spec, _ = parse_spec({})
+    n1, n3 = spec.nodes[0], spec.nodes[2]
+    assert spec.zk_metrics_host_port(n1) == 17000 and spec.kafka_metrics_host_port(n3) == 17073
+    assert [(p, w) for p, _, w in spec.published_ports(n1)] == [
+        (12181, "zookeeper_port"), (17000, "zookeeper_metrics_port"), (19092, "kafka_port"),
+        (17071, "kafka_metrics_port")]
+    assert [u for _, _, u in spec.metrics_endpoints()][:2] == ["http://127.0.0.1:17000/metrics",
+                                                              "http://127.0.0.1:17071/metrics"]
+    off, _ = parse_spec({"monitoring": {"enabled": False}})
+    assert off.metrics_endpoints() == [] and len(off.published_ports(off.nodes[0])) == 2
+    # An exporter's host port on another node's Kafka port; an exporter inside the container on ZooKeeper's.
+    assert any(p.startswith("nodes.1.kafka_metrics_port: host port 19092 is also used by nodes.0.kafka_port")
+               for p in problems({"nodes": [{"id": 1, "hostname": "logger1"},
+                                            {"id": 2, "hostname": "logger2", "kafka_metrics_port": 19092}]}))
+    assert any(p.startswith("monitoring.zookeeper_exporter_port: 2181 is also zookeeper.client_port")
+               for p in problems({"monitoring": {"zookeeper_exporter_port": 2181}}))
+    assert any(p.startswith("monitoring.kafka_exporter_port: 7000 is also monitoring.zookeeper_exporter_port")
+               for p in problems({"monitoring": {"kafka_exporter_port": 7000}}))
+    # Split: a broker's container runs no ZooKeeper, so the two exporters may share a port number.
+    split, _ = parse_spec({"topology": "split", "monitoring": {"kafka_exporter_port": 7000}})
+    assert split.monitoring.kafka_exporter_port == split.monitoring.zookeeper_exporter_port
