@@ -255,6 +255,56 @@ class KafkaSpec(_Model):
         return v
 
 
+class AlertRuleSpec(_Model):
+    enabled: bool = Field(True, description="Evaluate this rule.")
+    threshold_seconds: float = Field(0.0, ge=0, description="How long the condition must hold before the alert"
+                                                            " opens.")
+    repeat_seconds: float = Field(3600.0, ge=0, description="Notify again at this interval while it stays open"
+                                                            " (0: once).")
+    send_close: bool = Field(True, description="Notify when it closes, with how long it was open.")
+
+
+# The default rules (docs/monitoring.md): what each watches, and its threshold where it is not 0.
+ALERT_RULES = {
+    "offline-partitions": "any partition without a leader",
+    "controller": "no active controller, or more than one",
+    "under-replicated": "under-replicated partitions for longer than the threshold (30 s)",
+    "zookeeper": "the ZooKeeper quorum lost, or a server not answering",
+    "group-status": "a consumer group's status WARN or worse",
+    "disk": "a broker's data disk fuller than monitoring.disk_percent (85 %)",
+    "exporter": "an exporter not answering",
+}
+
+
+def _default_alerts() -> dict[str, AlertRuleSpec]:
+    return {name: AlertRuleSpec(threshold_seconds=30.0 if name == "under-replicated" else 0.0)
+            for name in ALERT_RULES}
+
+
+class NotifierSpec(_Model):
+    type: str = Field(description="webhook (an HTTP POST of the notification's JSON) or email (SMTP).")
+    url: str | None = Field(None, description="webhook: where to POST.")
+    headers: dict[str, str] = Field(default_factory=dict, description="webhook: extra request headers (no"
+                                                                      " secrets: they would sit in kctl.yaml).")
+    timeout_seconds: float = Field(10.0, gt=0, le=300, description="How long one delivery may take.")
+    host: str | None = Field(None, description="email: the SMTP server.")
+    port: Port = Field(25, description="email: the SMTP port.")
+    starttls: bool = Field(False, description="email: STARTTLS before logging in.")
+    sender: str | None = Field(None, alias="from", description="email: the From address.")
+    to: list[str] = Field(default_factory=list, description="email: the recipients.")
+    username: str | None = Field(None, description="email: log in as this user (with the password below).")
+    password_file: str | None = Field(None, description="email: a file holding the SMTP password (never the"
+                                                        " password itself in kctl.yaml).")
+    password_env: str | None = Field(None, description="email: an environment variable holding the SMTP password.")
+
+    @field_validator("type")
+    @classmethod
+    def _type(cls, v: str) -> str:
+        if v not in ("webhook", "email"):
+            raise ValueError(f"{v!r} is not a notifier type (webhook or email)")
+        return v
+
+
 class MonitoringSpec(_Model):
     enabled: bool = Field(
         True, description="Exporters on every node: the Prometheus JMX exporter as a Java agent in each broker,"
@@ -266,6 +316,32 @@ class MonitoringSpec(_Model):
         7000, description="metricsProvider.httpPort: ZooKeeper's metrics port inside its container.")
     zookeeper_exporter_host_port_base: Port = Field(
         17000, description="First host port of the ZooKeepers' metrics, one per node, published on 127.0.0.1.")
+    monitor_port: Port = Field(17600, description="Where `kctl monitor` serves its HTTP API (Burrow's consumer"
+                                                  " endpoints, /metrics) on 127.0.0.1.")
+    interval_seconds: float = Field(10.0, ge=1, le=3600, description="How often the monitor samples offsets and"
+                                                                     " the exporters.")
+    window: int = Field(10, ge=2, le=1000, description="Samples per partition the lag evaluation looks at.")
+    retention_hours: float = Field(24.0, gt=0, le=24 * 366, description="How long the monitor keeps its history.")
+    disk_percent: float = Field(85.0, gt=0, le=100, description="The `disk` rule: a broker's data disk fuller"
+                                                                " than this.")
+    alerts: dict[str, AlertRuleSpec] = Field(
+        default_factory=_default_alerts,
+        description="Alert rules by name (" + ", ".join(ALERT_RULES) + "); a rule left out keeps its default.")
+    notifiers: list[NotifierSpec] = Field(default_factory=list, description="Where notifications go: webhooks"
+                                                                            " and e-mail.")
+
+    @field_validator("alerts", mode="before")
+    @classmethod
+    def _alerts(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v
+        unknown = sorted(set(v) - set(ALERT_RULES))
+        if unknown:
+            raise ValueError(f"unknown alert rule {', '.join(unknown)} (rules: {', '.join(ALERT_RULES)})")
+        merged: dict[str, Any] = {k: r.model_dump() for k, r in _default_alerts().items()}
+        for k, r in v.items():
+            merged[k] = {**merged[k], **(r if isinstance(r, dict) else {"enabled": bool(r)})}
+        return merged
 
 
 SASL_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
@@ -701,8 +777,21 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
                 errors.append(f"monitoring.{field}: {port} is also {clash[0]}, a port used inside the same"
                               " container")
 
+    for i, nt in enumerate(mon.notifiers):
+        where = f"monitoring.notifiers.{i}"
+        if nt.type == "webhook" and not (nt.url or "").startswith(("http://", "https://")):
+            errors.append(f"{where}: a webhook needs `url: http(s)://...`")
+        if nt.type == "email":
+            missing = [k for k, v in (("host", nt.host), ("from", nt.sender), ("to", nt.to)) if not v]
+            if missing:
+                errors.append(f"{where}: an email notifier needs {', '.join(missing)}")
+        if nt.password_file and nt.password_env:
+            errors.append(f"{where}: password_file or password_env, not both")
+
     # Published host ports, all on 127.0.0.1: no two may be the same.
     published: dict[int, str] = {}
+    if mon.enabled:
+        published[mon.monitor_port] = "monitoring.monitor_port"
     for i, n in enumerate(spec.nodes):
         for port, _, what in spec.published_ports(n):
             where = f"nodes.{i}.{what}"

@@ -1,4 +1,5 @@
-"""kctl metrics and kctl lag: the exporters' figures over a window, and Burrow's consumer-lag evaluation."""
+"""kctl metrics, kctl lag, kctl monitor and kctl alerts: the exporters' figures over a window, Burrow's
+consumer-lag evaluation (fresh, or from the monitor's store), the monitor process, and its alerts."""
 
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ from kctl.output import Format
 def register(app: typer.Typer) -> None:
     app.command("metrics")(metrics)
     app.command("lag")(lag)
+    app.command("alerts")(alerts)
+    monitor_app = typer.Typer(help="The monitor: samples offsets and exporters into a history, judges lag, sends"
+                                   " alerts, serves Burrow's API.", no_args_is_help=True)
+    monitor_app.command("start")(monitor_start)
+    monitor_app.command("stop")(monitor_stop)
+    monitor_app.command("status")(monitor_status)
+    app.add_typer(monitor_app, name="monitor")
 
 
 def metrics(
@@ -76,7 +84,8 @@ def _emit_metrics(rep: dict[str, Any], fmt: Format, *, watch: bool) -> None:
 
 
 def lag(
-    groups: list[str] = typer.Argument(None, help="Consumer groups (default: every group)."),
+    groups: list[str] = typer.Argument(None, help="Consumer groups (default: every group); `history GROUP`: the"
+                                                  " group's lag over time from the monitor's store."),
     samples: int = typer.Option(3, "--samples", min=1, max=1000, help="Snapshots of the committed offsets to take."),
     interval: float = typer.Option(1.0, "--interval", min=0.1, max=600, help="Seconds between snapshots."),
     window: int = typer.Option(10, "--window", min=2, max=1000, help="Samples per partition that the"
@@ -85,6 +94,9 @@ def lag(
                                                             " Ctrl-C stops."),
     count: int = typer.Option(0, "--count", min=0, help="With --watch: stop after this many reports (0: until"
                                                         " Ctrl-C)."),
+    since: str = typer.Option("1h", "--since", help="history: how far back (30m, 1h, 2d; s m h d)."),
+    plot: Path | None = typer.Option(None, "--plot", help="history: also draw lag over time into this PNG."),
+    fresh: bool = typer.Option(False, "--fresh", help="Sample now even when the monitor runs."),
     bootstrap: str | None = BootstrapOpt,
     file: Path = SpecOpt,
     fmt: Format = OutputOpt,
@@ -97,7 +109,12 @@ def lag(
     from kctl.kafka import groups as kgroups
     from kctl.monitor import sampler
 
+    if groups and groups[0] == "history":
+        _lag_history(groups[1:], since, plot, file, fmt)
+        return
     spec = connect(file, bootstrap)
+    if not fresh and bootstrap is None and _lag_from_monitor(spec, file, list(groups or []), window, fmt):
+        return
     names = list(groups or []) or [g.group for g in kgroups.list_groups(spec, bootstrap)]
     if not names:
         output.info("no consumer groups")
@@ -115,7 +132,8 @@ def lag(
         taken += 1
         if taken >= samples:
             results = [windows.evaluate(g, time.time()) for g in names]
-            _emit_lag(results, windows, window, fmt, single=len(groups or []) == 1, watch=watch)
+            _emit_lag(results, windows, window, fmt, single=len(groups or []) == 1, watch=watch,
+                      source="fresh sampling")
             reports += 1
             if not watch or (count and reports >= count):
                 break
@@ -123,10 +141,11 @@ def lag(
     raise typer.Exit(0 if all(r.status is r.status.OK for r in results) else 1)
 
 
-def _emit_lag(results: list[Any], windows: Any, window: int, fmt: Format, *, single: bool, watch: bool) -> None:
+def _emit_lag(results: list[Any], windows: Any, window: int, fmt: Format, *, single: bool, watch: bool,
+              source: str) -> None:
     from kctl.monitor import sampler
 
-    docs = [sampler.to_json(r, state=windows.states.get(r.group), window=window, source="fresh sampling")
+    docs = [sampler.to_json(r, state=windows.states.get(r.group), window=window, source=source)
             for r in results]
     if watch and fmt is Format.json:
         _json_line(docs[0] if single else docs)
@@ -141,7 +160,239 @@ def _emit_lag(results: list[Any], windows: Any, window: int, fmt: Format, *, sin
              "problems": ", ".join(f"{p['topic']}-{p['partition']} {p['status']}" for p in d["problems"]) or "-"}
             for d in docs]
     incomplete = [d["group"] for d in docs if not d["complete"]]
-    footer = (f"window incomplete for {', '.join(incomplete)}: a fresh sampling of {window} snapshots or the"
-              " monitor gives the full evaluation" if incomplete else None)
+    if not incomplete:
+        footer = f"from {source}"
+    elif source == "the monitor":
+        footer = (f"from the monitor; window not full yet for {', '.join(incomplete)} (a partition whose consumer"
+                  " is gone gets no new samples)")
+    else:
+        footer = (f"window incomplete for {', '.join(incomplete)} ({source}): --samples {window}, or the monitor"
+                  " (`kctl monitor start --detach`), gives the full evaluation")
     output.emit(docs, fmt, rows=rows, columns=["group", "state", "status", "total_lag", "max_lag", "window"],
                 wide_columns=["problems"], title="consumer lag", footer=footer)
+
+
+def _lag_from_monitor(spec: Any, file: Path, groups: list[str], window: int, fmt: Format) -> bool:
+    """When the monitor runs: judge ``groups`` from its store (its windows, no sampling); False otherwise."""
+    import time
+
+    from kctl.kafka import groups as kgroups
+    from kctl.monitor import process, sampler
+    from kctl.monitor.store import Store, db_path
+    from kctl.spec import state_dir_for
+
+    state_dir = state_dir_for(spec, file)
+    rec = process.running(state_dir)
+    if rec is None or not db_path(state_dir).exists():
+        return False
+    store = Store(db_path(state_dir), readonly=True)
+    try:
+        windows = sampler.Windows(size=rec.window)
+        for group, key, sample, end in store.last_samples(rec.window):
+            windows.add(group, key, sample, end)
+        latest = store.latest_groups()
+    finally:
+        store.close()
+    names = groups or sorted(windows.groups)
+    for g in names:
+        if g not in windows.groups:
+            kgroups.describe(spec, g)  # an unknown group: its clear error; a known one the monitor has not seen yet:
+            return False  # a fresh sampling instead
+        windows.states[g] = (latest.get(g) or {}).get("state") or "UNKNOWN"
+    results = [windows.evaluate(g, time.time()) for g in names]
+    _emit_lag(results, windows, rec.window, fmt, single=len(groups) == 1, watch=False, source="the monitor")
+    raise typer.Exit(0 if all(r.status is r.status.OK for r in results) else 1)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str) -> float:
+    """``30m`` -> 1800.0 seconds."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
+    if not m:
+        raise UsageError(f"--since {text!r} is not a duration", hint="e.g. 90s, 30m, 1h, 2d")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def _open_store(file: Path) -> tuple[Any, Any, Path]:
+    from kctl.monitor.store import Store, db_path
+    from kctl.spec import state_dir_for
+
+    spec = load(file)
+    path = db_path(state_dir_for(spec, file))
+    if not path.exists():
+        raise UsageError(f"no monitor history for cluster {spec.name!r} ({path} does not exist)",
+                         hint="`kctl monitor start --detach` records it")
+    return spec, Store(path, readonly=True), path
+
+
+def _lag_history(args: list[str], since: str, plot: Path | None, file: Path, fmt: Format) -> None:
+    import time
+
+    if len(args) != 1:
+        raise UsageError("`kctl lag history` takes one group", hint="kctl lag history GROUP --since 1h")
+    group = args[0]
+    seconds = parse_since(since)
+    spec, store, _ = _open_store(file)
+    try:
+        rows = store.group_history(group, int((time.time() - seconds) * 1000))
+        known = group in store.groups_known()
+    finally:
+        store.close()
+    if not known:
+        raise UsageError(f"the monitor has no history of group {group!r}",
+                         hint="`kctl lag` lists the groups; the monitor records every group it sees")
+    for r in rows:
+        r["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r["ts_ms"] / 1000))
+    if plot is not None:
+        _plot_history(group, rows, plot)
+    doc = {"group": group, "cluster": spec.name, "since_seconds": seconds, "points": rows}
+    output.emit(doc, fmt, rows=rows, columns=["time", "status", "total_lag", "state"], wide_columns=["complete"],
+                title=f"lag of {group} over the last {since}",
+                footer=(f"plot: {plot}" if plot is not None else f"{len(rows)} samples"))
+
+
+def _plot_history(group: str, rows: list[dict[str, Any]], path: Path) -> None:
+    from datetime import datetime, timezone
+
+    from kctl.extras import require
+
+    matplotlib = require("matplotlib", "plot")
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"OK": "tab:green", "WARN": "tab:orange", "ERR": "tab:red", "STOP": "tab:red", "STALL": "tab:purple",
+              "REWIND": "tab:brown"}
+    times: list[Any] = [datetime.fromtimestamp(r["ts_ms"] / 1000, tz=timezone.utc) for r in rows]
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    ax.plot(times, [r["total_lag"] for r in rows], color="tab:blue", linewidth=1.2, label="total lag")
+    for status, color in colors.items():
+        pts = [(t, r["total_lag"]) for t, r in zip(times, rows, strict=True) if r["status"] == status]
+        if pts and status != "OK":
+            ax.scatter([t for t, _ in pts], [v for _, v in pts], color=color, s=12, label=status, zorder=3)
+    ax.set_title(f"consumer group {group}: total lag")
+    ax.set_ylabel("records")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def monitor_start(
+    detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background (log: the state dir's"
+                                                               " monitor/monitor.log)."),
+    interval: float | None = typer.Option(None, "--interval", min=1, max=3600,
+                                          help="Seconds between rounds (default monitoring.interval_seconds)."),
+    window: int | None = typer.Option(None, "--window", min=2, max=1000,
+                                      help="Samples per partition judged (default monitoring.window)."),
+    file: Path = SpecOpt,
+) -> None:
+    """Sample offsets and exporters every interval into the state dir's history, judge every group, send alerts,
+    and serve Burrow's consumer API and /metrics on 127.0.0.1:monitoring.monitor_port."""
+    import os
+    import signal
+    import time
+
+    from kctl.monitor import process
+    from kctl.spec import state_dir_for
+
+    spec = connect(file)
+    if not spec.monitoring.enabled:
+        raise UsageError("monitoring is off in kctl.yaml", hint="set `monitoring.enabled: true`")
+    state_dir = state_dir_for(spec, file)
+    rec = process.running(state_dir)
+    if rec is not None:
+        raise UsageError(f"the monitor of {spec.name!r} already runs (pid {rec.pid}, port {rec.port})",
+                         hint="`kctl monitor stop` stops it")
+    from kctl.doctor import port_free
+
+    if not port_free(spec.monitoring.monitor_port):
+        raise UsageError(f"port {spec.monitoring.monitor_port} (monitoring.monitor_port) is in use on 127.0.0.1",
+                         hint="set another monitoring.monitor_port in kctl.yaml")
+    args = [*(["--interval", f"{interval:g}"] if interval else []), *(["--window", str(window)] if window else [])]
+    if detach:
+        rec = process.start_detached(file, state_dir, args)
+        output.info(f"monitor of {spec.name} started (pid {rec.pid}): every {rec.interval_seconds:g} s, window"
+                    f" {rec.window}; API http://127.0.0.1:{rec.port}; log {process.log_path(state_dir)}")
+        return
+    from kctl.monitor.service import Monitor
+
+    mon = Monitor(spec, state_dir, interval_s=interval, window=window,
+                  log=lambda line: print(time.strftime("%Y-%m-%dT%H:%M:%S ") + line, flush=True))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: mon.stopping.set())
+    process.write_record(state_dir, process.Running(os.getpid(), spec.monitoring.monitor_port, time.time(),
+                                                    mon.interval_s, mon.window))
+    try:
+        mon.run()
+    finally:
+        process.clear_record(state_dir, os.getpid())
+
+
+def monitor_stop(file: Path = SpecOpt) -> None:
+    """Stop the cluster's monitor (SIGTERM; its history stays in the state dir)."""
+    from kctl.monitor import process
+    from kctl.spec import state_dir_for
+
+    spec = load(file)
+    rec = process.stop(state_dir_for(spec, file), spec.name)
+    output.info(f"monitor of {spec.name} stopped (pid {rec.pid})")
+
+
+def monitor_status(file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
+    """Whether the monitor runs, its last round, groups and open alerts. Exit 0 running, 1 not."""
+    from kctl.monitor import process
+    from kctl.monitor.store import db_path
+    from kctl.spec import state_dir_for
+
+    spec = load(file)
+    state_dir = state_dir_for(spec, file)
+    rec = process.running(state_dir)
+    doc: dict[str, Any] = {"cluster": spec.name, "running": rec is not None, "store": str(db_path(state_dir))}
+    if rec is not None:
+        doc.update({"pid": rec.pid, "api": f"http://127.0.0.1:{rec.port}", "interval_seconds": rec.interval_seconds,
+                    "window": rec.window})
+        h = process.health(rec.port)
+        if h is not None:
+            doc.update({k: h[k] for k in ("rounds", "last_round", "groups", "open_alerts")})
+    output.emit(doc, fmt, rows=[{"key": k, "value": v} for k, v in doc.items()], columns=["key", "value"],
+                title=f"monitor of {spec.name}")
+    raise typer.Exit(0 if rec is not None else 1)
+
+
+def alerts(
+    since: str = typer.Option("24h", "--since", help="Recent notifications from this far back."),
+    file: Path = SpecOpt,
+    fmt: Format = OutputOpt,
+) -> None:
+    """Open alerts and recent notifications (open, repeat, resolved) from the monitor's store, and what waits
+    in its outbox for a notifier that did not take it yet."""
+    import time
+
+    seconds = parse_since(since)
+    spec, store, _ = _open_store(file)
+    try:
+        held = store.alert_rows()
+        log = store.alert_log(time.time() - seconds)
+        outbox = store.outbox()
+    finally:
+        store.close()
+    open_ = [{"alert": a["rule"], "subject": a["subject"], "details": a["details"], "opened_at": a["opened"],
+              "last_sent": a["last_sent"]} for a in held if a.get("opened") is not None]
+    recent = [{"at": r["ts"], "kind": r["kind"], "alert": r["rule"], "subject": r["subject"],
+               "details": r["body"].get("details")} for r in log]
+    pending = [{"id": o["id"], "notifier": o["notifier"], "attempts": o["attempts"], "last_error": o["last_error"],
+                "alert": o["body"].get("alert"), "state": o["body"].get("state")} for o in outbox]
+    doc = {"cluster": spec.name, "open": open_, "recent": recent, "undelivered": pending}
+    for r in open_:
+        r["since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r["opened_at"]))
+    footer = (f"{len(recent)} notification(s) in the last {since}"
+              + (f"; {len(pending)} not delivered yet (retried): {pending[0]['last_error']}" if pending else ""))
+    output.emit(doc, fmt, rows=open_, columns=["alert", "subject", "since", "details"],
+                title=f"open alerts of {spec.name}", footer=footer)

@@ -72,9 +72,10 @@ class ResetPlan:
     moves: list[OffsetMove]
 
 
-def list_groups(spec: ClusterSpec | None, bootstrap: str | None = None) -> list[GroupSummary]:
-    require_reachable(spec, bootstrap)
-    a = admin(spec, bootstrap)
+def list_groups(spec: ClusterSpec | None, bootstrap: str | None = None, *, client: Any = None) -> list[GroupSummary]:
+    if client is None:
+        require_reachable(spec, bootstrap)
+    a = client if client is not None else admin(spec, bootstrap)
     try:
         res = a.list_consumer_groups(request_timeout=TIMEOUT).result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001
@@ -119,11 +120,15 @@ def lag(committed: int | None, log_end: int | None) -> int | None:
     return max(0, log_end - committed)
 
 
-def describe(spec: ClusterSpec | None, group: str, bootstrap: str | None = None) -> GroupDescription:
+def describe(spec: ClusterSpec | None, group: str, bootstrap: str | None = None, *,
+             client: Any = None) -> GroupDescription:
+    """State, members, and per partition committed offset, end offset and lag. ``client``: an AdminClient to
+    reuse (the monitor's, across its rounds); without it, one for this call, after checking a broker answers."""
     from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
-    require_reachable(spec, bootstrap)
-    a = admin(spec, bootstrap)
+    if client is None:
+        require_reachable(spec, bootstrap)
+    a = client if client is not None else admin(spec, bootstrap)
     try:
         g = a.describe_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001

@@ -18,6 +18,7 @@ derivations:
 
 from __future__ import annotations
 
+import http.client
 import time
 import urllib.error
 import urllib.request
@@ -72,7 +73,7 @@ def scrape(endpoint: Endpoint, timeout_s: float = SCRAPE_TIMEOUT_S,
     """One scrape; an exporter that does not answer gives a Scrape with ``error`` set, never an exception."""
     try:
         text = fetcher(endpoint.url, timeout_s)
-    except (OSError, urllib.error.URLError) as exc:
+    except (OSError, urllib.error.URLError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", None) or exc
         return Scrape(endpoint, time.monotonic(), error=f"{endpoint.url}: {reason}")
     try:
@@ -182,7 +183,7 @@ def zookeeper_figures(before: Samples, after: Samples, seconds: float) -> dict[s
         "znode_count": _int(value(after, "znode_count")),
         "watch_count": _int(value(after, "watch_count")),
         "fsync_ms": _r(d_sum / d_count) if d_sum is not None and d_count else None,
-        "fsyncs_per_sec": _r(None if d_count is None else d_count / seconds),
+        "fsyncs_per_sec": _r(None if d_count is None or seconds <= 0 else d_count / seconds),
     }
 
 

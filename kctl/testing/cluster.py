@@ -151,11 +151,15 @@ class KafkaCluster:
         keys = ("zookeeper_port", "kafka_port") + (("zookeeper_metrics_port", "kafka_metrics_port") if monitoring
                                                    else ())
         needed = sum(1 for n in nodes for k in keys if not n.get(k))
-        free = iter(free_ports(needed))
+        mon = dict(data.get("monitoring") or {})
+        free = iter(free_ports(needed + 1))
         for n in nodes:
             for k in keys:
                 if not n.get(k):
                     n[k] = next(free)
+        if monitoring:
+            mon.setdefault("monitor_port", next(free))
+            return {**data, "nodes": nodes, "monitoring": mon}
         return {**data, "nodes": nodes}
 
     @property

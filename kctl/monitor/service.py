@@ -1,0 +1,366 @@
+"""The monitor: one process per cluster (``kctl monitor start``) that samples, judges, remembers and tells.
+
+Every ``monitoring.interval_seconds`` a round:
+
+1. every consumer group's committed offsets, membership and end offsets (one AdminClient for the process's
+   life) into the lag windows (:mod:`kctl.monitor.sampler`), each group judged as Burrow does; this runs on
+   a thread of its own at the same interval (with a broker down, listing groups waits out a request timeout,
+   and nothing else should), and each round stores what it found since the last;
+2. one scrape of every exporter; the report between this round's scrape and the last (:mod:`.metrics`);
+3. ZooKeeper's ``srvr`` on every server (the quorum), and each broker's data disk (its bind-mounted data dir);
+4. the alert rules over all of that, through the tracker (:mod:`.alerts`): notifications go to the outbox;
+5. the round's samples, evaluations, report, alert state and outbox committed to the store as one
+   transaction (:mod:`.store`).
+
+Beside the rounds, a delivery thread empties the outbox (a receiver that is down or slow holds up no round and
+loses no notification: it is tried again every few seconds), and an HTTP server on 127.0.0.1 answers Burrow's
+consumer endpoints and ``/metrics`` (:mod:`.api`). After a restart (a kill -9 included), the windows and the
+alert state come back from the store: the evaluation has its window at once, and an open alert is neither
+opened again nor forgotten.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kctl.monitor import metrics as mx
+from kctl.monitor import notify
+from kctl.monitor.alerts import Rule, Tracker
+from kctl.monitor.lag import GroupStatus, Status
+from kctl.monitor.sampler import Windows, snapshot_of, to_json
+from kctl.monitor.store import Store, db_path
+from kctl.spec import ClusterSpec
+
+DELIVERY_PERIOD_S = 2.0
+PRUNE_EVERY = 30  # rounds
+
+
+def rules_of(spec: ClusterSpec) -> dict[str, Rule]:
+    return {name: Rule(name, r.threshold_seconds, r.repeat_seconds, r.send_close)
+            for name, r in spec.monitoring.alerts.items() if r.enabled}
+
+
+def endpoints_of(spec: ClusterSpec) -> list[mx.Endpoint]:
+    return [mx.Endpoint(n.id, n.hostname, svc, url) for n, svc, url in spec.metrics_endpoints()]
+
+
+# ----- the rules: what is firing now -------------------------------------------------------------------------
+
+
+@dataclass
+class Observation:
+    """What one round saw, the rules' input."""
+
+    report: dict[str, Any]  # metrics.report of this round (brokers, zookeepers, errors)
+    zookeeper_modes: dict[str, str | None]  # node -> srvr Mode (None: no answer)
+    participants: int
+    groups: dict[str, dict[str, Any]]  # group -> to_json
+    disks: dict[str, float] = field(default_factory=dict)  # "broker N" -> used percent
+
+
+def firing(obs: Observation, disk_percent: float) -> dict[tuple[str, str], str]:
+    """(rule, subject) -> details, for every condition holding in ``obs``."""
+    out: dict[tuple[str, str], str] = {}
+    brokers = obs.report.get("brokers", [])
+    offline = sum(b.get("offline_partitions") or 0 for b in brokers)
+    if offline:
+        out[("offline-partitions", "cluster")] = f"{offline} partitions without a leader"
+    answering = [b for b in brokers if b.get("active_controller") is not None]
+    controllers = [b["id"] for b in answering if b["active_controller"]]
+    if answering and len(controllers) != 1:
+        out[("controller", "cluster")] = ("no active controller" if not controllers else
+                                          f"{len(controllers)} active controllers: brokers {controllers}")
+    urp = {b["id"]: b.get("under_replicated_partitions") or 0 for b in brokers}
+    if sum(urp.values()):
+        out[("under-replicated", "cluster")] = (f"{sum(urp.values())} under-replicated partitions ("
+                                                + ", ".join(f"broker {i}: {n}" for i, n in sorted(urp.items())
+                                                            if n) + ")")
+    silent = sorted(n for n, mode in obs.zookeeper_modes.items() if mode is None)
+    for node in silent:
+        out[("zookeeper", f"zookeeper {node}")] = f"ZooKeeper on {node} does not answer srvr"
+    modes = [m for m in obs.zookeeper_modes.values() if m is not None]
+    serving = sum(1 for m in modes if m in ("leader", "follower", "standalone"))
+    leaders = sum(1 for m in modes if m in ("leader", "standalone"))
+    if obs.zookeeper_modes and (leaders != 1 or serving <= obs.participants // 2):
+        out[("zookeeper", "quorum")] = f"ZooKeeper quorum lost: {serving} of {obs.participants} serving, " \
+                                       f"{leaders} leader(s)"
+    for group, doc in obs.groups.items():
+        if doc["status"] != "OK":
+            worst = ", ".join(f"{p['topic']}-{p['partition']} {p['status']}" for p in doc["problems"][:5])
+            out[("group-status", f"group {group}")] = f"{doc['status']}, total lag {doc['total_lag']} ({worst})"
+    for subject, pct in obs.disks.items():
+        if pct > disk_percent:
+            out[("disk", subject)] = f"data disk {pct:.1f} % full (rule: above {disk_percent:g} %)"
+    for e in obs.report.get("errors", []):
+        out[("exporter", f"{e['node']} {e['service']}")] = e["error"]
+    return out
+
+
+# ----- the monitor ------------------------------------------------------------------------------------------
+
+
+class Monitor:
+    def __init__(self, spec: ClusterSpec, state_dir: Path, *, interval_s: float | None = None,
+                 window: int | None = None, log: Callable[[str], None] = print) -> None:
+        self.spec = spec
+        self.state_dir = state_dir
+        self.interval_s = interval_s or spec.monitoring.interval_seconds
+        self.window = window or spec.monitoring.window
+        self.log = log
+        self.store = Store(db_path(state_dir))
+        self.windows = Windows(size=self.window)
+        self.tracker = Tracker(rules_of(spec))
+        self.endpoints = endpoints_of(spec)
+        self.last_scrapes: list[mx.Scrape] | None = None
+        self.statuses: dict[str, GroupStatus] = {}
+        self.docs: dict[str, dict[str, Any]] = {}
+        self.report: dict[str, Any] = {}
+        self.alerts_view: list[dict[str, Any]] = []
+        # What the group sampling hands to the rounds (under the lock).
+        self.pending: dict[str, list[Any]] = {}
+        self.group_docs: dict[str, dict[str, Any]] = {}
+        self.group_statuses: dict[str, GroupStatus] = {}
+        self.group_states: dict[str, str] = {}
+        self.rounds = 0
+        self.last_round: float | None = None
+        self.round_seconds = 0.0
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()  # the API reads what a round writes
+        self._admin: Any = None
+        self._restore()
+
+    def _restore(self) -> None:
+        for group, key, sample, end in self.store.last_samples(self.window):
+            self.windows.add(group, key, sample, end)
+        self.tracker.restore(self.store.alert_rows())
+        self.rounds = int(self.store.meta("rounds") or 0)
+
+    def admin(self) -> Any:
+        from kctl.kafka.client import admin
+
+        if self._admin is None:
+            self._admin = admin(self.spec)
+        return self._admin
+
+    # --- one round ----------------------------------------------------------------------------------------
+
+    def groups_round(self) -> None:
+        """Sample and judge every group; the results wait in :attr:`pending` for the next round to store."""
+        now = time.time()
+        added = self.sample_groups(now)
+        docs = {g: to_json(st, state=self.windows.states.get(g), window=self.window, source="monitor")
+                for g, st in self.statuses.items()}
+        states = dict(self.windows.states)
+        with self.lock:
+            for g, rows in added.items():
+                self.pending.setdefault(g, []).extend(rows)
+            self.group_docs = docs
+            self.group_statuses = dict(self.statuses)
+            self.group_states = states
+
+    def groups_loop(self) -> None:
+        """Groups on their own thread: with a broker down, listing groups waits out a request timeout, and the
+        rounds (the exporters, ZooKeeper, the alerts) must not wait with it."""
+        while not self.stopping.is_set():
+            started = time.monotonic()
+            try:
+                self.groups_round()
+            except Exception as exc:  # noqa: BLE001
+                self.log(f"monitor: group sampling failed: {type(exc).__name__}: {exc}")
+            self.stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def sample_groups(self, now: float) -> dict[str, list[Any]]:
+        from kctl.errors import KctlError
+        from kctl.kafka import groups as kgroups
+
+        added: dict[str, list[Any]] = {}
+        try:
+            names = [g.group for g in kgroups.list_groups(self.spec, client=self.admin())]
+        except KctlError as exc:
+            self.log(f"monitor: cannot list consumer groups: {exc}")
+            return added
+        for g in names:
+            try:
+                d = kgroups.describe(self.spec, g, client=self.admin())
+            except KctlError as exc:
+                self.log(f"monitor: cannot describe group {g}: {exc}")
+                continue
+            added[g] = self.windows.observe(snapshot_of(d, int(now * 1000)))
+        for g in names:
+            if g in self.windows.groups:
+                self.statuses[g] = self.windows.evaluate(g, now)
+        for gone in set(self.statuses) - set(names):
+            del self.statuses[gone]
+        return added
+
+    def zookeeper_modes(self) -> dict[str, str | None]:
+        from kctl.zk import fourlw
+
+        out: dict[str, str | None] = {}
+        for n in self.spec.nodes:
+            try:
+                ans = fourlw.ask(self.spec.node_address(n), self.spec.zk_host_port(n), "srvr", timeout=2.0)
+                out[n.hostname] = fourlw.parse_srvr(ans.text).mode
+            except fourlw.FourLetterError:
+                out[n.hostname] = None
+        return out
+
+    def disks(self) -> dict[str, float]:
+        """Each broker's data disk, from its data dir bind-mounted from the state dir (engine compose)."""
+        from kctl.spec import Engine
+
+        out: dict[str, float] = {}
+        if self.spec.engine is not Engine.compose:
+            return out
+        for n in self.spec.brokers:
+            data = self.state_dir / self.spec.kafka_host(n) / "data"
+            if data.is_dir():
+                u = shutil.disk_usage(data)
+                out[f"broker {n.id}"] = 100.0 * u.used / u.total if u.total else 0.0
+        return out
+
+    def round(self, *, with_groups: bool = True) -> list[Any]:
+        """One round; ``with_groups``: sample the groups in it too (else :meth:`groups_loop` does, beside)."""
+        started = time.monotonic()
+        if with_groups:
+            self.groups_round()
+        now = time.time()
+        with self.lock:
+            added, self.pending = self.pending, {}
+            docs, statuses, states = dict(self.group_docs), dict(self.group_statuses), dict(self.group_states)
+        scrapes = mx.scrape_all(self.endpoints)
+        report = mx.report(self.last_scrapes or scrapes, scrapes)
+        self.last_scrapes = scrapes
+        obs = Observation(report, self.zookeeper_modes(), len(self.spec.participants), docs, self.disks())
+        notes = self.tracker.observe(now, firing(obs, self.spec.monitoring.disk_percent))
+        ts_ms = int(now * 1000)
+        self.rounds += 1
+        with self.store.round():
+            for g, rows in added.items():
+                self.store.add_samples(g, rows)
+            for g, st in statuses.items():
+                self.store.add_group(g, ts_ms, docs[g]["status"], st.total_lag, states.get(g), st.complete)
+            self.store.add_metrics(ts_ms, report)
+            self.store.save_alerts(self.tracker.state())
+            for n in notes:
+                body = n.to_json(self.spec.name)
+                self.store.log_alert(now, n.kind, n.rule, n.subject, body)
+                for i, _ in enumerate(self.spec.monitoring.notifiers):
+                    self.store.enqueue(i, body)
+            self.store.set_meta("rounds", str(self.rounds))
+            self.store.set_meta("last_round", f"{now:.3f}")
+            if self.rounds % PRUNE_EVERY == 0:
+                self.store.prune(ts_ms - int(self.spec.monitoring.retention_hours * 3600 * 1000))
+        for n in notes:
+            self.log(f"monitor: alert {n.kind}: {n.rule} {n.subject}: {n.details}")
+        with self.lock:
+            self.docs, self.report = docs, report
+            self.alerts_view = [dict(a.__dict__) for a in self.tracker.open_alerts()]
+            self.last_round = now
+            self.round_seconds = time.monotonic() - started
+        return notes
+
+    def run(self) -> None:
+        """Rounds until :attr:`stopping` is set (SIGTERM, SIGINT)."""
+        from kctl.monitor.api import serve
+
+        server = serve(self, self.spec.monitoring.monitor_port)
+        deliverer = threading.Thread(target=self.deliver_loop, name="kctl-monitor-delivery", daemon=True)
+        deliverer.start()
+        sampler = threading.Thread(target=self.groups_loop, name="kctl-monitor-groups", daemon=True)
+        sampler.start()
+        self.log(f"monitor: cluster {self.spec.name}, every {self.interval_s:g} s, window {self.window}, "
+                 f"store {self.store.path}, API http://127.0.0.1:{self.spec.monitoring.monitor_port}")
+        try:
+            while not self.stopping.is_set():
+                started = time.monotonic()
+                try:
+                    self.round(with_groups=False)
+                except Exception as exc:  # noqa: BLE001 - a failed round is logged; the monitor carries on
+                    import traceback
+
+                    where = traceback.extract_tb(exc.__traceback__)[-1]
+                    self.log(f"monitor: round failed: {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})")
+                self.stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+        finally:
+            server.shutdown()
+            deliverer.join(timeout=DELIVERY_PERIOD_S * 2)
+            sampler.join(timeout=self.interval_s * 2)
+            self.store.close()
+
+    # --- delivery --------------------------------------------------------------------------------------------
+
+    def deliver_once(self, store: Store) -> int:
+        """Try every notification in the outbox once, each notifier in its own thread (a slow receiver holds up
+        no other); returns how many were delivered."""
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        notifiers = self.spec.monitoring.notifiers
+        by_notifier: dict[int, list[dict[str, Any]]] = {}
+        for row in store.outbox():
+            if row["notifier"] >= len(notifiers):
+                with store.round():
+                    store.delivered(row["id"])  # a notifier no longer in kctl.yaml
+                continue
+            by_notifier.setdefault(row["notifier"], []).append(row)
+        if not by_notifier:
+            return 0
+
+        def run(idx: int, rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str | None]]:
+            out = []
+            for row in rows:
+                if self.stopping.is_set():
+                    break
+                error = notify.send(notifiers[idx], row["body"])
+                out.append((row, error))
+                if error is not None:
+                    break  # keep the order: the later ones wait for the next try
+            return out
+
+        sent = 0
+        with ThreadPoolExecutor(max_workers=len(by_notifier)) as pool:
+            futures = [pool.submit(run, idx, rows) for idx, rows in by_notifier.items()]
+            for fut in as_completed(futures):
+                results = fut.result()
+                with store.round():
+                    for row, error in results:
+                        if error is None:
+                            store.delivered(row["id"])
+                            sent += 1
+                        else:
+                            store.failed(row["id"], error)
+                for row, error in results:
+                    if error is not None:
+                        self.log(f"monitor: notification not delivered (attempt {row['attempts'] + 1}, kept for"
+                                 f" the next try): {error}")
+        return sent
+
+    def deliver_loop(self) -> None:
+        store = Store(self.store.path)
+        try:
+            while not self.stopping.wait(DELIVERY_PERIOD_S):
+                try:
+                    self.deliver_once(store)
+                except Exception as exc:  # noqa: BLE001
+                    self.log(f"monitor: delivery failed: {type(exc).__name__}: {exc}")
+        finally:
+            store.close()
+
+    # --- what the API shows -------------------------------------------------------------------------------
+
+    def snapshot(self) -> tuple[dict[str, dict[str, Any]], dict[str, Any], float | None]:
+        with self.lock:
+            return dict(self.docs), dict(self.report), self.last_round
+
+    def open_alerts(self) -> list[Mapping[str, Any]]:
+        with self.lock:
+            return list(self.alerts_view)
+
+
+STATUS_VALUE = {s.name: int(s) for s in Status}
