@@ -18,15 +18,30 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from socketserver import ThreadingMixIn
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-if TYPE_CHECKING:
-    from kctl.monitor.service import Monitor
+from kctl.monitor.lag import Status
+from kctl.spec import ClusterSpec
 
 StartResponse = Callable[..., Any]
+STATUS_VALUE = {s.name: int(s) for s in Status}
+
+
+class Monitor(Protocol):
+    """What the API reads of the monitor (:class:`kctl.monitor.service.Monitor`)."""
+
+    spec: ClusterSpec
+    rounds: int
+    round_seconds: float
+    interval_s: float
+    window: int
+
+    def snapshot(self) -> tuple[dict[str, dict[str, Any]], dict[str, Any], float | None]: ...
+
+    def open_alerts(self) -> list[Mapping[str, Any]]: ...
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -61,8 +76,6 @@ def burrow_status(cluster: str, doc: dict[str, Any], *, every_partition: bool) -
 
 def prometheus_text(monitor: Monitor) -> bytes:
     from prometheus_client import CollectorRegistry, Gauge, generate_latest
-
-    from kctl.monitor.service import STATUS_VALUE
 
     docs, _, last = monitor.snapshot()
     reg = CollectorRegistry()

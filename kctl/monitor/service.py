@@ -32,7 +32,7 @@ from typing import Any
 from kctl.monitor import metrics as mx
 from kctl.monitor import notify
 from kctl.monitor.alerts import Rule, Tracker
-from kctl.monitor.lag import GroupStatus, Status
+from kctl.monitor.lag import GroupStatus
 from kctl.monitor.sampler import Windows, snapshot_of, to_json
 from kctl.monitor.store import Store, db_path
 from kctl.spec import ClusterSpec
@@ -362,5 +362,3 @@ class Monitor:
         with self.lock:
             return list(self.alerts_view)
 
-
-STATUS_VALUE = {s.name: int(s) for s in Status}
