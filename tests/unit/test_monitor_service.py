@@ -1,0 +1,178 @@
+"""The monitor's parts without a cluster: the alert rules over what a round saw, the store (a round is one
+transaction, windows come back after a restart, history is pruned by age), the HTTP API's Burrow JSON and
+/metrics, and the notifiers' failures as reasons, never exceptions."""
+
+from __future__ import annotations
+
+import json
+import smtplib
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kctl.monitor import api, notify
+from kctl.monitor.lag import Sample
+from kctl.monitor.service import Observation, firing
+from kctl.monitor.store import Store
+from kctl.spec import NotifierSpec, parse_spec
+
+
+def broker(i: int, *, urp: int = 0, offline: int = 0, controller: bool = False) -> dict[str, Any]:
+    return {"id": i, "under_replicated_partitions": urp, "offline_partitions": offline,
+            "active_controller": controller}
+
+
+def test_the_default_rules_over_a_round() -> None:
+    healthy = Observation({"brokers": [broker(1, controller=True), broker(2), broker(3)], "errors": []},
+                          {"logger1": "follower", "logger2": "leader", "logger3": "follower"}, 3, {},
+                          {"broker 1": 40.0})
+    assert firing(healthy, 85.0) == {}
+
+    bad = Observation(
+        {"brokers": [broker(1, urp=4, offline=2), broker(3, urp=1)],
+         "errors": [{"node": "logger2", "service": "kafka", "error": "refused"}]},
+        {"logger1": "follower", "logger2": None, "logger3": "looking"}, 3,
+        {"billing": {"status": "STOP", "total_lag": 40, "problems": [{"topic": "t", "partition": 0,
+                                                                       "status": "STOP"}]},
+         "fine": {"status": "OK", "total_lag": 0, "problems": []}},
+        {"broker 1": 91.5})
+    got = firing(bad, 85.0)
+    assert got[("offline-partitions", "cluster")] == "2 partitions without a leader"
+    assert got[("controller", "cluster")] == "no active controller"
+    assert got[("under-replicated", "cluster")] == "5 under-replicated partitions (broker 1: 4, broker 3: 1)"
+    assert got[("zookeeper", "zookeeper logger2")] == "ZooKeeper on logger2 does not answer srvr"
+    assert got[("zookeeper", "quorum")].startswith("ZooKeeper quorum lost: 1 of 3 serving, 0 leader(s)")
+    assert got[("group-status", "group billing")] == "STOP, total lag 40 (t-0 STOP)"
+    assert got[("disk", "broker 1")].startswith("data disk 91.5 % full")
+    assert got[("exporter", "logger2 kafka")] == "refused"
+    assert ("group-status", "group fine") not in got
+    two = Observation({"brokers": [broker(1, controller=True), broker(2, controller=True)], "errors": []}, {}, 3, {})
+    assert firing(two, 85.0) == {("controller", "cluster"): "2 active controllers: brokers [1, 2]"}
+
+
+def test_store_rounds_restart_and_prune(tmp_path: Path) -> None:
+    db = tmp_path / "monitor" / "monitor.db"
+    s = Store(db)
+    with s.round():
+        s.add_samples("g", [(("t", 0), Sample(o, 1000 * o, 5), 20) for o in range(1, 8)])
+        s.add_group("g", 7000, "OK", 5, "STABLE", 1.0)
+        s.save_alerts([{"rule": "disk", "subject": "broker 1", "opened": 5.0}])
+        s.enqueue(0, {"alert": "disk", "state": "open"})
+    with pytest.raises(RuntimeError), s.round():
+        s.add_group("g", 8000, "WARN", 9, "STABLE", 1.0)
+        raise RuntimeError("the round fails half-way")
+    s.close()
+    r = Store(db, readonly=True)  # what a reading command (or a restarted monitor) finds
+    assert [x[2].offset for x in r.last_samples(3)] == [5, 6, 7]
+    assert [h["status"] for h in r.group_history("g", 0)] == ["OK"]  # the failed round left nothing
+    assert r.alert_rows() == [{"rule": "disk", "subject": "broker 1", "opened": 5.0}]
+    assert r.outbox()[0]["body"] == {"alert": "disk", "state": "open"}
+    with pytest.raises(sqlite3.OperationalError):
+        r.db.execute("DELETE FROM samples")  # read-only
+    r.close()
+    s = Store(db)
+    with s.round():
+        assert s.prune(older_than_ms=4000) == 3 + 0 + 0
+    assert [x[2].offset for x in s.last_samples(10)] == [4, 5, 6, 7]
+    s.close()
+
+
+class FakeMonitor:
+    def __init__(self) -> None:
+        self.spec = parse_spec({})[0]
+        self.rounds, self.round_seconds, self.interval_s, self.window = 3, 0.5, 10.0, 10
+        part = {"topic": "t", "partition": 0, "status": "STOP", "lag": 40, "complete": 0.3, "offset": 20}
+        ok = {**part, "partition": 1, "status": "OK", "lag": 0}
+        self.docs = {"billing": {"group": "billing", "status": "STOP", "burrow_status": "ERR", "total_lag": 40,
+                                 "complete_fraction": 0.5, "max_lag": part, "partitions": [part, ok],
+                                 "problems": [part]}}
+
+    def snapshot(self) -> tuple[dict[str, dict[str, Any]], dict[str, Any], float | None]:
+        return self.docs, {}, 1700000000.0
+
+    def open_alerts(self) -> list[dict[str, Any]]:
+        return [{"rule": "group-status", "subject": "group billing"}]
+
+
+def get(path: str) -> tuple[str, Any]:
+    seen: dict[str, Any] = {}
+    body = b"".join(api.app(FakeMonitor())({"REQUEST_METHOD": "GET", "PATH_INFO": path},
+                                           lambda status, headers: seen.update(status=status, headers=headers)))
+    ctype = dict(seen["headers"])["Content-Type"]
+    return seen["status"], json.loads(body) if ctype == "application/json" else body.decode()
+
+
+def test_api_speaks_burrows_json_and_prometheus_text() -> None:
+    status, doc = get("/v3/kafka/logger/consumer/billing/status")
+    assert status == "200 OK" and doc["error"] is False
+    st = doc["status"]
+    assert st["status"] == "ERR" and st["worst_status"] == "STOP" and st["totallag"] == 40
+    assert [p["partition"] for p in st["partitions"]] == [0] and st["partition_count"] == 2
+    assert st["maxlag"]["current_lag"] == 40
+    assert [p["partition"] for p in get("/v3/kafka/logger/consumer/billing/lag")[1]["status"]["partitions"]] == [0, 1]
+    assert get("/v3/kafka/logger/consumer")[1]["consumers"] == ["billing"]
+    assert get("/v3/kafka")[1]["clusters"] == ["logger"]
+    assert get("/v3/kafka/logger/consumer/nope/status") == ("404 Not Found", {
+        "error": True, "message": "consumer group nope not found"})
+    assert get("/v3/kafka/other/consumer")[0] == "404 Not Found"
+    status, text = get("/metrics")
+    assert 'kctl_consumer_group_status{cluster="logger",group="billing"} 4.0' in text
+    assert 'kctl_consumer_group_total_lag{cluster="logger",group="billing"} 40.0' in text
+    assert 'kctl_alert_open{alert="group-status",cluster="logger",subject="group billing"} 1.0' in text
+    assert get("/health")[1]["rounds"] == 3
+
+
+def test_notifiers_report_failures_and_read_the_password_from_a_file(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    body = {"alert": "disk", "state": "open", "cluster": "logger", "subject": "broker 1", "details": "91 %",
+            "repeat": False}
+    hook = NotifierSpec(type="webhook", url="http://127.0.0.1:9/x", timeout_seconds=1)
+
+    def refuse(*a: Any, **kw: Any) -> Any:
+        import urllib.error
+
+        raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+
+    monkeypatch.setattr(notify.urllib.request, "urlopen", refuse)
+    assert notify.send(hook, body) == "webhook http://127.0.0.1:9/x: [Errno 111] Connection refused"
+    monkeypatch.setattr(notify.urllib.request, "urlopen", lambda *a, **kw: (_ for _ in ()).throw(TimeoutError()))
+    assert notify.send(hook, body) == "webhook http://127.0.0.1:9/x: no answer within 1 s"
+
+    secret = tmp_path / "pw"
+    secret.write_text("s3cret\n")
+    sent: list[Any] = []
+
+    class FakeSMTP:
+        def __init__(self, host: str, port: int, timeout: float) -> None:
+            sent.append(("connect", host, port))
+
+        def __enter__(self) -> FakeSMTP:
+            return self
+
+        def __exit__(self, *a: Any) -> None:
+            pass
+
+        def starttls(self, context: Any) -> None:
+            sent.append(("starttls",))
+
+        def login(self, user: str, password: str) -> None:
+            sent.append(("login", user, password))
+
+        def send_message(self, msg: Any) -> None:
+            sent.append(("send", msg["Subject"], msg["To"]))
+            raise smtplib.SMTPRecipientsRefused({"ops@x": (550, b"no")})
+
+    monkeypatch.setattr(notify.smtplib, "SMTP", FakeSMTP)
+    mail = NotifierSpec.model_validate({"type": "email", "host": "smtp.example.org", "port": 587, "starttls": True,
+                                        "from": "kctl@x", "to": ["ops@x"], "username": "kctl",
+                                        "password_file": str(secret)})
+    err = notify.send(mail, body)
+    assert err is not None and err.startswith("email via smtp.example.org:587 to ops@x: SMTPRecipientsRefused")
+    assert sent == [("connect", "smtp.example.org", 587), ("starttls",), ("login", "kctl", "s3cret"),
+                    ("send", "[kctl logger] OPEN disk: broker 1", "ops@x")]
+    no_env = NotifierSpec.model_validate({"type": "email", "host": "h", "from": "a@x", "to": ["b@x"],
+                                          "username": "u", "password_env": "KCTL_TEST_NO_SUCH_VARIABLE"})
+    err = notify.send(no_env, body)
+    assert err is not None and "KCTL_TEST_NO_SUCH_VARIABLE" in err and "s3cret" not in err
