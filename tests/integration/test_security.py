@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -327,3 +328,26 @@ def test_restart_of_a_broker_goes_through_its_gates_on_the_secured_cluster(secur
     got = ok(kctl(secure, "consume", t, "--from-beginning", "--max", "100", "--timeout", "30"))
     assert sorted(got.split()) == sorted(lines)
     assert "HEALTHY" in ok(kctl(secure, "status"))
+
+
+def test_monitoring_on_the_secured_profile(secure: KafkaCluster) -> None:
+    """The exporters answer on 127.0.0.1 (their metrics hold no secret), and kctl metrics and kctl lag reach the
+    secured cluster with the spec's credentials."""
+    st = json.loads(ok(kctl(secure, "status", "-o", "json")))
+    assert len(st["metrics_endpoints"]) == 6
+    assert all(e["url"].startswith("http://127.0.0.1:") for e in st["metrics_endpoints"])
+    rep = json.loads(ok(kctl(secure, "metrics", "--window", "1", "-o", "json")))
+    assert len(rep["brokers"]) == 3 and len(rep["zookeepers"]) == 3 and not rep["errors"]
+    assert sum(1 for b in rep["brokers"] if b["active_controller"]) == 1
+    group = f"sec-mon-{uuid.uuid4().hex[:6]}"
+    topic = f"sec-mon-{uuid.uuid4().hex[:6]}"
+    ok(kctl(secure, "topic", "create", topic, "-p", "1", "-r", "3"))
+    ok(kctl(secure, "produce", topic, stdin="a\nb\nc\n"))
+    ok(kctl(secure, "consume", topic, "--group", group, "--from-beginning", "--max", "3", "--timeout", "20"))
+    doc = json.loads(ok(kctl(secure, "lag", group, "--samples", "2", "--interval", "0.5", "-o", "json")))
+    assert doc["status"] == "OK" and doc["total_lag"] == 0
+    secrets = set(store.passwords(secure.spec, secure.state_dir).values())
+    for e in st["metrics_endpoints"]:
+        with urllib.request.urlopen(e["url"], timeout=10) as resp:  # noqa: S310 - the test cluster's own exporter
+            text = resp.read().decode()
+        assert not [s for s in secrets if s in text], e["url"]
