@@ -304,6 +304,8 @@ def _with_offset(name: str, k: int) -> ClusterSpec:
         "kafka": {"external_port_base": d.kafka.external_port_base + k * PORT_STEP,
                   "jmx_port_base": d.kafka.jmx_port_base + k * PORT_STEP},
         "monitoring": {"monitor_port": d.monitoring.monitor_port + k * PORT_STEP,
+                       "prometheus_port": d.monitoring.prometheus_port + k * PORT_STEP,
+                       "alertmanager_port": d.monitoring.alertmanager_port + k * PORT_STEP,
                        "kafka_exporter_host_port_base": d.monitoring.kafka_exporter_host_port_base + k * PORT_STEP,
                        "zookeeper_exporter_host_port_base":
                            d.monitoring.zookeeper_exporter_host_port_base + k * PORT_STEP}})
@@ -355,6 +357,8 @@ def plan_init(name: str, state_dir: Path, *, pick_ports: bool) -> InitPlan:
                                                  "jmx_port_base": cand.kafka.jmx_port_base},
                                        "monitoring": {
                                            "monitor_port": mon.monitor_port,
+                                           "prometheus_port": mon.prometheus_port,
+                                           "alertmanager_port": mon.alertmanager_port,
                                            "kafka_exporter_host_port_base": mon.kafka_exporter_host_port_base,
                                            "zookeeper_exporter_host_port_base":
                                                mon.zookeeper_exporter_host_port_base}}, warnings)

@@ -142,6 +142,14 @@ def up(
         result.stages = wait_for_stages(health.readiness_stages(spec, state_dir), timeout=timeout, poll=0.5,
                                         on_progress=on_stage)
         _record_identity(spec, state_dir)
+    from kctl.runtime import prometheus
+
+    if spec.monitoring.prometheus:
+        # After the cluster: Prometheus waits for every exporter target up, so the brokers must be serving.
+        prometheus.up(spec, state_dir, progress, wait_s=max(30.0, timeout - (time.monotonic() - started))
+                      if wait else 0.0)
+    elif prometheus.down(spec, state_dir):
+        (progress or (lambda _m: None))("monitoring.prometheus is off: stopped Prometheus and Alertmanager")
     result.seconds = time.monotonic() - started
     return result
 
@@ -167,7 +175,11 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     ``graceful=False`` skips the controlled shutdowns and removes the containers at once: for a cluster
     whose data is thrown away (a test cluster). Returns how many containers there were.
     """
+    from kctl.runtime import prometheus
+
     say = progress or (lambda _m: None)
+    if prometheus.down(spec, state_dir, volumes=volumes):
+        say("stopped Prometheus and Alertmanager")
     eng = engines.for_spec(spec)
     dc = eng.client()
     infos = eng.containers(spec, dc)

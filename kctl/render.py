@@ -342,30 +342,37 @@ def write(rendered: Rendered, out: Path) -> list[Path]:
     Every file is written to a temporary sibling and renamed into place, so a
     reader never sees a half-written config. Returns the paths that changed.
     """
-    changed: list[Path] = []
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        for rel, text in rendered.files.items():
-            target = out / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if target.exists() and target.read_text(encoding="utf-8") == text:
-                continue
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    fh.write(text)
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-            changed.append(target)
+        changed = write_text_files(rendered.files, out)
         for c in rendered.containers:
             for sub in (contract.HOST_DATA, contract.HOST_LOGS):
                 (out / c.name / sub).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise KctlError(f"cannot write the cluster's files under {out}: {exc.strerror or exc}",
                         hint="check the permissions of the directory, or pass --out DIR") from None
+    return changed
+
+
+def write_text_files(files: dict[str, str], out: Path) -> list[Path]:
+    """Write ``files`` (relative path -> text) under ``out``, each atomically (a temporary sibling renamed into
+    place) and only when its text changed; returns the paths that changed. OSError propagates."""
+    changed: list[Path] = []
+    out.mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        target = out / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists() and target.read_text(encoding="utf-8") == text:
+            continue
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        changed.append(target)
     return changed
 
 

@@ -324,6 +324,12 @@ class MonitoringSpec(_Model):
     retention_hours: float = Field(24.0, gt=0, le=24 * 366, description="How long the monitor keeps its history.")
     disk_percent: float = Field(85.0, gt=0, le=100, description="The `disk` rule: a broker's data disk fuller"
                                                                 " than this.")
+    prometheus: bool = Field(
+        False, description="Also run a Prometheus (scraping every exporter and the kctl monitor, with alert rules"
+                           " equal to kctl's) and an Alertmanager (sending to the notifiers), built from Debian's"
+                           " packages; engine compose. `kctl up` waits until every exporter target is up.")
+    prometheus_port: Port = Field(17690, description="Prometheus' web UI and API on 127.0.0.1.")
+    alertmanager_port: Port = Field(17693, description="Alertmanager's web UI and API on 127.0.0.1.")
     alerts: dict[str, AlertRuleSpec] = Field(
         default_factory=_default_alerts,
         description="Alert rules by name (" + ", ".join(ALERT_RULES) + "); a rule left out keeps its default.")
@@ -788,10 +794,21 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         if nt.password_file and nt.password_env:
             errors.append(f"{where}: password_file or password_env, not both")
 
+    if mon.prometheus and not mon.enabled:
+        errors.append("monitoring.prometheus: needs monitoring.enabled (the exporters it scrapes)")
+    if mon.prometheus and spec.engine is not Engine.compose:
+        errors.append("monitoring.prometheus: runs beside engine compose only (on this Docker engine, host network)")
+
     # Published host ports, all on 127.0.0.1: no two may be the same.
     published: dict[int, str] = {}
     if mon.enabled:
         published[mon.monitor_port] = "monitoring.monitor_port"
+    if mon.prometheus:
+        for field in ("prometheus_port", "alertmanager_port"):
+            port = getattr(mon, field)
+            if port in published:
+                errors.append(f"monitoring.{field}: host port {port} is also used by {published[port]}")
+            published[port] = f"monitoring.{field}"
     for i, n in enumerate(spec.nodes):
         for port, _, what in spec.published_ports(n):
             where = f"nodes.{i}.{what}"

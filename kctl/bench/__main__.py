@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     from kctl.bench import restart as bench_restart
 
     bench_restart.main([])
+    from kctl.bench import monitor as bench_monitor
+
+    bench_monitor.main([])
     with KafkaCluster(nodes=3) as cluster:
         kafka_bench.main(["-f", str(cluster.spec_file), "-n", str(args.records)])
         stream_bench.main(["--bootstrap-servers", cluster.bootstrap_servers, "--events", str(args.events)])

@@ -98,6 +98,11 @@ def down(
     spec = load(file)
     state = state_dir_for(spec, file)
     identity.check_containers(spec, state)
+    from kctl.monitor import process
+
+    if process.running(state) is not None:
+        rec = process.stop(state, spec.name)  # it would report a cluster that is gone as down
+        output.info(f"stopped the monitor of {spec.name} (pid {rec.pid}); its history stays in {state}")
     n = lifecycle.down(spec, state, volumes=volumes, progress=output.info)
     output.info(f"{spec.name}: removed {n} container(s)" + ("" if volumes else f"; data kept in {state}"))
 

@@ -36,12 +36,15 @@ class Monitor(Protocol):
     spec: ClusterSpec
     rounds: int
     round_seconds: float
+    groups_seconds: float
     interval_s: float
     window: int
 
     def snapshot(self) -> tuple[dict[str, dict[str, Any]], dict[str, Any], float | None]: ...
 
     def open_alerts(self) -> list[Mapping[str, Any]]: ...
+
+    def disk_usage(self) -> dict[str, float]: ...
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -93,6 +96,10 @@ def prometheus_text(monitor: Monitor) -> bytes:
     alerts = Gauge("kctl_alert_open", "1 for each open alert", ["cluster", "alert", "subject"], registry=reg)
     for a in monitor.open_alerts():
         alerts.labels(cluster, a["rule"], a["subject"]).set(1)
+    disk = Gauge("kctl_broker_disk_used_percent", "Used share of a broker's data disk (engine compose)",
+                 ["cluster", "broker"], registry=reg)
+    for subject, pct in monitor.disk_usage().items():
+        disk.labels(cluster, subject).set(round(pct, 2))
     Gauge("kctl_monitor_rounds", "Sampling rounds done by this monitor's store", ["cluster"],
           registry=reg).labels(cluster).set(monitor.rounds)
     Gauge("kctl_monitor_last_round_timestamp_seconds", "When the last round ended", ["cluster"],
@@ -126,6 +133,8 @@ def app(monitor: Monitor) -> Callable[[dict[str, Any], StartResponse], Iterable[
             return respond(start, "200 OK", {"error": False, "cluster": cluster, "rounds": monitor.rounds,
                                              "last_round": last, "interval_seconds": monitor.interval_s,
                                              "window": monitor.window, "groups": len(docs),
+                                             "round_seconds": monitor.round_seconds,
+                                             "groups_seconds": monitor.groups_seconds,
                                              "open_alerts": len(monitor.open_alerts()), "now": time.time()})
         if path[:2] != ["v3", "kafka"]:
             return not_found(start, "no such endpoint (see docs/monitoring.md)")

@@ -122,6 +122,7 @@ class Monitor:
         self.docs: dict[str, dict[str, Any]] = {}
         self.report: dict[str, Any] = {}
         self.alerts_view: list[dict[str, Any]] = []
+        self.disks_view: dict[str, float] = {}
         # What the group sampling hands to the rounds (under the lock).
         self.pending: dict[str, list[Any]] = {}
         self.group_docs: dict[str, dict[str, Any]] = {}
@@ -130,6 +131,7 @@ class Monitor:
         self.rounds = 0
         self.last_round: float | None = None
         self.round_seconds = 0.0
+        self.groups_seconds = 0.0
         self.stopping = threading.Event()
         self.lock = threading.Lock()  # the API reads what a round writes
         self._admin: Any = None
@@ -152,6 +154,7 @@ class Monitor:
 
     def groups_round(self) -> None:
         """Sample and judge every group; the results wait in :attr:`pending` for the next round to store."""
+        started = time.monotonic()
         now = time.time()
         added = self.sample_groups(now)
         docs = {g: to_json(st, state=self.windows.states.get(g), window=self.window, source="monitor")
@@ -163,6 +166,7 @@ class Monitor:
             self.group_docs = docs
             self.group_statuses = dict(self.statuses)
             self.group_states = states
+            self.groups_seconds = time.monotonic() - started
 
     def groups_loop(self) -> None:
         """Groups on their own thread: with a broker down, listing groups waits out a request timeout, and the
@@ -262,6 +266,7 @@ class Monitor:
         with self.lock:
             self.docs, self.report = docs, report
             self.alerts_view = [dict(a.__dict__) for a in self.tracker.open_alerts()]
+            self.disks_view = dict(obs.disks)
             self.last_round = now
             self.round_seconds = time.monotonic() - started
         return notes
@@ -361,4 +366,9 @@ class Monitor:
     def open_alerts(self) -> list[Mapping[str, Any]]:
         with self.lock:
             return list(self.alerts_view)
+
+    def disk_usage(self) -> dict[str, float]:
+        """Each broker's data disk as the last round measured it (used percent)."""
+        with self.lock:
+            return dict(self.disks_view)
 

@@ -152,13 +152,14 @@ class KafkaCluster:
                                                    else ())
         needed = sum(1 for n in nodes for k in keys if not n.get(k))
         mon = dict(data.get("monitoring") or {})
-        free = iter(free_ports(needed + 1))
+        free = iter(free_ports(needed + 3))
         for n in nodes:
             for k in keys:
                 if not n.get(k):
                     n[k] = next(free)
         if monitoring:
-            mon.setdefault("monitor_port", next(free))
+            for k in ("monitor_port", "prometheus_port", "alertmanager_port"):
+                mon.setdefault(k, next(free))
             return {**data, "nodes": nodes, "monitoring": mon}
         return {**data, "nodes": nodes}
 

@@ -83,6 +83,7 @@ class FakeMonitor:
     def __init__(self) -> None:
         self.spec = parse_spec({})[0]
         self.rounds, self.round_seconds, self.interval_s, self.window = 3, 0.5, 10.0, 10
+        self.groups_seconds = 0.2
         part = {"topic": "t", "partition": 0, "status": "STOP", "lag": 40, "complete": 0.3, "offset": 20}
         ok = {**part, "partition": 1, "status": "OK", "lag": 0}
         self.docs = {"billing": {"group": "billing", "status": "STOP", "burrow_status": "ERR", "total_lag": 40,
@@ -94,6 +95,9 @@ class FakeMonitor:
 
     def open_alerts(self) -> list[dict[str, Any]]:
         return [{"rule": "group-status", "subject": "group billing"}]
+
+    def disk_usage(self) -> dict[str, float]:
+        return {"broker 1": 42.123}
 
 
 def get(path: str) -> tuple[str, Any]:
@@ -121,6 +125,7 @@ def test_api_speaks_burrows_json_and_prometheus_text() -> None:
     assert 'kctl_consumer_group_status{cluster="logger",group="billing"} 4.0' in text
     assert 'kctl_consumer_group_total_lag{cluster="logger",group="billing"} 40.0' in text
     assert 'kctl_alert_open{alert="group-status",cluster="logger",subject="group billing"} 1.0' in text
+    assert 'kctl_broker_disk_used_percent{broker="broker 1",cluster="logger"} 42.12' in text
     assert get("/health")[1]["rounds"] == 3
 
 
