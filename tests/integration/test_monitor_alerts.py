@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from email import message_from_bytes
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -220,3 +221,33 @@ def test_monitor_bad_input(watched: dict[str, Any]) -> None:
     p = subprocess.run([sys.executable, "-m", "kctl", "monitor", "status", "-f", str(bad)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "not a notifier type" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_prometheus_and_alertmanager_beside_a_cluster() -> None:
+    """monitoring.prometheus: Prometheus up with every exporter target up before `up` returns, kctl's rules
+    loaded, Alertmanager with the spec's notifiers; both gone with the cluster."""
+    import docker
+
+    hook_port, = free_ports(1)
+    monitoring = {"prometheus": True, "notifiers": [{"type": "webhook", "url": f"http://127.0.0.1:{hook_port}/"}],
+                  "alerts": {"disk": False}}
+    with KafkaCluster(nodes=1, monitoring=monitoring) as cluster:
+        port = cluster.spec.monitoring.prometheus_port
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/targets", timeout=10) as resp:
+            active = json.loads(resp.read())["data"]["activeTargets"]
+        exporters = {(t["labels"]["job"], t["labels"]["node"]): t["health"] for t in active
+                     if t["labels"]["job"] in ("kafka", "zookeeper")}
+        assert exporters == {("kafka", "logger1"): "up", ("zookeeper", "logger1"): "up"}
+        assert any(t["labels"]["job"] == "kctl-monitor" for t in active)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/rules", timeout=10) as resp:
+            rules = {r["name"]: r for g in json.loads(resp.read())["data"]["groups"] for r in g["rules"]}
+        assert "KafkaUnderReplicatedPartitions" in rules and "KafkaBrokerDiskFull" not in rules  # turned off
+        assert rules["KafkaUnderReplicatedPartitions"]["duration"] == 30  # kctl's threshold as `for`
+        assert all(r["health"] == "ok" for r in rules.values())
+        am = cluster.spec.monitoring.alertmanager_port
+        with urllib.request.urlopen(f"http://127.0.0.1:{am}/api/v2/status", timeout=10) as resp:
+            original = json.loads(resp.read())["config"]["original"]
+        assert f"http://127.0.0.1:{hook_port}/" in original and "send_resolved: true" in original
+        name = cluster.spec.name
+    left = docker.from_env().containers.list(all=True, filters={"label": f"io.kctl.prometheus={name}"})
+    assert left == []
