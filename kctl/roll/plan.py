@@ -32,9 +32,11 @@ GATE_ZK_EXITED = "zookeeper process exited"
 GATE_ZK_MODE = "answers srvr with a mode"
 GATE_ONE_LEADER = "every ZooKeeper serving, exactly one leader"
 GATE_REGISTERED = "broker registered (every broker sees it)"
-GATE_URP = "under-replicated partitions 0 for {n} consecutive checks"
+GATE_URP = "under-replicated partitions 0 for {s:g} s of consecutive checks"
 
-URP_CHECKS = 3
+# A partition back in the ISR may drop out again while its follower catches up: the gate wants the cluster
+# without under-replicated partitions at every check for this long, however often it checks.
+URP_STABLE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def zk_gates() -> tuple[str, ...]:
 
 def kafka_gates(broker: int) -> tuple[str, ...]:
     return ("before: " + GATE_MIN_ISR, "stop: " + GATE_EXITED, "stop: " + GATE_UNREGISTERED.format(id=broker),
-            "start: " + GATE_REGISTERED, "start: " + GATE_URP.format(n=URP_CHECKS))
+            "start: " + GATE_REGISTERED, "start: " + GATE_URP.format(s=URP_STABLE_S))
 
 
 def node_gates(broker: int) -> tuple[str, ...]:

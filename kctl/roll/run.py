@@ -207,19 +207,29 @@ def registered_gate(spec: ClusterSpec) -> Probe:
     return health.probe(spec, health.check_brokers, kafka=True, timeout=2.0)
 
 
-def urp_gate(spec: ClusterSpec, checks: int = rp.URP_CHECKS) -> Probe:
-    """kctl.health's check_replicated, ``checks`` times in a row (a partition may drop out of the ISR again)."""
-    streak = [0]
+def urp_gate(spec: ClusterSpec, stable_s: float = rp.URP_STABLE_S) -> Probe:
+    """kctl.health's check_replicated at every check for ``stable_s`` seconds (a partition may drop out of the
+    ISR again while its follower catches up)."""
+    since: list[float | None] = [None]
     replicated = health.probe(spec, health.check_replicated, kafka=True, timeout=3.0)
 
     def run() -> tuple[bool, str]:
         ok, saw = replicated()
-        streak[0] = streak[0] + 1 if ok else 0
-        return streak[0] >= checks, f"{saw}; {streak[0]}/{checks} in a row"
+        now = time.monotonic()
+        if not ok:
+            since[0] = None
+        elif since[0] is None:
+            since[0] = now
+        held = 0.0 if since[0] is None else now - since[0]
+        return since[0] is not None and held >= stable_s, f"{saw}; 0 for {held:.1f} of {stable_s:g} s"
     return run
 
 
 # ----- the roll ------------------------------------------------------------------------------------
+
+# How often a gate asks (each ask is a few ZooKeeper words or one metadata request): a step waits at most this
+# long after its condition holds.
+GATE_POLL_S = 0.5
 
 
 class _Runner:
@@ -282,7 +292,7 @@ class _Runner:
         if start:
             self.start(label, host, "kafka")
         self.gate(label, rp.GATE_REGISTERED, registered_gate(self.spec))
-        self.gate(label, rp.GATE_URP.format(n=rp.URP_CHECKS), urp_gate(self.spec))
+        self.gate(label, rp.GATE_URP.format(s=rp.URP_STABLE_S), urp_gate(self.spec))
 
     def step(self, label: str, s: rp.Step) -> None:
         stopped: list[str] = []  # services this step took down and has not started again
@@ -333,7 +343,7 @@ def check_before_roll(spec: ClusterSpec, timeout: float = PRE_CHECK_TIMEOUT, pro
 
 
 def roll(spec: ClusterSpec, state_dir: Path, *, service: str | None = None, nodes: list[str] | None = None,
-         gate_timeout: float = 300.0, poll: float = 1.0, elect: bool = True,
+         gate_timeout: float = 300.0, poll: float = GATE_POLL_S, elect: bool = True,
          progress: Progress | None = None, lock: bool = True, recreate: tuple[str, ...] = ()) -> RollResult:
     """Restart ``service`` on ``nodes`` (all) one at a time through the health gates; then a preferred
     leader election. RollStopped when a gate times out (nothing after that step was touched).

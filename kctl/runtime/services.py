@@ -2,7 +2,7 @@
 
 ``supervisorctl stop`` sends the program's stopsignal (SIGTERM: a broker's
 controlled shutdown) and returns once the process has exited or stopwaitsecs
-passed; ``start`` returns once the program has been up for startsecs.
+passed; ``start`` returns once the program has been up for startsecs (1 s).
 """
 
 from __future__ import annotations

@@ -190,7 +190,7 @@ def test_rolling_restart_under_load_loses_no_acknowledged_record(cluster: KafkaC
     assert [(s["host"], s["service"]) for s in result["steps"]] == \
         [(s["host"], s["service"]) for s in result["plan"]["steps"]] and len(result["steps"]) == 6
     # the progress names the node, the gate and what it saw
-    assert "under-replicated partitions 0 for 3 consecutive checks" in stderr and "URP 0" in stderr
+    assert "under-replicated partitions 0 for 2 s of consecutive checks" in stderr and "URP 0" in stderr
     assert "/brokers/ids/" in stderr and "gone" in stderr and "answers srvr with a mode" in stderr
 
     assert load.errors == [], load.errors[:5]
