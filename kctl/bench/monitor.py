@@ -111,21 +111,10 @@ def monitor_cost(seconds: float) -> dict[str, Any]:
 def _produce(bootstrap: str, topic: str, records: int) -> float:
     from confluent_kafka import Producer
 
+    from kctl.bench.load import produce_all
+
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 262144})
-    value = b"x" * 100
-    t0 = time.monotonic()
-    for i in range(records):
-        while True:
-            try:
-                p.produce(topic, value=value)
-                break
-            except BufferError:
-                p.poll(0.01)
-        if i % 10000 == 0:
-            p.poll(0)
-    if p.flush(120) != 0:
-        raise SystemExit("records left unflushed")
-    return records / (time.monotonic() - t0)
+    return records / produce_all(p, topic, records, b"x" * 100)
 
 
 def exporter_cost(records: int, rounds: int) -> dict[str, list[float]]:

@@ -34,21 +34,14 @@ def _kctl(spec_file: Path, cwd: Path, *args: str) -> tuple[float, str]:
 
 
 def _fill(spec: object, mb: int) -> int:
+    from kctl.bench.load import produce_all
     from kctl.kafka.client import producer
 
     p = producer(spec, acks="all", **{"linger.ms": 20, "batch.size": 1_000_000,  # type: ignore[arg-type]
                                       "compression.type": "none"})
     value = os.urandom(10_000)  # incompressible, so bytes on disk are bytes written
     n = mb * 100
-    for i in range(n):
-        while True:
-            try:
-                p.produce(TOPIC, key=str(i).encode(), value=value)
-                break
-            except BufferError:
-                p.poll(0.1)
-        p.poll(0)
-    assert p.flush(300) == 0
+    produce_all(p, TOPIC, n, value, key=lambda i: str(i).encode(), flush_s=300)
     return n * len(value)
 
 

@@ -38,6 +38,7 @@ class Run:
 def _throughput(cluster: Any, records: int, size: int) -> tuple[float, float]:
     from confluent_kafka import TopicPartition
 
+    from kctl.bench.load import produce_all
     from kctl.kafka.client import consumer, producer
 
     topic = f"bench-sec-{uuid.uuid4().hex[:6]}"
@@ -45,19 +46,7 @@ def _throughput(cluster: Any, records: int, size: int) -> tuple[float, float]:
     value = os.urandom(size // 2).hex().encode()[:size]
     tuning: dict[str, Any] = {"linger.ms": 20, "batch.size": 262144, "queue.buffering.max.messages": 200000}
     p = producer(cluster.spec, **tuning)
-    t0 = time.monotonic()
-    for i in range(records):
-        while True:
-            try:
-                p.produce(topic, value=value)
-                break
-            except BufferError:
-                p.poll(0.05)
-        if i % 10000 == 0:
-            p.poll(0)
-    if p.flush(120) != 0:
-        raise RuntimeError("records still queued after 120 s")
-    produce_s = time.monotonic() - t0
+    produce_s = produce_all(p, topic, records, value)
     fetch: dict[str, Any] = {"fetch.max.bytes": 52428800}
     c = consumer(cluster.spec, **fetch)
     c.assign([TopicPartition(topic, part, 0) for part in range(3)])
