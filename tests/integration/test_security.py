@@ -110,7 +110,10 @@ def test_no_plaintext_listener_from_the_host(secure: KafkaCluster, tmp_path: Pat
             published |= {int(b["HostPort"]) for b in bindings or []}
     kafka_ports = {secure.spec.kafka_host_port(n) for n in secure.spec.nodes}
     zk_ports = {secure.spec.zk_host_port(n) for n in secure.spec.nodes}
-    assert published == kafka_ports | zk_ports
+    # The exporters' HTTP ports (monitoring, on 127.0.0.1 like every port): metrics only, no secret
+    # (test_monitoring_on_the_secured_profile reads them).
+    metrics_ports = {int(url.rsplit(":", 1)[1].split("/")[0]) for _, _, url in secure.spec.metrics_endpoints()}
+    assert published == kafka_ports | zk_ports | metrics_ports
     for port in kafka_ports:
         with pytest.raises(kmd.MetadataError):
             kmd.fetch(f"127.0.0.1:{port}", timeout=3)  # a PLAINTEXT client gets no answer
