@@ -42,7 +42,7 @@ def metrics(
     Exit 0 when every exporter answered, 1 when one did not."""
     from kctl.monitor import metrics as m
 
-    spec = load(file)
+    spec = connect(file)  # the cluster of this kctl.yaml answers on its ports, or a clear refusal
     if not spec.monitoring.enabled:
         raise UsageError(f"monitoring is off in {file}: no exporter runs",
                          hint="set `monitoring.enabled: true` and run `kctl up` (the nodes restart once)")
@@ -363,7 +363,8 @@ def monitor_status(file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
             doc.update({k: h[k] for k in ("rounds", "last_round", "groups", "open_alerts")})
     output.emit(doc, fmt, rows=[{"key": k, "value": v} for k, v in doc.items()], columns=["key", "value"],
                 title=f"monitor of {spec.name}")
-    raise typer.Exit(0 if rec is not None else 1)
+    if rec is None:
+        raise process.not_running_error(spec.name)
 
 
 def alerts(

@@ -74,7 +74,9 @@ SKIP: dict[tuple[str, ...], str] = {
 }
 
 # Commands that work offline on the spec and its state dir: they may succeed where the cluster is absent.
-OFFLINE = {("render",), ("doctor",), ("zk", "storage"), ("drill", "list"), ("client-config",), ("swarm", "label")}
+OFFLINE = {("render",), ("doctor",), ("zk", "storage"), ("drill", "list"), ("client-config",), ("swarm", "label"),
+           # the monitor's record and store in this kctl.yaml's state dir
+           ("monitor", "status"), ("monitor", "stop"), ("alerts",)}
 # Commands whose report is a table of checks, each with its hint (on stdout): exit 1 is their verdict.
 REPORTS = {("doctor",)}
 # Per case, the commands that may exit 0 because they are right to: nothing of another cluster is touched.
