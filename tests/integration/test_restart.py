@@ -243,6 +243,11 @@ def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster: K
         md = admin(cluster.spec).list_topics(topic, timeout=10).topics[topic]
         return {i: (p.leader, p.replicas[0]) for i, p in md.partitions.items()}
 
+    from kctl.wait import wait_until
+
+    # A broker's metadata may list the new topic before its partitions: wait until all three have a leader.
+    wait_until("the new topic's leaders", lambda: (len(ls := leaders()) == 3 and all(lead >= 0 for lead, _ in
+                                                                                   ls.values()), str(ls)), 30)
     victim = leaders()[0][1]
     cluster.stop(victim, service="kafka")
     cluster.wait_until_healthy(allow_missing=1)
