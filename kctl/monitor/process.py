@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kctl.errors import KctlError, UsageError
+from kctl.errors import KctlError
 
 STOP_GRACE_S = 15.0
 START_TIMEOUT_S = 60.0
@@ -98,8 +98,9 @@ def health(port: int, timeout_s: float = 3.0) -> dict[str, Any] | None:
 
 
 def not_running_error(name: str) -> KctlError:
-    return UsageError(f"the monitor of cluster {name!r} is not running",
-                      hint="`kctl monitor start --detach` starts it")
+    """Exit 1, as `kctl monitor status` documents for a monitor that does not run."""
+    return KctlError(f"the monitor of cluster {name!r} is not running",
+                     hint="`kctl monitor start --detach` starts it")
 
 
 def start_detached(spec_file: Path, state_dir: Path, args: list[str]) -> Running:
