@@ -3,7 +3,7 @@
 # - a virtualenv at .venv with kctl (editable), the dev tools and the stream and plot extras;
 # - a Docker engine when none is reachable (Debian's docker.io), started in the background;
 # - the Docker Compose v2 plugin;
-# - Java 17 (the Spark job runs on the host), Maven (Kafka jars when Apache is unreachable),
+# - Java 17 (the Spark job runs on the host), Maven (the exporters' jars for the node image, and Kafka's when Apache is unreachable),
 #   debootstrap (a local base image when no registry answers).
 # On a machine that already has a working Docker, nothing system-wide changes.
 set -euo pipefail
@@ -90,7 +90,7 @@ fi
 
 # ---- Java, Maven, debootstrap (only what is missing) ------------------------------------
 have java || apt_install openjdk-17-jre-headless || log "no Java: the Spark job will not run"
-have mvn || apt_install maven || log "no Maven: Kafka jars can only come from Apache's tarball"
+have mvn || apt_install maven || log "no Maven: the node image cannot get the exporters' jars (set monitoring.enabled: false) and Kafka's come only from Apache's tarball"
 have kcat || apt_install kcat || log "no kcat: make bench measures kctl's side only"
 if ! have debootstrap; then
   # Only needed when no image registry answers (a local base image is built instead).
