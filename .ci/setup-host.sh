@@ -90,7 +90,7 @@ fi
 
 # ---- Java, Maven, debootstrap (only what is missing) ------------------------------------
 have java || apt_install openjdk-17-jre-headless || log "no Java: the Spark job will not run"
-have mvn || apt_install maven || log "no Maven: the node image cannot get the exporters' jars (set monitoring.enabled: false) and Kafka's come only from Apache's tarball"
+have mvn || apt_install maven || log "no Maven: the node image cannot be built (its exporters' jars come from Maven Central); install Maven"
 have kcat || apt_install kcat || log "no kcat: make bench measures kctl's side only"
 if ! have debootstrap; then
   # Only needed when no image registry answers (a local base image is built instead).
