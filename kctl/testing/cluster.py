@@ -39,7 +39,7 @@ from kctl.health import ClusterStatus
 from kctl.runtime import docker_api as rc
 from kctl.runtime.faults import Faults
 from kctl.runtime.ports import free_ports
-from kctl.spec import ClusterSpec, NodeSpec, load_cluster, parse_spec
+from kctl.spec import ClusterSpec, NodeSpec, SecuritySpec, load_cluster, parse_spec
 from kctl.wait import wait_until
 
 LABEL_TESTING = contract.LABEL_TESTING
@@ -152,11 +152,27 @@ class KafkaCluster:
                                                    else ())
         needed = sum(1 for n in nodes for k in keys if not n.get(k))
         mon = dict(data.get("monitoring") or {})
-        free = iter(free_ports(needed + 3))
-        for n in nodes:
-            for k in keys:
-                if not n.get(k):
-                    n[k] = next(free)
+        # A broker's port + security.migration_port_offset is its EXTERNAL_SECURE port once a runbook moves the
+        # cluster to the secured profile: no other port picked here may be that one.
+        offset = int((data.get("security") or {}).get("migration_port_offset")
+                     or SecuritySpec.model_fields["migration_port_offset"].default)
+        pinned = {n[k] for n in nodes for k in keys if n.get(k)}
+        for _ in range(50):
+            picked = free_ports(needed + 3)
+            free = iter(picked)
+            trial = [dict(n) for n in nodes]
+            for n in trial:
+                for k in keys:
+                    if not n.get(k):
+                        n[k] = next(free)
+            taken = pinned | set(picked)
+            kafka = [n["kafka_port"] for n in trial if n.get("kafka_port")]
+            if not any(k + offset in taken for k in kafka):
+                nodes = trial
+                break
+        else:  # pragma: no cover - fifty clashing draws from the ephemeral range
+            raise KctlError("could not pick free host ports for a test cluster", hint="free some local ports")
+        free = iter(picked[needed:])
         if monitoring:
             for k in ("monitor_port", "prometheus_port", "alertmanager_port"):
                 mon.setdefault(k, next(free))

@@ -191,3 +191,17 @@ def test_a_failed_start_removes_what_it_made(fake: FakeEngine, tmp_path: Path, m
     with pytest.raises(TimeoutReached), tc.KafkaCluster(nodes=1):
         pass
     assert calls == ["down", "label"]
+
+
+def test_the_testing_api_never_picks_a_brokers_secured_migration_port_for_another_port(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kctl.testing import cluster as tc
+
+    # First draw: the broker's 30001 + migration_port_offset 100 is the ZooKeeper exporter's 30101.
+    draws = iter([[30000, 30001, 30101, 30003, 30004, 30005, 30006],
+                  [31000, 31001, 31002, 31003, 31004, 31005, 31006]])
+    monkeypatch.setattr(tc, "free_ports", lambda n: next(draws)[:n])
+    cluster = tc.KafkaCluster(nodes=1, workdir=tmp_path)
+    ports = [p for p, _, _ in cluster.spec.published_ports(cluster.spec.nodes[0])]
+    assert cluster.spec.kafka_host_port(cluster.spec.nodes[0]) == 31001
+    assert 31101 not in ports and cluster.spec.monitoring.monitor_port == 31004
