@@ -431,7 +431,33 @@ def ensure_image(
     rebuild: bool = False,
     progress: Progress | None = None,
 ) -> ImageInfo:
-    """Return the node image for ``kafka_version``, building it if missing or stale."""
+    """Return the node image for ``kafka_version``, building it if missing or stale.
+
+    Two kctl processes that need the image at once (two `kctl up`, two test workers) build it once: the
+    second waits on a lock in the cache directory, then finds the first one's image up to date.
+    """
+    import fcntl
+
+    lock_path = distmod.cache_root().parent / f"image-{kafka_version}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return _ensure_image(client, kafka_version=kafka_version, scala_version=scala_version,
+                                 kafka_dist=kafka_dist, rebuild=rebuild, progress=progress)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _ensure_image(
+    client: docker.DockerClient,
+    *,
+    kafka_version: str,
+    scala_version: str,
+    kafka_dist: Path | None,
+    rebuild: bool,
+    progress: Progress | None,
+) -> ImageInfo:
     zk_pinned = zookeeper_version_for(kafka_version)
     tag = image_tag(kafka_version)
     recipe = recipe_hash()

@@ -126,7 +126,9 @@ class KafkaCluster:
         self.reuse = reuse
         if name is None:
             digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
-            name = f"kt-reuse-{digest}" if reuse else f"kt-{uuid.uuid4().hex[:8]}"
+            # pytest-xdist workers each reuse their own cluster (one of the same settings per worker).
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+            name = (f"kt-reuse-{digest}" + (f"-{worker}" if worker else "")) if reuse else f"kt-{uuid.uuid4().hex[:8]}"
         data["name"] = name
         labels = dict(data.get("labels") or {})
         labels.update({LABEL_TESTING: "true", LABEL_OWNER: _owner(), LABEL_REUSE: "true" if reuse else "false"})

@@ -12,15 +12,32 @@ from kctl.testing.cluster import KafkaCluster
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 
+# `make integration` runs the suite on two pytest-xdist workers (`--dist loadgroup`), a module at a time: a
+# module's tests share its fixtures and some run in order. Each worker starts its own session clusters
+# (kafka_cluster, secured_cluster) when its first test needs them. Modules that bring clusters up on the
+# default host ports of `kctl init` (the monitoring ports included) share one group, so never run at once.
+DEFAULT_PORTS = {"test_lifecycle.py", "test_security_migration.py"}
+# Swarm runs alone, after the rest (its own pytest run in the Makefile): `docker swarm leave` breaks Docker's
+# embedded DNS in every container that was running on the engine (their resolver rules point at a resolver
+# that is gone; checked on this engine: `getent hosts` of a peer fails after the leave, works before it), so a
+# ZooKeeper restarted afterwards on another cluster cannot resolve its peers.
+ALONE = "test_swarm.py"
+# Seconds each module took on two workers (`make integration`'s durations, 2026-11-26), to order the queue.
+SLOW = {"test_stream.py": 300, "test_nodes_secured.py": 140, "test_security.py": 200, "test_restart.py": 130,
+        "test_sweep.py": 120, "test_testing_api.py": 120, "test_image.py": 90, "test_monitor_alerts.py": 110,
+        "test_drill.py": 120, "test_nodes.py": 90, "test_lifecycle.py": 80, "test_security_migration.py": 80,
+        "test_ops_configs.py": 100, "test_ops_clients.py": 80, "test_monitor.py": 60}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
-    # The Swarm test runs last: `docker swarm leave` breaks Docker's embedded DNS in every container that
-    # was running on the engine (their resolver rules point at a resolver that is gone; checked on this
-    # engine: `getent hosts` of a peer fails after the leave, works before it), so a ZooKeeper restarted
-    # afterwards on a shared cluster cannot resolve its peers.
-    items.sort(key=lambda item: item.fspath.basename == "test_swarm.py")
+            module = item.fspath.basename
+            item.add_marker(pytest.mark.xdist_group("default-ports" if module in DEFAULT_PORTS else module))
+    # The slowest modules first, so that two workers end together (a stable sort: order within a module
+    # stays); serially (no workers), Swarm runs last for the reason above.
+    items.sort(key=lambda item: (item.fspath.basename == ALONE, -SLOW.get(item.fspath.basename, 0)))
 
 
 @pytest.fixture(scope="session")

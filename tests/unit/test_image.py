@@ -634,3 +634,27 @@ def test_exporter_jars_are_matched_to_kafkas_by_artifact_name(tmp_path: Path) ->
     assert exporters.missing_from(jars, libs) == [tmp_path / "simpleclient-0.9.0.jar"]
     # The pinned coordinates are the exporters' identity, and part of the image's recipe.
     assert exporters.identity() == exporters.identity() and len(exporters.identity()) == 64
+
+
+def test_two_callers_of_ensure_image_build_one_at_a_time(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    inside: list[int] = []
+    most = [0]
+
+    def build(client: Any, **kw: Any) -> str:
+        inside.append(1)
+        most[0] = max(most[0], len(inside))
+        time.sleep(0.2)
+        inside.pop()
+        return "built"
+
+    monkeypatch.setattr(image, "_ensure_image", build)
+    got: list[Any] = []
+    threads = [threading.Thread(target=lambda: got.append(image.ensure_image(fake_client()))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == ["built"] * 3 and most[0] == 1
