@@ -33,9 +33,9 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
-# Everything the checkout's own tests and demo use: the core, the dev tools and both optional extras
-# (kctl[stream]: pyspark, pyarrow). `pip install kctl` alone is the core CLI.
-EXTRAS=dev,stream,plot
+# Everything the checkout's own tests and demo use: the core, the dev tools and the optional extras
+# (kctl[stream]: pyspark, pyarrow; kctl[plot]; kctl[console]: FastAPI, uvicorn, argon2). `pip install kctl` alone is the core CLI.
+EXTRAS=dev,stream,plot,console
 stamp=.venv/.kctl-installed
 # The stamp covers the extras as well as pyproject.toml: a .venv made with fewer extras is topped up.
 want=$( (cat pyproject.toml; echo "extras=$EXTRAS") | sha256sum | cut -c1-16)
@@ -92,6 +92,9 @@ fi
 have java || apt_install openjdk-17-jre-headless || log "no Java: the Spark job will not run"
 have mvn || apt_install maven || log "no Maven: the node image cannot be built (its exporters' jars come from Maven Central); install Maven"
 have kcat || apt_install kcat || log "no kcat: make bench measures kctl's side only"
+# The console's browser tests drive Debian's Chromium through Playwright (Playwright's own browser download is
+# not reachable everywhere; a Chromium from the distribution is).
+have chromium || apt_install chromium || log "no chromium: the console's browser tests are skipped"
 if ! have debootstrap; then
   # Only needed when no image registry answers (a local base image is built instead).
   if ! timeout 20 docker pull -q debian:bookworm-slim >/dev/null 2>&1; then

@@ -28,6 +28,7 @@ from kctl.cli import (
     clients,
     cluster,
     config,
+    console,
     drill,
     group,
     monitor,
@@ -74,8 +75,8 @@ def _root(
 
 
 # The order of ``kctl --help``.
-COMMAND_MODULES: tuple[ModuleType, ...] = (spec, cluster, zk, topic, config, group, monitor, clients, security,
-                                           stream,
+COMMAND_MODULES: tuple[ModuleType, ...] = (spec, cluster, zk, topic, config, group, monitor, console, clients,
+                                           security, stream,
                                            restart, change, reassign, node, drill, swarm)
 
 for _module in COMMAND_MODULES:

@@ -60,6 +60,8 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("reassign", "execute"): ["plan.json", "--wait"],
     ("reassign", "verify"): ["plan.json"],
     ("node", "remove"): ["3", "--yes"],
+    ("console", "user", "add"): ["sweep-c", "--role", "admin"],
+    ("console", "user", "remove"): ["sweep-c"],
 }
 
 # Commands the sweep does not run, and why.
@@ -76,7 +78,9 @@ SKIP: dict[tuple[str, ...], str] = {
 # Commands that work offline on the spec and its state dir: they may succeed where the cluster is absent.
 OFFLINE = {("render",), ("doctor",), ("zk", "storage"), ("drill", "list"), ("client-config",), ("swarm", "label"),
            # the monitor's record and store in this kctl.yaml's state dir
-           ("monitor", "status"), ("monitor", "stop"), ("alerts",)}
+           ("monitor", "status"), ("monitor", "stop"), ("alerts",),
+           # the console's users file in this kctl.yaml's state dir
+           ("console", "user", "add"), ("console", "user", "remove"), ("console", "user", "list")}
 # Commands whose report is a table of checks, each with its hint (on stdout): exit 1 is their verdict.
 REPORTS = {("doctor",)}
 # Per case, the commands that may exit 0 because they are right to: nothing of another cluster is touched.

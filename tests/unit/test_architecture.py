@@ -98,6 +98,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("monitor", ("kctl.monitor",)),
     ("roll/testing", ("kctl.roll", "kctl.testing")),
     ("drill/nodes", ("kctl.drill", "kctl.nodes")),
+    ("console", ("kctl.console",)),
     ("cli", ("kctl.cli", "kctl.__main__", "kctl.docgen")),
     ("bench", ("kctl.bench",)),
 )
