@@ -28,6 +28,7 @@ from kctl.console import ops
 from kctl.console.audit import AuditLog, to_csv
 from kctl.console.auth import COOKIE, LOGIN_COOKIE, LoginGuard, Session, Sessions, same
 from kctl.console.config import ConsoleConfig, Entry, Registry
+from kctl.console.jobs import Jobs
 from kctl.console.users import Role, User, UserStore, new_user
 from kctl.errors import KctlError
 
@@ -45,6 +46,7 @@ class Console:
     sessions: Sessions
     guard: LoginGuard
     audit: AuditLog
+    jobs: Jobs
     secure_cookies: bool = False
 
 
@@ -212,13 +214,19 @@ def create_app(console: Console) -> FastAPI:
     app = FastAPI(title="kctl console", docs_url=None, redoc_url=None, openapi_url="/api/openapi.json")
     app.state.console = console
     templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates.env.filters["datetime"] = _utc
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
 
+    def context(ctx: Ctx | None, data: dict[str, Any]) -> dict[str, Any]:
+        return {"user": ctx.user if ctx else None, "csrf": ctx.session.csrf if ctx else "", "Role": Role,
+                "read_only": console.config.read_only, "cluster": ctx.entry.name if ctx and ctx.entry else None,
+                **data}
+
     def page(request: Request, name: str, ctx: Ctx | None, status: int = 200, **data: Any) -> HTMLResponse:
-        return templates.TemplateResponse(request, name, {
-            "user": ctx.user if ctx else None, "csrf": ctx.session.csrf if ctx else "", "Role": Role,
-            "read_only": console.config.read_only, "cluster": ctx.entry.name if ctx and ctx.entry else None,
-            **data}, status_code=status)
+        return templates.TemplateResponse(request, name, context(ctx, data), status_code=status)
+
+    def fragment(request: Request, name: str, ctx: Ctx | None, **data: Any) -> str:
+        return str(templates.get_template(name).render({"request": request, **context(ctx, data)}))
 
     # ----- errors: JSON under /api/, a page elsewhere; never a stack trace -----------------------------
 
@@ -239,6 +247,18 @@ def create_app(console: Console) -> FastAPI:
             return JSONResponse({"error": "invalid request", "fields": fields}, status_code=422)
         return PlainTextResponse("invalid request: " + "; ".join(f"{f['field']}: {f['error']}" for f in fields),
                                  status_code=422)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        import logging
+        import uuid
+
+        ref = uuid.uuid4().hex[:8]
+        logging.getLogger("kctl.console").exception("error %s on %s %s", ref, request.method, request.url.path)
+        message = f"the console failed on this request (reference {ref} in its log)"
+        if _is_api(request):
+            return JSONResponse({"error": message, "hint": None}, status_code=500)
+        return PlainTextResponse(message, status_code=500)
 
     @app.exception_handler(KctlError)
     async def kctl_error(request: Request, exc: KctlError) -> Response:
@@ -493,10 +513,16 @@ def create_app(console: Console) -> FastAPI:
 
     @app.get("/clusters/{cluster}/groups/{group}", response_class=HTMLResponse)
     def group_page(request: Request, group: str, ctx: Ctx = read) -> Response:
+        from kctl.console import charts
+
         doc = ops.group_detail(_readable(ctx), group, ctx.user)
         if doc is None:
             raise Refused(404, f"no group {group!r}")
-        return page(request, "group.html", ctx, doc=doc)
+        lag = {"group": group, "state": doc["state"], "total_lag": doc["total_lag"], "partitions": doc["partitions"]}
+        hist = ops.group_history(ctx.spec, group, 3600)
+        chart = charts.line([(r["ts_ms"] / 1000, r["total_lag"]) for r in hist], title="total lag, last hour")
+        topics = sorted({p["topic"] for p in doc["partitions"]})
+        return page(request, "group.html", ctx, doc=doc, lag=lag, chart=chart, topics=topics)
 
     # ----- audit log -----------------------------------------------------------------------------------------
 
@@ -597,6 +623,10 @@ def create_app(console: Console) -> FastAPI:
         remove_user(request, ctx, name)
         return RedirectResponse("/users", status_code=303)
 
+    from kctl.console import actions
+
+    actions.register(app, actions.Helpers(page=page, fragment=fragment, read=read, guard=guard, done=_done,
+                                          Refused=Refused, readable=_readable))
     return app
 
 
@@ -604,6 +634,12 @@ def _form(default: Any = ...) -> Any:
     from fastapi import Form
 
     return Form(default)
+
+
+def _utc(ms: int) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def _readable(ctx: Ctx) -> Any:

@@ -183,3 +183,100 @@ def group_detail(spec: ClusterSpec, group: str, user: User) -> dict[str, Any] | 
     if user.topic_prefixes and not (d.partitions and all(user.may_see_topic(p.topic) for p in d.partitions)):
         return None
     return dataclasses.asdict(d)
+
+
+# ----- messages -------------------------------------------------------------------------------------------
+
+MASK = "••••••"
+
+
+def browse(spec: ClusterSpec, topic: str, *, masked: bool, partition: int | None = None, newest: int | None = None,
+           offset: int | None = None, since_ms: int | None = None, limit: int = 50,
+           search: str | None = None) -> dict[str, Any]:
+    """Records of a topic (kctl.kafka.browse); with ``masked``, values (and header values) are hidden and a
+    search does not look into them: a masked value is not found by guessing it either."""
+    from kctl.kafka import browse as b
+
+    res = b.browse(spec, topic, partition=partition, newest=newest, offset=offset, since_ms=since_ms, limit=limit,
+                   search=None if masked else search)
+    records = [dataclasses.asdict(r) for r in res.records]
+    if masked:
+        if search:
+            records = [r for r in records if r["key"] and search.lower() in r["key"].lower()]
+        for r in records:
+            r["value"] = MASK if r["value"] is not None else None
+            r["headers"] = [(k, MASK) for k, _ in r["headers"]]
+    return {"topic": topic, "start": res.start, "records": records, "scanned": res.scanned,
+            "ends": {str(p): o for p, o in res.ends.items()}, "stopped_by": res.stopped_by, "masked": masked}
+
+
+def produce(spec: ClusterSpec, topic: str, value: str | None, key: str | None,
+            headers: dict[str, str], partition: int | None) -> dict[str, Any]:
+    from kctl.kafka import browse as b
+
+    return dataclasses.asdict(b.produce_one(spec, topic, value, key, headers, partition))
+
+
+# ----- leaders and reassignment -------------------------------------------------------------------------
+
+
+def elect(spec: ClusterSpec, topic: str | None) -> dict[str, Any]:
+    from kctl.kafka import leaders
+
+    r = leaders.elect(spec, "preferred", topic)
+    return {**dataclasses.asdict(r), "ok": r.ok}
+
+
+def reassign_plan(spec: ClusterSpec, brokers: list[int], topics: list[str] | None) -> dict[str, Any]:
+    from kctl.kafka import reassign
+
+    return dataclasses.asdict(reassign.plan(spec, brokers, topics or None))
+
+
+def reassign_status(spec: ClusterSpec) -> dict[str, Any]:
+    from kctl.kafka import reassign
+
+    st = reassign.status(spec)
+    return {"active": st.active, "moving": [dataclasses.asdict(m) for m in st.moving], "bytes_left": st.bytes_left,
+            "throttled_brokers": st.throttled_brokers}
+
+
+def reassign_cancel(spec: ClusterSpec) -> dict[str, Any]:
+    from kctl.kafka import reassign
+
+    return {"cancelled": [m.partition for m in reassign.cancel(spec)]}
+
+
+# ----- groups: offsets ------------------------------------------------------------------------------------
+
+
+def reset_offsets(spec: ClusterSpec, group: str, topic: str, strategy: str, value: int | None, when: str | None,
+                  execute: bool) -> dict[str, Any]:
+    from kctl.kafka import groups
+
+    return dataclasses.asdict(groups.reset_offsets(spec, group, topic, strategy, value, when, execute))
+
+
+def group_lag(spec: ClusterSpec, group: str) -> dict[str, Any]:
+    """The group's lag now (what the live part of its page shows)."""
+    from kctl.kafka import groups
+
+    d = groups.describe(spec, group)
+    return {"group": group, "state": d.state, "total_lag": d.total_lag,
+            "partitions": [dataclasses.asdict(p) for p in d.partitions]}
+
+
+def group_history(spec: ClusterSpec, group: str, since_s: float) -> list[dict[str, Any]]:
+    """The monitor's history of the group's status and total lag ([] without a monitor)."""
+    import time
+
+    from kctl.monitor.store import Store, db_path
+
+    path = db_path(_state_dir(spec))
+    if not path.exists():
+        return []
+    store = Store(path, readonly=True)
+    try:
+        return store.group_history(group, int((time.time() - since_s) * 1000))
+    finally:
+        store.close()

@@ -19,10 +19,17 @@ from kctl.errors import UsageError
 
 def build(config: ConsoleConfig, *, tls: bool = False) -> Any:
     from kctl.console.app import Console, create_app
+    from kctl.console.jobs import Job, Jobs
+
+    audit = AuditLog(config.audit_file)
+
+    def ended(job: Job) -> None:  # a background job's outcome, audited as its starter's
+        audit.append(user=job.user, action=f"{job.kind}.finish", result="done" if job.state == "done" else "failed",
+                     cluster=job.cluster, message=job.error or (job.log[-1] if job.log else ""))
 
     console = Console(config=config, registry=Registry(config), users=UserStore(config.users_file),
                       sessions=Sessions(idle_seconds=config.idle_minutes * 60.0), guard=LoginGuard(),
-                      audit=AuditLog(config.audit_file), secure_cookies=tls)
+                      audit=audit, jobs=Jobs(ended), secure_cookies=tls)
     return create_app(console)
 
 

@@ -55,7 +55,8 @@ def _user(config: Path, name: str, role: str) -> None:
 def console(kafka_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     home = tmp_path_factory.mktemp("console")
     config = home / "console.yaml"
-    config.write_text(yaml.safe_dump({"clusters": [{"path": str(kafka_cluster.spec_file)}]}))
+    config.write_text(yaml.safe_dump({"clusters": [{"path": str(kafka_cluster.spec_file)}],
+                                      "masking": [{"topic_prefix": "console-secret-", "roles": ["viewer"]}]}))
     for name, role in (("ada", "admin"), ("otto", "operator"), ("vera", "viewer")):
         _user(config, name, role)
     port = _free_port()
@@ -260,3 +261,145 @@ def test_in_a_browser_operator_creates_viewer_cannot_delete_admin_reads_the_audi
     assert any("ada" in r and "topic.delete" in r and "done" in r for r in rows)
     _shot(page, "audit")
     ctx.close()
+
+
+def test_produce_then_browse_search_and_mask(console: Console, kafka_cluster: Any) -> None:
+    name = kafka_cluster.spec.name
+    topic = f"console-secret-{uuid.uuid4().hex[:6]}"
+    otto, csrf = console.client("otto")
+    h = {"X-CSRF-Token": csrf}
+    r = otto.post(f"/api/clusters/{name}/topics", headers=h, json={"name": topic, "partitions": 2})
+    assert r.status_code == 201
+    written = []
+    for i in range(5):
+        r = otto.post(f"/api/clusters/{name}/topics/{topic}/messages", headers=h,
+                      json={"key": f"k{i}", "value": f"card 4111-{i:04d}", "headers": {"source": "console-test"}})
+        assert r.status_code == 201, r.text
+        written.append((r.json()["partition"], r.json()["offset"]))
+    # read back independently: every record where the console said it wrote it
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({**kafka_cluster.client_config(), "group.id": f"check-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False})
+    try:
+        for part, off in written:
+            c.assign([TopicPartition(topic, part, off)])
+            m = c.consume(1, 10)[0]
+            assert (m.partition(), m.offset()) == (part, off) and m.value().startswith(b"card 4111-")
+            assert m.headers() == [("source", b"console-test")]
+    finally:
+        c.close()
+    doc = otto.get(f"/api/clusters/{name}/topics/{topic}/messages", params={"newest": 10}).json()
+    assert sorted((r["key"], r["value"]) for r in doc["records"]) == [(f"k{i}", f"card 4111-{i:04d}")
+                                                                      for i in range(5)]
+    found = otto.get(f"/api/clusters/{name}/topics/{topic}/messages", params={"q": "4111-0003"}).json()
+    assert [r["key"] for r in found["records"]] == ["k3"]
+    part, off = written[2]
+    one = otto.get(f"/api/clusters/{name}/topics/{topic}/messages",
+                   params={"partition": part, "offset": off, "limit": 1}).json()
+    assert [(r["partition"], r["offset"], r["key"]) for r in one["records"]] == [(part, off, "k2")]
+    # a viewer sees the records with their values masked, and cannot find them by their value
+    vera, _ = console.client("vera")
+    masked = vera.get(f"/api/clusters/{name}/topics/{topic}/messages", params={"newest": 10}).json()
+    assert masked["masked"] and len(masked["records"]) == 5
+    assert all("4111" not in str(r["value"]) + str(r["headers"]) for r in masked["records"])
+    assert vera.get(f"/api/clusters/{name}/topics/{topic}/messages", params={"q": "4111"}).json()["records"] == []
+
+
+def test_preferred_election_puts_leaders_back_on_their_preferred_replicas(console: Console,
+                                                                         kafka_cluster: Any) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    name = kafka_cluster.spec.name
+    ada, csrf = console.client("ada")
+    r = ada.post(f"/api/clusters/{name}/election", headers={"X-CSRF-Token": csrf}, json={})
+    assert r.status_code == 200 and r.json()["ok"], r.text
+    md = AdminClient(kafka_cluster.client_config()).list_topics(timeout=10)
+    off = [(t, p) for t, tm in md.topics.items() for p, pm in tm.partitions.items()
+           if pm.replicas and pm.leader != pm.replicas[0]]
+    assert off == []
+    audit = ada.get("/api/audit", params={"action": "leaders.elect"}).json()[0]
+    assert (audit["user"], audit["result"], audit["target"]) == ("ada", "done", "all partitions")
+
+
+def test_offsets_reset_previews_then_applies(console: Console, kafka_cluster: Any) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    name = kafka_cluster.spec.name
+    topic, group = f"console-off-{uuid.uuid4().hex[:6]}", f"console-g-{uuid.uuid4().hex[:6]}"
+    otto, csrf = console.client("otto")
+    h = {"X-CSRF-Token": csrf}
+    r = otto.post(f"/api/clusters/{name}/topics", headers=h, json={"name": topic, "partitions": 1})
+    assert r.status_code == 201
+    for i in range(10):
+        otto.post(f"/api/clusters/{name}/topics/{topic}/messages", headers=h, json={"value": str(i), "partition": 0})
+    c = Consumer({**kafka_cluster.client_config(), "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 10)], asynchronous=False)
+    c.close()
+    q = {"topic": topic, "strategy": "offset", "value": 4}
+    preview = otto.get(f"/api/clusters/{name}/groups/{group}/offsets", params=q).json()
+    assert [(m["current"], m["target"]) for m in preview["moves"]] == [(10, 4)] and not preview["executed"]
+    c = Consumer({**kafka_cluster.client_config(), "group.id": group})
+    assert c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 10  # the preview changed nothing
+    r = otto.post(f"/api/clusters/{name}/groups/{group}/offsets", headers=h, json=q)
+    assert r.status_code == 200 and r.json()["executed"]
+    assert c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 4
+    c.close()
+
+
+def test_in_a_browser_a_groups_lag_rises_while_its_consumer_pauses_and_falls_after(
+        console: Console, kafka_cluster: Any, browser: Any) -> None:
+    import threading
+
+    from confluent_kafka import Consumer, Producer
+
+    name = kafka_cluster.spec.name
+    topic, group = f"console-lag-{uuid.uuid4().hex[:6]}", f"console-lag-{uuid.uuid4().hex[:6]}"
+    otto, csrf = console.client("otto")
+    assert otto.post(f"/api/clusters/{name}/topics", headers={"X-CSRF-Token": csrf},
+                     json={"name": topic, "partitions": 1}).status_code == 201
+    paused, stop = threading.Event(), threading.Event()
+    c = Consumer({**kafka_cluster.client_config(), "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": True, "auto.commit.interval.ms": 200})
+    c.subscribe([topic])
+
+    def consume() -> None:  # polls throughout (a paused consumer stays in its group), reads only when not paused
+        deadline = time.monotonic() + 180
+        while not stop.is_set() and time.monotonic() < deadline:
+            parts = c.assignment()
+            if parts:
+                (c.pause if paused.is_set() else c.resume)(parts)
+            c.poll(0.1)
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    p = Producer(kafka_cluster.client_config())
+    try:
+        for i in range(20):
+            p.produce(topic, str(i).encode())
+        p.flush(10)
+        deadline = time.monotonic() + 60
+        while otto.get(f"/api/clusters/{name}/groups").status_code == 200 and group not in [
+                g["group"] for g in otto.get(f"/api/clusters/{name}/groups").json()]:
+            assert time.monotonic() < deadline, "the group never showed"
+            time.sleep(0.5)
+        ctx = browser.new_context()
+        page = ctx.new_page()
+        _login(page, console.url, "otto")
+        page.goto(f"{console.url}/clusters/{name}/groups/{group}")
+        page.wait_for_function("document.querySelector('#total-lag').textContent.trim() === '0'", timeout=60_000)
+        paused.set()
+        time.sleep(1)
+        for i in range(500):  # bounded: 500 records
+            p.produce(topic, f"late-{i}".encode())
+        p.flush(10)
+        # the live part of the page (server-sent events) shows the lag without a reload
+        page.wait_for_function("parseInt(document.querySelector('#total-lag').textContent) >= 500", timeout=30_000)
+        _shot(page, "group")
+        paused.clear()
+        page.wait_for_function("document.querySelector('#total-lag').textContent.trim() === '0'", timeout=60_000)
+        ctx.close()
+    finally:
+        stop.set()
+        t.join(10)
+        c.close()

@@ -1,0 +1,364 @@
+"""The console's operations beyond topics: browsing and producing records, preferred elections,
+reassignments followed live, consumer-group offsets with a preview, and the live lag of a group. Same rules as
+kctl/console/app.py: every change behind ``guard(role, action)``, every read behind ``read``, pages and
+``/api/`` calling the same functions of :mod:`kctl.console.ops`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from pydantic import BaseModel, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from kctl.console import charts, ops
+from kctl.console.config import masked
+from kctl.console.users import Role
+from kctl.errors import KctlError
+from kctl.spec import ClusterSpec
+
+LIVE_SECONDS = 2.0  # how often a live part (SSE) sends its fragment
+LIVE_MAX_SECONDS = 3600.0  # a live stream ends after this; the page's htmx reconnects
+
+
+class ProduceBody(BaseModel):
+    value: str | None = Field(None, max_length=1_000_000)
+    key: str | None = Field(None, max_length=10_000)
+    headers: dict[str, str] = Field(default_factory=dict)
+    partition: int | None = Field(None, ge=0)
+
+
+class ElectionBody(BaseModel):
+    topic: str | None = None
+
+
+class ReassignBody(BaseModel):
+    plan: dict[str, Any]  # Kafka's reassignment JSON: {"version": 1, "partitions": [...]}
+    throttle: int | None = Field(None, ge=1024, description="bytes/s for the replicas that move")
+
+
+class OffsetsBody(BaseModel):
+    topic: str
+    strategy: str = Field(..., pattern="^(earliest|latest|offset|datetime)$")
+    value: int | None = Field(None, ge=0)
+    datetime: str | None = None
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        return [int(x) for x in text.replace(",", " ").split()]
+    except ValueError:
+        raise KctlError(f"{what}: whole numbers separated by commas, not {text!r}") from None
+
+
+def _names(text: str) -> list[str]:
+    return [x for x in text.replace(",", " ").split() if x]
+
+
+@dataclass
+class Helpers:
+    """What app.py lends these routes (this module does not import app.py: the layers point one way)."""
+
+    page: Callable[..., HTMLResponse]
+    fragment: Callable[..., str]
+    read: Any  # Depends(Reader())
+    guard: Callable[[Role, str], Any]
+    done: Callable[..., Any]
+    Refused: type[Any]  # noqa: N815 - the exception class's own name
+    readable: Callable[[Any], ClusterSpec]
+
+
+def register(app: FastAPI, h: Helpers) -> None:
+    """Add the routes, with app.py's helpers."""
+    console = app.state.console
+    page, read, guard, done, Refused, readable = h.page, h.read, h.guard, h.done, h.Refused, h.readable
+
+    def scope_topics(ctx: Any, topics: list[str] | None, what: str) -> None:
+        """A user limited to topic prefixes acts on named topics of theirs only, never on all of them."""
+        if not ctx.user.topic_prefixes:
+            return
+        if not topics:
+            raise Refused(403, f"{what} of every topic is not for {ctx.user.name}, who is limited to topics"
+                               f" starting with {', '.join(ctx.user.topic_prefixes)}: name the topics")
+        hidden = [t for t in topics if not ctx.user.may_see_topic(t)]
+        if hidden:
+            raise Refused(404, f"no topic {hidden[0]!r} in cluster {ctx.entry.name!r}")
+
+    def audited_refusal(ctx: Any, action: str, target: str | None, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except h.Refused as r:
+            console.audit.append(user=ctx.user.name, action=action, result="refused", cluster=ctx.entry.name,
+                                 target=target, message=r.message)
+            raise
+
+    # ----- messages --------------------------------------------------------------------------------------
+
+    def browse(ctx: Any, topic: str, q: dict[str, str]) -> dict[str, Any]:
+        def num(k: str) -> int | None:
+            v = (q.get(k) or "").strip()
+            if not v:
+                return None
+            try:
+                return int(v)
+            except ValueError:
+                raise Refused(422, f"{k}: a whole number, not {v!r}") from None
+
+        since_ms = None
+        if (q.get("since") or "").strip():
+            from kctl.kafka.groups import parse_datetime
+
+            since_ms = parse_datetime(q["since"].strip())
+        mode = q.get("from") or ("offset" if num("offset") is not None else "since" if since_ms else "newest")
+        limit = num("limit") or 50
+        return ops.browse(readable(ctx), topic, masked=masked(None, console.config.masking, topic, ctx.user.role.name),
+                          partition=num("partition"), newest=(num("newest") or limit) if mode == "newest" else None,
+                          offset=num("offset") if mode == "offset" else None,
+                          since_ms=since_ms if mode == "since" else None, limit=limit,
+                          search=(q.get("q") or "").strip() or None)
+
+    @app.get("/api/clusters/{cluster}/topics/{topic}/messages")
+    def api_messages(request: Request, topic: str, ctx: Any = read) -> dict[str, Any]:
+        return browse(ctx, topic, dict(request.query_params))
+
+    @app.get("/clusters/{cluster}/topics/{topic}/messages", response_class=HTMLResponse)
+    def messages_page(request: Request, topic: str, ctx: Any = read) -> Response:
+        q = dict(request.query_params)
+        try:
+            doc, error = browse(ctx, topic, q), None
+        except (Refused, KctlError) as exc:
+            doc, error = None, exc.message
+        return page(request, "messages.html", ctx, 200 if error is None else 422, topic=topic, doc=doc, q=q,
+                    error=error, produced=q.get("produced"))
+
+    def produce(request: Request, ctx: Any, topic: str, body: ProduceBody) -> dict[str, Any]:
+        params = {"key": body.key, "partition": body.partition, "headers": sorted(body.headers),
+                  "value_bytes": len((body.value or "").encode())}
+        return done(request, ctx, "topic.produce", topic, params,  # type: ignore[no-any-return]
+                    lambda: ops.produce(ctx.spec, topic, body.value, body.key, body.headers, body.partition))
+
+    @app.post("/api/clusters/{cluster}/topics/{topic}/messages", status_code=201)
+    def api_produce(request: Request, topic: str, body: ProduceBody,
+                    ctx: Any = guard(Role.operator, "topic.produce")) -> dict[str, Any]:
+        return produce(request, ctx, topic, body)
+
+    @app.post("/clusters/{cluster}/topics/{topic}/messages")
+    async def form_produce(request: Request, topic: str, ctx: Any = guard(Role.operator, "topic.produce")) -> Response:
+        form = await request.form()
+        headers: dict[str, str] = {}
+        for line in str(form.get("headers") or "").splitlines():
+            if line.strip():
+                k, sep, v = line.partition("=")
+                if not sep:
+                    return page(request, "messages.html", ctx, 422, topic=topic, doc=None, q={}, produced=None,
+                                error=f"headers: {line!r} is not key=value")
+                headers[k.strip()] = v.strip()
+        try:
+            body = ProduceBody(value=str(form.get("value") or ""), key=str(form.get("key") or "") or None,
+                               headers=headers, partition=str(form.get("partition") or "").strip() or None)
+        except ValidationError as exc:
+            return page(request, "messages.html", ctx, 422, topic=topic, doc=None, q={}, produced=None,
+                        error="; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors()))
+        res = await run_in_threadpool(produce, request, ctx, topic, body)
+        where = f"partition {res['partition']} offset {res['offset']}"
+        return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/topics/{quote(topic)}/messages?"
+                                f"partition={res['partition']}&offset={res['offset']}&produced={quote(where)}",
+                                status_code=303)
+
+    # ----- preferred election ----------------------------------------------------------------------------
+
+    def elect(request: Request, ctx: Any, topic: str | None) -> dict[str, Any]:
+        audited_refusal(ctx, "leaders.elect", topic, lambda: scope_topics(ctx, [topic] if topic else None,
+                                                                          "an election"))
+        return done(request, ctx, "leaders.elect", topic or "all partitions", {},  # type: ignore[no-any-return]
+                    lambda: ops.elect(ctx.spec, topic))
+
+    @app.post("/api/clusters/{cluster}/election")
+    def api_elect(request: Request, body: ElectionBody, ctx: Any = guard(Role.operator, "leaders.elect")) -> Any:
+        return elect(request, ctx, body.topic)
+
+    @app.post("/clusters/{cluster}/election", response_class=HTMLResponse)
+    async def form_elect(request: Request, ctx: Any = guard(Role.operator, "leaders.elect")) -> Response:
+        topic = str((await request.form()).get("topic") or "").strip() or None
+        res = await run_in_threadpool(elect, request, ctx, topic)
+        return page(request, "election.html", ctx, result=res)
+
+    # ----- reassignment ----------------------------------------------------------------------------------
+
+    def plan(ctx: Any, brokers: str, topics: str) -> dict[str, Any]:
+        names = _names(topics)
+        scope_topics(ctx, names, "a reassignment")
+        return ops.reassign_plan(readable(ctx), _ints(brokers, "brokers"), names or None)
+
+    def status(ctx: Any) -> dict[str, Any]:
+        st = ops.reassign_status(readable(ctx))
+        job = console.jobs.get(ctx.entry.name)
+        st["job"] = job.public() if job else None
+        return st
+
+    @app.get("/api/clusters/{cluster}/reassignment/plan")
+    def api_plan(brokers: str, topics: str = "", ctx: Any = read) -> dict[str, Any]:
+        return plan(ctx, brokers, topics)
+
+    @app.get("/api/clusters/{cluster}/reassignment")
+    def api_reassignment(ctx: Any = read) -> dict[str, Any]:
+        return status(ctx)
+
+    @app.get("/clusters/{cluster}/reassignment", response_class=HTMLResponse)
+    def reassignment_page(request: Request, brokers: str = "", topics: str = "", ctx: Any = read) -> Response:
+        doc, error = None, None
+        if brokers.strip():
+            try:
+                doc = plan(ctx, brokers, topics)
+            except (Refused, KctlError) as exc:
+                error = exc.message
+        brokers_now = [b["id"] for b in ops.cluster_detail(readable(ctx))["brokers"] if b["registered"]]
+        return page(request, "reassignment.html", ctx, plan=doc, error=error, brokers=brokers, topics=topics,
+                    registered=brokers_now, rs=status(ctx))
+
+    def execute(request: Request, ctx: Any, body: ReassignBody) -> dict[str, Any]:
+        from kctl.kafka import balance
+
+        def start() -> dict[str, Any]:
+            target = balance.parse_kafka_json(json.dumps(body.plan), "the plan")
+            scope_topics(ctx, sorted({t for t, _ in target}), "a reassignment")
+            job = console.jobs.start_reassignment(ctx.spec, ctx.user.name, target, body.throttle)
+            return {"started": len(target), "job": job.public()}
+
+        params = {"partitions": len(body.plan.get("partitions") or []), "throttle": body.throttle}
+        return done(request, ctx, "reassignment.execute", None, params, start)  # type: ignore[no-any-return]
+
+    @app.post("/api/clusters/{cluster}/reassignment", status_code=202)
+    def api_execute(request: Request, body: ReassignBody,
+                    ctx: Any = guard(Role.operator, "reassignment.execute")) -> dict[str, Any]:
+        return execute(request, ctx, body)
+
+    @app.post("/clusters/{cluster}/reassignment")
+    async def form_execute(request: Request, ctx: Any = guard(Role.operator, "reassignment.execute")) -> Response:
+        form = await request.form()
+        try:
+            throttle_text = str(form.get("throttle") or "").strip()
+            body = ReassignBody(plan=json.loads(str(form.get("plan") or "{}")),
+                                throttle=int(float(throttle_text) * 1024 * 1024) if throttle_text else None)
+        except (ValueError, ValidationError) as exc:
+            raise Refused(422, f"the plan or the throttle is malformed: {exc}") from None
+        await run_in_threadpool(execute, request, ctx, body)
+        return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/reassignment", status_code=303)
+
+    def cancel(request: Request, ctx: Any) -> dict[str, Any]:
+        return done(request, ctx, "reassignment.cancel", None, {},  # type: ignore[no-any-return]
+                    lambda: ops.reassign_cancel(ctx.spec))
+
+    @app.delete("/api/clusters/{cluster}/reassignment")
+    def api_cancel(request: Request, ctx: Any = guard(Role.operator, "reassignment.cancel")) -> dict[str, Any]:
+        return cancel(request, ctx)
+
+    @app.post("/clusters/{cluster}/reassignment/cancel")
+    def form_cancel(request: Request, ctx: Any = guard(Role.operator, "reassignment.cancel")) -> Response:
+        cancel(request, ctx)
+        return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/reassignment", status_code=303)
+
+    @app.get("/clusters/{cluster}/reassignment/events")
+    async def reassignment_events(request: Request, ctx: Any = read) -> StreamingResponse:
+        def fragment() -> str:
+            return h.fragment(request, "_reassign_status.html", ctx, rs=status(ctx))
+
+        return _sse(request, "progress", fragment)
+
+    # ----- consumer groups: offsets and live lag ------------------------------------------------------------
+
+    def visible_group(ctx: Any, group: str) -> None:
+        if ops.group_detail(readable(ctx), group, ctx.user) is None:
+            raise Refused(404, f"no group {group!r}")
+
+    def offsets(request: Request, ctx: Any, group: str, body: OffsetsBody, execute: bool) -> dict[str, Any]:
+        if not ctx.user.may_see_topic(body.topic):
+            raise Refused(404, f"no topic {body.topic!r} in cluster {ctx.entry.name!r}")
+
+        def run() -> dict[str, Any]:
+            return ops.reset_offsets(readable(ctx), group, body.topic, body.strategy, body.value, body.datetime,
+                                     execute)
+
+        if not execute:
+            return run()
+        return done(request, ctx, "group.reset-offsets", group,  # type: ignore[no-any-return]
+                    body.model_dump(), run)
+
+    @app.get("/api/clusters/{cluster}/groups/{group}/offsets")
+    def api_offsets_preview(request: Request, group: str, topic: str, strategy: str, value: int | None = None,
+                            datetime: str | None = None, ctx: Any = read) -> dict[str, Any]:  # noqa: A002
+        visible_group(ctx, group)
+        body = OffsetsBody(topic=topic, strategy=strategy, value=value, datetime=datetime)
+        return offsets(request, ctx, group, body, execute=False)
+
+    @app.post("/api/clusters/{cluster}/groups/{group}/offsets")
+    def api_offsets(request: Request, group: str, body: OffsetsBody,
+                    ctx: Any = guard(Role.operator, "group.reset-offsets")) -> dict[str, Any]:
+        return offsets(request, ctx, group, body, execute=True)
+
+    @app.post("/clusters/{cluster}/groups/{group}/offsets", response_class=HTMLResponse)
+    async def form_offsets(request: Request, group: str,
+                           ctx: Any = guard(Role.operator, "group.reset-offsets")) -> Response:
+        form = await request.form()
+        execute_now = form.get("execute") == "yes"
+        try:
+            value = str(form.get("value") or "").strip()
+            body = OffsetsBody(topic=str(form.get("topic") or ""), strategy=str(form.get("strategy") or ""),
+                               value=int(value) if value and form.get("strategy") == "offset" else None,
+                               datetime=value if form.get("strategy") == "datetime" else None)
+        except (ValueError, ValidationError) as exc:
+            return page(request, "offsets.html", ctx, 422, group=group, preview=None, error=str(exc), form=form)
+        try:
+            res = await run_in_threadpool(offsets, request, ctx, group, body, execute_now)
+        except (Refused, KctlError) as exc:
+            return page(request, "offsets.html", ctx, 409, group=group, preview=None, error=exc.message, form=form)
+        return page(request, "offsets.html", ctx, group=group, preview=res, error=None, form=form)
+
+    @app.get("/api/clusters/{cluster}/groups/{group}/history")
+    def api_group_history(group: str, since: float = 3600, ctx: Any = read) -> list[dict[str, Any]]:
+        visible_group(ctx, group)
+        return ops.group_history(readable(ctx), group, max(60.0, min(since, 7 * 86400.0)))
+
+    @app.get("/clusters/{cluster}/groups/{group}/events")
+    async def group_events(request: Request, group: str, ctx: Any = read) -> StreamingResponse:
+        await run_in_threadpool(visible_group, ctx, group)
+
+        def fragment() -> str:
+            doc = ops.group_lag(readable(ctx), group)
+            hist = ops.group_history(readable(ctx), group, 3600)
+            return h.fragment(request, "_group_lag.html", ctx, lag=doc,
+                              chart=charts.line([(r["ts_ms"] / 1000, r["total_lag"]) for r in hist],
+                                                title="total lag, last hour"))
+
+        return _sse(request, "lag", fragment)
+
+
+def _sse(request: Request, event: str, fragment: Callable[[], str]) -> StreamingResponse:
+    """Server-sent events: ``event`` with the fragment's HTML now and every LIVE_SECONDS, until the page goes."""
+
+    async def stream() -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + LIVE_MAX_SECONDS
+        while loop.time() < end and not await request.is_disconnected():
+            try:
+                html = await run_in_threadpool(fragment)
+            except KctlError as exc:
+                html = f'<p class="error">{_escape(exc.message)} at {datetime.now(timezone.utc):%H:%M:%S} UTC</p>'
+            yield f"event: {event}\n" + "".join(f"data: {line}\n" for line in html.splitlines()) + "\n"
+            await asyncio.sleep(LIVE_SECONDS)
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
