@@ -80,7 +80,8 @@ def browse(spec: ClusterSpec, topic: str, *, partition: int | None = None, newes
         raise UsageError(f"max_scan must be 1..{MAX_SCAN}")
     if offset is None and since_ms is None and newest is None:
         newest = 20
-    c = make_consumer(spec, **{"enable.partition.eof": False, "fetch.max.bytes": 8 * 1024 * 1024})
+    extra: dict[str, Any] = {"enable.partition.eof": False, "fetch.max.bytes": 8 * 1024 * 1024}
+    c = make_consumer(spec, None, **extra)
     try:
         parts = require_topics(spec, [topic], client=c)[topic]
         if partition is not None and not 0 <= partition < parts:
@@ -99,6 +100,7 @@ def browse(spec: ClusterSpec, topic: str, *, partition: int | None = None, newes
             starts = {partition: min(max(offset, lo), hi)}  # type: ignore[dict-item]
             label = f"offset {offset} of partition {partition}"
         else:
+            assert since_ms is not None
             found = c.offsets_for_times([TopicPartition(topic, p, since_ms) for p in wanted], timeout=10)
             for tp in found:
                 starts[tp.partition] = tp.offset if tp.offset >= 0 else marks[tp.partition][1]
