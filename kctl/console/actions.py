@@ -44,6 +44,27 @@ class ReassignBody(BaseModel):
     throttle: int | None = Field(None, ge=1024, description="bytes/s for the replicas that move")
 
 
+class ConfigsBody(BaseModel):
+    set: dict[str, str] = Field(default_factory=dict)
+    delete: list[str] = Field(default_factory=list)
+
+
+class ScramUserBody(BaseModel):
+    name: str = Field(..., min_length=1, max_length=64)
+    password: str | None = Field(None, min_length=8, max_length=1024, description="default: generated, kept 0600"
+                                                                                   " in the state dir")
+
+
+class AclBody(BaseModel):
+    principal: str = Field(..., pattern="^User:.+")
+    permission: str = Field("ALLOW", pattern="^(ALLOW|DENY|allow|deny)$")
+    operation: str
+    topic: str | None = None
+    group: str | None = None
+    cluster: bool = False
+    prefixed: bool = False
+
+
 class OffsetsBody(BaseModel):
     topic: str
     strategy: str = Field(..., pattern="^(earliest|latest|offset|datetime)$")
@@ -338,6 +359,156 @@ def register(app: FastAPI, h: Helpers) -> None:
                                                 title="total lag, last hour"))
 
         return _sse(request, "lag", fragment)
+
+
+    # ----- topic configs ----------------------------------------------------------------------------------
+
+    def configs(request: Request, ctx: Any, topic: str, body: ConfigsBody) -> dict[str, Any]:
+        return done(request, ctx, "topic.config", topic, body.model_dump(),  # type: ignore[no-any-return]
+                    lambda: ops.topic_configs(ctx.spec, topic, body.set, body.delete))
+
+    @app.post("/api/clusters/{cluster}/topics/{topic}/configs")
+    def api_configs(request: Request, topic: str, body: ConfigsBody,
+                    ctx: Any = guard(Role.operator, "topic.config")) -> dict[str, Any]:
+        return configs(request, ctx, topic, body)
+
+    @app.post("/clusters/{cluster}/topics/{topic}/configs")
+    async def form_configs(request: Request, topic: str, ctx: Any = guard(Role.operator, "topic.config")) -> Response:
+        form = await request.form()
+        sets: dict[str, str] = {}
+        for line in str(form.get("set") or "").replace(",", "\n").splitlines():
+            if line.strip():
+                k, sep, v = line.partition("=")
+                if not sep or not k.strip():
+                    raise Refused(422, f"set: {line.strip()!r} is not key=value")
+                sets[k.strip()] = v.strip()
+        body = ConfigsBody(set=sets, delete=_names(str(form.get("delete") or "")))
+        try:
+            await run_in_threadpool(configs, request, ctx, topic, body)
+        except Refused as r:
+            doc = await run_in_threadpool(ops.topic_detail, ctx.spec, topic)
+            return page(request, "topic.html", ctx, r.status, doc=doc, error=r.message)
+        return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/topics/{quote(topic)}", status_code=303)
+
+    # ----- the secured profile: SCRAM users and ACLs (admins) -----------------------------------------------
+
+    def admin_only(ctx: Any) -> None:
+        if ctx.user.role < Role.admin:
+            raise Refused(403, "SCRAM users and ACLs are an admin's")
+
+    @app.get("/api/clusters/{cluster}/security/users")
+    def api_scram_users(ctx: Any = read) -> list[dict[str, Any]]:
+        admin_only(ctx)
+        return ops.scram_users(readable(ctx))
+
+    @app.get("/api/clusters/{cluster}/security/acls")
+    def api_acls(ctx: Any = read) -> list[dict[str, Any]]:
+        admin_only(ctx)
+        return ops.acls(readable(ctx))
+
+    @app.get("/clusters/{cluster}/security", response_class=HTMLResponse)
+    def security_page(request: Request, ctx: Any = read) -> Response:
+        admin_only(ctx)
+        spec = readable(ctx)
+        if not spec.security.enabled:
+            return page(request, "security.html", ctx, secured=False, users=[], acls=[], error=None)
+        return page(request, "security.html", ctx, secured=True, users=ops.scram_users(spec), acls=ops.acls(spec),
+                    error=None)
+
+    def scram_add(request: Request, ctx: Any, body: ScramUserBody) -> dict[str, Any]:
+        return done(request, ctx, "scram.user.add", body.name,  # type: ignore[no-any-return]
+                    {"password": "given" if body.password else "generated"},
+                    lambda: ops.scram_user_add(ctx.spec, body.name, body.password))
+
+    @app.post("/api/clusters/{cluster}/security/users", status_code=201)
+    def api_scram_add(request: Request, body: ScramUserBody,
+                      ctx: Any = guard(Role.admin, "scram.user.add")) -> dict[str, Any]:
+        return scram_add(request, ctx, body)
+
+    @app.post("/clusters/{cluster}/security/users")
+    async def form_scram_add(request: Request, ctx: Any = guard(Role.admin, "scram.user.add")) -> Response:
+        form = await request.form()
+        try:
+            body = ScramUserBody(name=str(form.get("name") or ""), password=str(form.get("password") or "") or None)
+        except ValidationError as exc:
+            raise Refused(422, "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())) from None
+        await run_in_threadpool(scram_add, request, ctx, body)
+        return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/security", status_code=303)
+
+    def scram_delete(request: Request, ctx: Any, name: str) -> dict[str, Any]:
+        return done(request, ctx, "scram.user.delete", name, {},  # type: ignore[no-any-return]
+                    lambda: ops.scram_user_delete(ctx.spec, name))
+
+    @app.delete("/api/clusters/{cluster}/security/users/{name}")
+    def api_scram_delete(request: Request, name: str,
+                         ctx: Any = guard(Role.admin, "scram.user.delete")) -> dict[str, Any]:
+        return scram_delete(request, ctx, name)
+
+    @app.post("/clusters/{cluster}/security/users/{name}/delete")
+    def form_scram_delete(request: Request, name: str, ctx: Any = guard(Role.admin, "scram.user.delete")) -> Response:
+        scram_delete(request, ctx, name)
+        return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/security", status_code=303)
+
+    def acl(request: Request, ctx: Any, body: AclBody, add: bool) -> dict[str, Any]:
+        return done(request, ctx, "acl.add" if add else "acl.remove", body.principal,  # type: ignore[no-any-return]
+                    body.model_dump(), lambda: ops.acl_change(ctx.spec, add, body.principal, body.permission,
+                                                             body.operation, body.topic, body.group, body.cluster,
+                                                             body.prefixed))
+
+    @app.post("/api/clusters/{cluster}/security/acls", status_code=201)
+    def api_acl_add(request: Request, body: AclBody, ctx: Any = guard(Role.admin, "acl.add")) -> dict[str, Any]:
+        return acl(request, ctx, body, True)
+
+    @app.delete("/api/clusters/{cluster}/security/acls")
+    def api_acl_remove(request: Request, body: AclBody,
+                       ctx: Any = guard(Role.admin, "acl.remove")) -> dict[str, Any]:
+        return acl(request, ctx, body, False)
+
+    @app.post("/clusters/{cluster}/security/acls")
+    async def form_acl(request: Request, ctx: Any = guard(Role.admin, "acl.add")) -> Response:
+        form = await request.form()
+        kind, resource = str(form.get("resource_type") or "topic"), str(form.get("resource") or "").strip() or None
+        try:
+            body = AclBody(principal=str(form.get("principal") or ""), permission=str(form.get("permission") or
+                                                                                   "ALLOW"),
+                           operation=str(form.get("operation") or ""), topic=resource if kind == "topic" else None,
+                           group=resource if kind == "group" else None, cluster=kind == "cluster",
+                           prefixed=form.get("prefixed") == "yes")
+        except ValidationError as exc:
+            raise Refused(422, "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())) from None
+        await run_in_threadpool(acl, request, ctx, body, form.get("remove") != "yes")
+        return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/security", status_code=303)
+
+    # ----- alerts and broker figures (the monitor's history) -------------------------------------------------
+
+    @app.get("/api/clusters/{cluster}/alerts")
+    def api_alerts(ctx: Any = read) -> dict[str, Any]:
+        doc = ops.alerts(readable(ctx))
+        if doc is None:
+            raise Refused(404, f"no monitor history for {ctx.entry.name}", "start one: `kctl monitor start --detach`")
+        return doc
+
+    @app.get("/clusters/{cluster}/alerts", response_class=HTMLResponse)
+    def alerts_page(request: Request, ctx: Any = read) -> Response:
+        return page(request, "alerts.html", ctx, doc=ops.alerts(readable(ctx)))
+
+    @app.get("/api/clusters/{cluster}/brokers")
+    def api_brokers(since: float = 3600, ctx: Any = read) -> dict[str, Any]:
+        doc = ops.broker_history(readable(ctx), max(60.0, min(since, 7 * 86400.0)))
+        if doc is None:
+            raise Refused(404, f"no monitor history for {ctx.entry.name}", "start one: `kctl monitor start --detach`")
+        return {"latest": doc["latest"], "reports": doc["reports"],
+                "series": {str(b): {k: v for k, v in per.items()} for b, per in doc["series"].items()}}
+
+    @app.get("/clusters/{cluster}/brokers", response_class=HTMLResponse)
+    def brokers_page(request: Request, ctx: Any = read) -> Response:
+        doc = ops.broker_history(readable(ctx))
+        drawn: dict[int, list[Any]] = {}
+        if doc is not None:
+            for b, per in sorted(doc["series"].items()):
+                drawn[b] = [charts.line(per[k], title=f"broker {b}: {title}", unit=unit)
+                            for k, title, unit in ops.BROKER_CHARTS]
+        return page(request, "brokers.html", ctx, doc=doc, drawn=drawn)
 
 
 def _sse(request: Request, event: str, fragment: Callable[[], str]) -> StreamingResponse:

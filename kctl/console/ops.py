@@ -280,3 +280,104 @@ def group_history(spec: ClusterSpec, group: str, since_s: float) -> list[dict[st
         return store.group_history(group, int((time.time() - since_s) * 1000))
     finally:
         store.close()
+
+
+# ----- configs, security, alerts, broker figures ------------------------------------------------------------
+
+
+def topic_configs(spec: ClusterSpec, topic: str, set_: dict[str, str], delete: list[str]) -> dict[str, Any]:
+    """Set and delete a topic's dynamic configs (kctl config set/delete --topic): the deletes first."""
+    from kctl.kafka import configs
+
+    entity = configs.entity_from(topic=topic)
+    done: dict[str, Any] = {}
+    if delete:
+        done["deleted"] = dataclasses.asdict(configs.delete_configs(spec, entity, delete))
+    if set_:
+        done["set"] = dataclasses.asdict(configs.set_configs(spec, entity, set_))
+    return done
+
+
+def scram_users(spec: ClusterSpec) -> list[dict[str, Any]]:
+    from kctl.kafka import security
+
+    return [dataclasses.asdict(u) for u in security.list_users(spec)]
+
+
+def scram_user_add(spec: ClusterSpec, name: str, password: str | None) -> dict[str, Any]:
+    from kctl.kafka import security
+
+    return dataclasses.asdict(security.set_password(spec, name, password, create=True))
+
+
+def scram_user_delete(spec: ClusterSpec, name: str) -> dict[str, Any]:
+    from kctl.kafka import security
+
+    return dataclasses.asdict(security.delete_user(spec, name))
+
+
+def acls(spec: ClusterSpec) -> list[dict[str, Any]]:
+    from kctl.kafka import security
+
+    return [dataclasses.asdict(a) for a in security.list_acls(spec)]
+
+
+def acl_change(spec: ClusterSpec, add: bool, principal: str, permission: str, operation: str, topic: str | None,
+               group: str | None, cluster: bool, prefixed: bool) -> dict[str, Any]:
+    from kctl.kafka import security
+
+    fn = security.add_acl if add else security.remove_acl
+    res = fn(spec, principal, permission.upper() == "ALLOW", operation, topic=topic, group=group, cluster=cluster,
+             prefixed=prefixed)
+    return dataclasses.asdict(res)
+
+
+def alerts(spec: ClusterSpec, since_s: float = 86400) -> dict[str, Any] | None:
+    """Open alerts and recent notifications from the monitor's store; None without a monitor."""
+    import time
+
+    from kctl.monitor.store import Store, db_path
+
+    path = db_path(_state_dir(spec))
+    if not path.exists():
+        return None
+    store = Store(path, readonly=True)
+    try:
+        held, log = store.alert_rows(), store.alert_log(time.time() - since_s)
+    finally:
+        store.close()
+    return {"open": [{"alert": a["rule"], "subject": a["subject"], "details": a.get("details"),
+                      "opened_at": a["opened"]} for a in held if a.get("opened") is not None],
+            "recent": [{"at": r["ts"], "kind": r["kind"], "alert": r["rule"], "subject": r["subject"],
+                        "details": r["body"].get("details")} for r in reversed(log)]}
+
+
+BROKER_CHARTS = (("messages_in_per_sec", "messages in /s", ""), ("bytes_in_per_sec", "bytes in /s", "B"),
+                 ("bytes_out_per_sec", "bytes out /s", "B"), ("produce_p99_ms", "produce p99", " ms"),
+                 ("request_handler_idle_pct", "request handler idle", " %"))
+
+
+def broker_history(spec: ClusterSpec, since_s: float = 3600) -> dict[str, Any] | None:
+    """Per broker, the monitor's series of each charted figure, and its latest row; None without a monitor."""
+    import time
+
+    from kctl.monitor.store import Store, db_path
+
+    path = db_path(_state_dir(spec))
+    if not path.exists():
+        return None
+    store = Store(path, readonly=True)
+    try:
+        reports = store.metrics_history(int((time.time() - since_s) * 1000))
+    finally:
+        store.close()
+    series: dict[int, dict[str, list[tuple[float, float]]]] = {}
+    latest: dict[int, dict[str, Any]] = {}
+    for ts_ms, rep in reports:
+        for b in rep.get("brokers") or []:
+            per = series.setdefault(int(b["id"]), {k: [] for k, _, _ in BROKER_CHARTS})
+            for k, _, _ in BROKER_CHARTS:
+                if b.get(k) is not None:
+                    per[k].append((ts_ms / 1000, float(b[k])))
+            latest[int(b["id"])] = b
+    return {"series": series, "latest": latest, "reports": len(reports)}

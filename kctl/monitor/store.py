@@ -155,6 +155,11 @@ class Store:
         row = self.db.execute("SELECT report FROM metrics ORDER BY ts_ms DESC LIMIT 1").fetchone()
         return json.loads(row[0]) if row else None
 
+    def metrics_history(self, since_ms: int) -> list[tuple[int, dict[str, Any]]]:
+        """Every metrics report since ``since_ms``, oldest first: (ts_ms, report)."""
+        rows = self.db.execute("SELECT ts_ms, report FROM metrics WHERE ts_ms >= ? ORDER BY ts_ms", (since_ms,))
+        return [(int(r[0]), json.loads(r[1])) for r in rows]
+
     def alert_rows(self) -> list[dict[str, Any]]:
         return [json.loads(r[0]) for r in self.db.execute("SELECT row FROM alerts ORDER BY rule, subject")]
 

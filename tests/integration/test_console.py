@@ -403,3 +403,109 @@ def test_in_a_browser_a_groups_lag_rises_while_its_consumer_pauses_and_falls_aft
         stop.set()
         t.join(10)
         c.close()
+
+
+def test_topic_configs_are_edited_with_their_source(console: Console, kafka_cluster: Any) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    name = kafka_cluster.spec.name
+    topic = f"console-cfg-{uuid.uuid4().hex[:6]}"
+    otto, csrf = console.client("otto")
+    h = {"X-CSRF-Token": csrf}
+    r = otto.post(f"/api/clusters/{name}/topics", headers=h,
+                  json={"name": topic, "partitions": 1, "configs": {"retention.ms": "600000"}})
+    assert r.status_code == 201
+    r = otto.post(f"/api/clusters/{name}/topics/{topic}/configs", headers=h,
+                  json={"set": {"max.message.bytes": "2000000"}, "delete": ["retention.ms"]})
+    assert r.status_code == 200, r.text
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = AdminClient(kafka_cluster.client_config())
+    cfg = admin.describe_configs([res])[res].result(timeout=10)
+    assert cfg["max.message.bytes"].value == "2000000" and not cfg["max.message.bytes"].is_default
+    assert cfg["retention.ms"].is_default  # deleted: back to the broker's default
+    rows = {c["key"]: c for c in otto.get(f"/api/clusters/{name}/topics/{topic}").json()["configs"]}
+    assert rows["max.message.bytes"]["value"] == "2000000" and "topic" in rows["max.message.bytes"]["source"]
+    r = otto.post(f"/api/clusters/{name}/topics/{topic}/configs", headers=h, json={"set": {"no.such.key": "1"}})
+    assert r.status_code in (400, 409) and "no.such.key" in r.json()["error"]
+
+
+def test_brokers_charts_and_alerts_come_from_the_monitors_history(console: Console, kafka_cluster: Any,
+                                                                 browser: Any) -> None:
+    name = kafka_cluster.spec.name
+    cli = [sys.executable, "-m", "kctl"]
+    p = subprocess.run([*cli, "monitor", "start", "--detach", "--interval", "1", "-f", str(kafka_cluster.spec_file)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    try:
+        vera, _ = console.client("vera")
+        deadline = time.monotonic() + 90
+        while True:
+            r = vera.get(f"/api/clusters/{name}/brokers")
+            if r.status_code == 200 and r.json()["reports"] >= 3:
+                break
+            assert time.monotonic() < deadline, r.text
+            time.sleep(1)
+        doc = r.json()
+        assert sorted(doc["latest"]) == ["1", "2", "3"]
+        assert all(len(doc["series"][b]["request_handler_idle_pct"]) >= 2 for b in ("1", "2", "3"))
+        ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = ctx.new_page()
+        _login(page, console.url, "vera")
+        page.goto(f"{console.url}/clusters/{name}/brokers")
+        assert page.locator(".charts svg.chart").count() == 3 * 5  # five charts per broker
+        _shot(page, "brokers")
+        page.goto(f"{console.url}/clusters/{name}/alerts")
+        assert page.locator("#open-alerts").count() == 1
+        ctx.close()
+        assert vera.get(f"/api/clusters/{name}/alerts").status_code == 200
+    finally:
+        subprocess.run([*cli, "monitor", "stop", "-f", str(kafka_cluster.spec_file)], capture_output=True,
+                       timeout=60)
+
+
+def test_scram_users_and_acls_on_the_secured_cluster_are_an_admins(console: Console, secured_cluster: Any) -> None:
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    ada, csrf = console.client("ada")
+    h = {"X-CSRF-Token": csrf}
+    r = ada.post("/api/clusters", headers=h, json={"path": str(secured_cluster.spec_file)})
+    assert r.status_code == 201, r.text
+    name = secured_cluster.spec.name
+    user = f"app{uuid.uuid4().hex[:5]}"
+    try:
+        otto, ocsrf = console.client("otto")
+        assert otto.get(f"/api/clusters/{name}/security/users").status_code == 403
+        assert otto.post(f"/api/clusters/{name}/security/users", headers={"X-CSRF-Token": ocsrf},
+                         json={"name": user}).status_code == 403
+        r = ada.post(f"/api/clusters/{name}/security/users", headers=h, json={"name": user,
+                                                                             "password": "app password 1"})
+        assert r.status_code == 201, r.text
+        r = ada.post(f"/api/clusters/{name}/security/acls", headers=h,
+                     json={"principal": f"User:{user}", "operation": "read", "topic": "orders."
+                           , "prefixed": True})
+        assert r.status_code == 201, r.text
+        admin = AdminClient(secured_cluster.client_config())  # as kctl's admin user, not through the console
+        scram = admin.describe_user_scram_credentials([user])[user].result(timeout=15)
+        assert scram.scram_credential_infos
+        flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{user}", None,
+                               AclOperation.ANY, AclPermissionType.ANY)
+        found = admin.describe_acls(flt).result(timeout=15)
+        assert [(b.name, b.resource_pattern_type.name, b.operation.name) for b in found] == [
+            ("orders.", "PREFIXED", "READ")]
+        assert user in [u["user"] for u in ada.get(f"/api/clusters/{name}/security/users").json()]
+        audit = ada.get("/api/audit", params={"cluster": name}).json()
+        assert "app password 1" not in str(audit)
+        assert {(a["action"], a["result"]) for a in audit} >= {("scram.user.add", "done"), ("acl.add", "done"),
+                                                               ("scram.user.add", "refused")}
+    finally:
+        ada.request("DELETE", f"/api/clusters/{name}/security/acls", headers=h,
+                    json={"principal": f"User:{user}", "operation": "read", "topic": "orders.", "prefixed": True})
+        ada.delete(f"/api/clusters/{name}/security/users/{user}", headers=h)
+        assert ada.delete(f"/api/clusters/{name}", headers=h).status_code == 200
