@@ -38,6 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     from kctl.bench import monitor as bench_monitor
 
     bench_monitor.main([])
+    from kctl.bench import console as bench_console
+
+    try:
+        import fastapi  # noqa: F401
+    except ImportError:
+        print("bench: no console extra (pip install 'kctl[console]'): the console's page times are skipped",
+              file=sys.stderr)
+    else:
+        bench_console.main([])
     with KafkaCluster(nodes=3) as cluster:
         kafka_bench.main(["-f", str(cluster.spec_file), "-n", str(args.records)])
         stream_bench.main(["--bootstrap-servers", cluster.bootstrap_servers, "--events", str(args.events)])

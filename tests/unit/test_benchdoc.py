@@ -71,3 +71,15 @@ def test_benchmark_tables_are_markdown_tables() -> None:
     assert "| ratio with / without (kafka) | 0.55 |" in jvm.render_section(starts)
     assert "| the same without archives | 5.00 s |" in jvm.render_section(starts)
     assert table(("a", "b"), [("x", "1")]) == ["| a | b |", "|---|---|", "| x | 1 |"]
+
+
+def test_the_console_section_says_which_pages_miss_the_target() -> None:
+    from kctl.bench import console
+
+    rows = [{"path": "/clusters/C/topics", "median_ms": 120.0, "max_ms": 150.0, "bytes": 90_000},
+            {"path": "/clusters/C", "median_ms": 420.0, "max_ms": 500.0, "bytes": 5_000}]
+    text = console.render_section(rows, {"load": "1.0 / 1.0 / 1.0"}, 5)
+    assert text.startswith("## Console\n")
+    assert "| `/clusters/C/topics` | 120 | 150 | 90,000 | yes |" in text
+    assert "| `/clusters/C` | 420 | 500 | 5,000 | **no** |" in text
+    assert "1 of 2 pages within 300 ms (median); the slowest is `/clusters/C` at 420 ms." in text
