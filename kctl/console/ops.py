@@ -75,28 +75,54 @@ def cluster_cards(entries: list[Entry]) -> list[dict[str, Any]]:
 
 
 def cluster_detail(spec: ClusterSpec) -> dict[str, Any]:
-    """ZooKeeper ensemble and brokers as `kctl status` sees them, with the partitions that need attention."""
+    """ZooKeeper ensemble and brokers as `kctl status` sees them, each broker with the partitions and leaders it
+    holds (one metadata answer) and, when a monitor runs, its latest messages in/s and log size; the partitions
+    that need attention."""
     from kctl import health
-    from kctl.kafka import topics
+    from kctl.kafka.client import require_reachable
 
     st = health.status(spec, timeout=STATUS_TIMEOUT)
     doc: dict[str, Any] = {"name": spec.name, "health": st.health, "quorum": st.quorum, "leader": st.leader,
                            "controller": st.controller, "zookeeper": st.zookeeper, "brokers": st.brokers,
                            "problems": st.problems, "bootstrap_servers": st.bootstrap_servers,
                            "under_replicated": [], "offline": []}
+    held: dict[int, list[int]] = {}
     if st.brokers_registered:
         try:
-            for t in topics.list_topics(spec, internal=True):
-                if t.under_replicated:
-                    d = topics.describe(spec, t.name)
-                    for p in d.partitions:
-                        if p.under_replicated or p.offline:
-                            row = {"topic": t.name, "partition": p.partition, "leader": p.leader,
-                                   "replicas": p.replicas, "isr": p.isr}
-                            doc["offline" if p.offline else "under_replicated"].append(row)
+            md = require_reachable(spec)
         except KctlError as exc:
             doc["problems"] = [*doc["problems"], exc.message]
+        else:
+            for name, t in sorted(md.topics.items()):
+                for p in sorted(t.partitions.values(), key=lambda p: p.id):
+                    for r in p.replicas:
+                        held.setdefault(int(r), [0, 0])[0] += 1
+                    if p.leader is not None and p.leader >= 0:
+                        held.setdefault(int(p.leader), [0, 0])[1] += 1
+                    offline = p.leader is None or p.leader < 0
+                    if offline or len(p.isrs) < len(p.replicas):
+                        doc["offline" if offline else "under_replicated"].append(
+                            {"topic": name, "partition": p.id, "leader": p.leader, "replicas": list(p.replicas),
+                             "isr": list(p.isrs)})
+    latest = _latest_broker_figures(spec)
+    doc["brokers"] = [{**b, "partitions": held.get(b["id"], [0, 0])[0], "leaders": held.get(b["id"], [0, 0])[1],
+                       "messages_in_per_sec": (latest.get(b["id"]) or {}).get("messages_in_per_sec"),
+                       "log_size_bytes": (latest.get(b["id"]) or {}).get("log_size_bytes")} for b in st.brokers]
     return doc
+
+
+def _latest_broker_figures(spec: ClusterSpec) -> dict[int, dict[str, Any]]:
+    from kctl.monitor.store import Store, db_path
+
+    path = db_path(_state_dir(spec))
+    if not path.exists():
+        return {}
+    store = Store(path, readonly=True)
+    try:
+        rep = store.latest_metrics() or {}
+    finally:
+        store.close()
+    return {int(b["id"]): b for b in rep.get("brokers") or []}
 
 
 def topic_list(spec: ClusterSpec, user: User, internal: bool = False) -> list[dict[str, Any]]:

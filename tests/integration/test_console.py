@@ -103,6 +103,11 @@ def test_api_roles_change_the_real_cluster_and_the_audit_log_tells_who(console: 
     otto, csrf = console.client("otto")
     cards = otto.get("/api/clusters").json()
     assert [(c["name"], c["health"], c["brokers_registered"]) for c in cards] == [(name, "healthy", 3)]
+    detail = otto.get(f"/api/clusters/{name}").json()
+    md = AdminClient(kafka_cluster.client_config()).list_topics(timeout=10)
+    parts = [pm for tm in md.topics.values() for pm in tm.partitions.values()]
+    assert sum(b["leaders"] for b in detail["brokers"]) == len(parts)  # every partition's leader, once
+    assert sum(b["partitions"] for b in detail["brokers"]) == sum(len(pm.replicas) for pm in parts)
 
     r = otto.post(f"/api/clusters/{name}/topics", headers={"X-CSRF-Token": csrf},
                   json={"name": topic, "partitions": 2, "replication_factor": 3,
