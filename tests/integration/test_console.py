@@ -297,6 +297,8 @@ def test_produce_then_browse_search_and_mask(console: Console, kafka_cluster: An
     doc = otto.get(f"/api/clusters/{name}/topics/{topic}/messages", params={"newest": 10}).json()
     assert sorted((r["key"], r["value"]) for r in doc["records"]) == [(f"k{i}", f"card 4111-{i:04d}")
                                                                       for i in range(5)]
+    row = next(t for t in otto.get(f"/api/clusters/{name}/topics").json() if t["name"] == topic)
+    assert row["records"] == 5 and row["marked_for_deletion"] is False
     found = otto.get(f"/api/clusters/{name}/topics/{topic}/messages", params={"q": "4111-0003"}).json()
     assert [r["key"] for r in found["records"]] == ["k3"]
     part, off = written[2]
