@@ -31,7 +31,9 @@ Labels = Mapping[str, str]
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 DEFAULT_WINDOW_S = 5.0
-SCRAPE_TIMEOUT_S = 5.0
+# Prometheus' own default scrape timeout: a broker's exporter walks about 5,000 samples of JMX, which on two
+# busy cores has taken more than 5 s.
+SCRAPE_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
