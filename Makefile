@@ -27,14 +27,14 @@ unit: setup
 package: setup
 	$(PYTEST) tests/unit -q -m slow -p no:cacheprovider || [ $$? -eq 5 ]
 
-# Two pytest-xdist workers, a module (or a group of modules: tests/integration/conftest.py) at a time, the
+# Two pytest-xdist workers, a module at a time (tests/integration/conftest.py says why), the
 # slowest modules first; then the Swarm module alone, since leaving a swarm breaks the DNS of every container
 # running on the engine. Both runs always run; either failing fails the target.
 TEST_WORKERS ?= 2
 INTEGRATION := $(PYTEST) -q -m "integration and not long" -p no:cacheprovider --timeout 1800 --durations=30
 integration: setup
 	rc=0; \
-	$(INTEGRATION) tests/integration --ignore tests/integration/test_swarm.py -n $(TEST_WORKERS) --dist loadgroup \
+	$(INTEGRATION) tests/integration --ignore tests/integration/test_swarm.py -n $(TEST_WORKERS) --dist loadscope \
 	  --no-loadscope-reorder || [ $$? -eq 5 ] || rc=1; \
 	$(INTEGRATION) tests/integration/test_swarm.py || [ $$? -eq 5 ] || rc=1; \
 	exit $$rc

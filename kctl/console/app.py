@@ -518,7 +518,11 @@ def create_app(console: Console) -> FastAPI:
         doc = ops.group_detail(_readable(ctx), group, ctx.user)
         if doc is None:
             raise Refused(404, f"no group {group!r}")
-        lag = {"group": group, "state": doc["state"], "total_lag": doc["total_lag"], "partitions": doc["partitions"]}
+        ev = doc.get("evaluation")
+        marks = (ev or {}).get("by_partition") or {}
+        lag = {"group": group, "state": doc["state"], "total_lag": doc["total_lag"],
+               "status": ev["status"] if ev else None,
+               "partitions": [{**p, "status": marks.get(f"{p['topic']}-{p['partition']}")} for p in doc["partitions"]]}
         hist = ops.group_history(ctx.spec, group, 3600)
         chart = charts.line([(r["ts_ms"] / 1000, r["total_lag"]) for r in hist], title="total lag, last hour")
         topics = sorted({p["topic"] for p in doc["partitions"]})

@@ -143,21 +143,27 @@ def topic_list(spec: ClusterSpec, user: User, internal: bool = False) -> list[di
     return rows
 
 
-def _records(spec: ClusterSpec, topics_: list[tuple[str, int]]) -> dict[str, int | None]:
+def _offsets(spec: ClusterSpec, tps: list[tuple[str, int]]) -> tuple[dict[tuple[str, int], int],
+                                                                       dict[tuple[str, int], int]]:
+    """(log start, log end) offsets of these partitions, two ListOffsets asks; empty when they fail (the
+    offsets are a courtesy of the page: it stands without them)."""
     from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
     from kctl.kafka.client import admin
     from kctl.kafka.groups import offsets
 
-    tps = [(t, p) for t, n in topics_ for p in range(n)]
     if not tps:
-        return {}
+        return {}, {}
     try:
         a = admin(spec)
-        lo = offsets(a, tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
-        hi = offsets(a, tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        return (offsets(a, tps, OffsetSpec.earliest()),  # type: ignore[no-untyped-call]
+                offsets(a, tps, OffsetSpec.latest()))  # type: ignore[no-untyped-call]
     except KctlError:
-        return {}  # the counts are a courtesy: the list stands without them
+        return {}, {}
+
+
+def _records(spec: ClusterSpec, topics_: list[tuple[str, int]]) -> dict[str, int | None]:
+    lo, hi = _offsets(spec, [(t, p) for t, n in topics_ for p in range(n)])
     out: dict[str, int | None] = {}
     for (t, p), end in hi.items():
         out[t] = (out.get(t) or 0) + max(0, end - lo.get((t, p), 0))
@@ -180,6 +186,9 @@ def topic_detail(spec: ClusterSpec, name: str) -> dict[str, Any]:
     d = topics.describe(spec, name)
     doc = dataclasses.asdict(d)
     doc["under_replicated"], doc["offline"] = d.under_replicated, d.offline
+    lo, hi = _offsets(spec, [(name, p.partition) for p in d.partitions])
+    for p in doc["partitions"]:
+        p["earliest"], p["latest"] = lo.get((name, p["partition"])), hi.get((name, p["partition"]))
     leaders: dict[int, int] = {}
     replicas: dict[int, int] = {}
     for p in d.partitions:
@@ -250,7 +259,7 @@ def group_detail(spec: ClusterSpec, group: str, user: User) -> dict[str, Any] | 
     d = groups.describe(spec, group)
     if user.topic_prefixes and not (d.partitions and all(user.may_see_topic(p.topic) for p in d.partitions)):
         return None
-    return dataclasses.asdict(d)
+    return {**dataclasses.asdict(d), "evaluation": group_evaluation(spec, group)}
 
 
 # ----- messages -------------------------------------------------------------------------------------------
@@ -330,8 +339,12 @@ def group_lag(spec: ClusterSpec, group: str) -> dict[str, Any]:
     from kctl.kafka import groups
 
     d = groups.describe(spec, group)
+    ev = group_evaluation(spec, group)
+    marks = (ev or {}).get("by_partition") or {}
     return {"group": group, "state": d.state, "total_lag": d.total_lag,
-            "partitions": [dataclasses.asdict(p) for p in d.partitions]}
+            "status": ev["status"] if ev else None,
+            "partitions": [{**dataclasses.asdict(p), "status": marks.get(f"{p.topic}-{p.partition}")}
+                           for p in d.partitions]}
 
 
 def group_history(spec: ClusterSpec, group: str, since_s: float) -> list[dict[str, Any]]:
@@ -449,3 +462,33 @@ def broker_history(spec: ClusterSpec, since_s: float = 3600) -> dict[str, Any] |
                     per[k].append((ts_ms / 1000, float(b[k])))
             latest[int(b["id"])] = b
     return {"series": series, "latest": latest, "reports": len(reports)}
+
+
+def group_evaluation(spec: ClusterSpec, group: str) -> dict[str, Any] | None:
+    """Burrow's evaluation of the group over the monitor's window (as `kctl lag GROUP` reads it from the
+    monitor's store): its status and each partition's; None when the monitor has no samples of it."""
+    import time
+
+    from kctl.monitor import process, sampler
+    from kctl.monitor.store import Store, db_path
+
+    state_dir = _state_dir(spec)
+    path = db_path(state_dir)
+    if not path.exists():
+        return None
+    rec = process.running(state_dir)
+    window = rec.window if rec is not None else spec.monitoring.window
+    store = Store(path, readonly=True)
+    try:
+        windows = sampler.Windows(size=window)
+        for g, key, sample, end in store.last_samples(window):
+            if g == group:
+                windows.add(g, key, sample, end)
+    finally:
+        store.close()
+    if group not in windows.groups:
+        return None
+    doc = sampler.to_json(windows.evaluate(group, time.time()), window=window, source="the monitor")
+    doc["by_partition"] = {f"{p['topic']}-{p['partition']}": p["status"] for p in doc["partitions"]}
+    doc["monitor_running"] = rec is not None
+    return doc

@@ -12,11 +12,12 @@ from kctl.testing.cluster import KafkaCluster
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 
-# `make integration` runs the suite on two pytest-xdist workers (`--dist loadgroup`), a module at a time: a
+# `make integration` runs the suite on two pytest-xdist workers (`--dist loadscope`), a module at a time: a
 # module's tests share its fixtures and some run in order. Each worker starts its own session clusters
-# (kafka_cluster, secured_cluster) when its first test needs them. Modules that bring clusters up on the
-# default host ports of `kctl init` (the monitoring ports included) share one group, so never run at once.
-DEFAULT_PORTS = {"test_lifecycle.py", "test_security_migration.py"}
+# (kafka_cluster, secured_cluster) when its first test needs them. A module that brings a cluster up on the
+# default host ports of `kctl init` (the monitoring ports included) could meet another such module on the other
+# worker: only test_lifecycle.py does in `make integration` (its zookeeper and kafka ports are its own, its
+# monitoring ports the defaults); test_security_migration.py, which does too, is long (serial, make test-long).
 # Swarm runs alone, after the rest (its own pytest run in the Makefile): `docker swarm leave` breaks Docker's
 # embedded DNS in every container that was running on the engine (their resolver rules point at a resolver
 # that is gone; checked on this engine: `getent hosts` of a peer fails after the leave, works before it), so a
@@ -34,10 +35,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
-            module = item.fspath.basename
-            item.add_marker(pytest.mark.xdist_group("default-ports" if module in DEFAULT_PORTS else module))
-    # The slowest modules first, so that two workers end together (a stable sort: order within a module
-    # stays); serially (no workers), Swarm runs last for the reason above.
+    # The slowest modules first (xdist hands modules out in this order: --no-loadscope-reorder), so that two
+    # workers end together; a stable sort keeps the order within a module. Serially, Swarm runs last.
     items.sort(key=lambda item: (item.fspath.basename == ALONE, -SLOW.get(item.fspath.basename, 0)))
 
 
