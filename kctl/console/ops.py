@@ -136,11 +136,31 @@ def topic_list(spec: ClusterSpec, user: User, internal: bool = False) -> list[di
     with cf.ThreadPoolExecutor(max_workers=2) as pool:
         counts = pool.submit(_records, spec, [(r["name"], r["partitions"]) for r in rows])
         marked = pool.submit(_marked_for_deletion, spec)
-        per_topic, deleting = counts.result(), marked.result()
+        (per_topic, ends), deleting = counts.result(), marked.result()
+    rates = _rates(spec.name, ends)
     for r in rows:
         r["records"] = per_topic.get(r["name"])
+        r["messages_in_per_sec"] = rates.get(r["name"])
         r["marked_for_deletion"] = r["name"] in deleting
     return rows
+
+
+# The last log-end totals seen per cluster: a topic's messages in/s is the growth of its log end offsets since
+# the previous look (at most RATE_MAX_AGE_S old); the topics page refreshes itself, so it shows a live rate.
+_LAST_ENDS: dict[str, tuple[float, dict[str, int]]] = {}
+RATE_MAX_AGE_S = 300.0
+
+
+def _rates(cluster: str, ends: dict[str, int]) -> dict[str, float]:
+    import time
+
+    now = time.monotonic()
+    prev = _LAST_ENDS.get(cluster)
+    _LAST_ENDS[cluster] = (now, ends)
+    if prev is None or not 0.5 <= now - prev[0] <= RATE_MAX_AGE_S:
+        return {}
+    dt = now - prev[0]
+    return {t: round(max(0, n - prev[1][t]) / dt, 1) for t, n in ends.items() if t in prev[1]}
 
 
 def _offsets(spec: ClusterSpec, tps: list[tuple[str, int]]) -> tuple[dict[tuple[str, int], int],
@@ -162,12 +182,15 @@ def _offsets(spec: ClusterSpec, tps: list[tuple[str, int]]) -> tuple[dict[tuple[
         return {}, {}
 
 
-def _records(spec: ClusterSpec, topics_: list[tuple[str, int]]) -> dict[str, int | None]:
+def _records(spec: ClusterSpec, topics_: list[tuple[str, int]]) -> tuple[dict[str, int], dict[str, int]]:
+    """Per topic: records (log end minus log start, summed over partitions) and the sum of its log ends."""
     lo, hi = _offsets(spec, [(t, p) for t, n in topics_ for p in range(n)])
-    out: dict[str, int | None] = {}
+    records: dict[str, int] = {}
+    ends: dict[str, int] = {}
     for (t, p), end in hi.items():
-        out[t] = (out.get(t) or 0) + max(0, end - lo.get((t, p), 0))
-    return out
+        records[t] = records.get(t, 0) + max(0, end - lo.get((t, p), 0))
+        ends[t] = ends.get(t, 0) + end
+    return records, ends
 
 
 def _marked_for_deletion(spec: ClusterSpec) -> set[str]:
