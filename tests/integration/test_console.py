@@ -88,6 +88,15 @@ def _topics(cluster: Any) -> dict[str, Any]:
     return AdminClient(cluster.client_config()).list_topics(timeout=10).topics  # type: ignore[no-any-return]
 
 
+def _topic(cluster: Any, topic: str) -> Any:
+    """The topic's metadata once the broker that answers knows it (a new topic reaches each broker in turn)."""
+    deadline = time.monotonic() + 30
+    while (meta := _topics(cluster).get(topic)) is None or not meta.partitions:
+        assert time.monotonic() < deadline, f"{topic} not listed 30 s after its creation"
+        time.sleep(0.3)
+    return meta
+
+
 def _wait_gone(cluster: Any, topic: str) -> None:
     deadline = time.monotonic() + 30
     while topic in _topics(cluster):
@@ -113,7 +122,7 @@ def test_api_roles_change_the_real_cluster_and_the_audit_log_tells_who(console: 
                   json={"name": topic, "partitions": 2, "replication_factor": 3,
                         "configs": {"retention.ms": "3600000"}})
     assert r.status_code == 201, r.text
-    meta = _topics(kafka_cluster)[topic]  # read back by librdkafka, not by the console
+    meta = _topic(kafka_cluster, topic)  # read back by librdkafka, not by the console
     assert len(meta.partitions) == 2 and all(len(p.replicas) == 3 for p in meta.partitions.values())
     res = ConfigResource(ConfigResource.Type.TOPIC, topic)
     admin = AdminClient(kafka_cluster.client_config())  # held while its future is read
@@ -229,7 +238,7 @@ def test_in_a_browser_operator_creates_viewer_cannot_delete_admin_reads_the_audi
     page.click("#create-topic button[type=submit]")
     page.wait_for_selector("#partitions")
     assert page.locator("#partitions tr").count() == 5
-    assert len(_topics(kafka_cluster)[topic].partitions) == 4
+    assert len(_topic(kafka_cluster, topic).partitions) == 4
     _shot(page, "topic")
     # produce a record from its page, land on it, and find it again by browsing and by searching
     page.click("#browse")

@@ -78,7 +78,8 @@ def test_plan_and_execute_a_reassignment_onto_a_new_broker_and_watch_it_finish(
             assert after["4"][1] == "0" and int(after["4"][2]) >= 2  # broker 4: no replica now, its share after
             _shot(page, "reassignment-plan")
             page.fill("#execute-plan input[name=throttle]", "50")
-            page.click("#execute-plan button[type=submit]")
+            # the request returns once Kafka's tool (a JVM started in a node) has started the move
+            page.click("#execute-plan button[type=submit]", timeout=180_000)
             # live: the status part is replaced by server-sent events until the job says done
             page.wait_for_function("document.querySelector('#job-state') &&"
                                    " document.querySelector('#job-state').textContent.trim() === 'done'",
