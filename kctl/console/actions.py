@@ -240,7 +240,7 @@ def register(app: FastAPI, h: Helpers) -> None:
                 doc = plan(ctx, brokers, topics)
             except (Refused, KctlError) as exc:
                 error = exc.message
-        brokers_now = [b["id"] for b in ops.cluster_detail(readable(ctx))["brokers"] if b["registered"]]
+        brokers_now = ops.registered_brokers(readable(ctx))
         return page(request, "reassignment.html", ctx, plan=doc, error=error, brokers=brokers, topics=topics,
                     registered=brokers_now, rs=status(ctx))
 

@@ -333,6 +333,12 @@ def reassign_plan(spec: ClusterSpec, brokers: list[int], topics: list[str] | Non
     return dataclasses.asdict(reassign.plan(spec, brokers, topics or None))
 
 
+def registered_brokers(spec: ClusterSpec) -> list[int]:
+    from kctl.kafka.client import require_reachable
+
+    return sorted(int(b) for b in require_reachable(spec).brokers)
+
+
 def reassign_status(spec: ClusterSpec) -> dict[str, Any]:
     from kctl.kafka import reassign
 

@@ -80,7 +80,9 @@ def browse(spec: ClusterSpec, topic: str, *, partition: int | None = None, newes
         raise UsageError(f"max_scan must be 1..{MAX_SCAN}")
     if offset is None and since_ms is None and newest is None:
         newest = 20
-    extra: dict[str, Any] = {"enable.partition.eof": False, "fetch.max.bytes": 8 * 1024 * 1024}
+    # fetch.wait.max.ms: a browse reads what is there; a broker need not hold a fetch for more to arrive.
+    extra: dict[str, Any] = {"enable.partition.eof": False, "fetch.max.bytes": 8 * 1024 * 1024,
+                             "fetch.wait.max.ms": 50}
     c = make_consumer(spec, None, **extra)
     try:
         parts = require_topics(spec, [topic], client=c)[topic]

@@ -120,13 +120,18 @@ def _moving_from_zk(spec: ClusterSpec) -> list[Moving]:
     from kctl.zk.znodes import connect
 
     out: list[Moving] = []
+    from kazoo.exceptions import NoNodeError
+
     with connect(spec) as zk:
         topics = zk.get_children("/brokers/topics") if zk.exists("/brokers/topics") else []
-        for t in sorted(topics):
-            raw, _ = zk.get(f"/brokers/topics/{t}")
+        # Every topic's znode asked at once (pipelined), not one round trip after another: 500 topics are one
+        # wait, not 500.
+        asks = [(t, zk.get_async(f"/brokers/topics/{t}")) for t in sorted(topics)]
+        for t, ask in asks:
             try:
+                raw, _ = ask.get(timeout=10)
                 d = json.loads(raw or b"{}")
-            except ValueError:
+            except (NoNodeError, ValueError):  # deleted since listed, or not JSON
                 continue
             adding, removing = d.get("adding_replicas") or {}, d.get("removing_replicas") or {}
             for p in sorted(set(adding) | set(removing), key=int):
