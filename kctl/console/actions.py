@@ -240,9 +240,13 @@ def register(app: FastAPI, h: Helpers) -> None:
                 doc = plan(ctx, brokers, topics)
             except (Refused, KctlError) as exc:
                 error = exc.message
-        brokers_now = ops.registered_brokers(readable(ctx))
+        import concurrent.futures as cf
+
+        with cf.ThreadPoolExecutor(max_workers=1) as pool:  # the metadata while ZooKeeper is read
+            brokers_now = pool.submit(ops.registered_brokers, readable(ctx))
+            rs = status(ctx)
         return page(request, "reassignment.html", ctx, plan=doc, error=error, brokers=brokers, topics=topics,
-                    registered=brokers_now, rs=status(ctx))
+                    registered=brokers_now.result(), rs=rs)
 
     def execute(request: Request, ctx: Any, body: ReassignBody) -> dict[str, Any]:
         from kctl.kafka import balance

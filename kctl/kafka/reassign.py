@@ -183,14 +183,19 @@ def bytes_left(moving: list[Moving], sizes: dict[tuple[int, str], int]) -> int:
 
 def status(spec: ClusterSpec, with_bytes: bool = True) -> ReassignStatus:
     """The partitions being moved now, and (when any) the bytes their new replicas still lack."""
-    st = ReassignStatus(_moving_from_zk(spec))
+    import concurrent.futures as cf
+
+    # Two ZooKeeper sessions (the throttles are read as the guarded reader on a secured cluster), at once.
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
+        throttled = pool.submit(_throttled, spec)
+        st = ReassignStatus(_moving_from_zk(spec))
+        st.throttled_brokers = throttled.result()
     if st.moving and with_bytes:
         topics = sorted({m.partition.rsplit("-", 1)[0] for m in st.moving})
         try:
             st.bytes_left = bytes_left(st.moving, _sizes(spec, topics))
         except KctlError:
             st.bytes_left = None  # the sizes are a courtesy: what moves is known without them
-    st.throttled_brokers = _throttled(spec)
     return st
 
 
