@@ -334,9 +334,13 @@ def reassign_plan(spec: ClusterSpec, brokers: list[int], topics: list[str] | Non
 
 
 def registered_brokers(spec: ClusterSpec) -> list[int]:
-    from kctl.kafka.client import require_reachable
+    """The broker ids the cluster answers with (DescribeCluster: no topic metadata)."""
+    from kctl.kafka.client import admin, require_reachable
 
-    return sorted(int(b) for b in require_reachable(spec).brokers)
+    try:
+        return sorted(int(n.id) for n in admin(spec).describe_cluster(request_timeout=10).result(15).nodes)
+    except Exception:  # noqa: BLE001 - the metadata path says why the cluster does not answer
+        return sorted(int(b) for b in require_reachable(spec).brokers)
 
 
 def reassign_status(spec: ClusterSpec) -> dict[str, Any]:

@@ -85,7 +85,13 @@ def browse(spec: ClusterSpec, topic: str, *, partition: int | None = None, newes
                              "fetch.wait.max.ms": 50}
     c = make_consumer(spec, None, **extra)
     try:
-        parts = require_topics(spec, [topic], client=c)[topic]
+        # The one topic's metadata (a consumer never auto-creates it); the whole cluster's, with its clear
+        # errors, only when that does not name it.
+        tmd = c.list_topics(topic, timeout=10).topics.get(topic)
+        if tmd is not None and tmd.error is None and tmd.partitions:
+            parts = len(tmd.partitions)
+        else:
+            parts = require_topics(spec, [topic], client=c)[topic]
         if partition is not None and not 0 <= partition < parts:
             raise UsageError(f"topic {topic!r} has partitions 0..{parts - 1}, not {partition}")
         wanted = [partition] if partition is not None else list(range(parts))
