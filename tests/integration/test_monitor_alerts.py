@@ -239,11 +239,18 @@ def test_prometheus_and_alertmanager_beside_a_cluster() -> None:
                      if t["labels"]["job"] in ("kafka", "zookeeper")}
         assert exporters == {("kafka", "logger1"): "up", ("zookeeper", "logger1"): "up"}
         assert any(t["labels"]["job"] == "kctl-monitor" for t in active)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/rules", timeout=10) as resp:
-            rules = {r["name"]: r for g in json.loads(resp.read())["data"]["groups"] for r in g["rules"]}
+        # A rule's health is "unknown" until Prometheus first evaluates its group (every evaluation interval):
+        # wait, bounded, for every rule's first evaluation, then each must be "ok".
+        deadline = time.monotonic() + 60
+        while True:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/rules", timeout=10) as resp:
+                rules = {r["name"]: r for g in json.loads(resp.read())["data"]["groups"] for r in g["rules"]}
+            if all(r["health"] != "unknown" for r in rules.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         assert "KafkaUnderReplicatedPartitions" in rules and "KafkaBrokerDiskFull" not in rules  # turned off
         assert rules["KafkaUnderReplicatedPartitions"]["duration"] == 30  # kctl's threshold as `for`
-        assert all(r["health"] == "ok" for r in rules.values())
+        assert {n: (r["health"], r.get("lastError")) for n, r in rules.items() if r["health"] != "ok"} == {}
         am = cluster.spec.monitoring.alertmanager_port
         with urllib.request.urlopen(f"http://127.0.0.1:{am}/api/v2/status", timeout=10) as resp:
             original = json.loads(resp.read())["config"]["original"]
