@@ -139,7 +139,7 @@ def register(app: FastAPI, h: Helpers) -> None:
             since_ms = parse_datetime(q["since"].strip())
         mode = q.get("from") or ("offset" if num("offset") is not None else "since" if since_ms else "newest")
         limit = num("limit") or 50
-        return ops.browse(readable(ctx), topic, masked=masked(None, console.config.masking, topic, ctx.user.role.name),
+        return ops.browse(readable(ctx), topic, masked=masked(console.config.masking, topic, ctx.user.role.name),
                           partition=num("partition"), newest=(num("newest") or limit) if mode == "newest" else None,
                           offset=num("offset") if mode == "offset" else None,
                           since_ms=since_ms if mode == "since" else None, limit=limit,

@@ -23,7 +23,6 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -178,5 +177,6 @@ class Registry:
         tmp.replace(f)
 
 
-def masked(value: Any, rules: list[MaskRule], topic: str, role: str) -> bool:
+def masked(rules: list[MaskRule], topic: str, role: str) -> bool:
+    """Whether a user of ``role`` sees ``topic``'s values masked."""
     return any(topic.startswith(r.topic_prefix) and role in r.roles for r in rules)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kctl.console.config import Entry
 from kctl.console.users import User
@@ -16,14 +17,15 @@ from kctl.errors import KctlError
 from kctl.spec import ClusterSpec, state_dir_for
 
 STATUS_TIMEOUT = 1.5
+T = TypeVar("T")
 
 
 def _state_dir(spec: ClusterSpec) -> Path:
     return state_dir_for(spec, None)
 
 
-def open_alerts(spec: ClusterSpec) -> list[dict[str, Any]] | None:
-    """The monitor's open alerts for this cluster; None when no monitor ever ran for it."""
+def _from_store(spec: ClusterSpec, read: Callable[[Any], T]) -> T | None:
+    """``read(store)`` on the monitor's store of this cluster, opened read-only; None when no monitor ever ran."""
     from kctl.monitor.store import Store, db_path
 
     path = db_path(_state_dir(spec))
@@ -31,9 +33,16 @@ def open_alerts(spec: ClusterSpec) -> list[dict[str, Any]] | None:
         return None
     store = Store(path, readonly=True)
     try:
-        rows = store.alert_rows()
+        return read(store)
     finally:
         store.close()
+
+
+def open_alerts(spec: ClusterSpec) -> list[dict[str, Any]] | None:
+    """The monitor's open alerts for this cluster; None when no monitor ever ran for it."""
+    rows = _from_store(spec, lambda store: store.alert_rows())
+    if rows is None:
+        return None
     return [{"alert": a["rule"], "subject": a["subject"], "details": a.get("details"), "opened_at": a["opened"]}
             for a in rows if a.get("opened") is not None]
 
@@ -112,16 +121,7 @@ def cluster_detail(spec: ClusterSpec) -> dict[str, Any]:
 
 
 def _latest_broker_figures(spec: ClusterSpec) -> dict[int, dict[str, Any]]:
-    from kctl.monitor.store import Store, db_path
-
-    path = db_path(_state_dir(spec))
-    if not path.exists():
-        return {}
-    store = Store(path, readonly=True)
-    try:
-        rep = store.latest_metrics() or {}
-    finally:
-        store.close()
+    rep = _from_store(spec, lambda store: store.latest_metrics()) or {}
     return {int(b["id"]): b for b in rep.get("brokers") or []}
 
 
@@ -248,16 +248,8 @@ def add_partitions(spec: ClusterSpec, name: str, partitions: int) -> dict[str, A
 def group_list(spec: ClusterSpec, user: User) -> list[dict[str, Any]]:
     """Every group with its state and, where the monitor keeps history, its last Burrow status and lag."""
     from kctl.kafka import groups
-    from kctl.monitor.store import Store, db_path
 
-    latest: dict[str, dict[str, Any]] = {}
-    path = db_path(_state_dir(spec))
-    if path.exists():
-        store = Store(path, readonly=True)
-        try:
-            latest = store.latest_groups()
-        finally:
-            store.close()
+    latest = _from_store(spec, lambda store: store.latest_groups()) or {}
     out = []
     for g in groups.list_groups(spec):
         seen = latest.get(g.group) or {}
@@ -384,16 +376,8 @@ def group_history(spec: ClusterSpec, group: str, since_s: float) -> list[dict[st
     """The monitor's history of the group's status and total lag ([] without a monitor)."""
     import time
 
-    from kctl.monitor.store import Store, db_path
-
-    path = db_path(_state_dir(spec))
-    if not path.exists():
-        return []
-    store = Store(path, readonly=True)
-    try:
-        return store.group_history(group, int((time.time() - since_s) * 1000))
-    finally:
-        store.close()
+    since_ms = int((time.time() - since_s) * 1000)
+    return _from_store(spec, lambda store: store.group_history(group, since_ms)) or []
 
 
 # ----- configs, security, alerts, broker figures ------------------------------------------------------------
@@ -450,16 +434,10 @@ def alerts(spec: ClusterSpec, since_s: float = 86400) -> dict[str, Any] | None:
     """Open alerts and recent notifications from the monitor's store; None without a monitor."""
     import time
 
-    from kctl.monitor.store import Store, db_path
-
-    path = db_path(_state_dir(spec))
-    if not path.exists():
+    found = _from_store(spec, lambda store: (store.alert_rows(), store.alert_log(time.time() - since_s)))
+    if found is None:
         return None
-    store = Store(path, readonly=True)
-    try:
-        held, log = store.alert_rows(), store.alert_log(time.time() - since_s)
-    finally:
-        store.close()
+    held, log = found
     return {"open": [{"alert": a["rule"], "subject": a["subject"], "details": a.get("details"),
                       "opened_at": a["opened"]} for a in held if a.get("opened") is not None],
             "recent": [{"at": r["ts"], "kind": r["kind"], "alert": r["rule"], "subject": r["subject"],
@@ -475,16 +453,10 @@ def broker_history(spec: ClusterSpec, since_s: float = 3600) -> dict[str, Any] |
     """Per broker, the monitor's series of each charted figure, and its latest row; None without a monitor."""
     import time
 
-    from kctl.monitor.store import Store, db_path
-
-    path = db_path(_state_dir(spec))
-    if not path.exists():
+    since_ms = int((time.time() - since_s) * 1000)
+    reports = _from_store(spec, lambda store: store.metrics_history(since_ms))
+    if reports is None:
         return None
-    store = Store(path, readonly=True)
-    try:
-        reports = store.metrics_history(int((time.time() - since_s) * 1000))
-    finally:
-        store.close()
     series: dict[int, dict[str, list[tuple[float, float]]]] = {}
     latest: dict[int, dict[str, Any]] = {}
     for ts_ms, rep in reports:
@@ -503,22 +475,16 @@ def group_evaluation(spec: ClusterSpec, group: str) -> dict[str, Any] | None:
     import time
 
     from kctl.monitor import process, sampler
-    from kctl.monitor.store import Store, db_path
 
-    state_dir = _state_dir(spec)
-    path = db_path(state_dir)
-    if not path.exists():
-        return None
-    rec = process.running(state_dir)
+    rec = process.running(_state_dir(spec))
     window = rec.window if rec is not None else spec.monitoring.window
-    store = Store(path, readonly=True)
-    try:
-        windows = sampler.Windows(size=window)
-        for g, key, sample, end in store.last_samples(window):
-            if g == group:
-                windows.add(g, key, sample, end)
-    finally:
-        store.close()
+    samples = _from_store(spec, lambda store: store.last_samples(window))
+    if samples is None:
+        return None
+    windows = sampler.Windows(size=window)
+    for g, key, sample, end in samples:
+        if g == group:
+            windows.add(g, key, sample, end)
     if group not in windows.groups:
         return None
     doc = sampler.to_json(windows.evaluate(group, time.time()), window=window, source="the monitor")
