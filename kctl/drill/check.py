@@ -78,6 +78,57 @@ def longest_gap(times: Sequence[float], start: float, end: float) -> float:
     return max((b - a for a, b in zip(points, points[1:], strict=False)), default=0.0)
 
 
+def acked_ends(acked: Iterable[tuple[int, int, int]]) -> dict[int, int]:
+    """Pure: partition -> the end offset its acknowledged records need (highest acknowledged offset + 1)."""
+    ends: dict[int, int] = {}
+    for p, off, _ in acked:
+        if off >= 0:
+            ends[p] = max(ends.get(p, 0), off + 1)
+    return ends
+
+
+@dataclass
+class Settled:
+    """How long the topic's high watermarks took to cover every acknowledged offset, and what fell short."""
+
+    seconds: float
+    short: dict[int, tuple[int, int]]  # partition -> (high watermark, end the acknowledgements need)
+
+
+def settle(spec: ClusterSpec, topic: str, want: Mapping[int, int], timeout: float = 60.0) -> Settled:
+    """Wait (bounded) until each partition's high watermark reaches the end its acknowledged records need.
+
+    A leader elected a moment before the read can still answer with a high watermark below records the old
+    leader acknowledged with acks=all: they are on the new leader and become readable once its followers have
+    fetched them. Reading at that moment would call them lost; a record truncated away never comes back, so
+    what is still short after ``timeout`` is reported with both offsets.
+    """
+    from confluent_kafka import KafkaException, TopicPartition
+
+    from kctl.kafka.client import consumer
+
+    started = time.monotonic()
+    if not want:
+        return Settled(0.0, {})
+    c = consumer(spec)
+    short: dict[int, tuple[int, int]] = {}
+    try:
+        while True:
+            short = {}
+            for p, need in sorted(want.items()):
+                try:
+                    _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=5, cached=False)
+                except KafkaException:  # no leader for a moment, or a new one not yet answering
+                    high = -1
+                if high < need:
+                    short[p] = (int(high), need)
+            if not short or time.monotonic() - started > timeout:
+                return Settled(round(time.monotonic() - started, 2), short)
+            time.sleep(0.25)
+    finally:
+        c.close()
+
+
 def read_topic(spec: ClusterSpec, topic: str, timeout: float = 120.0) -> dict[int, list[tuple[int, int]]]:
     """Every record of every partition, from its beginning to its end offset, with a fresh consumer
     (its own random group, nothing committed): partition -> [(offset, seq)]."""

@@ -35,6 +35,7 @@ from kctl.wait import Probe, wait_until
 Progress = Callable[[str], None]
 PRE_CHECK_TIMEOUT = 20.0
 WARM_UP_TIMEOUT = 30.0
+SETTLE_TIMEOUT = 60.0  # how long the high watermarks may take to cover what was acknowledged (check.settle)
 DEFAULT_PARTITIONS = 3
 
 
@@ -263,11 +264,26 @@ class _Bounce:
             self.windows[-1]["end"] = round(t, 2)
         self.say(f"[{t:6.1f}s] healed: {what}")
 
-    def recover(self) -> None:
+    def recover(self, *, outlast_session: bool = False) -> None:
+        """Wait until healthy (as kctl.health judges it: no under-replicated partition left, the drill topic's
+        included). ``outlast_session``: a broker cut off or paused for less than its ZooKeeper session timeout
+        looks healthy at once, and its session can still expire a moment later if it reconnects late; then it
+        must also stay healthy until that session would have expired, counted from the fault's start."""
         started = self._healed_at if self._healed_at is not None else self.clock()
-        # Healthy as kctl.health judges it: no under-replicated partition left, the drill topic's included.
         health.wait_until_healthy(self.spec, timeout=self.gate_timeout)
         took = self.clock() - started
+        if outlast_session and self.windows:
+            until = self.windows[-1]["start"] + self.spec.kafka.zookeeper_session_timeout_ms / 1000 + 2.0
+            probe = health.healthy(self.spec, docker=False)
+            while self.clock() < until:
+                ok, why = probe()
+                if not ok:
+                    self.marks.append((self.clock(), f"unhealthy again: {why}"))
+                    self.say(f"[{self.clock():6.1f}s] unhealthy again: {why}")
+                    health.wait_until_healthy(self.spec, timeout=self.gate_timeout)
+                    took = self.clock() - started
+                else:
+                    time.sleep(0.5)
         self.recoveries.append(took)
         self.marks.append((self.clock(), "healthy"))
         self.say(f"[{self.clock():6.1f}s] healthy again ({took:.1f}s after the heal)")
@@ -373,9 +389,19 @@ def run(spec: ClusterSpec, state_dir: Path, scenario: str, *, duration: float = 
     assert record is not None
     verdict.duration_seconds = round(record.stopped - record.started, 2)
     say(f"[{clock():6.1f}s] load stopped: {len(record.acked)} acknowledged; reading {name} back")
+    settled = check.settle(spec, name, check.acked_ends(record.acked),
+                           timeout=SETTLE_TIMEOUT if verdict.idempotent else 5.0)
+    if settled.seconds > 1:
+        verdict.notes.append(f"the high watermarks covered every acknowledged offset {settled.seconds:g}s after"
+                             " the load stopped")
     read = check.read_topic(spec, name)
     cmp = check.compare(record.acked, read, produced=record.produced)
     _fill(verdict, record, cmp, bounce, monitor)
+    if cmp.lost and settled.short:
+        verdict.failures.append("high watermark below the acknowledged records after "
+                                f"{settled.seconds:g}s: " + ", ".join(
+                                    f"p{p} at {high}, acknowledged up to {need - 1}"
+                                    for p, (high, need) in sorted(settled.short.items())))
     if own_topic and not keep_topic and verdict.holds:
         delete_topic(spec, name)
     elif own_topic:

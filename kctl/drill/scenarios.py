@@ -30,7 +30,7 @@ class Bounce(Protocol):
     def gate(self, name: str, probe: Probe, timeout: float = ...) -> str: ...
     def wait_hold(self) -> None: ...
     def healed(self, what: str, *, by_itself: bool = False) -> None: ...
-    def recover(self) -> None: ...
+    def recover(self, *, outlast_session: bool = False) -> None: ...
     def leader_of_partition0(self) -> int: ...
     def controller(self) -> int: ...
     def zk_leader(self) -> str: ...
@@ -125,7 +125,7 @@ def broker_pause(b: Bounce) -> None:
     b.wait_hold()
     b.faults.thaw(host, "kafka")
     b.healed(f"SIGCONT broker {broker}")
-    b.recover()
+    b.recover(outlast_session=True)
 
 
 def broker_partition(b: Bounce) -> None:
@@ -136,7 +136,7 @@ def broker_partition(b: Bounce) -> None:
     b.wait_hold()
     b.faults.connect(host)
     b.healed(f"reconnect {host}")
-    b.recover()
+    b.recover(outlast_session=True)
 
 
 NETEM_DELAY_MS = 100

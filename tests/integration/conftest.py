@@ -77,3 +77,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "profiled_cluster" in metafunc.fixturenames:
         both = os.environ.get("KCTL_MATRIX") == "1" or metafunc.definition.get_closest_marker("both_profiles")
         metafunc.parametrize("profiled_cluster", PROFILES if both else PROFILES[:1], indirect=True, scope="session")
+
+
+# ----- each module's wall time ----------------------------------------------------------------------
+# Printed after the run (setup, calls and teardown of its tests, its module fixtures included): what the
+# SLOW order above and the split between `make test` and `make test-long` are measured by.
+_MODULE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    module = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    _MODULE_SECONDS[module] = _MODULE_SECONDS.get(module, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _MODULE_SECONDS:
+        return
+    terminalreporter.write_sep("=", "seconds per module")
+    for module, seconds in sorted(_MODULE_SECONDS.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{seconds:8.1f}s  {module}")

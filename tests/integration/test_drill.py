@@ -164,7 +164,7 @@ def test_refused_before_anything_is_injected(cluster: KafkaCluster) -> None:
                                       "broker-pause", "broker-partition", "slow-network"])
 def test_short_drill(cluster: KafkaCluster, scenario: str) -> None:
     code, v, err = drill(cluster, scenario, *SHORT)
-    assert code == 0, (v["failures"], err)
+    assert code == 0, (v["failures"], v["notes"], v["events"], err)
     assert v["lost"] == 0 and v["duplicates"] == 0 and v["reordered"] == 0 and v["acked"] > 300
     assert len(v["faults"]) == 1 and v["faults"][0]["end"] is not None  # injected, then healed
     assert v["recovery_seconds"] is not None

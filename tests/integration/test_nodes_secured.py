@@ -26,7 +26,9 @@ import yaml
 
 from kctl.testing.cluster import KafkaCluster
 
-pytestmark = pytest.mark.integration
+# long: make test adds and removes nodes on the plain profile (test_nodes.py) and restarts through the gates
+# on the secured one (test_security.py).
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 TOPIC = "orders"
 

@@ -162,6 +162,8 @@ def test_dry_run_prints_the_plan_as_data(cluster: KafkaCluster) -> None:
     assert jvm_pids(cluster) == before  # a dry run touches nothing
 
 
+# long: make test keeps the runbook's rolling restart and the secured profile's restart through its gates.
+@pytest.mark.long
 def test_rolling_restart_under_load_loses_no_acknowledged_record(cluster: KafkaCluster) -> None:
     topic = f"roll-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions=6, replication_factor=3, config={"min.insync.replicas": "2"})

@@ -147,6 +147,9 @@ def test_a_swarm_kctl_yaml_never_touches_a_compose_cluster(kafka_cluster: Any) -
         other.unlink()
 
 
+# The whole life (restart gates, two drills, the identity checks) is long: make test keeps the secured profile
+# (up through every stage, a round trip, down) and the Compose cluster left alone.
+@pytest.mark.long
 def test_swarm_life(swarm_engine: bool, tmp_path: Path) -> None:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 

@@ -134,6 +134,7 @@ def test_restore_undoes_every_fault_at_once(kctl_faults: KafkaCluster) -> None:
     assert restore(cluster) == []  # nothing left to undo
 
 
+@pytest.mark.long  # a fresh virtualenv and its own cluster; the fixtures it uses are tested above
 def test_docs_example_runs_in_a_fresh_project(tmp_path: Path) -> None:
     """docs/testing.md's complete example, run as a project of its own: no conftest, only kctl installed.
 

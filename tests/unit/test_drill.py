@@ -76,6 +76,12 @@ def test_unacknowledged_but_present_is_reported_not_lost() -> None:
     assert c.unacked_present == 1 and c.lost == 0 and c.acked == 29
 
 
+def test_acked_ends_are_the_highest_acknowledged_offset_plus_one_per_partition() -> None:
+    acked = [(0, 0, 0), (1, 0, 1), (0, 1, 3), (1, 4, 4), (2, -1, 5)]  # an offset of -1: not known, not needed
+    assert check.acked_ends(acked) == {0: 2, 1: 5}
+    assert check.acked_ends([]) == {}
+
+
 def test_longest_gap() -> None:
     assert check.longest_gap([1.0, 1.5, 4.0, 4.2], 0.0, 5.0) == pytest.approx(2.5)
     assert check.longest_gap([], 0.0, 3.0) == pytest.approx(3.0)
