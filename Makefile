@@ -50,7 +50,7 @@ test-matrix: setup
 	KCTL_MATRIX=1 $(PYTEST) $(OPS_TESTS) -q -m integration -p no:cacheprovider --timeout 1800 --durations=30
 
 # The long scenarios (tests marked `long`) and the full profile matrix: what `make test` leaves out to stay
-# within about 30 minutes on two cores.
+# within about 20 minutes on two cores.
 test-long: setup
 	$(PYTEST) tests/integration -q -m "integration and long" -p no:cacheprovider --timeout 1800 --durations=30
 	KCTL_MATRIX=1 $(PYTEST) $(OPS_TESTS) -q -m integration -p no:cacheprovider --timeout 1800 --durations=30

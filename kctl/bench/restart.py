@@ -5,7 +5,9 @@ On a cluster of its own (kctl.testing): a topic of 6 partitions, replication fac
 every acknowledgement's produce-to-ack latency kept) writes ``--rate`` records/s; after a quiet
 ``--settle`` seconds, `kctl restart --rolling --yes` (ZooKeeper followers then the leader, brokers by id
 then the controller, every step through the health gates, a preferred election at the end) runs from
-the CLI and is timed. The load runs on for ``--settle`` seconds, stops and flushes; then a fresh
+the CLI and is timed; after ``--settle`` seconds more, `kctl restart --rolling --service node --yes` (each
+node's ZooKeeper and broker in one step, the ZooKeeper leader's node last) on the same cluster under the same
+load. The load runs on for ``--settle`` seconds, stops and flushes; then a fresh
 consumer of its own reads every partition from the beginning (:func:`kctl.drill.check.read_topic`) and
 every acknowledged record must be there (:func:`kctl.drill.check.compare`). Rewrites the "Rolling
 restart under load" section of docs/benchmarks.md.
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from kctl.bench.doc import add_output_args, publish
 from kctl.drill.load import Second
@@ -42,64 +45,107 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+def _roll(spec_file: Any, workdir: Any, *extra: str) -> tuple[float, dict[str, Any]]:
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "kctl", "restart", "--rolling", *extra, "--yes", "-o", "json",
+                        "-f", str(spec_file)], capture_output=True, text=True, cwd=workdir,
+                       timeout=1800, env={**os.environ, "COLUMNS": "200"})
+    wall = time.monotonic() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"kctl restart {' '.join(extra)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return wall, dict(json.loads(p.stdout))
+
+
+def _gate_seconds(result: Mapping[str, Any]) -> dict[str, float]:
+    """Seconds spent in each gate, summed over the steps (the gate names without their step)."""
+    out: dict[str, float] = {}
+    for g in result["gates"]:
+        if g["step"] == "pre-checks":
+            continue
+        out[g["gate"]] = out.get(g["gate"], 0.0) + float(g["seconds"])
+    return out
+
+
+MODES = (("services", ()), ("nodes", ("--service", "node")))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", type=float, default=500.0, help="records per second produced throughout")
-    ap.add_argument("--settle", type=float, default=10.0, help="seconds of load before and after the restart")
+    ap.add_argument("--settle", type=float, default=10.0, help="seconds of load before, between and after the restarts")
     add_output_args(ap)
     args = ap.parse_args(argv)
     from kctl.drill import check
     from kctl.drill.load import Load
     from kctl.testing.cluster import KafkaCluster
 
+    runs: dict[str, dict[str, Any]] = {}
     with KafkaCluster(nodes=3) as c:
         c.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})
         load = Load(c.spec, TOPIC, PARTITIONS, rate=args.rate, acks="all").start()
         try:
             time.sleep(args.settle)
-            roll_start = load.elapsed()
-            t0 = time.monotonic()
-            p = subprocess.run([sys.executable, "-m", "kctl", "restart", "--rolling", "--yes", "-o", "json",
-                                "-f", str(c.spec_file)], capture_output=True, text=True, cwd=c.workdir,
-                               timeout=1800, env={**os.environ, "COLUMNS": "200"})
-            wall = time.monotonic() - t0
-            roll_end = load.elapsed()
-            if p.returncode != 0:
-                raise SystemExit(f"kctl restart failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-            time.sleep(args.settle)
+            first = load.elapsed()
+            for mode, extra in MODES:
+                start = load.elapsed()
+                wall, result = _roll(c.spec_file, c.workdir, *extra)
+                runs[mode] = {"start": start, "end": load.elapsed(), "wall": wall, "result": result}
+                time.sleep(args.settle)
         finally:
             rec = load.stop()
-        steps = [f"{s['host']} {s['service']}" for s in json.loads(p.stdout)["steps"]]
         read = check.read_topic(c.spec, TOPIC)  # a fresh consumer of its own, from the beginning
         cmp = check.compare(rec.acked, read, rec.produced)
-    before = _window_ms(rec.seconds, 0, roll_start - 1)
-    during = _window_ms(rec.seconds, roll_start, roll_end)
-    stall = check.longest_gap(rec.ack_times, roll_start, roll_end)
+    before = _window_ms(rec.seconds, 0, first - 1)
+    rows = {}
+    for mode, r in runs.items():
+        during = _window_ms(rec.seconds, r["start"], r["end"])
+        rows[mode] = {
+            "steps": ", ".join(f"{s['host']} {s['service']}" for s in r["result"]["steps"]),
+            "n": len(r["result"]["steps"]),
+            "wall": r["wall"],
+            "acks": len(during),
+            "p50": _pct(during, 0.5), "p99": _pct(during, 0.99), "max": max(during, default=float("nan")),
+            "stall": check.longest_gap(rec.ack_times, r["start"], r["end"]),
+            "gates": _gate_seconds(r["result"]),
+        }
     errors = ", ".join(f"{k} {v}" for k, v in sorted(rec.errors.items())) or "none"
-    print(f"roll {wall:.1f}s; acked {cmp.acked}, read {cmp.read}, lost {cmp.lost}, errors {errors}", file=sys.stderr)
+    s, n = rows["services"], rows["nodes"]
+    print(f"roll by service {s['wall']:.1f}s, by node {n['wall']:.1f}s; acked {cmp.acked}, read {cmp.read},"
+          f" lost {cmp.lost}, errors {errors}", file=sys.stderr)
+    gate_names = list(dict.fromkeys([*s["gates"], *n["gates"]]))
+    gate_rows = "\n".join(f"| {g} | {s['gates'].get(g, 0.0):.1f} s | {n['gates'].get(g, 0.0):.1f} s |"
+                          for g in gate_names)
     section = f"""## Rolling restart under load
 
 `python -m kctl.bench.restart --rate {args.rate:g}` (part of `make bench`), on this machine,
 {time.strftime('%Y-%m-%d')}: a 3-node colocated cluster, topic `{TOPIC}` ({PARTITIONS} partitions, replication
 factor 3, `min.insync.replicas=2`), one producer with `acks=all` and idempotence on writing {args.rate:g}
 records/s throughout, every acknowledgement's latency recorded in its delivery callback. After {args.settle:g} s
-of load, `kctl restart --rolling --yes` restarts all {len(steps)} services, one at a time through the health
-gates: {", ".join(steps)}; then a preferred leader election. The load runs {args.settle:g} s more, then a
+of load, `kctl restart --rolling --yes` restarts the {s['n']} services one at a time through the health gates
+({s['steps']}); {args.settle:g} s later, on the same cluster under the same load,
+`kctl restart --rolling --service node --yes` restarts each node's ZooKeeper and broker in one step
+({n['steps']}); each ends with a preferred leader election. The load runs {args.settle:g} s more, then a
 fresh consumer reads every partition from the beginning and looks for every acknowledged record.
 
-| | before the restart (start-up included) | during the restart |
-|---|---|---|
-| wall time | {roll_start:.0f} s of load (first connections, producer id) | **{wall:.1f} s** (`kctl restart`) |
-| acknowledgements | {len(before)} | {len(during)} |
-| produce latency p50 | {_pct(before, 0.5):.1f} ms | {_pct(during, 0.5):.1f} ms |
-| produce latency p99 | {_pct(before, 0.99):.1f} ms | {_pct(during, 0.99):.1f} ms |
-| produce latency max | {max(before, default=float('nan')):.1f} ms | **{max(during, default=float('nan')):.1f} ms** |
+| | before the restarts | by service (default) | by node (`--service node`) |
+|---|---|---|---|
+| wall time | {first:.0f} s of load | **{s['wall']:.1f} s** | **{n['wall']:.1f} s** |
+| acknowledgements | {len(before)} | {s['acks']} | {n['acks']} |
+| produce latency p50 | {_pct(before, 0.5):.1f} ms | {s['p50']:.1f} ms | {n['p50']:.1f} ms |
+| produce latency p99 | {_pct(before, 0.99):.1f} ms | {s['p99']:.1f} ms | {n['p99']:.1f} ms |
+| produce latency max | {max(before, default=float('nan')):.1f} ms | {s['max']:.1f} ms | {n['max']:.1f} ms |
+| longest stretch without an acknowledgement | | {s['stall']:.1f} s | {n['stall']:.1f} s |
 
-Longest stretch without an acknowledgement during the restart: {stall:.1f} s. Over the whole run:
-{rec.produced} records produced, {cmp.acked} acknowledged, {cmp.read} read back; **records lost: {cmp.lost}**
-(acknowledged but not read back), duplicates {cmp.duplicates}, out of order {cmp.reordered}, acknowledged at
-an offset holding another value {cmp.offset_mismatches}; producer errors: {errors}; still unacknowledged
-after the final flush: {rec.unfinished}.
+Where the time goes (seconds in each gate, summed over the steps; the rest is stopping and starting):
+
+| gate | by service | by node |
+|---|---|---|
+{gate_rows}
+
+Over the whole run: {rec.produced} records produced, {cmp.acked} acknowledged, {cmp.read} read back;
+**records lost: {cmp.lost}** (acknowledged but not read back), duplicates {cmp.duplicates}, out of order
+{cmp.reordered}, acknowledged at an offset holding another value {cmp.offset_mismatches}; producer errors:
+{errors}; still unacknowledged after the final flush: {rec.unfinished}.
 """
     publish(section, args)
     if cmp.lost or cmp.offset_mismatches:
