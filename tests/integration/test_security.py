@@ -3,6 +3,7 @@ clients where possible: kcat, confluent-kafka, kazoo, raw sockets, `docker inspe
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
 import subprocess
 import sys
@@ -131,11 +132,17 @@ def test_no_credentials_wrong_password_or_no_ca_are_refused(secure: KafkaCluster
     cases = {"no credentials": (no_sasl, ("Disconnected", "transport failure", "TRANSPORT")),
              "wrong password": (wrong, ("Authentication failed", "SASL authentication error", "AUTHENTICATION")),
              "no CA": (no_ca, ("certificate verify failed", "SSL handshake failed", "_SSL"))}
-    for name, (conf, words) in cases.items():
-        reached, errors = admin_errors(conf)
+
+    def attempt(conf: dict[str, str]) -> tuple[bool, list[str], subprocess.CompletedProcess[str]]:
+        return (*admin_errors(conf), kcat(conf, tmp_path, "-L", "-m", "8"))
+
+    # Each refused client waits out its timeout: the three cases at once.
+    with cf.ThreadPoolExecutor(max_workers=3) as pool:
+        seen = dict(zip(cases, pool.map(attempt, [conf for conf, _ in cases.values()]), strict=True))
+    for name, (_, words) in cases.items():
+        reached, errors, p = seen[name]
         assert not reached, name
         assert any(w in e for e in errors for w in words), (name, errors)
-        p = kcat(conf, tmp_path, "-L", "-m", "8")
         assert p.returncode != 0, name
         assert any(w in p.stderr for w in words), (name, p.stderr)
     # kctl's own reads (health, identity) tell a refused login or TLS failure from no answer.
