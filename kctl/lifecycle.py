@@ -175,11 +175,13 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     ``graceful=False`` skips the controlled shutdowns and removes the containers at once: for a cluster
     whose data is thrown away (a test cluster). Returns how many containers there were.
     """
-    from kctl.runtime import prometheus
+    from kctl.runtime import mirrors, prometheus
 
     say = progress or (lambda _m: None)
     if prometheus.down(spec, state_dir, volumes=volumes):
         say("stopped Prometheus and Alertmanager")
+    if mirrors.down(spec, state_dir):
+        say("stopped and removed the mirrors into this cluster")
     eng = engines.for_spec(spec)
     dc = eng.client()
     infos = eng.containers(spec, dc)

@@ -20,7 +20,7 @@ from kctl.deferred import defer_import
 defer_import("importlib.metadata", calls=("entry_points",))
 
 import yaml  # noqa: E402
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator  # noqa: E402
 
 from kctl import contract  # noqa: E402
 from kctl.errors import SpecError  # noqa: E402
@@ -429,6 +429,66 @@ class ImageSpec(_Model):
     )
 
 
+_MIRROR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$")
+
+
+class MirrorSourceSpec(_Model):
+    spec: str | None = Field(None, description="The source cluster's kctl.yaml (relative to this kctl.yaml): its"
+                                               " bootstrap servers and client settings come from there.")
+    bootstrap_servers: str | None = Field(
+        None, description="Or the source's bootstrap servers (host:port,...; PLAINTEXT), for a cluster kctl does"
+                          " not run.")
+
+    @model_validator(mode="after")
+    def _one(self) -> MirrorSourceSpec:
+        if (self.spec is None) == (self.bootstrap_servers is None):
+            raise ValueError("a mirror's source is either `spec` (another kctl.yaml) or `bootstrap_servers`")
+        return self
+
+
+class MirrorPolicy(str, Enum):
+    prefix = "prefix"
+    identity = "identity"
+
+
+class MirrorSpec(_Model):
+    name: str = Field(description="The source cluster's alias in MirrorMaker: the prefix of replicated topics"
+                                  " (policy prefix) and of its internal topics.")
+    source: MirrorSourceSpec = Field(description="Where the records come from.")
+    topics: str = Field(".*", description="Regex of the source topics to replicate.")
+    topics_exclude: str | None = Field(None, description="Regex of source topics never replicated (MirrorMaker's"
+                                                         " own internal topics are always left out).")
+    groups: str = Field(".*", description="Regex of the consumer groups whose offsets are checkpointed.")
+    groups_exclude: str | None = Field(None, description="Regex of consumer groups left out.")
+    policy: MirrorPolicy = Field(MirrorPolicy.prefix, description="prefix: topic T arrives as <name>.T (Kafka's"
+                                                                  " DefaultReplicationPolicy); identity: as T.")
+    sync_group_offsets: bool = Field(True, description="MirrorMaker also writes the translated offsets of groups"
+                                                       " with no member on the target (sync.group.offsets).")
+    tasks: int = Field(1, ge=1, le=64, description="tasks.max of the source connector.")
+    refresh_topics_seconds: int = Field(10, ge=1, description="How often new matching topics are looked for.")
+    checkpoint_seconds: int = Field(5, ge=1, description="emit.checkpoints.interval.seconds and"
+                                                         " sync.group.offsets.interval.seconds.")
+    heap: str = Field("256m", description="JVM heap of the MirrorMaker process.")
+    overrides: Overrides = Field(default_factory=dict, description="Extra mm2.properties settings, as is.")
+
+    @field_validator("name")
+    @classmethod
+    def _alias(cls, v: str) -> str:
+        if not _MIRROR_NAME.match(v):
+            raise ValueError(f"{v!r} is not a mirror name (letters, digits, '-' and '_', max 40)")
+        return v
+
+    @field_validator("topics", "topics_exclude", "groups", "groups_exclude")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"{v!r} is not a regular expression: {exc}") from None
+        return v
+
+
 def _default_nodes() -> list[NodeSpec]:
     return [NodeSpec(id=i, hostname=f"logger{i}") for i in (1, 2, 3)]
 
@@ -460,6 +520,9 @@ class ClusterSpec(_Model):
     labels: dict[str, str] = Field(
         default_factory=dict, description="Extra Docker labels on every container and the network."
     )
+    mirrors: list[MirrorSpec] = Field(
+        default_factory=list, description="MirrorMaker 2 flows into this cluster from others (`kctl mirror`,"
+                                          " docs/mirroring.md).")
     cluster_id: str | None = Field(
         None, description="Kafka's cluster id of the cluster this spec made (`kctl up` records it in the state"
                           " dir); set it to bind a spec restored from version control to that cluster: every command"
@@ -703,6 +766,14 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         seen_hosts.setdefault(n.hostname, i)
         if spec.topology is Topology.split and re.match(r"^(zk|kafka)\d+$", n.hostname):
             errors.append(f"nodes.{i}.hostname: {n.hostname!r} clashes with the split topology's zkN/kafkaN names")
+
+    seen_mirrors: dict[str, int] = {}
+    for i, m in enumerate(spec.mirrors):
+        if m.name in seen_mirrors:
+            errors.append(f"mirrors.{i}.name: {m.name!r} is already used by mirrors.{seen_mirrors[m.name]}")
+        seen_mirrors.setdefault(m.name, i)
+        if m.name == spec.name:
+            errors.append(f"mirrors.{i}.name: {m.name!r} is this cluster's own name; MirrorMaker needs two aliases")
 
     participants = len(spec.participants)
     if participants == 0:

@@ -86,7 +86,7 @@ def list_groups(spec: ClusterSpec | None, bootstrap: str | None = None, *, clien
                   key=lambda g: g.group)
 
 
-def _committed(a: Any, group: str) -> dict[tuple[str, int], int]:
+def committed_offsets(a: Any, group: str) -> dict[tuple[str, int], int]:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     try:
@@ -133,7 +133,7 @@ def describe(spec: ClusterSpec | None, group: str, bootstrap: str | None = None,
         g = a.describe_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001
         raise kafka_error(exc, f"cannot describe {group!r}", group=group) from None
-    committed = _committed(a, group)
+    committed = committed_offsets(a, group)
     state = g.state.name if g.state else "UNKNOWN"
     if state == "DEAD" and not committed:
         raise group_missing(group)
@@ -223,7 +223,7 @@ def reset_offsets(spec: ClusterSpec | None, group: str, topic: str, strategy: st
     if g is not None and g.members:
         raise KctlError(f"group {group!r} is {state} with {len(g.members)} active member(s); offsets can only be"
                         " reset while it has none", hint="stop its consumers first (`kctl group describe` shows them)")
-    committed = _committed(a, group) if state != "DEAD" else {}
+    committed = committed_offsets(a, group) if state != "DEAD" else {}
     earliest = offsets(a, tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
     latest = offsets(a, tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
     by_time = None

@@ -68,7 +68,7 @@ def _prepare(name: str, sources: Sequence[Source], kafka_version: str, scala_ver
     cached = cache_root() / name
     if not refresh:
         dist = read_dist(cached)
-        if dist is not None and dist.kafka_version == kafka_version:
+        if dist is not None and dist.kafka_version == kafka_version and dist.current:
             say(progress, f"using the cached Kafka distribution {cached} (source: {dist.source})")
             return dist
     work = fresh_dir(cache_root(), f".{name}-")

@@ -22,6 +22,8 @@ MAVEN_ARTIFACTS = (
     "org.apache.kafka:kafka-storage:{kafka}",
     "org.apache.kafka:kafka-group-coordinator:{kafka}",
     "org.apache.kafka:kafka-clients:{kafka}",
+    # MirrorMaker 2 in dedicated mode (`kctl mirror`): Connect's runtime, json and the mirror connectors.
+    "org.apache.kafka:connect-mirror:{kafka}",
     "org.slf4j:slf4j-reload4j:1.7.36",
 )
 

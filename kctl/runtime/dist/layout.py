@@ -45,6 +45,13 @@ class Dist:
     zookeeper_version: str
     source: str
     identity: str
+    classes: tuple[str, ...] = ()  # the main classes checked when it was prepared (REQUIRED_CLASSES then)
+
+    @property
+    def current(self) -> bool:
+        """Whether it was checked for every class kctl needs today (a cache made before a tool was added is
+        prepared again)."""
+        return set(REQUIRED_CLASSES) <= set(self.classes)
 
 
 class Source(Protocol):
@@ -138,6 +145,7 @@ def read_dist(root: Path) -> Dist | None:
             zookeeper_version=m["zookeeper_version"],
             source=m["source"],
             identity=hashlib.sha256((root / MANIFEST).read_bytes()).hexdigest(),
+            classes=tuple(c for c in m.get("classes", "").split(",") if c),
         )
     except KeyError:
         return None
@@ -170,6 +178,7 @@ def finish_dist(root: Path, *, kafka_version: str, scala_version: str, source: s
         "source": source,
         "origin": origin,
         "content_sha256": content_digest(root),
+        "classes": ",".join(sorted(REQUIRED_CLASSES)),
     }
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     dist = read_dist(root)

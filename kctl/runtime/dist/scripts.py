@@ -55,6 +55,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("kafka-verifiable-producer.sh", "org.apache.kafka.tools.VerifiableProducer", heap="-Xmx512M"),
     Tool("kafka-verifiable-consumer.sh", "org.apache.kafka.tools.VerifiableConsumer", heap="-Xmx512M"),
     Tool("zookeeper-security-migration.sh", "kafka.admin.ZkSecurityMigrator"),
+    Tool("connect-mirror-maker.sh", "org.apache.kafka.connect.mirror.MirrorMaker", heap="-Xmx256M"),
 )
 
 # What every prepared distribution's bin/ holds: a tarball's own scripts, and ours where it lacks one.

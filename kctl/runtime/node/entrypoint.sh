@@ -61,8 +61,12 @@ for svc in ${SERVICES//,/ }; do
       for d in ${log_dirs//,/ }; do mkdir -p "$d"; done
       mkdir -p "$LOG_DIR/kafka"
       ;;
+    mirrormaker)
+      [ -r "$CONF_DIR/mm2.properties" ] || die "$CONF_DIR/mm2.properties is missing (KCTL_SERVICES=$SERVICES)"
+      mkdir -p "$LOG_DIR/mirrormaker"
+      ;;
     *)
-      die "unknown service '$svc' in KCTL_SERVICES=$SERVICES (expected zookeeper and/or kafka)"
+      die "unknown service '$svc' in KCTL_SERVICES=$SERVICES (expected zookeeper, kafka or mirrormaker)"
       ;;
   esac
   cp "$LIB_DIR/supervisor-$svc.conf" "/etc/supervisor/conf.d/$svc.conf"

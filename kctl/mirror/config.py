@@ -1,0 +1,187 @@
+"""A mirror of kctl.yaml as MirrorMaker 2's dedicated-mode configuration, and the Compose project that runs it.
+
+Every mirror of a cluster is one flow ``<mirror name> -> <cluster name>`` in its own container
+(``mm-<name>`` of the Compose project ``kctl-<cluster>-mirror``), from the node image, on the host's network:
+MirrorMaker reaches both clusters at their published ports on 127.0.0.1 (two clusters of this machine both
+call their brokers logger1..3 inside their own networks, so a container on both networks could not tell them
+apart), and listens on nothing (dedicated mode without its internal REST server).
+
+Everything MirrorMaker keeps lives in the target cluster: its Connect topics (``mm2-configs|offsets|status.
+<source>.internal``), the checkpoints (``<source>.checkpoints.internal``), the heartbeats, and the offset syncs
+(``offset-syncs.topic.location = target``), so it needs nothing but reads of the source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kctl import contract
+from kctl.errors import KctlError
+from kctl.runtime.mirrors import directory, project
+from kctl.spec import ClusterSpec, MirrorPolicy, MirrorSpec
+
+# What MirrorMaker leaves out whatever the spec says (its defaults, kept when the spec adds its own excludes).
+DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"
+DEFAULT_GROUPS_EXCLUDE = r"console-consumer-.*, connect-.*, __.*"
+IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+CONF = "/etc/kctl"
+# How often MirrorMaker commits the source offsets it replicated (Connect's default is 60 s): what a restart
+# replays, and how fresh `kctl mirror lag` is.
+OFFSET_FLUSH_MS = 2000
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a mirror reads: the bootstrap servers as MirrorMaker and kctl reach them, and the source's spec
+    when it is a kctl.yaml (its client settings and identity)."""
+
+    alias: str
+    bootstrap_servers: str
+    spec: ClusterSpec | None
+
+
+def service(mirror: MirrorSpec) -> str:
+    return f"mm-{mirror.name.lower()}"
+
+
+def find(spec: ClusterSpec, name: str | None) -> MirrorSpec:
+    """The named mirror, or the only one; KctlError (exit 2 by its hint) otherwise."""
+    if not spec.mirrors:
+        raise KctlError(f"{spec.name} has no mirrors", hint="add one under `mirrors:` in kctl.yaml"
+                                                            " (docs/mirroring.md)")
+    if name is None:
+        if len(spec.mirrors) > 1:
+            raise KctlError(f"{spec.name} has {len(spec.mirrors)} mirrors: name one with --mirror",
+                            hint="--mirror " + " | ".join(m.name for m in spec.mirrors))
+        return spec.mirrors[0]
+    for m in spec.mirrors:
+        if m.name == name:
+            return m
+    raise KctlError(f"no mirror {name!r} in {spec.name}", hint="its mirrors: "
+                    + ", ".join(m.name for m in spec.mirrors))
+
+
+def remote_topic(mirror: MirrorSpec, topic: str) -> str:
+    """The name a source topic has in this cluster."""
+    return topic if mirror.policy is MirrorPolicy.identity else f"{mirror.name}.{topic}"
+
+
+def internal_topics(mirror: MirrorSpec, target: str) -> dict[str, str]:
+    """MirrorMaker's topics in the target cluster for this flow (dedicated mode's names)."""
+    return {
+        "offsets": f"mm2-offsets.{mirror.name}.internal",
+        "status": f"mm2-status.{mirror.name}.internal",
+        "configs": f"mm2-configs.{mirror.name}.internal",
+        "checkpoints": f"{mirror.name}.checkpoints.internal",
+        "heartbeats": "heartbeats",
+        "offset_syncs": f"mm2-offset-syncs.{target}.internal",
+    }
+
+
+def _excludes(user: str | None, defaults: str) -> str:
+    return f"{user}, {defaults}" if user else defaults
+
+
+def properties(spec: ClusterSpec, mirror: MirrorSpec, source: Source) -> dict[str, Any]:
+    """mm2.properties of one flow, as ordered key -> value."""
+    src, dst = mirror.name, spec.name
+    flow = f"{src}->{dst}"
+    rf = min(3, len(spec.brokers))
+    props: dict[str, Any] = {
+        "clusters": f"{src}, {dst}",
+        f"{src}.bootstrap.servers": source.bootstrap_servers,
+        f"{dst}.bootstrap.servers": spec.bootstrap_servers,
+        f"{flow}.enabled": "true",
+        f"{dst}->{src}.enabled": "false",
+        f"{flow}.topics": mirror.topics,
+        f"{flow}.topics.exclude": _excludes(mirror.topics_exclude, DEFAULT_TOPICS_EXCLUDE),
+        f"{flow}.groups": mirror.groups,
+        f"{flow}.groups.exclude": _excludes(mirror.groups_exclude, DEFAULT_GROUPS_EXCLUDE),
+        f"{flow}.emit.heartbeats.enabled": "true",
+        f"{flow}.emit.checkpoints.enabled": "true",
+        f"{flow}.emit.checkpoints.interval.seconds": mirror.checkpoint_seconds,
+        f"{flow}.sync.group.offsets.enabled": str(mirror.sync_group_offsets).lower(),
+        f"{flow}.sync.group.offsets.interval.seconds": mirror.checkpoint_seconds,
+        f"{flow}.refresh.topics.interval.seconds": mirror.refresh_topics_seconds,
+        f"{flow}.refresh.groups.interval.seconds": mirror.refresh_topics_seconds,
+        f"{flow}.offset-syncs.topic.location": "target",
+        # Topic configs follow the source; ACLs are not copied (a plain target has no authorizer to take them).
+        f"{flow}.sync.topic.configs.enabled": "true",
+        f"{flow}.sync.topic.acls.enabled": "false",
+        "tasks.max": mirror.tasks,
+        "replication.factor": rf,
+        "checkpoints.topic.replication.factor": rf,
+        "heartbeats.topic.replication.factor": rf,
+        "offset-syncs.topic.replication.factor": rf,
+        "config.storage.replication.factor": rf,
+        "offset.storage.replication.factor": rf,
+        "status.storage.replication.factor": rf,
+        "offset.flush.interval.ms": OFFSET_FLUSH_MS,
+    }
+    if mirror.policy is MirrorPolicy.identity:
+        props["replication.policy.class"] = IDENTITY_POLICY
+    props.update(mirror.overrides)
+    return props
+
+
+def render_properties(props: dict[str, Any], note: str) -> str:
+    lines = [f"# {note}", "# Rendered by kctl from kctl.yaml (mirrors); `kctl mirror up` rewrites it."]
+    lines += [f"{k} = {_value(v)}" for k, v in props.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    return str(v).replace("\\", "\\\\")
+
+
+def log4j() -> str:
+    """log4j (reload4j) of the MirrorMaker JVM: a rolling file beside its stdout."""
+    a = "log4j.appender.ROLLINGFILE"
+    return "\n".join([
+        "# log4j of MirrorMaker, rendered by kctl.",
+        "log4j.rootLogger=INFO, ROLLINGFILE",
+        f"{a}=org.apache.log4j.RollingFileAppender",
+        f"{a}.File=${{kafka.logs.dir}}/mirrormaker.log",
+        f"{a}.MaxFileSize=10MB",
+        f"{a}.MaxBackupIndex=5",
+        f"{a}.layout=org.apache.log4j.PatternLayout",
+        f"{a}.layout.ConversionPattern=[%d] %p %m (%c)%n",
+        "log4j.logger.org.reflections=ERROR",
+        "log4j.logger.org.apache.kafka.clients=WARN",
+    ]) + "\n"
+
+
+def compose_document(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
+    base = directory(state_dir)
+    services: dict[str, Any] = {}
+    for m in spec.mirrors:
+        labels = {**spec.labels, contract.LABEL_CLUSTER + ".mirror": spec.name, "io.kctl.mirror": m.name}
+        services[service(m)] = {
+            "image": spec.local_image_ref,
+            "network_mode": "host",
+            "restart": "unless-stopped",
+            "labels": labels,
+            "environment": {"KCTL_SERVICES": "mirrormaker", "KCTL_NODE": service(m), "KCTL_MM2_TARGET": spec.name,
+                            "KAFKA_HEAP_OPTS": f"-Xms{m.heap} -Xmx{m.heap}"},
+            "volumes": [f"{base / m.name / 'conf'}:{CONF}:ro", f"{base / m.name / 'logs'}:/var/log/kctl"],
+            "stop_grace_period": "60s",
+        }
+    return {"name": project(spec), "services": services}
+
+
+def render(spec: ClusterSpec, state_dir: Path, sources: dict[str, Source]) -> dict[str, str]:
+    """The files under ``<state>/mirror`` (relative path -> text)."""
+    files: dict[str, str] = {}
+    for m in spec.mirrors:
+        files[f"{m.name}/conf/mm2.properties"] = render_properties(
+            properties(spec, m, sources[m.name]), f"MirrorMaker 2: {m.name} -> {spec.name}")
+        files[f"{m.name}/conf/log4j-mirrormaker.properties"] = log4j()
+    files["compose.yaml"] = ("# Rendered by kctl from kctl.yaml (mirrors); `kctl mirror up` rewrites it.\n"
+                             + yaml.safe_dump(compose_document(spec, state_dir), sort_keys=False, width=1 << 16))
+    return files

@@ -1,0 +1,151 @@
+"""kctl.mirror's pure parts: the spec's mirrors, mm2.properties and the Compose project, MirrorMaker's records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kctl.errors import KctlError
+from kctl.mirror import config, records
+from kctl.mirror.config import Source
+from kctl.spec import ClusterSpec, SpecError, check_rules, parse_spec
+
+
+def target(**mirror: object) -> ClusterSpec:
+    return ClusterSpec.model_validate({"name": "dr", "mirrors": [{"name": "logger", "source": {
+        "spec": "../primary/kctl.yaml"}, **mirror}]})
+
+
+SOURCE = Source("logger", "127.0.0.1:29092", None)
+
+
+def props(spec: ClusterSpec) -> dict[str, object]:
+    return config.properties(spec, spec.mirrors[0], SOURCE)
+
+
+def test_one_flow_from_the_source_alias_into_this_cluster() -> None:
+    p = props(target(topics="orders|new-.*", groups="billing"))
+    assert p["clusters"] == "logger, dr"
+    assert p["logger.bootstrap.servers"] == "127.0.0.1:29092"
+    assert p["dr.bootstrap.servers"] == target().bootstrap_servers
+    assert p["logger->dr.enabled"] == "true" and p["dr->logger.enabled"] == "false"
+    assert p["logger->dr.topics"] == "orders|new-.*" and p["logger->dr.groups"] == "billing"
+    # MirrorMaker's own exclusions stay when none are given, and beside the spec's own
+    assert p["logger->dr.topics.exclude"] == config.DEFAULT_TOPICS_EXCLUDE
+    assert props(target(topics_exclude="secret-.*"))["logger->dr.topics.exclude"] == \
+        "secret-.*, " + config.DEFAULT_TOPICS_EXCLUDE
+    # everything MirrorMaker keeps is in the target: it only reads the source
+    assert p["logger->dr.offset-syncs.topic.location"] == "target"
+    assert "replication.policy.class" not in p
+    assert props(target(policy="identity"))["replication.policy.class"] == config.IDENTITY_POLICY
+    # replication factors fit the target's brokers (3 by default; 1 on a one-node target)
+    assert p["replication.factor"] == 3 and p["status.storage.replication.factor"] == 3
+    one = ClusterSpec.model_validate({"name": "dr", "nodes": [{"id": 1, "hostname": "dr1"}], "mirrors": [
+        {"name": "logger", "source": {"bootstrap_servers": "127.0.0.1:1"}}]})
+    assert config.properties(one, one.mirrors[0], SOURCE)["checkpoints.topic.replication.factor"] == 1
+    # overrides come last, as is
+    assert props(target(overrides={"tasks.max": 4}))["tasks.max"] == 4
+
+
+def test_rendered_files_and_the_compose_project(tmp_path: Path) -> None:
+    spec = target()
+    files = config.render(spec, tmp_path, {"logger": SOURCE})
+    assert set(files) == {"logger/conf/mm2.properties", "logger/conf/log4j-mirrormaker.properties", "compose.yaml"}
+    text = files["logger/conf/mm2.properties"]
+    assert "logger->dr.enabled = true\n" in text
+    assert r"logger->dr.topics.exclude = .*[\\-\\.]internal" in text  # a properties file's backslash, escaped
+    doc = yaml.safe_load(files["compose.yaml"])
+    assert doc["name"] == "kctl-dr-mirror"
+    svc = doc["services"]["mm-logger"]
+    assert svc["network_mode"] == "host" and "ports" not in svc  # reaches 127.0.0.1 ports; publishes none
+    assert svc["environment"]["KCTL_SERVICES"] == "mirrormaker" and svc["environment"]["KCTL_MM2_TARGET"] == "dr"
+    assert svc["restart"] == "unless-stopped"
+    assert f"{tmp_path}/mirror/logger/conf:/etc/kctl:ro" in svc["volumes"]
+
+
+def test_remote_topic_and_internal_topics() -> None:
+    m = target().mirrors[0]
+    assert config.remote_topic(m, "orders") == "logger.orders"
+    assert config.remote_topic(target(policy="identity").mirrors[0], "orders") == "orders"
+    t = config.internal_topics(m, "dr")
+    assert t["checkpoints"] == "logger.checkpoints.internal" and t["status"] == "mm2-status.logger.internal"
+
+
+def test_find_names_the_choices() -> None:
+    assert config.find(target(), None).name == "logger"
+    with pytest.raises(KctlError, match="no mirror 'x'"):
+        config.find(target(), "x")
+    with pytest.raises(KctlError, match="has no mirrors"):
+        config.find(ClusterSpec(name="dr"), None)
+    two = ClusterSpec.model_validate({"name": "dr", "mirrors": [
+        {"name": "a", "source": {"bootstrap_servers": "127.0.0.1:1"}},
+        {"name": "b", "source": {"bootstrap_servers": "127.0.0.1:2"}}]})
+    with pytest.raises(KctlError, match="name one with --mirror"):
+        config.find(two, None)
+
+
+@pytest.mark.parametrize(("mirror", "message"), [
+    ({"name": "bad name", "source": {"bootstrap_servers": "x:1"}}, "not a mirror name"),
+    ({"name": "a", "source": {}}, "either `spec`"),
+    ({"name": "a", "source": {"spec": "x", "bootstrap_servers": "x:1"}}, "either `spec`"),
+    ({"name": "a", "source": {"spec": "x"}, "topics": "(unclosed"}, "not a regular expression"),
+])
+def test_bad_mirrors_are_refused(mirror: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecError, match=message.replace("(", r"\(")):
+        parse_spec({"name": "dr", "mirrors": [mirror]})
+
+
+def test_mirror_names_are_unique_and_not_the_clusters_own() -> None:
+    spec = ClusterSpec.model_validate({"name": "dr", "mirrors": [
+        {"name": "dr", "source": {"bootstrap_servers": "x:1"}},
+        {"name": "a", "source": {"bootstrap_servers": "x:1"}}, {"name": "a", "source": {"bootstrap_servers": "x:2"}}]})
+    errors, _ = check_rules(spec)
+    assert any("mirrors.0.name" in e and "own name" in e for e in errors)
+    assert any("mirrors.2.name" in e and "already used" in e for e in errors)
+
+
+# ----- records ----------------------------------------------------------------------------------
+
+
+def _kafka_string(s: str) -> bytes:
+    return len(s.encode()).to_bytes(2, "big") + s.encode()
+
+
+def test_a_checkpoint_as_kafka_writes_it() -> None:
+    # Checkpoint.KEY_SCHEMA (group, topic, partition) and VALUE_SCHEMA_V0 behind an int16 version header,
+    # laid out here byte by byte rather than with the module's own encoder.
+    key = _kafka_string("billing") + _kafka_string("logger.orders") + (2).to_bytes(4, "big")
+    value = (0).to_bytes(2, "big") + (1234).to_bytes(8, "big") + (1200).to_bytes(8, "big") + _kafka_string("")
+    c = records.checkpoint(key, value)
+    assert c == records.Checkpoint("billing", "logger.orders", 2, 1234, 1200, "")
+    assert records.encode_checkpoint(c) == (key, value)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    (None, b"x"), (b"\x00\x05ab", b"\x00\x00" + b"\x00" * 18),  # a string longer than the key
+    (_kafka_string("g") + _kafka_string("t") + b"\x00\x00\x00\x01", b"\x00\x01" + b"\x00" * 18),  # version 1
+])
+def test_what_is_not_a_checkpoint_says_so(key: bytes | None, value: bytes) -> None:
+    with pytest.raises(records.BadRecord):
+        records.checkpoint(key, value)
+
+
+def test_connect_source_offsets_and_status() -> None:
+    key = json.dumps(["MirrorSourceConnector", {"cluster": "logger", "partition": 1, "topic": "orders"}]).encode()
+    assert records.source_offset(key, b'{"offset":41}') == ("MirrorSourceConnector", "orders", 1, 41)
+    assert records.source_offset(key, None) == ("MirrorSourceConnector", "orders", 1, None)
+    assert records.source_offset(b'["MirrorCheckpointConnector",{"group":"g"}]', b"{}") is None
+    assert records.source_offset(b"not json", b"{}") is None
+    assert records.status(b"status-task-MirrorSourceConnector-0", b'{"state":"RUNNING","trace":null}') == \
+        ("task MirrorSourceConnector-0", {"state": "RUNNING", "trace": None})
+    assert records.status(b"status-connector-MirrorSourceConnector", None) == \
+        ("connector MirrorSourceConnector", None)
+    assert records.status(b"status-topic-orders:MirrorSourceConnector", b"{}") is None
+
+
+def test_a_heartbeats_source_alias() -> None:
+    assert records.heartbeat_source(_kafka_string("logger") + _kafka_string("dr")) == "logger"
+    assert records.heartbeat_source(b"\x00") is None and records.heartbeat_source(None) is None
