@@ -62,6 +62,7 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("node", "remove"): ["3", "--yes"],
     ("console", "user", "add"): ["sweep-c", "--role", "admin"],
     ("console", "user", "remove"): ["sweep-c"],
+    ("mirror", "failover"): [GROUP, "--yes"],
 }
 
 # Commands the sweep does not run, and why.
