@@ -196,3 +196,42 @@ def test_the_source_down_is_reported_the_target_serves_and_replication_resumes(p
     produce(source, "orders", range(ORDERS, ORDERS + 50))
     eventually("records produced after the source came back", lambda: set(values_in(target, f"{ALIAS}.orders"))
                >= set(range(ORDERS + 50)), timeout=180)
+
+
+def _consume_and_commit(cluster: KafkaCluster, topic: str, group: str, at_least: int) -> list[int]:
+    from confluent_kafka import Consumer
+
+    seen: list[int] = []
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    deadline = time.monotonic() + 60
+    while len(seen) < at_least and time.monotonic() < deadline:
+        for m in c.consume(10, timeout=1.0):
+            if m.error() is None:
+                seen.append(int(m.value()))
+    c.commit(asynchronous=False)
+    c.close()
+    assert len(seen) >= at_least
+    return seen
+
+
+def test_runbook_fail_over_to_replica_cluster(pair: Any) -> None:
+    from tests.integration import runbook
+
+    source, target = pair
+    _consume_and_commit(source, "orders", "billing", 50)
+    eventually("a checkpoint of billing", lambda: kctl(target, "mirror", "failover", "billing", "--dry-run")
+               .returncode == 0)
+    eventually("the mirror caught up", lambda: kctl(target, "mirror", "status").returncode == 0)
+
+    def before(step: runbook.Step) -> None:
+        if step.command.startswith("kctl status -f"):
+            source.stop("logger1", "kafka")  # the primary is lost
+
+    try:
+        runbook.run(runbook.RUNBOOKS / "fail-over-to-replica-cluster.md", target.spec_file,
+                    state_dir=target.state_dir, env={"PRIMARY": str(source.spec_file)}, before=before)
+    finally:
+        source.start("logger1", "kafka")
+        source.wait_until_healthy(timeout=120)
