@@ -142,7 +142,9 @@ def test_a_group_fails_over_to_the_target_and_loses_nothing(pair: Any) -> None:
     assert json.loads(p.stdout)["applied"] is True
     # the group's consumers resume on the target: with what they read on the source, nothing is missing
     seen_on_target: list[int] = []
-    c = Consumer({"bootstrap.servers": target.bootstrap_servers, "group.id": group, "auto.offset.reset": "none",
+    # A partition the group never read on the source has no checkpoint: there, as on the source, the consumer's
+    # auto.offset.reset (earliest) applies.
+    c = Consumer({"bootstrap.servers": target.bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest",
                   "enable.auto.commit": False})
     c.subscribe([f"{ALIAS}.orders"])
     quiet = time.monotonic() + 10
@@ -153,12 +155,14 @@ def test_a_group_fails_over_to_the_target_and_loses_nothing(pair: Any) -> None:
                 quiet = time.monotonic() + 5
     c.close()
     assert set(seen_on_source) | set(seen_on_target) == set(range(ORDERS))  # nothing lost
-    duplicates = len(set(seen_on_source) & set(seen_on_target))
-    print(f"failover of {group}: {len(seen_on_source)} read on the source, {len(seen_on_target)} on the target,"
-          f" {duplicates} read again (MirrorMaker's translation is at least once)")
-    assert duplicates < ORDERS - len(seen_on_source)  # it resumed near where it stopped, not from the start
+    again = set(seen_on_source) & set(seen_on_target)
+    print(f"failover of {group}: {len(seen_on_source)} read on the source, {len(seen_on_target)} on the target"
+          f" ({len(set(seen_on_target))} distinct), {len(again)} of the source's read again on the target"
+          " (MirrorMaker translates at least once)")
+    assert len(again) < len(seen_on_source)  # it resumed past where it started, not from the beginning
 
 
+@pytest.mark.long  # 2,000 records through a kill -9 and a restart of MirrorMaker
 def test_mirrormaker_killed_mid_stream_loses_nothing(pair: Any) -> None:
     import docker
 
@@ -180,6 +184,7 @@ def test_mirrormaker_killed_mid_stream_loses_nothing(pair: Any) -> None:
     assert st[0]["container"] == "running"
 
 
+@pytest.mark.long  # make test's short form: the fail-over runbook takes the source down and back
 def test_the_source_down_is_reported_the_target_serves_and_replication_resumes(pair: Any) -> None:
     source, target = pair
     source.stop("logger1", "kafka")

@@ -287,6 +287,10 @@ def test_restart_one_node_both_services_together(cluster: KafkaCluster) -> None:
 
 
 def test_zk_storage_and_purge_keep_the_newest_snapshots(cluster: KafkaCluster) -> None:
+    # A ZooKeeper leader takes a snapshot when it is elected: restarting the leader gives a real snapshot of a
+    # new epoch (zxid above 5) to copy below.
+    leader = next(h for h, m in cluster.zookeeper_modes().items() if m == "leader")
+    assert kctl(cluster, "restart", leader, "--service", "zookeeper", "--yes").returncode == 0
     p = kctl(cluster, "zk", "storage", "-o", "json")
     assert p.returncode == 0, p.stderr
     nodes = {n["node"]: n for n in json.loads(p.stdout)}
@@ -296,7 +300,7 @@ def test_zk_storage_and_purge_keep_the_newest_snapshots(cluster: KafkaCluster) -
         assert n["snapshots"]["key"] == "dataDir" and n["txn_logs"]["key"] == "dataLogDir" and n["separate"]
 
     # Old snapshots to purge: copies of a real one under lower zxids (what PurgeTxnLog orders by), on the
-    # node with the newest real snapshot (a leader elected by the roll above took one).
+    # node with the newest real snapshot.
     def zxid(f: Path) -> int:
         return int(f.name.split(".")[1], 16)
 

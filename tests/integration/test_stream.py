@@ -333,6 +333,8 @@ class _standalone:  # noqa: N801 - a context manager used like a function
                     p.wait()
 
 
+# long: make test kills the job itself (kill -9 above); the brokers' own kills are the drills' (test_drill.py).
+@pytest.mark.long
 def test_broker_sigkill_during_the_run_loses_and_duplicates_nothing(
         kctl_faults: Any, spark: Any, tmp_path: Path) -> None:
     """SIGKILL of the broker leading partition 0 while the job runs, more events produced to the two left,
