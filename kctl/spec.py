@@ -468,6 +468,13 @@ class MirrorSpec(_Model):
     refresh_topics_seconds: int = Field(10, ge=1, description="How often new matching topics are looked for.")
     checkpoint_seconds: int = Field(5, ge=1, description="emit.checkpoints.interval.seconds and"
                                                          " sync.group.offsets.interval.seconds.")
+    exactly_once: bool = Field(
+        False, description="Exactly-once delivery into this cluster (KIP-618 in dedicated mode, Kafka 3.5+): each"
+                           " batch and its source offsets in one transaction; consumers of the replicas read with"
+                           " isolation.level=read_committed. Needs MirrorMaker's internal REST server"
+                           " (rest_port).")
+    rest_port: Port | None = Field(None, description="With exactly_once: the port of MirrorMaker's internal REST"
+                                                     " server on 127.0.0.1 (default 18083 + the mirror's index).")
     heap: str = Field("256m", description="JVM heap of the MirrorMaker process.")
     overrides: Overrides = Field(default_factory=dict, description="Extra mm2.properties settings, as is.")
 
@@ -774,6 +781,17 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         seen_mirrors.setdefault(m.name, i)
         if m.name == spec.name:
             errors.append(f"mirrors.{i}.name: {m.name!r} is this cluster's own name; MirrorMaker needs two aliases")
+    published = {p for n in spec.nodes for p, _, _ in spec.published_ports(n)}
+    rest: dict[int, int] = {}
+    for i, m in enumerate(spec.mirrors):
+        if not m.exactly_once:
+            continue
+        port = m.rest_port or 18083 + i  # kctl.mirror.config.rest_port
+        if port in rest:
+            errors.append(f"mirrors.{i}.rest_port: {port} is also mirrors.{rest[port]}'s")
+        elif port in published:
+            errors.append(f"mirrors.{i}.rest_port: {port} is a port this cluster publishes")
+        rest.setdefault(port, i)
 
     participants = len(spec.participants)
     if participants == 0:

@@ -65,6 +65,14 @@ def find(spec: ClusterSpec, name: str | None) -> MirrorSpec:
                     + ", ".join(m.name for m in spec.mirrors))
 
 
+REST_PORT_BASE = 18083
+
+
+def rest_port(spec: ClusterSpec, mirror: MirrorSpec) -> int:
+    """The internal REST server's port of an exactly-once mirror (on 127.0.0.1)."""
+    return mirror.rest_port or REST_PORT_BASE + spec.mirrors.index(mirror)
+
+
 def remote_topic(mirror: MirrorSpec, topic: str) -> str:
     """The name a source topic has in this cluster."""
     return topic if mirror.policy is MirrorPolicy.identity else f"{mirror.name}.{topic}"
@@ -124,6 +132,15 @@ def properties(spec: ClusterSpec, mirror: MirrorSpec, source: Source) -> dict[st
     }
     if mirror.policy is MirrorPolicy.identity:
         props["replication.policy.class"] = IDENTITY_POLICY
+    if mirror.exactly_once:
+        # KIP-618 in dedicated mode: the target's source tasks write each batch and its offsets in one
+        # transaction, which needs the workers' internal REST server (KIP-710), on 127.0.0.1 only; what is read
+        # from the source skips aborted transactions.
+        props[f"{dst}.exactly.once.source.support"] = "enabled"
+        props["dedicated.mode.enable.internal.rest"] = "true"
+        props["listeners"] = f"http://127.0.0.1:{rest_port(spec, mirror)}"
+        props["rest.advertised.host.name"] = "127.0.0.1"
+        props[f"{src}.consumer.isolation.level"] = "read_committed"
     props.update(mirror.overrides)
     return props
 

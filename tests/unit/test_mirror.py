@@ -107,6 +107,19 @@ def test_mirror_names_are_unique_and_not_the_clusters_own() -> None:
     assert any("mirrors.2.name" in e and "already used" in e for e in errors)
 
 
+def test_exactly_once_needs_the_internal_rest_server_on_loopback() -> None:
+    p = props(target(exactly_once=True))
+    assert p["dr.exactly.once.source.support"] == "enabled"
+    assert p["dedicated.mode.enable.internal.rest"] == "true" and p["listeners"] == "http://127.0.0.1:18083"
+    assert p["logger.consumer.isolation.level"] == "read_committed"
+    assert "listeners" not in props(target())  # at least once: no REST server, nothing listens
+    assert props(target(exactly_once=True, rest_port=19999))["listeners"] == "http://127.0.0.1:19999"
+    two = ClusterSpec.model_validate({"name": "dr", "mirrors": [
+        {"name": "a", "source": {"bootstrap_servers": "x:1"}, "exactly_once": True, "rest_port": 19000},
+        {"name": "b", "source": {"bootstrap_servers": "x:1"}, "exactly_once": True, "rest_port": 19000}]})
+    assert any("mirrors.1.rest_port" in e for e in check_rules(two)[0])
+
+
 # ----- records ----------------------------------------------------------------------------------
 
 
