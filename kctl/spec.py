@@ -781,7 +781,7 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         seen_mirrors.setdefault(m.name, i)
         if m.name == spec.name:
             errors.append(f"mirrors.{i}.name: {m.name!r} is this cluster's own name; MirrorMaker needs two aliases")
-    published = {p for n in spec.nodes for p, _, _ in spec.published_ports(n)}
+    ports_here = {p for n in spec.nodes for p, _, _ in spec.published_ports(n)}
     rest: dict[int, int] = {}
     for i, m in enumerate(spec.mirrors):
         if not m.exactly_once:
@@ -789,7 +789,7 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         port = m.rest_port or 18083 + i  # kctl.mirror.config.rest_port
         if port in rest:
             errors.append(f"mirrors.{i}.rest_port: {port} is also mirrors.{rest[port]}'s")
-        elif port in published:
+        elif port in ports_here:
             errors.append(f"mirrors.{i}.rest_port: {port} is a port this cluster publishes")
         rest.setdefault(port, i)
 

@@ -56,9 +56,14 @@ def drill_run(
 
         require("matplotlib", "plot")  # fail now, not after the drill
     spec = connect(file, write=True)  # faults only on the cluster this kctl.yaml made
-    verdict = run.run(spec, state_dir_for(spec, file), scenario, duration=seconds, rate=rate, acks=acks,
-                      bounces=bounces, hold=hold_s, topic=topic, unclean=unclean, keep_topic=keep_topic,
-                      gate_timeout=timeout, progress=output.info)
+    if scenario == "mirror-failover":
+        from kctl.drill import mirror
+
+        verdict = mirror.run(spec, file, duration=seconds, rate=rate, gate_timeout=timeout, progress=output.info)
+    else:
+        verdict = run.run(spec, state_dir_for(spec, file), scenario, duration=seconds, rate=rate, acks=acks,
+                          bounces=bounces, hold=hold_s, topic=topic, unclean=unclean, keep_topic=keep_topic,
+                          gate_timeout=timeout, progress=output.info)
     if plot is not None:
         report.plot(verdict, plot)
         output.info(f"timeline plotted to {plot}")

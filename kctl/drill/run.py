@@ -320,6 +320,9 @@ def run(spec: ClusterSpec, state_dir: Path, scenario: str, *, duration: float = 
     """Run a drill and return its verdict (``holds``: nothing acknowledged was lost, no duplicates or
     reordering with idempotence, every fault recovered from). DrillNotRun (exit 2) when it could not run."""
     say = progress or (lambda _m: None)
+    if scenario == "mirror-failover":
+        raise DrillNotRun("mirror-failover is a drill of two clusters (kctl.drill.mirror.run); nothing was"
+                          " injected", hint="`kctl drill run mirror-failover` on the replica's kctl.yaml")
     if acks not in ("all", "-1", "1"):
         raise DrillNotRun(f"--acks {acks!r}: all or 1", hint="acks=0 has no acknowledgement to check")
     sc = validate(scenario, rate, duration, bounces, hold)

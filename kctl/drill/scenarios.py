@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kctl import health
+from kctl.errors import KctlError
 from kctl.runtime.faults import Faults
 from kctl.spec import ClusterSpec
 from kctl.wait import Probe
@@ -170,6 +171,11 @@ def baseline(b: Bounce) -> None:
     b.recover()
 
 
+def mirror_failover(b: Bounce) -> None:
+    raise KctlError("mirror-failover is a drill of two clusters: kctl.drill.mirror runs it",
+                    hint="`kctl drill run mirror-failover` on the replica's kctl.yaml")
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("leader-kill", "SIGKILL the leader of partition 0; restart it once it left /brokers/ids", True,
              leader_kill),
@@ -190,4 +196,6 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("rolling-restart", "the day-2 rolling restart (kctl restart --rolling) under load", True,
              rolling_restart),
     Scenario("baseline", "no fault: the load and the check alone (a control)", False, baseline),
+    Scenario("mirror-failover", "on a replica's kctl.yaml: its primary lost under load, a consumer group failed"
+                                " over to the replica (kctl.drill.mirror)", False, mirror_failover),
 )}
