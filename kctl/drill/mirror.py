@@ -7,8 +7,9 @@ Run against the replica's kctl.yaml (a cluster with ``mirrors:``), whose mirror 
 2. the drill's topic on the primary (3 partitions); the load (acks=all, idempotent) and an application
    consumer of the drill's group, which commits what it has read every half second;
 3. halfway, the primary is lost: every broker of it stopped; the application stops with it;
-4. ``kctl mirror failover``'s translation applied on the replica (once the group's checkpoint is there), and
-   the application goes on there, reading the replica topic until it has been quiet for 5 s;
+4. ``kctl mirror failover``'s translation applied on the replica (the loss waits for the group's first
+   checkpoint there: one never checkpointed cannot fail over), and the application goes on there, reading the
+   replica topic until it has been quiet for 5 s;
 5. the primary's brokers started again; the verdict, from independent reads: the replica topic read back with
    a fresh consumer. **lost**: a record the replica holds that the group read neither on the primary nor on
    the replica (a failover that skipped it); **read again**: read on both (allowed: translation is at least
@@ -135,6 +136,17 @@ def run(target: ClusterSpec, spec_path: Path, *, mirror_name: str | None = None,
         load.start()
         app.start()
         clock = load.elapsed
+        # A group can fail over only once the replica holds a checkpoint of it: MirrorMaker reads the group's
+        # offsets from the primary, so one not checkpointed before the loss never will be. The loss waits for
+        # the first one (bounded), then for the schedule.
+        deadline = time.monotonic() + gate_timeout
+        while not failover.checkpoints(target, mirror, group):  # bounded: gate_timeout
+            if time.monotonic() > deadline:
+                raise KctlError(f"MirrorMaker did not checkpoint {group} into {target.name} within"
+                                f" {gate_timeout:.0f}s, so no failover was tried; nothing was injected",
+                                hint="`kctl mirror status`; mirrors[].checkpoint_seconds")
+            time.sleep(0.5)
+        marks.append((clock(), f"the first checkpoint of {group} is on {target.name}"))
         while clock() < duration / 2:
             time.sleep(0.2)
         hosts = [primary.kafka_host(n) for n in primary.brokers]
@@ -149,11 +161,6 @@ def run(target: ClusterSpec, spec_path: Path, *, mirror_name: str | None = None,
         # What the replica holds when the primary is gone: an independent read of the replica topic.
         replica = {seq for parts in check.read_topic(target, remote).values() for _, seq in parts}
         deadline = time.monotonic() + gate_timeout
-        while not failover.checkpoints(target, mirror, group):  # bounded: gate_timeout
-            if time.monotonic() > deadline:
-                raise KctlError(f"no checkpoint of {group} reached {target.name} within {gate_timeout:.0f}s",
-                                hint="`kctl mirror status`")
-            time.sleep(0.5)
         plan = failover.plan(target, mirror, group, execute=True)
         marks.append((clock(), f"group {group} failed over: {len(plan.moves)} partition(s) set on {target.name}"))
         say(f"[{clock():6.1f}s] failover of {group}: {len(plan.moves)} partition(s) at their translated offsets")

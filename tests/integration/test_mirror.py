@@ -177,7 +177,8 @@ def test_mirrormaker_killed_mid_stream_loses_nothing(pair: Any) -> None:
     eventually("new-kill mirrored", lambda: f"{ALIAS}.new-kill" in topics(target), timeout=60)
     produce(source, "new-kill", range(5000, 6000))
     dc = docker.from_env()
-    (mm,) = dc.containers.list(filters={"label": f"io.kctl.mirror={ALIAS}"})
+    (mm,) = dc.containers.list(filters={"label": [f"io.kctl.mirror={ALIAS}",
+                                                  f"io.kctl.cluster.mirror={target.spec.name}"]})
     rc, out = mm.exec_run(["pkill", "-9", "-f", "connect.mirror.MirrorMaker"])
     assert rc == 0, out
     produce(source, "new-kill", range(6000, 7000))
@@ -221,6 +222,7 @@ def test_drill_mirror_failover_loses_nothing_the_replica_holds(pair: Any) -> Non
     source, target = pair
     p = kctl(target, "drill", "run", "mirror-failover", "--duration", "10s", "--rate", "200", "-o", "json",
              timeout=600)
+    assert p.stdout.strip(), f"exit {p.returncode}: {p.stderr[-3000:]}"
     v = json.loads(p.stdout)
     assert p.returncode == 0, (v["failures"], v["notes"], p.stderr[-2000:])
     assert v["holds"] and v["lost"] == 0 and v["acked"] > 500
@@ -229,7 +231,7 @@ def test_drill_mirror_failover_loses_nothing_the_replica_holds(pair: Any) -> Non
     replica = set(values_in(target, f"{ALIAS}.{v['topic']}"))
     held = int(v["notes"][0].split()[0])
     assert len(replica) >= held > 0
-    assert source.status().health == "healthy"  # the primary's brokers are back
+    source.wait_for(lambda st: st.health == "healthy", timeout=60, description="the primary healthy again")
 
 
 def _consume_and_commit(cluster: KafkaCluster, topic: str, group: str, at_least: int) -> list[int]:
@@ -310,7 +312,8 @@ def test_exactly_once_mirror_killed_mid_stream_has_no_duplicates() -> None:
             p = kctl(target, "mirror", "up", "--timeout", "180")
             assert p.returncode == 0, p.stdout + p.stderr
             produce(source, "eos", range(0, 3000))
-            (mm,) = docker.from_env().containers.list(filters={"label": f"io.kctl.mirror={ALIAS}"})
+            (mm,) = docker.from_env().containers.list(filters={"label": [
+                f"io.kctl.mirror={ALIAS}", f"io.kctl.cluster.mirror={target.spec.name}"]})
             eventually("some records replicated", lambda: len(committed_values(target, f"{ALIAS}.eos")) > 0)
             rc, out = mm.exec_run(["pkill", "-9", "-f", "connect.mirror.MirrorMaker"])
             assert rc == 0, out
