@@ -63,16 +63,6 @@ def checkpoint(key: bytes | None, value: bytes | None) -> Checkpoint:
     return Checkpoint(group, topic, partition, upstream, downstream, metadata)
 
 
-def encode_checkpoint(c: Checkpoint) -> tuple[bytes, bytes]:
-    """The inverse of :func:`checkpoint` (for tests and fixtures)."""
-    def s(text: str) -> bytes:
-        raw = text.encode("utf-8")
-        return struct.pack(">h", len(raw)) + raw
-
-    return (s(c.group) + s(c.topic) + struct.pack(">i", c.partition),
-            struct.pack(">hqq", 0, c.upstream_offset, c.downstream_offset) + s(c.metadata))
-
-
 def heartbeat_source(key: bytes | None) -> str | None:
     """The source alias of a heartbeat (key: source alias, target alias, as Kafka strings); None if unreadable."""
     try:
