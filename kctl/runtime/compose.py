@@ -29,12 +29,20 @@ def run_compose(
     """Run ``docker compose -p kctl-<name> -f <state>/compose.yaml ARGS``."""
     from kctl.render import COMPOSE_FILE  # jinja2 comes with it: keep it off the status path
 
-    argv = [*compose_binary(), "-p", spec.project, "-f", str(state_dir / COMPOSE_FILE), *args]
+    return compose_project(spec.project, state_dir / COMPOSE_FILE, *args, timeout=timeout, check=check,
+                           hint="see `kctl status` and `kctl logs NODE`")
+
+
+def compose_project(project: str, compose_file: Path, *args: str, timeout: float = 600, check: bool = True,
+                    what: str = "", hint: str) -> subprocess.CompletedProcess[str]:
+    """``docker compose -p PROJECT -f FILE ARGS`` in the file's directory: the cluster's own project, and those
+    kctl runs beside it (Prometheus, the mirrors); ``what`` names the latter in errors."""
+    argv = [*compose_binary(), "-p", project, "-f", str(compose_file), *args]
+    said = f"`docker compose {' '.join(args)}`" + (f" of {what}" if what else "")
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=state_dir)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=compose_file.parent)
     except subprocess.TimeoutExpired:
-        raise KctlError(f"`docker compose {' '.join(args)}` did not finish in {timeout:.0f}s",
-                        hint="see `kctl status` and `kctl logs NODE`") from None
+        raise KctlError(f"{said} did not finish in {timeout:.0f}s", hint=hint) from None
     if check and proc.returncode != 0:
         err = (proc.stderr or proc.stdout).strip()
         if "docker compose" in err and "is not a docker command" in err or "unknown shorthand flag: 'p'" in err:
@@ -42,8 +50,8 @@ def run_compose(
                                     hint="install it as ~/.docker/cli-plugins/docker-compose (`make setup`)")
         if "Cannot connect to the Docker daemon" in err:
             raise DockerUnavailable("Docker engine not reachable", hint=ENGINE_HINT)
-        raise KctlError(f"`docker compose {' '.join(args)}` failed: {err[-2000:]}",
-                        hint="see `kctl status` and `kctl logs NODE`; `kctl down` removes what was created")
+        raise KctlError(f"{said} failed: {err[-2000:]}",
+                        hint=hint + ("" if what else "; `kctl down` removes what was created"))
     return proc
 
 

@@ -4,10 +4,8 @@ cluster runs too (the mirrors write into that cluster and nowhere else)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from kctl.errors import KctlError
 from kctl.spec import ClusterSpec
 
 
@@ -20,14 +18,11 @@ def directory(state_dir: Path) -> Path:
 
 
 def compose(spec: ClusterSpec, state_dir: Path, *args: str, timeout: float = 300) -> None:
-    from kctl.runtime.compose import compose_binary
+    from kctl.runtime.compose import compose_project
 
     d = directory(state_dir)
-    proc = subprocess.run([*compose_binary(), "-p", project(spec), "-f", str(d / "compose.yaml"), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=d)
-    if proc.returncode != 0:
-        err = (proc.stderr or proc.stdout)[-800:]
-        raise KctlError(f"`docker compose {' '.join(args)}` of the mirrors failed: {err}", hint=f"its files: {d}")
+    compose_project(project(spec), d / "compose.yaml", *args, timeout=timeout, what="the mirrors",
+                    hint=f"its files: {d}")
 
 
 def down(spec: ClusterSpec, state_dir: Path) -> bool:

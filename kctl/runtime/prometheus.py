@@ -16,7 +16,6 @@ whose password file is mounted read-only; a ``password_env`` e-mail is sent by t
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 import time
 import urllib.error
@@ -197,14 +196,11 @@ def ensure_image(progress: Progress | None = None) -> None:
 
 
 def _compose(spec: ClusterSpec, state_dir: Path, *args: str, timeout: float = 300) -> None:
-    from kctl.runtime.compose import compose_binary
+    from kctl.runtime.compose import compose_project
 
     d = directory(state_dir)
-    proc = subprocess.run([*compose_binary(), "-p", project(spec), "-f", str(d / "compose.yaml"), *args],
-                          capture_output=True, text=True, timeout=timeout, cwd=d)
-    if proc.returncode != 0:
-        err = (proc.stderr or proc.stdout)[-800:]
-        raise KctlError(f"`docker compose {' '.join(args)}` of Prometheus failed: {err}", hint=f"its files: {d}")
+    compose_project(project(spec), d / "compose.yaml", *args, timeout=timeout, what="Prometheus",
+                    hint=f"its files: {d}")
 
 
 def api(spec: ClusterSpec, path: str, port: int | None = None, timeout_s: float = 5.0) -> Any:
