@@ -351,6 +351,8 @@ class MonitoringSpec(_Model):
 
 
 SASL_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+MIRROR_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+MIRROR_SASL = (*SASL_MECHANISMS, "PLAIN")
 # The ZooKeeper DIGEST-MD5 principals of the brokers and of the quorum.
 RESERVED_PRINCIPALS = ("kafka", "zkquorum")
 _PRINCIPAL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -432,17 +434,71 @@ class ImageSpec(_Model):
 _MIRROR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$")
 
 
+class MirrorClientSpec(_Model):
+    security_protocol: str = Field("PLAINTEXT", description="How MirrorMaker and kctl reach the source: "
+                                   + ", ".join(MIRROR_PROTOCOLS) + ".")
+    sasl_mechanism: str = Field("SCRAM-SHA-512", description="With SASL_*: " + " or ".join(MIRROR_SASL) + ".")
+    username: str | None = Field(None, description="With SASL_*: the source's user MirrorMaker logs in as.")
+    password_file: str | None = Field(
+        None, description="With SASL_*: a file holding that user's password (relative to this kctl.yaml). kctl"
+                          " reads it at `kctl mirror up` into the mirror's 0600 secrets; the password is never"
+                          " written in kctl.yaml, mm2.properties, an environment variable or a process argument.")
+    ca_file: str | None = Field(None, description="With SSL or SASL_SSL: the PEM file of the CA the source's"
+                                                  " certificates chain to (default: the JVM's and the system's"
+                                                  " trusted CAs).")
+
+    @field_validator("security_protocol")
+    @classmethod
+    def _protocol(cls, v: str) -> str:
+        if v not in MIRROR_PROTOCOLS:
+            raise ValueError(f"{v!r} is not a security protocol (one of {', '.join(MIRROR_PROTOCOLS)})")
+        return v
+
+    @field_validator("sasl_mechanism")
+    @classmethod
+    def _mechanism(cls, v: str) -> str:
+        if v not in MIRROR_SASL:
+            raise ValueError(f"{v!r} is not supported (one of {', '.join(MIRROR_SASL)})")
+        return v
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol.endswith("SSL")
+
+    @model_validator(mode="after")
+    def _complete(self) -> MirrorClientSpec:
+        if self.sasl and not (self.username and self.password_file):
+            raise ValueError(f"{self.security_protocol} needs `username` and `password_file`")
+        if not self.sasl and (self.username or self.password_file):
+            raise ValueError(f"`username` and `password_file` need SASL_PLAINTEXT or SASL_SSL, not"
+                             f" {self.security_protocol}")
+        if self.ca_file and not self.tls:
+            raise ValueError(f"`ca_file` needs SSL or SASL_SSL, not {self.security_protocol}")
+        return self
+
+
 class MirrorSourceSpec(_Model):
     spec: str | None = Field(None, description="The source cluster's kctl.yaml (relative to this kctl.yaml): its"
-                                               " bootstrap servers and client settings come from there.")
+                                               " bootstrap servers and client settings come from there (with the"
+                                               " secured profile, `kctl mirror up` gives MirrorMaker a read-only"
+                                               " user of its own there).")
     bootstrap_servers: str | None = Field(
-        None, description="Or the source's bootstrap servers (host:port,...; PLAINTEXT), for a cluster kctl does"
-                          " not run.")
+        None, description="Or the source's bootstrap servers (host:port,...), for a cluster kctl does not run;"
+                          " `client` says how to reach it.")
+    client: MirrorClientSpec | None = Field(
+        None, description="With bootstrap_servers: the source's security protocol, SASL user and password file,"
+                          " and CA file (default PLAINTEXT).")
 
     @model_validator(mode="after")
     def _one(self) -> MirrorSourceSpec:
         if (self.spec is None) == (self.bootstrap_servers is None):
             raise ValueError("a mirror's source is either `spec` (another kctl.yaml) or `bootstrap_servers`")
+        if self.spec is not None and self.client is not None:
+            raise ValueError("`client` goes with `bootstrap_servers`; a source kctl.yaml brings its own settings")
         return self
 
 

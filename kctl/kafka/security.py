@@ -230,6 +230,13 @@ def add_acl(spec: ClusterSpec, principal: str, allow: bool, operation: str, *, t
     return AclChange("added", [_row(b)])
 
 
+def add_bindings(spec: ClusterSpec, bindings: list[Any], what: str) -> None:
+    """Create confluent-kafka AclBindings as they are (kept when already there)."""
+    require_secured(spec, "ACLs")
+    a = admin(spec)
+    _result(a, a.create_acls(bindings), what)
+
+
 def remove_acl(spec: ClusterSpec, principal: str, allow: bool, operation: str, *, topic: str | None = None,
                group: str | None = None, cluster: bool = False, prefixed: bool = False,
                host: str = "*") -> AclChange:

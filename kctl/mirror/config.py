@@ -6,6 +6,12 @@ MirrorMaker reaches both clusters at their published ports on 127.0.0.1 (two clu
 call their brokers logger1..3 inside their own networks, so a container on both networks could not tell them
 apart), and listens on nothing (dedicated mode without its internal REST server).
 
+A secured cluster on either side is reached as :class:`Login` says: the protocol, the SASL user and the CA.
+Passwords and CA files go into the mirror's secrets directory (``<state>/mirror/<name>/secrets``, mode 0700,
+files 0600, mounted read-only and copied by the entrypoint to a directory only the JVM's user reads), and
+mm2.properties names them through Kafka's FileConfigProvider: no secret is in mm2.properties, the Compose
+file, an environment variable or a process argument.
+
 Everything MirrorMaker keeps lives in the target cluster: its Connect topics (``mm2-configs|offsets|status.
 <source>.internal``), the checkpoints (``<source>.checkpoints.internal``), the heartbeats, and the offset syncs
 (``offset-syncs.topic.location = target``), so it needs nothing but reads of the source.
@@ -13,7 +19,7 @@ Everything MirrorMaker keeps lives in the target cluster: its Connect topics (``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +40,39 @@ CONF = "/etc/kctl"
 OFFSET_FLUSH_MS = 2000
 
 
+SECRETS_FILE = "mirror.properties"  # alias.password = ..., in the mirror's secrets directory
+FILE_PROVIDER = "org.apache.kafka.common.config.provider.FileConfigProvider"
+LOGIN_MODULES = {"SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                 "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                 "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule"}
+
+
+@dataclass(frozen=True)
+class Login:
+    """How MirrorMaker reaches one cluster: PLAINTEXT, or a protocol with a SASL user and a CA. ``password``
+    and ``ca_pem`` only ever reach the secrets directory."""
+
+    protocol: str = "PLAINTEXT"
+    mechanism: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ca_pem: bytes | None = field(default=None, repr=False)
+
+
+PLAINTEXT = Login()
+
+
 @dataclass(frozen=True)
 class Source:
-    """Where a mirror reads: the bootstrap servers as MirrorMaker and kctl reach them, and the source's spec
-    when it is a kctl.yaml (its client settings and identity)."""
+    """Where a mirror reads: the bootstrap servers as MirrorMaker and kctl reach them, the source's spec when it
+    is a kctl.yaml, kctl's own client settings for it (librdkafka's; {} for PLAINTEXT), and MirrorMaker's
+    login there."""
 
     alias: str
     bootstrap_servers: str
     spec: ClusterSpec | None
+    security: dict[str, str] = field(default_factory=dict, repr=False)
+    login: Login = PLAINTEXT
 
 
 def service(mirror: MirrorSpec) -> str:
@@ -94,7 +125,46 @@ def _excludes(user: str | None, defaults: str) -> str:
     return f"{user}, {defaults}" if user else defaults
 
 
-def properties(spec: ClusterSpec, mirror: MirrorSpec, source: Source) -> dict[str, Any]:
+def login_properties(alias: str, login: Login) -> dict[str, str]:
+    """``<alias>.*`` client settings of one cluster; its password as a FileConfigProvider reference."""
+    if login.protocol == "PLAINTEXT":
+        return {}
+    props = {f"{alias}.security.protocol": login.protocol}
+    if login.mechanism is not None:
+        pw = f"${{file:{contract.secret_path(SECRETS_FILE)}:{alias}.password}}"
+        props[f"{alias}.sasl.mechanism"] = login.mechanism
+        props[f"{alias}.sasl.jaas.config"] = (f'{LOGIN_MODULES[login.mechanism]} required'
+                                              f' username="{login.username}" password="{pw}";')
+    if login.ca_pem is not None:
+        props[f"{alias}.ssl.truststore.type"] = "PEM"
+        props[f"{alias}.ssl.truststore.location"] = contract.secret_path(f"{alias}-ca.pem")
+    return props
+
+
+def secrets(mirror: MirrorSpec, target: str, source: Source, target_login: Login) -> dict[str, bytes]:
+    """The files of one mirror's secrets directory (name -> content); {} when both sides are PLAINTEXT."""
+    files: dict[str, bytes] = {}
+    passwords = []
+    for alias, login in ((mirror.name, source.login), (target, target_login)):
+        if login.password is not None:
+            passwords.append(f"{alias}.password={_escape(login.password)}")
+        if login.ca_pem is not None:
+            files[f"{alias}-ca.pem"] = login.ca_pem
+    if passwords:
+        files[SECRETS_FILE] = ("\n".join(passwords) + "\n").encode()
+    return files
+
+
+def _escape(value: str) -> str:
+    """A value as java.util.Properties reads it back unchanged."""
+    out = value.replace("\\", "\\\\")
+    for c in ":=#! ":
+        out = out.replace(c, "\\" + c)
+    return out
+
+
+def properties(spec: ClusterSpec, mirror: MirrorSpec, source: Source,
+               target_login: Login = PLAINTEXT) -> dict[str, Any]:
     """mm2.properties of one flow, as ordered key -> value."""
     src, dst = mirror.name, spec.name
     flow = f"{src}->{dst}"
@@ -117,7 +187,8 @@ def properties(spec: ClusterSpec, mirror: MirrorSpec, source: Source) -> dict[st
         f"{flow}.refresh.topics.interval.seconds": mirror.refresh_topics_seconds,
         f"{flow}.refresh.groups.interval.seconds": mirror.refresh_topics_seconds,
         f"{flow}.offset-syncs.topic.location": "target",
-        # Topic configs follow the source; ACLs are not copied (a plain target has no authorizer to take them).
+        # Topic configs follow the source; ACLs are not copied (a plain target has no authorizer to take them,
+        # and a secured one keeps the ACLs its operator gives with `kctl acl`).
         f"{flow}.sync.topic.configs.enabled": "true",
         f"{flow}.sync.topic.acls.enabled": "false",
         "tasks.max": mirror.tasks,
@@ -130,6 +201,14 @@ def properties(spec: ClusterSpec, mirror: MirrorSpec, source: Source) -> dict[st
         "status.storage.replication.factor": rf,
         "offset.flush.interval.ms": OFFSET_FLUSH_MS,
     }
+    logins = {**login_properties(src, source.login), **login_properties(dst, target_login)}
+    if logins:
+        props["config.providers"] = "file"
+        props["config.providers.file.class"] = FILE_PROVIDER
+        props.update(logins)
+    if target_login.protocol != "PLAINTEXT":
+        # A secured target has an authorizer: ACLs stay kctl's (`kctl acl`), never copied from the source.
+        props[f"{flow}.sync.topic.acls.enabled"] = "false"
     if mirror.policy is MirrorPolicy.identity:
         props["replication.policy.class"] = IDENTITY_POLICY
     if mirror.exactly_once:
@@ -174,7 +253,8 @@ def log4j() -> str:
     ]) + "\n"
 
 
-def compose_document(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
+def compose_document(spec: ClusterSpec, state_dir: Path, with_secrets: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The mirrors' Compose project; the mirrors named in ``with_secrets`` mount their secrets directory."""
     base = directory(state_dir)
     services: dict[str, Any] = {}
     for m in spec.mirrors:
@@ -186,19 +266,33 @@ def compose_document(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
             "labels": labels,
             "environment": {"KCTL_SERVICES": "mirrormaker", "KCTL_NODE": service(m), "KCTL_MM2_TARGET": spec.name,
                             "KAFKA_HEAP_OPTS": f"-Xms{m.heap} -Xmx{m.heap}"},
-            "volumes": [f"{base / m.name / 'conf'}:{CONF}:ro", f"{base / m.name / 'logs'}:/var/log/kctl"],
+            "volumes": [f"{base / m.name / 'conf'}:{CONF}:ro", f"{base / m.name / 'logs'}:/var/log/kctl"]
+            + ([f"{secrets_dir(state_dir, m)}:{contract.SECRETS_MOUNT}:ro"] if m.name in with_secrets else []),
             "stop_grace_period": "60s",
         }
     return {"name": project(spec), "services": services}
 
 
-def render(spec: ClusterSpec, state_dir: Path, sources: dict[str, Source]) -> dict[str, str]:
-    """The files under ``<state>/mirror`` (relative path -> text)."""
+def secrets_dir(state_dir: Path, mirror: MirrorSpec) -> Path:
+    return directory(state_dir) / mirror.name / "secrets"
+
+
+def render(spec: ClusterSpec, state_dir: Path, sources: dict[str, Source],
+           target_logins: dict[str, Login] | None = None) -> tuple[dict[str, str], dict[str, dict[str, bytes]]]:
+    """The files under ``<state>/mirror`` (relative path -> text), and each mirror's secrets (mirror -> its
+    secrets directory's files), which the caller writes 0600. ``target_logins``: each mirror's login to this
+    cluster (PLAINTEXT when not given)."""
     files: dict[str, str] = {}
+    hidden: dict[str, dict[str, bytes]] = {}
     for m in spec.mirrors:
+        login = (target_logins or {}).get(m.name, PLAINTEXT)
         files[f"{m.name}/conf/mm2.properties"] = render_properties(
-            properties(spec, m, sources[m.name]), f"MirrorMaker 2: {m.name} -> {spec.name}")
+            properties(spec, m, sources[m.name], login), f"MirrorMaker 2: {m.name} -> {spec.name}")
         files[f"{m.name}/conf/log4j-mirrormaker.properties"] = log4j()
+        own = secrets(m, spec.name, sources[m.name], login)
+        if own:
+            hidden[m.name] = own
+    doc = compose_document(spec, state_dir, frozenset(hidden))
     files["compose.yaml"] = ("# Rendered by kctl from kctl.yaml (mirrors); `kctl mirror up` rewrites it.\n"
-                             + yaml.safe_dump(compose_document(spec, state_dir), sort_keys=False, width=1 << 16))
-    return files
+                             + yaml.safe_dump(doc, sort_keys=False, width=1 << 16))
+    return files, hidden

@@ -3,28 +3,31 @@ removed; every check that can refuse runs before anything is written or started.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from kctl.errors import KctlError
 from kctl.mirror import config
-from kctl.mirror.config import Source
+from kctl.mirror.config import Login, Source
 from kctl.runtime import mirrors
-from kctl.spec import ClusterSpec
+from kctl.spec import ClusterSpec, MirrorSpec
 
 Progress = Callable[[str], None]
 UP_TIMEOUT = 180.0
 
 
 def sources(spec: ClusterSpec, spec_path: Path) -> dict[str, Source]:
-    """Each mirror's source: another kctl.yaml (loaded and checked like any cluster's), or bootstrap servers."""
+    """Each mirror's source: another kctl.yaml (loaded and checked like any cluster's), or bootstrap servers with
+    their client settings. kctl's own readers of a kctl source use its admin user; MirrorMaker's login there is
+    made by :func:`kctl.mirror.access.provision` at `kctl mirror up`."""
     from kctl.spec import load_cluster
 
     out: dict[str, Source] = {}
-    if spec.security.enabled:
-        raise KctlError(f"{spec.name} has the secured profile: kctl mirrors into PLAINTEXT clusters only so far",
-                        hint="mirror between clusters without `security.enabled` (docs/mirroring.md)")
+    if spec.security.migration is not None:
+        raise KctlError(f"{spec.name} is moving to the secured profile (security.migration is set)",
+                        hint="finish the migration (docs/runbooks/secure-running-cluster.md), then mirror")
     for m in spec.mirrors:
         if m.source.spec is not None:
             path = Path(m.source.spec)
@@ -37,22 +40,80 @@ def sources(spec: ClusterSpec, spec_path: Path) -> dict[str, Source]:
             if src.name == spec.name:
                 raise KctlError(f"mirror {m.name}: its source is {spec.name} itself",
                                 hint="a mirror copies another cluster into this one")
-            if src.security.enabled:
-                raise KctlError(f"mirror {m.name}: the source {src.name} has the secured profile; kctl mirrors"
-                                " PLAINTEXT clusters only so far", hint="docs/mirroring.md")
-            out[m.name] = Source(m.name, src.bootstrap_servers, src)
+            if src.security.migration is not None:
+                raise KctlError(f"mirror {m.name}: the source {src.name} is moving to the secured profile",
+                                hint="finish its migration first (docs/runbooks/secure-running-cluster.md)")
+            from kctl.security.store import client_settings
+
+            out[m.name] = Source(m.name, src.bootstrap_servers, src, client_settings(src))
         else:
             assert m.source.bootstrap_servers is not None
-            out[m.name] = Source(m.name, m.source.bootstrap_servers, None)
+            security, login = _client(m, spec_path)
+            out[m.name] = Source(m.name, m.source.bootstrap_servers, None, security, login)
     return out
 
 
-def _reachable(bootstrap: str, what: str) -> None:
-    from kctl.kafka.client import require_reachable
+def _client(mirror: MirrorSpec, spec_path: Path) -> tuple[dict[str, str], Login]:
+    """(librdkafka's settings, MirrorMaker's login) for a source kctl does not run, from ``source.client``."""
+    c = mirror.source.client
+    if c is None or c.security_protocol == "PLAINTEXT":
+        return {}, Login()
+    base = spec_path.resolve().parent
+    security: dict[str, str] = {"security.protocol": c.security_protocol}
+    password = ca_pem = None
+    if c.password_file is not None:
+        path = _path(base, c.password_file)
+        password = _read(mirror, path, "password_file").decode("utf-8", "replace").strip()
+        if path.stat().st_mode & 0o077:
+            raise KctlError(f"mirror {mirror.name}: its password file {path} can be read by others",
+                            hint=f"chmod 600 {path}")
+        if not password or any(ch in password for ch in '"\\\r\n'):
+            raise KctlError(f"mirror {mirror.name}: the password in {path} is empty or holds a quote, a"
+                            " backslash or a line break", hint="one line, the password alone")
+        security |= {"sasl.mechanisms": c.sasl_mechanism, "sasl.username": c.username or "",
+                     "sasl.password": password}
+    if c.ca_file is not None:
+        path = _path(base, c.ca_file)
+        ca_pem = _read(mirror, path, "ca_file")
+        if b"-----BEGIN CERTIFICATE-----" not in ca_pem:
+            raise KctlError(f"mirror {mirror.name}: {path} holds no PEM certificate", hint="source.client.ca_file")
+        security["ssl.ca.location"] = str(path)
+    return security, Login(c.security_protocol, c.sasl_mechanism if c.sasl else None, c.username, password,
+                           ca_pem)
+
+
+def _path(base: Path, name: str) -> Path:
+    p = Path(name).expanduser()
+    return p if p.is_absolute() else base / p
+
+
+def _read(mirror: MirrorSpec, path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise KctlError(f"mirror {mirror.name}: cannot read its {what} {path}: {exc.strerror}",
+                        hint=f"mirrors[].source.client.{what} is relative to this kctl.yaml") from None
+
+
+def _reachable(bootstrap: str, what: str, security: dict[str, str]) -> None:
+    """A cluster answers with these settings; a refused login or TLS handshake is named as such."""
+    from confluent_kafka import KafkaError
+
+    from kctl.kafka.client import admin, require_reachable
+
+    refused: list[str] = []
+
+    def seen(err: KafkaError) -> None:
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED):
+            refused.append(err.str())
 
     try:
-        require_reachable(None, bootstrap, timeout=8)
+        require_reachable(None, bootstrap, timeout=8, client=admin(None, bootstrap, security=security,
+                                                                    error_cb=seen))
     except KctlError as exc:
+        if refused:
+            raise KctlError(f"{what}: {bootstrap} refused the login: {refused[-1]}",
+                            hint="check the user, its password and the CA (docs/mirroring.md)") from None
         raise KctlError(f"{what}: {exc.message}", hint=exc.hint) from None
 
 
@@ -60,23 +121,34 @@ def up(spec: ClusterSpec, spec_path: Path, state_dir: Path, progress: Progress |
        timeout: float = UP_TIMEOUT) -> dict[str, str]:
     """Start every mirror (a changed configuration restarts its container) and wait until each one's source
     connector and tasks report RUNNING in the target cluster; returns mirror -> what it saw."""
-    from kctl.mirror import status
+    from kctl.mirror import access, status
     from kctl.render import write_text_files
     from kctl.runtime import engines
     from kctl.runtime.image import ensure_image
+    from kctl.security.store import client_settings, write_secret
 
     say = progress or (lambda _m: None)
     found = sources(spec, spec_path)
-    _reachable(spec.bootstrap_servers, f"{spec.name} (the target)")
+    _reachable(spec.bootstrap_servers, f"{spec.name} (the target)", client_settings(spec))
     for m in spec.mirrors:
-        _reachable(found[m.name].bootstrap_servers, f"mirror {m.name}'s source")
+        _reachable(found[m.name].bootstrap_servers, f"mirror {m.name}'s source", found[m.name].security)
+    logins: dict[str, Login] = {}
+    for m in spec.mirrors:
+        src = found[m.name]
+        source_login, logins[m.name] = access.provision(spec, m, src.spec, src.login)
+        found[m.name] = dataclasses.replace(src, login=source_login)
     if spec.image.ref is None:
         ensure_image(engines.client(spec, timeout=600), kafka_version=spec.versions.kafka,
                      scala_version=spec.versions.scala, progress=say)
     d = mirrors.directory(state_dir)
     for m in spec.mirrors:
         (d / m.name / "logs").mkdir(parents=True, exist_ok=True)
-    changed = write_text_files(config.render(spec, state_dir, found), d)
+    files, hidden = config.render(spec, state_dir, found, logins)
+    changed = write_text_files(files, d)
+    for m in spec.mirrors:
+        for name, data in hidden.get(m.name, {}).items():
+            if write_secret(config.secrets_dir(state_dir, m) / name, data):
+                changed.append(d / m.name / "conf" / name)  # a new password or CA: MirrorMaker restarts
     mirrors.compose(spec, state_dir, "up", "-d", "--remove-orphans")
     restart = sorted({config.service(m) for m in spec.mirrors for p in changed if p.parent.parent.name == m.name
                       and p.parent.name == "conf"})

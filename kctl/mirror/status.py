@@ -105,7 +105,7 @@ def _target_conf(spec: ClusterSpec) -> dict[str, Any]:
 def _source_conf(source: config.Source) -> dict[str, Any]:
     from kctl.kafka.client import base_config
 
-    return base_config(source.spec, source.bootstrap_servers)
+    return base_config(source.spec, source.bootstrap_servers, security=source.security)
 
 
 def tasks(spec: ClusterSpec, mirror: MirrorSpec) -> dict[str, str]:

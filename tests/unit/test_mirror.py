@@ -52,7 +52,8 @@ def test_one_flow_from_the_source_alias_into_this_cluster() -> None:
 
 def test_rendered_files_and_the_compose_project(tmp_path: Path) -> None:
     spec = target()
-    files = config.render(spec, tmp_path, {"logger": SOURCE})
+    files, hidden = config.render(spec, tmp_path, {"logger": SOURCE})
+    assert hidden == {}  # PLAINTEXT on both sides: no secrets, no secrets mount
     assert set(files) == {"logger/conf/mm2.properties", "logger/conf/log4j-mirrormaker.properties", "compose.yaml"}
     text = files["logger/conf/mm2.properties"]
     assert "logger->dr.enabled = true\n" in text
@@ -64,6 +65,101 @@ def test_rendered_files_and_the_compose_project(tmp_path: Path) -> None:
     assert svc["environment"]["KCTL_SERVICES"] == "mirrormaker" and svc["environment"]["KCTL_MM2_TARGET"] == "dr"
     assert svc["restart"] == "unless-stopped"
     assert f"{tmp_path}/mirror/logger/conf:/etc/kctl:ro" in svc["volumes"]
+    assert not any("secrets" in v for v in svc["volumes"])
+
+
+PASSWORDS = ("s3cret-source:=#", "t4rget-pass")
+CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def test_secured_source_and_target_logins_through_the_file_provider(tmp_path: Path) -> None:
+    spec = target()
+    src = Source("logger", "127.0.0.1:29092", None,
+                 login=config.Login("SASL_SSL", "SCRAM-SHA-512", "mirror-to-dr", PASSWORDS[0], CA))
+    dst = config.Login("SASL_PLAINTEXT", "SCRAM-SHA-256", "mirror-from-logger", PASSWORDS[1])
+    files, hidden = config.render(spec, tmp_path, {"logger": src}, {"logger": dst})
+    p = config.properties(spec, spec.mirrors[0], src, dst)
+    assert p["config.providers.file.class"] in files["logger/conf/mm2.properties"]
+    assert p["config.providers"] == "file" and p["config.providers.file.class"] == config.FILE_PROVIDER
+    assert p["logger.security.protocol"] == "SASL_SSL" and p["logger.sasl.mechanism"] == "SCRAM-SHA-512"
+    assert p["logger.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="mirror-to-dr"'
+        ' password="${file:/run/kctl/secrets/mirror.properties:logger.password}";')
+    assert p["logger.ssl.truststore.type"] == "PEM"
+    assert p["logger.ssl.truststore.location"] == "/run/kctl/secrets/logger-ca.pem"
+    assert p["dr.security.protocol"] == "SASL_PLAINTEXT" and "dr.ssl.truststore.location" not in p
+    assert p["logger->dr.sync.topic.acls.enabled"] == "false"
+    # no password in anything but the secrets, which mm2.properties names
+    for text in files.values():
+        assert not any(pw in text for pw in PASSWORDS)
+    assert set(hidden["logger"]) == {"mirror.properties", "logger-ca.pem"}
+    assert hidden["logger"]["logger-ca.pem"] == CA
+    assert hidden["logger"]["mirror.properties"] == b"logger.password=s3cret-source\\:\\=\\#\ndr.password=t4rget-pass\n"
+    svc = yaml.safe_load(files["compose.yaml"])["services"]["mm-logger"]
+    assert f"{tmp_path}/mirror/logger/secrets:/etc/kctl-secrets:ro" in svc["volumes"]
+    assert not any(pw in json.dumps(svc) for pw in PASSWORDS)
+
+
+def test_the_mirror_users_acls_are_what_a_flow_needs() -> None:
+    from kctl.mirror import access
+
+    read = {(g.resource, g.name, g.operation) for g in access.source_grants()}
+    assert read == {("topic", "*", "read"), ("topic", "*", "describe"), ("topic", "*", "describe_configs"),
+                    ("group", "*", "describe"), ("cluster", "kafka-cluster", "describe")}
+    m = target().mirrors[0]
+    write = {(g.resource, g.name, g.operation, g.prefixed) for g in access.target_grants(m)}
+    assert ("topic", "logger.", "all", True) in write and ("topic", "*", "all", False) not in write
+    assert ("group", "logger-mm2", "all", False) in write
+    assert not any(r == "transactional_id" for r, *_ in write)
+    eos = {(g.resource, g.name) for g in access.target_grants(target(exactly_once=True).mirrors[0])}
+    assert {("transactional_id", "logger-mm2"), ("transactional_id", "connect-cluster-logger-mm2")} <= eos
+    ident = {(g.resource, g.name, g.operation) for g in access.target_grants(target(policy="identity").mirrors[0])}
+    assert ("topic", "*", "all") in ident
+    assert access.source_user(target()) == "mirror-to-dr" and access.target_user(m) == "mirror-from-logger"
+
+
+@pytest.mark.parametrize(("client", "message"), [
+    ({"security_protocol": "SASL_SSL"}, "needs `username` and `password_file`"),
+    ({"security_protocol": "SSL", "username": "u", "password_file": "p"}, "need SASL_PLAINTEXT or SASL_SSL"),
+    ({"security_protocol": "SASL_PLAINTEXT", "username": "u", "password_file": "p", "ca_file": "ca.pem"},
+     "`ca_file` needs SSL or SASL_SSL"),
+    ({"security_protocol": "TLS"}, "is not a security protocol"),
+    ({"security_protocol": "SASL_SSL", "sasl_mechanism": "GSSAPI", "username": "u", "password_file": "p"},
+     "is not supported"),
+])
+def test_a_source_client_is_complete_or_refused(client: dict[str, str], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        parse_spec({"name": "dr", "mirrors": [{"name": "ext", "source": {
+            "bootstrap_servers": "10.0.0.1:9093", "client": client}}]}, "kctl.yaml")
+    with pytest.raises(SpecError, match="`client` goes with `bootstrap_servers`"):
+        parse_spec({"name": "dr", "mirrors": [{"name": "ext", "source": {
+            "spec": "../p/kctl.yaml", "client": {}}}]}, "kctl.yaml")
+
+
+def test_a_source_client_reads_its_password_file_and_refuses_a_readable_one(tmp_path: Path) -> None:
+    from kctl.mirror import run
+
+    pw, ca = tmp_path / "pw", tmp_path / "ca.pem"
+    pw.write_text("hunter2-long\n")
+    pw.chmod(0o600)
+    ca.write_bytes(CA)
+    spec, _ = parse_spec({"name": "dr", "mirrors": [{"name": "ext", "source": {
+        "bootstrap_servers": "10.0.0.1:9093", "client": {"security_protocol": "SASL_SSL", "username": "reader",
+                                                          "password_file": "pw", "ca_file": str(ca)}}}]},
+        "kctl.yaml")
+    found = run.sources(spec, tmp_path / "kctl.yaml")["ext"]
+    assert found.security == {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+                              "sasl.username": "reader", "sasl.password": "hunter2-long",
+                              "ssl.ca.location": str(ca)}
+    assert found.login == config.Login("SASL_SSL", "SCRAM-SHA-512", "reader", "hunter2-long", CA)
+    assert "hunter2" not in repr(found)  # a repr in a log line or a traceback carries no password
+    pw.chmod(0o644)
+    with pytest.raises(KctlError, match="can be read by others") as err:
+        run.sources(spec, tmp_path / "kctl.yaml")
+    assert err.value.hint == f"chmod 600 {pw}"
+    pw.unlink()
+    with pytest.raises(KctlError, match="cannot read its password_file"):
+        run.sources(spec, tmp_path / "kctl.yaml")
 
 
 def test_remote_topic_and_internal_topics() -> None:

@@ -1,0 +1,123 @@
+"""How MirrorMaker logs in to secured clusters: its own users and their ACLs, made by ``kctl mirror up``.
+
+MirrorMaker never runs as kctl's admin user. On a secured cluster that kctl runs, each flow gets a SCRAM user
+of its own, its password kept 0600 in that cluster's state dir like any ``kctl user create``:
+
+- on the source, ``mirror-to-<target>``, allowed to read: topics (read, describe, their configs), groups
+  (describe: their committed offsets for the checkpoints) and the cluster (describe);
+- on the target, ``mirror-from-<mirror>``, allowed to write what a flow writes: the replicas (topics
+  ``<mirror>.`` with the prefix policy, any topic with identity), MirrorMaker's own topics (``mm2-``,
+  ``heartbeats``, ``<mirror>.checkpoints.internal``), the Connect group ``<mirror>-mm2``, the offsets of the
+  groups it syncs (groups: read), creating topics (cluster: create, describe, describe configs,
+  idempotent write) and, with exactly_once, its transactional ids.
+
+Every step is idempotent: a user with its password kept is left as it is, ACLs already there are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kctl.errors import KctlError
+from kctl.mirror.config import Login
+from kctl.spec import ClusterSpec, MirrorPolicy, MirrorSpec
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One ACL: allow ``operation`` on a resource (topic, group, transactional_id or cluster)."""
+
+    resource: str
+    name: str
+    operation: str
+    prefixed: bool = False
+
+
+def source_user(target: ClusterSpec) -> str:
+    return f"mirror-to-{target.name}"
+
+
+def target_user(mirror: MirrorSpec) -> str:
+    return f"mirror-from-{mirror.name}"
+
+
+def source_grants() -> list[Grant]:
+    return [Grant("topic", "*", op) for op in ("read", "describe", "describe_configs")] + [
+        Grant("group", "*", "describe"), Grant("cluster", "kafka-cluster", "describe")]
+
+
+def target_grants(mirror: MirrorSpec) -> list[Grant]:
+    group = f"{mirror.name}-mm2"  # dedicated mode's Connect group: <source alias>-mm2
+    grants = [Grant("cluster", "kafka-cluster", op) for op in
+              ("describe", "create", "describe_configs", "idempotent_write")]
+    if mirror.policy is MirrorPolicy.identity:
+        grants.append(Grant("topic", "*", "all"))  # a replica has its source's name: any topic
+    else:
+        grants.append(Grant("topic", f"{mirror.name}.", "all", prefixed=True))  # replicas, checkpoints
+    grants += [Grant("topic", "mm2-", "all", prefixed=True), Grant("topic", "heartbeats", "all"),
+               Grant("topic", f"{mirror.name}.checkpoints.internal", "all"),
+               Grant("group", group, "all"), Grant("group", "*", "read")]
+    if mirror.exactly_once:
+        # Connect's transactional ids: <group>-<connector>-<task> for the tasks, connect-cluster-<group> for
+        # the leader's writes to its config topic.
+        grants += [Grant("transactional_id", group, "all", prefixed=True),
+                   Grant("transactional_id", f"connect-cluster-{group}", "all")]
+    return grants
+
+
+def _binding(principal: str, g: Grant) -> Any:
+    import importlib
+
+    ck = importlib.import_module("confluent_kafka.admin")
+    rtype = {"topic": ck.ResourceType.TOPIC, "group": ck.ResourceType.GROUP, "cluster": ck.ResourceType.BROKER,
+             "transactional_id": ck.ResourceType.TRANSACTIONAL_ID}[g.resource]
+    pattern = ck.ResourcePatternType.PREFIXED if g.prefixed else ck.ResourcePatternType.LITERAL
+    return ck.AclBinding(rtype, g.name, pattern, principal, "*", getattr(ck.AclOperation, g.operation.upper()),
+                         ck.AclPermissionType.ALLOW)
+
+
+def ensure_user(spec: ClusterSpec, user: str, grants: list[Grant]) -> str:
+    """The user's password: the SCRAM user made (or its password reset when kctl does not keep it) and its
+    ACLs added, on the secured cluster ``spec``."""
+    from kctl.kafka import security
+    from kctl.security import store
+
+    state = store.state_dir_of(spec)
+    kept = store.user_file(state, user)
+    users = {r.user for r in security.list_users(spec)}
+    if user not in users:
+        security.set_password(spec, user, None, create=True)
+    elif not kept.exists():
+        security.set_password(spec, user, None, create=False)
+    security.add_bindings(spec, [_binding(f"User:{user}", g) for g in grants], f"ACLs of {user}")
+    return store.user_password(spec, state, user)[1]
+
+
+def login_of(spec: ClusterSpec, user: str, password: str) -> Login:
+    """MirrorMaker's login to the secured cluster ``spec`` that kctl runs."""
+    from kctl import contract
+    from kctl.properties import security_protocol
+    from kctl.security import store
+
+    ca = store.secrets_dir(store.state_dir_of(spec)) / contract.CA_FILE
+    try:
+        ca_pem = ca.read_bytes() if spec.security.tls else None
+    except OSError as exc:
+        raise KctlError(f"cannot read {spec.name}'s CA {ca}: {exc.strerror}",
+                        hint="`kctl up` of that cluster makes it") from None
+    return Login(security_protocol(spec), spec.security.sasl_mechanism, user, password, ca_pem)
+
+
+def provision(target: ClusterSpec, mirror: MirrorSpec, source_spec: ClusterSpec | None,
+              source_login: Login) -> tuple[Login, Login]:
+    """(MirrorMaker's login to the source, to the target), making its users and ACLs where kctl runs a
+    secured cluster; a source kctl does not run keeps the login its `client` settings gave."""
+    if source_spec is not None and source_spec.security.enabled:
+        user = source_user(target)
+        source_login = login_of(source_spec, user, ensure_user(source_spec, user, source_grants()))
+    target_login = Login()
+    if target.security.enabled:
+        user = target_user(mirror)
+        target_login = login_of(target, user, ensure_user(target, user, target_grants(mirror)))
+    return source_login, target_login
