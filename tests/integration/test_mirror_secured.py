@@ -210,7 +210,7 @@ def test_a_wrong_password_is_refused_before_anything_changes(pair: Any) -> None:
         pw.write_text("not-the-password\n")
         p = kctl(target, "mirror", "up", "--timeout", "60")
         assert p.returncode != 0
-        assert "ext" in p.stderr and "Traceback" not in p.stderr, p.stderr
+        assert "mirror ext" in p.stderr and "refused the login" in p.stderr and "Traceback" not in p.stderr, p.stderr
     finally:
         pw.write_text(right)
     after = (conf.read_text(), (target.state_dir / "mirror" / "ext" / "secrets" / "mirror.properties").read_bytes())
