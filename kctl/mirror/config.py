@@ -206,9 +206,6 @@ def properties(spec: ClusterSpec, mirror: MirrorSpec, source: Source,
         props["config.providers"] = "file"
         props["config.providers.file.class"] = FILE_PROVIDER
         props.update(logins)
-    if target_login.protocol != "PLAINTEXT":
-        # A secured target has an authorizer: ACLs stay kctl's (`kctl acl`), never copied from the source.
-        props[f"{flow}.sync.topic.acls.enabled"] = "false"
     if mirror.policy is MirrorPolicy.identity:
         props["replication.policy.class"] = IDENTITY_POLICY
     if mirror.exactly_once:
