@@ -34,7 +34,7 @@ package: setup
 # checks failing, so the default is 0 (one process). Then the Swarm module alone, since leaving a swarm breaks the DNS of every container running on the
 # engine. Both runs always run; either failing fails the target.
 TEST_WORKERS ?= 0
-INTEGRATION := $(PYTEST) -q -m "integration and not long" -p no:cacheprovider --timeout 1800 --durations=30
+INTEGRATION := $(PYTEST) -q -m "integration and not long" -p no:cacheprovider --timeout 1800 --durations=60
 integration: setup
 	rc=0; \
 	$(INTEGRATION) tests/integration --ignore tests/integration/test_swarm.py -n $(TEST_WORKERS) --dist loadscope \
