@@ -107,10 +107,11 @@ def _reachable(bootstrap: str, what: str, security: dict[str, str]) -> None:
         if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED):
             refused.append(err.str())
 
+    client = admin(None, bootstrap, security=security, error_cb=seen)
     try:
-        require_reachable(None, bootstrap, timeout=8, client=admin(None, bootstrap, security=security,
-                                                                    error_cb=seen))
+        require_reachable(None, bootstrap, timeout=8, client=client)
     except KctlError as exc:
+        client.poll(1.0)  # error_cb runs from poll(): the login's failure is queued there
         if refused:
             raise KctlError(f"{what}: {bootstrap} refused the login: {refused[-1]}",
                             hint="check the user, its password and the CA (docs/mirroring.md)") from None

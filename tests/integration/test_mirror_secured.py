@@ -8,7 +8,8 @@ that source:
 - ``sec``: the source by its kctl.yaml; `kctl mirror up` makes the read-only user ``mirror-to-<target>`` there
   and ``mirror-from-sec`` here, with their ACLs;
 - ``ext``: the same cluster as if kctl did not run it: bootstrap servers, SASL_SSL, a user this test makes with
-  read ACLs on ``ext-`` topics, its password file (0600) and the CA file.
+  read ACLs on ``ext-`` topics, its password file (0600) and the CA file; exactly once, so that its
+  transactional ids' ACLs on the target are used too (a read_committed reader finds every record once).
 
 Records are read back by the test's own consumer (kctl.drill.check.read_topic) as the target's admin user.
 """
@@ -53,6 +54,41 @@ def produce(cluster: KafkaCluster, topic: str, values: range) -> None:
 
 def values_in(cluster: KafkaCluster, topic: str) -> list[int]:
     return [seq for records in read_topic(cluster.spec, topic, timeout=60).values() for _, seq in records]
+
+
+def committed_values(cluster: KafkaCluster, topic: str) -> list[int]:
+    """Every committed value of ``topic`` (isolation.level=read_committed), as the admin user."""
+    from confluent_kafka import TopicPartition
+
+    from kctl.kafka.client import consumer
+
+    c = consumer(cluster.spec, group=f"t-{time.monotonic_ns()}", **{"isolation.level": "read_committed",
+                                                                    "auto.offset.reset": "earliest"})
+    try:
+        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1] for p in parts}
+        c.assign([TopicPartition(topic, p, 0) for p in parts])
+        out: list[int] = []
+        todo = {p for p, e in ends.items() if e > 0}
+        deadline = time.monotonic() + 60
+        while todo and time.monotonic() < deadline:  # bounded: 60 s
+            for m in c.consume(500, timeout=0.5):
+                if m.error() is None:
+                    out.append(int(m.value()))
+            for tp in c.position([TopicPartition(topic, p) for p in sorted(todo)]):
+                if tp.offset >= ends[tp.partition]:  # past the last transaction's control record
+                    todo.discard(tp.partition)
+        return out
+    finally:
+        c.close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def eventually(what: str, probe: Callable[[], Any], timeout: float = 120) -> Any:
@@ -120,7 +156,8 @@ def pair(secured_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
         {"name": "ext", "source": {"bootstrap_servers": source.bootstrap_servers, "client": {
             "security_protocol": "SASL_SSL", "sasl_mechanism": source.spec.security.sasl_mechanism,
             "username": READER, "password_file": str(pw), "ca_file": str(ca)}},
-         "topics": "ext-.*", "groups": "none", "refresh_topics_seconds": 3, "checkpoint_seconds": 2},
+         "topics": "ext-.*", "groups": "none", "refresh_topics_seconds": 3, "checkpoint_seconds": 2,
+         "exactly_once": True, "rest_port": free_port()},
     ]
     try:
         with KafkaCluster(nodes=1, security=True, mirrors=mirrors) as target:
@@ -148,6 +185,7 @@ def test_both_flows_replicate_every_record_as_users_that_are_not_the_admin(pair:
     eventually("sec-orders on the target", lambda: sorted(values_in(target, "sec.sec-orders")) == list(range(RECORDS)))
     eventually("ext-orders on the target",
                lambda: sorted(values_in(target, "ext.ext-orders")) == list(range(1000, 1000 + RECORDS)))
+    assert sorted(committed_values(target, "ext.ext-orders")) == list(range(1000, 1000 + RECORDS))
     # MirrorMaker's users: its own, not kctl's admin, with the ACLs kctl mirror documents and nothing more
     here = {r.user: r for r in security.list_users(target.spec)}
     assert {"mirror-from-sec", "mirror-from-ext"} <= set(here)
