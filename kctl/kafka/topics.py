@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 
 from kctl.errors import KctlError, UsageError
@@ -133,7 +134,14 @@ def create(spec: ClusterSpec | None, name: str, partitions: int | None, replicat
         raise kafka_error(exc, f"cannot create {name!r}", topic=name) from None
     # Return once the topic is usable: known to the brokers' metadata, a leader for every partition
     # (TimeoutReached otherwise: created, but not usable yet, and the message says what the metadata showed).
+    deadline = time.monotonic() + TIMEOUT
     t = wait_for_topic(a, name, partitions, timeout=TIMEOUT)
+    # Every broker: a client whose metadata comes from a broker that has not cached the topic yet fails its
+    # records at once (librdkafka before 2.2 sees the partition count drop to 0). Each broker is asked on a
+    # connection of its own (a client bootstrapped with that broker alone asks it first).
+    for b in sorted(md.brokers.values(), key=lambda b: b.id):
+        one = admin(spec, f"{b.host}:{b.port}")
+        wait_for_topic(one, name, len(t.partitions), timeout=max(1.0, deadline - time.monotonic()))
     parts = list(t.partitions.values())
     partitions = len(parts)
     replication_factor = len(parts[0].replicas) if parts else replication_factor
