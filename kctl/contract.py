@@ -161,3 +161,20 @@ FOUR_LETTER_WORDS = (
     "conf", "cons", "crst", "dirs", "dump", "envi", "isro", "mntr",
     "ruok", "srst", "srvr", "stat", "wchc", "wchp", "wchs",
 )
+
+# ----- engine hosts: a node's layout on a host of its own (kctl bundle; docs/bare-metal.md) --------------
+# The conf, data and log paths are the container's (CONF_DIR, DATA_ROOT, LOG_ROOT), so that one rendered
+# server.properties or zoo.cfg holds for both; what only a host has lives under HOST_ROOT.
+HOST_ROOT = "/opt/kctl"
+HOST_BIN = f"{HOST_ROOT}/bin"  # the node wrappers (zookeeper-start, kafka-start, jvm-common.sh, kctl-prepare)
+HOST_KAFKA_HOME = f"{HOST_ROOT}/kafka"  # a symlink to the installed distribution, kafka_<scala>-<version>
+HOST_ENV_FILE = f"{CONF_DIR}/kctl.env"  # the units' EnvironmentFile: heap, JVM options (never a secret)
+HOST_SECRETS_STORE = f"{CONF_DIR}/secrets"  # 0700, files 0400, owned by SERVICE_USER; copied to SECRETS_DIR
+HOST_UNIT_DIR = "/etc/systemd/system"
+SERVICE_USER = "logger"  # the seed's service user (uid and gid 555 where free), as in the node image
+SUPERVISOR_ENV = "KCTL_SUPERVISOR"  # "systemd" on a host: the wrappers leave restarts to systemd
+
+
+def unit_name(service: str) -> str:
+    """A service's systemd unit on a host of engine hosts."""
+    return f"kctl-{service}.service"

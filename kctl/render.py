@@ -80,6 +80,11 @@ def _tpl(name: str, **context: Any) -> str:
     return _env().get_template(name).render(**context)
 
 
+def template(name: str, **context: Any) -> str:
+    """A template of templates/ rendered with ``context``, through the one Jinja environment."""
+    return _tpl(name, **context)
+
+
 def _hash(parts: dict[str, str]) -> str:
     h = hashlib.sha256()
     for k in sorted(parts):
@@ -120,7 +125,7 @@ def node_files(spec: ClusterSpec, host: str, node: NodeSpec, services: tuple[str
     return files
 
 
-def _environment(spec: ClusterSpec, host: str, services: tuple[str, ...]) -> dict[str, str]:
+def environment(spec: ClusterSpec, host: str, services: tuple[str, ...]) -> dict[str, str]:
     zk_servers = ",".join(f"{spec.zk_host(n)}:{spec.zookeeper.client_port}" for n in spec.participants)
     env = {
         contract.ENV_CLUSTER: spec.name,
@@ -161,7 +166,7 @@ def _config_key(host: str, rel: str) -> str:
 
 def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> dict[str, Any]:
     node, host, services = plan.node, plan.name, plan.services
-    env = _environment(spec, host, services)
+    env = environment(spec, host, services)
     ports: list[str | dict[str, Any]] = []
     if "zookeeper" in services:
         ports.append(_port(spec, spec.zk_host_port(node), spec.zookeeper.client_port))
@@ -326,7 +331,7 @@ def render(spec: ClusterSpec, state_dir: Path | None = None) -> Rendered:
     for host, node, services in properties.services_of(spec):
         nf = node_files(spec, host, node, services)
         identity = {**nf, "image": spec.image_ref, "cap_add": ",".join(contract.CAP_ADD),
-                    "env": repr(_environment(spec, host, services)),
+                    "env": repr(environment(spec, host, services)),
                     "ports": repr(spec.published_ports(node))}
         plan = ContainerPlan(name=host, node=node, services=services, config_hash=_hash(identity), files=nf)
         plans.append(plan)

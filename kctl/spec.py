@@ -54,6 +54,7 @@ class Topology(Enum):
 class Engine(Enum):
     compose = "compose"
     swarm = "swarm"
+    hosts = "hosts"
 
 
 class ZkRole(Enum):
@@ -90,7 +91,8 @@ class NodeSpec(_Model):
     advertised_host: str | None = Field(
         None, description="engine swarm: the address clients outside the Swarm reach this node's host on (its"
                           " EXTERNAL listener is advertised there, and kctl reaches its published ports there);"
-                          " default kafka.external_host. Unused by engine compose."
+                          " default kafka.external_host. engine hosts: the host's address, required (kctl reaches"
+                          " it there over ssh, and clients its listeners). Unused by engine compose."
     )
     swarm_node: str | None = Field(
         None, description="engine swarm: the Swarm node (hostname or id) this node's service runs on; default"
@@ -552,6 +554,22 @@ class MirrorSpec(_Model):
         return v
 
 
+class SshSpec(_Model):
+    """How kctl reaches the hosts of engine hosts: OpenSSH's own `ssh` (so ~/.ssh/config, agents and jump
+    hosts work as for any other ssh session), one multiplexed connection per host."""
+
+    user: str | None = Field(None, description="The login user on every host (default: ssh's own, from"
+                                               " ~/.ssh/config or the local user name); kctl runs what needs"
+                                               " root through `sudo -n` unless it is root.")
+    port: Port = Field(22, description="sshd's port on every host.")
+    key_file: str | None = Field(None, description="The private key to log in with (default: ssh's own keys and"
+                                                   " agent); relative paths are from kctl.yaml's directory.")
+    known_hosts_file: str | None = Field(
+        None, description="The known-hosts file kctl checks host keys against (default: known_hosts in the state"
+                          " dir; a host seen for the first time is added, a changed key is refused).")
+    connect_timeout: int = Field(10, ge=1, le=120, description="Seconds to wait for a host to answer.")
+
+
 def _default_nodes() -> list[NodeSpec]:
     return [NodeSpec(id=i, hostname=f"logger{i}") for i in (1, 2, 3)]
 
@@ -565,8 +583,11 @@ class ClusterSpec(_Model):
     engine: Engine = Field(
         Engine.compose, description="compose: every node a container on this Docker engine (Docker Compose);"
                                     " swarm: one Swarm service per node across the Swarm's hosts (docker stack"
-                                    " deploy; docs/multi-host.md). `kctl up --engine` overrides it once."
+                                    " deploy; docs/multi-host.md); hosts: every node a host of its own, its"
+                                    " ZooKeeper and Kafka systemd units installed over ssh (docs/bare-metal.md)."
+                                    " `kctl up --engine` overrides it once."
     )
+    ssh: SshSpec = Field(default_factory=SshSpec, description="engine hosts: how kctl logs in to the hosts.")
     image: ImageSpec = Field(default_factory=ImageSpec,
                              description="The node image; a plain string is taken as `image.ref`.")
     versions: Versions = Field(default_factory=Versions, description="Kafka and ZooKeeper versions.")
@@ -624,7 +645,7 @@ class ClusterSpec(_Model):
     def node_address(self, node: NodeSpec) -> str:
         """Where kctl and clients reach this node's published ports: 127.0.0.1 (compose), or on Swarm the
         node's advertised_host (default kafka.external_host)."""
-        if self.engine is Engine.swarm:
+        if self.engine in (Engine.swarm, Engine.hosts):
             return node.advertised_host or self.kafka.external_host
         return self.kafka.external_host
 
@@ -646,26 +667,37 @@ class ClusterSpec(_Model):
         return node.hostname if self.topology is Topology.colocated else f"kafka{node.id}"
 
     def zk_host_port(self, node: NodeSpec) -> int:
+        if self.engine is Engine.hosts:  # nothing is published on a host: ZooKeeper's own client port
+            return self.zookeeper.client_port
         return node.zookeeper_port or self.zookeeper.host_port_base + self.nodes.index(node)
 
+    def _index(self, node: NodeSpec) -> int:
+        """The offset of a node's ports from their base: its index, except on engine hosts, where every node is
+        a host of its own and listens on the base port itself."""
+        return 0 if self.engine is Engine.hosts else self.nodes.index(node)
+
     def kafka_host_port(self, node: NodeSpec) -> int:
-        return node.kafka_port or self.kafka.external_port_base + self.nodes.index(node)
+        return node.kafka_port or self.kafka.external_port_base + self._index(node)
 
     def jmx_host_port(self, node: NodeSpec) -> int | None:
         if node.jmx_port:
             return node.jmx_port
-        return self.kafka.jmx_port_base + self.nodes.index(node) if self.kafka.jmx else None
+        return self.kafka.jmx_port_base + self._index(node) if self.kafka.jmx else None
 
     def kafka_metrics_host_port(self, node: NodeSpec) -> int | None:
         """The published port of this broker's exporter; None when monitoring is off or the node has no broker."""
         if not (self.monitoring.enabled and node.broker):
             return None
+        if self.engine is Engine.hosts:
+            return self.monitoring.kafka_exporter_port
         return node.kafka_metrics_port or self.monitoring.kafka_exporter_host_port_base + self.nodes.index(node)
 
     def zk_metrics_host_port(self, node: NodeSpec) -> int | None:
         """The published port of this node's ZooKeeper metrics; None when monitoring is off."""
         if not self.monitoring.enabled:
             return None
+        if self.engine is Engine.hosts:
+            return self.monitoring.zookeeper_exporter_port
         return node.zookeeper_metrics_port or (self.monitoring.zookeeper_exporter_host_port_base
                                                + self.nodes.index(node))
 
@@ -893,6 +925,15 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         for i, n in enumerate(spec.nodes):
             if n.advertised_host or n.swarm_node:
                 warnings.append(f"nodes.{i}: advertised_host and swarm_node are read by engine swarm only")
+    if spec.engine is Engine.hosts:
+        errors.extend(_hosts_errors(spec))
+        for i, n in enumerate(spec.nodes):
+            if n.swarm_node:
+                warnings.append(f"nodes.{i}: swarm_node is read by engine swarm only")
+            for field in ("zookeeper_port", "kafka_metrics_port", "zookeeper_metrics_port"):
+                if getattr(n, field) is not None:
+                    warnings.append(f"nodes.{i}.{field}: engine hosts publishes nothing; the service listens on"
+                                    " its own port on the host")
     if k.external_host not in ("127.0.0.1", "localhost") and spec.engine is Engine.compose:
         errors.append(
             f"kafka.external_host: {k.external_host!r}: kctl publishes ports on 127.0.0.1 only, so the"
@@ -955,6 +996,8 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
                 errors.append(f"monitoring.{field}: host port {port} is also used by {published[port]}")
             published[port] = f"monitoring.{field}"
     for i, n in enumerate(spec.nodes):
+        if spec.engine is Engine.hosts:
+            break  # each node is a host of its own: the same port on two nodes is no clash
         for port, _, what in spec.published_ports(n):
             where = f"nodes.{i}.{what}"
             if port > 65535:
@@ -992,6 +1035,26 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
             errors.append(f"security.migration: the INTERNAL_SECURE port {spec.secure_internal_port}"
                           " (kafka.internal_port + 1) clashes with another port of the container")
     return errors, warnings
+
+
+def _hosts_errors(spec: ClusterSpec) -> list[str]:
+    """engine hosts: what a spec needs before kctl can reach and lay out its hosts."""
+    errors: list[str] = []
+    if spec.topology is not Topology.colocated:
+        errors.append("topology: engine hosts runs each node's ZooKeeper and Kafka on its own host (colocated);"
+                      " a ZooKeeper-only host is a node with `broker: false`")
+    addresses: dict[str, int] = {}
+    for i, n in enumerate(spec.nodes):
+        if not n.advertised_host:
+            errors.append(f"nodes.{i}.advertised_host: engine hosts needs each host's address (kctl logs in there"
+                          " over ssh, and clients reach its listeners there)")
+        elif n.advertised_host in addresses:
+            first = addresses[n.advertised_host]
+            errors.append(f"nodes.{i}.advertised_host: {n.advertised_host} is also nodes.{first}'s;"
+                          " engine hosts runs one node per host")
+        else:
+            addresses[n.advertised_host] = i
+    return errors
 
 
 # ----- loading --------------------------------------------------------------------

@@ -15,6 +15,7 @@ from kctl.errors import KctlError, SpecError
 def register(app: typer.Typer) -> None:
     app.command()(init)
     app.command("render")(render_cmd)
+    app.command()(bundle)
     app.command()(doctor)
 
 
@@ -70,6 +71,27 @@ def render_cmd(
         output.info(f"{c.name}: {', '.join(c.services)} (config {c.config_hash})")
     output.info(f"rendered {len(rendered.files)} files into {target} ({len(changed)} changed)")
     typer.echo(str(target / COMPOSE_FILE))
+
+
+def bundle(
+    file: Path = SpecOpt,
+    out: Path | None = typer.Option(None, "--out", help="Directory to write to; default <state dir>/bundle."),
+) -> None:
+    """engine hosts: each node as a directory that installs it on its host (systemd units, install.sh)."""
+    from kctl.runtime.bundle import require_hosts, write_bundles
+    from kctl.spec import state_dir_for
+
+    spec = load(file)
+    require_hosts(spec)
+    state = state_dir_for(spec, file)
+    target = out or state / "bundle"
+    made = write_bundles(spec, state, target, progress=output.info)
+    for b in made:
+        output.info(f"{b.host}: {', '.join(b.services)} ({b.files} files)")
+    output.info("copy each directory to its host and run `sudo ./install.sh --start` there, or let `kctl up`"
+                " install them over ssh")
+    for b in made:
+        typer.echo(str(b.path))
 
 
 def doctor(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:

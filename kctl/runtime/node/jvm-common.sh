@@ -1,6 +1,7 @@
 # Sourced by zookeeper-start and kafka-start: the JVM flags kafka-run-class.sh
 # of Kafka 3.9 uses, each overridable from the environment like there.
-KAFKA_HOME=/opt/kafka
+# The image's distribution; a host's systemd units set KAFKA_HOME to the one kctl's bundle installed.
+KAFKA_HOME="${KAFKA_HOME:-/opt/kafka}"
 JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 KAFKA_JVM_PERFORMANCE_OPTS="${KAFKA_JVM_PERFORMANCE_OPTS:--server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true}"
 
@@ -40,8 +41,13 @@ conf_prop() {
 #   to supervisord (it exits within startsecs), which after startretries marks the program FATAL; `kctl
 #   status` shows the service STOPPED until `kctl up` or `kctl restart` starts it.
 # A deliberate start (kctl's supervisorctl start) removes the record first: it is no crash.
+# Under systemd (a host's units set KCTL_SUPERVISOR=systemd) it does nothing: Restart=on-failure, RestartSec
+# and StartLimitBurst are systemd's own back-off and limit, and a drill stops the unit itself.
 supervise() {
   local svc="$1"; local rec="/tmp/kctl-starts-$svc" now last=0 count=0 delay
+  if [ "${KCTL_SUPERVISOR:-}" = systemd ]; then
+    return 0
+  fi
   if [ -e "/tmp/kctl-hold-$svc" ]; then
     exec /usr/local/lib/kctl/held "$svc"
   fi

@@ -1,0 +1,161 @@
+#!/bin/bash
+# install.sh: installs this node's kctl bundle on this host (run as root; `kctl up` of engine hosts runs it
+# over ssh). Idempotent: a second run changes nothing and says so.
+#
+#   service user and group   logger (uid/gid 555 where free, as in the seed), no login shell
+#   Kafka and exporters      /opt/kctl/<dist> (kafka_<scala>-<version>), /opt/kctl/kafka -> it, /opt/kctl/monitoring
+#   wrappers                 /opt/kctl/bin
+#   configuration            /etc/kctl (root, 0644), secrets /etc/kctl/secrets (service user, 0700, files 0400)
+#   data, logs               /var/opt/kctl, /var/log/kctl (service user, 0750)
+#   systemd units            /etc/systemd/system/kctl-zookeeper.service, kctl-kafka.service: installed and
+#                            enabled; started by `kctl up`, or here with --start
+#
+# Every line "changed: WHAT" names what this run changed; "restart: SERVICE" a service whose running process
+# predates a change it reads (kctl restarts it through the cluster's gates); the last line is
+# "kctl-install: N changed".
+set -euo pipefail
+HERE="$(cd "$(dirname "$(readlink -f "$0")")" && pwd)"
+START=0
+for arg in "$@"; do
+  case "$arg" in
+    --start) START=1 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "install.sh: unknown option $arg (--start, --help)" >&2; exit 64 ;;
+  esac
+done
+
+die() { echo "install.sh: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "run as root (sudo $0)"
+[ -d /run/systemd/system ] || die "this host does not run systemd (no /run/systemd/system): kctl's units need it"
+# shellcheck source=/dev/null
+. "$HERE/bundle.env"
+U="$KCTL_SERVICE_USER"
+
+JAVA="$(command -v java || true)"
+[ -n "$JAVA" ] || die "no java on PATH: install a Java 17 or newer runtime first (Debian: apt-get install openjdk-17-jre-headless)"
+java_major="$("$JAVA" -version 2>&1 | sed -n -E '1s/.*version "([0-9]+).*/\1/p')"
+[ "${java_major:-0}" -ge 17 ] || die "java on PATH is version ${java_major:-unknown}; Kafka $KCTL_KAFKA_VERSION here needs 17 or newer"
+
+CHANGED=0
+RESTART=""
+changed() { echo "changed: $1"; CHANGED=$((CHANGED + 1)); }
+restart() { for s in "$@"; do case " $RESTART " in *" $s "*) ;; *) RESTART="$RESTART $s" ;; esac; done; }
+
+# install_file SRC DEST MODE OWNER SERVICES...: copy when the content, mode or owner differ.
+install_file() {
+  local src="$1" dest="$2" mode="$3" owner="$4"; shift 4
+  if [ -f "$dest" ] && cmp -s "$src" "$dest" && [ "$(stat -c '%a %U:%G' "$dest")" = "${mode#0} $owner" ]; then
+    return 0
+  fi
+  install -m "$mode" -o "${owner%%:*}" -g "${owner##*:}" "$src" "$dest"
+  changed "$dest"
+  restart "$@"
+}
+
+# --- service user and group
+if ! getent group "$U" >/dev/null; then
+  if getent group "$KCTL_SERVICE_ID" >/dev/null; then groupadd --system "$U"; else groupadd --system --gid "$KCTL_SERVICE_ID" "$U"; fi
+  changed "group $U"
+fi
+if ! getent passwd "$U" >/dev/null; then
+  if getent passwd "$KCTL_SERVICE_ID" >/dev/null; then uid_opt=(); else uid_opt=(--uid "$KCTL_SERVICE_ID"); fi
+  useradd --system "${uid_opt[@]}" --gid "$U" --home-dir /var/opt/kctl --no-create-home --shell /usr/sbin/nologin "$U"
+  changed "user $U"
+fi
+
+# --- directories
+for d in /opt/kctl /opt/kctl/bin /etc/kctl; do
+  if [ ! -d "$d" ]; then install -d -m 0755 "$d"; changed "$d"; fi
+done
+for d in /var/opt/kctl /var/log/kctl; do
+  if [ ! -d "$d" ] || [ "$(stat -c '%U' "$d")" != "$U" ]; then install -d -m 0750 -o "$U" -g "$U" "$d"; changed "$d"; fi
+done
+
+# --- the Kafka distribution and the exporters, replaced whole when their identity differs
+marker="/opt/kctl/$KCTL_DIST/.kctl-identity"
+if [ "$(cat "$marker" 2>/dev/null || true)" != "$KCTL_DIST_IDENTITY" ]; then
+  tmp="$(mktemp -d /opt/kctl/.install.XXXXXX)"
+  tar -C "$tmp" -xf "$HERE/kafka.tar"
+  echo "$KCTL_DIST_IDENTITY" > "$tmp/$KCTL_DIST/.kctl-identity"
+  chown -R root:root "$tmp"
+  chmod -R go-w,a+rX "$tmp"
+  rm -rf "/opt/kctl/$KCTL_DIST" /opt/kctl/monitoring
+  mv "$tmp/$KCTL_DIST" "/opt/kctl/$KCTL_DIST"
+  if [ -d "$tmp/monitoring" ]; then mv "$tmp/monitoring" /opt/kctl/monitoring; fi
+  rm -rf "$tmp"
+  changed "/opt/kctl/$KCTL_DIST"
+  restart $KCTL_BUNDLE_SERVICES
+fi
+if [ "$(readlink /opt/kctl/kafka 2>/dev/null || true)" != "$KCTL_DIST" ]; then
+  ln -sfn "$KCTL_DIST" /opt/kctl/kafka
+  changed /opt/kctl/kafka
+  restart $KCTL_BUNDLE_SERVICES
+fi
+
+# --- wrappers, configuration, secrets
+for f in "$HERE"/bin/*; do
+  install_file "$f" "/opt/kctl/bin/$(basename "$f")" 0755 root:root $KCTL_BUNDLE_SERVICES
+done
+for f in "$HERE"/conf/*; do
+  name="$(basename "$f")"
+  case "$name" in
+    zoo.cfg|zoo.cfg.dynamic|myid|log4j-zookeeper.properties) svcs=zookeeper ;;
+    server.properties|log4j-kafka.properties|jmx-exporter.yaml) svcs=kafka ;;
+    *) svcs="$KCTL_BUNDLE_SERVICES" ;;
+  esac
+  install_file "$f" "/etc/kctl/$name" 0644 root:root $svcs
+done
+# Files of an earlier bundle that this one no longer has (a node that lost its broker, monitoring turned off).
+for f in /etc/kctl/*; do
+  [ -f "$f" ] || continue
+  if [ ! -e "$HERE/conf/$(basename "$f")" ]; then rm -f "$f"; changed "$f (removed)"; restart $KCTL_BUNDLE_SERVICES; fi
+done
+if [ -d "$HERE/secrets" ]; then
+  if [ ! -d /etc/kctl/secrets ] || [ "$(stat -c '%a %U' /etc/kctl/secrets)" != "700 $U" ]; then
+    install -d -m 0700 -o "$U" -g "$U" /etc/kctl/secrets
+    changed /etc/kctl/secrets
+  fi
+  for f in "$HERE"/secrets/*; do
+    install_file "$f" "/etc/kctl/secrets/$(basename "$f")" 0400 "$U:$U" $KCTL_BUNDLE_SERVICES
+  done
+elif [ -d /etc/kctl/secrets ]; then
+  rm -rf /etc/kctl/secrets /run/kctl/secrets
+  changed "/etc/kctl/secrets (removed)"
+  restart $KCTL_BUNDLE_SERVICES
+fi
+
+# --- systemd units: installed, the daemon reloaded when one changed, enabled
+units_changed=0
+for svc in $KCTL_BUNDLE_SERVICES; do
+  unit="kctl-$svc.service"
+  before=$CHANGED
+  install_file "$HERE/units/$unit" "/etc/systemd/system/$unit" 0644 root:root "$svc"
+  [ "$CHANGED" -eq "$before" ] || units_changed=1
+done
+for svc in zookeeper kafka; do  # a unit this node no longer runs (`broker: false`)
+  case " $KCTL_BUNDLE_SERVICES " in *" $svc "*) continue ;; esac
+  unit="kctl-$svc.service"
+  if [ -e "/etc/systemd/system/$unit" ]; then
+    systemctl disable --now "$unit" >/dev/null 2>&1 || true
+    rm -f "/etc/systemd/system/$unit"
+    units_changed=1
+    changed "/etc/systemd/system/$unit (removed)"
+  fi
+done
+[ "$units_changed" -eq 0 ] || systemctl daemon-reload
+for svc in $KCTL_BUNDLE_SERVICES; do
+  unit="kctl-$svc.service"
+  if [ "$(systemctl is-enabled "$unit" 2>/dev/null || true)" != enabled ]; then
+    systemctl enable --quiet "$unit"
+    changed "$unit enabled"
+  fi
+done
+
+if [ "$START" -eq 1 ]; then
+  for svc in $KCTL_BUNDLE_SERVICES; do systemctl start "kctl-$svc.service"; done
+fi
+# A change matters to a running process only: one that is not running reads it when it starts.
+for svc in $RESTART; do
+  if systemctl is-active --quiet "kctl-$svc.service"; then echo "restart: $svc"; fi
+done
+echo "kctl-install: $CHANGED changed"
