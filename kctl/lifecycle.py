@@ -70,12 +70,13 @@ def converge(
     plan = rc.convergence_plan(rendered, existing, rc.applied_hashes(state_dir))
     eng.preflight(spec, existing, dc, say, strict_spread)
 
-    if build and spec.image.ref is None:
-        from kctl.runtime.image import ensure_image
+    if eng.uses_image:
+        if build and spec.image.ref is None:
+            from kctl.runtime.image import ensure_image
 
-        ensure_image(dc, kafka_version=spec.versions.kafka, scala_version=spec.versions.scala,
-                     kafka_dist=kafka_dist, progress=say)
-    rc.require_image(dc, spec.local_image_ref)
+            ensure_image(dc, kafka_version=spec.versions.kafka, scala_version=spec.versions.scala,
+                         kafka_dist=kafka_dist, progress=say)
+        rc.require_image(dc, spec.local_image_ref)
 
     write(rendered, state_dir)
     from kctl.security import store
@@ -219,7 +220,7 @@ def _zookeeper_quorum(spec: ClusterSpec) -> bool:
 def _stop_kafka(spec: ClusterSpec, c: ContainerInfo, dc: Any, say: Progress) -> None:
     say(f"{c.name}: stopping kafka (controlled shutdown)")
     try:
-        engines.exec_in(spec, c.name, [*contract.SUPERVISORCTL, "stop", "kafka"], timeout=130, dc=dc)
+        engines.for_spec(spec).stop_service(spec, c.name, "kafka", dc)
     except KctlError:
         pass  # its container is not running any more: compose's stop finishes it
 

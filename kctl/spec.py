@@ -1172,6 +1172,15 @@ def resolve_cluster(spec: ClusterSpec, spec_path: Path) -> ClusterSpec:
             update["engine"] = recorded
     if spec.state_dir != str(state):
         update["state_dir"] = str(state)
+    ssh: dict[str, Any] = {}
+    for field in ("key_file", "known_hosts_file"):  # relative to kctl.yaml's directory, found from anywhere
+        value = getattr(spec.ssh, field)
+        if value is not None and not Path(value).expanduser().is_absolute():
+            ssh[field] = str(spec_path.resolve().parent / value)
+        elif value is not None and value.startswith("~"):
+            ssh[field] = str(Path(value).expanduser())
+    if ssh:
+        update["ssh"] = spec.ssh.model_copy(update=ssh)
     return spec.model_copy(update=update) if update else spec
 
 

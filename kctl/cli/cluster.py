@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from kctl import output
+from kctl import contract, output
 from kctl.cli.common import OutputOpt, SpecOpt, load
 
 
@@ -104,6 +104,13 @@ def down(
         rec = process.stop(state, spec.name)  # it would report a cluster that is gone as down
         output.info(f"stopped the monitor of {spec.name} (pid {rec.pid}); its history stays in {state}")
     n = lifecycle.down(spec, state, volumes=volumes, progress=output.info)
+    from kctl.spec import Engine
+
+    if spec.engine is Engine.hosts:
+        output.info(f"{spec.name}: uninstalled from {n} host(s)" + (
+            "; data removed" if volumes else f"; data kept in {contract.DATA_ROOT} on each host (--volumes"
+                                            " removes it)"))
+        return
     output.info(f"{spec.name}: removed {n} container(s)" + ("" if volumes else f"; data kept in {state}"))
 
 

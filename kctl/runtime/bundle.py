@@ -139,9 +139,12 @@ def _bundle_env(spec: ClusterSpec, host: str, services: tuple[str, ...], dist: D
         f"{k}={json.dumps(v)}\n" for k, v in values.items())
 
 
-def bundle_files(spec: ClusterSpec, dist: DistArchive,
-                 secrets: dict[str, dict[str, bytes]]) -> dict[str, dict[str, BundleFile]]:
-    """Every node's bundle, ``{host: {relative path: file}}`` (the distribution's tar aside). Pure."""
+def bundle_files(spec: ClusterSpec, dist: DistArchive, secrets: dict[str, dict[str, bytes]],
+                 hashes: dict[str, str] | None = None) -> dict[str, dict[str, BundleFile]]:
+    """Every node's bundle, ``{host: {relative path: file}}`` (the distribution's tar aside). Pure.
+
+    ``hashes``: each node's config hash (:func:`kctl.render.render`), installed as /etc/kctl/config-hash: what
+    kctl compares to decide whether a host's bundle is up to date, as a container's label elsewhere."""
     require_hosts(spec)
     node_dir = Path(__file__).resolve().parent / "node"
     host_dir = Path(__file__).resolve().parent / "host"
@@ -159,6 +162,8 @@ def bundle_files(spec: ClusterSpec, dist: DistArchive,
             files[f"units/{contract.unit_name(svc)}"] = BundleFile(_unit(spec, host, node, svc).encode(), 0o644)
         for name, data in sorted(secrets.get(host, {}).items()):
             files[f"secrets/{name}"] = BundleFile(data, 0o400)
+        if hashes and host in hashes:
+            files["conf/config-hash"] = BundleFile(f"{hashes[host]}\n".encode(), 0o644)
         files[BUNDLE_ENV] = BundleFile(_bundle_env(spec, host, services, dist).encode(), 0o644)
         out[host] = dict(sorted(files.items()))
     return out
@@ -258,10 +263,13 @@ def write_bundles(spec: ClusterSpec, state_dir: Path, out: Path,
                   progress: Progress | None = None) -> list[NodeBundle]:
     """Every node's bundle under ``out/<node>``."""
     require_hosts(spec)
+    from kctl.render import render
+
     dist = dist_archive(spec, progress)
+    hashes = {c.name: c.config_hash for c in render(spec, state_dir).containers}
     made: list[NodeBundle] = []
     try:
-        every = bundle_files(spec, dist, _secrets_of(spec, state_dir))
+        every = bundle_files(spec, dist, _secrets_of(spec, state_dir), hashes)
         for host, files in every.items():
             write_node(out / host, files, dist)
             made.append(NodeBundle(host, tuple(s for s in contract.SERVICES if f"units/{contract.unit_name(s)}"

@@ -127,9 +127,10 @@ def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float
     ``stderr=False`` keeps only the tool's stdout.
     """
     last: KctlError | None = None
+    kafka_bin = engines.for_spec(spec).kafka_bin
     for node in spec.brokers:
         host = spec.kafka_host(node)
-        argv = [f"{contract.KAFKA_BIN}/{tool}", "--bootstrap-server", f"{host}:{spec.client_internal_port}", *args]
+        argv = [f"{kafka_bin}/{tool}", "--bootstrap-server", f"{host}:{spec.client_internal_port}", *args]
         if spec.kctl_logs_in:  # the admin user's client settings: a file in the node, no password in argv
             argv += ["--command-config", contract.secret_path(contract.ADMIN_CLIENT_FILE)]
         try:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kctl import contract
 from kctl.errors import KctlError
 from kctl.runtime import docker_api as api
 from kctl.runtime.docker_api import Container, ContainerInfo, engine_of, state_dir_of
@@ -22,6 +23,12 @@ from kctl.spec import ClusterSpec
 from kctl.spec import Engine as EngineKind
 
 Progress = Callable[[str], None]
+
+# The entrypoint's copy of the secrets mount, made again before a service starts.
+REFRESH_SECRETS = (
+    f'[ -d {contract.SECRETS_MOUNT} ] || exit 0; for f in {contract.SECRETS_MOUNT}/*; do [ -f "$f" ] &&'
+    f' install -m 0600 -o {contract.JVM_UID} -g {contract.JVM_UID} "$f" {contract.SECRETS_DIR}/; done; exit 0'
+)
 
 
 class WrongEngine(KctlError):
@@ -60,6 +67,10 @@ class Engine(abc.ABC):
     # Whether the nodes' log files are in the state dir on this host (Compose: a bind mount), or only in the
     # node's container (Swarm: a volume on the Swarm node that runs it; see :meth:`log_lines`).
     logs_in_state_dir = True
+    # Whether the nodes run kctl's node image (built or checked by `kctl up`); engine hosts runs none.
+    uses_image = True
+    # Where Kafka's scripts are on a node (the image's distribution).
+    kafka_bin = contract.KAFKA_BIN
 
     def __init__(self) -> None:
         self._status: api.StatusClient | None = None
@@ -121,6 +132,44 @@ class Engine(abc.ABC):
     def log_lines(self, spec: ClusterSpec, host: str, path: str, tail: int) -> list[str] | None:
         """The last lines of a log file in a container, or None where the state dir has it on this host."""
         return None
+
+    # ----- one service's process (kctl.runtime.services) ------------------------------------
+
+    # supervisord's own wait for a stop (stopwaitsecs=120 for Kafka) plus a margin; a start returns after
+    # startsecs (1 s).
+    STOP_TIMEOUT = 150.0
+    START_TIMEOUT = 60.0
+
+    def _supervisorctl(self, spec: ClusterSpec, host: str, action: str, service: str, timeout: float,
+                       dc: Any) -> str:
+        code, out = self.exec_in(spec, host, [*contract.SUPERVISORCTL, action, service], timeout=timeout, dc=dc)
+        text = out.strip()
+        # "already started" / "not running" are the state asked for, not a failure.
+        if code != 0 and "ALREADY_STARTED" not in text and "NOT_RUNNING" not in text:
+            raise KctlError(f"{host}: `supervisorctl {action} {service}` failed (exit {code}): {text[-500:]}",
+                            hint=f"see `kctl logs {host} --service supervisor` and `kctl logs {host} --service"
+                                 f" {service}`")
+        return text
+
+    def stop_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
+        """SIGTERM ``service`` on ``host`` (a broker's controlled shutdown) and wait until it exited."""
+        return self._supervisorctl(spec, host, "stop", service, self.STOP_TIMEOUT, dc)
+
+    def start_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
+        """Start ``service`` deliberately: the wrapper's crash-loop record goes first (a start kctl asks for is
+        no crash, so it gets no back-off), and a secured node's secrets are copied again (a JAAS file that
+        `kctl apply` rewrote reaches a restarted process, not only a new container)."""
+        code, out = self.exec_in(spec, host, ["rm", "-f", contract.starts_file(service)], user="root", timeout=30,
+                                 dc=dc)
+        if code != 0:
+            raise KctlError(f"{host}: cannot clear {contract.starts_file(service)} before starting {service}:"
+                            f" {out.strip()[-300:]}", hint=f"`kctl logs {host} --service supervisor`")
+        if spec.security.enabled:
+            code, out = self.exec_in(spec, host, ["sh", "-c", REFRESH_SECRETS], user="root", timeout=30, dc=dc)
+            if code != 0:
+                raise KctlError(f"{host}: cannot refresh the secrets copy before starting {service}:"
+                                f" {out.strip()[-300:]}", hint=f"`kctl logs {host} --service supervisor`")
+        return self._supervisorctl(spec, host, "start", service, self.START_TIMEOUT, dc)
 
     # ----- lifecycle --------------------------------------------------------------------
 

@@ -9,6 +9,8 @@ them, and never knows which one runs.
 - :class:`kctl.runtime.swarm.SwarmEngine`: one Swarm service per container host, deployed as a stack with
   ``docker stack deploy`` from the same rendered file (its ``deploy:`` sections), each pinned to a
   Swarm node by a node label.
+- :class:`kctl.runtime.hosts.HostsEngine`: every node a host of its own, its systemd units installed from
+  kctl's bundle over ssh; no Docker.
 
 The direction: :mod:`kctl.runtime.docker_api` (the SDK) <- :mod:`kctl.runtime.engine_base` (the abstract
 Engine) <- compose, swarm <- this module. ``for_spec`` imports only the implementation it picks, inside the
@@ -37,6 +39,10 @@ def for_spec(spec: ClusterSpec) -> Engine:
         from kctl.runtime.swarm import SwarmEngine
 
         return SwarmEngine()
+    if spec.engine is EngineKind.hosts:
+        from kctl.runtime.hosts import HostsEngine
+
+        return HostsEngine()
     from kctl.runtime.compose import ComposeEngine
 
     return ComposeEngine()

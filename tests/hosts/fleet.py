@@ -67,7 +67,7 @@ from typing import Any, cast
 
 import docker
 import docker.errors
-from docker.types import EndpointConfig
+from docker.types import EndpointConfig, IPAMConfig, IPAMPool
 
 HERE = Path(__file__).resolve().parent
 DOCKERFILE = HERE / "Dockerfile"
@@ -211,6 +211,7 @@ class Fleet:
         self._own_client = client is None
         self._client = client
         self.hosts: dict[str, Host] = {}
+        self.subnet: Any = None  # the run network's ipaddress.IPv4Network, once made
         self.key_dir: Path | None = None
         self.image_id: str | None = None
         self._closed = False
@@ -241,7 +242,7 @@ class Fleet:
             sweep_leftovers(self.client)
             self.ensure_image()
             self._make_keys()
-            self.client.networks.create(self.network_name, driver="bridge", labels=dict(self.labels))
+            self._make_network()
             for hostname in self.hostnames:
                 self._create(hostname, systemd=True)
             for hostname in self.hostnames:
@@ -408,12 +409,45 @@ class Fleet:
         c = self.client.containers.create(
             IMAGE, name=name, hostname=hostname, labels=dict(self.labels), detach=True,
             network=self.network_name,
-            networking_config={self.network_name: EndpointConfig(self.client.api.api_version, aliases=[hostname])},
+            networking_config={self.network_name: EndpointConfig(self.client.api.api_version, aliases=[hostname],
+                                                                 ipv4_address=self._address_for(hostname))},
             **settings)
         if not c.put_archive(f"/home/{SSH_USER}", self._authorized_keys_tar()):
             raise RuntimeError(f"{name}: could not put the public key in")
         self.hosts[hostname] = Host(hostname=hostname, ip="", container=name, key_path=self.key_path,
                                     systemd=systemd)
+
+    def _make_network(self) -> None:
+        """The run's bridge network on a /24 of its own, so that each host keeps its address across restarts
+        (a node's address is in kctl.yaml, as a real host's is): the first 172.28.N.0/24 that no other Docker
+        network overlaps (Docker refuses an overlapping pool; the next one is tried)."""
+        import ipaddress
+
+        taken = []
+        for n in self.client.networks.list():
+            for cfg in (n.attrs.get("IPAM") or {}).get("Config") or []:
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    taken.append(ipaddress.ip_network(cfg["Subnet"], strict=False))
+        for third in range(0, 256):
+            net = ipaddress.ip_network(f"172.28.{third}.0/24")
+            if any(net.overlaps(t) for t in taken):
+                continue
+            ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=str(net), gateway=str(net.network_address + 1))])
+            try:
+                self.client.networks.create(self.network_name, driver="bridge", labels=dict(self.labels), ipam=ipam)
+            except docker.errors.APIError as exc:
+                if "overlap" in str(exc).lower():
+                    continue
+                raise
+            self.subnet = net
+            return
+        raise RuntimeError("no free 172.28.N.0/24 for the test hosts' network")
+
+    def _address_for(self, hostname: str) -> str:
+        """A fixed address per host: .10 + its index (extra hosts after the fleet's own)."""
+        names = [*self.hostnames, *(h for h in self.hosts if h not in self.hostnames)]
+        index = names.index(hostname) if hostname in names else len(names)
+        return str(self.subnet.network_address + 10 + index)
 
     def _refresh_ip(self, hostname: str) -> str:
         c = self.client.containers.get(self.host(hostname).container)

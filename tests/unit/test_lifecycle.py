@@ -40,8 +40,18 @@ class FakeEngine:
     def processes(self, c: docker_api.Container, timeout: float = 5.0) -> dict[str, str]:
         return {svc: self.procs.get(c.name, {}).get(svc, "RUNNING") for svc in c.services}
 
+    uses_image = True
+
     def client(self, timeout: int = 30) -> object:
         return "dc"
+
+    def stop_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
+        self.calls.append(("exec", host, ["stop", service]))
+        return ""
+
+    def start_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
+        self.calls.append(("exec", host, ["start", service]))
+        return ""
 
     def containers(self, spec: ClusterSpec, dc: Any = None) -> list[ContainerInfo]:
         return list(self.existing)

@@ -124,6 +124,10 @@ elif [ -d /etc/kctl/secrets ]; then
   restart $KCTL_BUNDLE_SERVICES
 fi
 
+# --- what `kctl down` (or an operator) runs to remove it all again
+install_file "$HERE/uninstall.sh" /opt/kctl/uninstall.sh 0755 root:root
+install_file "$HERE/bundle.env" /opt/kctl/bundle.env 0644 root:root
+
 # --- systemd units: installed, the daemon reloaded when one changed, enabled
 units_changed=0
 for svc in $KCTL_BUNDLE_SERVICES; do

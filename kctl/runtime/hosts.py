@@ -1,0 +1,310 @@
+"""engine hosts: every node a host of its own, its ZooKeeper and Kafka systemd units installed from kctl's
+bundle (:mod:`kctl.runtime.bundle`) over ssh (:mod:`kctl.runtime.ssh`), and driven with ``systemctl``.
+
+What a container is to the other engines, a host is here: "running" when kctl reaches it over ssh and
+kctl's bundle is installed there; its processes are its process table (``ps``), read with the same rules as a
+container's (:func:`kctl.runtime.docker_api.process_states`); its config hash is the one its installed bundle
+was rendered with (/etc/kctl/config-hash). Commands that speak to ZooKeeper and Kafka reach the hosts'
+listeners at each node's ``advertised_host``, as they reach published ports elsewhere.
+
+``kctl up`` checks every host before it changes any (ssh login, ``sudo -n``, systemd as PID 1, Java 17),
+installs the bundles of the hosts whose config changed, then starts ZooKeeper everywhere before Kafka.
+``kctl down`` stops the brokers (controlled shutdowns), then runs the installed uninstall.sh on every host
+(``--volumes``: the data too).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import shlex
+from pathlib import Path
+from typing import Any
+
+from kctl import contract
+from kctl.errors import KctlError
+from kctl.runtime.docker_api import Container, ContainerInfo, process_states
+from kctl.runtime.engine_base import Engine, Progress
+from kctl.runtime.ssh import Ssh, SshError
+from kctl.spec import ClusterSpec, NodeSpec
+from kctl.spec import Engine as EngineKind
+
+CONFIG_HASH_FILE = f"{contract.CONF_DIR}/config-hash"
+UNINSTALL = f"{contract.HOST_ROOT}/uninstall.sh"
+# Where a bundle lands on its host while install.sh runs (root's, 0700; removed after: it holds secrets).
+REMOTE_BUNDLE = "/var/tmp/kctl-bundle-{cluster}"
+# One ssh round trip per host for the status path: the installed config hash, then every process's command line.
+_OBSERVE = f"cat {CONFIG_HASH_FILE} 2>/dev/null || echo -; echo ---; ps -eo args"
+# Checked on every host before `kctl up` changes any: sudo without a password, systemd as PID 1, Java 17+.
+_PREFLIGHT = ("echo sudo-ok; if [ -d /run/systemd/system ] && [ \"$(ps -o comm= -p 1)\" = systemd ]; then"
+              " echo systemd-ok; fi; java -version 2>&1 | head -n 1")
+
+
+def _pool(n: int) -> cf.ThreadPoolExecutor:
+    return cf.ThreadPoolExecutor(max_workers=max(1, min(n, 16)))
+
+
+class HostsEngine(Engine):
+    """Every node on a host of its own, through ssh and systemd."""
+
+    kind = EngineKind.hosts.value
+    # A rendered file reaches a host's processes only once install.sh has put it in /etc/kctl.
+    files_reach_a_restart = False
+    logs_in_state_dir = False
+    uses_image = False
+    kafka_bin = f"{contract.HOST_KAFKA_HOME}/bin"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ps: dict[str, list[str]] = {}
+
+    # ----- hosts as containers ------------------------------------------------------------
+
+    def client(self, timeout: int = 30) -> Any:
+        return None  # no Docker: every call below reaches the hosts over ssh
+
+    def _look(self, spec: ClusterSpec, node: NodeSpec, timeout: float) -> tuple[str, str | None, list[str]]:
+        """(state, installed config hash, command lines) of one host; state "unreachable" when ssh failed."""
+        try:
+            code, out = Ssh(spec).run(node, ["sh", "-c", _OBSERVE], timeout=max(timeout, 10), stderr=False)
+        except SshError:
+            return "unreachable", None, []
+        head, _, table = out.partition("---\n")
+        digest = head.strip()
+        if code != 0 or digest in ("", "-"):
+            return "not-installed", None, table.splitlines()
+        return "running", digest, table.splitlines()
+
+    def _looks(self, spec: ClusterSpec, timeout: float) -> list[tuple[NodeSpec, str, str | None, list[str]]]:
+        from kctl.properties import services_of
+
+        nodes = [n for _h, n, _s in services_of(spec)]
+        with _pool(len(nodes)) as pool:
+            found = list(pool.map(lambda n: self._look(spec, n, timeout), nodes))
+        return [(n, *f) for n, f in zip(nodes, found, strict=True)]
+
+    def containers(self, spec: ClusterSpec, dc: Any | None = None) -> list[ContainerInfo]:
+        """The hosts where kctl's bundle is installed (and those kctl cannot reach, as "unreachable")."""
+        from kctl.properties import services_of
+
+        services = {h: s for h, _n, s in services_of(spec)}
+        return [ContainerInfo(id=spec.node_address(n), name=n.hostname, container_name=spec.node_address(n),
+                              node=spec.node_address(n), services=services[n.hostname], state=state, health=None,
+                              config_hash=digest, ports={}, engine=self.kind)
+                for n, state, digest, _ps in self._looks(spec, 15.0) if state != "not-installed"]
+
+    def observe(self, spec: ClusterSpec, timeout: float = 5.0) -> list[Container]:
+        from kctl.properties import services_of
+
+        services = {h: s for h, _n, s in services_of(spec)}
+        out: list[Container] = []
+        for n, state, digest, ps in self._looks(spec, timeout):
+            if state == "not-installed":
+                continue
+            self._ps[n.hostname] = ps
+            out.append(Container(id=n.hostname, name=n.hostname, node=spec.node_address(n),
+                                 services=services[n.hostname], state=state, health=None, config_hash=digest,
+                                 cluster=spec.name, state_dir=spec.state_dir, engine=self.kind))
+        return out
+
+    def processes(self, c: Container, timeout: float = 5.0) -> dict[str, str]:
+        if c.name not in self._ps:
+            return {}
+        return process_states(self._ps[c.name], c.services)
+
+    def running_host_ports(self, spec: ClusterSpec) -> list[int]:
+        return []  # nothing is published on this machine
+
+    def exec_in(self, spec: ClusterSpec, name: str, argv: list[str], user: str | None = None,
+                timeout: float = 60, dc: Any | None = None, stderr: bool = True) -> tuple[int, str]:
+        node = spec.node(name)
+        return Ssh(spec).run(node, argv, user=None if user in (None, "root") else user, timeout=timeout,
+                             stderr=stderr)
+
+    def log_lines(self, spec: ClusterSpec, host: str, path: str, tail: int) -> list[str] | None:
+        node = spec.node(host)
+        if path == contract.container_log("supervisor"):  # no supervisord here: systemd's journal of the units
+            units = [f"--unit={contract.unit_name(s)}" for s in contract.SERVICES]
+            argv = ["journalctl", "--no-pager", "--output=short-iso", "-n", str(tail), *units]
+        else:
+            argv = ["tail", "-n", str(tail), path]
+        code, out = Ssh(spec).run(node, argv, timeout=30, stderr=False)
+        if code != 0:
+            raise KctlError(f"{host}: no log at {path} (exit {code})", hint="has the node been started? `kctl up`")
+        return out.splitlines()
+
+    # ----- one service's process ---------------------------------------------------------------
+
+    def _systemctl(self, spec: ClusterSpec, host: str, action: str, service: str, timeout: float) -> str:
+        unit = contract.unit_name(service)
+        argv = ["systemctl", action, unit]
+        if action == "start":  # a start kctl asks for is no crash: systemd's start limit is reset first
+            shell = f"systemctl reset-failed {unit} 2>/dev/null; exec systemctl start {unit}"
+            code, out = Ssh(spec).run(spec.node(host), ["sh", "-c", shell], timeout=timeout)
+        else:
+            code, out = Ssh(spec).run(spec.node(host), argv, timeout=timeout)
+        if code != 0:
+            raise KctlError(f"{host}: `systemctl {action} {unit}` failed (exit {code}): {out.strip()[-500:]}",
+                            hint=f"`kctl logs {host} --service supervisor` shows the units' journal")
+        return out.strip()
+
+    def stop_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
+        return self._systemctl(spec, host, "stop", service, self.STOP_TIMEOUT)
+
+    def start_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
+        return self._systemctl(spec, host, "start", service, self.START_TIMEOUT)
+
+    # ----- lifecycle ----------------------------------------------------------------------------
+
+    def preflight(self, spec: ClusterSpec, existing: dict[str, ContainerInfo], dc: Any, say: Progress,
+                  strict_spread: bool = False) -> None:
+        """Every host answers over ssh, runs `sudo -n`, boots systemd and has Java 17 or newer: checked on all of
+        them before any is changed; one KctlError lists every host's problem."""
+        from kctl.properties import services_of
+
+        nodes = [n for _h, n, _s in services_of(spec)]
+
+        def check(node: NodeSpec) -> str | None:
+            try:
+                code, out = Ssh(spec).run(node, ["sh", "-c", _PREFLIGHT], timeout=spec.ssh.connect_timeout + 20)
+            except SshError as exc:
+                return f"{exc.message}: {exc.hint}" if exc.hint else exc.message
+            where = f"{node.hostname} ({spec.node_address(node)})"
+            if "sudo-ok" not in out:
+                return (f"{where}: `sudo -n` does not run commands for {spec.ssh.user or 'the login user'}"
+                        f" without a password: {out.strip()[-200:]}")
+            if "systemd-ok" not in out:
+                return f"{where}: the host does not run systemd as PID 1 (kctl installs systemd units)"
+            version = out.strip().splitlines()[-1] if out.strip() else ""
+            major = _java_major(version)
+            if major is None:
+                return (f"{where}: no java on the PATH (install a Java 17 runtime: apt-get install"
+                        " openjdk-17-jre-headless)")
+            if major < 17:
+                return f"{where}: java is version {major}; Kafka {spec.versions.kafka} needs 17 or newer"
+            return None
+
+        with _pool(len(nodes)) as pool:
+            problems = [p for p in pool.map(check, nodes) if p]
+        if problems:
+            raise KctlError("cannot deploy to the hosts; nothing was changed on any host:\n  - "
+                            + "\n  - ".join(problems),
+                            hint="fix each host (or nodes[].advertised_host and ssh: in kctl.yaml), then run"
+                                 " `kctl up` again")
+        say(f"hosts: {len(nodes)} reachable over ssh, with sudo, systemd and Java 17+")
+
+    def _install(self, spec: ClusterSpec, node: NodeSpec, local: Path) -> list[str]:
+        """Ship one node's bundle and run its install.sh; the services it says need a restart."""
+        ssh = Ssh(spec)
+        remote = REMOTE_BUNDLE.format(cluster=spec.name)
+        ssh.send_dir(node, local, remote)
+        try:
+            out = ssh.check(node, [f"{remote}/install.sh"], timeout=600, what="install.sh")
+        finally:
+            try:
+                ssh.run(node, ["rm", "-rf", remote], timeout=60)
+            except KctlError:
+                pass
+        return [line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("restart:")]
+
+    def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
+        from kctl.runtime import bundle
+
+        made = {b.host: b for b in bundle.write_bundles(spec, state_dir, state_dir / "bundle", progress=say)}
+        nodes = [spec.node(h) for h in services]
+        with _pool(len(nodes)) as pool:
+            restarts = dict(zip(services, pool.map(lambda n: self._install(spec, n, made[n.hostname].path), nodes),
+                                strict=True))
+        for host, again in restarts.items():
+            say(f"{host}: bundle installed" + (f"; restarting {', '.join(again)} (its files changed)" if again
+                                                else ""))
+        for svc in contract.SERVICES:  # ZooKeeper on every host before any broker
+            todo = [h for h in services if svc in made[h].services]
+
+            def go(host: str, svc: str = svc) -> str:
+                if svc in restarts[host]:
+                    self.stop_service(spec, host, svc)
+                return self.start_service(spec, host, svc)
+
+            with _pool(len(todo)) as pool:
+                list(pool.map(go, todo))
+
+    def ps(self, spec: ClusterSpec, state_dir: Path) -> str:
+        units = " ".join(contract.unit_name(s) for s in contract.SERVICES)
+        lines: list[str] = []
+        for n in spec.nodes:
+            try:
+                _code, out = Ssh(spec).run(n, ["sh", "-c", f"systemctl --no-pager status {units} | head -n 40"],
+                                           timeout=20)
+            except SshError as exc:
+                out = exc.message
+            lines.append(f"== {n.hostname} ({spec.node_address(n)})\n{out.rstrip()}")
+        return "\n".join(lines) + "\n"
+
+    def _uninstall(self, spec: ClusterSpec, node: NodeSpec, *, volumes: bool) -> bool:
+        flag = " --purge-data" if volumes else ""
+        shell = f"if [ -x {UNINSTALL} ]; then exec {UNINSTALL}{flag}; else echo not-installed; fi"
+        out = Ssh(spec).check(node, shell=shell, timeout=300, what="uninstall.sh")
+        if volumes and "not-installed" in out:
+            Ssh(spec).check(node, shell=f"rm -rf {shlex.quote(contract.DATA_ROOT)}", timeout=120)
+        return "not-installed" not in out
+
+    def remove(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool, dc: Any) -> int:
+        reachable = [n for n, state, _d, _p in self._looks(spec, 15.0) if state != "unreachable"]
+        with _pool(len(reachable)) as pool:
+            return sum(pool.map(lambda n: self._uninstall(spec, n, volumes=volumes), reachable))
+
+    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
+        self.preflight(spec, {}, None, lambda _m: None)
+        self.deploy(spec, state_dir, lambda _m: None, [host])
+
+    def recreate_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
+        """Install the node's bundle again and restart its services (ZooKeeper, then Kafka)."""
+        from kctl.properties import services_of
+
+        self.deploy(spec, state_dir, lambda _m: None, [host])
+        for svc in next(s for h, _n, s in services_of(spec) if h == host):
+            self.stop_service(spec, host, svc)
+            self.start_service(spec, host, svc)
+
+    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
+        node = spec.node(host)
+        if stop_timeout > 0:
+            for svc in ("kafka", "zookeeper"):
+                try:
+                    self.stop_service(spec, host, svc)
+                except KctlError:
+                    pass
+        return self._uninstall(spec, node, volumes=False)
+
+    # ----- faults -------------------------------------------------------------------------------
+
+    def _no_faults(self) -> KctlError:
+        return KctlError("failure drills do not run on engine hosts yet: they act on containers",
+                         hint="`kctl restart NODE --service kafka` stops and starts a service through systemd")
+
+    def fault_targets(self, spec: ClusterSpec, dc: Any, state_dir: str | None = None) -> list[Any]:
+        raise self._no_faults()
+
+    def stop_node(self, spec: ClusterSpec, host: str, container: Any) -> None:
+        raise self._no_faults()
+
+    def start_node(self, spec: ClusterSpec, host: str, container: Any, dc: Any, *, killed_id: str | None,
+                   timeout: float) -> None:
+        raise self._no_faults()
+
+    def cut_network(self, spec: ClusterSpec, host: str, container: Any, dc: Any) -> None:
+        raise self._no_faults()
+
+    def mend_network(self, spec: ClusterSpec, host: str, container: Any, dc: Any) -> bool:
+        raise self._no_faults()
+
+
+def _java_major(version_line: str) -> int | None:
+    """17 from 'openjdk version "17.0.13" 2024-10-15'; 8 from '"1.8.0_402"'; None without a version."""
+    import re
+
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', version_line)
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2) or 0) if major == 1 else major

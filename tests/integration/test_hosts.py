@@ -1,0 +1,252 @@
+"""engine hosts end to end: three Debian hosts booted with systemd as PID 1 and running sshd (tests/hosts/fleet.py
+says which Docker settings that takes), reached only over ssh at their own addresses, as real hosts are.
+
+kctl installs its bundles there over ssh and drives the units with systemctl; what is asserted is read on the
+hosts themselves (over ssh, as an operator would look), and records are read back by a consumer of their own.
+The cases that must change nothing run first, while the hosts are still bare.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from kctl.spec import load_cluster
+
+pytestmark = pytest.mark.integration
+
+HOSTS = ("logger1", "logger2", "logger3")
+INSTALLED = ("/opt/kctl", "/etc/kctl", "/var/log/kctl")
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[Any]:
+    import docker
+
+    from tests.hosts.fleet import Fleet, cgroup_version
+
+    if cgroup_version(docker.from_env()) == 2:
+        pytest.skip("the test hosts' systemd settings are checked on cgroup v1 engines only (tests/hosts/fleet.py)")
+    with Fleet(HOSTS) as f:
+        yield f
+
+
+def write_spec(path: Path, fleet: Any, *, addresses: dict[str, str] | None = None, key: Path | None = None,
+               **extra: Any) -> Path:
+    addresses = addresses or {h.hostname: h.ip for h in fleet}
+    spec = {"name": "hl", "engine": "hosts",
+            "ssh": {"user": "ops", "key_file": str(key or fleet.key_path), "connect_timeout": 3},
+            "nodes": [{"id": i, "hostname": h, "advertised_host": addresses[h]} for i, h in enumerate(HOSTS, 1)],
+            **extra}
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def spec_file(fleet: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_spec(tmp_path_factory.mktemp("hosts") / "kctl.yaml", fleet)
+
+
+def kctl(spec_file: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kctl", *args, "-f", str(spec_file)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def on(fleet: Any, host: str, command: str, timeout: float = 60) -> str:
+    """A shell line on the host over ssh (as the login user; `sudo -n` where root is needed); its stdout."""
+    done = fleet.ssh(host, command, timeout=timeout)
+    assert done.returncode == 0, f"{host}: {command}: {done.stderr}"
+    return str(done.stdout)
+
+
+def installed(fleet: Any, host: str) -> list[str]:
+    """What kctl's bundle leaves on a host: paths, units, the service user."""
+    out = fleet.ssh(host, "ls -d /opt/kctl /etc/kctl /var/log/kctl /etc/systemd/system/kctl-*.service 2>/dev/null;"
+                          " getent passwd logger | cut -d: -f1; true").stdout
+    return sorted(out.split())
+
+
+def jvm_pid(fleet: Any, host: str, cls: str) -> str:
+    # "[Q]uorumPeerMain": a pattern that does not match the shell running pgrep itself
+    return on(fleet, host, f"pgrep -f '[{cls[0]}]{cls[1:]}' || true").strip()
+
+
+def wait_healthy(spec_file: Path, seconds: float) -> subprocess.CompletedProcess[str]:
+    return kctl(spec_file, "status", "--wait", str(seconds), "-o", "json", timeout=seconds + 60)
+
+
+# ----- bad input: one clear message, nothing changed on any host --------------------------------------
+
+
+def test_an_unreachable_host_a_wrong_key_or_no_systemd_stop_up_before_any_host_changes(
+        fleet: Any, spec_file: Path) -> None:
+    d = spec_file.parent
+    plain = fleet.start_without_systemd("plain1")
+    wrong = d / "wrong_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong)], check=True, timeout=30)
+    ips = {h: fleet[h].ip for h in HOSTS}
+    subnet = ips["logger1"].rsplit(".", 1)[0]
+    cases = {
+        "unreachable": (write_spec(d / "unreachable.yaml", fleet, addresses={**ips, "logger3": f"{subnet}.250"}),
+                        "logger3 (" + subnet + ".250:22): the host did not answer (timed out)"),
+        "wrong key": (write_spec(d / "wrong-key.yaml", fleet, key=wrong),
+                      "the host refused the login (wrong user or key)"),
+        "no systemd": (write_spec(d / "no-systemd.yaml", fleet, addresses={**ips, "logger3": plain.ip}),
+                       "the host does not run systemd as PID 1"),
+    }
+    for what, (path, message) in cases.items():
+        done = kctl(path, "up", timeout=120)
+        assert done.returncode != 0, (what, done.stdout, done.stderr)
+        assert "cannot deploy to the hosts; nothing was changed on any host" in done.stderr, (what, done.stderr)
+        assert message in done.stderr, (what, done.stderr)
+        assert "Traceback" not in done.stderr
+        for h in HOSTS:
+            assert installed(fleet, h) == [], (what, h)
+    assert fleet.ssh("plain1", "ls -d /opt/kctl /etc/kctl 2>/dev/null; true").stdout == ""
+
+
+# ----- the cluster ------------------------------------------------------------------------------------
+
+
+def test_up_installs_the_bundles_over_ssh_and_reports_healthy(fleet: Any, spec_file: Path) -> None:
+    done = kctl(spec_file, "up")
+    assert done.returncode == 0, done.stderr
+    assert "hosts: 3 reachable over ssh, with sudo, systemd and Java 17+" in done.stderr
+    assert re.search(r"hl: healthy in [\d.]+s", done.stderr), done.stderr
+    st = json.loads(kctl(spec_file, "status", "-o", "json").stdout)
+    assert st["health"] == "healthy" and st["brokers_registered"] == 3, st["problems"]
+    for i, h in enumerate(HOSTS, 1):
+        assert installed(fleet, h) == sorted([*INSTALLED, "/etc/systemd/system/kctl-kafka.service",
+                                              "/etc/systemd/system/kctl-zookeeper.service", "logger"])
+        units = on(fleet, h, "systemctl is-enabled kctl-zookeeper kctl-kafka; systemctl is-active kctl-zookeeper"
+                             " kctl-kafka").split()
+        assert units == ["enabled", "enabled", "active", "active"], (h, units)
+        # the JVMs run as the service user; the data belongs to it
+        owners = on(fleet, h, "ps -o user= -p $(pgrep -d, -f '[Q]uorumPeerMain|[k]afka.Kafka'); sudo -n stat -c %U"
+                              " /var/opt/kctl/kafka/data /var/opt/kctl/zookeeper/snapshots/myid").split()
+        assert set(owners) == {"logger"}, (h, owners)
+        assert on(fleet, h, "sudo -n cat /var/opt/kctl/zookeeper/snapshots/myid").strip() == str(i)
+        # the broker advertises the host's own address; no bundle is left behind in /var/tmp (it holds secrets)
+        advertised = on(fleet, h, "grep ^advertised.listeners /etc/kctl/server.properties")
+        assert f"EXTERNAL://{fleet[h].ip}:19092" in advertised
+        assert fleet.ssh(h, "sudo -n test -e /var/tmp/kctl-bundle-hl").returncode == 1
+
+
+def test_topics_produce_and_consume(spec_file: Path) -> None:
+    assert kctl(spec_file, "topic", "create", "greetings", "--partitions", "3",
+                "--replication-factor", "3").returncode == 0
+    sent = [f"hello {i}" for i in range(20)]
+    done = subprocess.run([sys.executable, "-m", "kctl", "produce", "greetings", "-f", str(spec_file)],
+                          input="\n".join(sent) + "\n", capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = kctl(spec_file, "consume", "greetings", "--from-beginning", "--max", "20", "--timeout", "30")
+    assert got.returncode == 0, got.stderr
+    assert sorted(got.stdout.split("\n")[:-1]) == sorted(sent)
+
+
+def test_installing_again_changes_nothing(fleet: Any, spec_file: Path) -> None:
+    before = {h: (jvm_pid(fleet, h, "QuorumPeerMain"), jvm_pid(fleet, h, "kafka.Kafka")) for h in HOSTS}
+    again = kctl(spec_file, "up")
+    assert again.returncode == 0, again.stderr
+    assert all(f"{h}: noop (up to date)" in again.stderr for h in HOSTS), again.stderr
+    # the operator's way: the bundle copied by hand and its install.sh run again
+    made = kctl(spec_file, "bundle", "--out", str(spec_file.parent / "bundle"))
+    assert made.returncode == 0, made.stderr
+    tar = subprocess.run(["tar", "-C", str(spec_file.parent / "bundle" / "logger2"), "-cf", "-", "."],
+                         capture_output=True, check=True, timeout=60).stdout
+    copy = subprocess.run([*fleet.ssh_argv("logger2"), "rm -rf b && mkdir b && tar -C b -xf - &&"
+                           " sudo -n ./b/install.sh; rc=$?; rm -rf b; exit $rc"], input=tar, capture_output=True,
+                          timeout=300)
+    out = copy.stdout.decode()
+    assert copy.returncode == 0, copy.stderr
+    assert out.strip().splitlines()[-1] == "kctl-install: 0 changed", out
+    assert "changed:" not in out and "restart:" not in out
+    assert {h: (jvm_pid(fleet, h, "QuorumPeerMain"), jvm_pid(fleet, h, "kafka.Kafka")) for h in HOSTS} == before
+
+
+def test_rolling_restart_under_load_loses_nothing(fleet: Any, spec_file: Path) -> None:
+    from tests.integration.test_restart import Load, read_all
+
+    spec, _ = load_cluster(spec_file)
+    cluster = SimpleNamespace(spec=spec)
+    topic = f"roll-{uuid.uuid4().hex[:8]}"
+    assert kctl(spec_file, "topic", "create", topic, "--partitions", "6", "--replication-factor", "3",
+                "--config", "min.insync.replicas=2").returncode == 0
+    before = {h: jvm_pid(fleet, h, "kafka.Kafka") for h in HOSTS}
+    with Load(cluster, topic, max_seconds=240) as load:  # type: ignore[arg-type]
+        time.sleep(2)
+        roll = kctl(spec_file, "restart", "--rolling", "--yes", "-o", "json", timeout=600)
+        time.sleep(1)
+    assert roll.returncode == 0, roll.stderr
+    result = json.loads(roll.stdout)
+    assert len(result["steps"]) == 6
+    after = {h: jvm_pid(fleet, h, "kafka.Kafka") for h in HOSTS}
+    assert all(after[h] and after[h] != before[h] for h in HOSTS), (before, after)
+    assert load.errors == [], load.errors[:5]
+    assert load.acked, "nothing was acknowledged"
+    read = read_all(cluster, topic)  # type: ignore[arg-type]
+    lost = load.acked - read
+    assert not lost, f"{len(lost)} acknowledged records missing, e.g. {sorted(lost)[:5]}"
+    print(f"\nhosts roll: {len(load.acked)} acknowledged, all read back; longest produce latency"
+          f" {load.max_latency * 1000:.0f} ms")
+
+
+def test_logs_of_a_stopped_service_and_up_starts_it_again(fleet: Any, spec_file: Path) -> None:
+    on(fleet, "logger3", "sudo -n systemctl stop kctl-kafka")
+    st = kctl(spec_file, "status", "-o", "json")
+    assert st.returncode == 1 and "logger3: kafka STOPPED" in json.loads(st.stdout)["problems"]
+    logs = kctl(spec_file, "logs", "logger3", "--service", "kafka", "--tail", "20")
+    assert logs.returncode == 0, logs.stderr
+    assert "shut down completed (kafka.server.KafkaServer)" in logs.stdout, logs.stdout
+    journal = kctl(spec_file, "logs", "logger3", "--service", "supervisor", "--tail", "50")
+    assert "Stopped kctl-kafka.service" in journal.stdout, journal.stdout
+    up = kctl(spec_file, "up")
+    assert up.returncode == 0, up.stderr
+    assert "logger3: kafka is not running in its running container; starting it" in up.stderr
+    assert json.loads(kctl(spec_file, "status", "-o", "json").stdout)["health"] == "healthy"
+
+
+def test_a_killed_broker_comes_back_through_systemd(fleet: Any, spec_file: Path) -> None:
+    old = jvm_pid(fleet, "logger1", "kafka.Kafka")
+    on(fleet, "logger1", f"sudo -n kill -9 {old}")
+    done = wait_healthy(spec_file, 120)
+    assert done.returncode == 0, done.stdout
+    new = jvm_pid(fleet, "logger1", "kafka.Kafka")
+    assert new and new != old
+    assert "Scheduled restart job" in on(fleet, "logger1", "sudo -n journalctl -u kctl-kafka --no-pager -n 50")
+
+
+def test_a_restarted_host_brings_its_services_back_and_the_cluster_heals(fleet: Any, spec_file: Path) -> None:
+    old = jvm_pid(fleet, "logger2", "kafka.Kafka")
+    ip = fleet["logger2"].ip
+    fleet.restart("logger2")  # docker restart: systemd halts and boots again
+    assert fleet["logger2"].ip == ip
+    done = wait_healthy(spec_file, 180)
+    assert done.returncode == 0, done.stdout
+    assert on(fleet, "logger2", "systemctl is-active kctl-zookeeper kctl-kafka").split() == ["active", "active"]
+    assert jvm_pid(fleet, "logger2", "kafka.Kafka") not in ("", old)
+
+
+def test_down_uninstalls_everything_but_the_data_then_volumes_removes_the_data(fleet: Any, spec_file: Path) -> None:
+    done = kctl(spec_file, "down")
+    assert done.returncode == 0, done.stderr
+    assert "hl: uninstalled from 3 host(s); data kept in /var/opt/kctl on each host" in done.stderr
+    for h in HOSTS:
+        assert installed(fleet, h) == [], h
+        assert on(fleet, h, "sudo -n ls /var/opt/kctl").split() == ["kafka", "zookeeper"]
+        assert fleet.ssh(h, "pgrep -f '[Q]uorumPeerMain|[k]afka.Kafka'").returncode == 1  # no JVM left
+    done = kctl(spec_file, "down", "--volumes")
+    assert done.returncode == 0, done.stderr
+    for h in HOSTS:
+        assert fleet.ssh(h, "test -e /var/opt/kctl").returncode == 1, h
