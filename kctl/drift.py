@@ -184,10 +184,10 @@ def broker_running(spec: ClusterSpec, broker: int) -> tuple[dict[str, str], froz
     return values, frozenset(k for k, e in entries.items() if e.is_sensitive)
 
 
-def zk_running(spec: ClusterSpec, port: int, timeout: float = 3.0) -> dict[str, str]:
+def zk_running(spec: ClusterSpec, port: int, timeout: float = 3.0, address: str = "127.0.0.1") -> dict[str, str]:
     from kctl.zk import fourlw
 
-    ans = fourlw.ask("127.0.0.1", port, "conf", timeout=timeout)
+    ans = fourlw.ask(address, port, "conf", timeout=timeout)
     if not ans.whitelisted:
         raise fourlw.FourLetterError("`conf` is not in zookeeper.four_letter_words")
     return parse_zk_conf(ans.text)
@@ -226,7 +226,7 @@ def gather(spec: ClusterSpec, state_dir: Path) -> list[NodeObs]:
                     o.error = f"dynamic configs not read: {dyn_error}"
             else:
                 o.spec, o.rendered = zk_expected(o.spec), None if o.rendered is None else zk_expected(o.rendered)
-                o.running = zk_running(spec, spec.zk_host_port(node))
+                o.running = zk_running(spec, spec.zk_host_port(node), address=spec.node_address(node))
         except (KctlError, OSError) as exc:
             o.running = None
             o.error = exc.message if isinstance(exc, KctlError) else str(exc)

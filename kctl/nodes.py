@@ -24,7 +24,7 @@ import yaml
 
 from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.runtime.ports import free_ports
-from kctl.spec import ClusterSpec, parse_cluster
+from kctl.spec import ClusterSpec, Engine, parse_cluster
 
 Progress = Callable[[str], None]
 
@@ -55,7 +55,7 @@ def _hostname_for(existing: list[str], node_id: int) -> str:
 
 def with_node_added(raw: dict[str, Any], spec: ClusterSpec, node_id: int | None, role: str,
                     free_ports: Callable[[int], list[int]],
-                    broker: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+                    broker: bool = True, address: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The kctl.yaml data with one more node (and that node's entry); free host ports where the others pin theirs.
     ``broker=False``: a ZooKeeper-only node (``broker: false``, no Kafka port of its own)."""
     ids = [n.id for n in spec.nodes]
@@ -69,6 +69,11 @@ def with_node_added(raw: dict[str, Any], spec: ClusterSpec, node_id: int | None,
                              "role": role}
     if not broker:
         entry["broker"] = False
+    if address is not None:
+        entry["advertised_host"] = address
+    elif spec.engine is Engine.hosts:
+        raise UsageError("engine hosts: the new node's host needs an address", hint="pass --address ADDRESS (where"
+                         " kctl reaches it over ssh and clients reach its listeners)")
     # Nodes with pinned ports (a test cluster's free ports): pin the new one's too, on free ports.
     pinned = [k for k in ("zookeeper_port", "kafka_port", "zookeeper_metrics_port", "kafka_metrics_port")
               if any(getattr(n, k) for n in spec.nodes) and (broker or k not in ("kafka_port", "kafka_metrics_port"))]
@@ -85,8 +90,9 @@ def with_node_removed(raw: dict[str, Any], spec: ClusterSpec, node_id: int) -> d
     idx = next((i for i, n in enumerate(nodes) if n.get("id") == node_id), None)
     if idx is None:
         raise UsageError(f"no node {node_id} in kctl.yaml")
-    for i in range(idx + 1, len(nodes)):
-        # Default ports are base + index: removing a node would shift the ports of the ones after it.
+    for i in range(idx + 1, len(nodes) if spec.engine is not Engine.hosts else 0):
+        # Default ports are base + index: removing a node would shift the ports of the ones after it (engine
+        # hosts: every host listens on the base ports, nothing shifts).
         n = spec.nodes[i]
         nodes[i].setdefault("zookeeper_port", spec.zk_host_port(n))
         nodes[i].setdefault("kafka_port", spec.kafka_host_port(n))
@@ -199,10 +205,12 @@ class SpecEdit:
 
 
 def edit_for_add(spec: ClusterSpec, spec_path: Path, node_id: int | None, role: str,
-                 broker: bool = True, ports: Callable[[int], list[int]] = free_ports) -> SpecEdit:
+                 broker: bool = True, ports: Callable[[int], list[int]] = free_ports,
+                 address: str | None = None) -> SpecEdit:
     """The kctl.yaml edit of `kctl node add` (pure but for reading kctl.yaml and the state dir's records)."""
     text = spec_path.read_text(encoding="utf-8")
-    new_raw, entry = with_node_added(yaml.safe_load(text) or {}, spec, node_id, role, ports, broker=broker)
+    new_raw, entry = with_node_added(yaml.safe_load(text) or {}, spec, node_id, role, ports, broker=broker,
+                                     address=address)
     new_spec, warnings = parse_cluster(new_raw, spec_path)
     return SpecEdit(text, replace_nodes_block(text, new_raw["nodes"]), new_spec, warnings, entry)
 
@@ -290,7 +298,7 @@ def _not_migrating(spec: ClusterSpec) -> None:
 
 def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | None = None,
         role: str = "participant", broker: bool = True, force: bool = False, timeout: float = 300,
-        progress: Progress | None = None) -> NodeChange:
+        progress: Progress | None = None, address: str | None = None) -> NodeChange:
     """Write the node to kctl.yaml, render, start its container, reconfig its ZooKeeper in, wait for its broker
     (``broker=False``: a ZooKeeper-only node, participant or observer, with no broker to wait for)."""
     from kctl import health, lifecycle
@@ -304,7 +312,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
     t0 = time.monotonic()
     _colocated(spec)
     _not_migrating(spec)
-    edit = edit_for_add(spec, spec_path, node_id, role, broker)
+    edit = edit_for_add(spec, spec_path, node_id, role, broker, address=address)
     new_spec, text = edit.spec, edit.text
     nid, host = edit.entry["id"], edit.entry["hostname"]
     change = NodeChange("add", nid, new_spec.zk_host(new_spec.node(nid)), role, broker, warnings=[
@@ -357,6 +365,10 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
                 say(f"undoing: removing {host}, restoring kctl.yaml and the rendered files")
                 _undo_add(spec, spec_path, state_dir, text, host)
             raise
+    from kctl.runtime import engines
+
+    # engine hosts: the other hosts' files list the new node from now on (read at each service's next restart)
+    engines.for_spec(new_spec).deliver(new_spec, state_dir, say)
     others = ",".join(str(n.id) for n in new_spec.brokers)
     zk_only = ("a ZooKeeper-only node: no broker, no data to move; the brokers' zookeeper.connect lists it"
                " from their next restart (`kctl restart --rolling`)")
@@ -364,8 +376,6 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
         f"broker {nid} holds no data yet: `kctl reassign plan --brokers {others}` then"
         " `kctl reassign execute plan.json --wait`; the other nodes' rendered files now list it"
         " (zookeeper.connect, the ensemble) and take effect at their next restart")
-    from kctl.runtime import engines
-
     if not engines.for_spec(new_spec).files_reach_a_restart:
         change.next += (" (engine swarm: they reach the other services at the next `kctl up`, which makes"
                         " their tasks again; the running ensemble already has the node)")
@@ -463,10 +473,14 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
                        f" {res.after.participants}, observers {res.after.observers}")
         t = time.monotonic()
         lifecycle.remove_node(spec, host)
+        from kctl.runtime import engines
+
+        engines.for_spec(spec).purge_node_data(spec, host)  # engine hosts: its data dirs on its host
         steps.done("container removed", time.monotonic() - t, host)
         _write_spec(spec_path, edit.new_text)
         write(render(new_spec, state_dir), state_dir)
         rcl.carry_applied(spec, new_spec, state_dir, {host})  # `kctl up` leaves the other nodes alone
+        engines.for_spec(new_spec).deliver(new_spec, state_dir, say)  # engine hosts: the others' files
         shutil.rmtree(state_dir / host, ignore_errors=True)
         if spec.security.enabled:
             from kctl.security import store

@@ -35,6 +35,8 @@ def node_add(
                                                               " (`broker: false` in kctl.yaml)."),
     force: bool = typer.Option(False, "--force", help="Allow an even number of ZooKeeper participants."),
     timeout: float = typer.Option(300, "--timeout", min=1, help="Seconds each wait may take."),
+    address: str = typer.Option(None, "--address", help="engine hosts (needed there) and swarm: the new node's"
+                                                        " address (its nodes[].advertised_host)."),
     file: Path = SpecOpt,
     fmt: output.Format = OutputOpt,
 ) -> None:
@@ -44,7 +46,7 @@ def node_add(
 
     spec = connect(file, write=True)
     ch = nodes.add(spec, file, state_dir_for(spec, file), node_id=node_id, role=role, broker=not no_broker,
-                   force=force, timeout=timeout, progress=output.info)
+                   force=force, timeout=timeout, progress=output.info, address=address)
     what = ch.role + ("" if ch.broker else ", ZooKeeper only")
     _report(ch, fmt, f"{spec.name}: node {ch.node_id} ({ch.host}, {what}) added in {ch.seconds:.1f}s")
 

@@ -27,7 +27,7 @@ from kctl.drill.load import Load
 from kctl.drill.scenarios import SCENARIOS, Scenario
 from kctl.errors import KctlError, TimeoutReached, UsageError
 from kctl.kafka import describe as kmd
-from kctl.runtime.faults import Faults, interruptible
+from kctl.runtime.faults import Faults, HostFaults, interruptible, open_faults
 from kctl.security.store import client_settings  # a secured cluster: SASL_SSL as its admin user
 from kctl.spec import ClusterSpec
 from kctl.wait import Probe, wait_until
@@ -326,8 +326,15 @@ def run(spec: ClusterSpec, state_dir: Path, scenario: str, *, duration: float = 
     if acks not in ("all", "-1", "1"):
         raise DrillNotRun(f"--acks {acks!r}: all or 1", hint="acks=0 has no acknowledgement to check")
     sc = validate(scenario, rate, duration, bounces, hold)
+    from kctl.spec import Engine
+
+    if spec.engine is Engine.hosts and scenario in HostFaults.UNSUPPORTED:
+        raise DrillNotRun(f"{scenario} does not run on engine hosts: it {HostFaults.UNSUPPORTED[scenario]}, which"
+                          " kctl does not do to a host; nothing was injected",
+                          hint="the process drills run there: leader-kill, leader-term, controller-kill,"
+                               " zk-leader-kill, zk-quorum-loss, broker-pause, rolling-restart, baseline")
     # The containers the faults act on (WrongEngine when the other engine made them): before anything is done.
-    Faults(spec, state_dir=state_dir).containers()
+    open_faults(spec, state_dir=state_dir).containers()
     pre_check_cluster(spec)
     brokers = len(health.status(spec).registered_ids)
     own_topic = topic is None
@@ -363,7 +370,7 @@ def run(spec: ClusterSpec, state_dir: Path, scenario: str, *, duration: float = 
                                                          f"{load.acked_count()} acknowledged"),
                        WARM_UP_TIMEOUT, poll=0.2)
             monitor = Monitor(spec, name, clock).start()
-            with Faults(spec, state_dir=state_dir) as faults:
+            with open_faults(spec, state_dir=state_dir) as faults:
                 bounce = _Bounce(spec, state_dir, faults, name, hold, gate_timeout, clock, say)
                 try:
                     for i in range(bounces):

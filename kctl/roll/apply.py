@@ -331,6 +331,9 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
         written = [str(p.relative_to(state_dir)) for p in write(rendered, state_dir)]
         if written:
             say(f"wrote {len(written)} file(s) in {state_dir}: {', '.join(written)}")
+            from kctl.runtime import engines
+
+            engines.for_spec(spec).deliver(spec, state_dir, say)  # engine hosts: onto the hosts, nothing restarted
         rolls = []
         for host, what in the_plan.recreate.items():
             say(f"{host}: container to make again: {'; '.join(what)}")

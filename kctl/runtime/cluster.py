@@ -88,6 +88,9 @@ def mounted_conf(spec: ClusterSpec, host: str) -> MountedConf:
 
     from kctl.runtime import docker_api
 
+    if not engines.for_spec(spec).uses_image:
+        raise KctlError(f"engine hosts: {host}'s files are in {contract.CONF_DIR} on that host, not in a mount here",
+                        hint="`kctl diff` compares kctl.yaml with what the processes run")
     found = [c for c in engines.observe(spec) if c.name == host and not c.remote]
     if not found:
         raise KctlError(f"no container {host!r} in cluster {spec.name}", hint="is it up? see `kctl status`")
@@ -225,7 +228,8 @@ def require_image(dc: Any, ref: str) -> None:
 def start_one(spec: ClusterSpec, state_dir: Path, host: str) -> None:
     """Create and start one service of the rendered compose file, touching no other container."""
     eng = engines.for_spec(spec)
-    require_image(eng.client(), spec.local_image_ref)
+    if eng.uses_image:
+        require_image(eng.client(), spec.local_image_ref)
     eng.start_one(spec, state_dir, host)
 
 

@@ -171,6 +171,16 @@ class Engine(abc.ABC):
                                 f" {out.strip()[-300:]}", hint=f"`kctl logs {host} --service supervisor`")
         return self._supervisorctl(spec, host, "start", service, self.START_TIMEOUT, dc)
 
+    def deliver(self, spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
+        """Put the state dir's rendered files where the nodes' processes read them at their next start, without
+        restarting anything (``kctl apply``, before its roll). Compose: already there (a bind mount)."""
+        return None
+
+    def purge_node_data(self, spec: ClusterSpec, host: str) -> None:
+        """Remove a removed node's data (``kctl node remove``). Compose and Swarm: it is in the state dir or a
+        volume, which the caller and :meth:`remove_one` remove."""
+        return None
+
     # ----- lifecycle --------------------------------------------------------------------
 
     @abc.abstractmethod

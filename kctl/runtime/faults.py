@@ -383,6 +383,157 @@ class Faults:
             self.heal()
 
 
+class HostFaults(Faults):
+    """The same faults on engine hosts, through ssh and systemd (:class:`kctl.runtime.hosts.HostsEngine`).
+
+    A process fault acts on the service's unit: SIGKILL or SIGTERM its JVM (systemd starts it again: the
+    units' Restart=on-failure, and RestartForceExitStatus=143 for a SIGTERM that did not come from a stop), hold
+    it down by stopping the unit, SIGSTOP/SIGCONT it. Faults on a whole host (stopping or pausing it, cutting
+    or slowing its network) are refused: on a real host they would take kctl's own ssh session with them, or
+    need firewall and qdisc changes no drill should make on an operator's machine.
+    """
+
+    # drill scenarios that need a whole-host fault
+    UNSUPPORTED = {"broker-partition": "cuts a node's network", "slow-network": "changes a node's qdisc",
+                   "mirror-failover": "runs a mirror, which engine hosts does not"}
+
+    def _refused(self, what: str) -> KctlError:
+        return KctlError(f"engine hosts: {what} is not a fault kctl injects on a host (it would cut kctl's own"
+                         " ssh session or change the host's network)",
+                         hint="kill, stop or freeze one service instead (`kctl drill list` says which drills)")
+
+    def containers(self) -> list[Any]:
+        found = [c.name for c in self.engine.observe(self.spec) if c.state == "running"]
+        if not found:
+            raise KctlError(f"no host of cluster {self.spec.name} answers with kctl's bundle installed",
+                            hint="is it up? see `kctl status`")
+        return found
+
+    def container(self, host: str) -> Any:
+        if host not in {h for h, _n, _s in _services_of(self.spec)}:
+            raise KctlError(f"no host {host} in cluster {self.spec.name}", hint="see `kctl status`")
+        return host
+
+    def _unit_kill(self, host: str, service: str, signal: str) -> None:
+        code, out = self.exec(host, ["systemctl", "kill", "--kill-who=main", "-s", signal,
+                                     contract.unit_name(service)], timeout=30)
+        if code != 0:
+            raise KctlError(f"no {service} process to signal on {host}: {out.strip()[-300:]}")
+
+    def kill(self, host: str, service: str = "kafka", signal: str = "SIGKILL", *, hold: bool = True) -> None:
+        if service == "node":
+            raise self._refused(f"killing the whole of {host}")
+        self.check_service(service)
+        self._remember(service, host, f"{service} on {host} killed ({signal})", lambda: self.start(host, service))
+        if not hold:
+            self._unit_kill(host, service, signal)  # systemd starts it again: no command heals it
+            return
+        # Held: the unit is stopped as soon as the JVM is gone, before systemd's restart (RestartSec) is due.
+        unit = contract.unit_name(service)
+        script = (f"systemctl kill --kill-who=main -s {signal} {unit} || exit 3; n=0;"
+                  f" while pgrep -f '{JVM_PATTERN[service]}' >/dev/null && [ $n -lt 1500 ]; do sleep 0.1;"
+                  f" n=$((n+1)); done; systemctl stop {unit}")
+        code, out = self.exec(host, ["sh", "-c", script], timeout=200)
+        if code != 0:
+            self._forget(service, host)
+            raise KctlError(f"no {service} process to kill on {host}: {out.strip()[-300:]}")
+
+    def freeze(self, host: str, service: str = "kafka") -> None:
+        self.check_service(service)
+        self._remember(f"frozen-{service}", host, f"{service} on {host} frozen (SIGSTOP)",
+                       lambda: self.thaw(host, service))
+        try:
+            self._unit_kill(host, service, "SIGSTOP")
+        except KctlError:
+            self._forget(f"frozen-{service}", host)
+            raise
+
+    def thaw(self, host: str, service: str = "kafka") -> None:
+        self.check_service(service)
+        self._unit_kill(host, service, "SIGCONT")
+        self._forget(f"frozen-{service}", host)
+
+    def stop(self, host: str, service: str = "kafka") -> None:
+        if service == "node":
+            raise self._refused(f"stopping the whole of {host}")
+        self.check_service(service)
+        self._remember(service, host, f"{service} on {host} stopped", lambda: self.start(host, service))
+        self.engine.stop_service(self.spec, host, service)
+
+    def start(self, host: str, service: str = "kafka") -> None:
+        if service == "node":
+            return
+        self.check_service(service)
+        self.engine.start_service(self.spec, host, service)
+        # a broker's start waits for a ZooKeeper quorum that may be coming back in the same restore
+        self.wait_process(host, service, running=True, timeout=150)
+        self._forget(service, host)
+
+    def wait_process(self, host: str, service: str, running: bool, timeout: float = 30) -> None:
+        want = "RUNNING" if running else "STOPPED"
+
+        def probe() -> tuple[bool, str]:
+            found = [c for c in self.engine.observe(self.spec, timeout=5) if c.name == host]
+            st = self.engine.processes(found[0], timeout=5).get(service, "?") if found else "unreachable"
+            return st == want, f"{host} {service} {st}"
+
+        wait_for_stages([Stage(f"{host} {service} {want.lower()}", probe)], timeout=timeout, poll=0.5)
+
+    def pause(self, host: str) -> None:
+        raise self._refused(f"pausing the whole of {host}")
+
+    def unpause(self, host: str) -> None:
+        self._forget("pause", host)
+
+    def disconnect(self, host: str) -> None:
+        raise self._refused(f"cutting {host} off the network")
+
+    def connect(self, host: str) -> None:
+        self._forget("network", host)
+
+    def netem(self, host: str, delay_ms: int = 100, loss_percent: float = 0.0, jitter_ms: int = 0) -> str:
+        raise self._refused(f"slowing {host}'s network")
+
+    def clear_netem(self, host: str) -> bool:
+        self._forget("netem", host)
+        return False
+
+    def restore(self) -> list[str]:
+        """Every host put back together, whoever broke it: frozen JVMs thawed, then stopped services started,
+        every ZooKeeper before any broker."""
+        undone: list[str] = []
+        hosts = self.containers()
+        for host in hosts:
+            for _h, _n, services in (t for t in _services_of(self.spec) if t[0] == host):
+                for service in services:
+                    if self.thaw_stopped(host, service):
+                        undone.append(f"thawed {service} on {host}")
+        seen = {c.name: c for c in self.engine.observe(self.spec, timeout=5)}
+        states = {h: self.engine.processes(seen[h], timeout=5) for h in hosts if h in seen}
+        for zookeeper_pass in (True, False):
+            for host in hosts:
+                for service, state in states.get(host, {}).items():
+                    if (service == "zookeeper") == zookeeper_pass and state in DOWN:
+                        self.start(host, service)
+                        undone.append(f"started {service} on {host}")
+        self.pending.clear()
+        return undone
+
+
+def _services_of(spec: ClusterSpec) -> list[tuple[str, Any, tuple[str, ...]]]:
+    from kctl.properties import services_of
+
+    return services_of(spec)
+
+
+def open_faults(spec: ClusterSpec, dc: Any = None, state_dir: Path | None = None) -> Faults:
+    """The fault injectors of ``spec``'s engine: containers (:class:`Faults`) or hosts (:class:`HostFaults`)."""
+    from kctl.spec import Engine
+
+    cls = HostFaults if spec.engine is Engine.hosts else Faults
+    return cls(spec, dc=dc, state_dir=state_dir)
+
+
 # ----- signals ----------------------------------------------------------------------------
 
 

@@ -47,8 +47,9 @@ class HostsEngine(Engine):
     """Every node on a host of its own, through ssh and systemd."""
 
     kind = EngineKind.hosts.value
-    # A rendered file reaches a host's processes only once install.sh has put it in /etc/kctl.
-    files_reach_a_restart = False
+    # A rendered file reaches a host's processes at their next restart once :meth:`deliver` (install.sh) has put
+    # it in /etc/kctl: `kctl apply` delivers first, then rolls.
+    files_reach_a_restart = True
     logs_in_state_dir = False
     uses_image = False
     kafka_bin = f"{contract.HOST_KAFKA_HOME}/bin"
@@ -206,14 +207,30 @@ class HostsEngine(Engine):
                 pass
         return [line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("restart:")]
 
-    def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
+    def _install_all(self, spec: ClusterSpec, state_dir: Path, hosts: list[str],
+                     say: Progress) -> tuple[dict[str, Any], dict[str, list[str]]]:
         from kctl.runtime import bundle
 
         made = {b.host: b for b in bundle.write_bundles(spec, state_dir, state_dir / "bundle", progress=say)}
-        nodes = [spec.node(h) for h in services]
+        nodes = [spec.node(h) for h in hosts]
         with _pool(len(nodes)) as pool:
-            restarts = dict(zip(services, pool.map(lambda n: self._install(spec, n, made[n.hostname].path), nodes),
+            restarts = dict(zip(hosts, pool.map(lambda n: self._install(spec, n, made[n.hostname].path), nodes),
                                 strict=True))
+        return made, restarts
+
+    def deliver(self, spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
+        """Every host's bundle installed; nothing restarted (the roll that follows restarts what must)."""
+        from kctl.properties import services_of
+
+        hosts = [h for h, _n, _s in services_of(spec)]
+        _made, restarts = self._install_all(spec, state_dir, hosts, say)
+        changed = [h for h in hosts if restarts[h]]
+        if changed:
+            say(f"installed the new files on {', '.join(changed)}: they take effect as the roll restarts each"
+                " service")
+
+    def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
+        made, restarts = self._install_all(spec, state_dir, services, say)
         for host, again in restarts.items():
             say(f"{host}: bundle installed" + (f"; restarting {', '.join(again)} (its files changed)" if again
                                                 else ""))
@@ -258,13 +275,9 @@ class HostsEngine(Engine):
         self.deploy(spec, state_dir, lambda _m: None, [host])
 
     def recreate_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
-        """Install the node's bundle again and restart its services (ZooKeeper, then Kafka)."""
-        from kctl.properties import services_of
-
+        """A host is not made again: its bundle is installed again and its services started (ZooKeeper, then
+        Kafka); one that runs and whose files changed is restarted."""
         self.deploy(spec, state_dir, lambda _m: None, [host])
-        for svc in next(s for h, _n, s in services_of(spec) if h == host):
-            self.stop_service(spec, host, svc)
-            self.start_service(spec, host, svc)
 
     def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
         node = spec.node(host)
@@ -275,6 +288,11 @@ class HostsEngine(Engine):
                 except KctlError:
                     pass
         return self._uninstall(spec, node, volumes=False)
+
+    def purge_node_data(self, spec: ClusterSpec, host: str) -> None:
+        node = spec.node(host)
+        Ssh(spec).check(node, shell=f"rm -rf {shlex.quote(contract.DATA_ROOT)}", timeout=120,
+                        what=f"removing {contract.DATA_ROOT}")
 
     # ----- faults -------------------------------------------------------------------------------
 

@@ -242,7 +242,7 @@ def reconfig(spec: ClusterSpec, add: list[Server], remove: list[int], *, force: 
     after, warnings = check(before, add, remove, live if live is not None else live_servers(spec), force)
     # Ask a server that stays: a leaving one drops its clients as the change commits.
     stay = [n for n in spec.nodes if n.id not in remove and n.id not in {s.id for s in add}]
-    hosts = ",".join(f"127.0.0.1:{spec.zk_host_port(n)}" for n in stay)
+    hosts = ",".join(f"{spec.node_address(n)}:{spec.zk_host_port(n)}" for n in stay)
     with connect(spec, timeout=5.0, chroot=False, hosts=hosts, principal=principal) as zk:
         try:
             data, _ = zk.reconfig(joining=",".join(s.line for s in add) or None,

@@ -38,7 +38,7 @@ def fleet() -> Iterator[Any]:
 
     if cgroup_version(docker.from_env()) == 2:
         pytest.skip("the test hosts' systemd settings are checked on cgroup v1 engines only (tests/hosts/fleet.py)")
-    with Fleet(HOSTS) as f:
+    with Fleet([*HOSTS, "logger4"]) as f:  # logger4: a bare host for `kctl node add`
         yield f
 
 
@@ -200,6 +200,57 @@ def test_rolling_restart_under_load_loses_nothing(fleet: Any, spec_file: Path) -
     assert not lost, f"{len(lost)} acknowledged records missing, e.g. {sorted(lost)[:5]}"
     print(f"\nhosts roll: {len(load.acked)} acknowledged, all read back; longest produce latency"
           f" {load.max_latency * 1000:.0f} ms")
+
+
+def test_apply_installs_the_new_files_and_rolls_only_the_brokers(fleet: Any, spec_file: Path) -> None:
+    zk_before = {h: jvm_pid(fleet, h, "QuorumPeerMain") for h in HOSTS}
+    kafka_before = {h: jvm_pid(fleet, h, "kafka.Kafka") for h in HOSTS}
+    data = yaml.safe_load(spec_file.read_text())
+    data["kafka"] = {"overrides": {"queued.max.requests": 600}}  # read-only: read at start
+    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    done = kctl(spec_file, "apply", "--yes", timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "restarted logger" in done.stderr and "zookeeper" not in done.stderr.splitlines()[-1], done.stderr
+    for h in HOSTS:
+        assert "queued.max.requests=600" in on(fleet, h, "cat /etc/kctl/server.properties")
+        assert jvm_pid(fleet, h, "kafka.Kafka") not in ("", kafka_before[h])
+    assert {h: jvm_pid(fleet, h, "QuorumPeerMain") for h in HOSTS} == zk_before  # ZooKeeper untouched
+    diff = kctl(spec_file, "diff")
+    assert diff.returncode == 0 and "no drift" in diff.stderr + diff.stdout, diff.stdout + diff.stderr
+
+
+def test_node_add_and_remove_on_a_host_of_its_own(fleet: Any, spec_file: Path) -> None:
+    done = kctl(spec_file, "node", "add", "--address", fleet["logger4"].ip, "--role", "observer", timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "hl: node 4 (logger4, observer) added" in done.stderr
+    assert fleet["logger4"].ip in spec_file.read_text()
+    assert on(fleet, "logger4", "systemctl is-active kctl-zookeeper kctl-kafka").split() == ["active", "active"]
+    st = json.loads(kctl(spec_file, "status", "-o", "json").stdout)
+    assert st["health"] == "healthy" and st["registered_ids"] == [1, 2, 3, 4], st["problems"]
+    # the other hosts' files list it for their next restart
+    assert "logger4:2181" in on(fleet, "logger1", "grep ^zookeeper.connect /etc/kctl/server.properties")
+    done = kctl(spec_file, "node", "remove", "logger4", "--yes", timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert installed(fleet, "logger4") == []
+    assert fleet.ssh("logger4", "test -e /var/opt/kctl").returncode == 1  # its data went with it
+    assert "logger4" not in on(fleet, "logger1", "grep ^zookeeper.connect /etc/kctl/server.properties")
+    st = json.loads(kctl(spec_file, "status", "-o", "json").stdout)
+    assert st["health"] == "healthy" and st["registered_ids"] == [1, 2, 3], st["problems"]
+
+
+def test_process_drills_run_on_hosts_and_host_faults_are_refused(fleet: Any, spec_file: Path) -> None:
+    refused = kctl(spec_file, "drill", "run", "broker-partition", timeout=120)
+    assert refused.returncode == 2, refused.stderr
+    assert "broker-partition does not run on engine hosts" in refused.stderr
+    assert "nothing was injected" in refused.stderr
+    done = kctl(spec_file, "drill", "run", "leader-kill", "--duration", "15s", "--rate", "200", "--bounces", "1",
+                "-o", "json", timeout=600)
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(done.stdout)
+    assert verdict["holds"] is True, verdict
+    assert any("came back by itself" in e["event"] for e in verdict["events"]), verdict["events"]
+    assert verdict["lost"] == 0 and verdict["acked"] > 0
+    assert json.loads(kctl(spec_file, "status", "-o", "json").stdout)["health"] == "healthy"
 
 
 def test_logs_of_a_stopped_service_and_up_starts_it_again(fleet: Any, spec_file: Path) -> None:
