@@ -111,7 +111,8 @@ def start_stopped_processes(spec: ClusterSpec, eng: engines.Engine, *, skip: set
         procs = eng.processes(c)
         for svc in contract.SERVICES:  # zookeeper, then kafka
             if procs.get(svc) == "STOPPED":
-                say(f"{c.name}: {svc} is not running in its running container; starting it")
+                where = "in its running container" if eng.uses_image else "on its host"
+                say(f"{c.name}: {svc} is not running {where}; starting it")
                 services.start(spec, c.name, svc)
                 started.append(f"{c.name}/{svc}")
     return started

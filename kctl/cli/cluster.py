@@ -65,6 +65,10 @@ def up(
             kind = Engine(engine)
         except ValueError:
             raise UsageError(f"unknown engine {engine!r}", hint="--engine compose or --engine swarm") from None
+        if Engine.hosts in (kind, spec.engine) and kind is not spec.engine:
+            raise UsageError(f"--engine {kind.value}: a cluster moves to or from engine hosts in kctl.yaml, where each"
+                             " node's address is", hint="set `engine: hosts` and nodes[].advertised_host in"
+                             " kctl.yaml (docs/bare-metal.md)")
         running = [c for c in engines.observe(spec) if c.state == "running"] if kind is not spec.engine else []
         if running:
             raise UsageError(f"cluster {spec.name} runs on engine {spec.engine.value}: it cannot move to {kind.value}"

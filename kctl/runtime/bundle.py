@@ -195,7 +195,9 @@ def dist_archive(spec: ClusterSpec, progress: Progress | None = None) -> DistArc
     cache = distmod.cache_root().parent / "host"
     cache.mkdir(parents=True, exist_ok=True)
     target = cache / f"{name}-{identity}.tar"
-    if not target.is_file():
+    if target.is_file():
+        os.chmod(target, 0o644)  # hard-linked into every bundle: readable, as any other file of it
+    else:
         if progress:
             progress(f"packing {name} for the hosts ({target})")
         fd, tmp = tempfile.mkstemp(dir=cache, prefix=".tar-")

@@ -11,7 +11,7 @@ No docker SDK import at module level: the status path imports this module.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +127,11 @@ class Engine(abc.ABC):
     def not_here(self, spec: ClusterSpec, host: str) -> None:
         """Called when this engine has no container for ``host``: a KctlError that says where it is, when the
         engine knows (Swarm: a task on another node); else nothing."""
+        return None
+
+    def follow_lines(self, spec: ClusterSpec, host: str, path: str, tail: int) -> Iterator[str] | None:
+        """The last lines of a log file, then every new one (``kctl logs -F``), where the engine can follow a
+        node's log from here; None where it cannot."""
         return None
 
     def log_lines(self, spec: ClusterSpec, host: str, path: str, tail: int) -> list[str] | None:

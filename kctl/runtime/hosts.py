@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,28 @@ class HostsEngine(Engine):
             raise KctlError(f"{host}: no log at {path} (exit {code})", hint="has the node been started? `kctl up`")
         return out.splitlines()
 
+    def follow_lines(self, spec: ClusterSpec, host: str, path: str, tail: int) -> Iterator[str]:
+        """``kctl logs -F``: the last lines, then every new one (``tail -F`` on the host; the journal of the
+        units for the supervisor log), until interrupted."""
+        import subprocess
+
+        node = spec.node(host)
+        if path == contract.container_log("supervisor"):
+            units = [f"--unit={contract.unit_name(s)}" for s in contract.SERVICES]
+            argv = ["journalctl", "--no-pager", "--output=short-iso", "-f", "-n", str(tail), *units]
+        else:
+            argv = ["tail", "-n", str(tail), "-F", path]
+        ssh = Ssh(spec)
+        proc = subprocess.Popen([*ssh.base_argv(node), ssh.remote(argv)], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                yield line.rstrip("\n")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
     # ----- one service's process ---------------------------------------------------------------
 
     def _systemctl(self, spec: ClusterSpec, host: str, action: str, service: str, timeout: float) -> str:
@@ -181,7 +204,7 @@ class HostsEngine(Engine):
                 return (f"{where}: no java on the PATH (install a Java 17 runtime: apt-get install"
                         " openjdk-17-jre-headless)")
             if major < 17:
-                return f"{where}: java is version {major}; Kafka {spec.versions.kafka} needs 17 or newer"
+                return f"{where}: java is version {major}; kctl runs Kafka {spec.versions.kafka} on Java 17 or newer"
             return None
 
         with _pool(len(nodes)) as pool:
@@ -266,9 +289,16 @@ class HostsEngine(Engine):
         return "not-installed" not in out
 
     def remove(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool, dc: Any) -> int:
-        reachable = [n for n, state, _d, _p in self._looks(spec, 15.0) if state != "unreachable"]
+        looks = self._looks(spec, 15.0)
+        reachable = [n for n, state, _d, _p in looks if state != "unreachable"]
         with _pool(len(reachable)) as pool:
-            return sum(pool.map(lambda n: self._uninstall(spec, n, volumes=volumes), reachable))
+            done = sum(pool.map(lambda n: self._uninstall(spec, n, volumes=volumes), reachable))
+        lost = [f"{n.hostname} ({spec.node_address(n)})" for n, state, _d, _p in looks if state == "unreachable"]
+        if lost:
+            raise KctlError(f"uninstalled from {done} host(s); not from {', '.join(lost)}: kctl cannot reach"
+                            " it over ssh", hint="run `kctl down` again once it answers, or run"
+                            f" {UNINSTALL} there")
+        return done
 
     def start_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
         self.preflight(spec, {}, None, lambda _m: None)

@@ -97,6 +97,9 @@ def in_container(spec: ClusterSpec, log: NodeLog, *, tail: int, follow: bool) ->
     eng = engines.for_spec(spec)
     if eng.logs_in_state_dir:
         return None
+    followed = eng.follow_lines(spec, log.container, contract.container_log(log.service), tail) if follow else None
+    if followed is not None:
+        return followed
     if follow:
         raise UsageError(f"--follow is not available on engine {eng.kind}",
                          hint=f"`kctl logs {log.node} --tail N` shows the last lines; `docker service logs -f"

@@ -61,12 +61,15 @@ def new_ca(cluster: str) -> KeyPair:
     return KeyPair(_pem(key), cert.public_bytes(serialization.Encoding.PEM))
 
 
-def sans_of(hostname: str) -> tuple[str, ...]:
-    return (hostname, "localhost", "127.0.0.1")
+def sans_of(hostname: str, address: str | None = None) -> tuple[str, ...]:
+    """A node certificate's names: its hostname, localhost and 127.0.0.1, and the address clients reach it on
+    where that is another (engine hosts and swarm: ``nodes[].advertised_host``)."""
+    base = (hostname, "localhost", "127.0.0.1")
+    return base if address in (None, *base) else (*base, str(address))
 
 
-def node_cert(ca: KeyPair, hostname: str) -> KeyPair:
-    """A server certificate for ``hostname`` (and localhost, 127.0.0.1), signed by ``ca``."""
+def node_cert(ca: KeyPair, hostname: str, address: str | None = None) -> KeyPair:
+    """A server certificate for ``hostname`` (and localhost, 127.0.0.1, ``address``), signed by ``ca``."""
     import ipaddress
 
     from cryptography import x509
@@ -78,7 +81,7 @@ def node_cert(ca: KeyPair, hostname: str) -> KeyPair:
     key = _key()
     now = _now()
     names: list[x509.GeneralName] = []
-    for san in sans_of(hostname):
+    for san in sans_of(hostname, address):
         try:
             names.append(x509.IPAddress(ipaddress.ip_address(san)))
         except ValueError:

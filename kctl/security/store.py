@@ -214,16 +214,17 @@ def ensure(spec: ClusterSpec, state_dir: Path) -> list[str]:
         made.append("CA")
     ca = pki.KeyPair(ca_key.read_bytes(), ca_pem.read_bytes())
     admin = spec.security.admin_user
-    for host, _node, services in p.services_of(spec):
+    for host, node, services in p.services_of(spec):
+        address = spec.node_address(node)  # where clients reach it: in its certificate too
         d = _private_dir(root / host)
         files: dict[str, bytes | str] = {contract.CA_FILE: ca.cert_pem}
         certs = _private_dir(root / "certs")  # the node's key stays on the host: its keystore carries it
         cert_file, key_file = certs / f"{host}.pem", certs / f"{host}.key"
         fresh = False
         if not (cert_file.exists() and key_file.exists()
-                and set(pki.cert_sans(cert_file.read_bytes())) == set(pki.sans_of(host))
+                and set(pki.cert_sans(cert_file.read_bytes())) == set(pki.sans_of(host, address))
                 and _signed_by(cert_file.read_bytes(), ca.cert_pem)):
-            pair = pki.node_cert(ca, host)
+            pair = pki.node_cert(ca, host, address)
             write_secret(key_file, pair.key_pem)
             write_secret(cert_file, pair.cert_pem)
             made.append(f"certificate of {host}")

@@ -77,6 +77,13 @@ def installed(fleet: Any, host: str) -> list[str]:
     return sorted(out.split())
 
 
+def as_root(script: str) -> str:
+    """A shell line run as root on the host, globs and all (the login user cannot list the 0700 directories)."""
+    import shlex
+
+    return f"sudo -n sh -c {shlex.quote(script)}"
+
+
 def jvm_pid(fleet: Any, host: str, cls: str) -> str:
     # "[Q]uorumPeerMain": a pattern that does not match the shell running pgrep itself
     return on(fleet, host, f"pgrep -f '[{cls[0]}]{cls[1:]}' || true").strip()
@@ -264,7 +271,7 @@ def test_logs_of_a_stopped_service_and_up_starts_it_again(fleet: Any, spec_file:
     assert "Stopped kctl-kafka.service" in journal.stdout, journal.stdout
     up = kctl(spec_file, "up")
     assert up.returncode == 0, up.stderr
-    assert "logger3: kafka is not running in its running container; starting it" in up.stderr
+    assert "logger3: kafka is not running on its host; starting it" in up.stderr
     assert json.loads(kctl(spec_file, "status", "-o", "json").stdout)["health"] == "healthy"
 
 
@@ -301,3 +308,49 @@ def test_down_uninstalls_everything_but_the_data_then_volumes_removes_the_data(f
     assert done.returncode == 0, done.stderr
     for h in HOSTS:
         assert fleet.ssh(h, "test -e /var/opt/kctl").returncode == 1, h
+
+
+def test_the_secured_profile_on_hosts_keeps_every_secret_in_files_only_its_user_reads(
+        fleet: Any, spec_file: Path) -> None:
+    secured = write_spec(spec_file.parent / "secured.yaml", fleet, security={"enabled": True})
+    try:
+        done = kctl(secured, "up", timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert "root znode writable by the brokers only" in done.stderr
+        # TLS with hostname verification against each host's address, SASL/SCRAM as the admin user
+        assert kctl(secured, "topic", "create", "sealed", "--partitions", "1", "--replication-factor", "3"
+                    ).returncode == 0
+        sent = subprocess.run([sys.executable, "-m", "kctl", "produce", "sealed", "-f", str(secured)], input="x\n",
+                              capture_output=True, text=True, timeout=120)
+        assert sent.returncode == 0, sent.stderr
+        got = kctl(secured, "consume", "sealed", "--from-beginning", "--max", "1", "--timeout", "30")
+        assert got.stdout.split() == ["x"], got.stderr
+        passwords = list(json.loads((secured.parent / ".kctl" / "hl" / "secrets" / "passwords.json").read_text())
+                         .values())
+        assert len(passwords) >= 5
+        for h in HOSTS:
+            listing = on(fleet, h, as_root("stat -c '%a %U %n' /etc/kctl/secrets /etc/kctl/secrets/*"
+                                           " /run/kctl/secrets /run/kctl/secrets/*")).splitlines()
+            assert listing[0] == "700 logger /etc/kctl/secrets", listing
+            assert all(line.startswith(("400 logger", "700 logger")) for line in listing), listing
+            # where a secret must never be: process arguments and environments, the units and their environment
+            # file, the journal, the logs, any file others can read. The passwords go in on stdin (never in the
+            # check's own arguments, which `ps` would show).
+            check = as_root(
+                "{ ps -eo args; for p in $(pgrep -f '[k]afka.Kafka|[Q]uorumPeerMain'); do tr '\\0' '\\n'"
+                " < /proc/$p/environ; done; cat /etc/kctl/kctl.env /etc/systemd/system/kctl-*.service;"
+                " journalctl -u kctl-kafka -u kctl-zookeeper --no-pager; cat /var/log/kctl/*/*.log"
+                " /var/log/kctl/*/*.out; find /etc/kctl /opt/kctl -path /etc/kctl/secrets -prune -o -type f"
+                " -perm -o=r -print0 | xargs -0 cat; } > /root/seen 2>/dev/null; wc -c < /root/seen;"
+                " while read -r pw; do grep -qaF -- \"$pw\" /root/seen && echo \"LEAK ${pw%${pw#????}}...\"; done;"
+                " rm -f /root/seen")
+            done = fleet.ssh(h, check, input="\n".join(passwords) + "\n", timeout=120)
+            assert done.returncode == 0, done.stderr
+            size, *leaked = done.stdout.split("\n")
+            leaked = [line for line in leaked if line]
+            assert int(size) > 100_000, size  # the check read something
+            assert not leaked, (h, leaked)
+    finally:
+        kctl(secured, "down", "--volumes", timeout=300)
+    for h in HOSTS:
+        assert installed(fleet, h) == [], h

@@ -155,11 +155,11 @@ for svc in $KCTL_BUNDLE_SERVICES; do
   fi
 done
 
-if [ "$START" -eq 1 ]; then
-  for svc in $KCTL_BUNDLE_SERVICES; do systemctl start "kctl-$svc.service"; done
-fi
 # A change matters to a running process only: one that is not running reads it when it starts.
 for svc in $RESTART; do
   if systemctl is-active --quiet "kctl-$svc.service"; then echo "restart: $svc"; fi
 done
+if [ "$START" -eq 1 ]; then
+  for svc in $KCTL_BUNDLE_SERVICES; do systemctl start "kctl-$svc.service"; done
+fi
 echo "kctl-install: $CHANGED changed"
