@@ -148,6 +148,12 @@ def test_up_installs_the_bundles_over_ssh_and_reports_healthy(fleet: Any, spec_f
         advertised = on(fleet, h, "grep ^advertised.listeners /etc/kctl/server.properties")
         assert f"EXTERNAL://{fleet[h].ip}:19092" in advertised
         assert fleet.ssh(h, "sudo -n test -e /var/tmp/kctl-bundle-hl").returncode == 1
+        # the exporters of the monitoring profile run from the bundle's jars, at the host's address
+        import urllib.request
+
+        for port, metric in ((7071, "kafka_server_"), (7000, "znode_count")):
+            with urllib.request.urlopen(f"http://{fleet[h].ip}:{port}/metrics", timeout=10) as resp:  # noqa: S310
+                assert metric in resp.read().decode(), (h, port)
 
 
 def test_topics_produce_and_consume(spec_file: Path) -> None:
