@@ -92,6 +92,8 @@ fi
 have java || apt_install openjdk-17-jre-headless || log "no Java: the Spark job will not run"
 have mvn || apt_install maven || log "no Maven: the node image cannot be built (its exporters' jars come from Maven Central); install Maven"
 have kcat || apt_install kcat || log "no kcat: make bench measures kctl's side only"
+# engine hosts: kctl reaches the hosts with OpenSSH's client; the tests make keys with ssh-keygen
+have ssh && have ssh-keygen || apt_install openssh-client || log "no ssh: engine hosts and its tests need OpenSSH's client"
 # The console's browser tests drive Debian's Chromium through Playwright (Playwright's own browser download is
 # not reachable everywhere; a Chromium from the distribution is).
 have chromium || apt_install chromium || log "no chromium: the console's browser tests are skipped"
