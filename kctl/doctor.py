@@ -111,7 +111,29 @@ def check_memory() -> Check:
                  hint=None if ok else "three nodes need about 4 GB; lower zookeeper.heap / kafka.heap")
 
 
+def check_hosts(spec: ClusterSpec) -> list[Check]:
+    """engine hosts: OpenSSH's client here, and each host as `kctl up` checks it before changing any."""
+    import shutil
+
+    if shutil.which("ssh") is None:
+        return [Check("ssh", False, "no ssh client on PATH", hint="install OpenSSH's client (apt-get install"
+                                                                  " openssh-client)")]
+    from kctl.runtime.hosts import HostsEngine
+
+    checks = [Check("ssh", True, shutil.which("ssh") or "ssh")]
+    for node, problem in HostsEngine().host_problems(spec):
+        where = f"host {node.hostname}"
+        checks.append(Check(where, True, f"{spec.node_address(node)}: ssh, sudo -n, systemd, Java 17+")
+                      if problem is None else Check(where, False, problem,
+                                                    hint="docs/bare-metal.md lists what a host needs"))
+    return checks
+
+
 def run_checks(spec: ClusterSpec | None, state_dir: Path, owned_ports: Iterable[int] = ()) -> list[Check]:
+    from kctl.spec import Engine
+
+    if spec is not None and spec.engine is Engine.hosts:  # no Docker here: the hosts, and this machine's disk
+        return [*check_hosts(spec), check_disk(state_dir)]
     checks = [check_engine(), check_compose(), check_java(), check_disk(state_dir), check_memory()]
     if spec is not None:
         checks.append(check_ports(spec, owned_ports))

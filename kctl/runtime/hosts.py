@@ -179,10 +179,9 @@ class HostsEngine(Engine):
 
     # ----- lifecycle ----------------------------------------------------------------------------
 
-    def preflight(self, spec: ClusterSpec, existing: dict[str, ContainerInfo], dc: Any, say: Progress,
-                  strict_spread: bool = False) -> None:
-        """Every host answers over ssh, runs `sudo -n`, boots systemd and has Java 17 or newer: checked on all of
-        them before any is changed; one KctlError lists every host's problem."""
+    def host_problems(self, spec: ClusterSpec) -> list[tuple[NodeSpec, str | None]]:
+        """Each host's problem for kctl, or None: it answers over ssh, runs `sudo -n`, boots systemd and has Java
+        17 or newer (asked of every host at once)."""
         from kctl.properties import services_of
 
         nodes = [n for _h, n, _s in services_of(spec)]
@@ -208,13 +207,19 @@ class HostsEngine(Engine):
             return None
 
         with _pool(len(nodes)) as pool:
-            problems = [p for p in pool.map(check, nodes) if p]
+            return list(zip(nodes, pool.map(check, nodes), strict=True))
+
+    def preflight(self, spec: ClusterSpec, existing: dict[str, ContainerInfo], dc: Any, say: Progress,
+                  strict_spread: bool = False) -> None:
+        """:meth:`host_problems` before any host is changed; one KctlError lists every host's problem."""
+        found = self.host_problems(spec)
+        problems = [p for _n, p in found if p]
         if problems:
             raise KctlError("cannot deploy to the hosts; nothing was changed on any host:\n  - "
                             + "\n  - ".join(problems),
                             hint="fix each host (or nodes[].advertised_host and ssh: in kctl.yaml), then run"
                                  " `kctl up` again")
-        say(f"hosts: {len(nodes)} reachable over ssh, with sudo, systemd and Java 17+")
+        say(f"hosts: {len(found)} reachable over ssh, with sudo, systemd and Java 17+")
 
     def _install(self, spec: ClusterSpec, node: NodeSpec, local: Path) -> list[str]:
         """Ship one node's bundle and run its install.sh; the services it says need a restart."""

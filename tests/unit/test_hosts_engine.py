@@ -65,3 +65,19 @@ def test_ssh_failures_are_named(stderr: str, said: str) -> None:
     ('java version "1.8.0_402"', 8), ("bash: java: command not found", None), ("", None)])
 def test_java_major(line: str, major: int | None) -> None:
     assert hosts._java_major(line) == major
+
+
+def test_doctor_checks_the_hosts_not_docker(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    from pathlib import Path
+
+    from kctl import doctor
+
+    s = spec()
+    monkeypatch.setattr(hosts.HostsEngine, "host_problems",
+                        lambda self, sp: [(sp.nodes[0], None), (sp.nodes[1], "logger2 (10.9.0.2:22): no answer"),
+                                          (sp.nodes[2], None)])
+    checks = doctor.run_checks(s, Path(str(tmp_path)))
+    names = [c.name for c in checks]
+    assert names == ["ssh", "host logger1", "host logger2", "host logger3", "disk"]  # no Docker, Compose, ports
+    assert [c.ok for c in checks[1:4]] == [True, False, True]
+    assert checks[2].detail == "logger2 (10.9.0.2:22): no answer"
