@@ -188,6 +188,8 @@ def test_installing_again_changes_nothing(fleet: Any, spec_file: Path) -> None:
     assert {h: (jvm_pid(fleet, h, "QuorumPeerMain"), jvm_pid(fleet, h, "kafka.Kafka")) for h in HOSTS} == before
 
 
+# long: make test keeps the roll of `kctl apply` (gated, every broker) and the leader-kill drill under load.
+@pytest.mark.long
 def test_rolling_restart_under_load_loses_nothing(fleet: Any, spec_file: Path) -> None:
     from tests.integration.test_restart import Load, read_all
 
@@ -316,6 +318,8 @@ def test_down_uninstalls_everything_but_the_data_then_volumes_removes_the_data(f
         assert fleet.ssh(h, "test -e /var/opt/kctl").returncode == 1, h
 
 
+# long: make test keeps the secured bundle's files and modes (tests/unit/test_bundle.py).
+@pytest.mark.long
 def test_the_secured_profile_on_hosts_keeps_every_secret_in_files_only_its_user_reads(
         fleet: Any, spec_file: Path) -> None:
     secured = write_spec(spec_file.parent / "secured.yaml", fleet, security={"enabled": True})
