@@ -78,6 +78,8 @@ SKIP: dict[tuple[str, ...], str] = {
 
 # Commands that work offline on the spec and its state dir: they may succeed where the cluster is absent.
 OFFLINE = {("render",), ("doctor",), ("zk", "storage"), ("drill", "list"), ("client-config",), ("swarm", "label"),
+           # engine hosts' bundles: files from the spec; it refuses any other engine's spec by itself
+           ("bundle",),
            # the monitor's record and store in this kctl.yaml's state dir
            ("monitor", "status"), ("monitor", "stop"), ("alerts",),
            # the console's users file in this kctl.yaml's state dir
