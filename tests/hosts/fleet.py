@@ -418,30 +418,23 @@ class Fleet:
                                     systemd=systemd)
 
     def _make_network(self) -> None:
-        """The run's bridge network on a /24 of its own, so that each host keeps its address across restarts
-        (a node's address is in kctl.yaml, as a real host's is): the first 172.28.N.0/24 that no other Docker
-        network overlaps (Docker refuses an overlapping pool; the next one is tried)."""
+        """The run's bridge network with a subnet given explicitly, so that each host keeps its address across
+        restarts (a node's address is in kctl.yaml, as a real host's is). Docker assigns fixed addresses only on
+        a subnet given at creation, so the network is made once to let Docker pick a free pool (it knows every
+        network's, the clusters' included), then made again with that pool spelled out."""
         import ipaddress
 
-        taken = []
-        for n in self.client.networks.list():
-            for cfg in (n.attrs.get("IPAM") or {}).get("Config") or []:
-                with contextlib.suppress(ValueError, KeyError, TypeError):
-                    taken.append(ipaddress.ip_network(cfg["Subnet"], strict=False))
-        for third in range(0, 256):
-            net = ipaddress.ip_network(f"172.28.{third}.0/24")
-            if any(net.overlaps(t) for t in taken):
-                continue
-            ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=str(net), gateway=str(net.network_address + 1))])
-            try:
-                self.client.networks.create(self.network_name, driver="bridge", labels=dict(self.labels), ipam=ipam)
-            except docker.errors.APIError as exc:
-                if "overlap" in str(exc).lower():
-                    continue
-                raise
-            self.subnet = net
-            return
-        raise RuntimeError("no free 172.28.N.0/24 for the test hosts' network")
+        probe = self.client.networks.create(self.network_name, driver="bridge", labels=dict(self.labels))
+        try:
+            probe.reload()
+            cfg = ((probe.attrs.get("IPAM") or {}).get("Config") or [{}])[0]
+            net = ipaddress.ip_network(cfg["Subnet"], strict=False)
+            gateway = cfg.get("Gateway") or str(net.network_address + 1)
+        finally:
+            probe.remove()
+        ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=str(net), gateway=gateway)])
+        self.client.networks.create(self.network_name, driver="bridge", labels=dict(self.labels), ipam=ipam)
+        self.subnet = net
 
     def _address_for(self, hostname: str) -> str:
         """A fixed address per host: .10 + its index (extra hosts after the fleet's own)."""
