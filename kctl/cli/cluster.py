@@ -137,12 +137,15 @@ def status(
             output.warn(f"not healthy after {wait:g}s")
     # Raises (exit 2) when the cluster is not running, or what answers on its ports is another one.
     st = health.status(spec, state_dir_for(spec, file))
+    from kctl.spec import Engine
+
+    where = "host" if spec.engine is Engine.hosts else "container"  # engine hosts: a host's state, no container
     rows = []
     for n in st.nodes:
         z, b = n.zookeeper, n.broker
         rows.append({
             "node": n.node,
-            "container": n.container + (f" ({n.health})" if n.health else ""),
+            where: n.container + (f" ({n.health})" if n.health else ""),
             "processes": " ".join(f"{k}={v}" for k, v in n.processes.items()) or "-",
             "zk_mode": z.mode if z else None,
             "zxid": z.zxid if z else None,
@@ -161,7 +164,7 @@ def status(
               + f", URP {st.under_replicated_partitions if st.under_replicated_partitions is not None else '?'}"
               + (f"\nproblems: {'; '.join(st.problems)}" if st.problems else ""))
     output.emit(st, fmt, rows=rows,
-                columns=["node", "container", "zk_mode", "zxid", "broker", "registered", "controller", "urp"],
+                columns=["node", where, "zk_mode", "zxid", "broker", "registered", "controller", "urp"],
                 wide_columns=["processes", "outstanding", "latency_ms", "connections"],
                 title=f"cluster {st.cluster}", footer=footer)
     if st.running is False:
