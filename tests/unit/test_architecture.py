@@ -88,7 +88,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("kctl", "kctl.contract", "kctl.errors", "kctl.deferred", "kctl.extras", "kctl.resources",
               "kctl.output", "kctl.wait", "kctl.files")),
     ("spec", ("kctl.spec",)),
-    ("render", ("kctl.properties", "kctl.render")),
+    ("render", ("kctl.properties", "kctl.render", "kctl.kraft")),
     ("security", ("kctl.security",)),
     ("runtime", ("kctl.runtime", "kctl.doctor")),
     ("zk", ("kctl.zk",)),

@@ -1,0 +1,120 @@
+"""What the KRaft controllers run, and how each broker's server.properties changes, in each migration phase.
+
+The layout: one KRaft controller in each node's container (or host), beside its broker, as a process of its
+own (Kafka supports the migration with dedicated controllers only, not combined broker+controller servers).
+Controller N has node id ``CONTROLLER_ID_BASE + N``: KRaft brokers and controllers share one id space, and
+the brokers keep their ids. The quorum is static (``controller.quorum.voters``), formatted with the cluster's
+existing id: Kafka 3.9 migrates a static quorum, and 4.x runs it.
+
+Pure: spec and phase in, properties out. Following Kafka's "ZooKeeper to KRaft Migration":
+
+- controllers, while migrating: ``process.roles=controller``, ``node.id``, the voters, the CONTROLLER listener,
+  ``zookeeper.metadata.migration.enable=true`` and ``zookeeper.connect``, and the brokers' inter-broker
+  listener (the controllers send the ZooKeeper-mode brokers their RPCs on it); after finalizing, without the
+  migration flag and without ZooKeeper.
+- brokers entering the migration (``dual-write``): the voters, ``controller.listener.names``, CONTROLLER in
+  their protocol map, ``inter.broker.protocol.version`` pinned, and the migration flag.
+- brokers in KRaft mode (``kraft-brokers``, ``kraft``): ``process.roles=broker`` and ``node.id`` instead of
+  ``broker.id``, no ZooKeeper setting, no migration flag, no inter-broker protocol version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kctl.kraft.phases import Phase, rank
+from kctl.spec import ClusterSpec, NodeSpec
+
+CONTROLLER_ID_BASE = 3000
+CONTROLLER_LISTENER = "CONTROLLER"
+# Inside the node: 9092 is INTERNAL, 9093 INTERNAL_SECURE while a security.migration runs.
+CONTROLLER_PORT = 9095
+METADATA_DIR = "/var/opt/kctl/controller/metadata"
+# The broker protocol version pinned while brokers of both modes may meet (Kafka requires 3.9 to migrate).
+INTER_BROKER_PROTOCOL = "3.9"
+MIGRATION_FLAG = "zookeeper.metadata.migration.enable"
+ZOOKEEPER_KEYS = ("zookeeper.connect", "zookeeper.connection.timeout.ms", "zookeeper.session.timeout.ms",
+                  "zookeeper.set.acl", "zookeeper.ssl.client.enable", "zookeeper.clientCnxnSocket")
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def controller_id(node: NodeSpec) -> int:
+    return CONTROLLER_ID_BASE + node.id
+
+
+def controller_nodes(spec: ClusterSpec) -> list[NodeSpec]:
+    """The nodes that run a controller: every ZooKeeper participant's node (three or five: the quorum's size
+    is the ensemble's); observers and added brokers run none."""
+    return [n for n in spec.participants]
+
+
+def voters(spec: ClusterSpec) -> str:
+    """``controller.quorum.voters``: id@host:port of every controller, by container (or host) name."""
+    return ",".join(f"{controller_id(n)}@{spec.zk_host(n)}:{CONTROLLER_PORT}" for n in controller_nodes(spec))
+
+
+def _protocol_map(spec: ClusterSpec) -> dict[str, str]:
+    return {**spec.kafka.listener_security_protocol_map, CONTROLLER_LISTENER: "PLAINTEXT"}
+
+
+def _map_text(protocols: dict[str, str]) -> str:
+    return ",".join(f"{name}:{proto}" for name, proto in sorted(protocols.items()))
+
+
+def controller_properties(spec: ClusterSpec, node: NodeSpec, phase: Phase) -> dict[str, str]:
+    """controller.properties of ``node``'s KRaft controller in ``phase`` (from ``controllers`` on)."""
+    if rank(phase) < rank(Phase.controllers):
+        raise ValueError(f"no controller runs in phase {phase.value}")
+    props = {
+        "process.roles": "controller",
+        "node.id": str(controller_id(node)),
+        "controller.quorum.voters": voters(spec),
+        "controller.listener.names": CONTROLLER_LISTENER,
+        "listeners": f"{CONTROLLER_LISTENER}://0.0.0.0:{CONTROLLER_PORT}",
+        "listener.security.protocol.map": _map_text(_protocol_map(spec)),
+        "inter.broker.listener.name": spec.kafka.inter_broker_listener,
+        "log.dirs": METADATA_DIR,
+    }
+    if phase is not Phase.kraft:
+        props[MIGRATION_FLAG] = "true"
+        props["zookeeper.connect"] = spec.zookeeper_connect
+    if spec.security.enabled and spec.security.authorizer:
+        props["authorizer.class.name"] = STANDARD_AUTHORIZER
+    return dict(sorted(props.items()))
+
+
+@dataclass(frozen=True)
+class BrokerChange:
+    """How a broker's server.properties differs from its ZooKeeper-mode render in a phase."""
+
+    set: dict[str, str] = field(default_factory=dict)
+    remove: tuple[str, ...] = ()
+
+    def apply(self, props: dict[str, str]) -> dict[str, str]:
+        out = {k: v for k, v in props.items() if k not in self.remove}
+        out.update(self.set)
+        return dict(sorted(out.items()))
+
+
+def broker_change(spec: ClusterSpec, node: NodeSpec, phase: Phase, zookeeper_props: dict[str, str]) -> BrokerChange:
+    """What ``phase`` changes in the broker of ``node``, given its ZooKeeper-mode ``zookeeper_props``."""
+    if rank(phase) < rank(Phase.dual_write):
+        return BrokerChange()
+    quorum = {
+        "controller.quorum.voters": voters(spec),
+        "controller.listener.names": CONTROLLER_LISTENER,
+        "listener.security.protocol.map": _map_text({**_parse_map(zookeeper_props), CONTROLLER_LISTENER: "PLAINTEXT"}),
+    }
+    if phase is Phase.dual_write:
+        return BrokerChange(set={**quorum, MIGRATION_FLAG: "true", "inter.broker.protocol.version":
+                                 INTER_BROKER_PROTOCOL})
+    kraft = {**quorum, "process.roles": "broker", "node.id": str(node.id)}
+    if "authorizer.class.name" in zookeeper_props:
+        kraft["authorizer.class.name"] = STANDARD_AUTHORIZER
+    gone = ("broker.id", MIGRATION_FLAG, "inter.broker.protocol.version", *ZOOKEEPER_KEYS)
+    return BrokerChange(set=kraft, remove=tuple(k for k in gone if k in zookeeper_props or k == MIGRATION_FLAG))
+
+
+def _parse_map(props: dict[str, str]) -> dict[str, str]:
+    text = props.get("listener.security.protocol.map", "")
+    return dict(pair.split(":", 1) for pair in text.split(",") if ":" in pair)

@@ -1,0 +1,128 @@
+"""The ZooKeeper-to-KRaft migration's phases, its record, and each node's properties per phase (kctl/kraft):
+pure, checked against Kafka's "ZooKeeper to KRaft Migration" documentation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kctl import properties
+from kctl.errors import KctlError
+from kctl.kraft import config as kc
+from kctl.kraft import phases as ph
+from kctl.kraft.phases import Phase
+from kctl.spec import ClusterSpec
+
+
+def test_next_walks_forward_and_stops_before_finalizing() -> None:
+    assert [ph.next_phase(p) for p in ph.ORDER] == [Phase.controllers, Phase.dual_write, Phase.kraft_brokers,
+                                                    None, None]
+
+
+def test_rollback_follows_kafkas_table_and_is_refused_once_final() -> None:
+    assert ph.rollback_steps(Phase.controllers) == ["stop-controllers", "remove-controllers"]
+    assert ph.rollback_steps(Phase.dual_write) == ["stop-controllers", "delete-controller-and-migration-znodes",
+                                                   "roll-brokers-without-migration", "remove-controllers"]
+    # from KRaft brokers: back to ZooKeeper mode first, keeping the migration flag on that first roll
+    assert ph.rollback_steps(Phase.kraft_brokers) == [
+        "roll-brokers-to-zookeeper-with-migration", "stop-controllers", "delete-controller-and-migration-znodes",
+        "roll-brokers-without-migration", "remove-controllers"]
+    with pytest.raises(ph.RollbackRefused) as final:
+        ph.rollback_steps(Phase.kraft)
+    assert "finalized" in final.value.message and final.value.exit_code == 2
+    with pytest.raises(ph.RollbackRefused):
+        ph.rollback_steps(Phase.zookeeper)
+
+
+def test_the_record_resumes_a_transition_and_refuses_another(tmp_path: Path) -> None:
+    assert ph.read(tmp_path) == ph.Record(Phase.zookeeper)  # no record: on ZooKeeper, nothing under way
+    rec = ph.begin(ph.read(tmp_path), "next", Phase.controllers)
+    rec = ph.step_done(rec, "format-controllers")
+    ph.write(tmp_path, rec)
+    again = ph.read(tmp_path)  # a kctl killed here finds the transition and the step it did
+    assert (again.phase, again.target, again.action, again.done) == (Phase.zookeeper, Phase.controllers, "next",
+                                                                     ["format-controllers"])
+    assert ph.begin(again, "next", Phase.controllers).done == ["format-controllers"]
+    with pytest.raises(KctlError) as busy:
+        ph.begin(again, "rollback", Phase.zookeeper)
+    assert "a next to controllers is under way" in busy.value.message
+    done = ph.arrive(again, now=1.0)
+    assert (done.phase, done.target, done.done, done.history) == (Phase.controllers, None, [],
+                                                                  [{"phase": "controllers", "at": 1.0}])
+    ph.write(tmp_path, done)
+    assert ph.read(tmp_path) == done
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kraft.json"]  # no temporary file left
+
+
+def test_a_damaged_record_is_an_error_with_a_hint(tmp_path: Path) -> None:
+    (tmp_path / ph.STATE_FILE).write_text("{not json")
+    with pytest.raises(KctlError) as exc:
+        ph.read(tmp_path)
+    assert "is not JSON" in exc.value.message and exc.value.hint
+    (tmp_path / ph.STATE_FILE).write_text(json.dumps({"phase": "sideways"}))
+    with pytest.raises(KctlError):
+        ph.read(tmp_path)
+
+
+def test_controllers_run_beside_the_brokers_with_ids_of_their_own() -> None:
+    spec = ClusterSpec()
+    assert kc.voters(spec) == "3001@logger1:9095,3002@logger2:9095,3003@logger3:9095"
+    migrating = kc.controller_properties(spec, spec.nodes[1], Phase.controllers)
+    assert migrating["process.roles"] == "controller" and migrating["node.id"] == "3002"
+    assert migrating["zookeeper.metadata.migration.enable"] == "true"
+    assert migrating["zookeeper.connect"] == spec.zookeeper_connect
+    assert migrating["inter.broker.listener.name"] == "INTERNAL"  # its RPCs to the ZooKeeper-mode brokers
+    assert migrating["listeners"] == "CONTROLLER://0.0.0.0:9095"
+    assert "CONTROLLER:PLAINTEXT" in migrating["listener.security.protocol.map"]
+    final = kc.controller_properties(spec, spec.nodes[1], Phase.kraft)
+    assert "zookeeper.metadata.migration.enable" not in final and "zookeeper.connect" not in final
+    with pytest.raises(ValueError):
+        kc.controller_properties(spec, spec.nodes[0], Phase.zookeeper)
+    # no broker id is a controller id, and no internal port is the controller's
+    assert not {n.id for n in spec.nodes} & {kc.controller_id(n) for n in spec.nodes}
+    assert kc.CONTROLLER_PORT not in (spec.kafka.internal_port, spec.secure_internal_port,
+                                      *(spec.kafka_host_port(n) for n in spec.nodes))
+
+
+def test_observers_run_no_controller() -> None:
+    nodes = [{"id": i, "hostname": f"logger{i}"} for i in (1, 2, 3)] + [
+        {"id": 4, "hostname": "logger4", "role": "observer"}]
+    spec = ClusterSpec.model_validate({"nodes": nodes})
+    assert [n.id for n in kc.controller_nodes(spec)] == [1, 2, 3]
+
+
+def test_each_phase_changes_the_broker_as_kafka_documents() -> None:
+    spec = ClusterSpec()
+    node = spec.nodes[0]
+    zk = properties.server_properties(spec, node)
+    zk_text = {k: str(v) for k, v in zk.items()}
+    for phase in (Phase.zookeeper, Phase.controllers):
+        assert kc.broker_change(spec, node, phase, zk_text).apply(zk_text) == dict(sorted(zk_text.items()))
+    dual = kc.broker_change(spec, node, Phase.dual_write, zk_text).apply(zk_text)
+    assert dual["broker.id"] == "1" and dual["zookeeper.connect"] == zk_text["zookeeper.connect"]
+    assert dual["zookeeper.metadata.migration.enable"] == "true" and dual["inter.broker.protocol.version"] == "3.9"
+    assert dual["controller.quorum.voters"] == kc.voters(spec) and dual["controller.listener.names"] == "CONTROLLER"
+    assert dual["listener.security.protocol.map"].split(",") == sorted(
+        [*zk_text["listener.security.protocol.map"].split(","), "CONTROLLER:PLAINTEXT"])
+    for phase in (Phase.kraft_brokers, Phase.kraft):
+        kraft = kc.broker_change(spec, node, phase, zk_text).apply(zk_text)
+        assert kraft["process.roles"] == "broker" and kraft["node.id"] == "1" and "broker.id" not in kraft
+        assert not [k for k in kraft if k.startswith("zookeeper.")]
+        assert "inter.broker.protocol.version" not in kraft
+        assert kraft["controller.quorum.voters"] == kc.voters(spec)
+        assert kraft["advertised.listeners"] == zk_text["advertised.listeners"]  # clients see nothing change
+
+
+def test_a_secured_broker_moves_to_the_standard_authorizer_with_kraft() -> None:
+    spec = ClusterSpec.model_validate({"security": {"enabled": True}})
+    node = spec.nodes[0]
+    zk_text = {k: str(v) for k, v in properties.server_properties(spec, node).items()}
+    assert zk_text["authorizer.class.name"] == "kafka.security.authorizer.AclAuthorizer"
+    assert kc.broker_change(spec, node, Phase.dual_write, zk_text).apply(zk_text)["authorizer.class.name"] == \
+        "kafka.security.authorizer.AclAuthorizer"  # still a ZooKeeper-mode broker
+    kraft = kc.broker_change(spec, node, Phase.kraft_brokers, zk_text).apply(zk_text)
+    assert kraft["authorizer.class.name"] == kc.STANDARD_AUTHORIZER
+    assert kc.controller_properties(spec, node, Phase.controllers)["authorizer.class.name"] == \
+        kc.STANDARD_AUTHORIZER
