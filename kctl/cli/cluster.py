@@ -190,9 +190,10 @@ def logs(
     spec = load(file)
     log = node_logs.locate(spec, state_dir_for(spec, file), node, service)
     text = node_logs.in_container(spec, log, tail=lines, follow=follow)
+    local = text is None  # the state dir has the log (engine compose), not the node
     if text is None:
         text = node_logs.lines(log, tail=lines, follow=follow)
-    if follow and not log.path.exists():
+    if follow and local and not log.path.exists():
         output.info(f"waiting for {log.path}")
     out = sys.stdout
     try:
