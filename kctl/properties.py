@@ -368,19 +368,25 @@ def kafka_security(spec: ClusterSpec) -> dict[str, Scalar]:
 
 
 def jvm_options(spec: ClusterSpec, component: str) -> str:
-    """Extra JVM flags of a broker or a ZooKeeper (paths and switches, never a secret)."""
+    """Extra JVM flags of a broker or a ZooKeeper (paths and switches, never a secret): the secured profile's,
+    then the spec's own ``jvm_options``."""
+    own = spec.kafka.jvm_options if component == "kafka" else spec.zookeeper.jvm_options
+    return " ".join([*_security_jvm_options(spec, component), *own])
+
+
+def _security_jvm_options(spec: ClusterSpec, component: str) -> list[str]:
     if not spec.security.enabled:
-        return ""
+        return []
     if component == "kafka":
         opts = [f"-Djava.security.auth.login.config={contract.secret_path(contract.KAFKA_JAAS_FILE)}",
                 f"-D{DISALLOWED_LOGIN_MODULES}={DISALLOWED_LOGIN_MODULES_VALUE}",
                 f"-D{OAUTHBEARER_ALLOWED_URLS}="]
         if not spec.security.zookeeper.sasl:
             opts.append("-Dzookeeper.sasl.client=false")
-        return " ".join(opts)
+        return opts
     if not spec.security.zookeeper.sasl:
-        return ""
-    return f"-Djava.security.auth.login.config={contract.secret_path(contract.ZOOKEEPER_JAAS_FILE)}"
+        return []
+    return [f"-Djava.security.auth.login.config={contract.secret_path(contract.ZOOKEEPER_JAAS_FILE)}"]
 
 
 JaasSection = tuple[str, str, list[str]]  # (section name, login module, its options as key="value")

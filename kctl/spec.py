@@ -142,6 +142,19 @@ class Versions(_Model):
         return contract.ZOOKEEPER_VERSIONS.get(self.kafka)
 
 
+def _check_jvm_options(v: list[str]) -> list[str]:
+    """JVM flags: one flag per item, no whitespace (the start scripts split on it), the heap kept to `heap`."""
+    for flag in v:
+        if not re.match(r"^-\S+$", flag):
+            raise ValueError(f"{flag!r} is not one JVM flag (it starts with '-' and has no whitespace)")
+        if re.match(r"^-Xm[sx]", flag):
+            raise ValueError(f"{flag!r} sets the heap: use the `heap` setting instead")
+        if re.search(r"(?i)password|secret", flag):
+            raise ValueError(f"{flag.split('=', 1)[0]!r} would put a secret in the process's arguments and"
+                             " environment; kctl passes secrets as files (docs/security.md)")
+    return v
+
+
 class ZooKeeperSpec(_Model):
     tick_time: int = Field(2000, ge=100, le=60000, description="tickTime in ms: the basic time unit.")
     init_limit: int = Field(10, ge=1, le=1000, description="initLimit in ticks: followers connecting to the leader.")
@@ -167,6 +180,10 @@ class ZooKeeperSpec(_Model):
     )
     admin_server: bool = Field(False, description="admin.enableServer: the Jetty AdminServer (off).")
     heap: str = Field("256m", description="JVM heap of each ZooKeeper (-Xms/-Xmx).")
+    jvm_options: list[str] = Field(
+        default_factory=list,
+        description="Extra JVM flags of each ZooKeeper, after kctl's own (e.g. -XX:TieredStopAtLevel=1: starts"
+                    " sooner on less CPU, lower peak speed; docs/configs.md). Not the heap: use heap.")
     host_port_base: Port = Field(
         12181, description="First host port for ZooKeeper client ports, published on 127.0.0.1."
     )
@@ -178,6 +195,11 @@ class ZooKeeperSpec(_Model):
         if not _HEAP.match(v):
             raise ValueError(f"{v!r} is not a JVM heap size such as 256m or 1g")
         return v
+
+    @field_validator("jvm_options")
+    @classmethod
+    def _jvm_options(cls, v: list[str]) -> list[str]:
+        return _check_jvm_options(v)
 
     @field_validator("four_letter_words")
     @classmethod
@@ -227,6 +249,10 @@ class KafkaSpec(_Model):
                     " kctl's 6000 heals a killed broker three times faster, and expires the session of a broker"
                     " stalled longer than that (a GC pause, a network hiccup): docs/configs.md.")
     heap: str = Field("512m", description="JVM heap of each broker (-Xms/-Xmx).")
+    jvm_options: list[str] = Field(
+        default_factory=list,
+        description="Extra JVM flags of each broker, after kctl's own (e.g. -XX:TieredStopAtLevel=1: starts"
+                    " sooner on less CPU, lower peak speed; docs/configs.md). Not the heap: use heap.")
     jmx: bool = Field(False, description="Expose JMX on a published port per broker.")
     jmx_port_base: Port = Field(19999, description="First host port for JMX when enabled.")
     overrides: Overrides = Field(
@@ -239,6 +265,11 @@ class KafkaSpec(_Model):
         if not _HEAP.match(v):
             raise ValueError(f"{v!r} is not a JVM heap size such as 512m or 1g")
         return v
+
+    @field_validator("jvm_options")
+    @classmethod
+    def _jvm_options(cls, v: list[str]) -> list[str]:
+        return _check_jvm_options(v)
 
     @field_validator("zookeeper_chroot")
     @classmethod

@@ -59,7 +59,7 @@ def monitor_cost(seconds: float) -> dict[str, Any]:
 
     from kctl.testing.cluster import KafkaCluster
 
-    with KafkaCluster(nodes=3) as c:
+    with KafkaCluster(nodes=3, quick_jit=False) as c:
         _log(f"{TOPICS} topics of {PARTITIONS} partitions, {GROUPS} groups")
         for t in range(TOPICS):
             c.create_topic(f"bench-mon-{t:02d}", partitions=PARTITIONS, replication_factor=1)
@@ -129,7 +129,8 @@ def exporter_cost(records: int, rounds: int) -> dict[str, list[float]]:
     got: dict[str, list[float]] = {"off": [], "on": [], "scrape_s": []}
     stop = threading.Event()
     with ExitStack() as stack:
-        clusters = {name: stack.enter_context(KafkaCluster(nodes=3, monitoring={"enabled": name == "on"}))
+        clusters = {name: stack.enter_context(KafkaCluster(nodes=3, quick_jit=False,
+                                                           monitoring={"enabled": name == "on"}))
                     for name in ("off", "on")}
         for c in clusters.values():
             c.create_topic("bench-exp", partitions=6, replication_factor=3)

@@ -87,6 +87,10 @@ def remove_orphans(docker_client: Any) -> list[str]:
     return removed
 
 
+# A test cluster's JVMs: C1 only (the flag `kctl up`'s figures in docs/benchmarks.md are measured with and without).
+QUICK_JIT = ("-XX:TieredStopAtLevel=1",)
+
+
 class KafkaCluster:
     """A real ZooKeeper + Kafka ensemble in containers; a context manager.
 
@@ -96,6 +100,10 @@ class KafkaCluster:
     ``security=True`` is the secured profile (``security.enabled``): SASL_SSL
     listeners, ACLs, ZooKeeper authentication; :meth:`client_config` gives the
     settings a client needs.
+    ``quick_jit=True`` (the default) stops each JVM's JIT at its first tier (C1, ``-XX:TieredStopAtLevel=1``,
+    unless the spec or the settings name ``jvm_options`` of their own): a test cluster is short-lived, and
+    without the optimizing compiler its JVMs start sooner on less CPU (docs/testing.md has the figures).
+    Benchmarks of speed pass ``quick_jit=False``: the flags a production cluster runs with.
     """
 
     def __init__(
@@ -108,6 +116,7 @@ class KafkaCluster:
         startup_timeout: float = 300,
         workdir: str | os.PathLike[str] | None = None,
         security: bool = False,
+        quick_jit: bool = True,
         **settings: Any,
     ) -> None:
         data: dict[str, Any] = spec.model_dump(mode="json") if isinstance(spec, ClusterSpec) else dict(spec or {})
@@ -121,6 +130,8 @@ class KafkaCluster:
         data = _deep_merge(data, settings)
         if security:
             data = _deep_merge({"security": {"enabled": True}}, data)
+        if quick_jit and not isinstance(spec, ClusterSpec):
+            data = _deep_merge({svc: {"jvm_options": list(QUICK_JIT)} for svc in ("zookeeper", "kafka")}, data)
         if "nodes" not in data:
             data["nodes"] = [{"id": i, "hostname": f"logger{i}"} for i in range(1, nodes + 1)]
         self.reuse = reuse

@@ -215,3 +215,15 @@ def test_the_testing_api_never_picks_a_brokers_secured_migration_port_for_anothe
     ports = [p for p, _, _ in cluster.spec.published_ports(cluster.spec.nodes[0])]
     assert cluster.spec.kafka_host_port(cluster.spec.nodes[0]) == 31001
     assert 31101 not in ports and cluster.spec.monitoring.monitor_port == 31004
+
+
+def test_the_testing_api_stops_the_jit_at_c1_unless_told_otherwise(tmp_path: Path) -> None:
+    from kctl.testing import cluster as tc
+
+    quick = tc.KafkaCluster(nodes=1, workdir=tmp_path).spec
+    assert quick.kafka.jvm_options == quick.zookeeper.jvm_options == ["-XX:TieredStopAtLevel=1"]
+    full = tc.KafkaCluster(nodes=1, workdir=tmp_path, quick_jit=False).spec
+    assert full.kafka.jvm_options == full.zookeeper.jvm_options == []
+    own = tc.KafkaCluster(nodes=1, workdir=tmp_path, kafka={"jvm_options": ["-XX:+AlwaysPreTouch"]}).spec
+    assert own.kafka.jvm_options == ["-XX:+AlwaysPreTouch"]
+    assert own.zookeeper.jvm_options == ["-XX:TieredStopAtLevel=1"]

@@ -203,3 +203,30 @@ def test_compose_file_quotes_every_string_a_yaml_1_2_reader_could_take_for_somet
     assert text.startswith('# Compose file of kctl cluster "logger", rendered by kctl from kctl.yaml.\n')
     assert {k: doc["services"]["logger1"]["labels"][k] for k in labels} == labels
     assert list(doc) == ["name", "services", "networks"]
+
+
+def test_jvm_options_reach_each_service_after_kctls_own_and_change_the_config_hash() -> None:
+    base = parse_spec({})[0]
+    spec = parse_spec({"zookeeper": {"jvm_options": ["-XX:TieredStopAtLevel=1"]},
+                       "kafka": {"jvm_options": ["-XX:TieredStopAtLevel=1", "-XX:+AlwaysPreTouch"]}})[0]
+    env = yaml.safe_load(render(spec).files[COMPOSE_FILE])["services"]["logger2"]["environment"]
+    assert env["ZK_OPTS"] == "-XX:TieredStopAtLevel=1"
+    assert env["KAFKA_OPTS"] == "-XX:TieredStopAtLevel=1 -XX:+AlwaysPreTouch"
+    assert "KAFKA_OPTS" not in yaml.safe_load(render(base).files[COMPOSE_FILE])["services"]["logger2"]["environment"]
+    assert {c.config_hash for c in render(base).containers}.isdisjoint(c.config_hash for c in render(spec).containers)
+    secured = parse_spec({"security": {"enabled": True}, "kafka": {"jvm_options": ["-XX:TieredStopAtLevel=1"]}})[0]
+    opts = yaml.safe_load(render(secured).files[COMPOSE_FILE])["services"]["logger1"]["environment"]["KAFKA_OPTS"]
+    assert opts.startswith("-Djava.security.auth.login.config=") and opts.endswith(" -XX:TieredStopAtLevel=1")
+
+
+@pytest.mark.parametrize(("flag", "words"), [
+    ("-XX:TieredStopAtLevel=1 -Xss1m", "one JVM flag"),
+    ("XX:+UseG1GC", "one JVM flag"),
+    ("-Xmx2g", "use the `heap` setting"),
+    ("-Djavax.net.ssl.keyStorePassword=hunter2", "secret"),
+])
+def test_jvm_options_refuse_what_is_not_one_flag_the_heap_or_a_secret(flag: str, words: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec({"kafka": {"jvm_options": [flag]}})
+    assert words in str(err.value)
+    assert "hunter2" not in str(err.value)
