@@ -23,6 +23,7 @@ HOST_LOGS = "logs"
 LOG_FILES: dict[str, str] = {
     "zookeeper": "zookeeper/zookeeper.log",
     "kafka": "kafka/server.log",
+    "controller": "controller/server.log",  # a node's KRaft controller (a migration to KRaft)
     "supervisor": "supervisord.log",
 }
 

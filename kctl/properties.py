@@ -457,7 +457,7 @@ def log4j(component: str) -> Props:
         f"{a}.layout": "org.apache.log4j.PatternLayout",
         f"{a}.layout.ConversionPattern": "[%d] %p %m (%c)%n",
     }
-    if component == "kafka":
+    if component in ("kafka", "controller"):
         props.update(
             {
                 "log4j.logger.kafka": "INFO",

@@ -34,6 +34,8 @@ from kctl.contract import (
     LABEL_VERSION,
 )
 from kctl.errors import KctlError
+from kctl.kraft import config as kraft_config
+from kctl.kraft.phases import Phase, rank
 from kctl.resources import resource
 from kctl.spec import ClusterSpec, Engine, NodeSpec
 
@@ -113,10 +115,21 @@ def node_files(spec: ClusterSpec, host: str, node: NodeSpec, services: tuple[str
         files["conf/log4j-zookeeper.properties"] = _tpl(
             "log4j.properties.j2", component="zookeeper", properties=properties.log4j("zookeeper"), **ctx
         )
-    if "kafka" in services:
-        files["conf/server.properties"] = _tpl(
-            "server.properties.j2", properties=properties.server_properties(spec, node), **ctx
+    phase = Phase(spec.kraft_phase)
+    controller = rank(phase) >= rank(Phase.controllers) and node in kraft_config.controller_nodes(spec)
+    if "zookeeper" in services and controller:
+        files["conf/controller.properties"] = _tpl(
+            "controller.properties.j2", properties=kraft_config.controller_properties(spec, node, phase),
+            controller_id=kraft_config.controller_id(node), **ctx)
+        files["conf/cluster-id"] = f"{spec.kraft_cluster_id}\n"
+        files["conf/log4j-controller.properties"] = _tpl(
+            "log4j.properties.j2", component="controller", properties=properties.log4j("controller"), **ctx
         )
+    if "kafka" in services:
+        server = properties.server_properties(spec, node)
+        if rank(phase) >= rank(Phase.dual_write):
+            server = kraft_config.broker_change(spec, node, phase, server).apply(server)
+        files["conf/server.properties"] = _tpl("server.properties.j2", properties=server, **ctx)
         files["conf/log4j-kafka.properties"] = _tpl(
             "log4j.properties.j2", component="kafka", properties=properties.log4j("kafka"), **ctx
         )

@@ -20,7 +20,15 @@ from kctl.deferred import defer_import
 defer_import("importlib.metadata", calls=("entry_points",))
 
 import yaml  # noqa: E402
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator  # noqa: E402
+from pydantic import (  # noqa: E402
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from kctl import contract  # noqa: E402
 from kctl.errors import SpecError  # noqa: E402
@@ -835,6 +843,27 @@ class ClusterSpec(_Model):
         """Bootstrap servers for containers on the cluster network (the INTERNAL listeners)."""
         return ",".join(f"{self.kafka_host(n)}:{self.client_internal_port}" for n in self.brokers)
 
+    # ----- a ZooKeeper-to-KRaft migration (kctl.kraft): not in kctl.yaml; resolve_cluster reads it from the
+    # state dir's record. (the phase the node's files are rendered for, the cluster id the controllers format
+    # their metadata log with)
+    _kraft: tuple[str, str | None] = PrivateAttr(default=("zookeeper", None))
+
+    @property
+    def kraft_phase(self) -> str:
+        """The migration phase the nodes' files are rendered for: ``zookeeper`` unless a migration is recorded
+        (the phase it reached, or the one a transition under way is moving to)."""
+        return self._kraft[0]
+
+    @property
+    def kraft_cluster_id(self) -> str | None:
+        return self._kraft[1]
+
+    def with_kraft(self, phase: str, cluster_id: str | None) -> ClusterSpec:
+        """This spec, its files rendered for migration ``phase`` with ``cluster_id``."""
+        out = self.model_copy()
+        out._kraft = (phase, cluster_id)
+        return out
+
     @property
     def zookeeper_connect(self) -> str:
         """zookeeper.connect as the brokers use it, chroot included."""
@@ -1212,7 +1241,13 @@ def resolve_cluster(spec: ClusterSpec, spec_path: Path) -> ClusterSpec:
             ssh[field] = str(Path(value).expanduser())
     if ssh:
         update["ssh"] = spec.ssh.model_copy(update=ssh)
-    return spec.model_copy(update=update) if update else spec
+    out = spec.model_copy(update=update) if update else spec
+    from kctl.kraft.phases import Phase, read  # the migration's record: a module of this layer
+
+    record = read(state)
+    if record.phase is not Phase.zookeeper or record.target is not None:
+        out = out.with_kraft((record.target or record.phase).value, record.cluster_id)
+    return out
 
 
 def load_cluster(path: Path | str) -> tuple[ClusterSpec, list[str]]:

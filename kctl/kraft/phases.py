@@ -94,6 +94,7 @@ class Record:
     action: str | None = None  # next, rollback or finalize
     done: list[str] = field(default_factory=list)  # steps of the transition already completed
     history: list[dict[str, object]] = field(default_factory=list)  # {"phase", "at"} of each phase reached
+    cluster_id: str | None = None  # the ZooKeeper-mode cluster's id, which the controllers format with
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -107,7 +108,7 @@ class Record:
         try:
             return cls(phase=Phase(data["phase"]), target=Phase(data["target"]) if data.get("target") else None,
                        action=data.get("action"), done=list(data.get("done") or []),
-                       history=list(data.get("history") or []))
+                       history=list(data.get("history") or []), cluster_id=data.get("cluster_id"))
         except (KeyError, ValueError) as exc:
             raise KctlError(f"{STATE_FILE}: not a record of a KRaft migration ({exc})",
                             hint="it is kctl's own file in the state dir; do not edit it") from None
@@ -144,12 +145,13 @@ def begin(record: Record, action: str, target: Phase) -> Record:
                         f" {', '.join(record.done) or 'none'}); it must finish first",
                         hint=f"`kctl migrate kraft {record.action}` resumes it")
     if record.target is None:
-        return Record(record.phase, target, action, [], list(record.history))
+        return Record(record.phase, target, action, [], list(record.history), record.cluster_id)
     return record
 
 
 def step_done(record: Record, step: str) -> Record:
-    return Record(record.phase, record.target, record.action, [*record.done, step], list(record.history))
+    return Record(record.phase, record.target, record.action, [*record.done, step], list(record.history),
+                  record.cluster_id)
 
 
 def arrive(record: Record, now: float | None = None) -> Record:
@@ -157,4 +159,5 @@ def arrive(record: Record, now: float | None = None) -> Record:
     if record.target is None:
         return record
     at = time.time() if now is None else now
-    return Record(record.target, None, None, [], [*record.history, {"phase": record.target.value, "at": at}])
+    return Record(record.target, None, None, [], [*record.history, {"phase": record.target.value, "at": at}],
+                  record.cluster_id)

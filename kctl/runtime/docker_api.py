@@ -203,8 +203,10 @@ def process_states(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, 
     procs: dict[str, str] = {}
     if "zookeeper" in services:
         procs["zookeeper"] = "RUNNING" if any("QuorumPeerMain" in c for c in cmdlines) else "STOPPED"
+    # The broker's JVM and a KRaft controller's both run kafka.Kafka; the controller's reads controller.properties.
+    brokers = [c for c in cmdlines if "controller.properties" not in c]
     if "kafka" in services:
-        if any(" kafka.Kafka " in f"{c} " for c in cmdlines):
+        if any(" kafka.Kafka " in f"{c} " for c in brokers):
             procs["kafka"] = "RUNNING"
         elif any("kafka-start" in c for c in cmdlines):
             procs["kafka"] = "WAITING-FOR-QUORUM"

@@ -35,7 +35,9 @@ from kctl.wait import Stage, wait_for_stages
 
 # Bracketed first letters: the pattern must not match the command line of the
 # `timeout ... pkill` that carries it.
-JVM_PATTERN = {"kafka": rf"[k]afka\.Kafka {contract.CONF_DIR}", "zookeeper": "[Q]uorumPeerMain"}
+# The broker's and the KRaft controller's JVMs both run kafka.Kafka: their properties file tells them apart.
+JVM_PATTERN = {"kafka": rf"[k]afka\.Kafka {contract.CONF_DIR}/server\.properties", "zookeeper": "[Q]uorumPeerMain",
+               "controller": rf"[k]afka\.Kafka {contract.CONF_DIR}/controller\.properties"}
 # supervisord states of a process that is down and stays down until started
 DOWN = ("STOPPED", "EXITED", "FATAL", "BACKOFF")
 # iptables chain of the loss fallback (kernels built without sch_netem)

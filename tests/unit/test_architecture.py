@@ -87,7 +87,7 @@ def violations() -> set[tuple[str, str]]:
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("kctl", "kctl.contract", "kctl.errors", "kctl.deferred", "kctl.extras", "kctl.resources",
               "kctl.output", "kctl.wait", "kctl.files")),
-    ("spec", ("kctl.spec",)),
+    ("spec", ("kctl.spec", "kctl.kraft.phases")),
     ("render", ("kctl.properties", "kctl.render", "kctl.kraft")),
     ("security", ("kctl.security",)),
     ("runtime", ("kctl.runtime", "kctl.doctor")),

@@ -272,3 +272,17 @@ def test_a_host_on_another_swarm_node_is_refused_with_a_hint(monkeypatch: pytest
         f.pause("logger2")
     assert "another Swarm node" in err.value.message and "DOCKER_HOST" in (err.value.hint or "")
     assert f.pending == {}
+
+
+def test_a_kraft_controllers_jvm_is_not_the_broker() -> None:
+    import re
+
+    from kctl.runtime.faults import JVM_PATTERN
+
+    controller = "java -Xmx256m -cp /opt/kafka/libs/* kafka.Kafka /etc/kctl/controller.properties"
+    broker = "java -Xmx512m -cp /opt/kafka/libs/* kafka.Kafka /etc/kctl/server.properties"
+    assert docker_api.process_states([controller], ("zookeeper", "kafka"))["kafka"] == "STOPPED"
+    assert docker_api.process_states([controller, broker], ("kafka",))["kafka"] == "RUNNING"
+    # what pkill -f matches when a drill kills the broker, or the controller
+    assert [bool(re.search(JVM_PATTERN["kafka"], c)) for c in (controller, broker)] == [False, True]
+    assert [bool(re.search(JVM_PATTERN["controller"], c)) for c in (controller, broker)] == [True, False]

@@ -126,3 +126,37 @@ def test_a_secured_broker_moves_to_the_standard_authorizer_with_kraft() -> None:
     assert kraft["authorizer.class.name"] == kc.STANDARD_AUTHORIZER
     assert kc.controller_properties(spec, node, Phase.controllers)["authorizer.class.name"] == \
         kc.STANDARD_AUTHORIZER
+
+
+def test_the_render_follows_the_recorded_phase(tmp_path: Path) -> None:
+    from kctl.render import render
+    from kctl.spec import load_cluster
+
+    spec_file = tmp_path / "kctl.yaml"
+    spec_file.write_text("name: logger\n")
+    on_zk = load_cluster(spec_file)[0]
+    assert on_zk.kraft_phase == "zookeeper" and on_zk.kraft_cluster_id is None
+    base = render(on_zk).files
+    assert not any(p.endswith(("controller.properties", "cluster-id")) for p in base)
+
+    # `migrate kraft next` records its transition first: from then on the files are rendered for its target
+    state = Path(on_zk.state_dir or "")
+    rec = ph.begin(ph.Record(Phase.zookeeper, cluster_id="Xy7kQ2fnT3a1bC9dE0fG1h"), "next", Phase.controllers)
+    ph.write(state, rec)
+    spec = load_cluster(spec_file)[0]
+    assert (spec.kraft_phase, spec.kraft_cluster_id) == ("controllers", "Xy7kQ2fnT3a1bC9dE0fG1h")
+    files = render(spec).files
+    ctl = properties.parse_properties(files["logger2/conf/controller.properties"])
+    assert ctl["node.id"] == "3002" and ctl["process.roles"] == "controller"
+    assert ctl["zookeeper.metadata.migration.enable"] == "true" and ctl["zookeeper.connect"] == spec.zookeeper_connect
+    assert files["logger2/conf/cluster-id"] == "Xy7kQ2fnT3a1bC9dE0fG1h\n"
+    assert "log4j.appender.ROLLINGFILE.File=/var/log/kctl/controller/server.log" in \
+        files["logger2/conf/log4j-controller.properties"]
+    # the brokers are not touched until dual-write
+    assert files["logger2/conf/server.properties"] == base["logger2/conf/server.properties"]
+    dual = properties.parse_properties(render(spec.with_kraft("dual-write", "X")).files[
+        "logger2/conf/server.properties"])
+    assert dual["zookeeper.metadata.migration.enable"] == "true" and dual["inter.broker.protocol.version"] == "3.9"
+    assert dual["broker.id"] == "2" and dual["controller.quorum.voters"].startswith("3001@logger1:9095,")
+    # a changed phase is a changed container: the convergence plan and apply see it
+    assert {c.config_hash for c in render(on_zk).containers}.isdisjoint(c.config_hash for c in render(spec).containers)

@@ -70,6 +70,12 @@ for svc in ${SERVICES//,/ }; do
       ;;
   esac
   cp "$LIB_DIR/supervisor-$svc.conf" "/etc/supervisor/conf.d/$svc.conf"
+  if [ "$svc" = zookeeper ]; then
+    # A node with a ZooKeeper may run a KRaft controller too (a migration to KRaft); its wrapper exits at once
+    # while kctl has written no /etc/kctl/controller.properties (controller-start).
+    mkdir -p "$LOG_DIR/controller"
+    cp "$LIB_DIR/supervisor-controller.conf" /etc/supervisor/conf.d/controller.conf
+  fi
 done
 
 # Only touch what is not owned yet: a recursive chown of a large Kafka log dir
