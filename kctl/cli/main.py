@@ -31,6 +31,7 @@ from kctl.cli import (
     console,
     drill,
     group,
+    migrate,
     mirror,
     monitor,
     node,
@@ -78,7 +79,7 @@ def _root(
 # The order of ``kctl --help``.
 COMMAND_MODULES: tuple[ModuleType, ...] = (spec, cluster, zk, topic, config, group, monitor, console, clients,
                                            security, stream,
-                                           restart, change, reassign, node, mirror, drill, swarm)
+                                           restart, change, reassign, node, migrate, mirror, drill, swarm)
 
 for _module in COMMAND_MODULES:
     _module.register(app)

@@ -55,6 +55,9 @@ TOOLS: tuple[Tool, ...] = (
     Tool("kafka-verifiable-producer.sh", "org.apache.kafka.tools.VerifiableProducer", heap="-Xmx512M"),
     Tool("kafka-verifiable-consumer.sh", "org.apache.kafka.tools.VerifiableConsumer", heap="-Xmx512M"),
     Tool("zookeeper-security-migration.sh", "kafka.admin.ZkSecurityMigrator"),
+    # A migration to KRaft: a controller formats its metadata log; kctl asks the controller quorum for its state.
+    Tool("kafka-storage.sh", "kafka.tools.StorageTool"),
+    Tool("kafka-metadata-quorum.sh", "org.apache.kafka.tools.MetadataQuorumCommand"),
     Tool("connect-mirror-maker.sh", "org.apache.kafka.connect.mirror.MirrorMaker", heap="-Xmx256M"),
 )
 

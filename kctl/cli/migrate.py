@@ -1,0 +1,91 @@
+"""kctl migrate kraft: leave ZooKeeper for a KRaft controller quorum, one phase at a time (docs/runbooks/
+migrate-to-kraft.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kctl import output
+from kctl.cli.common import OutputOpt, SpecOpt, connect
+
+YesOpt = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
+TimeoutOpt = typer.Option(300, "--timeout", min=1, help="Seconds each roll gate may wait before the roll stops.")
+
+
+def register(app: typer.Typer) -> None:
+    migrate_app = typer.Typer(help="Move a running cluster to another metadata mode.", no_args_is_help=True)
+    kraft_app = typer.Typer(help="ZooKeeper to KRaft (Kafka's documented phases): zookeeper, controllers,"
+                                 " dual-write, kraft-brokers, kraft.", no_args_is_help=True)
+    kraft_app.command("status")(kraft_status)
+    kraft_app.command("plan")(kraft_plan)
+    kraft_app.command("next")(kraft_next)
+    kraft_app.command("rollback")(kraft_rollback)
+    migrate_app.add_typer(kraft_app, name="kraft")
+    app.add_typer(migrate_app, name="migrate")
+
+
+def kraft_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
+    """The phase (the state dir's record), a step under way, and what the controllers and ZooKeeper say."""
+    from kctl import migrate
+    from kctl.spec import state_dir_for
+
+    spec = connect(file)
+    st = migrate.status(spec, state_dir_for(spec, file))
+    rows = [{"what": "phase", "value": st["phase"]},
+            {"what": "under way", "value": (f"{st['under_way']['action']} to {st['under_way']['target']} (done:"
+                                            f" {', '.join(st['under_way']['done']) or 'nothing yet'})"
+                                            if st["under_way"] else "nothing")},
+            {"what": "cluster id", "value": st["cluster_id"] or "-"}]
+    for host, state in (st.get("controllers") or {}).items():
+        rows.append({"what": f"controller on {host}", "value": state})
+    if "quorum" in st:
+        q = st["quorum"]
+        rows.append({"what": "controller quorum", "value": q.get("error") or
+                     f"leader {q['leader']} (epoch {q['epoch']}), voters {q['voters']}, max follower lag"
+                     f" {q['max_follower_lag']}"})
+        rows.append({"what": "metadata migrated", "value": (f"yes (logged by {st['metadata_migrated_by']})"
+                                                            if st["metadata_migrated_by"] else "not yet")})
+    output.emit(st, fmt, rows=rows, columns=["what", "value"], title=f"{spec.name}: migration to KRaft",
+                footer=f"next: `kctl migrate kraft next` ({st['next']})" if st["next"] else None)
+
+
+def kraft_plan(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
+    """Every step from the cluster's phase to KRaft; changes nothing."""
+    from kctl import migrate
+    from kctl.kraft import phases
+    from kctl.spec import state_dir_for
+
+    spec = connect(file)
+    rows = migrate.describe_plan(phases.read(state_dir_for(spec, file)))
+    output.emit(rows, fmt, rows=rows, columns=["command", "from", "to", "step", "what"],
+                title=f"{spec.name}: the way to KRaft")
+
+
+def kraft_next(yes: bool = YesOpt, timeout: float = TimeoutOpt, file: Path = SpecOpt,
+               fmt: output.Format = OutputOpt) -> None:
+    """Advance one phase (resumes a step under way); never finalizes."""
+    _run("next", yes, timeout, file, fmt)
+
+
+def kraft_rollback(yes: bool = YesOpt, timeout: float = TimeoutOpt, file: Path = SpecOpt,
+                   fmt: output.Format = OutputOpt) -> None:
+    """Go back to ZooKeeper mode (before finalizing only), through the steps Kafka documents for the phase."""
+    _run("rollback", yes, timeout, file, fmt)
+
+
+def _run(action: str, yes: bool, timeout: float, file: Path, fmt: output.Format) -> None:
+    from kctl import migrate
+    from kctl.kraft import phases
+    from kctl.spec import state_dir_for
+
+    spec = connect(file, write=True)
+    state_dir = state_dir_for(spec, file)
+    record = phases.read(state_dir)
+    target, steps = migrate.plan(record, action)  # refusals before the question
+    if not yes:
+        typer.confirm(f"{action}: {spec.name} from {record.phase.value} to {target.value} ({', '.join(steps)})?",
+                      abort=True)
+    res = migrate.run(spec, state_dir, action, progress=output.info, gate_timeout=timeout)
+    output.emit_change(res, fmt, f"{spec.name}: {action} from {res.source} to {res.phase} in {res.seconds:.1f}s")

@@ -1,0 +1,382 @@
+"""`kctl migrate kraft`: a running cluster through Kafka's ZooKeeper-to-KRaft migration, one phase per command.
+
+The phases, the record of where a cluster is and the rollback table are :mod:`kctl.kraft.phases`; what each node
+runs in each phase is :mod:`kctl.kraft.config`, rendered into the state dir like any other file. This module does
+the steps between two phases, in order, writing the record after each one (a kctl killed in the middle resumes at
+the step it was in; every step is safe to do twice):
+
+- ``zookeeper -> controllers``: read the cluster's id from ZooKeeper, render the controllers' files, start each
+  node's controller, wait for the controller quorum (a leader, every voter caught up).
+- ``controllers -> dual-write``: render the brokers' migration settings, roll the brokers through the same gates
+  as `kctl restart --rolling --service kafka`, wait for the active controller to log that it migrated
+  ZooKeeper's metadata (Kafka: "Completed migration of metadata from Zookeeper to KRaft").
+- a rollback to ``zookeeper`` from either (Kafka's "Reverting to ZooKeeper mode During the Migration"): stop the
+  controllers, delete ``/controller`` and ``/migration`` in ZooKeeper, roll the brokers without the migration
+  settings, remove the controllers' files and metadata.
+
+Moving the brokers into KRaft mode and finalizing are the phases after these (issue #26); ``next`` from
+dual-write says so rather than doing half of it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kctl.errors import ClusterError, KctlError, UsageError
+from kctl.kraft import config as kc
+from kctl.kraft import phases as ph
+from kctl.kraft.phases import Phase
+from kctl.spec import ClusterSpec, Engine
+from kctl.wait import wait_until
+
+Progress = Callable[[str], None]
+
+MIGRATED = re.compile(r"Completed migration of metadata from Zoo[Kk]eeper to KRaft")
+QUORUM_TOOL = "/opt/kafka/bin/kafka-metadata-quorum.sh"
+CONTROLLER_FILES = ("controller.properties", "cluster-id", "log4j-controller.properties")
+CONTROLLER_DATA = "/var/opt/kctl/controller"
+QUORUM_TIMEOUT = 180.0
+MIGRATION_TIMEOUT = 300.0
+
+# The steps of each transition, in order (the record names the ones done).
+FORWARD: dict[tuple[Phase, Phase], tuple[str, ...]] = {
+    (Phase.zookeeper, Phase.controllers): ("read-cluster-id", "write-files", "start-controllers", "controller-quorum"),
+    (Phase.controllers, Phase.dual_write): ("write-files", "roll-brokers", "metadata-migrated"),
+}
+BUILT_ROLLBACKS = (Phase.controllers, Phase.dual_write)
+STEP_WORDS = {
+    "read-cluster-id": "read the cluster's id in ZooKeeper (/cluster/id): the controllers format with it",
+    "write-files": "render the nodes' files for the target phase into the state dir",
+    "start-controllers": "start the KRaft controller beside each ZooKeeper (it formats its metadata log first)",
+    "controller-quorum": "wait until the controller quorum has a leader and every voter has caught up",
+    "roll-brokers": "roll the brokers one at a time through kctl restart's gates",
+    "metadata-migrated": "wait until the active controller logs that it migrated ZooKeeper's metadata",
+    "stop-controllers": "stop every KRaft controller",
+    "delete-controller-and-migration-znodes": "delete /controller and /migration in ZooKeeper (a broker becomes"
+                                              " the controller again)",
+    "roll-brokers-without-migration": "render the brokers without the migration settings and roll them",
+    "remove-controllers": "remove the controllers' files and metadata",
+}
+
+
+@dataclass
+class Quorum:
+    """The KRaft controller quorum as `kafka-metadata-quorum.sh describe --status` reports it."""
+
+    cluster_id: str | None = None
+    leader: int | None = None
+    epoch: int | None = None
+    high_watermark: int | None = None
+    max_follower_lag: int | None = None
+    voters: list[int] = field(default_factory=list)
+
+
+def parse_quorum(text: str) -> Quorum:
+    """Pure: the fields of `kafka-metadata-quorum.sh describe --status` (3.7+ prints voters as JSON objects
+    with an "id", older releases as a list of ids)."""
+    q = Quorum()
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key, value = key.strip(), value.strip()
+        if key == "ClusterId":
+            q.cluster_id = value
+        elif key in ("LeaderId", "LeaderEpoch", "HighWatermark", "MaxFollowerLag") and re.fullmatch(r"-?\d+",
+                                                                                                      value):
+            setattr(q, {"LeaderId": "leader", "LeaderEpoch": "epoch", "HighWatermark": "high_watermark",
+                        "MaxFollowerLag": "max_follower_lag"}[key], int(value))
+        elif key == "CurrentVoters":
+            ids = re.findall(r'"id":\s*(-?\d+)', value) or re.findall(r"-?\d+", value)
+            q.voters = sorted(int(i) for i in ids)
+    return q
+
+
+def plan(record: ph.Record, action: str) -> tuple[Phase, list[str]]:
+    """Pure: (target, steps) of ``action`` (next or rollback) from the record's phase; a transition under way
+    is that one's. UsageError/KctlError when there is nothing to do or it is not built."""
+    if record.target is not None:
+        if record.action != action:
+            raise KctlError(f"a {record.action} to {record.target.value} is under way (steps done:"
+                            f" {', '.join(record.done) or 'none'}); it must finish first",
+                            hint=f"`kctl migrate kraft {record.action}` resumes it")
+        return record.target, _steps(action, record.phase, record.target)
+    if action == "next":
+        target = ph.next_phase(record.phase)
+        if target is None:
+            raise UsageError(f"the cluster is in phase {record.phase.value}: `next` has nothing more to do",
+                             hint="`kctl migrate kraft status` shows the phase")
+        return target, _steps(action, record.phase, target)
+    ph.rollback_steps(record.phase)  # RollbackRefused from zookeeper and kraft, with the reason
+    return Phase.zookeeper, _steps(action, record.phase, Phase.zookeeper)
+
+
+def _steps(action: str, source: Phase, target: Phase) -> list[str]:
+    if action == "next":
+        if (source, target) not in FORWARD:
+            raise KctlError(f"moving the brokers from {source.value} to {target.value} is not built yet in this kctl",
+                            hint="the cluster stays in dual-write (ZooKeeper-mode brokers, the controllers writing"
+                                 " to both); `kctl migrate kraft rollback` goes back to ZooKeeper")
+        return list(FORWARD[(source, target)])
+    if source not in BUILT_ROLLBACKS:
+        raise KctlError(f"a rollback from {source.value} is not built yet in this kctl",
+                        hint="docs/runbooks/migrate-to-kraft.md")
+    return ph.rollback_steps(source)
+
+
+# ----- what each step does ---------------------------------------------------------------------------------------
+
+
+def controller_hosts(spec: ClusterSpec) -> list[str]:
+    return [spec.zk_host(n) for n in kc.controller_nodes(spec)]
+
+
+def describe_quorum(spec: ClusterSpec, host: str | None = None) -> Quorum:
+    """The quorum as a controller answers, asked from inside ``host`` (the first controller's node)."""
+    from kctl.runtime import engines
+
+    host = host or controller_hosts(spec)[0]
+    bootstrap = ",".join(f"{h}:{kc.CONTROLLER_PORT}" for h in controller_hosts(spec))
+    code, out = engines.exec_in(spec, host, ["env", "KAFKA_HEAP_OPTS=-Xmx128m", "KAFKA_JMX_PORT=", QUORUM_TOOL,
+                                             "--bootstrap-controller", bootstrap, "describe", "--status"],
+                                timeout=60, stderr=False)
+    if code != 0:
+        raise ClusterError(f"the controller quorum did not answer ({out.strip()[-300:]})",
+                           hint=f"`kctl logs {host} --service controller`")
+    return parse_quorum(out)
+
+
+def _quorum_ready(spec: ClusterSpec, cluster_id: str | None) -> Callable[[], tuple[bool, str]]:
+    want = sorted(kc.controller_id(n) for n in kc.controller_nodes(spec))
+
+    def probe() -> tuple[bool, str]:
+        try:
+            q = describe_quorum(spec)
+        except KctlError as exc:
+            return False, exc.message
+        ok = (q.leader is not None and q.leader in want and q.voters == want and q.max_follower_lag == 0
+              and q.cluster_id == cluster_id)
+        return ok, (f"leader {q.leader}, voters {q.voters} (want {want}), max follower lag {q.max_follower_lag},"
+                    f" cluster id {q.cluster_id}")
+    return probe
+
+
+def migrated(spec: ClusterSpec) -> str | None:
+    """The controller whose log says it migrated ZooKeeper's metadata (Kafka's line), or None."""
+    from kctl.runtime import engines
+
+    for host in controller_hosts(spec):
+        try:
+            code, out = engines.exec_in(spec, host, ["sh", "-c", "cat /var/log/kctl/controller/server.log*"
+                                                     " 2>/dev/null | grep -c 'Completed migration of metadata'"
+                                                     " || true"], timeout=30)
+        except KctlError:
+            continue
+        if out.strip().isdigit() and int(out.strip()) > 0:
+            return host
+    return None
+
+
+def _migrated_probe(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
+    def probe() -> tuple[bool, str]:
+        host = migrated(spec)
+        return (True, f"logged by {host}'s controller") if host else (False, "no controller has logged it yet")
+    return probe
+
+
+def _controller_state(spec: ClusterSpec, host: str) -> str:
+    """RUNNING (the controller's JVM), WAITING (its program waits for controller.properties) or STOPPED."""
+    from kctl.runtime import engines
+
+    script = ("if pgrep -f '[k]afka.Kafka /etc/kctl/controller.properties' >/dev/null; then echo RUNNING;"
+              " elif pgrep -f '[i]dle controller' >/dev/null; then echo WAITING; else echo STOPPED; fi")
+    try:
+        _code, out = engines.exec_in(spec, host, ["sh", "-c", script], timeout=30)
+    except KctlError as exc:
+        return f"unknown ({exc.message})"
+    return out.strip() or "unknown"
+
+
+def _remove_controller_files(spec: ClusterSpec, state_dir: Path) -> None:
+    from kctl.runtime import engines
+
+    for host in controller_hosts(spec):
+        for name in CONTROLLER_FILES:
+            (state_dir / host / "conf" / name).unlink(missing_ok=True)
+        code, out = engines.exec_in(spec, host, ["rm", "-rf", CONTROLLER_DATA], user="root", timeout=60)
+        if code != 0:
+            raise ClusterError(f"{host}: cannot remove {CONTROLLER_DATA}: {out.strip()[-300:]}",
+                               hint=f"`kctl logs {host} --service controller`")
+        # its program waits for a controller.properties again (a later migration starts it by writing one)
+        engines.for_spec(spec).start_service(spec, host, "controller")
+
+
+def _write_files(before: ClusterSpec, after: ClusterSpec, state_dir: Path, *, roll_follows: bool) -> None:
+    """Render ``after``'s files into the state dir. The containers stay: their processes read the new files
+    at their next start, so applied.json records them as up to date (a later `kctl up` makes none again)."""
+    from kctl.render import render, write
+    from kctl.runtime import cluster as rc
+
+    write(render(after, state_dir), state_dir)
+    if not roll_follows:
+        rc.carry_applied(before, after, state_dir, set())
+
+
+def _check_can_migrate(spec: ClusterSpec) -> None:
+    if spec.engine is Engine.hosts:
+        raise UsageError("a migration to KRaft on engine hosts is not built yet: the hosts have no controller unit",
+                         hint="docs/runbooks/migrate-to-kraft.md")
+    if spec.security.enabled:
+        raise UsageError("a migration to KRaft of a secured cluster is not built yet (the controllers' listener"
+                         " would be PLAINTEXT beside SASL_SSL brokers)", hint="docs/runbooks/migrate-to-kraft.md")
+    if not spec.versions.kafka.startswith("3.9."):
+        raise UsageError(f"Kafka {spec.versions.kafka} cannot migrate to KRaft: Kafka migrates from 3.9 (the last"
+                         " release with ZooKeeper mode)", hint="set versions.kafka: 3.9.1 and `kctl apply` first")
+
+
+# ----- the command ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    action: str
+    source: str
+    phase: str
+    steps: list[dict[str, Any]]
+    seconds: float
+    rolls: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress | None = None,
+        gate_timeout: float = 300.0) -> Outcome:
+    """Do ``action`` (next or rollback): every step of the transition not yet done, the record written after
+    each. The roll lock is held throughout: no restart, apply or second migration meanwhile."""
+    from kctl.roll import run as roll_run
+
+    say = progress or (lambda _m: None)
+    _check_can_migrate(spec)
+    started = time.monotonic()
+    with roll_run.roll_lock(state_dir, "kctl migrate kraft"):
+        record = ph.read(state_dir)
+        source = record.phase
+        target, steps = plan(record, action)
+        if record.target is None:
+            roll_run.check_before_roll(spec, progress=say)  # healthy first, or nothing is touched
+        record = ph.begin(record, action, target)
+        ph.write(state_dir, record)
+        if record.done:
+            say(f"resuming the {action} to {target.value}: done already: {', '.join(record.done)}")
+        before = spec.with_kraft(source.value, record.cluster_id)
+        timings: list[dict[str, Any]] = []
+        rolls: list[dict[str, Any]] = []
+        for step in steps:
+            if step in record.done:
+                continue
+            say(f"{action} to {target.value}: {step}: {STEP_WORDS.get(step, step)}")
+            t = time.monotonic()
+            after = spec.with_kraft(target.value, record.cluster_id)
+            if step == "read-cluster-id":
+                from kctl.zk import migration as zkm
+
+                record = ph.Record(record.phase, record.target, record.action, record.done, record.history,
+                                   zkm.cluster_id(spec))
+                say(f"cluster id {record.cluster_id}")
+            elif step == "write-files":
+                _write_files(before, after, state_dir, roll_follows=target is Phase.dual_write)
+            elif step == "start-controllers":
+                from kctl.runtime import engines
+
+                for host in controller_hosts(spec):
+                    engines.for_spec(spec).start_service(spec, host, "controller")
+            elif step == "controller-quorum":
+                wait_until("the KRaft controller quorum has a leader and every voter caught up",
+                           _quorum_ready(spec, record.cluster_id), QUORUM_TIMEOUT, poll=1.0)
+            elif step in ("roll-brokers", "roll-brokers-without-migration"):
+                if step == "roll-brokers-without-migration":
+                    _write_files(before, after, state_dir, roll_follows=True)
+                res = roll_run.roll(after, state_dir, service="kafka", gate_timeout=gate_timeout, progress=say,
+                                    lock=False)
+                _mark_applied(after, state_dir)
+                rolls.append({"step": step, "seconds": round(res.seconds, 1),
+                              "services": [f"{s.host} {s.service}" for s in res.steps]})
+            elif step == "metadata-migrated":
+                found = wait_until("the active controller migrated ZooKeeper's metadata", _migrated_probe(spec),
+                                   MIGRATION_TIMEOUT, poll=1.0)
+                say(f"metadata migrated ({found.saw})")
+            elif step == "stop-controllers":
+                from kctl.runtime import engines
+
+                for host in controller_hosts(spec):
+                    engines.for_spec(spec).stop_service(spec, host, "controller")
+            elif step == "delete-controller-and-migration-znodes":
+                from kctl.zk import migration as zkm
+
+                say(f"deleted {', '.join(zkm.delete_controller_and_migration(spec)) or 'nothing (gone already)'}")
+            elif step == "remove-controllers":
+                _remove_controller_files(spec, state_dir)
+                _mark_applied(after, state_dir)
+            else:  # pragma: no cover - plan() names only the steps above
+                raise KctlError(f"unknown step {step!r}")
+            record = ph.step_done(record, step)
+            ph.write(state_dir, record)
+            timings.append({"step": step, "seconds": round(time.monotonic() - t, 1)})
+        record = ph.arrive(record)
+        ph.write(state_dir, record)
+    return Outcome(action, source.value, record.phase.value, timings, time.monotonic() - started, rolls)
+
+
+def _mark_applied(spec: ClusterSpec, state_dir: Path) -> None:
+    """Every container's processes now run ``spec``'s files: applied.json says so."""
+    from kctl.render import render
+    from kctl.runtime import cluster as rc
+
+    rc.write_applied(state_dir, {c.name: c.config_hash for c in render(spec, state_dir).containers})
+
+
+def status(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
+    """The record, and what the cluster says: each controller's process, the quorum, the migration."""
+    record = ph.read(state_dir)
+    following = ph.next_phase(record.phase)
+    out: dict[str, Any] = {
+        "cluster": spec.name, "phase": record.phase.value,
+        "under_way": ({"action": record.action, "target": record.target.value, "done": record.done}
+                      if record.target else None),
+        "cluster_id": record.cluster_id, "history": record.history,
+        "next": following.value if following else None,
+    }
+    if ph.rank(record.phase) >= ph.rank(Phase.controllers) or record.target is not None:
+        out["controllers"] = {h: _controller_state(spec, h) for h in controller_hosts(spec)}
+        try:
+            q = describe_quorum(spec)
+            out["quorum"] = {"leader": q.leader, "epoch": q.epoch, "voters": q.voters,
+                             "high_watermark": q.high_watermark, "max_follower_lag": q.max_follower_lag}
+        except KctlError as exc:
+            out["quorum"] = {"error": exc.message}
+        from kctl.zk import migration as zkm
+
+        out["metadata_migrated_by"] = migrated(spec)
+        try:
+            out["zookeeper_migration_znode"] = zkm.migration_state(spec)
+        except KctlError as exc:
+            out["zookeeper_migration_znode"] = {"error": exc.message}
+    return out
+
+
+def describe_plan(record: ph.Record) -> list[dict[str, str]]:
+    """Every transition from the record's phase to finalized, and each step (`kctl migrate kraft plan`)."""
+    rows = []
+    phase = record.phase
+    while (target := ph.next_phase(phase)) is not None:
+        steps = FORWARD.get((phase, target))
+        for s in steps or ("not built yet in this kctl",):
+            rows.append({"command": "next", "from": phase.value, "to": target.value, "step": s,
+                         "what": STEP_WORDS.get(s, f"roll the brokers into KRaft mode ({target.value})")})
+        phase = target
+    rows.append({"command": "finalize", "from": "kraft-brokers", "to": "kraft", "step": "not built yet in this kctl",
+                 "what": "roll the controllers without the migration and without ZooKeeper (cannot be undone)"})
+    return rows

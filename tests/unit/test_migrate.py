@@ -1,0 +1,66 @@
+"""kctl migrate kraft's pure parts: which steps a command takes from a phase, and the quorum tool's answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from kctl import migrate
+from kctl.errors import KctlError, UsageError
+from kctl.kraft import phases as ph
+from kctl.kraft.phases import Phase
+
+# kafka-metadata-quorum.sh describe --status of Kafka 3.9 (voters as JSON objects, KIP-853)
+STATUS_39 = """ClusterId:              Xy7kQ2fnT3a1bC9dE0fG1h
+LeaderId:               3002
+LeaderEpoch:            4
+HighWatermark:          1234
+MaxFollowerLag:         0
+MaxFollowerLagTimeMs:   12
+CurrentVoters:          [{"id": 3001, "directoryId": null, "endpoints": ["CONTROLLER://logger1:9095"]}, {"id": 3002, "directoryId": null, "endpoints": ["CONTROLLER://logger2:9095"]}, {"id": 3003, "directoryId": null, "endpoints": ["CONTROLLER://logger3:9095"]}]
+CurrentObservers:       [{"id": 1, "directoryId": "abc"}]
+"""
+
+
+def test_the_quorum_tool_is_read_in_both_of_its_voter_formats() -> None:
+    q = migrate.parse_quorum(STATUS_39)
+    assert (q.cluster_id, q.leader, q.epoch, q.high_watermark, q.max_follower_lag) == (
+        "Xy7kQ2fnT3a1bC9dE0fG1h", 3002, 4, 1234, 0)
+    assert q.voters == [3001, 3002, 3003]  # the observer (a broker) is not a voter
+    older = migrate.parse_quorum("LeaderId: 3001\nCurrentVoters: [3003,3001,3002]\n")
+    assert older.leader == 3001 and older.voters == [3001, 3002, 3003]
+    assert migrate.parse_quorum("Error: timed out\n").leader is None
+
+
+def test_next_and_rollback_take_kafkas_steps_and_resume_where_they_stopped() -> None:
+    assert migrate.plan(ph.Record(Phase.zookeeper), "next") == (
+        Phase.controllers, ["read-cluster-id", "write-files", "start-controllers", "controller-quorum"])
+    assert migrate.plan(ph.Record(Phase.controllers), "next") == (
+        Phase.dual_write, ["write-files", "roll-brokers", "metadata-migrated"])
+    assert migrate.plan(ph.Record(Phase.dual_write), "rollback") == (
+        Phase.zookeeper, ["stop-controllers", "delete-controller-and-migration-znodes",
+                          "roll-brokers-without-migration", "remove-controllers"])
+    assert migrate.plan(ph.Record(Phase.controllers), "rollback")[1] == ["stop-controllers", "remove-controllers"]
+    # a transition under way is resumed by the same command, refused to another
+    busy = ph.Record(Phase.zookeeper, Phase.controllers, "next", ["read-cluster-id"])
+    assert migrate.plan(busy, "next")[0] is Phase.controllers
+    with pytest.raises(KctlError, match="a next to controllers is under way"):
+        migrate.plan(busy, "rollback")
+
+
+def test_what_is_not_possible_or_not_built_is_refused_with_the_reason() -> None:
+    with pytest.raises(ph.RollbackRefused, match="there is no migration to roll back"):
+        migrate.plan(ph.Record(Phase.zookeeper), "rollback")
+    with pytest.raises(ph.RollbackRefused, match="finalized"):
+        migrate.plan(ph.Record(Phase.kraft), "rollback")
+    with pytest.raises(UsageError, match="`next` has nothing more to do"):
+        migrate.plan(ph.Record(Phase.kraft_brokers), "next")
+    with pytest.raises(KctlError, match="not built yet") as err:
+        migrate.plan(ph.Record(Phase.dual_write), "next")
+    assert "rollback" in (err.value.hint or "")
+
+
+def test_the_plan_lists_every_step_to_kraft() -> None:
+    rows = migrate.describe_plan(ph.Record(Phase.zookeeper))
+    assert [(r["from"], r["to"]) for r in rows][:4] == [("zookeeper", "controllers")] * 4
+    assert rows[-1]["command"] == "finalize"
+    assert all(r["what"] for r in rows)
