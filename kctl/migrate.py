@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kctl import contract
 from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kraft import config as kc
 from kctl.kraft import phases as ph
@@ -36,12 +37,12 @@ from kctl.wait import wait_until
 
 Progress = Callable[[str], None]
 
-MIGRATED = re.compile(r"Completed migration of metadata from Zoo[Kk]eeper to KRaft")
-QUORUM_TOOL = "/opt/kafka/bin/kafka-metadata-quorum.sh"
+QUORUM_TOOL = "kafka-metadata-quorum.sh"
 CONTROLLER_FILES = ("controller.properties", "cluster-id", "log4j-controller.properties")
-CONTROLLER_DATA = "/var/opt/kctl/controller"
+CONTROLLER_DATA = str(Path(kc.METADATA_DIR).parent)  # the metadata log and anything else a controller keeps
 QUORUM_TIMEOUT = 180.0
 MIGRATION_TIMEOUT = 300.0
+LOG = contract.container_log("controller")
 
 # The steps of each transition, in order (the record names the ones done).
 FORWARD: dict[tuple[Phase, Phase], tuple[str, ...]] = {
@@ -142,7 +143,8 @@ def describe_quorum(spec: ClusterSpec, host: str | None = None) -> Quorum:
 
     host = host or controller_hosts(spec)[0]
     bootstrap = ",".join(f"{h}:{kc.CONTROLLER_PORT}" for h in controller_hosts(spec))
-    code, out = engines.exec_in(spec, host, ["env", "KAFKA_HEAP_OPTS=-Xmx128m", "KAFKA_JMX_PORT=", QUORUM_TOOL,
+    tool = f"{engines.for_spec(spec).kafka_bin}/{QUORUM_TOOL}"
+    code, out = engines.exec_in(spec, host, ["env", "KAFKA_HEAP_OPTS=-Xmx128m", "KAFKA_JMX_PORT=", tool,
                                              "--bootstrap-controller", bootstrap, "describe", "--status"],
                                 timeout=60, stderr=False)
     if code != 0:
@@ -172,9 +174,8 @@ def migrated(spec: ClusterSpec) -> str | None:
 
     for host in controller_hosts(spec):
         try:
-            code, out = engines.exec_in(spec, host, ["sh", "-c", "cat /var/log/kctl/controller/server.log*"
-                                                     " 2>/dev/null | grep -c 'Completed migration of metadata'"
-                                                     " || true"], timeout=30)
+            code, out = engines.exec_in(spec, host, ["sh", "-c", f"cat {LOG}* 2>/dev/null | grep -c 'Completed"
+                                                     " migration of metadata' || true"], timeout=30)
         except KctlError:
             continue
         if out.strip().isdigit() and int(out.strip()) > 0:
