@@ -10,14 +10,16 @@ from kctl.kraft import phases as ph
 from kctl.kraft.phases import Phase
 
 # kafka-metadata-quorum.sh describe --status of Kafka 3.9 (voters as JSON objects, KIP-853)
-STATUS_39 = """ClusterId:              Xy7kQ2fnT3a1bC9dE0fG1h
+VOTERS = ", ".join(f'{{"id": {i}, "directoryId": null, "endpoints": ["CONTROLLER://logger{i - 3000}:9095"]}}'
+                   for i in (3001, 3002, 3003))
+STATUS_39 = f"""ClusterId:              Xy7kQ2fnT3a1bC9dE0fG1h
 LeaderId:               3002
 LeaderEpoch:            4
 HighWatermark:          1234
 MaxFollowerLag:         0
 MaxFollowerLagTimeMs:   12
-CurrentVoters:          [{"id": 3001, "directoryId": null, "endpoints": ["CONTROLLER://logger1:9095"]}, {"id": 3002, "directoryId": null, "endpoints": ["CONTROLLER://logger2:9095"]}, {"id": 3003, "directoryId": null, "endpoints": ["CONTROLLER://logger3:9095"]}]
-CurrentObservers:       [{"id": 1, "directoryId": "abc"}]
+CurrentVoters:          [{VOTERS}]
+CurrentObservers:       [{{"id": 1, "directoryId": "abc"}}]
 """
 
 
