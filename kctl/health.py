@@ -185,6 +185,10 @@ class ClusterStatus:
     running: bool | None = None  # any of its containers running (None: Docker not asked)
     # Every exporter (monitoring.enabled): {node, service, url}, what Prometheus or `kctl metrics` scrapes.
     metrics_endpoints: list[dict[str, Any]] = field(default_factory=list)
+    metadata: str = "zookeeper"  # where the cluster's metadata lives
+    # the phase of a migration to KRaft (the state dir's record: the one reached, or the one a step under way is
+    # moving to), None when there is none (`kctl migrate kraft status`)
+    kraft_migration: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -328,6 +332,7 @@ def assess(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> Clus
         registered_ids=ids,
         metrics_endpoints=[{"node": n.hostname, "service": svc, "url": url}
                            for n, svc, url in spec.metrics_endpoints()],
+        kraft_migration=spec.kraft_phase if spec.kraft_phase != "zookeeper" else None,
     )
 
 

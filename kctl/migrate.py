@@ -183,6 +183,24 @@ def migrated(spec: ClusterSpec) -> str | None:
     return None
 
 
+def _settled(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
+    """No supervised process of any node is STOPPING or STARTING (supervisorctl's own view)."""
+    from kctl.properties import services_of
+    from kctl.runtime import engines
+
+    def probe() -> tuple[bool, str]:
+        busy = []
+        for host, _node, _services in services_of(spec):
+            try:
+                _code, out = engines.exec_in(spec, host, [*contract.SUPERVISORCTL, "status"], timeout=30)
+            except KctlError as exc:
+                return False, exc.message
+            busy += [f"{host} {line.split()[0]} {line.split()[1]}" for line in out.splitlines()
+                     if len(line.split()) > 1 and line.split()[1] in ("STOPPING", "STARTING")]
+        return not busy, ", ".join(busy) or "every process RUNNING, STOPPED or EXITED"
+    return probe
+
+
 def _migrated_probe(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
     def probe() -> tuple[bool, str]:
         host = migrated(spec)
@@ -268,6 +286,14 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
         target, steps = plan(record, action)
         if record.target is None:
             roll_run.check_before_roll(spec, progress=say)  # healthy first, or nothing is touched
+        else:
+            # Resuming: a kctl killed in a roll may have left a broker stopping, or stopped between its stop and
+            # its start: let a stop under way end, then start what is down (as `kctl up` does).
+            from kctl import lifecycle
+            from kctl.runtime import engines
+
+            wait_until("no process of the cluster is stopping or starting", _settled(spec), 180.0, poll=1.0)
+            lifecycle.start_stopped_processes(spec, engines.for_spec(spec), skip=set(), say=say)
         record = ph.begin(record, action, target)
         ph.write(state_dir, record)
         if record.done:

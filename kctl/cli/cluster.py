@@ -162,7 +162,9 @@ def status(
               + f", brokers {st.brokers_registered}/{st.brokers_expected}"
               + f", controller {st.controller if st.controller is not None else '-'}"
               + f", URP {st.under_replicated_partitions if st.under_replicated_partitions is not None else '?'}"
-              + (f"\nproblems: {'; '.join(st.problems)}" if st.problems else ""))
+              + (f"\nproblems: {'; '.join(st.problems)}" if st.problems else "")
+              + (f"\nmetadata: ZooKeeper, migrating to KRaft: phase {st.kraft_migration} (`kctl migrate kraft"
+                 " status`)" if st.kraft_migration else ""))
     output.emit(st, fmt, rows=rows,
                 columns=["node", where, "zk_mode", "zxid", "broker", "registered", "controller", "urp"],
                 wide_columns=["processes", "outstanding", "latency_ms", "connections"],

@@ -1,0 +1,255 @@
+"""The migration to KRaft on a three-node cluster of its own, under an acks=all load (issue #26).
+
+docs/runbooks/migrate-to-kraft.md as written: zookeeper -> controllers -> dual-write -> rollback to zookeeper.
+What must not change is read by other means than kctl's: topic ids and configs and a group's committed offsets
+by confluent-kafka's AdminClient, a client quota by Kafka's own kafka-configs.sh in a node, and every
+acknowledged record by kcat. A topic made and a config changed in dual-write (the controllers write them to
+ZooKeeper too) are still there after the rollback. Then `kctl migrate kraft next` killed with -9 in the middle
+of a step, twice (among the controllers' start, and in the brokers' roll), resumes and completes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kctl.testing.cluster import KafkaCluster
+from tests.integration import runbook
+
+pytestmark = pytest.mark.integration
+
+LOAD_TOPIC = "kraft-load"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[KafkaCluster]:
+    with KafkaCluster(nodes=3) as c:
+        yield c
+
+
+def kctl(cluster: KafkaCluster, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kctl", *args, "-f", str(cluster.spec_file)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+class Load:
+    """An idempotent acks=all producer writing numbers 0, 1, 2... (bounded in count and time); the longest
+    stretch without an acknowledgement is its stall."""
+
+    def __init__(self, bootstrap: str, topic: str, max_records: int = 100_000, max_seconds: float = 600) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5})
+        self.topic, self.max_records, self.max_seconds = topic, max_records, max_seconds
+        self.acked: set[int] = set()
+        self.errors: list[str] = []
+        self.stall = 0.0
+        self._last = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _cb(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+            return
+        now = time.monotonic()
+        self.stall = max(self.stall, now - self._last)
+        self._last = now
+        self.acked.add(int(msg.value()))
+
+    def _run(self) -> None:
+        end = time.monotonic() + self.max_seconds
+        i = 0
+        while not self._stop.is_set() and i < self.max_records and time.monotonic() < end:
+            self.producer.produce(self.topic, value=str(i).encode(), on_delivery=self._cb)
+            self.producer.poll(0)
+            i += 1
+            time.sleep(0.004)
+        self.producer.flush(120)
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(180)
+
+
+def kcat_values(cluster: KafkaCluster, topic: str) -> list[int]:
+    """Every value of ``topic``, read by kcat from the beginning to the end (an independent client)."""
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    assert kcat, "kcat is installed by make setup"
+    p = subprocess.run([kcat, "-C", "-b", cluster.bootstrap_servers, "-t", topic, "-o", "beginning", "-e", "-q",
+                        "-f", "%s\n"], capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    return [int(v) for v in p.stdout.split()]
+
+
+def snapshot(cluster: KafkaCluster, topics: list[str]) -> dict[str, Any]:
+    """Topic ids, partition counts and non-default configs, the group's committed offsets, the client quota."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    a = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    described = a.describe_topics(TopicCollection(topics))
+    ids = {t: (str(f.result(30).topic_id), len(f.result(30).partitions)) for t, f in described.items()}
+    configs = {}
+    for t in topics:
+        res = ConfigResource(ConfigResource.Type.TOPIC, t)
+        entries = a.describe_configs([res])[res].result(30)
+        configs[t] = {k: v.value for k, v in entries.items() if not v.is_default}
+    offsets = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions("billing")])["billing"].result(30)
+    committed = sorted((tp.topic, tp.partition, tp.offset) for tp in offsets.topic_partitions)
+    code, quota = cluster.exec("logger1", ["kafka-configs.sh", "--bootstrap-server", cluster.internal_bootstrap_servers,
+                                           "--describe", "--entity-type", "clients", "--entity-name", "app"])
+    assert code == 0, quota
+    return {"topics": ids, "configs": configs, "committed": committed,
+            "quota": [line for line in quota.splitlines() if "producer_byte_rate" in line]}
+
+
+def seed(cluster: KafkaCluster) -> None:
+    """Topics with configs of their own, a group with committed offsets, a client quota."""
+    from confluent_kafka import Consumer, Producer
+
+    cluster.create_topic("orders", partitions=6, replication_factor=3, config={"retention.ms": "7200000"})
+    cluster.create_topic("audit", partitions=3, replication_factor=3, config={"cleanup.policy": "compact"})
+    cluster.create_topic(LOAD_TOPIC, partitions=6, replication_factor=3)
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for i in range(600):
+        p.produce("orders", key=str(i % 7).encode(), value=str(i).encode())
+    assert p.flush(60) == 0
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "billing", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    c.subscribe(["orders"])
+    got = 0
+    deadline = time.monotonic() + 60
+    while got < 400 and time.monotonic() < deadline:
+        got += sum(1 for m in c.consume(100, 1.0) if m.error() is None)
+    c.commit(asynchronous=False)
+    c.close()
+    code, out = cluster.exec("logger1", ["kafka-configs.sh", "--bootstrap-server", cluster.internal_bootstrap_servers,
+                                         "--alter", "--entity-type", "clients", "--entity-name", "app",
+                                         "--add-config", "producer_byte_rate=1048576"])
+    assert code == 0, out
+
+
+def test_runbook_to_dual_write_and_back_loses_nothing_and_changes_no_metadata(cluster: KafkaCluster) -> None:
+    seed(cluster)
+    before = snapshot(cluster, ["orders", "audit", LOAD_TOPIC])
+    made_in_dual_write: dict[str, Any] = {}
+
+    def between(step: runbook.Step) -> None:
+        # in dual-write, just before the rollback: a new topic and a changed config, through the KRaft controller
+        if step.command.startswith("kctl migrate kraft rollback"):
+            cluster.create_topic("made-in-dual-write", partitions=2, replication_factor=3)
+            from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+            a = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+            res = ConfigResource(ConfigResource.Type.TOPIC, "audit", incremental_configs=[
+                ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)])
+            a.incremental_alter_configs([res])[res].result(30)
+            made_in_dual_write.update(snapshot(cluster, ["made-in-dual-write", "audit"]))
+
+    with Load(cluster.bootstrap_servers, LOAD_TOPIC) as load:
+        ran = runbook.run(runbook.RUNBOOKS / "migrate-to-kraft.md", cluster.spec_file, state_dir=cluster.state_dir,
+                          before=between)
+        time.sleep(2)  # the load runs on after the rollback's last roll
+    assert [r.step.command.split()[1:4] for r in ran if "migrate" in r.step.command][2:] == [
+        ["migrate", "kraft", "next"], ["migrate", "kraft", "status"], ["migrate", "kraft", "next"],
+        ["migrate", "kraft", "status"], ["migrate", "kraft", "rollback"], ["migrate", "kraft", "status"]]
+    print(f"\nload: {len(load.acked)} acknowledged, longest stall {load.stall:.1f} s, errors {load.errors[:3]}")
+    assert not load.errors and len(load.acked) > 1000
+    read = kcat_values(cluster, LOAD_TOPIC)
+    assert sorted(load.acked - set(read)) == []  # 0 acknowledged records lost
+    # back on ZooKeeper: the metadata as it was, and what dual-write wrote
+    after = snapshot(cluster, ["orders", "audit", LOAD_TOPIC, "made-in-dual-write"])
+    made = made_in_dual_write["topics"]["made-in-dual-write"]
+    assert after["topics"] == {**before["topics"], "made-in-dual-write": made}
+    assert after["configs"]["orders"] == before["configs"]["orders"]
+    assert after["configs"]["audit"] == {**before["configs"]["audit"], "retention.ms": "86400000"}
+    assert after["committed"] == before["committed"] and after["quota"] == before["quota"] != []
+    # the controllers are gone: no process, no files, no metadata
+    for host in ("logger1", "logger2", "logger3"):
+        assert not (cluster.state_dir / host / "conf" / "controller.properties").exists()
+        code, out = cluster.exec(host, ["sh", "-c", "pgrep -f '[k]afka.Kafka /etc/kctl/controller' || echo none;"
+                                                    " ls /var/opt/kctl/controller 2>&1 || true"])
+        assert "none" in out and "No such file" in out, out
+
+
+def _record(cluster: KafkaCluster) -> dict[str, Any]:
+    try:
+        return json.loads((cluster.state_dir / "kraft.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _kill_when(cluster: KafkaCluster, ready: Any, timeout: float = 300) -> str:
+    """Start `kctl migrate kraft next --yes`, SIGKILL it once ``ready(record, output so far)`` holds."""
+    log = cluster.workdir / f"migrate-{time.monotonic_ns()}.log"
+    with open(log, "w") as out:
+        p = subprocess.Popen([sys.executable, "-m", "kctl", "migrate", "kraft", "next", "--yes",
+                              "-f", str(cluster.spec_file)], stdout=out, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline and p.poll() is None:  # bounded: timeout
+                if ready(_record(cluster), log.read_text()):
+                    os.killpg(p.pid, signal.SIGKILL)
+                    break
+                time.sleep(0.2)
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(30)
+    return log.read_text()
+
+
+@pytest.mark.long  # two more phases and a rollback (about 100 s): `make test-long`
+def test_a_kctl_killed_mid_phase_resumes_and_completes(cluster: KafkaCluster) -> None:
+    with Load(cluster.bootstrap_servers, LOAD_TOPIC, max_seconds=400) as load:
+        start = len(kcat_values(cluster, LOAD_TOPIC))
+        # 1. killed among the controllers' steps, once they have been told to start
+        out = _kill_when(cluster, lambda rec, _o: "start-controllers" in (rec.get("done") or []))
+        rec = _record(cluster)
+        assert rec["target"] == "controllers" and rec["phase"] == "zookeeper", (rec, out[-2000:])
+        p = kctl(cluster, "migrate", "kraft", "next", "--yes")
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "resuming the next to controllers" in p.stderr and "done already: read-cluster-id" in p.stderr
+        assert _record(cluster)["phase"] == "controllers"
+        # 2. killed in the brokers' roll, the second broker just stopped (between its stop and its start)
+        out = _kill_when(cluster, lambda _r, o: "[2/3]" in o and "stopping kafka" in o.split("[2/3]", 1)[1])
+        rec = _record(cluster)
+        assert rec["target"] == "dual-write" and "roll-brokers" not in rec["done"], (rec, out[-2000:])
+        p = kctl(cluster, "migrate", "kraft", "next", "--yes")
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "resuming the next to dual-write" in p.stderr
+        st = json.loads(kctl(cluster, "migrate", "kraft", "status", "-o", "json").stdout)
+        assert st["phase"] == "dual-write" and st["under_way"] is None and st["metadata_migrated_by"]
+        assert st["quorum"]["voters"] == [3001, 3002, 3003] and st["quorum"]["max_follower_lag"] == 0
+        assert json.loads(kctl(cluster, "status", "-o", "json").stdout)["health"] == "healthy"
+        # back to ZooKeeper for the modules after this one
+        p = kctl(cluster, "migrate", "kraft", "rollback", "--yes")
+        assert p.returncode == 0, p.stderr[-3000:]
+    print(f"\nload: {len(load.acked)} acknowledged, longest stall {load.stall:.1f} s, errors {load.errors[:3]}")
+    assert not load.errors
+    read = kcat_values(cluster, LOAD_TOPIC)
+    assert len(read) > start and sorted(load.acked - set(read)) == []
+
+
+def test_refusals_change_nothing(cluster: KafkaCluster, tmp_path: Path) -> None:
+    p = kctl(cluster, "migrate", "kraft", "rollback", "--yes")
+    assert p.returncode == 2 and "there is no migration to roll back" in p.stderr and "Traceback" not in p.stderr
+    assert _record(cluster)["phase"] == "zookeeper"
