@@ -10,12 +10,13 @@ the step it was in; every step is safe to do twice):
 - ``controllers -> dual-write``: render the brokers' migration settings, roll the brokers through the same gates
   as `kctl restart --rolling --service kafka`, wait for the active controller to log that it migrated
   ZooKeeper's metadata (Kafka: "Completed migration of metadata from Zookeeper to KRaft").
-- a rollback to ``zookeeper`` from either (Kafka's "Reverting to ZooKeeper mode During the Migration"): stop the
-  controllers, delete ``/controller`` and ``/migration`` in ZooKeeper, roll the brokers without the migration
-  settings, remove the controllers' files and metadata.
+- ``dual-write -> kraft-brokers``: render the brokers as KRaft brokers, roll them, wait until each started as one.
+- a rollback to ``zookeeper`` (Kafka's "Reverting to ZooKeeper mode During the Migration"): from kraft-brokers,
+  first roll the brokers back to ZooKeeper mode with the migration settings kept; then stop the controllers,
+  delete ``/controller`` and ``/migration`` in ZooKeeper, roll the brokers without the migration settings (not
+  from controllers: they never had them), remove the controllers' files and metadata.
 
-Moving the brokers into KRaft mode and finalizing are the phases after these (issue #26); ``next`` from
-dual-write says so rather than doing half of it.
+Finalizing is the phase after these (issue #26): not built yet.
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ LOG = contract.container_log("controller")
 FORWARD: dict[tuple[Phase, Phase], tuple[str, ...]] = {
     (Phase.zookeeper, Phase.controllers): ("read-cluster-id", "write-files", "start-controllers", "controller-quorum"),
     (Phase.controllers, Phase.dual_write): ("write-files", "roll-brokers", "metadata-migrated"),
+    (Phase.dual_write, Phase.kraft_brokers): ("write-files", "roll-brokers", "brokers-in-kraft"),
 }
-BUILT_ROLLBACKS = (Phase.controllers, Phase.dual_write)
+BUILT_ROLLBACKS = (Phase.controllers, Phase.dual_write, Phase.kraft_brokers)
 STEP_WORDS = {
     "read-cluster-id": "read the cluster's id in ZooKeeper (/cluster/id): the controllers format with it",
     "write-files": "render the nodes' files for the target phase into the state dir",
@@ -57,6 +59,9 @@ STEP_WORDS = {
     "controller-quorum": "wait until the controller quorum has a leader and every voter has caught up",
     "roll-brokers": "roll the brokers one at a time through kctl restart's gates",
     "metadata-migrated": "wait until the active controller logs that it migrated ZooKeeper's metadata",
+    "brokers-in-kraft": "wait until every broker's log says it started as a KRaft broker",
+    "roll-brokers-to-zookeeper-with-migration": "render the brokers in ZooKeeper mode, the migration settings kept,"
+                                                " and roll them",
     "stop-controllers": "stop every KRaft controller",
     "delete-controller-and-migration-znodes": "delete /controller and /migration in ZooKeeper (a broker becomes"
                                               " the controller again)",
@@ -75,6 +80,7 @@ class Quorum:
     high_watermark: int | None = None
     max_follower_lag: int | None = None
     voters: list[int] = field(default_factory=list)
+    observers: list[int] = field(default_factory=list)  # KRaft brokers following the metadata log
 
 
 def parse_quorum(text: str) -> Quorum:
@@ -92,9 +98,9 @@ def parse_quorum(text: str) -> Quorum:
                                                                                                       value):
             setattr(q, {"LeaderId": "leader", "LeaderEpoch": "epoch", "HighWatermark": "high_watermark",
                         "MaxFollowerLag": "max_follower_lag"}[key], int(value))
-        elif key == "CurrentVoters":
+        elif key in ("CurrentVoters", "CurrentObservers"):
             ids = re.findall(r'"id":\s*(-?\d+)', value) or re.findall(r"-?\d+", value)
-            q.voters = sorted(int(i) for i in ids)
+            setattr(q, "voters" if key == "CurrentVoters" else "observers", sorted(int(i) for i in ids))
     return q
 
 
@@ -198,6 +204,28 @@ def _settled(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
             busy += [f"{host} {line.split()[0]} {line.split()[1]}" for line in out.splitlines()
                      if len(line.split()) > 1 and line.split()[1] in ("STOPPING", "STARTING")]
         return not busy, ", ".join(busy) or "every process RUNNING, STOPPED or EXITED"
+    return probe
+
+
+def _brokers_in_kraft(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
+    """Every broker's last start, in its log, was a KRaft broker's ("[BrokerServer id=N] Transition from STARTING
+    to STARTED"; a ZooKeeper-mode broker logs "[KafkaServer id=N] started"). The quorum's observers do not tell
+    them apart: ZooKeeper-mode brokers in the migration follow the metadata log too."""
+    from kctl.runtime import engines
+
+    log = contract.container_log("kafka")
+    script = (f"grep -hE '\\[(BrokerServer|KafkaServer) id=[0-9]+\\] (Transition from STARTING to STARTED|started)'"
+              f" {log} 2>/dev/null | tail -n 1")
+
+    def probe() -> tuple[bool, str]:
+        modes = {}
+        for host in sorted({spec.kafka_host(n) for n in spec.brokers}):
+            try:
+                _code, out = engines.exec_in(spec, host, ["sh", "-c", script], timeout=30)
+            except KctlError as exc:
+                return False, exc.message
+            modes[host] = "kraft" if "BrokerServer" in out else "zookeeper" if "KafkaServer" in out else "unknown"
+        return all(m == "kraft" for m in modes.values()), ", ".join(f"{h}: {m}" for h, m in modes.items())
     return probe
 
 
@@ -314,7 +342,7 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                                    zkm.cluster_id(spec))
                 say(f"cluster id {record.cluster_id}")
             elif step == "write-files":
-                _write_files(before, after, state_dir, roll_follows=target is Phase.dual_write)
+                _write_files(before, after, state_dir, roll_follows=target in (Phase.dual_write, Phase.kraft_brokers))
             elif step == "start-controllers":
                 from kctl.runtime import engines
 
@@ -323,8 +351,10 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
             elif step == "controller-quorum":
                 wait_until("the KRaft controller quorum has a leader and every voter caught up",
                            _quorum_ready(spec, record.cluster_id), QUORUM_TIMEOUT, poll=1.0)
-            elif step in ("roll-brokers", "roll-brokers-without-migration"):
-                if step == "roll-brokers-without-migration":
+            elif step in ("roll-brokers", "roll-brokers-without-migration", "roll-brokers-to-zookeeper-with-migration"):
+                if step == "roll-brokers-to-zookeeper-with-migration":
+                    after = spec.with_kraft(Phase.dual_write.value, record.cluster_id)
+                if step != "roll-brokers":
                     _write_files(before, after, state_dir, roll_follows=True)
                 res = roll_run.roll(after, state_dir, service="kafka", gate_timeout=gate_timeout, progress=say,
                                     lock=False)
@@ -335,6 +365,10 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                 found = wait_until("the active controller migrated ZooKeeper's metadata", _migrated_probe(spec),
                                    MIGRATION_TIMEOUT, poll=1.0)
                 say(f"metadata migrated ({found.saw})")
+            elif step == "brokers-in-kraft":
+                found = wait_until("every broker started as a KRaft broker", _brokers_in_kraft(spec),
+                                   QUORUM_TIMEOUT, poll=1.0)
+                say(found.saw)
             elif step == "stop-controllers":
                 from kctl.runtime import engines
 

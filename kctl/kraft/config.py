@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kctl.kraft.phases import Phase, rank
+from kctl.properties import server_properties
 from kctl.spec import ClusterSpec, NodeSpec
 
 CONTROLLER_ID_BASE = 3000
@@ -36,6 +37,13 @@ MIGRATION_FLAG = "zookeeper.metadata.migration.enable"
 ZOOKEEPER_KEYS = ("zookeeper.connect", "zookeeper.connection.timeout.ms", "zookeeper.session.timeout.ms",
                   "zookeeper.set.acl", "zookeeper.ssl.client.enable", "zookeeper.clientCnxnSocket")
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# Settings a KRaft controller applies itself, which the brokers applied in ZooKeeper mode: the defaults of a new
+# topic (a CreateTopics without partitions or replication factor; the controller decides them once it is active,
+# from dual-write on), the ISR rules of its elections, and leader rebalancing. Copied from the brokers' own render.
+CONTROLLER_SHARED_KEYS = ("num.partitions", "default.replication.factor", "min.insync.replicas",
+                          "unclean.leader.election.enable", "auto.leader.rebalance.enable",
+                          "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
+                          "delete.topic.enable")
 
 
 def controller_id(node: NodeSpec) -> int:
@@ -75,6 +83,8 @@ def controller_properties(spec: ClusterSpec, node: NodeSpec, phase: Phase) -> di
         "inter.broker.listener.name": spec.kafka.inter_broker_listener,
         "log.dirs": METADATA_DIR,
     }
+    broker = server_properties(spec, node)
+    props.update({k: broker[k] for k in CONTROLLER_SHARED_KEYS if k in broker})
     if phase is not Phase.kraft:
         props[MIGRATION_FLAG] = "true"
         props["zookeeper.connect"] = spec.zookeeper_connect

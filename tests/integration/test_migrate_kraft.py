@@ -1,11 +1,13 @@
 """The migration to KRaft on a three-node cluster of its own, under an acks=all load (issue #26).
 
-docs/runbooks/migrate-to-kraft.md as written: zookeeper -> controllers -> dual-write -> rollback to zookeeper.
+docs/runbooks/migrate-to-kraft.md as written: zookeeper -> controllers -> dual-write -> kraft-brokers ->
+rollback to zookeeper.
 What must not change is read by other means than kctl's: topic ids and configs and a group's committed offsets
 by confluent-kafka's AdminClient, a client quota by Kafka's own kafka-configs.sh in a node, and every
-acknowledged record by kcat. A topic made and a config changed in dual-write (the controllers write them to
-ZooKeeper too) are still there after the rollback. Then `kctl migrate kraft next` killed with -9 in the middle
-of a step, twice (among the controllers' start, and in the brokers' roll), resumes and completes.
+acknowledged record by kcat. Topics made in dual-write (with the cluster's defaults) and with KRaft brokers, and a
+config changed then (the controllers write them to ZooKeeper too), are still there after the rollback. Then
+(make test-long) `kctl migrate kraft next` killed with -9 in the middle of a step, twice (among the controllers'
+start, and in the brokers' roll), resumes and completes, and the rollback from dual-write loses nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +31,12 @@ from tests.integration import runbook
 pytestmark = pytest.mark.integration
 
 LOAD_TOPIC = "kraft-load"
+
+
+@pytest.fixture(scope="module")
+def single() -> Iterator[KafkaCluster]:
+    with KafkaCluster(nodes=1) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +112,8 @@ def snapshot(cluster: KafkaCluster, topics: list[str]) -> dict[str, Any]:
 
     a = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     described = a.describe_topics(TopicCollection(topics))
-    ids = {t: (str(f.result(30).topic_id), len(f.result(30).partitions)) for t, f in described.items()}
+    ids = {t: (str(f.result(30).topic_id), len(f.result(30).partitions),
+               min(len(p.replicas) for p in f.result(30).partitions)) for t, f in described.items()}
     configs = {}
     for t in topics:
         res = ConfigResource(ConfigResource.Type.TOPIC, t)
@@ -120,13 +128,28 @@ def snapshot(cluster: KafkaCluster, topics: list[str]) -> dict[str, Any]:
             "quota": [line for line in quota.splitlines() if "producer_byte_rate" in line]}
 
 
+def settled(read: Any, timeout: float = 30) -> Any:
+    """``read()`` once the brokers' metadata has caught up with a topic just made (bounded: ``timeout``)."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return read()
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def seed(cluster: KafkaCluster) -> None:
     """Topics with configs of their own, a group with committed offsets, a client quota."""
     from confluent_kafka import Consumer, Producer
 
-    cluster.create_topic("orders", partitions=6, replication_factor=3, config={"retention.ms": "7200000"})
-    cluster.create_topic("audit", partitions=3, replication_factor=3, config={"cleanup.policy": "compact"})
-    cluster.create_topic(LOAD_TOPIC, partitions=6, replication_factor=3)
+    rf = cluster.spec.kafka.default_replication_factor
+    cluster.create_topic("orders", partitions=6, replication_factor=rf, config={"retention.ms": "7200000"})
+    cluster.create_topic("audit", partitions=3, replication_factor=rf, config={"cleanup.policy": "compact"})
+    cluster.create_topic(LOAD_TOPIC, partitions=6, replication_factor=rf)
     p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
     for i in range(600):
         p.produce("orders", key=str(i % 7).encode(), value=str(i).encode())
@@ -146,43 +169,62 @@ def seed(cluster: KafkaCluster) -> None:
     assert code == 0, out
 
 
-def test_runbook_to_dual_write_and_back_loses_nothing_and_changes_no_metadata(cluster: KafkaCluster) -> None:
+def test_runbook_on_one_node_loses_nothing_and_changes_no_metadata(single: KafkaCluster) -> None:
+    """make test's short form: every step and check of the runbook, each roll one broker."""
+    runbook_under_load(single)
+
+
+@pytest.mark.long  # three brokers in each of four rolls (about 3 minutes): `make test-long`
+def test_runbook_on_three_nodes_loses_nothing_and_changes_no_metadata(cluster: KafkaCluster) -> None:
+    runbook_under_load(cluster)
+
+
+def runbook_under_load(cluster: KafkaCluster) -> None:
     seed(cluster)
     before = snapshot(cluster, ["orders", "audit", LOAD_TOPIC])
-    made_in_dual_write: dict[str, Any] = {}
+    made: dict[str, Any] = {}
 
     def between(step: runbook.Step) -> None:
-        # in dual-write, just before the rollback: a new topic and a changed config, through the KRaft controller
-        if step.command.startswith("kctl migrate kraft rollback"):
-            cluster.create_topic("made-in-dual-write", partitions=2, replication_factor=3)
-            from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+        from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-            a = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        a = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        phase = _record(cluster).get("phase")
+        if step.command.startswith("kctl migrate kraft next") and phase == "dual-write":
+            # made by the KRaft controller with the cluster's defaults: 3 partitions, 3 replicas (kctl.yaml's)
+            a.create_topics([NewTopic("made-in-dual-write")])["made-in-dual-write"].result(30)
+            made["dual-write"] = settled(lambda: snapshot(cluster, ["made-in-dual-write"]))["topics"][
+                "made-in-dual-write"]
+        if step.command.startswith("kctl migrate kraft rollback"):
+            # with KRaft brokers: a new topic and a changed config, which the rollback must keep
+            cluster.create_topic("made-in-kraft-brokers", partitions=2,
+                                 replication_factor=cluster.spec.kafka.default_replication_factor)
             res = ConfigResource(ConfigResource.Type.TOPIC, "audit", incremental_configs=[
                 ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)])
             a.incremental_alter_configs([res])[res].result(30)
-            made_in_dual_write.update(snapshot(cluster, ["made-in-dual-write", "audit"]))
+            made["kraft-brokers"] = settled(lambda: snapshot(cluster, ["made-in-kraft-brokers"]))["topics"][
+                "made-in-kraft-brokers"]
 
     with Load(cluster.bootstrap_servers, LOAD_TOPIC) as load:
         ran = runbook.run(runbook.RUNBOOKS / "migrate-to-kraft.md", cluster.spec_file, state_dir=cluster.state_dir,
                           before=between)
         time.sleep(2)  # the load runs on after the rollback's last roll
-    assert [r.step.command.split()[1:4] for r in ran if "migrate" in r.step.command][2:] == [
-        ["migrate", "kraft", "next"], ["migrate", "kraft", "status"], ["migrate", "kraft", "next"],
-        ["migrate", "kraft", "status"], ["migrate", "kraft", "rollback"], ["migrate", "kraft", "status"]]
+    assert [r.step.command.split()[3] for r in ran if "migrate" in r.step.command] == [
+        "status", "plan", "next", "status", "next", "status", "next", "status", "rollback", "status"]
     print(f"\nload: {len(load.acked)} acknowledged, longest stall {load.stall:.1f} s, errors {load.errors[:3]}")
     assert not load.errors and len(load.acked) > 1000
     read = kcat_values(cluster, LOAD_TOPIC)
     assert sorted(load.acked - set(read)) == []  # 0 acknowledged records lost
     # back on ZooKeeper: the metadata as it was, and what dual-write wrote
-    after = snapshot(cluster, ["orders", "audit", LOAD_TOPIC, "made-in-dual-write"])
-    made = made_in_dual_write["topics"]["made-in-dual-write"]
-    assert after["topics"] == {**before["topics"], "made-in-dual-write": made}
+    after = snapshot(cluster, ["orders", "audit", LOAD_TOPIC, "made-in-dual-write", "made-in-kraft-brokers"])
+    k = cluster.spec.kafka
+    assert made["dual-write"][1:] == (k.num_partitions, k.default_replication_factor)
+    assert after["topics"] == {**before["topics"], "made-in-dual-write": made["dual-write"],
+                               "made-in-kraft-brokers": made["kraft-brokers"]}
     assert after["configs"]["orders"] == before["configs"]["orders"]
     assert after["configs"]["audit"] == {**before["configs"]["audit"], "retention.ms": "86400000"}
     assert after["committed"] == before["committed"] and after["quota"] == before["quota"] != []
     # the controllers are gone: no process, no files, no metadata
-    for host in ("logger1", "logger2", "logger3"):
+    for host in (n.hostname for n in cluster.spec.nodes):
         assert not (cluster.state_dir / host / "conf" / "controller.properties").exists()
         code, out = cluster.exec(host, ["sh", "-c", "pgrep -f '[k]afka.Kafka /etc/kctl/controller' || echo none;"
                                                     " ls /var/opt/kctl/controller 2>&1 || true"])
@@ -249,7 +291,7 @@ def test_a_kctl_killed_mid_phase_resumes_and_completes(cluster: KafkaCluster) ->
     assert len(read) > start and sorted(load.acked - set(read)) == []
 
 
-def test_refusals_change_nothing(cluster: KafkaCluster, tmp_path: Path) -> None:
-    p = kctl(cluster, "migrate", "kraft", "rollback", "--yes")
+def test_refusals_change_nothing(single: KafkaCluster) -> None:
+    p = kctl(single, "migrate", "kraft", "rollback", "--yes")
     assert p.returncode == 2 and "there is no migration to roll back" in p.stderr and "Traceback" not in p.stderr
-    assert _record(cluster)["phase"] == "zookeeper"
+    assert _record(single)["phase"] == "zookeeper"

@@ -42,6 +42,9 @@ def test_next_and_rollback_take_kafkas_steps_and_resume_where_they_stopped() -> 
         Phase.zookeeper, ["stop-controllers", "delete-controller-and-migration-znodes",
                           "roll-brokers-without-migration", "remove-controllers"])
     assert migrate.plan(ph.Record(Phase.controllers), "rollback")[1] == ["stop-controllers", "remove-controllers"]
+    assert migrate.plan(ph.Record(Phase.dual_write), "next") == (
+        Phase.kraft_brokers, ["write-files", "roll-brokers", "brokers-in-kraft"])
+    assert migrate.plan(ph.Record(Phase.kraft_brokers), "rollback")[1][0] == "roll-brokers-to-zookeeper-with-migration"
     # a transition under way is resumed by the same command, refused to another
     busy = ph.Record(Phase.zookeeper, Phase.controllers, "next", ["read-cluster-id"])
     assert migrate.plan(busy, "next")[0] is Phase.controllers
@@ -56,13 +59,13 @@ def test_what_is_not_possible_or_not_built_is_refused_with_the_reason() -> None:
         migrate.plan(ph.Record(Phase.kraft), "rollback")
     with pytest.raises(UsageError, match="`next` has nothing more to do"):
         migrate.plan(ph.Record(Phase.kraft_brokers), "next")
-    with pytest.raises(KctlError, match="not built yet") as err:
-        migrate.plan(ph.Record(Phase.dual_write), "next")
-    assert "rollback" in (err.value.hint or "")
+    # finalizing is a command of its own (it cannot be undone): `next` stops before it
+    with pytest.raises(UsageError, match="nothing more to do"):
+        migrate.plan(ph.Record(Phase.kraft_brokers), "next")
 
 
 def test_the_plan_lists_every_step_to_kraft() -> None:
     rows = migrate.describe_plan(ph.Record(Phase.zookeeper))
     assert [(r["from"], r["to"]) for r in rows][:4] == [("zookeeper", "controllers")] * 4
-    assert rows[-1]["command"] == "finalize"
+    assert rows[-1]["command"] == "finalize" and [r["to"] for r in rows].count("kraft-brokers") == 3
     assert all(r["what"] for r in rows)
