@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     from kctl.bench import restart as bench_restart
 
     bench_restart.main([])
+    from kctl.bench import kraft as bench_kraft
+
+    bench_kraft.main([])
     from kctl.bench import mirror as bench_mirror
 
     bench_mirror.main([])

@@ -160,3 +160,11 @@ def test_the_render_follows_the_recorded_phase(tmp_path: Path) -> None:
     assert dual["broker.id"] == "2" and dual["controller.quorum.voters"].startswith("3001@logger1:9095,")
     # a changed phase is a changed container: the convergence plan and apply see it
     assert {c.config_hash for c in render(on_zk).containers}.isdisjoint(c.config_hash for c in render(spec).containers)
+
+
+def test_controllers_apply_the_brokers_topic_defaults() -> None:
+    # from dual-write on, the active KRaft controller decides a new topic's partitions and replication factor
+    spec = ClusterSpec.model_validate({"kafka": {"num_partitions": 6, "overrides": {"default.replication.factor": 2}}})
+    props = kc.controller_properties(spec, spec.nodes[0], Phase.controllers)
+    assert (props["num.partitions"], props["default.replication.factor"], props["min.insync.replicas"]) == (
+        "6", "2", "2")
