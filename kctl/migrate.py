@@ -274,9 +274,14 @@ def _write_files(before: ClusterSpec, after: ClusterSpec, state_dir: Path, *, ro
         rc.carry_applied(before, after, state_dir, set())
 
 
-def _check_can_migrate(spec: ClusterSpec) -> None:
+def check_can_migrate(spec: ClusterSpec) -> None:
+    """UsageError (exit 2, nothing touched) for a cluster this kctl cannot migrate yet, with the reason."""
     if spec.engine is Engine.hosts:
         raise UsageError("a migration to KRaft on engine hosts is not built yet: the hosts have no controller unit",
+                         hint="docs/runbooks/migrate-to-kraft.md")
+    if spec.engine is Engine.swarm:
+        raise UsageError("a migration to KRaft on engine swarm is not built yet: a task's files are Swarm configs,"
+                         " which a rendered controller.properties does not reach without a new task",
                          hint="docs/runbooks/migrate-to-kraft.md")
     if spec.security.enabled:
         raise UsageError("a migration to KRaft of a secured cluster is not built yet (the controllers' listener"
@@ -306,7 +311,7 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
     from kctl.roll import run as roll_run
 
     say = progress or (lambda _m: None)
-    _check_can_migrate(spec)
+    check_can_migrate(spec)
     started = time.monotonic()
     with roll_run.roll_lock(state_dir, "kctl migrate kraft"):
         record = ph.read(state_dir)

@@ -69,3 +69,16 @@ def test_the_plan_lists_every_step_to_kraft() -> None:
     assert [(r["from"], r["to"]) for r in rows][:4] == [("zookeeper", "controllers")] * 4
     assert rows[-1]["command"] == "finalize" and [r["to"] for r in rows].count("kraft-brokers") == 3
     assert all(r["what"] for r in rows)
+
+
+@pytest.mark.parametrize(("settings", "words"), [
+    ({"engine": "swarm"}, "engine swarm is not built yet"),
+    ({"security": {"enabled": True}}, "secured cluster is not built yet"),
+])
+def test_clusters_it_cannot_migrate_yet_are_refused_before_anything(settings: dict[str, object], words: str) -> None:
+    from kctl.spec import parse_spec
+
+    with pytest.raises(UsageError, match=words) as err:
+        migrate.check_can_migrate(parse_spec(settings)[0])
+    assert err.value.exit_code == 2 and err.value.hint
+    migrate.check_can_migrate(parse_spec({})[0])  # the default cluster may migrate
