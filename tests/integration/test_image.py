@@ -155,7 +155,12 @@ def test_standalone_node_lifecycle(standalone: Container, tmp_path: Path) -> Non
     c = standalone
     _wait("healthcheck", lambda: _exec(c, "kctl-healthcheck")[0] == 0)
     rc, status = _exec(c, "supervisorctl", "status")
-    assert "zookeeper" in status and "kafka" in status and status.count("RUNNING") == 2, status
+    states = {line.split()[0]: line.split()[1] for line in status.splitlines() if len(line.split()) > 1}
+    # the KRaft controller's program waits for a controller.properties this node does not have (idle)
+    assert (states.get("zookeeper"), states.get("kafka"), states.get("controller")) == ("RUNNING",) * 3, status
+    _rc, procs = _exec(c, "ps", "-eo", "args")
+    assert "idle controller /etc/kctl/controller.properties" in procs and "kafka.Kafka /etc/kctl/controller" not in \
+        procs, procs
     # both JVMs run with their class-data sharing archive mapped
     for main, archive in (("QuorumPeerMain", "zookeeper.jsa"), ("kafka.Kafka", "kafka.jsa")):
         script = (f"for p in $(pgrep -x java); do tr '\\0' ' ' < /proc/$p/cmdline | grep -q {main}"
