@@ -276,12 +276,10 @@ def _write_files(before: ClusterSpec, after: ClusterSpec, state_dir: Path, *, ro
 
 def check_can_migrate(spec: ClusterSpec) -> None:
     """UsageError (exit 2, nothing touched) for a cluster this kctl cannot migrate yet, with the reason."""
-    if spec.engine is Engine.hosts:
-        raise UsageError("a migration to KRaft on engine hosts is not built yet: the hosts have no controller unit",
-                         hint="docs/runbooks/migrate-to-kraft.md")
-    if spec.engine is Engine.swarm:
-        raise UsageError("a migration to KRaft on engine swarm is not built yet: a task's files are Swarm configs,"
-                         " which a rendered controller.properties does not reach without a new task",
+    if spec.engine is not Engine.compose:
+        why = ("the hosts have no controller unit" if spec.engine is Engine.hosts else
+               "a task's files are Swarm configs, which a rendered controller.properties does not reach without a new task")
+        raise UsageError(f"a migration to KRaft on engine {spec.engine.value} is not built yet: {why}",
                          hint="docs/runbooks/migrate-to-kraft.md")
     if spec.security.enabled:
         raise UsageError("a migration to KRaft of a secured cluster is not built yet (the controllers' listener"
