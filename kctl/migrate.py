@@ -278,7 +278,8 @@ def check_can_migrate(spec: ClusterSpec) -> None:
     """UsageError (exit 2, nothing touched) for a cluster this kctl cannot migrate yet, with the reason."""
     if spec.engine is not Engine.compose:
         why = ("the hosts have no controller unit" if spec.engine is Engine.hosts else
-               "a task's files are Swarm configs, which a rendered controller.properties does not reach without a new task")
+               "a task's files are Swarm configs, which a rendered controller.properties does not reach without a"
+               " new task")
         raise UsageError(f"a migration to KRaft on engine {spec.engine.value} is not built yet: {why}",
                          hint="docs/runbooks/migrate-to-kraft.md")
     if spec.security.enabled:
