@@ -41,7 +41,7 @@ COPY monitoring/ /opt/kctl/monitoring/
 COPY node/ /usr/local/lib/kctl/
 RUN chmod 0755 /usr/local/lib/kctl/entrypoint.sh /usr/local/lib/kctl/zookeeper-start \
       /usr/local/lib/kctl/kafka-start /usr/local/lib/kctl/controller-start /usr/local/lib/kctl/mirrormaker-start \
-      /usr/local/lib/kctl/held /usr/local/lib/kctl/idle \
+      /usr/local/lib/kctl/held /usr/local/lib/kctl/idle /usr/local/lib/kctl/retired \
       /usr/local/lib/kctl/healthcheck \
  && chmod 0644 /usr/local/lib/kctl/jvm-common.sh /usr/local/lib/kctl/*.conf \
  && ln -sf /usr/local/lib/kctl/entrypoint.sh /usr/local/bin/kctl-entrypoint \

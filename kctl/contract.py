@@ -28,6 +28,9 @@ LOG_FILES: dict[str, str] = {
 }
 
 SERVICES = ("zookeeper", "kafka")
+# In CONF_DIR of a cluster that left ZooKeeper (`kctl migrate kraft finalize`): the node's ZooKeeper program runs
+# the image's `retired` instead of a ZooKeeper (its data stays), and the healthcheck asks no ZooKeeper.
+ZOOKEEPER_RETIRED = "zookeeper-retired"
 SUPERVISORCTL = ["supervisorctl", "-c", "/etc/supervisor/supervisord.conf"]
 HEALTHCHECK = "/usr/local/bin/kctl-healthcheck"
 # Linux capabilities of a node container: NET_ADMIN lets `kctl drill` slow its own network down (tc netem).

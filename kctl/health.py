@@ -55,12 +55,25 @@ class ContainerObs:
 
 
 @dataclass
+class ControllerView:
+    """A KRaft controller's view of its quorum (its quorum-state file): the leader it follows, in which epoch."""
+
+    node: str
+    id: int
+    leader: int | None = None
+    epoch: int | None = None
+    error: str | None = None
+
+
+@dataclass
 class Observations:
-    """What Docker, ZooKeeper and Kafka said; ``None`` where that source was not asked."""
+    """What Docker, ZooKeeper (or, on KRaft, the controllers) and Kafka said; ``None`` where that source was not
+    asked."""
 
     containers: dict[str, ContainerObs] | None = None
     docker_error: str | None = None
     zookeeper: dict[str, ZkState] | None = None
+    controllers: dict[str, ControllerView] | None = None
     kafka: kmd.Metadata | None = None
     kafka_error: str | None = None
     # Readiness only: every broker's own answer (they agree only once the controller has told each).
@@ -83,6 +96,41 @@ def zk_state(node_name: str, port: int, timeout: float, address: str = "127.0.0.
                    latency_avg=s.latency_avg, connections=s.connections)
 
 
+def controller_view(spec: ClusterSpec, host: str, controller_id: int, timeout: float) -> ControllerView:
+    """What the controller on ``host`` says of its quorum: its quorum-state file, read in its container."""
+    from kctl.kraft import config as kc
+
+    try:
+        code, out = engines.exec_in(spec, host, ["cat", kc.QUORUM_STATE], timeout=max(timeout, 3.0), stderr=False)
+    except KctlError as exc:
+        return ControllerView(host, controller_id, error=exc.message)
+    if code != 0:
+        return ControllerView(host, controller_id, error="no quorum-state file (never started?)")
+    leader, epoch = kc.parse_quorum_state(out)
+    return ControllerView(host, controller_id, leader, epoch, None if leader is not None else "no leader")
+
+
+def controller_leader(spec: ClusterSpec, views: dict[str, ControllerView],
+                      containers: dict[str, ContainerObs] | None = None) -> int | None:
+    """The KRaft quorum's leader: the newest epoch's leader, named by a majority of the voters, whose own
+    controller runs (when Docker was asked); None without one. Pure."""
+    from kctl.kraft import config as kc
+
+    voters = {kc.controller_id(n): spec.zk_host(n) for n in kc.controller_nodes(spec)}
+    named = [(v.epoch, v.leader) for v in views.values() if v.leader is not None and v.epoch is not None]
+    if not named:
+        return None
+    epoch, leader = max(named)
+    agree = sum(1 for v in views.values() if (v.epoch, v.leader) == (epoch, leader))
+    if leader not in voters or agree <= len(voters) // 2:
+        return None
+    if containers is not None:
+        c = containers.get(voters[leader])
+        if c is None or c.state != "running" or c.processes.get("controller") != "RUNNING":
+            return None
+    return leader
+
+
 def _docker(spec: ClusterSpec, timeout: float) -> dict[str, ContainerObs]:
     eng = engines.for_spec(spec)
     found = eng.observe(spec, timeout=timeout)
@@ -99,7 +147,7 @@ def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zook
     """Ask every source in parallel; each answer is bounded by ``timeout`` (a dead node never hangs this).
 
     Kafka: the first broker to answer (:func:`kctl.kafka.describe.fetch_any`), or with ``every_broker``
-    each broker's own view.
+    each broker's own view. ``zookeeper``: the metadata quorum, which on a cluster on KRaft is its controllers.
     """
     started = time.monotonic()
     obs = Observations()
@@ -112,13 +160,20 @@ def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zook
         except KctlError as exc:
             obs.kafka_error, kafka = exc.message, False
     zk_nodes = [(h, spec.zk_host_port(n), spec.node_address(n)) for h, n, s in services_of(spec) if "zookeeper" in s]
-    with cf.ThreadPoolExecutor(max_workers=len(zk_nodes) + 2) as pool:
+    ctrl_nodes: list[tuple[str, int]] = []
+    if spec.on_kraft:
+        from kctl.kraft import config as kc
+
+        zk_nodes, ctrl_nodes = [], [(spec.zk_host(n), kc.controller_id(n)) for n in kc.controller_nodes(spec)]
+    with cf.ThreadPoolExecutor(max_workers=len(zk_nodes) + len(ctrl_nodes) + 2) as pool:
         docker_f = pool.submit(_docker, spec, max(timeout, 3.0)) if docker else None
         kafka_f = pool.submit(kmd.fetch_any, spec.bootstrap_servers, max(timeout, 2.0), auth) \
             if kafka and not every_broker else None
         views_f = pool.submit(kmd.fetch_each, spec.bootstrap_servers, max(timeout, 2.0), auth) \
             if kafka and every_broker else None
         zk_f = {h: pool.submit(zk_state, h, port, timeout, addr) for h, port, addr in zk_nodes} if zookeeper else {}
+        ctrl_f = {h: pool.submit(controller_view, spec, h, cid, timeout) for h, cid in ctrl_nodes} \
+            if zookeeper else {}
         if docker_f is not None:
             try:
                 obs.containers = docker_f.result()
@@ -134,7 +189,9 @@ def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zook
             obs.kafka_views = views
             obs.kafka = views[0] if views else None
             obs.kafka_error = "; ".join(errors) or None
-        if zookeeper:
+        if zookeeper and spec.on_kraft:
+            obs.controllers = {h: f.result() for h, f in ctrl_f.items()}
+        elif zookeeper:
             obs.zookeeper = {h: f.result() for h, f in zk_f.items()}
     obs.elapsed_ms = (time.monotonic() - started) * 1000
     return obs
@@ -157,7 +214,7 @@ class NodeState:
     node: str
     container: str  # running, exited, paused, missing, unknown (Docker did not answer)
     health: str | None
-    processes: dict[str, str]  # zookeeper/kafka -> RUNNING, STOPPED or WAITING-FOR-QUORUM
+    processes: dict[str, str]  # zookeeper/kafka/controller -> RUNNING, STOPPED, WAITING-FOR-QUORUM or RETIRED
     zookeeper: ZkState | None
     broker: BrokerState | None
 
@@ -189,6 +246,8 @@ class ClusterStatus:
     # the phase of a migration to KRaft (the state dir's record: the one reached, or the one a step under way is
     # moving to), None when there is none (`kctl migrate kraft status`)
     kraft_migration: str | None = None
+    # On KRaft: each controller's view of the quorum {node, id, leader, epoch, process, error}.
+    controllers: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -202,6 +261,19 @@ def quorum_ok(spec: ClusterSpec, zks: dict[str, ZkState]) -> bool:
     return len(leaders) == 1 and voting > len(spec.participants) // 2
 
 
+def process_problems(spec: ClusterSpec, host: str, procs: dict[str, str]) -> list[str]:
+    """The processes of a running container ``host`` that are not as the cluster's metadata mode wants them:
+    every one RUNNING; on KRaft, ZooKeeper RETIRED and each controller node's controller RUNNING. Pure."""
+    if not spec.on_kraft:
+        return [f"{proc} {st}" for proc, st in procs.items() if st != "RUNNING"]
+    from kctl.kraft import config as kc
+
+    out = [f"{proc} {st}" for proc, st in procs.items() if st != ("RETIRED" if proc == "zookeeper" else "RUNNING")]
+    if procs and "controller" not in procs and host in {spec.zk_host(n) for n in kc.controller_nodes(spec)}:
+        out.append("controller STOPPED")
+    return out
+
+
 def away_nodes(spec: ClusterSpec, obs: Observations) -> set[str]:
     """Hosts of the nodes that are not all there: container not running, a process not running, ZooKeeper
     not serving, or broker not registered (only the sources that were asked count). Pure."""
@@ -212,8 +284,10 @@ def away_nodes(spec: ClusterSpec, obs: Observations) -> set[str]:
     for host, node, svcs in services_of(spec):
         c = obs.containers.get(host) if obs.containers is not None else None
         container_down = obs.containers is not None and (c is None or c.state != "running")
-        process_down = c is not None and any(st != "RUNNING" for st in c.processes.values())
+        process_down = c is not None and bool(process_problems(spec, host, c.processes))
         zk_down = host in zks and zks[host].mode not in SERVING
+        zk_down = zk_down or (obs.controllers is not None and host in obs.controllers
+                              and obs.controllers[host].error is not None)
         broker_gone = "kafka" in svcs and kafka_asked and node.id not in ids
         if container_down or process_down or zk_down or broker_gone:
             away.add(host)
@@ -271,9 +345,8 @@ def assess(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> Clus
             continue
         if obs.containers is not None and state != "running":
             problems.append(f"{host}: container {state}")
-        for proc, st in procs.items():
-            if st != "RUNNING":
-                problems.append(f"{host}: {proc} {st}")
+        if c is not None and state == "running":
+            problems += [f"{host}: {p}" for p in process_problems(spec, host, procs)]
         if c is not None and state == "running" and c.health == "unhealthy":
             problems.append(f"{host}: Docker healthcheck unhealthy")
 
@@ -288,6 +361,15 @@ def assess(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> Clus
     q_ok = quorum_ok(spec, zks) if obs.zookeeper is not None else False
     if obs.zookeeper is not None and not q_ok:
         problems.append("zookeeper quorum lost")
+    views = obs.controllers or {}
+    ctrl_leader = controller_leader(spec, views, obs.containers) if obs.controllers is not None else None
+    if obs.controllers is not None:
+        q_ok = ctrl_leader is not None
+        for host, v in views.items():
+            if v.error and host not in excused:
+                problems.append(f"{host}: controller: {v.error}")
+        if not q_ok:
+            problems.append("the KRaft controller quorum has no leader")
     expected = len(spec.brokers)  # a ZooKeeper-only node (`broker: false`) has none
     if obs.kafka is None and obs.kafka_error is None:
         pass  # Kafka was not asked
@@ -303,9 +385,10 @@ def assess(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> Clus
         problems.append(f"{urp_total} under-replicated partitions"
                         + (f" ({urp_excused} only for want of {sorted(excused)})" if urp_excused else ""))
 
-    anything = any(z.mode in SERVING for z in zks.values()) or bool(ids)
+    anything = any(z.mode in SERVING for z in zks.values()) or bool(ids) or ctrl_leader is not None
     health = "healthy" if not problems else ("degraded" if anything else "down")
     leaders = [h for h, z in zks.items() if z.mode in ("leader", "standalone")]
+    leaders += [v.node for v in views.values() if v.id == ctrl_leader]
     zk_hosts = [h for h, _, s in plan if "zookeeper" in s and h in zks]
     return ClusterStatus(
         cluster=spec.name,
@@ -314,7 +397,7 @@ def assess(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> Clus
         leader=leaders[0] if len(leaders) == 1 else None,
         brokers_registered=len(ids),
         brokers_expected=expected,
-        controller=ctrl,
+        controller=ctrl_leader if spec.on_kraft else ctrl,  # on KRaft a broker names a random broker
         under_replicated_partitions=urp_total,
         bootstrap_servers=spec.bootstrap_servers,
         zookeeper_connect=spec.zookeeper_connect_host,
@@ -332,7 +415,10 @@ def assess(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> Clus
         registered_ids=ids,
         metrics_endpoints=[{"node": n.hostname, "service": svc, "url": url}
                            for n, svc, url in spec.metrics_endpoints()],
+        metadata="kraft" if spec.on_kraft else "zookeeper",
         kraft_migration=spec.kraft_phase if spec.kraft_phase != "zookeeper" else None,
+        controllers=[{"node": v.node, "id": v.id, "leader": v.leader, "epoch": v.epoch, "error": v.error}
+                     for v in views.values()],
     )
 
 
@@ -388,12 +474,23 @@ def check_containers(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
     return all(s == "running" for s in states.values()), ", ".join(f"{h}={s}" for h, s in states.items())
 
 
+def _controllers_saw(obs: Observations) -> str:
+    return ", ".join(f"{h}: " + (v.error or f"leader {v.leader} (epoch {v.epoch})")
+                     for h, v in (obs.controllers or {}).items()) or "no controller asked"
+
+
 def check_zk_modes(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
+    """Every ZooKeeper serves; on KRaft, every controller follows a leader."""
+    if spec.on_kraft:
+        views = obs.controllers or {}
+        return bool(views) and all(v.error is None for v in views.values()), _controllers_saw(obs)
     zks = obs.zookeeper or {}
     return bool(zks) and all(z.mode in SERVING for z in zks.values()), _modes(zks)
 
 
 def check_one_leader(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
+    if spec.on_kraft:
+        return check_quorum(spec, obs)
     zks = obs.zookeeper or {}
     leaders = [h for h, z in zks.items() if z.mode in ("leader", "standalone")]
     observers = {spec.zk_host(n) for n in spec.nodes if n.role is ZkRole.observer}
@@ -402,6 +499,10 @@ def check_one_leader(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
 
 
 def check_quorum(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
+    """The metadata quorum: ZooKeeper's, or on KRaft the controllers' (a leader that a majority follows)."""
+    if spec.on_kraft:
+        leader = controller_leader(spec, obs.controllers or {}, obs.containers)
+        return leader is not None, f"controller quorum: leader {leader}; {_controllers_saw(obs)}"
     zks = obs.zookeeper or {}
     return quorum_ok(spec, zks), f"zookeeper modes: {_modes(zks)}"
 
@@ -521,7 +622,7 @@ def readiness_stages(spec: ClusterSpec, state_dir: Path | None = None, *, round_
     first_kafka = next(h for h, _, s in plan if "kafka" in s)
 
     def zk_log(_: str) -> str:
-        return rc.log_tail(spec, first_zk, "zookeeper")
+        return rc.log_tail(spec, first_zk, "controller" if spec.on_kraft else "zookeeper")
 
     def kafka_log(_: str) -> str:
         return rc.log_tail(spec, first_kafka, "kafka")
@@ -529,10 +630,18 @@ def readiness_stages(spec: ClusterSpec, state_dir: Path | None = None, *, round_
     def compose_log(_: str) -> str:
         return rc.compose_ps(spec, state_dir) if state_dir is not None else ""
 
-    stages = [
-        Stage("containers running", probe(spec, check_containers, docker=True), compose_log),
+    metadata = [
         Stage("every ZooKeeper answers srvr with a Mode", probe(spec, check_zk_modes, zookeeper=True), zk_log),
         Stage("exactly one ZooKeeper leader", probe(spec, check_one_leader, zookeeper=True), zk_log),
+    ]
+    if spec.on_kraft:
+        metadata = [Stage("every KRaft controller follows a leader", probe(spec, check_zk_modes, zookeeper=True),
+                          zk_log),
+                    Stage("the KRaft controller quorum has a leader", probe(spec, check_quorum, zookeeper=True,
+                                                                            docker=True), zk_log)]
+    stages = [
+        Stage("containers running", probe(spec, check_containers, docker=True), compose_log),
+        *metadata,
         Stage("every broker registered", probe(spec, check_brokers, kafka=True, timeout=2.0), kafka_log),
         Stage("a controller elected", probe(spec, check_controller, kafka=True, timeout=2.0), kafka_log),
     ]
@@ -545,7 +654,7 @@ def readiness_stages(spec: ClusterSpec, state_dir: Path | None = None, *, round_
 def secure_root_stages(spec: ClusterSpec, log: Callable[[str], str] | None = None) -> list[Stage]:
     """A secured cluster with znode ACLs: the stage that gives "/" Kafka's secure ACL (kctl.zk.znodes)."""
     sec = spec.security
-    if not (sec.zookeeper.sasl and sec.zookeeper.set_acl and spec.security_phase >= 3):
+    if spec.on_kraft or not (sec.zookeeper.sasl and sec.zookeeper.set_acl and spec.security_phase >= 3):
         return []
     return [Stage("root znode writable by the brokers only", _secure_root(spec), log)]
 
@@ -571,7 +680,8 @@ def healthy_stages(spec: ClusterSpec, allow_missing: int = 0, round_trip: bool =
         return ok_b and ok_c, f"{saw_b}, {saw_c}"
 
     stages = [
-        Stage("zookeeper quorum", probe(spec, check_quorum, zookeeper=True)),
+        Stage("KRaft controller quorum" if spec.on_kraft else "zookeeper quorum",
+              probe(spec, check_quorum, zookeeper=True)),
         Stage("brokers registered and a controller", probe(spec, brokers, kafka=True, timeout=2.0)),
         Stage("every partition has a leader", probe(spec, check_leaders, kafka=True, timeout=2.0)),
         Stage("healthy" + (f" but for up to {allow_missing} node(s)" if allow_missing else ""),

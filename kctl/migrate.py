@@ -16,7 +16,10 @@ the step it was in; every step is safe to do twice):
   delete ``/controller`` and ``/migration`` in ZooKeeper, roll the brokers without the migration settings (not
   from controllers: they never had them), remove the controllers' files and metadata.
 
-Finalizing is the phase after these (issue #26): not built yet.
+- ``kraft-brokers -> kraft`` (``finalize``, which cannot be undone): render the controllers without the migration
+  and without ZooKeeper, restart them one at a time (the quorum's leader last, the quorum whole again after each),
+  retire each node's ZooKeeper (its program runs the image's ``retired``; its data stays), wait until the
+  cluster is healthy on KRaft.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ FORWARD: dict[tuple[Phase, Phase], tuple[str, ...]] = {
     (Phase.controllers, Phase.dual_write): ("write-files", "roll-brokers", "metadata-migrated"),
     (Phase.dual_write, Phase.kraft_brokers): ("write-files", "roll-brokers", "brokers-in-kraft"),
 }
+FINALIZE: tuple[str, ...] = ("write-files", "roll-controllers", "retire-zookeeper", "healthy-on-kraft")
 BUILT_ROLLBACKS = (Phase.controllers, Phase.dual_write, Phase.kraft_brokers)
 STEP_WORDS = {
     "read-cluster-id": "read the cluster's id in ZooKeeper (/cluster/id): the controllers format with it",
@@ -67,6 +71,9 @@ STEP_WORDS = {
                                               " the controller again)",
     "roll-brokers-without-migration": "render the brokers without the migration settings and roll them",
     "remove-controllers": "remove the controllers' files and metadata",
+    "roll-controllers": "restart each controller without the migration and without ZooKeeper, the leader last",
+    "retire-zookeeper": "stop each node's ZooKeeper for good (its program waits as retired; its data stays)",
+    "healthy-on-kraft": "wait until the cluster is healthy with its metadata in the controllers alone",
 }
 
 
@@ -105,7 +112,7 @@ def parse_quorum(text: str) -> Quorum:
 
 
 def plan(record: ph.Record, action: str) -> tuple[Phase, list[str]]:
-    """Pure: (target, steps) of ``action`` (next or rollback) from the record's phase; a transition under way
+    """Pure: (target, steps) of ``action`` (next, rollback or finalize) from the record's phase; a transition under way
     is that one's. UsageError/KctlError when there is nothing to do or it is not built."""
     if record.target is not None:
         if record.action != action:
@@ -113,6 +120,12 @@ def plan(record: ph.Record, action: str) -> tuple[Phase, list[str]]:
                             f" {', '.join(record.done) or 'none'}); it must finish first",
                             hint=f"`kctl migrate kraft {record.action}` resumes it")
         return record.target, _steps(action, record.phase, record.target)
+    if action == "finalize":
+        if record.phase is not Phase.kraft_brokers:
+            raise UsageError(f"the cluster is in phase {record.phase.value}: finalizing comes after kraft-brokers"
+                             + (" (it is finalized already)" if record.phase is Phase.kraft else ""),
+                             hint="`kctl migrate kraft status` shows the phase; `kctl migrate kraft next` moves on")
+        return Phase.kraft, list(FINALIZE)
     if action == "next":
         target = ph.next_phase(record.phase)
         if target is None:
@@ -124,6 +137,8 @@ def plan(record: ph.Record, action: str) -> tuple[Phase, list[str]]:
 
 
 def _steps(action: str, source: Phase, target: Phase) -> list[str]:
+    if action == "finalize":
+        return list(FINALIZE)
     if action == "next":
         if (source, target) not in FORWARD:
             raise KctlError(f"moving the brokers from {source.value} to {target.value} is not built yet in this kctl",
@@ -263,6 +278,41 @@ def _remove_controller_files(spec: ClusterSpec, state_dir: Path) -> None:
         engines.for_spec(spec).start_service(spec, host, "controller")
 
 
+def _roll_controllers(spec: ClusterSpec, cluster_id: str | None, say: Progress) -> list[dict[str, Any]]:
+    """Restart every controller, one at a time, the quorum's leader last; after each, the quorum whole again
+    (a leader, every voter caught up). Each restart reads the controller.properties rendered for the phase."""
+    from kctl.runtime import engines
+
+    eng = engines.for_spec(spec)
+    leader = describe_quorum(spec).leader
+    ids = {spec.zk_host(n): kc.controller_id(n) for n in kc.controller_nodes(spec)}
+    out = []
+    for host in sorted(ids, key=lambda h: (ids[h] == leader, ids[h])):
+        t = time.monotonic()
+        eng.stop_service(spec, host, "controller")
+        eng.start_service(spec, host, "controller")
+        wait_until(f"{host}'s controller back in a whole quorum", _quorum_ready(spec, cluster_id), QUORUM_TIMEOUT,
+                   poll=1.0)
+        out.append({"host": host, "controller": ids[host], "was_leader": ids[host] == leader,
+                    "seconds": round(time.monotonic() - t, 1)})
+        say(f"{host}: controller {ids[host]} restarted{' (was the leader)' if ids[host] == leader else ''} in"
+            f" {out[-1]['seconds']}s; quorum whole")
+    return out
+
+
+def _retire_zookeeper(spec: ClusterSpec, say: Progress) -> None:
+    """Restart each node's ZooKeeper program: with the rendered marker it runs the image's `retired`."""
+    from kctl.properties import services_of
+    from kctl.runtime import engines
+
+    eng = engines.for_spec(spec)
+    for host, _node, services in services_of(spec):
+        if "zookeeper" in services:
+            eng.stop_service(spec, host, "zookeeper")
+            eng.start_service(spec, host, "zookeeper")
+            say(f"{host}: ZooKeeper retired (data kept in {spec.zookeeper.data_dir})")
+
+
 def _write_files(before: ClusterSpec, after: ClusterSpec, state_dir: Path, *, roll_follows: bool) -> None:
     """Render ``after``'s files into the state dir. The containers stay: their processes read the new files
     at their next start, so applied.json records them as up to date (a later `kctl up` makes none again)."""
@@ -305,7 +355,7 @@ class Outcome:
 
 def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress | None = None,
         gate_timeout: float = 300.0) -> Outcome:
-    """Do ``action`` (next or rollback): every step of the transition not yet done, the record written after
+    """Do ``action`` (next, rollback or finalize): every step of the transition not yet done, the record written after
     each. The roll lock is held throughout: no restart, apply or second migration meanwhile."""
     from kctl.roll import run as roll_run
 
@@ -385,6 +435,17 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
             elif step == "remove-controllers":
                 _remove_controller_files(spec, state_dir)
                 _mark_applied(after, state_dir)
+            elif step == "roll-controllers":
+                res_c = _roll_controllers(after, record.cluster_id, say)
+                rolls.append({"step": step, "seconds": round(sum(r["seconds"] for r in res_c), 1),
+                              "services": [f"{r['host']} controller" for r in res_c]})
+            elif step == "retire-zookeeper":
+                _retire_zookeeper(after, say)
+            elif step == "healthy-on-kraft":
+                from kctl import health
+
+                health.wait_until_healthy(after, timeout=QUORUM_TIMEOUT)
+                say("healthy on KRaft")
             else:  # pragma: no cover - plan() names only the steps above
                 raise KctlError(f"unknown step {step!r}")
             record = ph.step_done(record, step)
@@ -425,10 +486,13 @@ def status(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
         from kctl.zk import migration as zkm
 
         out["metadata_migrated_by"] = migrated(spec)
-        try:
-            out["zookeeper_migration_znode"] = zkm.migration_state(spec)
-        except KctlError as exc:
-            out["zookeeper_migration_znode"] = {"error": exc.message}
+        if record.phase is Phase.kraft:
+            out["zookeeper_migration_znode"] = {"error": "ZooKeeper is retired: the migration is finalized"}
+        else:
+            try:
+                out["zookeeper_migration_znode"] = zkm.migration_state(spec)
+            except KctlError as exc:
+                out["zookeeper_migration_znode"] = {"error": exc.message}
     return out
 
 
@@ -442,6 +506,8 @@ def describe_plan(record: ph.Record) -> list[dict[str, str]]:
             rows.append({"command": "next", "from": phase.value, "to": target.value, "step": s,
                          "what": STEP_WORDS.get(s, f"roll the brokers into KRaft mode ({target.value})")})
         phase = target
-    rows.append({"command": "finalize", "from": "kraft-brokers", "to": "kraft", "step": "not built yet in this kctl",
-                 "what": "roll the controllers without the migration and without ZooKeeper (cannot be undone)"})
+    if record.phase is not Phase.kraft:
+        for s in FINALIZE:
+            rows.append({"command": "finalize", "from": "kraft-brokers", "to": "kraft", "step": s,
+                         "what": STEP_WORDS[s] + (" (cannot be undone)" if s == "roll-controllers" else "")})
     return rows

@@ -116,6 +116,10 @@ def node_files(spec: ClusterSpec, host: str, node: NodeSpec, services: tuple[str
             "log4j.properties.j2", component="zookeeper", properties=properties.log4j("zookeeper"), **ctx
         )
     phase = Phase(spec.kraft_phase)
+    if "zookeeper" in services and phase is Phase.kraft:
+        files[f"conf/{contract.ZOOKEEPER_RETIRED}"] = (
+            "# The cluster left ZooKeeper for KRaft (`kctl migrate kraft finalize`): no ZooKeeper runs on this node.\n"
+            f"# Its data is kept in {spec.zookeeper.data_dir} until the operator removes it.\n")
     controller = rank(phase) >= rank(Phase.controllers) and node in kraft_config.controller_nodes(spec)
     if "zookeeper" in services and controller:
         files["conf/controller.properties"] = _tpl(

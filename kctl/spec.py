@@ -858,6 +858,12 @@ class ClusterSpec(_Model):
     def kraft_cluster_id(self) -> str | None:
         return self._kraft[1]
 
+    @property
+    def on_kraft(self) -> bool:
+        """The cluster's metadata lives in its KRaft controllers alone: the migration is finalized (or a finalize
+        is under way), and its ZooKeeper is retired."""
+        return self._kraft[0] == "kraft"
+
     def with_kraft(self, phase: str, cluster_id: str | None) -> ClusterSpec:
         """This spec, its files rendered for migration ``phase`` with ``cluster_id``."""
         out = self.model_copy()

@@ -141,12 +141,16 @@ def status(
 
     where = "host" if spec.engine is Engine.hosts else "container"  # engine hosts: a host's state, no container
     rows = []
+    quorum = {c["node"]: c for c in st.controllers}
     for n in st.nodes:
         z, b = n.zookeeper, n.broker
+        c = quorum.get(n.node)
         rows.append({
             "node": n.node,
             where: n.container + (f" ({n.health})" if n.health else ""),
             "processes": " ".join(f"{k}={v}" for k, v in n.processes.items()) or "-",
+            "kraft": (None if c is None else c["error"] or f"{c['id']}: " + (
+                "leader" if c["leader"] == c["id"] else f"follows {c['leader']}") + f" (epoch {c['epoch']})"),
             "zk_mode": z.mode if z else None,
             "zxid": z.zxid if z else None,
             "outstanding": z.outstanding if z else None,
@@ -163,10 +167,12 @@ def status(
               + f", controller {st.controller if st.controller is not None else '-'}"
               + f", URP {st.under_replicated_partitions if st.under_replicated_partitions is not None else '?'}"
               + (f"\nproblems: {'; '.join(st.problems)}" if st.problems else "")
-              + (f"\nmetadata: ZooKeeper, migrating to KRaft: phase {st.kraft_migration} (`kctl migrate kraft"
+              + ("\nmetadata: KRaft (the controller quorum; ZooKeeper retired)" if st.metadata == "kraft" else
+                 f"\nmetadata: ZooKeeper, migrating to KRaft: phase {st.kraft_migration} (`kctl migrate kraft"
                  " status`)" if st.kraft_migration else ""))
+    metadata_columns = ["kraft"] if st.metadata == "kraft" else ["zk_mode", "zxid"]
     output.emit(st, fmt, rows=rows,
-                columns=["node", where, "zk_mode", "zxid", "broker", "registered", "controller", "urp"],
+                columns=["node", where, *metadata_columns, "broker", "registered", "controller", "urp"],
                 wide_columns=["processes", "outstanding", "latency_ms", "connections"],
                 title=f"cluster {st.cluster}", footer=footer)
     if st.running is False:

@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
     kraft_app.command("plan")(kraft_plan)
     kraft_app.command("next")(kraft_next)
     kraft_app.command("rollback")(kraft_rollback)
+    kraft_app.command("finalize")(kraft_finalize)
     migrate_app.add_typer(kraft_app, name="kraft")
     app.add_typer(migrate_app, name="migrate")
 
@@ -48,7 +49,9 @@ def kraft_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
         rows.append({"what": "metadata migrated", "value": (f"yes (logged by {st['metadata_migrated_by']})"
                                                             if st["metadata_migrated_by"] else "not yet")})
     output.emit(st, fmt, rows=rows, columns=["what", "value"], title=f"{spec.name}: migration to KRaft",
-                footer=f"next: `kctl migrate kraft next` ({st['next']})" if st["next"] else None)
+                footer=(f"next: `kctl migrate kraft next` ({st['next']})" if st["next"] else
+                        "next: `kctl migrate kraft finalize` (cannot be undone), or `kctl migrate kraft rollback`"
+                        if st["phase"] == "kraft-brokers" and not st["under_way"] else None))
 
 
 def kraft_plan(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
@@ -75,6 +78,13 @@ def kraft_rollback(yes: bool = YesOpt, timeout: float = TimeoutOpt, file: Path =
     _run("rollback", yes, timeout, file, fmt)
 
 
+def kraft_finalize(yes: bool = YesOpt, timeout: float = TimeoutOpt, file: Path = SpecOpt,
+                   fmt: output.Format = OutputOpt) -> None:
+    """Leave ZooKeeper for good (from kraft-brokers): the controllers restarted without it, ZooKeeper retired.
+    No rollback afterwards."""
+    _run("finalize", yes, timeout, file, fmt)
+
+
 def _run(action: str, yes: bool, timeout: float, file: Path, fmt: output.Format) -> None:
     from kctl import migrate
     from kctl.kraft import phases
@@ -85,7 +95,8 @@ def _run(action: str, yes: bool, timeout: float, file: Path, fmt: output.Format)
     record = phases.read(state_dir)
     target, steps = migrate.plan(record, action)  # refusals before the question
     if not yes:
-        typer.confirm(f"{action}: {spec.name} from {record.phase.value} to {target.value} ({', '.join(steps)})?",
-                      abort=True)
+        final = " This cannot be undone: no rollback to ZooKeeper afterwards." if action == "finalize" else ""
+        typer.confirm(f"{action}: {spec.name} from {record.phase.value} to {target.value} ({', '.join(steps)})?"
+                      f"{final}", abort=True)
     res = migrate.run(spec, state_dir, action, progress=output.info, gate_timeout=timeout)
     output.emit_change(res, fmt, f"{spec.name}: {action} from {res.source} to {res.phase} in {res.seconds:.1f}s")

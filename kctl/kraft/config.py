@@ -31,6 +31,9 @@ CONTROLLER_LISTENER = "CONTROLLER"
 # Inside the node: 9092 is INTERNAL, 9093 INTERNAL_SECURE while a security.migration runs.
 CONTROLLER_PORT = 9095
 METADATA_DIR = "/var/opt/kctl/controller/metadata"
+# Where a KRaft node keeps its view of the quorum (Kafka's own file: the leader it follows and the epoch),
+# rewritten at every election: the cheap way to ask a controller who leads, without starting a JVM tool.
+QUORUM_STATE = f"{METADATA_DIR}/__cluster_metadata-0/quorum-state"
 # The broker protocol version pinned while brokers of both modes may meet (Kafka requires 3.9 to migrate).
 INTER_BROKER_PROTOCOL = "3.9"
 MIGRATION_FLAG = "zookeeper.metadata.migration.enable"
@@ -44,6 +47,18 @@ CONTROLLER_SHARED_KEYS = ("num.partitions", "default.replication.factor", "min.i
                           "unclean.leader.election.enable", "auto.leader.rebalance.enable",
                           "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
                           "delete.topic.enable")
+
+
+def parse_quorum_state(text: str) -> tuple[int | None, int | None]:
+    """Pure: (leader id, leader epoch) of a quorum-state file's JSON; leader None while there is none (-1)."""
+    import json
+
+    try:
+        data = json.loads(text)
+        leader, epoch = int(data.get("leaderId", -1)), int(data.get("leaderEpoch", -1))
+    except (ValueError, TypeError, AttributeError):
+        return None, None
+    return (leader if leader >= 0 else None), (epoch if epoch >= 0 else None)
 
 
 def controller_id(node: NodeSpec) -> int:

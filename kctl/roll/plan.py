@@ -119,6 +119,11 @@ def plan_roll(spec: ClusterSpec, *, service: str | None, nodes: Sequence[str] = 
     if service == "node" and spec.topology is not Topology.colocated:
         raise UsageError("--service node needs the colocated topology (each node runs ZooKeeper and Kafka)",
                          hint="with the split topology restart --service zookeeper, then --service kafka")
+    if spec.on_kraft and service != "kafka":
+        raise UsageError(f"cluster {spec.name!r} is on KRaft: its ZooKeeper is retired, so a restart of"
+                         f" {'every service' if service is None else 'the ' + service} is not one kctl makes; a"
+                         " rolling restart of its KRaft controllers is not built yet",
+                         hint="`kctl restart --rolling --service kafka` restarts the brokers")
     picked = {spec.node(n).id for n in nodes}  # an unknown node is a UsageError before anything runs
     chosen = [n for n in spec.nodes if not picked or n.id in picked]
     steps: list[Step] = []

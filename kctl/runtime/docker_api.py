@@ -199,12 +199,18 @@ def listed(cluster: str | None, sc: StatusClient | None = None) -> list[Containe
 
 
 def process_states(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, str]:
-    """RUNNING, STOPPED or WAITING-FOR-QUORUM per service, from a container's command lines."""
+    """RUNNING, STOPPED or WAITING-FOR-QUORUM per service, from a container's command lines; RETIRED for a
+    ZooKeeper of a cluster that left it (the image's ``retired``); and ``controller`` RUNNING where a KRaft
+    controller's JVM runs (a node without one, or whose controller waits idle, has no entry: whether it should
+    run one is the spec's phase, which the health assessment reads)."""
     procs: dict[str, str] = {}
     if "zookeeper" in services:
-        procs["zookeeper"] = "RUNNING" if any("QuorumPeerMain" in c for c in cmdlines) else "STOPPED"
+        procs["zookeeper"] = ("RUNNING" if any("QuorumPeerMain" in c for c in cmdlines) else
+                              "RETIRED" if any("retired zookeeper" in c for c in cmdlines) else "STOPPED")
     # The broker's JVM and a KRaft controller's both run kafka.Kafka; the controller's reads controller.properties.
     brokers = [c for c in cmdlines if "controller.properties" not in c]
+    if any(" kafka.Kafka " in f"{c} " and "controller.properties" in c for c in cmdlines):
+        procs["controller"] = "RUNNING"
     if "kafka" in services:
         if any(" kafka.Kafka " in f"{c} " for c in brokers):
             procs["kafka"] = "RUNNING"

@@ -40,6 +40,9 @@ def connect(spec: ClusterSpec, timeout: float = 3.0, chroot: bool = True, hosts:
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
 
+    from kctl.zk import require_zookeeper
+
+    require_zookeeper(spec, "a ZooKeeper client")
     hosts = hosts or spec.zookeeper_connect_host
     if chroot and spec.kafka.zookeeper_chroot:
         hosts += spec.kafka.zookeeper_chroot

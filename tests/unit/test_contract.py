@@ -20,6 +20,11 @@ def test_scripts_use_only_the_contract_roots() -> None:
     assert roots == {contract.CONF_DIR, contract.DATA_ROOT, contract.LOG_ROOT}
 
 
+def test_the_retired_marker_is_the_one_the_scripts_read() -> None:
+    for script in ("zookeeper-start", "healthcheck"):
+        assert contract.ZOOKEEPER_RETIRED in (NODE / script).read_text(encoding="utf-8"), script
+
+
 def test_log_files_are_where_the_log4j_and_supervisor_configs_put_them() -> None:
     from kctl import properties
 

@@ -290,3 +290,85 @@ def test_broker_registered_needs_an_answer(monkeypatch: pytest.MonkeyPatch) -> N
     gone = health.broker_registered(SPEC, 3, want=False)
     assert gone() == (False, "refused")  # nobody answered: not proof that it is gone
     assert gone() == (True, "registered brokers [1, 2]")
+
+
+# ----- a cluster on KRaft (the migration finalized) ------------------------------------------------------------
+
+KRAFT = SPEC.with_kraft("kraft", "Xy7kQ2fnT3a1bC9dE0fG1h")
+ON_KRAFT = {"zookeeper": "RETIRED", "kafka": "RUNNING", "controller": "RUNNING"}
+
+
+def kraft_obs(leader: int = 3002, epoch: int = 4) -> Observations:
+    return Observations(
+        containers={h: ContainerObs(h, "running", "healthy", dict(ON_KRAFT), "abc") for h in HOSTS},
+        controllers={h: health.ControllerView(h, 3001 + i, leader, epoch) for i, h in enumerate(HOSTS)},
+        kafka=kmd.Metadata((1, 2, 3), 1, _partitions()),
+    )
+
+
+def test_on_kraft_the_controllers_are_the_quorum_and_a_retired_zookeeper_is_no_problem() -> None:
+    st = assess(KRAFT, kraft_obs())
+    assert (st.health, st.quorum, st.leader, st.controller, st.metadata) == ("healthy", "ok", "logger2", 3002,
+                                                                             "kraft")
+    assert st.zookeeper == [] and [c["leader"] for c in st.controllers] == [3002] * 3
+    # the same processes on a cluster still on ZooKeeper: a retired ZooKeeper is a problem there
+    zk_obs = healthy_obs()
+    assert zk_obs.containers is not None
+    zk_obs.containers["logger1"] = ContainerObs("logger1", "running", "healthy", dict(ON_KRAFT))
+    assert "logger1: zookeeper RETIRED" in assess(SPEC, zk_obs).problems
+
+
+def test_on_kraft_a_stopped_controller_or_no_majority_is_seen() -> None:
+    obs = kraft_obs()
+    assert obs.containers is not None and obs.controllers is not None
+    obs.containers["logger3"] = ContainerObs("logger3", "running", "healthy", {"zookeeper": "RETIRED",
+                                                                               "kafka": "RUNNING"})
+    st = assess(KRAFT, obs)
+    assert st.health == "degraded" and "logger3: controller STOPPED" in st.problems and st.quorum == "ok"
+    # the leader's own controller is down: the followers' files still name it, but there is no leader
+    obs = kraft_obs(leader=3003)
+    assert obs.containers is not None
+    obs.containers["logger3"] = ContainerObs("logger3", "running", "healthy", {"zookeeper": "RETIRED",
+                                                                               "kafka": "RUNNING"})
+    st = assess(KRAFT, obs)
+    assert st.quorum == "lost" and "the KRaft controller quorum has no leader" in st.problems
+    # a newer epoch named by one controller alone is no majority's leader
+    obs = kraft_obs()
+    assert obs.controllers is not None
+    obs.controllers["logger1"] = health.ControllerView("logger1", 3001, 3001, 5)
+    assert health.controller_leader(KRAFT, obs.controllers) is None
+    obs.controllers["logger3"] = health.ControllerView("logger3", 3003, 3001, 5)
+    assert health.controller_leader(KRAFT, obs.controllers) == 3001
+
+
+def test_the_quorum_state_file_is_read_for_leader_and_epoch() -> None:
+    from kctl.kraft import config as kc
+
+    text = ('{"clusterId":"","leaderId":3002,"leaderEpoch":7,"votedId":-1,"appliedOffset":0,'
+            '"currentVoters":[{"voterId":3001},{"voterId":3002},{"voterId":3003}],"data_version":0}')
+    assert kc.parse_quorum_state(text) == (3002, 7)
+    assert kc.parse_quorum_state('{"leaderId":-1,"leaderEpoch":8,"votedId":3001}') == (None, 8)
+    assert kc.parse_quorum_state("cat: no such file") == (None, None)
+
+
+def test_a_retired_zookeeper_and_a_kraft_controller_are_read_from_the_process_table() -> None:
+    retired = "/bin/bash /usr/local/lib/kctl/retired zookeeper"
+    controller = "java -Xmx256m -cp /opt/kafka/libs/* kafka.Kafka /etc/kctl/controller.properties"
+    broker = "java -Xmx512m -cp /opt/kafka/libs/* kafka.Kafka /etc/kctl/server.properties"
+    assert docker_api.process_states([retired, controller, broker], ("zookeeper", "kafka")) == ON_KRAFT
+    assert docker_api.process_states([broker], ("zookeeper", "kafka")) == {"zookeeper": "STOPPED",
+                                                                           "kafka": "RUNNING"}
+
+
+def test_zookeeper_commands_and_clients_are_refused_on_kraft() -> None:
+    from kctl.errors import UsageError
+    from kctl.roll import plan as rp
+    from kctl.zk import require_zookeeper, znodes
+
+    with pytest.raises(UsageError, match="on KRaft: it has no ZooKeeper"), znodes.connect(KRAFT):
+        pass
+    assert require_zookeeper(SPEC) is SPEC
+    for service in (None, "zookeeper", "node"):
+        with pytest.raises(UsageError, match="on KRaft"):
+            rp.plan_roll(KRAFT, service=service, zk_modes={}, controller=None)
+    assert rp.plan_roll(KRAFT, service="kafka", zk_modes={}, controller=None).steps

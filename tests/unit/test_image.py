@@ -31,7 +31,8 @@ from kctl.runtime import image, maven
 from kctl.runtime.dist import apache, central, layout, scripts
 
 NODE = image.NODE_DIR
-SHELL_FILES = ["entrypoint.sh", "healthcheck", "kafka-start", "zookeeper-start", "jvm-common.sh"]
+SHELL_FILES = ["entrypoint.sh", "healthcheck", "kafka-start", "zookeeper-start", "jvm-common.sh", "controller-start",
+               "idle", "retired", "held"]
 
 
 # --- helpers -----------------------------------------------------------------------
@@ -605,6 +606,27 @@ def test_healthcheck_kafka_port(fake_zk: tuple[int, list[bytes]], tmp_path: Path
     closed = closed_port()
     down = _healthcheck({**both, **_conf(tmp_path, port, closed)})
     assert down.returncode == 1 and f"kafka: port {closed} closed" in down.stdout
+
+
+def test_healthcheck_of_a_finalized_node_asks_no_zookeeper_and_probes_the_controller(
+        fake_zk: tuple[int, list[bytes]], tmp_path: Path) -> None:
+    port, replies = fake_zk  # a listening port stands in for the controller's and the broker's
+    replies[0] = b"This ZooKeeper instance is not currently serving requests\n"  # asked, it would fail
+    env = {"KCTL_SERVICES": "zookeeper,kafka", **_conf(tmp_path, closed_port(), port)}
+    (tmp_path / "zookeeper-retired").write_text("the cluster is on KRaft\n")
+    (tmp_path / "controller.properties").write_text(f"listeners=CONTROLLER://0.0.0.0:{port}\n")
+    ok = _healthcheck(env)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "zookeeper: retired" in ok.stdout and f"controller: port {port} open" in ok.stdout
+    closed = closed_port()
+    (tmp_path / "controller.properties").write_text(f"listeners=CONTROLLER://0.0.0.0:{closed}\n")
+    down = _healthcheck(env)
+    assert down.returncode == 1 and f"controller: port {closed} closed" in down.stdout
+    # While a migration runs (no retired marker) the controller is not the healthcheck's to judge.
+    (tmp_path / "zookeeper-retired").unlink()
+    replies[0] = b"Zookeeper version: 3.8.4\nMode: follower\n"
+    env = {"KCTL_SERVICES": "zookeeper,kafka", **_conf(tmp_path, port, port)}
+    assert _healthcheck(env).returncode == 0
 
 
 def test_tar_roundtrip_helper_is_sane(tmp_path: Path) -> None:

@@ -64,11 +64,28 @@ def test_what_is_not_possible_or_not_built_is_refused_with_the_reason() -> None:
         migrate.plan(ph.Record(Phase.kraft_brokers), "next")
 
 
+def test_finalize_is_a_command_of_its_own_from_kraft_brokers_only() -> None:
+    assert migrate.plan(ph.Record(Phase.kraft_brokers), "finalize") == (
+        Phase.kraft, ["write-files", "roll-controllers", "retire-zookeeper", "healthy-on-kraft"])
+    for phase in (Phase.zookeeper, Phase.controllers, Phase.dual_write):
+        with pytest.raises(UsageError, match="finalizing comes after kraft-brokers"):
+            migrate.plan(ph.Record(phase), "finalize")
+    with pytest.raises(UsageError, match="finalized already"):
+        migrate.plan(ph.Record(Phase.kraft), "finalize")
+    # a kctl killed while finalizing resumes the finalize, and nothing else runs meanwhile
+    busy = ph.Record(Phase.kraft_brokers, Phase.kraft, "finalize", ["write-files"])
+    assert migrate.plan(busy, "finalize")[0] is Phase.kraft
+    with pytest.raises(KctlError, match="a finalize to kraft is under way"):
+        migrate.plan(busy, "rollback")
+
+
 def test_the_plan_lists_every_step_to_kraft() -> None:
     rows = migrate.describe_plan(ph.Record(Phase.zookeeper))
     assert [(r["from"], r["to"]) for r in rows][:4] == [("zookeeper", "controllers")] * 4
-    assert rows[-1]["command"] == "finalize" and [r["to"] for r in rows].count("kraft-brokers") == 3
+    assert [r["to"] for r in rows].count("kraft-brokers") == 3
+    assert [r["step"] for r in rows if r["command"] == "finalize"] == list(migrate.FINALIZE)
     assert all(r["what"] for r in rows)
+    assert migrate.describe_plan(ph.Record(Phase.kraft)) == []
 
 
 @pytest.mark.parametrize(("settings", "words"), [
