@@ -63,6 +63,13 @@ def converge(
     started = time.monotonic()
     from kctl.render import render, write  # jinja2: only a converge needs it
 
+    if spec.on_kraft and spec.kraft_cluster_id is None:  # made on KRaft (metadata: kraft), first `kctl up`
+        from kctl.kraft import phases
+
+        record = phases.made_on_kraft(state_dir)
+        spec = spec.with_kraft(record.phase.value, record.cluster_id)
+        say(f"metadata: kraft: cluster id {record.cluster_id} (the controllers and brokers format with it)")
+
     rendered = render(spec, state_dir)  # pure; a template problem fails before anything is touched
     eng = engines.for_spec(spec)
     dc = eng.client()
@@ -104,12 +111,19 @@ def start_stopped_processes(spec: ClusterSpec, eng: engines.Engine, *, skip: set
     first; the readiness stages that follow wait for it. Returns ``host/service`` of each start."""
     from kctl.runtime import services
 
+    controllers: set[str] = set()
+    if spec.on_kraft:  # a controller that is not running shows as no entry (kctl.runtime.docker_api)
+        from kctl.kraft import config as kc
+
+        controllers = {spec.zk_host(n) for n in kc.controller_nodes(spec)}
     started: list[str] = []
     for c in eng.observe(spec):
         if c.name in skip or c.state != "running" or c.remote:
             continue
         procs = eng.processes(c)
-        for svc in contract.SERVICES:  # zookeeper, then kafka
+        if procs and c.name in controllers and "controller" not in procs:
+            procs["controller"] = "STOPPED"
+        for svc in ("controller", *contract.SERVICES):  # the controller (KRaft) or ZooKeeper first, then Kafka
             if procs.get(svc) == "STOPPED":
                 where = "in its running container" if eng.uses_image else "on its host"
                 say(f"{c.name}: {svc} is not running {where}; starting it")
@@ -190,7 +204,8 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     if graceful and any(c.state == "running" for c in infos) and not _zookeeper_quorum(spec):
         # A controlled shutdown asks the controller through ZooKeeper: without a quorum each broker would
         # wait out its retries and supervisord's 120 s before being killed anyway.
-        say("no ZooKeeper quorum: a controlled shutdown cannot reach the controller; stopping every node at once"
+        say(f"no {'KRaft controller' if spec.on_kraft else 'ZooKeeper'} quorum: a controlled shutdown cannot reach"
+            " the controller; stopping every node at once"
             " (the brokers recover their logs at their next start)")
         graceful = False
     if graceful:
@@ -211,11 +226,12 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
 
 
 def _zookeeper_quorum(spec: ClusterSpec) -> bool:
-    """Whether the ensemble has a quorum now, as ``kctl status`` judges it (every server asked, 1.5 s at most)."""
+    """Whether the ensemble (on KRaft: the controllers) has a quorum now, as ``kctl status`` judges it (every
+    server asked, 1.5 s at most)."""
     from kctl import health
 
     obs = health.gather(spec, 1.5, docker=False, kafka=False)
-    return health.quorum_ok(spec, obs.zookeeper or {})
+    return health.check_quorum(spec, obs)[0]
 
 
 def _stop_kafka(spec: ClusterSpec, c: ContainerInfo, dc: Any, say: Progress) -> None:

@@ -118,14 +118,19 @@ def node_files(spec: ClusterSpec, host: str, node: NodeSpec, services: tuple[str
     phase = Phase(spec.kraft_phase)
     if "zookeeper" in services and phase is Phase.kraft:
         files[f"conf/{contract.ZOOKEEPER_RETIRED}"] = (
-            "# The cluster left ZooKeeper for KRaft (`kctl migrate kraft finalize`): no ZooKeeper runs on this node.\n"
-            f"# Its data is kept in {spec.zookeeper.data_dir} until the operator removes it.\n")
+            "# The cluster's metadata is in its KRaft controllers (`metadata: kraft`, or `kctl migrate kraft\n"
+            "# finalize`): no ZooKeeper runs on this node. A migrated cluster's ZooKeeper data is kept in\n"
+            f"# {spec.zookeeper.data_dir} until the operator removes it.\n")
+    if phase is Phase.kraft and spec.kraft_cluster_id:
+        # what a KRaft node formats its storage with, when it has none (a cluster made on KRaft)
+        files["conf/cluster-id"] = f"{spec.kraft_cluster_id}\n"
     controller = rank(phase) >= rank(Phase.controllers) and node in kraft_config.controller_nodes(spec)
     if "zookeeper" in services and controller:
         files["conf/controller.properties"] = _tpl(
             "controller.properties.j2", properties=kraft_config.controller_properties(spec, node, phase),
             controller_id=kraft_config.controller_id(node), **ctx)
-        files["conf/cluster-id"] = f"{spec.kraft_cluster_id}\n"
+        if spec.kraft_cluster_id:
+            files["conf/cluster-id"] = f"{spec.kraft_cluster_id}\n"
         files["conf/log4j-controller.properties"] = _tpl(
             "log4j.properties.j2", component="controller", properties=properties.log4j("controller"), **ctx
         )

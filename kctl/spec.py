@@ -65,6 +65,11 @@ class Engine(Enum):
     hosts = "hosts"
 
 
+class MetadataMode(Enum):
+    zookeeper = "zookeeper"
+    kraft = "kraft"
+
+
 class ZkRole(Enum):
     participant = "participant"
     observer = "observer"
@@ -630,6 +635,14 @@ class ClusterSpec(_Model):
     image: ImageSpec = Field(default_factory=ImageSpec,
                              description="The node image; a plain string is taken as `image.ref`.")
     versions: Versions = Field(default_factory=Versions, description="Kafka and ZooKeeper versions.")
+    metadata: MetadataMode = Field(
+        MetadataMode.zookeeper,
+        description="Where the cluster's metadata lives. zookeeper: the ZooKeeper ensemble (ZooKeeper N beside broker"
+                    " N on each node). kraft: a KRaft controller quorum from the start (`kctl init --kraft`), with"
+                    " the layout a cluster has after `kctl migrate kraft finalize`: controller N beside broker N"
+                    " on each ZooKeeper participant's node (node id 3000 + N), no ZooKeeper. A cluster made on"
+                    " zookeeper moves to KRaft with `kctl migrate kraft`, whatever this says; a cluster made on"
+                    " kraft stays there.")
     nodes: list[NodeSpec] = Field(default_factory=_default_nodes, min_length=1, description="The nodes.")
     zookeeper: ZooKeeperSpec = Field(default_factory=ZooKeeperSpec, description="ZooKeeper settings.")
     kafka: KafkaSpec = Field(default_factory=KafkaSpec, description="Kafka broker settings.")
@@ -1090,6 +1103,15 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         if sec.admin_user in RESERVED_PRINCIPALS:
             errors.append(f"security.admin_user: {sec.admin_user!r} is one of kctl's ZooKeeper principals"
                           f" ({', '.join(RESERVED_PRINCIPALS)})")
+    if spec.metadata is MetadataMode.kraft:
+        if spec.engine is not Engine.compose:
+            errors.append(f"metadata: kraft on engine {spec.engine.value} is not built yet (the controllers run on"
+                          " engine compose); make it on zookeeper and migrate it later, or use engine compose")
+        if sec.enabled:
+            errors.append("metadata: kraft with security.enabled is not built yet (the controllers' listener would"
+                          " be PLAINTEXT beside SASL_SSL brokers)")
+        if spec.topology is not Topology.colocated:
+            errors.append("metadata: kraft runs each controller beside its broker: topology colocated")
     if sec.migration is not None:
         if not sec.enabled:
             errors.append("security.migration: a step towards the secured profile needs security.enabled: true")
@@ -1253,6 +1275,8 @@ def resolve_cluster(spec: ClusterSpec, spec_path: Path) -> ClusterSpec:
     record = read(state)
     if record.phase is not Phase.zookeeper or record.target is not None:
         out = out.with_kraft((record.target or record.phase).value, record.cluster_id)
+    elif spec.metadata is MetadataMode.kraft:  # made on KRaft: its id comes with its first `kctl up`
+        out = out.with_kraft(Phase.kraft.value, None)
     return out
 
 

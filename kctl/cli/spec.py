@@ -26,6 +26,9 @@ def init(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
     secure: bool = typer.Option(False, "--secure", help="The secured profile: TLS, SASL/SCRAM, ACLs, ZooKeeper"
                                                         " authentication (security.enabled: true)."),
+    kraft: bool = typer.Option(False, "--kraft", help="Metadata in a KRaft controller quorum from the start"
+                                                      " (metadata: kraft): controller N beside broker N on each"
+                                                      " node, no ZooKeeper."),
 ) -> None:
     """Write a kctl.yaml with every default spelled out (cluster "logger", nodes logger1..logger3)."""
     import yaml
@@ -44,6 +47,8 @@ def init(
     settings: dict[str, Any] = dict(plan.settings)
     if secure:
         settings["security"] = {"enabled": True}
+    if kraft:
+        settings["metadata"] = "kraft"
     text = default_spec_yaml(cluster, settings)
     spec, _ = parse_spec(yaml.safe_load(text))  # what we write must load
     try:
@@ -52,6 +57,7 @@ def init(
         raise KctlError(f"cannot write {file}: {exc.strerror}") from None
     output.info(f"wrote {file} (cluster {cluster!r}, 3 nodes, bootstrap servers {spec.bootstrap_servers}"
                 + (", secured: SASL_SSL, ACLs, ZooKeeper authentication" if secure else "")
+                + (", metadata in KRaft controllers" if kraft else "")
                 + "); next: `kctl render` or `kctl up`")
 
 

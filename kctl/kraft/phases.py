@@ -161,3 +161,32 @@ def arrive(record: Record, now: float | None = None) -> Record:
     at = time.time() if now is None else now
     return Record(record.target, None, None, [], [*record.history, {"phase": record.target.value, "at": at}],
                   record.cluster_id)
+
+
+def new_cluster_id() -> str:
+    """A cluster id as Kafka makes one (``kafka-storage.sh random-uuid``): 16 random bytes in URL-safe base64
+    without padding, never starting with '-' (a command-line tool would take it for an option)."""
+    import base64
+    import uuid
+
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
+def made_on_kraft(state_dir: Path, now: float | None = None) -> Record:
+    """The record of a cluster made on KRaft (``metadata: kraft``): phase ``kraft`` from the start, with a new
+    cluster id that its controllers and brokers format their storage with. Written once; afterwards read."""
+    record = read(state_dir)
+    if record.phase is Phase.kraft and record.cluster_id:
+        return record
+    if record.phase is not Phase.zookeeper or record.target is not None:
+        raise KctlError(f"{state_dir / STATE_FILE} records a migration to KRaft under way ({record.phase.value}):"
+                        " this state dir holds a cluster made on ZooKeeper",
+                        hint="`kctl migrate kraft status`; a cluster made on ZooKeeper keeps `metadata: zookeeper`")
+    at = time.time() if now is None else now
+    made = Record(Phase.kraft, history=[{"phase": Phase.kraft.value, "at": at, "made": "on KRaft"}],
+                  cluster_id=new_cluster_id())
+    write(state_dir, made)
+    return made

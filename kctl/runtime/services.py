@@ -18,8 +18,8 @@ from kctl.spec import ClusterSpec
 
 
 def _known(service: str) -> None:
-    if service not in contract.SERVICES:
-        raise KctlError(f"unknown service {service!r}", hint="zookeeper or kafka")
+    if service not in (*contract.SERVICES, "controller"):  # a node's KRaft controller, in a migration or on KRaft
+        raise KctlError(f"unknown service {service!r}", hint="zookeeper, kafka or controller")
 
 
 def stop(spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:

@@ -39,7 +39,7 @@ from kctl.health import ClusterStatus
 from kctl.runtime import docker_api as rc
 from kctl.runtime.faults import Faults
 from kctl.runtime.ports import free_ports
-from kctl.spec import ClusterSpec, NodeSpec, SecuritySpec, load_cluster, parse_spec
+from kctl.spec import ClusterSpec, MetadataMode, NodeSpec, SecuritySpec, load_cluster, parse_spec, resolve_cluster
 from kctl.wait import wait_until
 
 LABEL_TESTING = contract.LABEL_TESTING
@@ -215,6 +215,8 @@ class KafkaCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.spec_file.write_text(yaml.safe_dump(self.spec.model_dump(mode="json", exclude_none=True),
                                                  sort_keys=False))
+        if self.spec.metadata is MetadataMode.kraft:  # as the CLI loads it: on KRaft from the start
+            self.spec = resolve_cluster(self.spec, self.spec_file)
         self._started = True
         try:
             # `kctl up`'s own path: image, render, secrets, deploy, the readiness stages (a produce/consume

@@ -1,11 +1,12 @@
 """The migration to KRaft on a three-node cluster of its own, under an acks=all load (issue #26).
 
 docs/runbooks/migrate-to-kraft.md as written: zookeeper -> controllers -> dual-write -> kraft-brokers ->
-rollback to zookeeper.
+rollback to zookeeper, then the same way again and finalize (kraft: ZooKeeper retired).
 What must not change is read by other means than kctl's: topic ids and configs and a group's committed offsets
 by confluent-kafka's AdminClient, a client quota by Kafka's own kafka-configs.sh in a node, and every
 acknowledged record by kcat. Topics made in dual-write (with the cluster's defaults) and with KRaft brokers, and a
-config changed then (the controllers write them to ZooKeeper too), are still there after the rollback. Then
+config changed then (the controllers write them to ZooKeeper too), are still there after the rollback, and
+after finalizing; the finalized cluster is healthy by kctl's status and runs no ZooKeeper, whose data stays. Then
 (make test-long) `kctl migrate kraft next` killed with -9 in the middle of a step, twice (among the controllers'
 start, and in the brokers' roll), resumes and completes, and the rollback from dual-write loses nothing.
 """
@@ -149,7 +150,11 @@ def seed(cluster: KafkaCluster) -> None:
     rf = cluster.spec.kafka.default_replication_factor
     cluster.create_topic("orders", partitions=6, replication_factor=rf, config={"retention.ms": "7200000"})
     cluster.create_topic("audit", partitions=3, replication_factor=rf, config={"cleanup.policy": "compact"})
-    cluster.create_topic(LOAD_TOPIC, partitions=6, replication_factor=rf)
+    from confluent_kafka.admin import AdminClient
+
+    topics = AdminClient({"bootstrap.servers": cluster.bootstrap_servers}).list_topics(timeout=30).topics
+    if LOAD_TOPIC not in topics:  # the kill test before the three-node runbook made it
+        cluster.create_topic(LOAD_TOPIC, partitions=6, replication_factor=rf)
     p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
     for i in range(600):
         p.produce("orders", key=str(i % 7).encode(), value=str(i).encode())
@@ -169,12 +174,53 @@ def seed(cluster: KafkaCluster) -> None:
     assert code == 0, out
 
 
+def test_refusals_change_nothing(single: KafkaCluster) -> None:
+    p = kctl(single, "migrate", "kraft", "rollback", "--yes")
+    assert p.returncode == 2 and "there is no migration to roll back" in p.stderr and "Traceback" not in p.stderr
+    assert _record(single)["phase"] == "zookeeper"
+
+
 def test_runbook_on_one_node_loses_nothing_and_changes_no_metadata(single: KafkaCluster) -> None:
     """make test's short form: every step and check of the runbook, each roll one broker."""
     runbook_under_load(single)
 
 
-@pytest.mark.long  # three brokers in each of four rolls (about 3 minutes): `make test-long`
+@pytest.mark.long  # two more phases and a rollback (about 100 s): `make test-long`
+def test_a_kctl_killed_mid_phase_resumes_and_completes(cluster: KafkaCluster) -> None:
+    cluster.create_topic(LOAD_TOPIC, partitions=6, replication_factor=cluster.spec.kafka.default_replication_factor)
+    with Load(cluster.bootstrap_servers, LOAD_TOPIC, max_seconds=400) as load:
+        start = len(kcat_values(cluster, LOAD_TOPIC))
+        # 1. killed among the controllers' steps, once they have been told to start
+        out = _kill_when(cluster, lambda rec, _o: "start-controllers" in (rec.get("done") or []))
+        rec = _record(cluster)
+        assert rec["target"] == "controllers" and rec["phase"] == "zookeeper", (rec, out[-2000:])
+        p = kctl(cluster, "migrate", "kraft", "next", "--yes")
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "resuming the next to controllers" in p.stderr and "done already: read-cluster-id" in p.stderr
+        assert _record(cluster)["phase"] == "controllers"
+        # 2. killed in the brokers' roll, the second broker just stopped (between its stop and its start)
+        out = _kill_when(cluster, lambda _r, o: "[2/3]" in o and "stopping kafka" in o.split("[2/3]", 1)[1])
+        rec = _record(cluster)
+        assert rec["target"] == "dual-write" and "roll-brokers" not in rec["done"], (rec, out[-2000:])
+        p = kctl(cluster, "migrate", "kraft", "next", "--yes")
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "resuming the next to dual-write" in p.stderr
+        st = json.loads(kctl(cluster, "migrate", "kraft", "status", "-o", "json").stdout)
+        assert st["phase"] == "dual-write" and st["under_way"] is None and st["metadata_migrated_by"]
+        assert st["quorum"]["voters"] == [3001, 3002, 3003] and st["quorum"]["max_follower_lag"] == 0
+        assert json.loads(kctl(cluster, "status", "-o", "json").stdout)["health"] == "healthy"
+        # back to ZooKeeper for the modules after this one
+        p = kctl(cluster, "migrate", "kraft", "rollback", "--yes")
+        assert p.returncode == 0, p.stderr[-3000:]
+    print(f"\nload: {len(load.acked)} acknowledged, longest stall {load.stall:.1f} s, errors {load.errors[:3]}")
+    assert not load.errors
+    read = kcat_values(cluster, LOAD_TOPIC)
+    assert len(read) > start and sorted(load.acked - set(read)) == []
+
+
+# `make test-long`: three brokers in each of seven rolls, and the controllers'; after the test above, which
+# ends on ZooKeeper
+@pytest.mark.long
 def test_runbook_on_three_nodes_loses_nothing_and_changes_no_metadata(cluster: KafkaCluster) -> None:
     runbook_under_load(cluster)
 
@@ -194,7 +240,11 @@ def runbook_under_load(cluster: KafkaCluster) -> None:
             a.create_topics([NewTopic("made-in-dual-write")])["made-in-dual-write"].result(30)
             made["dual-write"] = settled(lambda: snapshot(cluster, ["made-in-dual-write"]))["topics"][
                 "made-in-dual-write"]
-        if step.command.startswith("kctl migrate kraft rollback"):
+        if step.command.startswith("kctl migrate kraft next") and phase == "zookeeper" and "kraft-brokers" in made \
+                and "rolled-back" not in made:
+            made["rolled-back"] = True
+            rolled_back(cluster, before, made)
+        if step.command.startswith("kctl migrate kraft rollback") and phase == "kraft-brokers":
             # with KRaft brokers: a new topic and a changed config, which the rollback must keep
             cluster.create_topic("made-in-kraft-brokers", partitions=2,
                                  replication_factor=cluster.spec.kafka.default_replication_factor)
@@ -207,23 +257,45 @@ def runbook_under_load(cluster: KafkaCluster) -> None:
     with Load(cluster.bootstrap_servers, LOAD_TOPIC) as load:
         ran = runbook.run(runbook.RUNBOOKS / "migrate-to-kraft.md", cluster.spec_file, state_dir=cluster.state_dir,
                           before=between)
-        time.sleep(2)  # the load runs on after the rollback's last roll
-    assert [r.step.command.split()[3] for r in ran if "migrate" in r.step.command] == [
-        "status", "plan", "next", "status", "next", "status", "next", "status", "rollback", "status"]
+        time.sleep(2)  # the load runs on after the last roll
+    assert [r.step.command.split()[3] for r in ran if "migrate kraft" in r.step.command] == [
+        "status", "plan", "next", "status", "next", "status", "next", "status", "rollback", "status",
+        "next", "next", "next", "status", "finalize", "status", "rollback"]
+    assert made.get("rolled-back")
     print(f"\nload: {len(load.acked)} acknowledged, longest stall {load.stall:.1f} s, errors {load.errors[:3]}")
     assert not load.errors and len(load.acked) > 1000
     read = kcat_values(cluster, LOAD_TOPIC)
     assert sorted(load.acked - set(read)) == []  # 0 acknowledged records lost
-    # back on ZooKeeper: the metadata as it was, and what dual-write wrote
-    after = snapshot(cluster, ["orders", "audit", LOAD_TOPIC, "made-in-dual-write", "made-in-kraft-brokers"])
+    # finalized: the metadata as it was, and what was made during the first migration
+    unchanged(metadata_now(cluster), before, made)
+    assert _record(cluster)["phase"] == "kraft"
+    for host in (n.hostname for n in cluster.spec.nodes):
+        code, out = cluster.exec(host, ["sh", "-c", "pgrep -f '[Q]uorumPeerMain' || echo no-zookeeper;"
+                                                    " pgrep -f '[r]etired zookeeper' >/dev/null && echo retired;"
+                                                    f" ls {cluster.spec.zookeeper.data_dir}/version-2 | head -1"])
+        assert "no-zookeeper" in out and "retired" in out and ("snapshot." in out or "log." in out), out
+
+
+def metadata_now(cluster: KafkaCluster) -> dict[str, Any]:
+    return snapshot(cluster, ["orders", "audit", LOAD_TOPIC, "made-in-dual-write", "made-in-kraft-brokers"])
+
+
+def unchanged(now: dict[str, Any], before: dict[str, Any], made: dict[str, Any]) -> None:
+    """The metadata after the first migration's rollback, and after finalizing: as before, and what dual-write and
+    the KRaft brokers made (a topic each, audit's retention)."""
+    assert now["topics"] == {**before["topics"], "made-in-dual-write": made["dual-write"],
+                             "made-in-kraft-brokers": made["kraft-brokers"]}
+    assert {t: now["configs"][t] for t in before["configs"]} == {
+        **before["configs"], "audit": {**before["configs"]["audit"], "retention.ms": "86400000"}}
+    assert now["committed"] == before["committed"] and now["quota"] == before["quota"] != []
+
+
+def rolled_back(cluster: KafkaCluster, before: dict[str, Any], made: dict[str, Any]) -> None:
+    """Back on ZooKeeper after the first rollback: the metadata as it was and what the migration made, and the
+    controllers gone (no process, no files, no metadata)."""
     k = cluster.spec.kafka
     assert made["dual-write"][1:] == (k.num_partitions, k.default_replication_factor)
-    assert after["topics"] == {**before["topics"], "made-in-dual-write": made["dual-write"],
-                               "made-in-kraft-brokers": made["kraft-brokers"]}
-    assert after["configs"]["orders"] == before["configs"]["orders"]
-    assert after["configs"]["audit"] == {**before["configs"]["audit"], "retention.ms": "86400000"}
-    assert after["committed"] == before["committed"] and after["quota"] == before["quota"] != []
-    # the controllers are gone: no process, no files, no metadata
+    unchanged(metadata_now(cluster), before, made)
     for host in (n.hostname for n in cluster.spec.nodes):
         assert not (cluster.state_dir / host / "conf" / "controller.properties").exists()
         code, out = cluster.exec(host, ["sh", "-c", "pgrep -f '[k]afka.Kafka /etc/kctl/controller' || echo none;"
@@ -257,41 +329,3 @@ def _kill_when(cluster: KafkaCluster, ready: Any, timeout: float = 300) -> str:
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait(30)
     return log.read_text()
-
-
-@pytest.mark.long  # two more phases and a rollback (about 100 s): `make test-long`
-def test_a_kctl_killed_mid_phase_resumes_and_completes(cluster: KafkaCluster) -> None:
-    with Load(cluster.bootstrap_servers, LOAD_TOPIC, max_seconds=400) as load:
-        start = len(kcat_values(cluster, LOAD_TOPIC))
-        # 1. killed among the controllers' steps, once they have been told to start
-        out = _kill_when(cluster, lambda rec, _o: "start-controllers" in (rec.get("done") or []))
-        rec = _record(cluster)
-        assert rec["target"] == "controllers" and rec["phase"] == "zookeeper", (rec, out[-2000:])
-        p = kctl(cluster, "migrate", "kraft", "next", "--yes")
-        assert p.returncode == 0, p.stderr[-3000:]
-        assert "resuming the next to controllers" in p.stderr and "done already: read-cluster-id" in p.stderr
-        assert _record(cluster)["phase"] == "controllers"
-        # 2. killed in the brokers' roll, the second broker just stopped (between its stop and its start)
-        out = _kill_when(cluster, lambda _r, o: "[2/3]" in o and "stopping kafka" in o.split("[2/3]", 1)[1])
-        rec = _record(cluster)
-        assert rec["target"] == "dual-write" and "roll-brokers" not in rec["done"], (rec, out[-2000:])
-        p = kctl(cluster, "migrate", "kraft", "next", "--yes")
-        assert p.returncode == 0, p.stderr[-3000:]
-        assert "resuming the next to dual-write" in p.stderr
-        st = json.loads(kctl(cluster, "migrate", "kraft", "status", "-o", "json").stdout)
-        assert st["phase"] == "dual-write" and st["under_way"] is None and st["metadata_migrated_by"]
-        assert st["quorum"]["voters"] == [3001, 3002, 3003] and st["quorum"]["max_follower_lag"] == 0
-        assert json.loads(kctl(cluster, "status", "-o", "json").stdout)["health"] == "healthy"
-        # back to ZooKeeper for the modules after this one
-        p = kctl(cluster, "migrate", "kraft", "rollback", "--yes")
-        assert p.returncode == 0, p.stderr[-3000:]
-    print(f"\nload: {len(load.acked)} acknowledged, longest stall {load.stall:.1f} s, errors {load.errors[:3]}")
-    assert not load.errors
-    read = kcat_values(cluster, LOAD_TOPIC)
-    assert len(read) > start and sorted(load.acked - set(read)) == []
-
-
-def test_refusals_change_nothing(single: KafkaCluster) -> None:
-    p = kctl(single, "migrate", "kraft", "rollback", "--yes")
-    assert p.returncode == 2 and "there is no migration to roll back" in p.stderr and "Traceback" not in p.stderr
-    assert _record(single)["phase"] == "zookeeper"

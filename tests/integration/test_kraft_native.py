@@ -1,0 +1,69 @@
+"""`kctl init --kraft`: a three-node cluster whose metadata is in KRaft controllers from the start (issue #26).
+
+What kctl says (status) is checked against what the nodes run (their process tables), and the records against an
+independent reader (kcat) after the cluster was taken down and brought up again on its kept data.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def kctl(cwd: Path, *args: str, stdin: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kctl", *args], cwd=cwd, input=stdin, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def ok(p: subprocess.CompletedProcess[str]) -> str:
+    assert p.returncode == 0, f"{' '.join(p.args[3:])}: {p.stderr[-2000:]}"
+    return p.stdout
+
+
+def test_init_kraft_gives_a_healthy_cluster_without_zookeeper_that_keeps_its_data(tmp_path: Path) -> None:
+    name = f"kt-kraft-{uuid.uuid4().hex[:6]}"
+    ok(kctl(tmp_path, "init", "--kraft", "--name", name))
+    try:
+        ok(kctl(tmp_path, "up"))
+        st = json.loads(ok(kctl(tmp_path, "status", "-o", "json")))
+        assert (st["health"], st["metadata"], st["quorum"]) == ("healthy", "kraft", "ok"), st["problems"]
+        assert st["zookeeper"] == [] and sorted(c["id"] for c in st["controllers"]) == [3001, 3002, 3003]
+        assert st["controller"] in (3001, 3002, 3003)
+        assert {c["leader"] for c in st["controllers"]} == {st["controller"]}
+        record = json.loads((tmp_path / ".kctl" / name / "kraft.json").read_text())
+        assert record["phase"] == "kraft" and record["cluster_id"]
+        for i in (1, 2, 3):  # what each node runs: a controller and a broker, no ZooKeeper
+            p = subprocess.run(["docker", "exec", f"kctl-{name}-logger{i}-1", "sh", "-c",
+                                "pgrep -f '[Q]uorumPeerMain' || echo no-zookeeper;"
+                                " pgrep -f '[k]afka.Kafka /etc/kctl/controller.properties' >/dev/null && echo ctl;"
+                                " pgrep -f '[k]afka.Kafka /etc/kctl/server.properties' >/dev/null && echo broker;"
+                                " grep -h cluster.id /var/opt/kctl/kafka/data/meta.properties"],
+                               capture_output=True, text=True, timeout=60)
+            assert "no-zookeeper" in p.stdout and "ctl" in p.stdout and "broker" in p.stdout, p.stdout + p.stderr
+            assert f"cluster.id={record['cluster_id']}" in p.stdout, p.stdout
+        lines = [f"record-{i}" for i in range(300)]
+        ok(kctl(tmp_path, "topic", "create", "orders", "-p", "3", "-r", "3"))
+        ok(kctl(tmp_path, "produce", "orders", stdin="\n".join(lines) + "\n"))
+        refused = kctl(tmp_path, "zk", "srvr")
+        assert refused.returncode == 2 and "it has no ZooKeeper" in refused.stderr and "Traceback" not in refused.stderr
+
+        ok(kctl(tmp_path, "down"))  # containers removed, data kept
+        ok(kctl(tmp_path, "up"))  # the brokers find their storage formatted: no ZooKeeper to wait for
+        st = json.loads(ok(kctl(tmp_path, "status", "-o", "json")))
+        assert st["health"] == "healthy" and st["metadata"] == "kraft", st["problems"]
+        kcat = shutil.which("kcat") or shutil.which("kafkacat")
+        assert kcat, "kcat is installed by make setup"
+        read = subprocess.run([kcat, "-C", "-b", st["bootstrap_servers"], "-t", "orders", "-o", "beginning", "-e",
+                               "-q", "-f", "%s\n"], capture_output=True, text=True, timeout=120)
+        assert read.returncode == 0, read.stderr
+        assert sorted(read.stdout.split()) == sorted(lines)
+    finally:
+        kctl(tmp_path, "down", "--volumes")

@@ -1,0 +1,76 @@
+"""A cluster on KRaft without ZooKeeper: made so (`metadata: kraft`, `kctl init --kraft`) or finalized by
+`kctl migrate kraft finalize`; what its spec allows, its record, and the files its nodes run."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kctl.kraft import phases as ph
+from kctl.kraft.phases import Phase
+from kctl.spec import ClusterSpec, parse_spec, resolve_cluster
+
+
+def test_a_cluster_id_is_kafkas_shape() -> None:
+    ids = {ph.new_cluster_id() for _ in range(200)}
+    assert len(ids) == 200
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{22}", i) and not i.startswith("-") for i in ids)
+
+
+def test_made_on_kraft_writes_its_record_once(tmp_path: Path) -> None:
+    first = ph.made_on_kraft(tmp_path)
+    assert first.phase is Phase.kraft and first.cluster_id and first.history[0]["made"] == "on KRaft"
+    assert ph.made_on_kraft(tmp_path).cluster_id == first.cluster_id  # never a second id
+    # a state dir with a migration under way holds a cluster made on ZooKeeper: refused, the record kept
+    other = tmp_path / "other"
+    ph.write(other, ph.Record(Phase.controllers, cluster_id="abc"))
+    with pytest.raises(Exception, match="migration to KRaft under way"):
+        ph.made_on_kraft(other)
+    assert ph.read(other).phase is Phase.controllers
+
+
+def test_metadata_kraft_resolves_to_a_cluster_on_kraft(tmp_path: Path) -> None:
+    spec, _ = parse_spec({"metadata": "kraft"})
+    resolved = resolve_cluster(spec, tmp_path / "kctl.yaml")
+    assert resolved.on_kraft and resolved.kraft_cluster_id is None  # its id comes with the first `kctl up`
+    record = ph.made_on_kraft(Path(resolved.state_dir or ""))
+    again = resolve_cluster(spec, tmp_path / "kctl.yaml")
+    assert again.on_kraft and again.kraft_cluster_id == record.cluster_id
+    (tmp_path / "zk").mkdir()
+    plain = resolve_cluster(ClusterSpec(), tmp_path / "zk" / "kctl.yaml")
+    assert not plain.on_kraft
+
+
+@pytest.mark.parametrize(("settings", "words"), [
+    ({"engine": "swarm"}, "metadata: kraft on engine swarm is not built yet"),
+    ({"security": {"enabled": True}}, "metadata: kraft with security.enabled is not built yet"),
+    ({"topology": "split"}, "topology colocated"),
+])
+def test_what_metadata_kraft_cannot_be_yet_is_refused(settings: dict[str, object], words: str) -> None:
+    from kctl.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        parse_spec({"metadata": "kraft", **settings})
+    assert any(words in p for p in err.value.problems), err.value.problems
+
+
+def test_a_node_on_kraft_retires_zookeeper_and_formats_with_the_clusters_id() -> None:
+    from kctl.properties import parse_properties, services_of
+    from kctl.render import node_files
+
+    spec = ClusterSpec().with_kraft("kraft", "Xy7kQ2fnT3a1bC9dE0fG1h")
+    host, node, services = services_of(spec)[0]
+    files = node_files(spec, host, node, services)
+    assert "no ZooKeeper runs on this node" in files["conf/zookeeper-retired"]
+    assert files["conf/cluster-id"] == "Xy7kQ2fnT3a1bC9dE0fG1h\n"
+    server = parse_properties(files["conf/server.properties"])
+    assert server["process.roles"] == "broker" and server["node.id"] == "1"
+    assert not {k for k in server if k.startswith("zookeeper.") or k == "broker.id"}
+    controller = parse_properties(files["conf/controller.properties"])
+    assert controller["process.roles"] == "controller" and "zookeeper.connect" not in controller
+    assert "zookeeper.metadata.migration.enable" not in controller
+    # on ZooKeeper: none of it
+    plain = node_files(ClusterSpec(), host, node, services)
+    assert not {"conf/zookeeper-retired", "conf/cluster-id", "conf/controller.properties"} & set(plain)
