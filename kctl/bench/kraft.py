@@ -4,7 +4,8 @@ On a 3-node cluster of its own (kctl.testing, the JVMs' default flags): a topic 
 3, ``min.insync.replicas=2``; the drills' producer (:mod:`kctl.drill.load`: acks=all, idempotence on) writes
 ``--rate`` records/s throughout. After ``--settle`` seconds, `kctl migrate kraft next --yes` three times
 (controllers, dual-write, kraft-brokers), then `kctl migrate kraft rollback --yes` (back to ZooKeeper: two broker
-rolls), each from the CLI and timed, ``--settle`` seconds apart. Then a fresh consumer of its own reads every
+rolls), the three again, and `kctl migrate kraft finalize --yes` (the controllers' roll, ZooKeeper retired), each
+from the CLI and timed, ``--settle`` seconds apart. Then a fresh consumer of its own reads every
 partition from the beginning and every acknowledged record must be there (:func:`kctl.drill.check.compare`).
 Rewrites the "Migration to KRaft" section of docs/benchmarks.md.
 """
@@ -24,7 +25,9 @@ from kctl.bench.doc import add_output_args, publish
 TOPIC = "bench-kraft"
 PARTITIONS = 6
 STEPS = (("next", "zookeeper -> controllers"), ("next", "controllers -> dual-write"),
-         ("next", "dual-write -> kraft-brokers"), ("rollback", "kraft-brokers -> zookeeper"))
+         ("next", "dual-write -> kraft-brokers"), ("rollback", "kraft-brokers -> zookeeper"),
+         ("next", "zookeeper -> controllers (again)"), ("next", "controllers -> dual-write (again)"),
+         ("next", "dual-write -> kraft-brokers (again)"), ("finalize", "kraft-brokers -> kraft (finalize)"))
 
 
 def _migrate(spec_file: Any, workdir: Any, action: str) -> tuple[float, dict[str, Any]]:
@@ -77,9 +80,10 @@ def main(argv: list[str] | None = None) -> None:
 `python -m kctl.bench.kraft --rate {args.rate:g}` (part of `make bench`), on this machine,
 {time.strftime('%Y-%m-%d')}: a 3-node colocated cluster (the JVMs' default flags), topic `{TOPIC}` ({PARTITIONS}
 partitions, replication factor 3, `min.insync.replicas=2`), one producer with `acks=all` and idempotence on
-writing {args.rate:g} records/s throughout. `kctl migrate kraft next --yes` three times, then `kctl migrate kraft
-rollback --yes`, {args.settle:g} s of load before, between and after them. The stall is the longest stretch without
-an acknowledgement while the command ran; each broker roll goes through `kctl restart`'s gates.
+writing {args.rate:g} records/s throughout. `kctl migrate kraft next --yes` three times, `kctl migrate kraft
+rollback --yes`, the three again and `kctl migrate kraft finalize --yes`, {args.settle:g} s of load before,
+between and after them. The stall is the longest stretch without an acknowledgement while the command ran; each
+broker roll goes through `kctl restart`'s gates.
 
 | phase | wall time | longest stall | its steps |
 |---|---|---|---|

@@ -333,6 +333,10 @@ def run(spec: ClusterSpec, state_dir: Path, scenario: str, *, duration: float = 
                           " kctl does not do to a host; nothing was injected",
                           hint="the process drills run there: leader-kill, leader-term, controller-kill,"
                                " zk-leader-kill, zk-quorum-loss, broker-pause, rolling-restart, baseline")
+    if spec.on_kraft and scenario.startswith("zk-"):
+        raise DrillNotRun(f"{scenario} acts on ZooKeeper, and cluster {spec.name!r} is on KRaft (its ZooKeeper is"
+                          " retired); nothing was injected",
+                          hint="controller-kill kills the active KRaft controller there")
     # The containers the faults act on (WrongEngine when the other engine made them): before anything is done.
     open_faults(spec, state_dir=state_dir).containers()
     pre_check_cluster(spec)

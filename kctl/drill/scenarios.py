@@ -81,7 +81,39 @@ def leader_term(b: Bounce) -> None:
 
 
 def controller_kill(b: Bounce) -> None:
+    if b.spec.on_kraft:
+        _kill_kraft_controller(b)
+        return
     _kill_broker(b, b.controller(), "SIGKILL", "controller")
+
+
+def _kraft_leader(spec: ClusterSpec) -> int | None:
+    obs = health.gather(spec, 1.0, docker=True, kafka=False)
+    return health.controller_leader(spec, obs.controllers or {}, obs.containers)
+
+
+def _another_kraft_leader(b: Bounce, old: int) -> Probe:
+    def run() -> tuple[bool, str]:
+        leader = _kraft_leader(b.spec)
+        return leader is not None and leader != old, f"controller quorum leader {leader}"
+    return run
+
+
+def _kill_kraft_controller(b: Bounce) -> None:
+    """On KRaft the controller is the quorum's leader, a controller process of its own: SIGKILL it, wait until
+    another controller leads, then until its supervisor has started it again."""
+    from kctl.kraft import config as kc
+
+    leader = _kraft_leader(b.spec)
+    if leader is None:
+        raise KctlError("the KRaft controller quorum has no leader to kill", hint="`kctl status`")
+    host = next(b.spec.zk_host(n) for n in kc.controller_nodes(b.spec) if kc.controller_id(n) == leader)
+    b.mark(f"SIGKILL KRaft controller {leader} (the quorum's leader, {host})")
+    b.faults.kill(host, "controller", "SIGKILL", hold=False)  # its supervisor starts it again
+    b.gate(f"another controller than {leader} leads", _another_kraft_leader(b, leader))
+    b.faults.wait_back(host, "controller", timeout=b.gate_timeout)
+    b.healed(f"KRaft controller {leader} came back by itself", by_itself=True)
+    b.recover()
 
 
 def _new_zk_leader(b: Bounce, old: str) -> Probe:
@@ -158,8 +190,9 @@ def slow_network(b: Bounce) -> None:
 def rolling_restart(b: Bounce) -> None:
     from kctl.roll.run import roll
 
-    b.mark("rolling restart of every node (kctl restart --rolling)")
-    roll(b.spec, b.state_dir)
+    service = "kafka" if b.spec.on_kraft else None  # on KRaft: the brokers (the controllers' roll is not built)
+    b.mark(f"rolling restart of every {'broker' if service else 'node'} (kctl restart --rolling)")
+    roll(b.spec, b.state_dir, service=service)
     b.healed("rolling restart done")
     b.recover()
 
@@ -181,7 +214,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              leader_kill),
     Scenario("leader-term", "SIGTERM the leader of partition 0 (controlled shutdown); restart it", True,
              leader_term),
-    Scenario("controller-kill", "SIGKILL the controller broker; restart it once it left /brokers/ids", True,
+    Scenario("controller-kill", "SIGKILL the controller broker and let it come back (on KRaft: the active KRaft"
+                                " controller)", True,
              controller_kill),
     Scenario("zk-leader-kill", "SIGKILL the ZooKeeper leader; restart it once another leads", False,
              zk_leader_kill),

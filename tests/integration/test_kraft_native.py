@@ -1,4 +1,5 @@
-"""`kctl init --kraft`: a three-node cluster whose metadata is in KRaft controllers from the start (issue #26).
+"""`kctl init --kraft`: a three-node cluster whose metadata is in KRaft controllers from the start (issue #26),
+and the controller drill on it (the active KRaft controller killed under load).
 
 What kctl says (status) is checked against what the nodes run (their process tables), and the records against an
 independent reader (kcat) after the cluster was taken down and brought up again on its kept data.
@@ -54,6 +55,15 @@ def test_init_kraft_gives_a_healthy_cluster_without_zookeeper_that_keeps_its_dat
         ok(kctl(tmp_path, "produce", "orders", stdin="\n".join(lines) + "\n"))
         refused = kctl(tmp_path, "zk", "srvr")
         assert refused.returncode == 2 and "it has no ZooKeeper" in refused.stderr and "Traceback" not in refused.stderr
+        # the controller drill kills the active KRaft controller; it comes back by itself, nothing is lost
+        p = kctl(tmp_path, "drill", "run", "controller-kill", "--duration", "6s", "--rate", "200", "--bounces", "1",
+                 "--hold", "4s", "--timeout", "120", "-o", "json")
+        v = json.loads(p.stdout)
+        assert p.returncode == 0, (v["failures"], v["notes"], v["events"], p.stderr[-2000:])
+        assert v["lost"] == 0 and v["duplicates"] == 0 and v["acked"] > 300
+        assert "SIGKILL KRaft controller" in json.dumps(v["events"]) and v["faults"][0]["end"] is not None
+        refused = kctl(tmp_path, "drill", "run", "zk-leader-kill", "--duration", "6s")
+        assert refused.returncode == 2 and "on KRaft" in refused.stderr
 
         ok(kctl(tmp_path, "down"))  # containers removed, data kept
         ok(kctl(tmp_path, "up"))  # the brokers find their storage formatted: no ZooKeeper to wait for
