@@ -179,8 +179,12 @@ def process_gate(spec: ClusterSpec, host: str, service: str, want: str) -> Probe
 
 
 def unregistered_gate(spec: ClusterSpec, broker: int) -> Probe:
+    """The broker's registration is gone: its ZooKeeper session's znode, or on KRaft (no ZooKeeper) its place
+    among the live brokers of Kafka's metadata (a fenced broker is not listed)."""
     from kctl.zk import znodes
 
+    if spec.on_kraft:
+        return health.broker_registered(spec, broker, want=False)
     path = f"/brokers/ids/{broker}"
 
     def run() -> tuple[bool, str]:

@@ -64,6 +64,11 @@ def test_init_kraft_gives_a_healthy_cluster_without_zookeeper_that_keeps_its_dat
         assert "SIGKILL KRaft controller" in json.dumps(v["events"]) and v["faults"][0]["end"] is not None
         refused = kctl(tmp_path, "drill", "run", "zk-leader-kill", "--duration", "6s")
         assert refused.returncode == 2 and "on KRaft" in refused.stderr
+        # a broker restarted through kctl restart's gates (on KRaft: its registration seen gone in Kafka's metadata)
+        p = kctl(tmp_path, "restart", "logger2", "--service", "kafka", "--yes")
+        assert p.returncode == 0 and "broker 2" in p.stdout + p.stderr, p.stderr[-2000:]
+        refused = kctl(tmp_path, "restart", "logger2", "--service", "zookeeper", "--yes")
+        assert refused.returncode == 2 and "on KRaft" in refused.stderr
 
         ok(kctl(tmp_path, "down"))  # containers removed, data kept
         ok(kctl(tmp_path, "up"))  # the brokers find their storage formatted: no ZooKeeper to wait for
