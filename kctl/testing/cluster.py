@@ -310,6 +310,10 @@ class KafkaCluster:
     def zookeeper_modes(self) -> dict[str, str]:
         return {z["node"]: z["mode"] for z in health.status(self.spec).zookeeper}
 
+    def controller_quorum(self) -> dict[str, int | None]:
+        """On KRaft (``metadata="kraft"``): the leader each controller's node follows, by node ({} on ZooKeeper)."""
+        return {c["node"]: c["leader"] for c in health.status(self.spec).controllers}
+
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int | None = None,
                      config: dict[str, str] | None = None, timeout: float = 30) -> None:
         from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
