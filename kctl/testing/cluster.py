@@ -429,7 +429,7 @@ class KafkaCluster:
 
     def _host(self, ref: int | str, service: str) -> str:
         n = self._node(ref)
-        return self.spec.zk_host(n) if service == "zookeeper" else self.spec.kafka_host(n)
+        return self.spec.zk_host(n) if service in ("zookeeper", "controller") else self.spec.kafka_host(n)
 
 
 @contextlib.contextmanager
