@@ -295,6 +295,14 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
     started = time.monotonic()
     with run.roll_lock(state_dir, "kctl apply"):
         the_plan, rendered = plan(spec, state_dir)
+        controllers = [f for f in the_plan.files if Path(f).name in ("controller.properties",
+                                                                   "log4j-controller.properties")]
+        if controllers:
+            from kctl.errors import UsageError
+
+            raise UsageError(f"apply refused, nothing was changed: the KRaft controllers' settings change"
+                             f" ({', '.join(controllers)}), and a roll of the controllers is not built yet in"
+                             " this kctl", hint="`kctl diff` shows the change; leave it out of kctl.yaml for now")
 
         if the_plan.dynamic:
             from kctl.kafka.client import require_reachable

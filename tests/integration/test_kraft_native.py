@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytestmark = pytest.mark.integration
 
@@ -80,5 +81,15 @@ def test_init_kraft_gives_a_healthy_cluster_without_zookeeper_that_keeps_its_dat
                                "-q", "-f", "%s\n"], capture_output=True, text=True, timeout=120)
         assert read.returncode == 0, read.stderr
         assert sorted(read.stdout.split()) == sorted(lines)
+        # a setting the controllers share (a new topic's partitions): their roll is not built, so apply refuses
+        spec_file = tmp_path / "kctl.yaml"
+        data = yaml.safe_load(spec_file.read_text())
+        data["kafka"]["num_partitions"] = 5
+        spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+        refused = kctl(tmp_path, "apply", "--yes")
+        assert refused.returncode == 2 and "roll of the controllers is not built yet" in refused.stderr, (
+            refused.stderr[-2000:])
+        assert "num.partitions=3" in (tmp_path / ".kctl" / name / "logger1" / "conf" / "controller.properties"
+                                      ).read_text()  # nothing was written
     finally:
         kctl(tmp_path, "down", "--volumes")
