@@ -29,7 +29,7 @@ SLOW = {"test_stream.py": 300, "test_nodes_secured.py": 140, "test_security.py":
         "test_drill.py": 120, "test_nodes.py": 90, "test_lifecycle.py": 80, "test_security_migration.py": 80,
         "test_ops_configs.py": 100, "test_ops_clients.py": 80, "test_monitor.py": 60, "test_console.py": 120,
         "test_console_reassign.py": 100, "test_hosts.py": 160,
-        "test_migrate_kraft.py": 60}
+        "test_migrate_kraft.py": 100, "test_kraft_native.py": 135}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
