@@ -189,7 +189,7 @@ def test_runbook_on_one_node_loses_nothing_and_changes_no_metadata(single: Kafka
 def test_a_kctl_killed_mid_phase_resumes_and_completes(cluster: KafkaCluster) -> None:
     cluster.create_topic(LOAD_TOPIC, partitions=6, replication_factor=cluster.spec.kafka.default_replication_factor)
     with Load(cluster.bootstrap_servers, LOAD_TOPIC, max_seconds=400) as load:
-        start = len(kcat_values(cluster, LOAD_TOPIC))
+        start = 0  # the topic is new: everything read back was written by the load
         # 1. killed among the controllers' steps, once they have been told to start
         out = _kill_when(cluster, lambda rec, _o: "start-controllers" in (rec.get("done") or []))
         rec = _record(cluster)
@@ -272,7 +272,7 @@ def runbook_under_load(cluster: KafkaCluster) -> None:
     for host in (n.hostname for n in cluster.spec.nodes):
         code, out = cluster.exec(host, ["sh", "-c", "pgrep -f '[Q]uorumPeerMain' || echo no-zookeeper;"
                                                     " pgrep -f '[r]etired zookeeper' >/dev/null && echo retired;"
-                                                    f" ls {cluster.spec.zookeeper.data_dir}/version-2 | head -1"])
+                                                    f" ls {cluster.spec.zookeeper.data_dir}/version-2"])
         assert "no-zookeeper" in out and "retired" in out and ("snapshot." in out or "log." in out), out
 
 
