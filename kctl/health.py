@@ -530,6 +530,13 @@ def check_controller(spec: ClusterSpec, obs: Observations) -> tuple[bool, str]:
     views = _views(obs)
     if not views:
         return False, obs.kafka_error or "Kafka not asked"
+    if spec.on_kraft:
+        # A KRaft broker names a random live broker as the "controller" (KIP-590: clients cannot reach the
+        # controllers), so the brokers need not agree; the active controller is check_quorum's question.
+        named = {v.answered_by or "?": v.controller for v in views}
+        ok = all(v.controller is not None and v.controller in v.brokers for v in views)
+        return ok, "brokers name a live broker (KRaft: the quorum's leader is the controller): " + ", ".join(
+            f"{b} -> {c}" for b, c in named.items())
     ctrls = {v.controller for v in views}
     ctrl = views[0].controller
     ok = len(ctrls) == 1 and ctrl is not None and all(ctrl in v.brokers for v in views)

@@ -372,3 +372,13 @@ def test_zookeeper_commands_and_clients_are_refused_on_kraft() -> None:
         with pytest.raises(UsageError, match="on KRaft"):
             rp.plan_roll(KRAFT, service=service, zk_modes={}, controller=None)
     assert rp.plan_roll(KRAFT, service="kafka", zk_modes={}, controller=None).steps
+
+
+def test_on_kraft_the_brokers_need_not_agree_on_a_controller() -> None:
+    # KRaft brokers answer clients with a random live broker as "controller" (KIP-590)
+    views = [kmd.Metadata((1, 2, 3), c, _partitions()) for c in (1, 2, 3)]
+    obs = Observations(kafka=views[0], kafka_views=views)
+    assert health.check_controller(KRAFT, obs)[0]
+    assert not health.check_controller(SPEC, obs)[0]  # on ZooKeeper they must
+    views[2] = kmd.Metadata((1, 2), None, _partitions())
+    assert not health.check_controller(KRAFT, Observations(kafka=views[0], kafka_views=views))[0]
