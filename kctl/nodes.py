@@ -286,6 +286,11 @@ def _colocated(spec: ClusterSpec) -> None:
 
 
 def _not_migrating(spec: ClusterSpec) -> None:
+    if spec.kraft_phase != "zookeeper":
+        where = ("is on KRaft" if spec.on_kraft else f"is being migrated to KRaft (phase {spec.kraft_phase})")
+        raise UsageError(f"kctl node add/remove refused: cluster {spec.name} {where}, and a node change there (a"
+                         " controller voter added or removed) is not built yet in this kctl; nothing was changed",
+                         hint="`kctl migrate kraft status` shows the phase")
     if spec.migrating:
         raise UsageError(f"kctl node add/remove refused: cluster {spec.name} is being moved to the secured profile"
                          f" (security.migration: {spec.security.migration.value if spec.security.migration else ''});"

@@ -74,3 +74,18 @@ def test_a_node_on_kraft_retires_zookeeper_and_formats_with_the_clusters_id() ->
     # on ZooKeeper: none of it
     plain = node_files(ClusterSpec(), host, node, services)
     assert not {"conf/zookeeper-retired", "conf/cluster-id", "conf/controller.properties"} & set(plain)
+
+
+def test_node_changes_are_refused_on_kraft_and_mid_migration(tmp_path: Path) -> None:
+    from kctl import nodes
+    from kctl.errors import UsageError
+
+    spec_file = tmp_path / "kctl.yaml"
+    spec_file.write_text("name: logger\n")
+    for phase, words in (("kraft", "is on KRaft"), ("dual-write", "phase dual-write")):
+        spec = ClusterSpec().with_kraft(phase, "Xy7kQ2fnT3a1bC9dE0fG1h")
+        with pytest.raises(UsageError, match=words):
+            nodes.add(spec, spec_file, tmp_path / ".kctl" / "logger")
+        with pytest.raises(UsageError, match=words):
+            nodes.remove(spec, spec_file, tmp_path / ".kctl" / "logger", "logger3")
+    assert spec_file.read_text() == "name: logger\n"  # kctl.yaml untouched
