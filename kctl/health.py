@@ -246,7 +246,7 @@ class ClusterStatus:
     # the phase of a migration to KRaft (the state dir's record: the one reached, or the one a step under way is
     # moving to), None when there is none (`kctl migrate kraft status`)
     kraft_migration: str | None = None
-    # On KRaft: each controller's view of the quorum {node, id, leader, epoch, process, error}.
+    # On KRaft: each controller's view of the quorum {node, id, leader, epoch, error}.
     controllers: list[dict[str, Any]] = field(default_factory=list)
 
     @property
