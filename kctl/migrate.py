@@ -167,11 +167,25 @@ def describe_quorum(spec: ClusterSpec, host: str | None = None) -> Quorum:
     tool = f"{engines.for_spec(spec).kafka_bin}/{QUORUM_TOOL}"
     code, out = engines.exec_in(spec, host, ["env", "KAFKA_HEAP_OPTS=-Xmx128m", "KAFKA_JMX_PORT=", tool,
                                              "--bootstrap-controller", bootstrap, "describe", "--status"],
-                                timeout=60, stderr=False)
+                                timeout=60)  # its error, if any, is on stderr; parse_quorum reads its own keys only
     if code != 0:
         raise ClusterError(f"the controller quorum did not answer ({out.strip()[-300:]})",
                            hint=f"`kctl logs {host} --service controller`")
     return parse_quorum(out)
+
+
+def _controller_states(spec: ClusterSpec) -> str:
+    """Each controller's program as its supervisor reports it (what a quorum that does not answer is waiting for)."""
+    from kctl.runtime import engines
+
+    states = []
+    for host in controller_hosts(spec):
+        try:
+            _code, out = engines.exec_in(spec, host, [*contract.SUPERVISORCTL, "status", "controller"], timeout=30)
+        except KctlError as exc:
+            out = exc.message
+        states.append(f"{host}: {' '.join(out.split()[:6]) or 'no answer'}")
+    return "controllers " + ", ".join(states)
 
 
 def _quorum_ready(spec: ClusterSpec, cluster_id: str | None) -> Callable[[], tuple[bool, str]]:
@@ -181,7 +195,7 @@ def _quorum_ready(spec: ClusterSpec, cluster_id: str | None) -> Callable[[], tup
         try:
             q = describe_quorum(spec)
         except KctlError as exc:
-            return False, exc.message
+            return False, f"{exc.message}; {_controller_states(spec)}"
         ok = (q.leader is not None and q.leader in want and q.voters == want and q.max_follower_lag == 0
               and q.cluster_id == cluster_id)
         return ok, (f"leader {q.leader}, voters {q.voters} (want {want}), max follower lag {q.max_follower_lag},"

@@ -257,3 +257,24 @@ def test_connect_source_offsets_and_status() -> None:
 def test_a_heartbeats_source_alias() -> None:
     assert records.heartbeat_source(_kafka_string("logger") + _kafka_string("dr")) == "logger"
     assert records.heartbeat_source(b"\x00") is None and records.heartbeat_source(None) is None
+
+
+def test_a_partition_not_committed_yet_counts_all_it_holds_as_lag(monkeypatch: pytest.MonkeyPatch) -> None:
+    # MirrorMaker has committed partition 0 of "orders" only: partitions 1 and 2 are shown behind by every record
+    # they hold, so the total is not 0 before every partition has been replicated.
+    from kctl.mirror import status
+
+    spec = target()
+    monkeypatch.setattr(status, "_container", lambda *_: "running")
+    monkeypatch.setattr(status, "tasks", lambda *_: {"task MirrorSourceConnector-0": "RUNNING"})
+    monkeypatch.setattr(status, "replicated_offsets", lambda *_: {("orders", 0): 99})
+    asked: list[list[str]] = []
+    monkeypatch.setattr(status, "source_ends", lambda _src, topics: (
+        asked.append(topics) or {("orders", 0): 100, ("orders", 1): 100, ("orders", 2): 0}, None))
+    monkeypatch.setattr(status, "_age_of", lambda *_: 5.0)
+    monkeypatch.setattr(status, "_heartbeat_age", lambda *_: 1.0)
+    monkeypatch.setattr(status, "_checkpoint_age", lambda *_: 1.0)
+    st = status.status(spec, spec.mirrors[0], SOURCE)
+    assert asked == [["orders"]]
+    assert [(x.partition, x.replicated, x.lag) for x in st.partitions] == [(0, 100, 0), (1, 0, 100), (2, 0, 0)]
+    assert st.total_lag == 100
