@@ -29,11 +29,12 @@ package: setup
 	$(PYTEST) tests/unit -q -m slow -p no:cacheprovider || [ $$? -eq 5 ]
 
 # TEST_WORKERS=N runs the modules on N pytest-xdist workers, a module at a time (tests/integration/conftest.py
-# says why), the slowest first: for a machine with cores to spare. On two cores the clusters' JVMs already use
-# both: two workers took 30 min against about 36 serially, each test about twice as long and three timing
-# checks failing, so the default is 0 (one process). Then the Swarm module alone, since leaving a swarm breaks the DNS of every container running on the
-# engine. Both runs always run; either failing fails the target.
-TEST_WORKERS ?= 0
+# says why), the slowest first. On two cores one process leaves them idle about half the time (a module's
+# clusters wait on each other: 55 % busy over test_restart and test_lifecycle); two workers keep them 84 % busy
+# and took 26 min 18 s against 43 min 22 s serially (2026-11-27, one run each of the same tests), so the default
+# is 2 (TEST_WORKERS=0: one process). Then the Swarm module alone, since leaving a swarm breaks the DNS of every
+# container running on the engine. Both runs always run; either failing fails the target.
+TEST_WORKERS ?= 2
 INTEGRATION := $(PYTEST) -q -m "integration and not long" -p no:cacheprovider --timeout 1800 --durations=60
 integration: setup
 	rc=0; \
