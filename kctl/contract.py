@@ -149,11 +149,18 @@ IMAGE_REPO = "kctl/node"
 DEFAULT_KAFKA_VERSION = "3.9.1"
 DEFAULT_SCALA_VERSION = "2.13"
 
-# The ZooKeeper each Kafka release ships in libs/ (and therefore runs here): the
-# image build can produce exactly these Kafka versions.
+# The Kafka releases the image build produces, each with the ZooKeeper it ships in libs/ (and therefore runs
+# here); "" for a release without ZooKeeper mode (4.0 on: a cluster on KRaft only, `kctl migrate kraft`).
 ZOOKEEPER_VERSIONS: dict[str, str] = {
     "3.9.1": "3.8.4",
+    "4.1.1": "",
 }
+
+
+def kraft_only(kafka_version: str) -> bool:
+    """Kafka 4.0 and later have no ZooKeeper mode."""
+    major = kafka_version.split(".", 1)[0]
+    return major.isdigit() and int(major) >= 4
 
 
 def image_tag(kafka_version: str = DEFAULT_KAFKA_VERSION) -> str:

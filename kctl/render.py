@@ -33,7 +33,7 @@ from kctl.contract import (
     LABEL_STATE_DIR,
     LABEL_VERSION,
 )
-from kctl.errors import KctlError
+from kctl.errors import KctlError, UsageError
 from kctl.kraft import config as kraft_config
 from kctl.kraft.phases import Phase, rank
 from kctl.resources import resource
@@ -348,6 +348,13 @@ def render(spec: ClusterSpec, state_dir: Path | None = None) -> Rendered:
     ``state_dir`` (where the files will be written) becomes a label of every container,
     so that commands run from another directory can tell the containers are not theirs.
     """
+    if contract.kraft_only(spec.versions.kafka) and not spec.on_kraft:
+        raise UsageError(
+            f"versions.kafka: Kafka {spec.versions.kafka} has no ZooKeeper mode, and cluster {spec.name} keeps its"
+            " metadata in ZooKeeper",
+            hint="migrate it to KRaft first on its Kafka release (`kctl migrate kraft next`, up to `kctl migrate"
+                 " kraft finalize`; docs/runbooks/migrate-to-kraft.md), then set versions.kafka; a new cluster:"
+                 " `metadata: kraft`")
     files: dict[str, str] = {}
     plans: list[ContainerPlan] = []
     for host, node, services in properties.services_of(spec):

@@ -131,15 +131,17 @@ class Versions(_Model):
         KAFKA_VERSION,
         description="Apache Kafka version; kctl's image build produces "
         + ", ".join(sorted(contract.ZOOKEEPER_VERSIONS))
-        + " (ZooKeeper is the one that Kafka release ships; with `image:` set, any 3.9.x).",
+        + " (ZooKeeper is the one that Kafka release ships; with `image:` set, any 3.9.x). Kafka 4 has no"
+        " ZooKeeper mode: a 4.x release needs a cluster on KRaft (`metadata: kraft`, or a finalized"
+        " `kctl migrate kraft`).",
     )
     scala: str = Field(SCALA_VERSION, description="Scala build of Kafka: " + " or ".join(SCALA_VERSIONS) + ".")
 
     @field_validator("kafka")
     @classmethod
     def _kafka(cls, v: str) -> str:
-        if not re.match(r"^3\.9\.\d+$", v):
-            raise ValueError(f"Kafka {v} is not supported: kctl runs ZooKeeper-mode Kafka 3.9.x (4.x is KRaft only)")
+        if not re.match(r"^(3\.9|4\.\d+)\.\d+$", v):
+            raise ValueError(f"Kafka {v} is not supported: kctl runs Kafka 3.9.x, and 4.x on a cluster on KRaft")
         return v
 
     @field_validator("scala")
@@ -1173,6 +1175,8 @@ def version_problems(data: dict[str, Any], spec: ClusterSpec) -> list[str]:
         known = ", ".join(sorted(contract.ZOOKEEPER_VERSIONS))
         out.append(f"versions.kafka: kctl's image build cannot produce Kafka {kafka}; it builds {known}"
                    " (set `image:` to run a node image of your own)")
+    if contract.kraft_only(kafka) and spec.versions.scala != "2.13":
+        out.append(f"versions.scala: Kafka {kafka} is built for Scala 2.13 only")
     zk = _zookeeper_version(data)
     if zk is not None and str(zk) != spec.versions.zookeeper:
         ships = spec.versions.zookeeper

@@ -37,7 +37,8 @@ def image_build(
                         progress=output.info)
     word = "built" if info.built else "up to date"
     output.info(f"{info.tag} {word}: {info.size_bytes / 1e6:.0f} MB, Kafka {info.kafka_version},"
-                f" ZooKeeper {info.zookeeper_version}, dist from {info.dist_source}")
+                f" {f'ZooKeeper {info.zookeeper_version}' if info.zookeeper_version else 'no ZooKeeper'},"
+                f" dist from {info.dist_source}")
 
 
 def up(

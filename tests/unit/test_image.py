@@ -123,9 +123,10 @@ def test_image_tag_and_pinned_zookeeper() -> None:
     assert image.image_tag("3.9.1") == "kctl/node:3.9.1"
     assert image.IMAGE_REPO == "kctl/node"
     assert image.zookeeper_version_for("3.9.1") == "3.8.4"
+    assert image.zookeeper_version_for("4.1.1") == ""  # Kafka 4 ships no ZooKeeper
     with pytest.raises(KctlError) as err:
         image.zookeeper_version_for("4.0.0")
-    assert err.value.hint and "3.9.1" in err.value.hint
+    assert err.value.hint and "3.9.1" in err.value.hint and "4.1.1" in err.value.hint
 
 
 # --- SHA-512 -----------------------------------------------------------------------
@@ -205,6 +206,31 @@ def test_tool_classes_match_kafka_3_9() -> None:
     assert classes["kafka-consumer-perf-test.sh"] == "org.apache.kafka.tools.ConsumerPerformance"
     assert classes["zookeeper-shell.sh"] == "org.apache.zookeeper.ZooKeeperMainWithTlsSupportForKafka"
     assert set(scripts.SCRIPTS) == {"kafka-run-class.sh", *classes}
+
+
+def test_tool_classes_of_kafka_4_moved_and_the_zookeeper_tools_are_gone() -> None:
+    # Checked against the jars of Kafka 4.1.1 (kafka-tools and kafka_2.13).
+    classes = {t.script: t.main_class for t in scripts.tools_of("4.1.1")}
+    assert classes["kafka-console-producer.sh"] == "org.apache.kafka.tools.ConsoleProducer"
+    assert classes["kafka-acls.sh"] == "org.apache.kafka.tools.AclCommand"
+    assert classes["kafka-broker-api-versions.sh"] == "org.apache.kafka.tools.BrokerApiVersionsCommand"
+    assert classes["kafka-configs.sh"] == "kafka.admin.ConfigCommand"
+    assert classes["kafka-storage.sh"] == "kafka.tools.StorageTool"
+    assert "zookeeper-shell.sh" not in classes and "zookeeper-security-migration.sh" not in classes
+    assert scripts.tools_of("3.9.1") == scripts.TOOLS
+    assert "org.apache.zookeeper.server.quorum.QuorumPeerMain" not in layout.required_classes("4.1.1")
+    assert "org.apache.kafka.tools.ConsoleProducer" in layout.required_classes("4.1.1")
+    assert layout.required_classes("3.9.1") == layout.REQUIRED_CLASSES
+
+
+def test_kafka_4_resolves_log4j_2_with_its_bridges_instead_of_reload4j() -> None:
+    three = {f"{a.group}:{a.artifact}" for a in central.artifacts("3.9.1", "2.13")}
+    four = {f"{a.group}:{a.artifact}:{a.version}" for a in central.artifacts("4.1.1", "2.13")}
+    assert "org.slf4j:slf4j-reload4j" in three
+    assert "org.apache.kafka:kafka_2.13:4.1.1" in four and "org.apache.kafka:kafka-tools:4.1.1" in four
+    assert "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3" in four
+    assert "org.apache.logging.log4j:log4j-1.2-api:2.24.3" in four
+    assert not any("reload4j" in a for a in four)
 
 
 def test_write_bin_scripts(tmp_path: Path) -> None:

@@ -26,10 +26,24 @@ MAVEN_ARTIFACTS = (
     "org.apache.kafka:connect-mirror:{kafka}",
     "org.slf4j:slf4j-reload4j:1.7.36",
 )
+# Kafka 4 logs through Log4j 2 (its jars pull log4j-api and log4j-core): SLF4J's binding to it, and the bridge
+# that reads the log4j 1.x properties files kctl renders (as Kafka 4's own scripts still accept them), of the
+# Log4j 2 release that Kafka's jars name.
+LOG4J2_VERSIONS = {"4.1.1": "2.24.3"}
+MAVEN_ARTIFACTS_4 = (
+    *(c for c in MAVEN_ARTIFACTS if not c.startswith("org.slf4j:slf4j-reload4j")),
+    "org.apache.logging.log4j:log4j-slf4j-impl:{log4j2}",
+    "org.apache.logging.log4j:log4j-1.2-api:{log4j2}",
+)
 
 
 def artifacts(kafka_version: str, scala_version: str) -> list[maven.Artifact]:
-    return [maven.Artifact.parse(c.format(scala=scala_version, kafka=kafka_version)) for c in MAVEN_ARTIFACTS]
+    from kctl.contract import kraft_only
+
+    coordinates = MAVEN_ARTIFACTS_4 if kraft_only(kafka_version) else MAVEN_ARTIFACTS
+    log4j2 = LOG4J2_VERSIONS.get(kafka_version, "")
+    return [maven.Artifact.parse(c.format(scala=scala_version, kafka=kafka_version, log4j2=log4j2))
+            for c in coordinates]
 
 
 def resolve_maven(kafka_version: str, scala_version: str, dest: Path, progress: Progress | None = None) -> Path:
@@ -38,7 +52,7 @@ def resolve_maven(kafka_version: str, scala_version: str, dest: Path, progress: 
         artifacts(kafka_version, scala_version), dest / "libs", what=f"Kafka {kafka_version}",
         hint=f"pass --kafka-dist kafka_{scala_version}-{kafka_version}.tgz", progress=progress,
     )
-    write_bin_scripts(dest, overwrite=True)
+    write_bin_scripts(dest, overwrite=True, kafka_version=kafka_version)
     return dest
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kctl.errors import KctlError
-from kctl.runtime.dist.scripts import TOOLS, write_bin_scripts
+from kctl.runtime.dist.scripts import TOOLS, tools_of, write_bin_scripts
 
 Progress = Callable[[str], None]
 
@@ -33,6 +33,15 @@ REQUIRED_CLASSES = (
     "org.apache.zookeeper.server.quorum.QuorumPeerMain",
     *(t.main_class for t in TOOLS),
 )
+
+
+def required_classes(kafka_version: str) -> tuple[str, ...]:
+    """:data:`REQUIRED_CLASSES` of a release: Kafka 4 has no ZooKeeper, and its tools' classes moved."""
+    from kctl.contract import kraft_only
+
+    if not kraft_only(kafka_version):
+        return REQUIRED_CLASSES
+    return ("kafka.Kafka", *(t.main_class for t in tools_of(kafka_version)))
 
 
 @dataclass(frozen=True)
@@ -51,7 +60,7 @@ class Dist:
     def current(self) -> bool:
         """Whether it was checked for every class kctl needs today (a cache made before a tool was added is
         prepared again)."""
-        return set(REQUIRED_CLASSES) <= set(self.classes)
+        return set(required_classes(self.kafka_version)) <= set(self.classes)
 
 
 class Source(Protocol):
@@ -161,24 +170,27 @@ def finish_dist(root: Path, *, kafka_version: str, scala_version: str, source: s
             f"{origin} is not Kafka {kafka_version} for Scala {scala_version}",
             f"expected libs/{core.name}; found {', '.join(found) or 'no kafka_*.jar'}",
         )
-    write_bin_scripts(root, overwrite=False)
-    missing = missing_classes(libs, REQUIRED_CLASSES)
+    from kctl.contract import kraft_only
+
+    write_bin_scripts(root, overwrite=False, kafka_version=kafka_version)
+    required = required_classes(kafka_version)
+    missing = missing_classes(libs, required)
     if missing:
         raise KctlError(
             f"the Kafka distribution from {origin} lacks classes kctl needs: {', '.join(missing)}",
-            "use the official kafka_2.13-3.9.1.tgz with --kafka-dist",
+            f"use the official kafka_{scala_version}-{kafka_version}.tgz with --kafka-dist",
         )
     zk = zookeeper_version_in(libs)
-    if zk is None:
+    if zk is None and not kraft_only(kafka_version):
         raise KctlError(f"no zookeeper-X.Y.Z.jar in {libs}", "Kafka 3.x ships ZooKeeper in libs/")
     manifest = {
         "kafka_version": kafka_version,
         "scala_version": scala_version,
-        "zookeeper_version": zk,
+        "zookeeper_version": zk or "",
         "source": source,
         "origin": origin,
         "content_sha256": content_digest(root),
-        "classes": ",".join(sorted(REQUIRED_CLASSES)),
+        "classes": ",".join(sorted(required)),
     }
     (root / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     dist = read_dist(root)

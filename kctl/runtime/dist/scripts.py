@@ -61,6 +61,26 @@ TOOLS: tuple[Tool, ...] = (
     Tool("connect-mirror-maker.sh", "org.apache.kafka.connect.mirror.MirrorMaker", heap="-Xmx256M"),
 )
 
+# Kafka 4.0 moved the last Scala tools above to org.apache.kafka.tools and removed those of ZooKeeper mode
+# (checked against the jars of 4.1.1).
+_MOVED_IN_4 = {
+    "kafka-console-producer.sh": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-acls.sh": "org.apache.kafka.tools.AclCommand",
+    "kafka-broker-api-versions.sh": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+}
+_ZOOKEEPER_TOOLS = ("zookeeper-shell.sh", "zookeeper-security-migration.sh")
+TOOLS_4: tuple[Tool, ...] = tuple(
+    Tool(t.script, _MOVED_IN_4.get(t.script, t.main_class), t.heap, t.prefix_args, t.usage)
+    for t in TOOLS if t.script not in _ZOOKEEPER_TOOLS)
+
+
+def tools_of(kafka_version: str) -> tuple[Tool, ...]:
+    """The tools a distribution of ``kafka_version`` has (with their main classes in that release)."""
+    from kctl.contract import kraft_only
+
+    return TOOLS_4 if kraft_only(kafka_version) else TOOLS
+
+
 # What every prepared distribution's bin/ holds: a tarball's own scripts, and ours where it lacks one.
 SCRIPTS = ("kafka-run-class.sh", *(t.script for t in TOOLS))
 
@@ -165,11 +185,12 @@ def render_tool_script(tool: Tool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_bin_scripts(root: Path, *, overwrite: bool) -> list[str]:
-    """Write ``kafka-run-class.sh`` and the tool scripts; returns the names written."""
+def write_bin_scripts(root: Path, *, overwrite: bool, kafka_version: str = "3.9.1") -> list[str]:
+    """Write ``kafka-run-class.sh`` and the tool scripts of ``kafka_version``; returns the names written."""
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    scripts = {"kafka-run-class.sh": RUN_CLASS_SH} | {t.script: render_tool_script(t) for t in TOOLS}
+    scripts = {"kafka-run-class.sh": RUN_CLASS_SH} | {t.script: render_tool_script(t)
+                                                      for t in tools_of(kafka_version)}
     written = []
     for name, text in scripts.items():
         target = bin_dir / name
