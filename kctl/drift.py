@@ -80,6 +80,9 @@ class DiffResult:
     problems: list[str]  # nodes that could not be observed
     compared: int  # how many (node, key) pairs were compared
     clean: bool = False  # nothing drifts and every node answered: `kctl diff` exits 0
+    # container host -> the container settings kctl.yaml changes (environment, image, ports: a new release is a new
+    # image), which `kctl apply` makes the container again for
+    containers: dict[str, list[str]] = field(default_factory=dict)
 
 
 def norm(value: str | None) -> str | None:
@@ -160,8 +163,15 @@ def _read(path: Path) -> dict[str, str] | None:
 
 
 def dynamic_configs(spec: ClusterSpec, broker_ids: list[int]) -> tuple[dict[int, dict[str, str]], dict[str, str]]:
-    """Per-broker and cluster-wide dynamic broker configs, as Kafka keeps them in ZooKeeper."""
+    """Per-broker and cluster-wide dynamic broker configs, as Kafka keeps them in ZooKeeper (on KRaft, in its
+    metadata, asked of the brokers)."""
     from kctl.zk import znodes
+
+    if spec.on_kraft:
+        from kctl.kafka import configs
+
+        return ({b: configs.dynamic_of(spec, str(b), "DYNAMIC_BROKER_CONFIG") for b in broker_ids},
+                configs.cluster_defaults(spec))
 
     def conf(zk: Any, path: str) -> dict[str, str]:
         if not zk.exists(path):
@@ -205,6 +215,8 @@ def gather(spec: ClusterSpec, state_dir: Path) -> list[NodeObs]:
     out: list[NodeObs] = []
     for host, node, services in services_of(spec):
         for service in services:
+            if service == "zookeeper" and spec.on_kraft:  # retired: nothing runs to compare with
+                continue
             name = ZOO_CFG if service == "zookeeper" else SERVER_PROPERTIES
             rel = f"{host}/{contract.HOST_CONF}/{name}"
             out.append(NodeObs(node.hostname, service, name, parse_properties(files.get(rel, "")),
@@ -236,6 +248,37 @@ def gather(spec: ClusterSpec, state_dir: Path) -> list[NodeObs]:
     return out
 
 
+def _container_settings(compose_text: str) -> dict[str, dict[str, Any]]:
+    import yaml
+
+    services = (yaml.safe_load(compose_text) or {}).get("services") or {}
+    return {name: {k: v for k, v in svc.items() if k != "labels"} for name, svc in services.items()}
+
+
+def recreate_needed(old_compose: str | None, new_compose: str) -> dict[str, list[str]]:
+    """host -> the container settings (environment, image, ports...) that differ between two compose files."""
+    if old_compose is None:
+        return {}
+    old, new = _container_settings(old_compose), _container_settings(new_compose)
+    out: dict[str, list[str]] = {}
+    for host, svc in new.items():
+        if host not in old:
+            out[host] = ["a new container"]
+            continue
+        diffs = []
+        for k in sorted(set(svc) | set(old[host])):
+            if svc.get(k) != old[host].get(k):
+                if isinstance(svc.get(k), dict) and isinstance(old[host].get(k), dict):
+                    a, b = old[host][k], svc[k]
+                    diffs += [f"{k}.{kk}: {a.get(kk)} -> {b.get(kk)}" for kk in sorted(set(a) | set(b))
+                              if a.get(kk) != b.get(kk)]
+                else:
+                    diffs.append(f"{k}: {old[host].get(k)} -> {svc.get(k)}")
+        if diffs:
+            out[host] = diffs
+    return out
+
+
 def diff(spec: ClusterSpec, state_dir: Path, all_keys: bool = False) -> DiffResult:
     obs = gather(spec, state_dir)
     rows: list[KeyDiff] = []
@@ -250,4 +293,16 @@ def diff(spec: ClusterSpec, state_dir: Path, all_keys: bool = False) -> DiffResu
             problems.append(f"{o.node} {o.service}: no {o.file} in {state_dir} (run `kctl up`)")
         if o.error:
             problems.append(f"{o.node} {o.service}: {UNOBSERVED}: {o.error}")
-    return DiffResult(spec.name, str(state_dir), rows, drifted, problems, compared, drifted == 0 and not problems)
+    containers = _containers(spec, state_dir)
+    return DiffResult(spec.name, str(state_dir), rows, drifted, problems, compared,
+                      drifted == 0 and not problems and not containers, containers)
+
+
+def _containers(spec: ClusterSpec, state_dir: Path) -> dict[str, list[str]]:
+    from kctl.render import COMPOSE_FILE, render
+
+    try:
+        old: str | None = (state_dir / COMPOSE_FILE).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        old = None
+    return recreate_needed(old, render(spec, state_dir).files[COMPOSE_FILE])

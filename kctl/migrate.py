@@ -24,7 +24,6 @@ the step it was in; every step is safe to do twice):
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,12 +35,12 @@ from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kraft import config as kc
 from kctl.kraft import phases as ph
 from kctl.kraft.phases import Phase
+from kctl.kraft.quorum import controller_hosts, describe_quorum, quorum_ready
 from kctl.spec import ClusterSpec, Engine
 from kctl.wait import wait_until
 
 Progress = Callable[[str], None]
 
-QUORUM_TOOL = "kafka-metadata-quorum.sh"
 CONTROLLER_FILES = ("controller.properties", "cluster-id", "log4j-controller.properties")
 CONTROLLER_DATA = str(Path(kc.METADATA_DIR).parent)  # the metadata log and anything else a controller keeps
 QUORUM_TIMEOUT = 180.0
@@ -75,40 +74,6 @@ STEP_WORDS = {
     "retire-zookeeper": "stop each node's ZooKeeper for good (its program waits as retired; its data stays)",
     "healthy-on-kraft": "wait until the cluster is healthy with its metadata in the controllers alone",
 }
-
-
-@dataclass
-class Quorum:
-    """The KRaft controller quorum as `kafka-metadata-quorum.sh describe --status` reports it."""
-
-    cluster_id: str | None = None
-    leader: int | None = None
-    epoch: int | None = None
-    high_watermark: int | None = None
-    max_follower_lag: int | None = None
-    voters: list[int] = field(default_factory=list)
-    observers: list[int] = field(default_factory=list)  # KRaft brokers following the metadata log
-
-
-def parse_quorum(text: str) -> Quorum:
-    """Pure: the fields of `kafka-metadata-quorum.sh describe --status` (3.7+ prints voters as JSON objects
-    with an "id", older releases as a list of ids)."""
-    q = Quorum()
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if not sep:
-            continue
-        key, value = key.strip(), value.strip()
-        if key == "ClusterId":
-            q.cluster_id = value
-        elif key in ("LeaderId", "LeaderEpoch", "HighWatermark", "MaxFollowerLag") and re.fullmatch(r"-?\d+",
-                                                                                                      value):
-            setattr(q, {"LeaderId": "leader", "LeaderEpoch": "epoch", "HighWatermark": "high_watermark",
-                        "MaxFollowerLag": "max_follower_lag"}[key], int(value))
-        elif key in ("CurrentVoters", "CurrentObservers"):
-            ids = re.findall(r'"id":\s*(-?\d+)', value) or re.findall(r"-?\d+", value)
-            setattr(q, "voters" if key == "CurrentVoters" else "observers", sorted(int(i) for i in ids))
-    return q
 
 
 def plan(record: ph.Record, action: str) -> tuple[Phase, list[str]]:
@@ -152,55 +117,6 @@ def _steps(action: str, source: Phase, target: Phase) -> list[str]:
 
 
 # ----- what each step does ---------------------------------------------------------------------------------------
-
-
-def controller_hosts(spec: ClusterSpec) -> list[str]:
-    return [spec.zk_host(n) for n in kc.controller_nodes(spec)]
-
-
-def describe_quorum(spec: ClusterSpec, host: str | None = None) -> Quorum:
-    """The quorum as a controller answers, asked from inside ``host`` (the first controller's node)."""
-    from kctl.runtime import engines
-
-    host = host or controller_hosts(spec)[0]
-    bootstrap = ",".join(f"{h}:{kc.CONTROLLER_PORT}" for h in controller_hosts(spec))
-    tool = f"{engines.for_spec(spec).kafka_bin}/{QUORUM_TOOL}"
-    code, out = engines.exec_in(spec, host, ["env", "KAFKA_HEAP_OPTS=-Xmx128m", "KAFKA_JMX_PORT=", tool,
-                                             "--bootstrap-controller", bootstrap, "describe", "--status"],
-                                timeout=60)  # its error, if any, is on stderr; parse_quorum reads its own keys only
-    if code != 0:
-        raise ClusterError(f"the controller quorum did not answer ({out.strip()[-300:]})",
-                           hint=f"`kctl logs {host} --service controller`")
-    return parse_quorum(out)
-
-
-def _controller_states(spec: ClusterSpec) -> str:
-    """Each controller's program as its supervisor reports it (what a quorum that does not answer is waiting for)."""
-    from kctl.runtime import engines
-
-    states = []
-    for host in controller_hosts(spec):
-        try:
-            _code, out = engines.exec_in(spec, host, [*contract.SUPERVISORCTL, "status", "controller"], timeout=30)
-        except KctlError as exc:
-            out = exc.message
-        states.append(f"{host}: {' '.join(out.split()[:6]) or 'no answer'}")
-    return "controllers " + ", ".join(states)
-
-
-def _quorum_ready(spec: ClusterSpec, cluster_id: str | None) -> Callable[[], tuple[bool, str]]:
-    want = sorted(kc.controller_id(n) for n in kc.controller_nodes(spec))
-
-    def probe() -> tuple[bool, str]:
-        try:
-            q = describe_quorum(spec)
-        except KctlError as exc:
-            return False, f"{exc.message}; {_controller_states(spec)}"
-        ok = (q.leader is not None and q.leader in want and q.voters == want and q.max_follower_lag == 0
-              and q.cluster_id == cluster_id)
-        return ok, (f"leader {q.leader}, voters {q.voters} (want {want}), max follower lag {q.max_follower_lag},"
-                    f" cluster id {q.cluster_id}")
-    return probe
 
 
 def migrated(spec: ClusterSpec) -> str | None:
@@ -305,7 +221,7 @@ def _roll_controllers(spec: ClusterSpec, cluster_id: str | None, say: Progress) 
         t = time.monotonic()
         eng.stop_service(spec, host, "controller")
         eng.start_service(spec, host, "controller")
-        wait_until(f"{host}'s controller back in a whole quorum", _quorum_ready(spec, cluster_id), QUORUM_TIMEOUT,
+        wait_until(f"{host}'s controller back in a whole quorum", quorum_ready(spec, cluster_id), QUORUM_TIMEOUT,
                    poll=1.0)
         out.append({"host": host, "controller": ids[host], "was_leader": ids[host] == leader,
                     "seconds": round(time.monotonic() - t, 1)})
@@ -418,7 +334,7 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                     engines.for_spec(spec).start_service(spec, host, "controller")
             elif step == "controller-quorum":
                 wait_until("the KRaft controller quorum has a leader and every voter caught up",
-                           _quorum_ready(spec, record.cluster_id), QUORUM_TIMEOUT, poll=1.0)
+                           quorum_ready(spec, record.cluster_id), QUORUM_TIMEOUT, poll=1.0)
             elif step in ("roll-brokers", "roll-brokers-without-migration", "roll-brokers-to-zookeeper-with-migration"):
                 if step == "roll-brokers-to-zookeeper-with-migration":
                     after = spec.with_kraft(Phase.dual_write.value, record.cluster_id)

@@ -37,10 +37,13 @@ def diff(
     verdict = (f"{res.drifted} difference(s) in {res.compared} compared keys" if res.drifted
                else f"no drift: {res.compared} keys agree across kctl.yaml, the rendered files and the processes")
     footer = verdict + "".join(f"\nproblem: {p}" for p in res.problems)
-    if spec.kraft_phase != "zookeeper":
+    footer += "".join(f"\ncontainer {host} to make again: {'; '.join(what)}" for host, what in res.containers.items())
+    if spec.on_kraft:
+        footer += "\nmetadata: KRaft (the controller quorum; ZooKeeper retired)"
+    elif spec.kraft_phase != "zookeeper":
         footer += (f"\nmetadata: migrating to KRaft, phase {spec.kraft_phase}: the rendered files are that phase's"
                    " (`kctl migrate kraft status`)")
-    if res.drifted:
+    if res.drifted or res.containers:
         footer += "\n`kctl apply` brings the cluster to kctl.yaml (`--dry-run` first)"
     output.emit(res, fmt, rows=rows,
                 columns=["node", "service", "key", "kctl.yaml", "rendered", "dynamic", "running", "drift"],

@@ -246,10 +246,35 @@ def _check_broker(spec: ClusterSpec | None, broker: str, bootstrap: str | None) 
                         hint=f"live brokers: {', '.join(map(str, ids)) or 'none'}")
 
 
+def dynamic_of(spec: ClusterSpec, broker: str, source: str) -> dict[str, str]:
+    """The broker configs of ``source`` (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG) that ``broker``
+    reports ("": the cluster-wide defaults), as Kafka answers DescribeConfigs."""
+    from confluent_kafka.admin import ConfigSource  # type: ignore[attr-defined]
+
+    entries = _describe_resource(spec, "broker", broker, None)
+    return {k: str(e.value) for k, e in entries.items()
+            if e.value is not None and not e.is_sensitive and ConfigSource(e.source).name == source}
+
+
+def parse_entity_default(text: str) -> dict[str, str]:
+    """Pure: `kafka-configs.sh --entity-type brokers --entity-default --describe`, one indented
+    ``key=value sensitive=... synonyms={...}`` line per cluster-wide default (a sensitive value is left out)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s+([\w.\-]+)=(.*?) sensitive=(true|false) synonyms=", line)
+        if m and m.group(3) == "false":
+            out[m.group(1)] = m.group(2)
+    return out
+
+
 def cluster_defaults(spec: ClusterSpec) -> dict[str, str]:
-    """Dynamic cluster-wide broker defaults, as Kafka stores them in /config/brokers/<default>."""
+    """Dynamic cluster-wide broker defaults, as Kafka stores them in /config/brokers/<default> (on KRaft, in its
+    metadata: asked of a broker as the default broker resource)."""
     from kctl.zk import znodes
 
+    if spec.on_kraft:
+        return parse_entity_default(run_tool(spec, "kafka-configs.sh", [
+            "--entity-type", "brokers", "--entity-default", "--describe"]))
     with znodes.connect(spec, principal=znodes.guarded_reader(spec)) as zk:
         if not zk.exists("/config/brokers/<default>"):
             return {}

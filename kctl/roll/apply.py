@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kctl.drift import NodeObs, norm
+from kctl.drift import NodeObs, norm, recreate_needed
 from kctl.errors import KctlError
 from kctl.properties import services_of
 from kctl.spec import ClusterSpec, Topology
@@ -80,6 +80,7 @@ class ApplyResult:
     files_written: list[str]
     rolls: list[Any]  # kctl.roll.run.RollResult
     seconds: float
+    metadata_version: tuple[str | None, str | None] | None = None  # (before, after) when a new release was rolled
 
 
 def _services(spec: ClusterSpec, host: str) -> tuple[str, ...]:
@@ -171,37 +172,6 @@ def _disk_files(state_dir: Path, rendered_files: Mapping[str, str]) -> dict[str,
             same = False
         if not same:
             out.setdefault(host, []).append(sub)
-    return out
-
-
-def _container_settings(compose_text: str) -> dict[str, dict[str, Any]]:
-    import yaml
-
-    services = (yaml.safe_load(compose_text) or {}).get("services") or {}
-    return {name: {k: v for k, v in svc.items() if k != "labels"} for name, svc in services.items()}
-
-
-def recreate_needed(old_compose: str | None, new_compose: str) -> dict[str, list[str]]:
-    """host -> the container settings (environment, image, ports...) that differ between two compose files."""
-    if old_compose is None:
-        return {}
-    old, new = _container_settings(old_compose), _container_settings(new_compose)
-    out: dict[str, list[str]] = {}
-    for host, svc in new.items():
-        if host not in old:
-            out[host] = ["a new container"]
-            continue
-        diffs = []
-        for k in sorted(set(svc) | set(old[host])):
-            if svc.get(k) != old[host].get(k):
-                if isinstance(svc.get(k), dict) and isinstance(old[host].get(k), dict):
-                    a, b = old[host][k], svc[k]
-                    diffs += [f"{k}.{kk}: {a.get(kk)} -> {b.get(kk)}" for kk in sorted(set(a) | set(b))
-                              if a.get(kk) != b.get(kk)]
-                else:
-                    diffs.append(f"{k}: {old[host].get(k)} -> {svc.get(k)}")
-        if diffs:
-            out[host] = diffs
     return out
 
 
@@ -331,8 +301,16 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
                 say(f"broker {broker}: dynamic override removed, no restart: {', '.join(gone)}")
             done += [d for d in the_plan.dynamic if d.broker == broker]
         from kctl.roll import migration
+        from kctl.runtime import engines
         from kctl.security import store
 
+        new_image = any(w.startswith("image:") for what in the_plan.recreate.values() for w in what)
+        if new_image and engines.for_spec(spec).uses_image and spec.image.ref is None:
+            # A new release: its node image before anything is written or stopped (built when missing).
+            from kctl.runtime.image import ensure_image
+
+            ensure_image(engines.client(spec, timeout=600), kafka_version=spec.versions.kafka,
+                         scala_version=spec.versions.scala, progress=say)
         made = store.ensure(spec, state_dir)  # a step towards the secured profile: its secrets before its roll
         if made:
             say(f"secrets: {len(made)} file(s) written in {store.secrets_dir(state_dir)} (mode 0600)")
@@ -352,7 +330,17 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
             rolls.append(run.roll(spec, state_dir, service=service, nodes=nodes, gate_timeout=gate_timeout,
                                   progress=say, lock=False, recreate=hosts))
         _record(state_dir, {c.name: c.config_hash for c in rendered.containers})
+        metadata_version = None
+        if new_image and spec.on_kraft:
+            # Every node runs the new release now: Kafka's metadata.version up to it (Kafka's last upgrade step).
+            from kctl.kraft import features
+
+            metadata_version = features.raise_metadata_version(spec)
+            before, after = metadata_version
+            say(f"metadata.version: {before} (already the newest {spec.versions.kafka} supports)" if before == after
+                else f"metadata.version: {before} -> {after} (every node runs Kafka {spec.versions.kafka};"
+                     " a raised metadata.version is not lowered again)")
         if spec.security_phase == 3 and spec.security.zookeeper.sasl and spec.security.zookeeper.set_acl:
             # Every broker now writes znodes with ACLs: those made before get them too (Kafka's sequence).
             migration.secure_znodes(spec, say)
-    return ApplyResult(the_plan, done, written, rolls, time.monotonic() - started)
+    return ApplyResult(the_plan, done, written, rolls, time.monotonic() - started, metadata_version)

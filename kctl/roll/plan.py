@@ -33,6 +33,10 @@ GATE_ZK_MODE = "answers srvr with a mode"
 GATE_ONE_LEADER = "every ZooKeeper serving, exactly one leader"
 GATE_REGISTERED = "broker registered (every broker sees it)"
 GATE_URP = "under-replicated partitions 0 for {s:g} s of consecutive checks"
+# A node of a cluster on KRaft: its controller beside its broker (its ZooKeeper is retired).
+GATE_BROKER_GONE = "broker {id} gone from the live brokers"
+GATE_CONTROLLER_EXITED = "controller process exited"
+GATE_QUORUM = "the KRaft controller quorum whole again (a leader, every voter, no lag)"
 
 # A partition back in the ISR may drop out again while its follower catches up: the gate wants the cluster
 # without under-replicated partitions at every check for this long, however often it checks.
@@ -79,6 +83,14 @@ def node_gates(broker: int) -> tuple[str, ...]:
             k[3], k[4])
 
 
+def kraft_node_gates(broker: int) -> tuple[str, ...]:
+    """A node on KRaft: its broker down through the broker's gates, then its controller; the quorum whole again
+    before the broker comes back."""
+    k = kafka_gates(broker)
+    return (k[0], k[1], "stop: " + GATE_BROKER_GONE.format(id=broker), "stop: " + GATE_CONTROLLER_EXITED,
+            "start: " + GATE_QUORUM, k[3], k[4])
+
+
 def zk_order(hosts: Sequence[str], ids: Mapping[str, int], modes: Mapping[str, str]) -> list[tuple[str, str]]:
     """(host, why): non-leaders by ascending id, then the leader."""
     leader = [h for h in hosts if modes.get(h) in ("leader", "standalone")]
@@ -119,11 +131,11 @@ def plan_roll(spec: ClusterSpec, *, service: str | None, nodes: Sequence[str] = 
     if service == "node" and spec.topology is not Topology.colocated:
         raise UsageError("--service node needs the colocated topology (each node runs ZooKeeper and Kafka)",
                          hint="with the split topology restart --service zookeeper, then --service kafka")
-    if spec.on_kraft and service != "kafka":
+    if spec.on_kraft and service not in ("kafka", "node"):
         raise UsageError(f"cluster {spec.name!r} is on KRaft: its ZooKeeper is retired, so a restart of"
-                         f" {'every service' if service is None else 'the ' + service} is not one kctl makes; a"
-                         " rolling restart of its KRaft controllers is not built yet",
-                         hint="`kctl restart --rolling --service kafka` restarts the brokers")
+                         f" {'every service' if service is None else 'the ' + service} is not one kctl makes",
+                         hint="`kctl restart --rolling --service kafka` restarts the brokers; `--service node`"
+                              " each node's controller and broker, the active controller's node last")
     picked = {spec.node(n).id for n in nodes}  # an unknown node is a UsageError before anything runs
     chosen = [n for n in spec.nodes if not picked or n.id in picked]
     steps: list[Step] = []
@@ -132,7 +144,9 @@ def plan_roll(spec: ClusterSpec, *, service: str | None, nodes: Sequence[str] = 
         leader = next((h for h, m in zk_modes.items() if m in ("leader", "standalone")), None)
         zk_only = {n.hostname for n in chosen if not n.broker}
         for host, nid, why in node_order(hosts, leader, controller):
-            if host in zk_only:  # a ZooKeeper-only node: its ZooKeeper is all there is to restart
+            if spec.on_kraft:  # ``controller``: the node whose KRaft controller leads the quorum
+                steps.append(Step(host, host, "node", nid, why, kraft_node_gates(nid)))
+            elif host in zk_only:  # a ZooKeeper-only node: its ZooKeeper is all there is to restart
                 steps.append(Step(host, host, "zookeeper", None, why, zk_gates()))
             else:
                 steps.append(Step(host, host, "node", nid, why, node_gates(nid)))

@@ -128,6 +128,11 @@ def plan(spec: ClusterSpec, service: str | None, nodes: list[str], recreate: tup
     obs = health.gather(spec, 1.5, docker=False)
     zk_modes = {h: z.mode for h, z in (obs.zookeeper or {}).items()}
     controller = obs.kafka.controller if obs.kafka else None
+    if spec.on_kraft:  # the node whose controller leads the quorum goes last (a broker names a random one)
+        from kctl.kraft import config as kc
+
+        leader = health.controller_leader(spec, obs.controllers or {})
+        controller = next((n.id for n in kc.controller_nodes(spec) if kc.controller_id(n) == leader), None)
     out = rp.plan_roll(spec, service=service, nodes=nodes, zk_modes=zk_modes, controller=controller,
                        recreate=recreate)
     if obs.kafka is None:
@@ -192,6 +197,22 @@ def unregistered_gate(spec: ClusterSpec, broker: int) -> Probe:
             st = zk.exists(path)
         return st is None, f"{path} " + ("gone" if st is None else f"still there (session {hex(st.ephemeralOwner)})")
     return run
+
+
+def controller_exited_gate(spec: ClusterSpec, host: str) -> Probe:
+    """The node's KRaft controller JVM is gone from its process table."""
+    from kctl.runtime import services
+
+    def run() -> tuple[bool, str]:
+        st = services.process_state(spec, host, "controller")
+        return st != "RUNNING", f"{host} controller {'RUNNING' if st == 'RUNNING' else 'not running'}"
+    return run
+
+
+def quorum_gate(spec: ClusterSpec) -> Probe:
+    from kctl.kraft.quorum import quorum_ready
+
+    return quorum_ready(spec, spec.kraft_cluster_id)
 
 
 def zk_mode_gate(spec: ClusterSpec, host: str) -> Probe:
@@ -298,7 +319,41 @@ class _Runner:
         self.gate(label, rp.GATE_REGISTERED, registered_gate(self.spec))
         self.gate(label, rp.GATE_URP.format(s=rp.URP_STABLE_S), urp_gate(self.spec))
 
+    def kraft_node(self, label: str, s: rp.Step) -> None:
+        """A node on KRaft: broker down (its gates), controller down, [container made again,] controller up and
+        the quorum whole again, then the broker up (its gates)."""
+        assert s.broker is not None
+        stopped: list[str] = []
+        try:
+            self.gate(label, rp.GATE_MIN_ISR, min_isr_gate(self.spec, s.broker))
+            stopped.append("kafka")
+            self.stop(label, s.host, "kafka")
+            self.gate(label, rp.GATE_EXITED, process_gate(self.spec, s.host, "kafka", "STOPPED"))
+            self.gate(label, rp.GATE_BROKER_GONE.format(id=s.broker), unregistered_gate(self.spec, s.broker))
+            stopped.append("controller")
+            self.stop(label, s.host, "controller")
+            self.gate(label, rp.GATE_CONTROLLER_EXITED, controller_exited_gate(self.spec, s.host))
+            if s.recreate:
+                self.recreate(label, s.host)  # the new container starts every process of the node
+                stopped.clear()
+            else:
+                self.start(label, s.host, "controller")
+                stopped.remove("controller")
+            self.gate(label, rp.GATE_QUORUM, quorum_gate(self.spec))
+            if stopped:
+                self.start(label, s.host, "kafka")
+                stopped.clear()
+            self.kafka_up(label, s.host, start=False)
+        except KctlError:
+            for service in reversed(stopped):  # put back what this step stopped (controller first, then broker)
+                with contextlib.suppress(KctlError):
+                    self.start(label, s.host, service)
+            raise
+
     def step(self, label: str, s: rp.Step) -> None:
+        if s.service == "node" and self.spec.on_kraft:
+            self.kraft_node(label, s)
+            return
         stopped: list[str] = []  # services this step took down and has not started again
         try:
             if s.service in ("kafka", "node"):

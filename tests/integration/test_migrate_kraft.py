@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +26,7 @@ import pytest
 
 from kctl.testing.cluster import KafkaCluster
 from tests.integration import runbook
+from tests.integration.load import Load, kcat_values
 
 pytestmark = pytest.mark.integration
 
@@ -49,61 +48,6 @@ def cluster() -> Iterator[KafkaCluster]:
 def kctl(cluster: KafkaCluster, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "kctl", *args, "-f", str(cluster.spec_file)], capture_output=True,
                           text=True, timeout=timeout)
-
-
-class Load:
-    """An idempotent acks=all producer writing numbers 0, 1, 2... (bounded in count and time); the longest
-    stretch without an acknowledgement is its stall."""
-
-    def __init__(self, bootstrap: str, topic: str, max_records: int = 100_000, max_seconds: float = 600) -> None:
-        from confluent_kafka import Producer
-
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 5})
-        self.topic, self.max_records, self.max_seconds = topic, max_records, max_seconds
-        self.acked: set[int] = set()
-        self.errors: list[str] = []
-        self.stall = 0.0
-        self._last = time.monotonic()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _cb(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-            return
-        now = time.monotonic()
-        self.stall = max(self.stall, now - self._last)
-        self._last = now
-        self.acked.add(int(msg.value()))
-
-    def _run(self) -> None:
-        end = time.monotonic() + self.max_seconds
-        i = 0
-        while not self._stop.is_set() and i < self.max_records and time.monotonic() < end:
-            self.producer.produce(self.topic, value=str(i).encode(), on_delivery=self._cb)
-            self.producer.poll(0)
-            i += 1
-            time.sleep(0.004)
-        self.producer.flush(120)
-
-    def __enter__(self) -> Load:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: Any) -> None:
-        self._stop.set()
-        self._thread.join(180)
-
-
-def kcat_values(cluster: KafkaCluster, topic: str) -> list[int]:
-    """Every value of ``topic``, read by kcat from the beginning to the end (an independent client)."""
-    kcat = shutil.which("kcat") or shutil.which("kafkacat")
-    assert kcat, "kcat is installed by make setup"
-    p = subprocess.run([kcat, "-C", "-b", cluster.bootstrap_servers, "-t", topic, "-o", "beginning", "-e", "-q",
-                        "-f", "%s\n"], capture_output=True, text=True, timeout=180)
-    assert p.returncode == 0, p.stderr
-    return [int(v) for v in p.stdout.split()]
 
 
 def snapshot(cluster: KafkaCluster, topics: list[str]) -> dict[str, Any]:
@@ -214,7 +158,7 @@ def test_a_kctl_killed_mid_phase_resumes_and_completes(cluster: KafkaCluster) ->
         assert p.returncode == 0, p.stderr[-3000:]
     print(f"\nload: {len(load.acked)} acknowledged, longest stall {load.stall:.1f} s, errors {load.errors[:3]}")
     assert not load.errors
-    read = kcat_values(cluster, LOAD_TOPIC)
+    read = kcat_values(cluster.bootstrap_servers, LOAD_TOPIC)
     assert len(read) > start and sorted(load.acked - set(read)) == []
 
 
@@ -264,7 +208,7 @@ def runbook_under_load(cluster: KafkaCluster) -> None:
     assert made.get("rolled-back")
     print(f"\nload: {len(load.acked)} acknowledged, longest stall {load.stall:.1f} s, errors {load.errors[:3]}")
     assert not load.errors and len(load.acked) > 1000
-    read = kcat_values(cluster, LOAD_TOPIC)
+    read = kcat_values(cluster.bootstrap_servers, LOAD_TOPIC)
     assert sorted(load.acked - set(read)) == []  # 0 acknowledged records lost
     # finalized: the metadata as it was, and what was made during the first migration
     unchanged(metadata_now(cluster), before, made)

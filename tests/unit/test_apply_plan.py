@@ -3,9 +3,9 @@ exactly the services whose start-time config changed, and a refusal for containe
 
 from __future__ import annotations
 
-from kctl.drift import NodeObs
+from kctl.drift import NodeObs, recreate_needed
 from kctl.kafka.configs import update_mode
-from kctl.roll.apply import DynamicChange, plan_apply, recreate_needed
+from kctl.roll.apply import DynamicChange, plan_apply
 
 FILE = {"broker.id": "1", "log.retention.hours": "168", "log.retention.bytes": "-1"}
 ZK = {"tickTime": "2000", "initLimit": "10", "autopurge.purgeInterval": "24", "peerType": "participant"}

@@ -94,7 +94,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("zk", ("kctl.zk",)),
     ("kafka", ("kctl.kafka",)),
     ("stream/agent/identity/drift", ("kctl.stream", "kctl.agent", "kctl.identity", "kctl.drift")),
-    ("health/lifecycle", ("kctl.health", "kctl.lifecycle")),
+    ("health/lifecycle", ("kctl.health", "kctl.lifecycle", "kctl.kraft.quorum", "kctl.kraft.features")),
     ("monitor", ("kctl.monitor",)),
     ("roll/testing", ("kctl.roll", "kctl.testing")),
     ("drill/nodes/mirror", ("kctl.drill", "kctl.nodes", "kctl.mirror", "kctl.migrate")),

@@ -368,10 +368,25 @@ def test_zookeeper_commands_and_clients_are_refused_on_kraft() -> None:
     with pytest.raises(UsageError, match="on KRaft: it has no ZooKeeper"), znodes.connect(KRAFT):
         pass
     assert require_zookeeper(SPEC) is SPEC
-    for service in (None, "zookeeper", "node"):
+    for service in (None, "zookeeper"):
         with pytest.raises(UsageError, match="on KRaft"):
             rp.plan_roll(KRAFT, service=service, zk_modes={}, controller=None)
     assert rp.plan_roll(KRAFT, service="kafka", zk_modes={}, controller=None).steps
+
+
+def test_a_node_roll_on_kraft_takes_controller_and_broker_down_together_the_leaders_node_last() -> None:
+    from kctl.roll import plan as rp
+
+    p = rp.plan_roll(KRAFT, service="node", zk_modes={}, controller=1, recreate=("logger3",))
+    assert [(s.host, s.service, s.why) for s in p.steps] == [
+        ("logger2", "node", "node 2"), ("logger3", "node", "node 3"), ("logger1", "node", "controller last")]
+    assert [s.recreate for s in p.steps] == [False, True, False]
+    gates = p.steps[0].gates
+    assert gates == rp.kraft_node_gates(2)
+    # the broker goes first and comes back last; between them, the controller and a whole quorum again
+    assert gates.index("stop: " + rp.GATE_EXITED) < gates.index("stop: " + rp.GATE_CONTROLLER_EXITED) \
+        < gates.index("start: " + rp.GATE_QUORUM) < gates.index("start: " + rp.GATE_REGISTERED)
+    assert not any("ZooKeeper" in g or "srvr" in g for g in gates)
 
 
 def test_on_kraft_the_brokers_need_not_agree_on_a_controller() -> None:

@@ -89,3 +89,57 @@ def test_node_changes_are_refused_on_kraft_and_mid_migration(tmp_path: Path) -> 
         with pytest.raises(UsageError, match=words):
             nodes.remove(spec, spec_file, tmp_path / ".kctl" / "logger", "logger3")
     assert spec_file.read_text() == "name: logger\n"  # kctl.yaml untouched
+
+
+def test_kafka_4_is_rendered_for_a_cluster_on_kraft_and_refused_on_zookeeper(tmp_path: Path) -> None:
+    from kctl.errors import UsageError
+    from kctl.render import render
+
+    on_kraft = resolve_cluster(parse_spec({"name": "k4", "metadata": "kraft", "versions": {"kafka": "4.1.1"}})[0],
+                               tmp_path / "kctl.yaml").with_kraft(Phase.kraft.value, ph.new_cluster_id())
+    files = render(on_kraft).files
+    assert "process.roles=broker" in files["logger1/conf/server.properties"]
+    assert "zookeeper" not in files["logger1/conf/server.properties"]
+    assert files["logger1/conf/zookeeper-retired"] is not None
+    # On ZooKeeper (the default, or a migration not finalized): refused with the way there, nothing rendered.
+    for phase in (None, Phase.kraft_brokers):
+        spec = resolve_cluster(parse_spec({"name": "k4", "versions": {"kafka": "4.1.1"}})[0], tmp_path / "kctl.yaml")
+        if phase is not None:
+            spec = spec.with_kraft(phase.value, ph.new_cluster_id())
+        with pytest.raises(UsageError) as err:
+            render(spec)
+        assert "has no ZooKeeper mode" in err.value.message and "kctl migrate kraft" in (err.value.hint or "")
+    # Kafka 4 exists for Scala 2.13 only; 5.x and 3.8 are not releases kctl runs.
+    with pytest.raises(Exception, match="Scala 2.13 only"):
+        parse_spec({"name": "k4", "versions": {"kafka": "4.1.1", "scala": "2.12"}})
+    for bad in ("3.8.1", "5.0.0"):
+        with pytest.raises(Exception, match="not supported"):
+            parse_spec({"name": "k4", "versions": {"kafka": bad}})
+
+
+def test_features_describe_and_version_mapping_as_kafka_prints_them() -> None:
+    from kctl.kraft import features
+
+    # kafka-features.sh describe of a Kafka 3.9.1 cluster on KRaft (tab-separated, as printed)
+    text = ("Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\t"
+            "Epoch: 153\nFeature: metadata.version\tSupportedMinVersion: 3.0-IV1\tSupportedMaxVersion: 3.9-IV0\t"
+            "FinalizedVersionLevel: 3.9-IV0\tEpoch: 153\n")
+    mv = features.parse_describe(text)["metadata.version"]
+    assert (mv.supported_max, mv.finalized) == ("3.9-IV0", "3.9-IV0")
+    assert features.parse_describe("Error: timed out\n") == {}
+    assert features.parse_level("metadata.version=27 (4.1-IV1)\nkraft.version=1\ngroup.version=1\n") == 27
+    assert features.parse_level("kraft.version=1\n") is None
+    assert features.release("3.9-IV0") < features.release("4.0-IV3") < features.release("4.1-IV1")
+    assert features.release("4.1-IV1") > features.release("4.1-IV0") and features.release(None) == ()
+
+
+def test_the_cluster_wide_broker_defaults_as_kafka_configs_prints_them() -> None:
+    # on KRaft the defaults live in Kafka's metadata: kctl diff reads them with kafka-configs.sh --entity-default
+    from kctl.kafka.configs import parse_entity_default
+
+    text = ("Default configs for brokers in the cluster are:\n"
+            "  log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.threads=2}\n"
+            "  listener.name.x.ssl.key.password=null sensitive=true synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+            "listener.name.x.ssl.key.password=null}\n")
+    assert parse_entity_default(text) == {"log.cleaner.threads": "2"}
+    assert parse_entity_default("Default configs for brokers in the cluster are:\n") == {}

@@ -7,6 +7,7 @@ import pytest
 from kctl import migrate
 from kctl.errors import KctlError, UsageError
 from kctl.kraft import phases as ph
+from kctl.kraft import quorum
 from kctl.kraft.phases import Phase
 
 # kafka-metadata-quorum.sh describe --status of Kafka 3.9 (voters as JSON objects, KIP-853)
@@ -24,13 +25,13 @@ CurrentObservers:       [{{"id": 1, "directoryId": "abc"}}]
 
 
 def test_the_quorum_tool_is_read_in_both_of_its_voter_formats() -> None:
-    q = migrate.parse_quorum(STATUS_39)
+    q = quorum.parse_quorum(STATUS_39)
     assert (q.cluster_id, q.leader, q.epoch, q.high_watermark, q.max_follower_lag) == (
         "Xy7kQ2fnT3a1bC9dE0fG1h", 3002, 4, 1234, 0)
     assert q.voters == [3001, 3002, 3003]  # the observer (a broker) is not a voter
-    older = migrate.parse_quorum("LeaderId: 3001\nCurrentVoters: [3003,3001,3002]\n")
+    older = quorum.parse_quorum("LeaderId: 3001\nCurrentVoters: [3003,3001,3002]\n")
     assert older.leader == 3001 and older.voters == [3001, 3002, 3003]
-    assert migrate.parse_quorum("Error: timed out\n").leader is None
+    assert quorum.parse_quorum("Error: timed out\n").leader is None
 
 
 def test_next_and_rollback_take_kafkas_steps_and_resume_where_they_stopped() -> None:

@@ -1,0 +1,100 @@
+"""The KRaft controller quorum as its controllers answer: `kafka-metadata-quorum.sh describe --status`, asked
+inside a controller's node, and the wait for a whole quorum (a leader, every voter, no lag, the cluster's id)
+that the migration, its finalize and a roll of the controllers' nodes gate on."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kctl import contract
+from kctl.errors import ClusterError, KctlError
+from kctl.kraft import config as kc
+from kctl.spec import ClusterSpec
+
+QUORUM_TOOL = "kafka-metadata-quorum.sh"
+
+
+@dataclass
+class Quorum:
+    """The KRaft controller quorum as `kafka-metadata-quorum.sh describe --status` reports it."""
+
+    cluster_id: str | None = None
+    leader: int | None = None
+    epoch: int | None = None
+    high_watermark: int | None = None
+    max_follower_lag: int | None = None
+    voters: list[int] = field(default_factory=list)
+    observers: list[int] = field(default_factory=list)  # KRaft brokers following the metadata log
+
+
+def parse_quorum(text: str) -> Quorum:
+    """Pure: the fields of `kafka-metadata-quorum.sh describe --status` (3.7+ prints voters as JSON objects
+    with an "id", older releases as a list of ids)."""
+    q = Quorum()
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key, value = key.strip(), value.strip()
+        if key == "ClusterId":
+            q.cluster_id = value
+        elif key in ("LeaderId", "LeaderEpoch", "HighWatermark", "MaxFollowerLag") and re.fullmatch(r"-?\d+",
+                                                                                                      value):
+            setattr(q, {"LeaderId": "leader", "LeaderEpoch": "epoch", "HighWatermark": "high_watermark",
+                        "MaxFollowerLag": "max_follower_lag"}[key], int(value))
+        elif key in ("CurrentVoters", "CurrentObservers"):
+            ids = re.findall(r'"id":\s*(-?\d+)', value) or re.findall(r"-?\d+", value)
+            setattr(q, "voters" if key == "CurrentVoters" else "observers", sorted(int(i) for i in ids))
+    return q
+
+
+
+def controller_hosts(spec: ClusterSpec) -> list[str]:
+    return [spec.zk_host(n) for n in kc.controller_nodes(spec)]
+
+
+def describe_quorum(spec: ClusterSpec, host: str | None = None) -> Quorum:
+    """The quorum as a controller answers, asked from inside ``host`` (the first controller's node)."""
+    from kctl.runtime import engines
+
+    host = host or controller_hosts(spec)[0]
+    bootstrap = ",".join(f"{h}:{kc.CONTROLLER_PORT}" for h in controller_hosts(spec))
+    tool = f"{engines.for_spec(spec).kafka_bin}/{QUORUM_TOOL}"
+    code, out = engines.exec_in(spec, host, ["env", "KAFKA_HEAP_OPTS=-Xmx128m", "KAFKA_JMX_PORT=", tool,
+                                             "--bootstrap-controller", bootstrap, "describe", "--status"],
+                                timeout=60)  # its error, if any, is on stderr; parse_quorum reads its own keys only
+    if code != 0:
+        raise ClusterError(f"the controller quorum did not answer ({out.strip()[-300:]})",
+                           hint=f"`kctl logs {host} --service controller`")
+    return parse_quorum(out)
+
+
+def _controller_states(spec: ClusterSpec) -> str:
+    """Each controller's program as its supervisor reports it (what a quorum that does not answer is waiting for)."""
+    from kctl.runtime import engines
+
+    states = []
+    for host in controller_hosts(spec):
+        try:
+            _code, out = engines.exec_in(spec, host, [*contract.SUPERVISORCTL, "status", "controller"], timeout=30)
+        except KctlError as exc:
+            out = exc.message
+        states.append(f"{host}: {' '.join(out.split()[:6]) or 'no answer'}")
+    return "controllers " + ", ".join(states)
+
+
+def quorum_ready(spec: ClusterSpec, cluster_id: str | None) -> Callable[[], tuple[bool, str]]:
+    want = sorted(kc.controller_id(n) for n in kc.controller_nodes(spec))
+
+    def probe() -> tuple[bool, str]:
+        try:
+            q = describe_quorum(spec)
+        except KctlError as exc:
+            return False, f"{exc.message}; {_controller_states(spec)}"
+        ok = (q.leader is not None and q.leader in want and q.voters == want and q.max_follower_lag == 0
+              and q.cluster_id == cluster_id)
+        return ok, (f"leader {q.leader}, voters {q.voters} (want {want}), max follower lag {q.max_follower_lag},"
+                    f" cluster id {q.cluster_id}")
+    return probe

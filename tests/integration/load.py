@@ -1,0 +1,65 @@
+"""An acks=all load for tests that change a running cluster (a migration, an upgrade), and kcat's read-back:
+the producer counts what was acknowledged and its longest stall; kcat, an independent client, reads it all."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+from typing import Any
+
+
+class Load:
+    """An idempotent acks=all producer writing numbers 0, 1, 2... (bounded in count and time); the longest
+    stretch without an acknowledgement is its stall."""
+
+    def __init__(self, bootstrap: str, topic: str, max_records: int = 100_000, max_seconds: float = 600) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5})
+        self.topic, self.max_records, self.max_seconds = topic, max_records, max_seconds
+        self.acked: set[int] = set()
+        self.errors: list[str] = []
+        self.stall = 0.0
+        self._last = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _cb(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+            return
+        now = time.monotonic()
+        self.stall = max(self.stall, now - self._last)
+        self._last = now
+        self.acked.add(int(msg.value()))
+
+    def _run(self) -> None:
+        end = time.monotonic() + self.max_seconds
+        i = 0
+        while not self._stop.is_set() and i < self.max_records and time.monotonic() < end:
+            self.producer.produce(self.topic, value=str(i).encode(), on_delivery=self._cb)
+            self.producer.poll(0)
+            i += 1
+            time.sleep(0.004)
+        self.producer.flush(120)
+
+    def __enter__(self) -> Load:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(180)
+
+
+def kcat_values(bootstrap: str, topic: str) -> list[int]:
+    """Every value of ``topic``, read by kcat from the beginning to the end (an independent client)."""
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    assert kcat, "kcat is installed by make setup"
+    p = subprocess.run([kcat, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q",
+                        "-f", "%s\n"], capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr
+    return [int(v) for v in p.stdout.split()]
