@@ -165,6 +165,10 @@ def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zook
         from kctl.kraft import config as kc
 
         zk_nodes, ctrl_nodes = [], [(spec.zk_host(n), kc.controller_id(n)) for n in kc.controller_nodes(spec)]
+    if docker or (ctrl_nodes and zookeeper):
+        from kctl.runtime import docker_api
+
+        docker_api.sdk()  # imported here, before the threads that use it (see docker_api.sdk)
     with cf.ThreadPoolExecutor(max_workers=len(zk_nodes) + len(ctrl_nodes) + 2) as pool:
         docker_f = pool.submit(_docker, spec, max(timeout, 3.0)) if docker else None
         kafka_f = pool.submit(kmd.fetch_any, spec.bootstrap_servers, max(timeout, 2.0), auth) \

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,19 @@ ENGINE_HINT = "is dockerd running? start it (`dockerd &` as root) or run `make s
 PINNED_API_VERSION = "1.41"
 
 
+_IMPORT_LOCK = threading.Lock()
+
+
+def sdk() -> Any:
+    """The Docker SDK, imported lazily (start-up time) and under one lock: threads that import it at once (the
+    status path asks every node in parallel) can meet in the import system's deadlock detection, since the
+    ``docker`` package and ``docker.errors`` import each other (seen: `_DeadlockError ... docker.errors`)."""
+    with _IMPORT_LOCK:
+        import docker
+        import docker.errors
+    return docker
+
+
 def client(timeout: float = 30, *, version: str = "auto") -> Any:
     """A docker SDK client from the environment (``DOCKER_HOST`` with tls or ssh, else the Docker CLI's
     context, else the local socket), or DockerUnavailable with a hint.
@@ -42,8 +56,7 @@ def client(timeout: float = 30, *, version: str = "auto") -> Any:
     With ``version="auto"`` the SDK asks the engine its API version (one GET /version, which also proves
     the engine answers); with a pinned version nothing is sent until the first call.
     """
-    import docker
-
+    docker = sdk()
     try:
         return docker.from_env(timeout=int(max(1, timeout)), version=version)
     except Exception as exc:  # noqa: BLE001 - any failure here means the engine is not reachable
@@ -88,7 +101,7 @@ class StatusClient:
 
     def call(self, fn: Any) -> Any:
         """``fn(low-level APIClient)``; DockerUnavailable when the engine does not answer."""
-        from docker.errors import APIError
+        APIError = sdk().errors.APIError  # noqa: N806 - the SDK's class
 
         if self._dc is None:
             self._dc = client(self.timeout, version=PINNED_API_VERSION)
