@@ -19,7 +19,8 @@ def register(app: typer.Typer) -> None:
 def restart(
     nodes: list[str] = typer.Argument(None, help="Nodes to restart (loggerN or id); none with --rolling: all."),
     service: str = typer.Option(None, "--service", "-s",
-                                help="kafka, zookeeper or node (both at once, colocated); default: the ZooKeeper"
+                                help="kafka, zookeeper or node (both at once, colocated); on KRaft: kafka,"
+                                     " controller or node (controller and broker); default: the ZooKeeper"
                                      " phase, then the Kafka phase."),
     rolling: bool = typer.Option(False, "--rolling", help="Every node, one at a time (needed without NODE)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (order and gates); change nothing."),

@@ -233,6 +233,11 @@ def by_restart(spec: ClusterSpec, plan: ApplyPlan) -> ApplyPlan:
                                notes=[n for n in plan.notes if "dynamic" not in n])
 
 
+def controller_files(plan: ApplyPlan) -> list[str]:
+    """The KRaft controllers' files the new render changes (state dir paths: host/conf/name)."""
+    return [f for f in plan.files if Path(f).name in ("controller.properties", "log4j-controller.properties")]
+
+
 def phases(spec: ClusterSpec, plan: ApplyPlan) -> list[tuple[str, list[str], tuple[str, ...]]]:
     """The rolls of an apply, in order: (service, nodes, container hosts to make again). ZooKeeper, then
     Kafka; on a colocated node whose container is made again both services go together, last."""
@@ -241,6 +246,11 @@ def phases(spec: ClusterSpec, plan: ApplyPlan) -> list[tuple[str, list[str], tup
     by_host = {h: n for h, n, _ in services_of(spec)}
     remade = {by_host[h].hostname for h in again}
     out: list[tuple[str, list[str], tuple[str, ...]]] = []
+    # On KRaft, the controllers whose files changed restart first (a node made again reads them anyway).
+    changed = [by_host[h].hostname for h in dict.fromkeys(Path(f).parts[0] for f in controller_files(plan))
+               if h in by_host and by_host[h].hostname not in remade]
+    if spec.on_kraft and changed:
+        out.append(("controller", changed, ()))
     for service in ("zookeeper", "kafka"):
         nodes = [r.node for r in plan.restarts if r.service == service and not (colocated and r.node in remade)]
         hosts = tuple(h for h in again if not colocated and service in _services(spec, h))
@@ -265,14 +275,13 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
     started = time.monotonic()
     with run.roll_lock(state_dir, "kctl apply"):
         the_plan, rendered = plan(spec, state_dir)
-        controllers = [f for f in the_plan.files if Path(f).name in ("controller.properties",
-                                                                   "log4j-controller.properties")]
-        if controllers:
+        controllers = controller_files(the_plan)
+        if controllers and not spec.on_kraft:
             from kctl.errors import UsageError
 
             raise UsageError(f"apply refused, nothing was changed: the KRaft controllers' settings change"
-                             f" ({', '.join(controllers)}), and a roll of the controllers is not built yet in"
-                             " this kctl", hint="`kctl diff` shows the change; leave it out of kctl.yaml for now")
+                             f" ({', '.join(controllers)}) in the middle of a migration to KRaft",
+                             hint="finish or roll back the migration first (`kctl migrate kraft status`)")
 
         if the_plan.dynamic:
             from kctl.kafka.client import require_reachable
@@ -284,7 +293,7 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
                                 " running, so their dynamic configs cannot be set",
                                 hint="`kctl status` shows why; start the broker (docs/runbooks/"
                                      "broker-will-not-rejoin.md), then apply again")
-        if the_plan.restarts or the_plan.recreate:
+        if the_plan.restarts or the_plan.recreate or controllers:
             # Nothing is written or set before the cluster is known healthy enough to roll.
             run.check_before_roll(spec, min(gate_timeout, run.PRE_CHECK_TIMEOUT), say)
         done: list[DynamicChange] = []
@@ -324,6 +333,9 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
         for host, what in the_plan.recreate.items():
             say(f"{host}: container to make again: {'; '.join(what)}")
         for service, nodes, hosts in phases(spec, the_plan):
+            if service == "controller":
+                say(f"{', '.join(nodes)} controller: restart needed: "
+                    + ", ".join(f for f in controllers if Path(f).parts[0] in nodes) + " changed")
             for r in the_plan.restarts:
                 if r.service == service and r.node in nodes:
                     say(f"{r.node} {service}: restart needed: {'; '.join(r.reasons)}")

@@ -16,7 +16,7 @@ from typing import Protocol
 from kctl.errors import UsageError
 from kctl.spec import ClusterSpec, Topology
 
-SERVICES = ("kafka", "zookeeper", "node")
+SERVICES = ("kafka", "zookeeper", "node", "controller")
 
 # Gate names, as the plan shows them and progress reports them.
 PRE_CHECKS = (
@@ -91,6 +91,11 @@ def kraft_node_gates(broker: int) -> tuple[str, ...]:
             "start: " + GATE_QUORUM, k[3], k[4])
 
 
+def controller_gates() -> tuple[str, ...]:
+    """A KRaft controller alone (its settings changed): down, up, and the quorum whole again."""
+    return ("stop: " + GATE_CONTROLLER_EXITED, "start: " + GATE_QUORUM)
+
+
 def zk_order(hosts: Sequence[str], ids: Mapping[str, int], modes: Mapping[str, str]) -> list[tuple[str, str]]:
     """(host, why): non-leaders by ascending id, then the leader."""
     leader = [h for h in hosts if modes.get(h) in ("leader", "standalone")]
@@ -127,19 +132,28 @@ def plan_roll(spec: ClusterSpec, *, service: str | None, nodes: Sequence[str] = 
     (empty: every node), ordered from the current ZooKeeper modes and controller. The steps on the
     container hosts in ``recreate`` make their container again (``kctl apply``)."""
     if service is not None and service not in SERVICES:
-        raise UsageError(f"unknown service {service!r}", hint="use kafka, zookeeper or node")
+        raise UsageError(f"unknown service {service!r}", hint="use kafka, zookeeper, node or controller")
+    if service == "controller" and not spec.on_kraft:
+        raise UsageError(f"cluster {spec.name!r} has no KRaft controllers to restart: its metadata is in"
+                         " ZooKeeper (a migration restarts its controllers itself)",
+                         hint="`kctl migrate kraft status` shows where a migration stands")
     if service == "node" and spec.topology is not Topology.colocated:
         raise UsageError("--service node needs the colocated topology (each node runs ZooKeeper and Kafka)",
                          hint="with the split topology restart --service zookeeper, then --service kafka")
-    if spec.on_kraft and service not in ("kafka", "node"):
+    if spec.on_kraft and service not in ("kafka", "node", "controller"):
         raise UsageError(f"cluster {spec.name!r} is on KRaft: its ZooKeeper is retired, so a restart of"
                          f" {'every service' if service is None else 'the ' + service} is not one kctl makes",
-                         hint="`kctl restart --rolling --service kafka` restarts the brokers; `--service node`"
-                              " each node's controller and broker, the active controller's node last")
+                         hint="`kctl restart --rolling --service kafka` restarts the brokers, `--service"
+                              " controller` the controllers, `--service node` each node's controller and broker;"
+                              " the active controller's last")
     picked = {spec.node(n).id for n in nodes}  # an unknown node is a UsageError before anything runs
     chosen = [n for n in spec.nodes if not picked or n.id in picked]
     steps: list[Step] = []
-    if service == "node":
+    if service == "controller":
+        for host, _nid, why in node_order([(n.hostname, n.id) for n in chosen], None, controller):
+            steps.append(Step(host, host, "controller", None, why.replace("node ", "controller of node "),
+                              controller_gates()))
+    elif service == "node":
         hosts = [(n.hostname, n.id) for n in chosen]
         leader = next((h for h, m in zk_modes.items() if m in ("leader", "standalone")), None)
         zk_only = {n.hostname for n in chosen if not n.broker}

@@ -350,7 +350,19 @@ class _Runner:
                     self.start(label, s.host, service)
             raise
 
+    def controller(self, label: str, s: rp.Step) -> None:
+        """A KRaft controller alone: down, up, the quorum whole again (a failed gate starts it again)."""
+        self.stop(label, s.host, "controller")
+        try:
+            self.gate(label, rp.GATE_CONTROLLER_EXITED, controller_exited_gate(self.spec, s.host))
+        finally:
+            self.start(label, s.host, "controller")
+        self.gate(label, rp.GATE_QUORUM, quorum_gate(self.spec))
+
     def step(self, label: str, s: rp.Step) -> None:
+        if s.service == "controller":
+            self.controller(label, s)
+            return
         if s.service == "node" and self.spec.on_kraft:
             self.kraft_node(label, s)
             return
@@ -439,7 +451,8 @@ def roll(spec: ClusterSpec, state_dir: Path, *, service: str | None = None, node
                 raise RollStopped(
                     f"restart stopped at {label}: {exc.message}\nrestarted: {done}\nnot touched: {left}",
                     hint=f"see `kctl status` and `kctl logs {s.host} --service "
-                         f"{'zookeeper' if s.service == 'zookeeper' else 'kafka'}`; run the restart again once"
+                         f"{s.service if s.service in ('zookeeper', 'controller') else 'kafka'}`; run the restart"
+                         " again once"
                          " the cluster is healthy") from None
             result.steps.append(StepRecord(s.host, s.service, s.why, time.monotonic() - step_started))
             say(f"{label}: done in {time.monotonic() - step_started:.1f}s")

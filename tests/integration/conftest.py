@@ -24,14 +24,14 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 # ZooKeeper restarted afterwards on another cluster cannot resolve its peers.
 ALONE = "test_swarm.py"
 # Seconds each module took on two workers (`make integration`'s durations, 2026-11-27), to order the queue.
-SLOW = {"test_stream.py": 301, "test_mirror_secured.py": 222, "test_hosts.py": 209, "test_migrate_kraft.py": 199,
-        "test_drill.py": 184, "test_mirror.py": 182, "test_security_migration_online.py": 156,
-        "test_ops_configs.py": 150, "test_change.py": 138, "test_restart.py": 130, "test_kraft_native.py": 118,
-        "test_monitor_alerts.py": 114, "test_security.py": 109, "test_nodes.py": 106, "test_sweep.py": 98,
-        "test_testing_api.py": 98, "test_lifecycle.py": 97, "test_stream_sinks.py": 84, "test_console.py": 76,
-        "test_ops_clients.py": 70, "test_image.py": 66, "test_monitor.py": 65, "test_console_reassign.py": 51,
-        "test_stream_parse.py": 46, "test_ops_zk_topics.py": 39, "test_health.py": 13, "test_hosts_fleet.py": 12,
-        "test_core_without_extras.py": 11}
+SLOW = {"test_kafka4.py": 320, "test_stream.py": 301, "test_mirror_secured.py": 222, "test_hosts.py": 209,
+        "test_kraft_native.py": 200, "test_migrate_kraft.py": 199, "test_drill.py": 184, "test_mirror.py": 182,
+        "test_security_migration_online.py": 156, "test_ops_configs.py": 150, "test_change.py": 138,
+        "test_restart.py": 130, "test_monitor_alerts.py": 114, "test_security.py": 109, "test_nodes.py": 106,
+        "test_sweep.py": 98, "test_testing_api.py": 98, "test_lifecycle.py": 97, "test_stream_sinks.py": 84,
+        "test_console.py": 76, "test_ops_clients.py": 70, "test_image.py": 66, "test_monitor.py": 65,
+        "test_console_reassign.py": 51, "test_stream_parse.py": 46, "test_ops_zk_topics.py": 39, "test_health.py": 13,
+        "test_hosts_fleet.py": 12, "test_core_without_extras.py": 11}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,5 +1,6 @@
 """`kctl init --kraft`: a three-node cluster whose metadata is in KRaft controllers from the start (issue #26),
-and the controller drill on it (the active KRaft controller killed under load).
+the controller drill on it (the active KRaft controller killed under load), and `kctl apply` of a setting the
+controllers share (a roll of the controllers alone).
 
 What kctl says (status) is checked against what the nodes run (their process tables), and the records against an
 independent reader (kcat) after the cluster was taken down and brought up again on its kept data.
@@ -81,15 +82,26 @@ def test_init_kraft_gives_a_healthy_cluster_without_zookeeper_that_keeps_its_dat
                                "-q", "-f", "%s\n"], capture_output=True, text=True, timeout=120)
         assert read.returncode == 0, read.stderr
         assert sorted(read.stdout.split()) == sorted(lines)
-        # a setting the controllers share (a new topic's partitions): their roll is not built, so apply refuses
+        # a setting the controllers share (a new topic's partitions, read at start): a roll of the controllers
+        # alone first, the quorum's leader last, then the brokers'
         spec_file = tmp_path / "kctl.yaml"
         data = yaml.safe_load(spec_file.read_text())
         data["kafka"]["num_partitions"] = 5
         spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
-        refused = kctl(tmp_path, "apply", "--yes")
-        assert refused.returncode == 2 and "roll of the controllers is not built yet" in refused.stderr, (
-            refused.stderr[-2000:])
-        assert "num.partitions=3" in (tmp_path / ".kctl" / name / "logger1" / "conf" / "controller.properties"
-                                      ).read_text()  # nothing was written
+        p = kctl(tmp_path, "apply", "--yes")
+        said = p.stdout + p.stderr
+        assert p.returncode == 0, said[-3000:]
+        assert "controller: restart needed" in said and "the KRaft controller quorum whole again" in said
+        assert said.index("controller: restart needed") < said.index("stopping controller") \
+            < said.index("stopping kafka")
+        for i in (1, 2, 3):  # what each controller runs now (its file in the node, its JVM started after it)
+            p = subprocess.run(["docker", "exec", f"kctl-{name}-logger{i}-1", "sh", "-c",
+                                "grep num.partitions /etc/kctl/controller.properties"],
+                               capture_output=True, text=True, timeout=60)
+            assert p.stdout.strip() == "num.partitions=5", p.stdout + p.stderr
+        st = json.loads(ok(kctl(tmp_path, "status", "-o", "json")))
+        assert st["health"] == "healthy", st["problems"]
+        d = kctl(tmp_path, "diff")
+        assert d.returncode == 0, d.stdout + d.stderr
     finally:
         kctl(tmp_path, "down", "--volumes")

@@ -397,3 +397,28 @@ def test_on_kraft_the_brokers_need_not_agree_on_a_controller() -> None:
     assert not health.check_controller(SPEC, obs)[0]  # on ZooKeeper they must
     views[2] = kmd.Metadata((1, 2), None, _partitions())
     assert not health.check_controller(KRAFT, Observations(kafka=views[0], kafka_views=views))[0]
+
+
+def test_a_controller_roll_on_kraft_restarts_the_controllers_alone_the_leader_last() -> None:
+    from kctl.errors import UsageError
+    from kctl.roll import plan as rp
+
+    p = rp.plan_roll(KRAFT, service="controller", zk_modes={}, controller=2)
+    assert [(s.host, s.service, s.why) for s in p.steps] == [
+        ("logger1", "controller", "controller of node 1"), ("logger3", "controller", "controller of node 3"),
+        ("logger2", "controller", "controller last")]
+    assert all(s.gates == rp.controller_gates() and s.broker is None for s in p.steps)
+    with pytest.raises(UsageError, match="no KRaft controllers"):
+        rp.plan_roll(SPEC, service="controller", zk_modes={}, controller=None)
+
+
+def test_apply_on_kraft_rolls_the_controllers_whose_files_changed_first() -> None:
+    from kctl.roll import apply as ap
+
+    files = [f"logger{i}/conf/controller.properties" for i in (1, 2, 3)] + ["logger1/conf/server.properties"]
+    plan = ap.ApplyPlan("k", [], files, restarts=[ap.Restart("logger1", "kafka", ["x changed"])])
+    assert ap.phases(KRAFT, plan) == [("controller", ["logger1", "logger2", "logger3"], ()),
+                                      ("kafka", ["logger1"], ())]
+    # a node made again restarts its controller with it: not twice
+    again = ap.ApplyPlan("k", [], files, recreate={"logger2": ["image: a -> b"]})
+    assert ap.phases(KRAFT, again) == [("controller", ["logger1", "logger3"], ()), ("node", ["logger2"], ("logger2",))]
