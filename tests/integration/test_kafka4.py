@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.load import Load, kcat_values
+from tests.integration.ports import away_from_defaults
 
 pytestmark = pytest.mark.integration
 
@@ -56,6 +57,7 @@ def test_kafka_4_is_refused_for_a_cluster_on_zookeeper_before_anything_is_made(t
 def test_apply_rolls_a_cluster_on_kraft_onto_kafka_4_under_load_and_loses_nothing(tmp_path: Path) -> None:
     name = f"kt-k4-{uuid.uuid4().hex[:6]}"
     ok(kctl(tmp_path, "init", "--kraft", "--name", name))
+    away_from_defaults(tmp_path / "kctl.yaml")
     try:
         ok(kctl(tmp_path, "up"))
         bootstrap = json.loads(kctl(tmp_path, "status", "-o", "json").stdout)["bootstrap_servers"]

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.integration.ports import away_from_defaults
+
 pytestmark = pytest.mark.integration
 
 
@@ -34,6 +36,7 @@ def ok(p: subprocess.CompletedProcess[str]) -> str:
 def test_init_kraft_gives_a_healthy_cluster_without_zookeeper_that_keeps_its_data(tmp_path: Path) -> None:
     name = f"kt-kraft-{uuid.uuid4().hex[:6]}"
     ok(kctl(tmp_path, "init", "--kraft", "--name", name))
+    away_from_defaults(tmp_path / "kctl.yaml")
     try:
         ok(kctl(tmp_path, "up"))
         st = json.loads(ok(kctl(tmp_path, "status", "-o", "json")))

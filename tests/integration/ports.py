@@ -1,0 +1,37 @@
+"""Ports for a test that makes its cluster with `kctl init --name` (the operator's way): the command keeps the
+default host ports when they are free, and another module on the other pytest-xdist worker may be about to take
+them (test_hosts' cluster publishes the defaults). Moved to free ranges far from the defaults instead."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import yaml
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def away_from_defaults(spec_file: Path, nodes: int = 3, start: int = 41000) -> None:
+    """Give kctl.yaml's published ports (ZooKeeper clients, Kafka's external listeners, the exporters) bases of
+    ``nodes`` free consecutive ports each, from ``start`` up (bounded: 41000-49000)."""
+    bases: list[int] = []
+    for base in range(start, 49000, 10):
+        if all(_free(base + i) for i in range(nodes)):
+            bases.append(base)
+            if len(bases) == 4:
+                break
+    assert len(bases) == 4, "no free port ranges in 41000-49000"
+    data = yaml.safe_load(spec_file.read_text())
+    data.setdefault("zookeeper", {})["host_port_base"] = bases[0]
+    data.setdefault("kafka", {})["external_port_base"] = bases[1]
+    data.setdefault("monitoring", {})["zookeeper_exporter_host_port_base"] = bases[2]
+    data["monitoring"]["kafka_exporter_host_port_base"] = bases[3]
+    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
