@@ -129,6 +129,26 @@ def settle(spec: ClusterSpec, topic: str, want: Mapping[int, int], timeout: floa
         c.close()
 
 
+# Errors of a partition whose leader moved a moment ago (the client's metadata not yet refreshed): asked again.
+MOVED_LEADER = ("NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "_TRANSPORT", "_TIMED_OUT", "REQUEST_TIMED_OUT",
+                "NOT_LEADER_OR_FOLLOWER")
+
+
+def _watermarks(c: Any, tp: Any, deadline: float) -> tuple[int, int]:
+    """A partition's low and high watermarks; an error of a leader that just moved is asked again until
+    ``deadline`` (a drill's read-back starts right after a heal)."""
+    from confluent_kafka import KafkaException
+
+    while True:  # bounded: deadline
+        try:
+            low, high = c.get_watermark_offsets(tp, timeout=10, cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            if exc.args[0].name() not in MOVED_LEADER or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def read_topic(spec: ClusterSpec, topic: str, timeout: float = 120.0) -> dict[int, list[tuple[int, int]]]:
     """Every record of every partition, from its beginning to its end offset, with a fresh consumer
     (its own random group, nothing committed): partition -> [(offset, seq)]."""
@@ -147,7 +167,7 @@ def read_topic(spec: ClusterSpec, topic: str, timeout: float = 120.0) -> dict[in
         ends: dict[int, int] = {}
         todo: set[int] = set()
         for p in sorted(t.partitions):
-            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            low, high = _watermarks(c, TopicPartition(topic, p), time.monotonic() + 30)
             ends[p] = int(high)
             if high > low:  # records deleted up to the end (delete_records, retention) leave none to read
                 todo.add(p)
