@@ -22,6 +22,7 @@ class Load:
         self.topic, self.max_records, self.max_seconds = topic, max_records, max_seconds
         self.acked: set[int] = set()
         self.errors: list[str] = []
+        self.refused: list[str] = []  # produce() calls refused at once (retried)
         self.stall = 0.0
         self._last = time.monotonic()
         self._stop = threading.Event()
@@ -37,10 +38,19 @@ class Load:
         self.acked.add(int(msg.value()))
 
     def _run(self) -> None:
+        from confluent_kafka import KafkaException
+
         end = time.monotonic() + self.max_seconds
         i = 0
         while not self._stop.is_set() and i < self.max_records and time.monotonic() < end:
-            self.producer.produce(self.topic, value=str(i).encode(), on_delivery=self._cb)
+            try:
+                self.producer.produce(self.topic, value=str(i).encode(), on_delivery=self._cb)
+            except (BufferError, KafkaException) as exc:
+                # Refused before it was sent (a full queue; a broker mid-roll answering that it does not know
+                # the topic yet): nothing was acknowledged, so the same number is tried again.
+                self.refused.append(str(exc))
+                self.producer.poll(0.1)
+                continue
             self.producer.poll(0)
             i += 1
             time.sleep(0.004)
