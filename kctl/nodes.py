@@ -286,11 +286,11 @@ def _colocated(spec: ClusterSpec) -> None:
 
 
 def _not_migrating(spec: ClusterSpec) -> None:
-    if spec.kraft_phase != "zookeeper":
-        where = ("is on KRaft" if spec.on_kraft else f"is being migrated to KRaft (phase {spec.kraft_phase})")
-        raise UsageError(f"kctl node add/remove refused: cluster {spec.name} {where}, and a node change there (a"
-                         " controller voter added or removed) is not built yet in this kctl; nothing was changed",
-                         hint="`kctl migrate kraft status` shows the phase")
+    if spec.kraft_phase not in ("zookeeper", "kraft"):
+        raise UsageError(f"kctl node add/remove refused: cluster {spec.name} is being migrated to KRaft (phase"
+                         f" {spec.kraft_phase}); nothing was changed",
+                         hint="finish the migration (`kctl migrate kraft next`, then finalize) or roll it back first;"
+                              " `kctl migrate kraft status` shows the phase")
     if spec.migrating:
         raise UsageError(f"kctl node add/remove refused: cluster {spec.name} is being moved to the secured profile"
                          f" (security.migration: {spec.security.migration.value if spec.security.migration else ''});"
@@ -301,35 +301,55 @@ def _not_migrating(spec: ClusterSpec) -> None:
 # ----- add ---------------------------------------------------------------------------------------------
 
 
+def _kraft_role(spec: ClusterSpec, role: str | None, broker: bool) -> str:
+    """The role of a node added to ``spec``: on ZooKeeper as asked (participant by default); on KRaft an observer,
+    a broker that follows the controller quorum and runs no controller of its own."""
+    if not spec.on_kraft:
+        return role or "participant"
+    if role not in (None, "observer"):
+        raise UsageError(f"cluster {spec.name} is on KRaft: a node added there is a broker only (an observer of the"
+                         " controller quorum); the quorum is static (controller.quorum.voters), and adding a voter"
+                         " is not built yet in this kctl; nothing was changed", hint="omit --role")
+    if not broker:
+        raise UsageError(f"cluster {spec.name} is on KRaft: a node without a broker would run nothing there (no"
+                         " ZooKeeper, no controller); nothing was changed", hint="omit --no-broker")
+    return "observer"
+
+
 def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | None = None,
-        role: str = "participant", broker: bool = True, force: bool = False, timeout: float = 300,
+        role: str | None = None, broker: bool = True, force: bool = False, timeout: float = 300,
         progress: Progress | None = None, address: str | None = None) -> NodeChange:
     """Write the node to kctl.yaml, render, start its container, reconfig its ZooKeeper in, wait for its broker
-    (``broker=False``: a ZooKeeper-only node, participant or observer, with no broker to wait for)."""
+    (``broker=False``: a ZooKeeper-only node, participant or observer, with no broker to wait for). On KRaft the
+    node is a broker alone (role observer: it follows the controller quorum, whose voters stay as they are)."""
     from kctl import health, lifecycle
     from kctl.render import render, write
     from kctl.roll.run import roll_lock
     from kctl.runtime import cluster as rcl
     from kctl.zk import reconfig
 
-    reconfig.require_reconfigurable(spec)
+    kraft = spec.on_kraft
+    if not kraft:
+        reconfig.require_reconfigurable(spec)
     say = progress or (lambda _m: None)
     t0 = time.monotonic()
     _colocated(spec)
     _not_migrating(spec)
+    role = _kraft_role(spec, role, broker)
     edit = edit_for_add(spec, spec_path, node_id, role, broker, address=address)
     new_spec, text = edit.spec, edit.text
     nid, host = edit.entry["id"], edit.entry["hostname"]
     change = NodeChange("add", nid, new_spec.zk_host(new_spec.node(nid)), role, broker, warnings=[
         w for w in edit.warnings if "participants" not in w])
     steps = _Steps(change, say)
-    joiner = reconfig.server_of(new_spec, nid)
+    joiner = None if kraft else reconfig.server_of(new_spec, nid)
     with roll_lock(state_dir, "kctl node add"):
         steps.wait("cluster healthy before the change", _healthy(spec), 30)
-        _ensemble_matches(spec)
-        live = reconfig.live_servers(spec)
-        _, zk_warn = reconfig.check(reconfig.read_config(spec), [joiner], [], [*live, nid], force)
-        change.warnings += zk_warn
+        if joiner is not None:
+            _ensemble_matches(spec)
+            live = reconfig.live_servers(spec)
+            _, zk_warn = reconfig.check(reconfig.read_config(spec), [joiner], [], [*live, nid], force)
+            change.warnings += zk_warn
         from kctl.runtime.cluster import preflight_ports
         from kctl.runtime.engines import containers
 
@@ -353,15 +373,17 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
             t = time.monotonic()
             lifecycle.start_node(new_spec, state_dir, host)
             steps.done("container started", time.monotonic() - t, host)
-            # The joiner starts with the current ensemble plus itself and syncs with the leader first.
-            steps.wait(f"ZooKeeper {nid} serving (synced with the leader)", health.zk_serving(new_spec, nid), timeout)
-            t = time.monotonic()
-            res = reconfig.reconfig(new_spec, [joiner], [], force=force,
-                                    live=reconfig.live_servers(new_spec))
-            reconfigured = True
-            steps.done(f"ZooKeeper {nid} added to the ensemble by reconfig", time.monotonic() - t,
-                       f"version {res.before.version} -> {res.after.version}: participants"
-                       f" {res.after.participants}, observers {res.after.observers}")
+            if joiner is not None:
+                # The joiner starts with the current ensemble plus itself and syncs with the leader first.
+                steps.wait(f"ZooKeeper {nid} serving (synced with the leader)", health.zk_serving(new_spec, nid),
+                           timeout)
+                t = time.monotonic()
+                res = reconfig.reconfig(new_spec, [joiner], [], force=force,
+                                        live=reconfig.live_servers(new_spec))
+                reconfigured = True
+                steps.done(f"ZooKeeper {nid} added to the ensemble by reconfig", time.monotonic() - t,
+                           f"version {res.before.version} -> {res.after.version}: participants"
+                           f" {res.after.participants}, observers {res.after.observers}")
             if broker:
                 steps.wait(f"broker {nid} registered", health.broker_registered(new_spec, nid), timeout)
             steps.wait("cluster healthy", _healthy(new_spec), timeout)
@@ -379,13 +401,28 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
                " from their next restart (`kctl restart --rolling`)")
     change.next = zk_only if not broker else (
         f"broker {nid} holds no data yet: `kctl reassign plan --brokers {others}` then"
-        " `kctl reassign execute plan.json --wait`; the other nodes' rendered files now list it"
-        " (zookeeper.connect, the ensemble) and take effect at their next restart")
+        " `kctl reassign execute plan.json --wait`" + (
+            "; the controller quorum is as it was (the new broker follows it)" if kraft else
+            "; the other nodes' rendered files now list it (zookeeper.connect, the ensemble) and take effect at"
+            " their next restart"))
     if not engines.for_spec(new_spec).files_reach_a_restart:
         change.next += (" (engine swarm: they reach the other services at the next `kctl up`, which makes"
                         " their tasks again; the running ensemble already has the node)")
     change.seconds = time.monotonic() - t0
     return change
+
+
+def _unregister(spec: ClusterSpec, broker: int) -> str:
+    """``kafka-cluster.sh unregister --id`` (Kafka's UnregisterBroker) in a node that stays; what the tool said."""
+    from kctl.runtime.cluster import run_kafka_tool
+
+    run = run_kafka_tool(spec, "kafka-cluster.sh", ["--id", str(broker)], leading=["unregister"], timeout=60,
+                         skip={broker})
+    if run.exit_code != 0:
+        raise ClusterError(f"kafka-cluster.sh unregister --id {broker} failed (exit {run.exit_code}) in {run.host}:"
+                           f" {run.output.strip()[-400:]}; its broker is stopped, its container still there",
+                           hint="`kctl node remove` again finishes the change")
+    return run.output.strip().splitlines()[-1] if run.output.strip() else f"broker {broker} unregistered"
 
 
 def _undo_add(spec: ClusterSpec, spec_path: Path, state_dir: Path, text: str, host: str) -> None:
@@ -419,7 +456,9 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
     from kctl.runtime import services
     from kctl.zk import reconfig
 
-    reconfig.require_reconfigurable(spec)
+    kraft = spec.on_kraft
+    if not kraft:
+        reconfig.require_reconfigurable(spec)
     say = progress or (lambda _m: None)
     t0 = time.monotonic()
     _colocated(spec)
@@ -428,12 +467,17 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
     nid, host = node.id, spec.kafka_host(node)
     if len(spec.nodes) == 1:
         raise UsageError(f"{host} is the only node of {spec.name}", hint="`kctl down` removes the whole cluster")
+    if kraft and node.role.value == "participant":
+        raise UsageError(f"{host} runs a KRaft controller, a voter of the cluster's static quorum"
+                         " (controller.quorum.voters): removing a voter is not built yet in this kctl; nothing was"
+                         " changed", hint="on KRaft, `kctl node remove` takes the nodes added as brokers (role"
+                                           " observer)")
     change = NodeChange("remove", nid, host, node.role.value, node.broker)
     steps = _Steps(change, say)
     with roll_lock(state_dir, "kctl node remove"):
-        member = _ensemble_matches(spec, leaving=nid)
+        member = False if kraft else _ensemble_matches(spec, leaving=nid)
         # A remove that stopped half-way (broker stopped, or ZooKeeper already out) may run again.
-        resumed = not member or (node.broker and not health.broker_registered(spec, nid)()[0])
+        resumed = (not member and not kraft) or (node.broker and not health.broker_registered(spec, nid)()[0])
         if not resumed:
             steps.wait("cluster healthy before the change", _healthy(spec), 30)
         # Every check before anything moves: the RF the rest can hold, the quorum the rest keeps.
@@ -470,6 +514,11 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
                 services.stop(spec, host, "kafka")
             steps.wait(f"broker {nid} stopped (controlled shutdown) and unregistered",
                        health.broker_registered(spec, nid, want=False), 120)
+            if kraft:
+                # A KRaft controller keeps a stopped broker's registration (fenced) until told otherwise.
+                t = time.monotonic()
+                steps.done(f"broker {nid}'s registration removed from the controllers", time.monotonic() - t,
+                           _unregister(spec, nid))
         if member:
             t = time.monotonic()
             res = reconfig.reconfig(spec, [], [nid], force=force, live=live)

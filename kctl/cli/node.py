@@ -30,7 +30,8 @@ def _report(change: object, fmt: output.Format, line: str) -> None:
 def node_add(
     node_id: int = typer.Option(None, "--id", min=1, max=255, help="Its id (ZooKeeper myid and broker.id);"
                                                                      " default the highest + 1."),
-    role: str = typer.Option("participant", "--role", help="ZooKeeper role: participant or observer."),
+    role: str = typer.Option(None, "--role", help="ZooKeeper role: participant (the default) or observer; on KRaft"
+                                                 " always observer (a broker alone, following the controllers)."),
     no_broker: bool = typer.Option(False, "--no-broker", help="A ZooKeeper-only node: no Kafka broker on it"
                                                               " (`broker: false` in kctl.yaml)."),
     force: bool = typer.Option(False, "--force", help="Allow an even number of ZooKeeper participants."),

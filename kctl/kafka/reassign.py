@@ -2,15 +2,17 @@
 
 confluent-kafka has no reassignment call, so ``execute``, ``verify`` and ``cancel``
 run ``kafka-reassign-partitions.sh`` inside a node (``kctl.runtime.cluster.run_kafka_tool``).
-What is moving is read from ZooKeeper: the controller keeps an ongoing reassignment
-in each topic's znode (``adding_replicas``/``removing_replicas``, KIP-455), and the
-legacy path in ``/admin/reassign_partitions``; bytes left come from
+What is moving is read from ZooKeeper while the cluster has one: the controller keeps an ongoing
+reassignment in each topic's znode (``adding_replicas``/``removing_replicas``, KIP-455), and the
+legacy path in ``/admin/reassign_partitions``; on KRaft from Kafka itself (the tool's ``--list``:
+ListPartitionReassignments), and the throttles from the brokers' dynamic configs. Bytes left come from
 ``kafka-log-dirs.sh`` (the leader's log size minus what each new replica has).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -116,6 +118,35 @@ def plan(spec: ClusterSpec, brokers: list[int], topics: list[str] | None = None)
 # ----- what is moving --------------------------------------------------------------------------------
 
 
+def _moving(spec: ClusterSpec) -> list[Moving]:
+    """The partitions being moved now: from ZooKeeper, or on KRaft from Kafka's ListPartitionReassignments."""
+    return _moving_from_kafka(spec) if spec.on_kraft else _moving_from_zk(spec)
+
+
+_LISTED = re.compile(r"(\S+-\d+): replicas: ([\d,]*)\.(?: adding: ([\d,]+)\.)?(?: removing: ([\d,]+)\.)?")
+
+
+def parse_list(text: str) -> list[Moving]:
+    """Pure: the partitions of ``kafka-reassign-partitions.sh --list``'s output ("foo-1: replicas: 1,2,4.
+    adding: 4. removing: 1." under "Current partition reassignments:", or "No partition reassignments found.")."""
+    def ids(part: str | None) -> list[int]:
+        return [int(x) for x in (part or "").split(",") if x]
+
+    return [Moving(m[1], ids(m[2]), ids(m[3]), ids(m[4]))
+            for line in text.splitlines() if (m := _LISTED.fullmatch(line.strip()))]
+
+
+def _moving_from_kafka(spec: ClusterSpec) -> list[Moving]:
+    from kctl.runtime.cluster import run_kafka_tool
+
+    run = run_kafka_tool(spec, TOOL, ["--list"], timeout=60, stderr=False)
+    if run.exit_code != 0 or not ("No partition reassignments found." in run.output
+                                  or "Current partition reassignments:" in run.output):
+        raise ClusterError(f"{TOOL} --list failed (exit {run.exit_code}) in {run.host}: {run.output.strip()[-400:]}",
+                           hint="`kctl status` shows whether the brokers answer")
+    return parse_list(run.output)
+
+
 def _moving_from_zk(spec: ClusterSpec) -> list[Moving]:
     from kctl.zk.znodes import connect
 
@@ -188,7 +219,7 @@ def status(spec: ClusterSpec, with_bytes: bool = True) -> ReassignStatus:
     # Two ZooKeeper sessions (the throttles are read as the guarded reader on a secured cluster), at once.
     with cf.ThreadPoolExecutor(max_workers=2) as pool:
         throttled = pool.submit(_throttled, spec)
-        st = ReassignStatus(_moving_from_zk(spec))
+        st = ReassignStatus(_moving(spec))
         st.throttled_brokers = throttled.result()
     if st.moving and with_bytes:
         topics = sorted({m.partition.rsplit("-", 1)[0] for m in st.moving})
@@ -199,8 +230,13 @@ def status(spec: ClusterSpec, with_bytes: bool = True) -> ReassignStatus:
     return st
 
 
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+
+
 def _throttled(spec: ClusterSpec) -> list[int]:
     """Brokers with a replication throttle rate set (a reassignment's throttle not yet removed)."""
+    if spec.on_kraft:
+        return _throttled_from_kafka(spec)
     from kctl.zk.znodes import connect, guarded_reader
 
     out = []
@@ -210,10 +246,30 @@ def _throttled(spec: ClusterSpec) -> list[int]:
             for b in zk.get_children("/config/brokers") if zk.exists("/config/brokers") else []:
                 raw, _ = zk.get(f"/config/brokers/{b}")
                 cfg = (json.loads(raw or b"{}").get("config") or {})
-                rates = {"leader.replication.throttled.rate", "follower.replication.throttled.rate"}
-                if b.isdigit() and rates & set(cfg):
+                if b.isdigit() and set(THROTTLE_RATES) & set(cfg):
                     out.append(int(b))
     except (KctlError, ValueError):
+        return []
+    return sorted(out)
+
+
+def _throttled_from_kafka(spec: ClusterSpec) -> list[int]:
+    """On KRaft: the brokers whose dynamic config sets a throttle rate (DescribeConfigs of each broker)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
+
+    from kctl.kafka.client import admin
+
+    try:
+        a = admin(spec)
+        brokers = sorted(a.list_topics(timeout=10).brokers)
+        asked = a.describe_configs([ConfigResource(ConfigResource.Type.BROKER, str(b)) for b in brokers])
+        out = []
+        for res, fut in asked.items():
+            entries = fut.result(timeout=15)
+            if any(k in entries and not entries[k].is_default for k in THROTTLE_RATES):
+                out.append(int(res.name))
+    except (KafkaException, KctlError):
         return []
     return sorted(out)
 
@@ -247,7 +303,7 @@ def execute(spec: ClusterSpec, target: bal.Assignment, *, throttle: int | None =
             timeout: float = 900, progress: Progress | None = None) -> ExecuteResult:
     """Start the reassignment with Kafka's tool (throttled if asked); ``wait``: follow it, verify, elect."""
     say = progress or (lambda _m: None)
-    busy = _moving_from_zk(spec)
+    busy = _moving(spec)
     if busy:
         raise ClusterError(f"a reassignment is already running ({len(busy)} partition(s), e.g."
                            f" {', '.join(m.partition for m in busy[:3])}); nothing was started",
@@ -285,7 +341,7 @@ def wait_done(spec: ClusterSpec, partitions: set[str], timeout: float, say: Prog
     last_report = [0.0]
 
     def probe() -> tuple[bool, str]:
-        moving = [m for m in _moving_from_zk(spec) if m.partition in partitions]
+        moving = [m for m in _moving(spec) if m.partition in partitions]
         if not moving:
             return True, "no partition moving"
         if time.monotonic() - last_report[0] >= 10:
@@ -313,7 +369,7 @@ def verify(spec: ClusterSpec, target: bal.Assignment) -> str:
 
 def cancel(spec: ClusterSpec) -> list[Moving]:
     """Cancel every ongoing reassignment (Kafka's --cancel: back to the original replicas, throttle removed)."""
-    moving = _moving_from_zk(spec)
+    moving = _moving(spec)
     if not moving:
         return []
     target: bal.Assignment = {}

@@ -123,17 +123,22 @@ _ARG_CHUNK = 100_000  # bytes of a file per `docker exec` argument (Linux caps o
 
 
 def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float = 60,
-                   files: dict[str, str] | None = None, stderr: bool = True) -> ToolRun:
+                   files: dict[str, str] | None = None, stderr: bool = True, leading: list[str] | None = None,
+                   skip: set[int] | None = None) -> ToolRun:
     """Run Kafka's own bin/TOOL against the INTERNAL listener in the first running broker container.
 
     ``files`` ({container path: text}) are written in that container first (a tool's input file);
-    ``stderr=False`` keeps only the tool's stdout.
+    ``stderr=False`` keeps only the tool's stdout; ``leading``: arguments before ``--bootstrap-server`` (a
+    tool's subcommand, as kafka-cluster.sh's); ``skip``: broker ids whose containers are not used.
     """
     last: KctlError | None = None
     kafka_bin = engines.for_spec(spec).kafka_bin
     for node in spec.brokers:
+        if skip and node.id in skip:
+            continue
         host = spec.kafka_host(node)
-        argv = [f"{kafka_bin}/{tool}", "--bootstrap-server", f"{host}:{spec.client_internal_port}", *args]
+        argv = [f"{kafka_bin}/{tool}", *(leading or []), "--bootstrap-server", f"{host}:{spec.client_internal_port}",
+                *args]
         if spec.kctl_logs_in:  # the admin user's client settings: a file in the node, no password in argv
             argv += ["--command-config", contract.secret_path(contract.ADMIN_CLIENT_FILE)]
         try:

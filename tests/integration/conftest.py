@@ -24,14 +24,14 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 # ZooKeeper restarted afterwards on another cluster cannot resolve its peers.
 ALONE = "test_swarm.py"
 # Seconds each module took on two workers (`make integration`'s durations, 2026-11-27), to order the queue.
-SLOW = {"test_kafka4.py": 320, "test_stream.py": 301, "test_mirror_secured.py": 222, "test_hosts.py": 209,
-        "test_kraft_native.py": 200, "test_migrate_kraft.py": 199, "test_drill.py": 184, "test_mirror.py": 182,
-        "test_security_migration_online.py": 156, "test_ops_configs.py": 150, "test_change.py": 138,
-        "test_restart.py": 130, "test_monitor_alerts.py": 114, "test_security.py": 109, "test_nodes.py": 106,
-        "test_sweep.py": 98, "test_testing_api.py": 98, "test_lifecycle.py": 97, "test_stream_sinks.py": 84,
-        "test_console.py": 76, "test_ops_clients.py": 70, "test_image.py": 66, "test_monitor.py": 65,
-        "test_console_reassign.py": 51, "test_stream_parse.py": 46, "test_ops_zk_topics.py": 39, "test_health.py": 13,
-        "test_hosts_fleet.py": 12, "test_core_without_extras.py": 11}
+SLOW = {"test_stream.py": 360, "test_kraft_native.py": 280, "test_hosts.py": 275, "test_mirror_secured.py": 236,
+        "test_migrate_kraft.py": 230, "test_mirror.py": 213, "test_drill.py": 206, "test_change.py": 176,
+        "test_security.py": 140, "test_lifecycle.py": 139, "test_testing_api.py": 132, "test_restart.py": 128,
+        "test_nodes.py": 127, "test_security_migration_online.py": 124, "test_monitor_alerts.py": 123,
+        "test_sweep.py": 119, "test_ops_configs.py": 113, "test_stream_sinks.py": 80, "test_console.py": 78,
+        "test_monitor.py": 75, "test_console_reassign.py": 73, "test_image.py": 73, "test_ops_clients.py": 63,
+        "test_ops_zk_topics.py": 42, "test_hosts_fleet.py": 19, "test_health.py": 18, "test_stream_parse.py": 12,
+        "test_kafka4.py": 10, "test_core_without_extras.py": 9}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

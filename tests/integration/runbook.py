@@ -10,7 +10,10 @@ A runbook's shell blocks are its steps. Each non-empty line is one command, run 
 Comment lines under a command say what the run must show:
 
 - ``# expect: TEXT``: TEXT appears in the command's stdout or stderr (repeatable);
-- ``# exit: N``: the command exits N (default 0).
+- ``# exit: N``: the command exits N (default 0);
+- ``# expect on zookeeper: TEXT`` (or ``on kraft``): TEXT appears when the runbook runs on a cluster with that
+  metadata mode (``run(..., metadata=...)``);
+- ``# only on zookeeper`` (or ``on kraft``): the command runs only on such a cluster.
 
 Other ``#`` lines are comments. Other fenced blocks (```yaml: a kctl.yaml excerpt) are returned by
 :func:`blocks`, so a test can apply exactly what the runbook shows.
@@ -40,6 +43,8 @@ class Step:
     line: int  # 1-based line of the Markdown file
     expect: list[str] = field(default_factory=list)
     exit_code: int = 0
+    expect_on: dict[str, list[str]] = field(default_factory=dict)  # metadata mode: texts
+    only_on: str | None = None
 
 
 @dataclass
@@ -87,6 +92,11 @@ def steps(text: str) -> list[Step]:
             continue
         if s.startswith("# expect:"):
             _last(out, line, no).expect.append(s.removeprefix("# expect:").strip())
+        elif s.startswith("# expect on "):
+            mode, _, text = s.removeprefix("# expect on ").partition(":")
+            _last(out, line, no).expect_on.setdefault(mode.strip(), []).append(text.strip())
+        elif s.startswith("# only on "):
+            _last(out, line, no).only_on = s.removeprefix("# only on ").strip()
         elif s.startswith("# exit:"):
             _last(out, line, no).exit_code = int(s.removeprefix("# exit:").strip())
         elif not s.startswith("#"):
@@ -110,8 +120,10 @@ def _shim() -> Path:
 
 
 def run(path: Path, spec_file: Path, *, state_dir: Path | None = None, env: dict[str, str] | None = None,
-        before: Callable[[Step], None] | None = None, check: bool = True, timeout: float = 600) -> list[Ran]:
-    """Run every command of the runbook at ``path`` in order, in the directory of ``spec_file``.
+        before: Callable[[Step], None] | None = None, check: bool = True, timeout: float = 600,
+        metadata: str = "zookeeper") -> list[Ran]:
+    """Run every command of the runbook at ``path`` in order, in the directory of ``spec_file``, on a cluster
+    whose metadata is in ``metadata`` (zookeeper or kraft: the ``on ...`` lines that apply).
 
     ``before(step)`` runs ahead of each command (a test's own doing between steps, e.g. the edit of
     kctl.yaml a runbook describes). With ``check`` (the default) a command that exits otherwise than
@@ -124,15 +136,17 @@ def run(path: Path, spec_file: Path, *, state_dir: Path | None = None, env: dict
         full["KCTL_STATE"] = str(state_dir)
     ran: list[Ran] = []
     try:
-        _run_all(path, spec_file, full, before, check, timeout, ran)
+        _run_all(path, spec_file, full, before, check, timeout, ran, metadata)
     finally:
         shutil.rmtree(shim, ignore_errors=True)
     return ran
 
 
 def _run_all(path: Path, spec_file: Path, full: dict[str, str], before: Callable[[Step], None] | None,
-             check: bool, timeout: float, ran: list[Ran]) -> None:
+             check: bool, timeout: float, ran: list[Ran], metadata: str) -> None:
     for step in steps(path.read_text(encoding="utf-8")):
+        if step.only_on not in (None, metadata):
+            continue
         if before is not None:
             before(step)
         p = subprocess.run(["bash", "-c", step.command], capture_output=True, text=True, timeout=timeout,
@@ -143,5 +157,5 @@ def _run_all(path: Path, spec_file: Path, full: dict[str, str], before: Callable
             where = f"{path.name}:{step.line} `{step.command}`"
             assert r.returncode == step.exit_code, \
                 f"{where}: exit {r.returncode}, the runbook says {step.exit_code}\n{r.output}"
-            for text in step.expect:
+            for text in [*step.expect, *step.expect_on.get(metadata, [])]:
                 assert text in r.output, f"{where}: {text!r} not in its output:\n{r.output}"

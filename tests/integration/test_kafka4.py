@@ -54,6 +54,9 @@ def test_kafka_4_is_refused_for_a_cluster_on_zookeeper_before_anything_is_made(t
     assert made == [] and not (tmp_path / ".kctl" / name / "compose.yaml").exists()
 
 
+# make test upgrades the one-node cluster it has just migrated (docs/runbooks/migrate-to-kraft.md §9, in
+# test_migrate_kraft.py); three nodes made on KRaft, and a node's whole restart after, are `make test-long`'s.
+@pytest.mark.long
 def test_apply_rolls_a_cluster_on_kraft_onto_kafka_4_under_load_and_loses_nothing(tmp_path: Path) -> None:
     name = f"kt-k4-{uuid.uuid4().hex[:6]}"
     ok(kctl(tmp_path, "init", "--kraft", "--name", name))

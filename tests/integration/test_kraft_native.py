@@ -1,6 +1,7 @@
 """`kctl init --kraft`: a three-node cluster whose metadata is in KRaft controllers from the start (issue #26),
-the controller drill on it (the active KRaft controller killed under load), and `kctl apply` of a setting the
-controllers share (a roll of the controllers alone).
+the controller drill on it (the active KRaft controller killed under load), a broker's and a whole node's restart,
+`kctl apply` of a setting the controllers share (a roll of the controllers alone), and a fourth broker added and
+removed again through the runbooks (its replicas moved in and out by Kafka's reassignment).
 
 What kctl says (status) is checked against what the nodes run (their process tables), and the records against an
 independent reader (kcat) after the cluster was taken down and brought up again on its kept data.
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.integration import runbook
 from tests.integration.ports import away_from_defaults
 
 pytestmark = pytest.mark.integration
@@ -36,7 +38,7 @@ def ok(p: subprocess.CompletedProcess[str]) -> str:
 def test_init_kraft_gives_a_healthy_cluster_without_zookeeper_that_keeps_its_data(tmp_path: Path) -> None:
     name = f"kt-kraft-{uuid.uuid4().hex[:6]}"
     ok(kctl(tmp_path, "init", "--kraft", "--name", name))
-    away_from_defaults(tmp_path / "kctl.yaml")
+    away_from_defaults(tmp_path / "kctl.yaml", nodes=4)  # a fourth node joins below
     try:
         ok(kctl(tmp_path, "up"))
         st = json.loads(ok(kctl(tmp_path, "status", "-o", "json")))
@@ -74,6 +76,11 @@ def test_init_kraft_gives_a_healthy_cluster_without_zookeeper_that_keeps_its_dat
         assert p.returncode == 0 and "broker 2" in p.stdout + p.stderr, p.stderr[-2000:]
         refused = kctl(tmp_path, "restart", "logger2", "--service", "zookeeper", "--yes")
         assert refused.returncode == 2 and "on KRaft" in refused.stderr
+        # a node restarted whole: broker down, controller down and up (the quorum whole again), broker up
+        p = kctl(tmp_path, "restart", "logger3", "--service", "node", "--yes")
+        said = p.stdout + p.stderr
+        assert p.returncode == 0 and "controller process exited" in said, said[-3000:]
+        assert "the KRaft controller quorum whole again" in said, said[-3000:]
 
         ok(kctl(tmp_path, "down"))  # containers removed, data kept
         ok(kctl(tmp_path, "up"))  # the brokers find their storage formatted: no ZooKeeper to wait for
@@ -106,5 +113,32 @@ def test_init_kraft_gives_a_healthy_cluster_without_zookeeper_that_keeps_its_dat
         assert st["health"] == "healthy", st["problems"]
         d = kctl(tmp_path, "diff")
         assert d.returncode == 0, d.stdout + d.stderr
+        # a broker added, its share of replicas moved in, then the node removed again: the runbooks as written
+        # (on KRaft: the node a broker alone, following the controllers, which stay three)
+        state = tmp_path / ".kctl" / name
+        runbook.run(runbook.RUNBOOKS / "add-broker-and-rebalance.md", spec_file, state_dir=state, metadata="kraft")
+        st = json.loads(ok(kctl(tmp_path, "status", "-o", "json")))
+        assert st["registered_ids"] == [1, 2, 3, 4] and st["health"] == "healthy", st["problems"]
+        assert sorted(c["id"] for c in st["controllers"]) == [3001, 3002, 3003]
+        held = replicas_of(st["bootstrap_servers"])
+        assert any(4 in r for r in held.values()), held  # broker 4 took its share
+        runbook.run(runbook.RUNBOOKS / "decommission-broker.md", spec_file, state_dir=state, metadata="kraft")
+        st = json.loads(ok(kctl(tmp_path, "status", "-o", "json")))
+        assert st["registered_ids"] == [1, 2, 3] and st["health"] == "healthy", st["problems"]
+        assert not any(4 in r for r in replicas_of(st["bootstrap_servers"]).values())
+        gone = subprocess.run(["docker", "ps", "-aq", "--filter", f"name=kctl-{name}-logger4-"], capture_output=True,
+                              text=True, timeout=60)
+        assert gone.stdout.split() == []
+        read = subprocess.run([kcat, "-C", "-b", st["bootstrap_servers"], "-t", "orders", "-o", "beginning", "-e",
+                               "-q", "-f", "%s\n"], capture_output=True, text=True, timeout=120)
+        assert sorted(read.stdout.split()) == sorted(lines)  # moved in and out again: every record still there
     finally:
         kctl(tmp_path, "down", "--volumes")
+
+
+def replicas_of(bootstrap: str) -> dict[str, list[int]]:
+    """{topic-partition: replicas} of every topic, as confluent-kafka's AdminClient reads them (not kctl's code)."""
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
+    return {f"{t}-{p}": list(pm.replicas) for t, tm in md.topics.items() for p, pm in tm.partitions.items()}

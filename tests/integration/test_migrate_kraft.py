@@ -6,7 +6,9 @@ What must not change is read by other means than kctl's: topic ids and configs a
 by confluent-kafka's AdminClient, a client quota by Kafka's own kafka-configs.sh in a node, and every
 acknowledged record by kcat. Topics made in dual-write (with the cluster's defaults) and with KRaft brokers, and a
 config changed then (the controllers write them to ZooKeeper too), are still there after the rollback, and
-after finalizing; the finalized cluster is healthy by kctl's status and runs no ZooKeeper, whose data stays. Then
+after finalizing; the finalized cluster is healthy by kctl's status and runs no ZooKeeper, whose data stays. The
+runbook's §9 then takes the migrated cluster to Kafka 4.1.1 under the same load (every node's image and jars
+read in the node), and nothing read above has changed. Then
 (make test-long) `kctl migrate kraft next` killed with -9 in the middle of a step, twice (among the controllers'
 start, and in the brokers' roll), resumes and completes, and the rollback from dual-write loses nothing.
 """
@@ -23,10 +25,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from kctl.testing.cluster import KafkaCluster
 from tests.integration import runbook
 from tests.integration.load import Load, kcat_values
+from tests.integration.test_change import edit_spec
 
 pytestmark = pytest.mark.integration
 
@@ -174,11 +178,18 @@ def runbook_under_load(cluster: KafkaCluster) -> None:
     before = snapshot(cluster, ["orders", "audit", LOAD_TOPIC])
     made: dict[str, Any] = {}
 
+    (upgrade,) = runbook.blocks((runbook.RUNBOOKS / "migrate-to-kraft.md").read_text(), "yaml")
+
     def between(step: runbook.Step) -> None:
         from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
         a = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         phase = _record(cluster).get("phase")
+        if step.command == "kctl diff" and step.exit_code == 1 and "kafka4" not in made:
+            # finalized, before §9: ZooKeeper retired with its data kept; then the operator's edit to Kafka 4
+            retired(cluster)
+            edit_spec(cluster, yaml.safe_load(upgrade))
+            made["kafka4"] = True
         if step.command.startswith("kctl migrate kraft next") and phase == "dual-write" and "dual-write" not in made:
             # made by the KRaft controller with the cluster's defaults: 3 partitions, 3 replicas (kctl.yaml's)
             a.create_topics([NewTopic("made-in-dual-write")])["made-in-dual-write"].result(30)
@@ -212,7 +223,22 @@ def runbook_under_load(cluster: KafkaCluster) -> None:
     assert sorted(load.acked - set(read)) == []  # 0 acknowledged records lost
     # finalized: the metadata as it was, and what was made during the first migration
     unchanged(metadata_now(cluster), before, made)
-    assert _record(cluster)["phase"] == "kraft"
+    assert _record(cluster)["phase"] == "kraft" and made.get("kafka4")
+    for host in (n.hostname for n in cluster.spec.nodes):  # §9: every node runs Kafka 4 from its new image
+        image = subprocess.run(["docker", "inspect", "-f", "{{.Config.Image}}", f"kctl-{cluster.spec.name}-{host}-1"],
+                               capture_output=True, text=True, timeout=60).stdout.strip()
+        assert image == "kctl/node:4.1.1"
+        code, out = cluster.exec(host, ["sh", "-c", "ls /opt/kafka/libs/ | grep '^kafka_2.13-'"])
+        assert "4.1.1" in out, out
+    # the level Kafka itself reports, asked by hand in a node with Kafka's own tool
+    features = "KAFKA_HEAP_OPTS=-Xmx128m /opt/kafka/bin/kafka-features.sh --bootstrap-server"
+    code, out = cluster.exec("logger1", ["sh", "-c", f"{features} {cluster.internal_bootstrap_servers} describe"])
+    assert code == 0 and any("metadata.version" in line and "FinalizedVersionLevel: 4.1-IV1" in line
+                             for line in out.splitlines()), out
+
+
+def retired(cluster: KafkaCluster) -> None:
+    """Finalized: no ZooKeeper runs (its program runs the image's `retired`), and its data stays."""
     for host in (n.hostname for n in cluster.spec.nodes):
         code, out = cluster.exec(host, ["sh", "-c", "pgrep -f '[Q]uorumPeerMain' || echo no-zookeeper;"
                                                     " pgrep -f '[r]etired zookeeper' >/dev/null && echo retired;"

@@ -110,7 +110,8 @@ def _check(out: Path, events: list[Any], bad: int, spark: Any = None) -> None:
         assert read_metrics(out, spark) == read_metrics(out)
 
 
-def test_available_now_matches_ground_truth(kafka_cluster: Any, tmp_path: Path) -> None:
+def test_available_now_matches_ground_truth_and_a_detached_run_stops_gracefully(
+        kafka_cluster: Any, tmp_path: Path) -> None:
     bs = kafka_cluster.bootstrap_servers
     topic = _topic(bs)
     events = _events(3000, seed=11, start=dt.datetime(2024, 5, 1, 23, 58, 30, tzinfo=dt.timezone.utc))
@@ -123,8 +124,12 @@ def test_available_now_matches_ground_truth(kafka_cluster: Any, tmp_path: Path) 
 
     history = job_progress(tmp_path / "cp")
     assert history and sum(int(p["numInputRows"]) for p in history) == len(events) + 18
-    # a second run over the same checkpoint adds nothing
-    _submit(bs, topic, tmp_path, "--available-now")
+    # a second run over the same checkpoint, detached, stopped gracefully by `kctl stream stop`, adds nothing
+    _submit(bs, topic, tmp_path, "--detach", "--trigger", "1s")
+    r = _kctl("stream", "stop", "--checkpoint", str(tmp_path / "cp"), "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["stopped"] is True
+    assert json.loads((tmp_path / "cp" / "_kctl" / "job.json").read_text())["state"] == "stopped"
     _check(tmp_path / "out", events, bad=18)
     st = _kctl("stream", "status", "--checkpoint", str(tmp_path / "cp"), "-o", "json")
     assert st.returncode == 0, st.stderr
@@ -258,17 +263,6 @@ def _batch_totals(bootstrap: str, topic: str, checkpoint: Path, good: set[str]) 
         end = json.loads(f.read_text().splitlines()[2])[topic]
         totals.add(sum(sum(flags.get(int(p), [])[:int(o)]) for p, o in end.items()))
     return totals
-
-
-def test_detached_stop_is_graceful(kafka_cluster: Any, tmp_path: Path) -> None:
-    bs = kafka_cluster.bootstrap_servers
-    topic = _topic(bs, partitions=1)
-    _send(bs, topic, _events(200, seed=5, start=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)))
-    _submit(bs, topic, tmp_path, "--detach", "--trigger", "1s")
-    r = _kctl("stream", "stop", "--checkpoint", str(tmp_path / "cp"), "-o", "json")
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["stopped"] is True
-    assert json.loads((tmp_path / "cp" / "_kctl" / "job.json").read_text())["state"] == "stopped"
 
 
 def test_missing_topic_is_a_clear_error(kafka_cluster: Any, tmp_path: Path) -> None:

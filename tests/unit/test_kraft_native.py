@@ -76,19 +76,41 @@ def test_a_node_on_kraft_retires_zookeeper_and_formats_with_the_clusters_id() ->
     assert not {"conf/zookeeper-retired", "conf/cluster-id", "conf/controller.properties"} & set(plain)
 
 
-def test_node_changes_are_refused_on_kraft_and_mid_migration(tmp_path: Path) -> None:
+def test_node_changes_are_refused_mid_migration_and_on_kraft_for_a_voter(tmp_path: Path) -> None:
+    """Mid-migration every node change is refused; on KRaft a node joins as a broker alone (an observer of the
+    controller quorum) and only such a node leaves: the voters of a static quorum stay. Each refusal comes before
+    anything is touched (no cluster here: a change that got further would fail on Docker, not with these words)."""
     from kctl import nodes
     from kctl.errors import UsageError
 
     spec_file = tmp_path / "kctl.yaml"
     spec_file.write_text("name: logger\n")
-    for phase, words in (("kraft", "is on KRaft"), ("dual-write", "phase dual-write")):
-        spec = ClusterSpec().with_kraft(phase, "Xy7kQ2fnT3a1bC9dE0fG1h")
-        with pytest.raises(UsageError, match=words):
-            nodes.add(spec, spec_file, tmp_path / ".kctl" / "logger")
-        with pytest.raises(UsageError, match=words):
-            nodes.remove(spec, spec_file, tmp_path / ".kctl" / "logger", "logger3")
+    state = tmp_path / ".kctl" / "logger"
+    mid = ClusterSpec().with_kraft("dual-write", "Xy7kQ2fnT3a1bC9dE0fG1h")
+    with pytest.raises(UsageError, match="phase dual-write"):
+        nodes.add(mid, spec_file, state)
+    with pytest.raises(UsageError, match="phase dual-write"):
+        nodes.remove(mid, spec_file, state, "logger3")
+    on_kraft = ClusterSpec().with_kraft("kraft", "Xy7kQ2fnT3a1bC9dE0fG1h")
+    with pytest.raises(UsageError, match="adding a voter is not built"):
+        nodes.add(on_kraft, spec_file, state, role="participant")
+    with pytest.raises(UsageError, match="would run nothing there"):
+        nodes.add(on_kraft, spec_file, state, broker=False)
+    with pytest.raises(UsageError, match="removing a voter is not built"):
+        nodes.remove(on_kraft, spec_file, state, "logger3")
     assert spec_file.read_text() == "name: logger\n"  # kctl.yaml untouched
+    assert nodes._kraft_role(on_kraft, None, True) == "observer"
+    assert nodes._kraft_role(ClusterSpec(), None, True) == "participant"
+
+
+def test_reassign_list_output_is_parsed_as_kafka_prints_it() -> None:
+    from kctl.kafka.reassign import Moving, parse_list
+
+    assert parse_list("No partition reassignments found.\n") == []
+    text = ("Current partition reassignments:\nbar-0: replicas: 2,3. adding: 3.\nfoo-0: replicas: 1,2.\n"
+            "my-topic-11: replicas: 1,2,3,4. adding: 4. removing: 1.\n")
+    assert parse_list(text) == [Moving("bar-0", [2, 3], [3], []), Moving("foo-0", [1, 2], [], []),
+                                Moving("my-topic-11", [1, 2, 3, 4], [4], [1])]
 
 
 def test_kafka_4_is_rendered_for_a_cluster_on_kraft_and_refused_on_zookeeper(tmp_path: Path) -> None:

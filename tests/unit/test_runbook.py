@@ -69,3 +69,22 @@ def test_run_executes_each_line_with_the_cluster_in_its_environment(tmp_path: ob
     md.write_text("```sh\necho hello\n# expect: goodbye\n```\n")
     with pytest.raises(AssertionError, match="'goodbye' not in its output"):
         runbook.run(md, spec)
+
+
+def test_lines_for_one_metadata_mode_apply_only_on_a_cluster_in_it(tmp_path: object) -> None:
+    from pathlib import Path
+
+    d = Path(str(tmp_path))
+    spec = d / "kctl.yaml"
+    spec.write_text("name: x\n")
+    md = d / "rb.md"
+    md.write_text("```sh\necho common zk-only\n# expect: common\n# expect on zookeeper: zk-only\n"
+                  "# expect on kraft: kraft-only\necho on-zookeeper\n# only on zookeeper\n```\n")
+    (step, only) = runbook.steps(md.read_text())
+    assert step.expect_on == {"zookeeper": ["zk-only"], "kraft": ["kraft-only"]} and only.only_on == "zookeeper"
+    ran = runbook.run(md, spec)
+    assert [r.step.command for r in ran] == ["echo common zk-only", "echo on-zookeeper"]
+    with pytest.raises(AssertionError, match="'kraft-only' not in its output"):
+        runbook.run(md, spec, metadata="kraft")
+    md.write_text("```sh\necho common\n# expect on zookeeper: zk-only\necho on-zookeeper\n# only on zookeeper\n```\n")
+    assert [r.step.command for r in runbook.run(md, spec, metadata="kraft")] == ["echo common"]
