@@ -58,6 +58,8 @@ TOOLS: tuple[Tool, ...] = (
     # A migration to KRaft: a controller formats its metadata log; kctl asks the controller quorum for its state.
     Tool("kafka-storage.sh", "kafka.tools.StorageTool"),
     Tool("kafka-metadata-quorum.sh", "org.apache.kafka.tools.MetadataQuorumCommand"),
+    # On KRaft: a removed broker's registration taken out of the controllers (`unregister --id`).
+    Tool("kafka-cluster.sh", "org.apache.kafka.tools.ClusterTool"),
     Tool("connect-mirror-maker.sh", "org.apache.kafka.connect.mirror.MirrorMaker", heap="-Xmx256M"),
 )
 
