@@ -19,16 +19,21 @@ def _free(port: int) -> bool:
     return True
 
 
+def free_bases(count: int, nodes: int = 3, start: int = 41000, stop: int = 49000) -> list[int]:
+    """``count`` port bases, each with ``nodes`` free consecutive ports, 10 apart from ``start`` (below ``stop``)."""
+    bases: list[int] = []
+    for base in range(start, stop, 10):
+        if all(_free(base + i) for i in range(nodes)):
+            bases.append(base)
+            if len(bases) == count:
+                return bases
+    raise AssertionError(f"no {count} free port ranges in {start}-{stop}")
+
+
 def away_from_defaults(spec_file: Path, nodes: int = 3, start: int = 41000) -> None:
     """Give kctl.yaml's published ports (ZooKeeper clients, Kafka's external listeners, the exporters) bases of
     ``nodes`` free consecutive ports each, from ``start`` up (bounded: 41000-49000)."""
-    bases: list[int] = []
-    for base in range(start, 49000, 10):
-        if all(_free(base + i) for i in range(nodes)):
-            bases.append(base)
-            if len(bases) == 4:
-                break
-    assert len(bases) == 4, "no free port ranges in 41000-49000"
+    bases = free_bases(4, nodes, start)
     data = yaml.safe_load(spec_file.read_text())
     data.setdefault("zookeeper", {})["host_port_base"] = bases[0]
     data.setdefault("kafka", {})["external_port_base"] = bases[1]

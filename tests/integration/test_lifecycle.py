@@ -25,6 +25,8 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from tests.integration.ports import free_bases
+
 pytestmark = pytest.mark.integration
 
 
@@ -90,21 +92,8 @@ def container(cwd: Path, node: str) -> Any:
 
 
 def _consecutive_bases() -> tuple[int, int]:
-    def free(p: int) -> bool:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                return False
-        return True
-
-    bases = []
-    for base in range(31000, 39000, 10):
-        if all(free(base + i) for i in range(3)):
-            bases.append(base)
-        if len(bases) == 2:
-            return bases[0], bases[1]
-    raise RuntimeError("no free port ranges")
+    first, second = free_bases(2, start=31000, stop=39000)
+    return first, second
 
 
 def test_01_up_from_nothing_to_healthy(lifecycle: Path) -> None:
