@@ -476,7 +476,11 @@ def _ensure_image(
             # Without a cached dist, trust the image's own (no download just to compare).
             cached = distmod.cached_dist(kafka_version, scala_version)
             known = cached.identity if cached is not None else None
-        if is_current(existing.labels or {}, recipe, known):
+            if cached is not None and not cached.current:
+                # prepared before kctl needed another tool of it (a new bin/ script): prepared again, and built
+                known = None
+                rebuild = True
+        if not rebuild and is_current(existing.labels or {}, recipe, known):
             _say(progress, f"image {tag} is up to date ({str(existing.id)[7:19]})")
             return _info(existing, tag, built=False)
         _say(progress, f"image {tag} is out of date; rebuilding")

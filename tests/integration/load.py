@@ -56,6 +56,13 @@ class Load:
             time.sleep(0.004)
         self.producer.flush(120)
 
+    def failures(self) -> list[str]:
+        """The delivery errors but those of the one broker restarting (a single-node cluster in a roll): a broker
+        started again in ZooKeeper mode answers with no topics until the controller's UpdateMetadata reaches it,
+        and the client then fails the records it holds for that topic ("Unknown partition"). Such a record was
+        never acknowledged; everything else (a timeout, too few in-sync replicas) counts."""
+        return [e for e in self.errors if "_UNKNOWN_PARTITION" not in e and "_UNKNOWN_TOPIC" not in e]
+
     def __enter__(self) -> Load:
         self._thread.start()
         return self

@@ -217,8 +217,10 @@ def runbook_under_load(cluster: KafkaCluster) -> None:
         "status", "plan", "next", "status", "next", "status", "next", "status", "rollback", "status",
         "next", "next", "next", "status", "finalize", "status", "rollback"]
     assert made.get("rolled-back")
-    print(f"\nload: {len(load.acked)} acknowledged, longest stall {load.stall:.1f} s, errors {load.errors[:3]}")
-    assert not load.errors and len(load.acked) > 1000
+    print(f"\nload: {len(load.acked)} acknowledged, longest stall {load.stall:.1f} s, {len(load.errors)} not"
+          f" delivered {load.errors[:3]}")
+    # one node: its only broker's restarts fail the records the client held meanwhile (never acknowledged)
+    assert (load.failures() if len(cluster.spec.brokers) == 1 else load.errors) == [] and len(load.acked) > 1000
     read = kcat_values(cluster.bootstrap_servers, LOAD_TOPIC)
     assert sorted(load.acked - set(read)) == []  # 0 acknowledged records lost
     # finalized: the metadata as it was, and what was made during the first migration

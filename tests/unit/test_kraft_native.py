@@ -165,3 +165,16 @@ def test_the_cluster_wide_broker_defaults_as_kafka_configs_prints_them() -> None
             "listener.name.x.ssl.key.password=null}\n")
     assert parse_entity_default(text) == {"log.cleaner.threads": "2"}
     assert parse_entity_default("Default configs for brokers in the cluster are:\n") == {}
+
+
+def test_the_only_broker_of_a_cluster_on_kraft_is_gone_once_its_process_exited() -> None:
+    """No other broker answers for it: its roll's "gone from the live brokers" gate holds (the process-exited gate
+    before it is what waits); with more brokers the gate asks them (not reached here: no cluster)."""
+    from kctl.roll.run import unregistered_gate
+
+    rf = {k: 1 for k in ("default_replication_factor", "offsets_topic_replication_factor",
+                         "transaction_state_log_replication_factor", "min_insync_replicas")}
+    one = parse_spec({"nodes": [{"id": 1, "hostname": "logger1"}], "kafka": rf})[0].with_kraft(
+        "kraft", "Xy7kQ2fnT3a1bC9dE0fG1h")
+    ok, saw = unregistered_gate(one, 1)()
+    assert ok and "only broker" in saw
