@@ -5,7 +5,10 @@ On a 3-node cluster of its own (kctl.testing, the JVMs' default flags): a topic 
 ``--rate`` records/s throughout. After ``--settle`` seconds, `kctl migrate kraft next --yes` three times
 (controllers, dual-write, kraft-brokers), then `kctl migrate kraft rollback --yes` (back to ZooKeeper: two broker
 rolls), the three again, and `kctl migrate kraft finalize --yes` (the controllers' roll, ZooKeeper retired), each
-from the CLI and timed, ``--settle`` seconds apart. Then a fresh consumer of its own reads every
+from the CLI and timed, ``--settle`` seconds apart; then Kafka 4 on the finalized cluster: kctl.yaml's
+``versions.kafka`` set to ``--upgrade-to``, its node image built first (`kctl image build`, not timed: an operator
+builds it ahead), and `kctl apply --yes` timed (every node's container made again from it, the active controller's
+node last, then ``metadata.version`` raised). Then a fresh consumer of its own reads every
 partition from the beginning and every acknowledged record must be there (:func:`kctl.drill.check.compare`).
 Rewrites the "Migration to KRaft" section of docs/benchmarks.md.
 """
@@ -41,10 +44,32 @@ def _migrate(spec_file: Any, workdir: Any, action: str) -> tuple[float, dict[str
     return wall, dict(json.loads(p.stdout))
 
 
+def _kctl(spec_file: Any, workdir: Any, *args: str) -> tuple[float, str]:
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "kctl", *args, "-f", str(spec_file)], capture_output=True, text=True,
+                       cwd=workdir, timeout=1800, env={**os.environ, "COLUMNS": "200"})
+    if p.returncode != 0:
+        raise SystemExit(f"kctl {' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return time.monotonic() - t0, p.stdout
+
+
+def _upgrade(spec_file: Any, workdir: Any, version: str) -> tuple[float, float, dict[str, Any]]:
+    """versions.kafka set to ``version``; (image build seconds, apply seconds, apply's JSON)."""
+    import yaml
+
+    data = yaml.safe_load(spec_file.read_text())
+    data.setdefault("versions", {})["kafka"] = version
+    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    built, _ = _kctl(spec_file, workdir, "image", "build")
+    applied, out = _kctl(spec_file, workdir, "apply", "--yes", "-o", "json")
+    return built, applied, dict(json.loads(out))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", type=float, default=500.0, help="records per second produced throughout")
     ap.add_argument("--settle", type=float, default=10.0, help="seconds of load before, between and after the phases")
+    ap.add_argument("--upgrade-to", default="4.1.1", help="the Kafka 4 release the finalized cluster is upgraded to")
     add_output_args(ap)
     args = ap.parse_args(argv)
     from kctl.drill import check
@@ -64,6 +89,20 @@ def main(argv: list[str] | None = None) -> None:
                 runs.append({"what": what, "wall": wall, "start": start, "end": load.elapsed(), "result": result})
                 print(f"bench:   {wall:.1f} s", file=sys.stderr, flush=True)
                 time.sleep(args.settle)
+            what = f"kraft (3.9.1) -> Kafka {args.upgrade_to} (`kctl apply`)"
+            print(f"bench: {what}", file=sys.stderr, flush=True)
+            start = load.elapsed()
+            built, wall, result = _upgrade(c.spec_file, c.workdir, args.upgrade_to)
+            start += built  # the image build before the apply is not the upgrade's
+            before, after = result.get("metadata_version") or (None, None)
+            rolls = result.get("rolls") or []
+            upgrade_steps = [{"step": f"roll of {sum(len(r.get('steps') or []) for r in rolls)} node(s)",
+                              "seconds": sum(float(r.get("seconds") or 0) for r in rolls)},
+                             {"step": f"metadata.version {before} -> {after}", "seconds": 0.0}]
+            runs.append({"what": what, "wall": wall, "start": start, "end": load.elapsed(),
+                         "result": {"steps": upgrade_steps}, "built": built})
+            print(f"bench:   {wall:.1f} s (image build before it {built:.1f} s)", file=sys.stderr, flush=True)
+            time.sleep(args.settle)
         finally:
             rec = load.stop()
         read = check.read_topic(c.spec, TOPIC)  # a fresh consumer of its own, from the beginning
@@ -71,7 +110,8 @@ def main(argv: list[str] | None = None) -> None:
     errors = ", ".join(f"{k} {v}" for k, v in sorted(rec.errors.items())) or "none"
     rows = []
     for r in runs:
-        steps = ", ".join(f"{s['step']} {s['seconds']:.1f} s" for s in r["result"]["steps"])
+        steps = ", ".join(f"{s['step']} {s['seconds']:.1f} s" if s["seconds"] else s["step"]
+                          for s in r["result"]["steps"])
         stall = check.longest_gap(rec.ack_times, r["start"], r["end"])
         rows.append(f"| {r['what']} | **{r['wall']:.1f} s** | {stall:.1f} s | {steps} |")
     table = "\n".join(rows)
@@ -81,9 +121,10 @@ def main(argv: list[str] | None = None) -> None:
 {time.strftime('%Y-%m-%d')}: a 3-node colocated cluster (the JVMs' default flags), topic `{TOPIC}` ({PARTITIONS}
 partitions, replication factor 3, `min.insync.replicas=2`), one producer with `acks=all` and idempotence on
 writing {args.rate:g} records/s throughout. `kctl migrate kraft next --yes` three times, `kctl migrate kraft
-rollback --yes`, the three again and `kctl migrate kraft finalize --yes`, {args.settle:g} s of load before,
-between and after them. The stall is the longest stretch without an acknowledgement while the command ran; each
-broker roll goes through `kctl restart`'s gates.
+rollback --yes`, the three again and `kctl migrate kraft finalize --yes`, then Kafka {args.upgrade_to} on the
+finalized cluster (`versions.kafka: {args.upgrade_to}`, its image built first: {runs[-1]['built']:.1f} s, not counted;
+`kctl apply --yes`), {args.settle:g} s of load before, between and after them. The stall is the longest stretch
+without an acknowledgement while the command ran; each broker roll goes through `kctl restart`'s gates.
 
 | phase | wall time | longest stall | its steps |
 |---|---|---|---|
