@@ -57,7 +57,7 @@ def compare(acked: Iterable[tuple[int, int, int]], read: Mapping[int, Sequence[t
     lost = sorted(s for s in acked_seqs if s not in counts)
     dups = sorted(s for s, n in counts.items() if n > 1)
     unacked = [s for s in counts if s not in acked_seqs and (produced is None or s < produced)]
-    mismatches = sum(1 for p, o, s in acked if at.get((p, o)) != s)
+    mismatches = sum(1 for p, o, s in acked if o >= 0 and at.get((p, o)) != s)  # -1: acknowledged without one
     return Comparison(
         acked=len(acked_seqs),
         read=sum(counts.values()),

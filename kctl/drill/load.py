@@ -106,7 +106,10 @@ class Load:
                     rec.errors[str(err.name())] += 1
                     sec.errors += 1
                     return
-                rec.acked.append((int(msg.partition()), int(msg.offset()), seq))
+                # An idempotent producer's retry that the broker had already written (DUPLICATE_SEQUENCE_NUMBER)
+                # is acknowledged without an offset: -1, the record is checked by its value alone.
+                offset = msg.offset()
+                rec.acked.append((int(msg.partition()), -1 if offset is None or offset < 0 else int(offset), seq))
                 rec.ack_times.append(now - rec.started)
                 sec.acked += 1
                 sec.latencies_ms.append((now - sent) * 1000)

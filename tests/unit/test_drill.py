@@ -40,6 +40,15 @@ def test_lost_records_are_found_and_named() -> None:
     assert c.offset_mismatches >= 2
 
 
+def test_a_record_acknowledged_without_an_offset_is_checked_by_its_value() -> None:
+    acked, read = _clean()
+    acked = [(p, -1 if seq in (7, 8) else o, seq) for p, o, seq in acked]  # a retry the broker had written already
+    c = check.compare(acked, read)
+    assert (c.lost, c.offset_mismatches) == (0, 0)
+    read[1] = [r for r in read[1] if r[1] != 7]
+    assert check.compare(acked, read).lost == 1  # gone all the same
+
+
 def test_truncated_prefix_like_delete_records_is_loss() -> None:
     acked, read = _clean()
     read[0] = read[0][5:]  # the first five records of partition 0 deleted
