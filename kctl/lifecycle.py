@@ -155,11 +155,9 @@ def up(
     result = converge(spec, state_dir, build=build, kafka_dist=kafka_dist, progress=progress,
                       strict_spread=strict_spread)
     if wait:
-        stages = health.readiness_stages(spec, state_dir)
-        if result.started:
-            # A process started again rejoins with its replicas behind: the usual gates of a roll wait for
-            # them in sync, so that `up` hands back a cluster `kctl status` calls healthy.
-            stages += health.healthy_stages(spec)[-1:]
+        # Last, healthy as `kctl status` judges it (the one definition): after a start on kept data, or a
+        # process started again, replicas that were behind are in sync before `up` says the cluster is healthy.
+        stages = [*health.readiness_stages(spec, state_dir), *health.healthy_stages(spec)[-1:]]
         result.stages = wait_for_stages(stages, timeout=timeout, poll=0.5, on_progress=on_stage)
         _record_identity(spec, state_dir)
     from kctl.runtime import prometheus

@@ -152,10 +152,13 @@ def test_up_waits_through_the_readiness_stages_then_records_the_identity(
     answers = iter([False, True])
     monkeypatch.setattr(health, "readiness_stages", lambda spec, state: [
         Stage("containers running", lambda: (next(answers), "logger3=created"))])
+    # last, healthy as `kctl status` judges it (here: the stage that says so, after the readiness stages)
+    monkeypatch.setattr(health, "healthy_stages", lambda spec: [
+        Stage("zookeeper quorum", lambda: (False, "not asked by up")), Stage("healthy", lambda: (True, "healthy"))])
     recorded: list[Path] = []
     monkeypatch.setattr(lifecycle, "_record_identity", lambda spec, state: recorded.append(state))
     res = lifecycle.up(SPEC, tmp_path, build=False, timeout=5)
-    assert [s.name for s in res.stages] == ["containers running"] and recorded == [tmp_path]
+    assert [s.name for s in res.stages] == ["containers running", "healthy"] and recorded == [tmp_path]
     assert ("deploy", ("logger1", "logger2", "logger3")) in fake.calls  # none was made from this render
 
     monkeypatch.setattr(health, "readiness_stages", lambda spec, state: [
