@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.integration import runbook
@@ -54,13 +56,16 @@ def test_every_runbook_has_steps(path: object) -> None:
     assert runbook.steps(path.read_text())  # type: ignore[attr-defined]
 
 
-def test_run_executes_each_line_with_the_cluster_in_its_environment(tmp_path: object) -> None:
-    from pathlib import Path
-
+def _files(tmp_path: object) -> tuple[Path, Path]:
+    """A kctl.yaml and a runbook's path in ``tmp_path``."""
     d = Path(str(tmp_path))
     spec = d / "kctl.yaml"
     spec.write_text("name: x\n")
-    md = d / "rb.md"
+    return spec, d / "rb.md"
+
+
+def test_run_executes_each_line_with_the_cluster_in_its_environment(tmp_path: object) -> None:
+    spec, md = _files(tmp_path)
     md.write_text('```sh\necho "$KCTL_FILE $KCTL_STATE"\n# expect: kctl.yaml /st\ncommand -v kctl\n'
                   '# expect: /kctl\nexit 3\n# exit: 3\n```\n')
     seen: list[str] = []
@@ -72,12 +77,7 @@ def test_run_executes_each_line_with_the_cluster_in_its_environment(tmp_path: ob
 
 
 def test_lines_for_one_metadata_mode_apply_only_on_a_cluster_in_it(tmp_path: object) -> None:
-    from pathlib import Path
-
-    d = Path(str(tmp_path))
-    spec = d / "kctl.yaml"
-    spec.write_text("name: x\n")
-    md = d / "rb.md"
+    spec, md = _files(tmp_path)
     md.write_text("```sh\necho common zk-only\n# expect: common\n# expect on zookeeper: zk-only\n"
                   "# expect on kraft: kraft-only\necho on-zookeeper\n# only on zookeeper\n```\n")
     (step, only) = runbook.steps(md.read_text())
