@@ -122,7 +122,8 @@ def test_metrics_reports_a_known_produce_rate(quiet_cluster: Any) -> None:
             f"{measured} msg/s measured, {surely:.1f} to {maybe:.1f} in the window by the producer ({rep})"
         # the window saw real load (the producer's own count bounds the figure above; on two busy cores it may fall
         # well short of the rate it aims at, which is the load generator's limit, not the metric's)
-        assert surely >= 0.25 * rate, f"{surely:.1f} msg/s acknowledged in the window, {rate} aimed at"
+        # (a CI run on two busy cores reached 52 msg/s of the 400 aimed at: what counts is that records flowed)
+        assert surely * seconds >= 100, f"{surely:.1f} msg/s acknowledged in the window, {rate} aimed at"
         # Bytes in count whole batches: the 100-byte values, keys, record and batch headers.
         assert 100 * measured <= sum(b["bytes_in_per_sec"] for b in rep["brokers"]) <= 300 * measured
         assert rep["window_seconds"] == pytest.approx(8, abs=1.5)
