@@ -517,8 +517,8 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
             if kraft:
                 # A KRaft controller keeps a stopped broker's registration (fenced) until told otherwise.
                 t = time.monotonic()
-                steps.done(f"broker {nid}'s registration removed from the controllers", time.monotonic() - t,
-                           _unregister(spec, nid))
+                said = _unregister(spec, nid)
+                steps.done(f"broker {nid}'s registration removed from the controllers", time.monotonic() - t, said)
         if member:
             t = time.monotonic()
             res = reconfig.reconfig(spec, [], [nid], force=force, live=live)
