@@ -65,6 +65,9 @@ PASSWORDS_FILE = "passwords.properties"
 KAFKA_JAAS_FILE = "kafka.jaas"
 ZOOKEEPER_JAAS_FILE = "zookeeper.jaas"
 ADMIN_CLIENT_FILE = "admin-client.properties"
+CONTROLLER_CLIENT_FILE = "controller-client.properties"  # the admin's login to the KRaft controllers
+# A KRaft controller's extra JVM flags (the secured profile's login; no secret), a rendered file under /etc/kctl.
+CONTROLLER_JVM_FILE = "controller-jvm.options"
 
 
 def secret_path(name: str) -> str:

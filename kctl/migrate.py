@@ -41,7 +41,7 @@ from kctl.wait import wait_until
 
 Progress = Callable[[str], None]
 
-CONTROLLER_FILES = ("controller.properties", "cluster-id", "log4j-controller.properties")
+CONTROLLER_FILES = ("controller.properties", "cluster-id", "log4j-controller.properties", contract.CONTROLLER_JVM_FILE)
 CONTROLLER_DATA = str(Path(kc.METADATA_DIR).parent)  # the metadata log and anything else a controller keeps
 QUORUM_TIMEOUT = 180.0
 MIGRATION_TIMEOUT = 300.0
@@ -248,7 +248,9 @@ def _write_files(before: ClusterSpec, after: ClusterSpec, state_dir: Path, *, ro
     at their next start, so applied.json records them as up to date (a later `kctl up` makes none again)."""
     from kctl.render import render, write
     from kctl.runtime import cluster as rc
+    from kctl.security import store
 
+    store.ensure(after, state_dir)  # secured: the controllers' login (JAAS section, client file) before their start
     write(render(after, state_dir), state_dir)
     if not roll_follows:
         rc.carry_applied(before, after, state_dir, set())
@@ -262,9 +264,10 @@ def check_can_migrate(spec: ClusterSpec) -> None:
                " new task")
         raise UsageError(f"a migration to KRaft on engine {spec.engine.value} is not built yet: {why}",
                          hint="docs/runbooks/migrate-to-kraft.md")
-    if spec.security.enabled:
-        raise UsageError("a migration to KRaft of a secured cluster is not built yet (the controllers' listener"
-                         " would be PLAINTEXT beside SASL_SSL brokers)", hint="docs/runbooks/migrate-to-kraft.md")
+    if spec.security.migration is not None:
+        raise UsageError(f"the cluster is moving to the secured profile (security.migration:"
+                         f" {spec.security.migration}): that move finishes before its metadata moves to KRaft",
+                         hint="docs/runbooks/secure-running-cluster.md: its last step, then `kctl migrate kraft`")
     if not spec.versions.kafka.startswith("3.9."):
         raise UsageError(f"Kafka {spec.versions.kafka} cannot migrate to KRaft: Kafka migrates from 3.9 (the last"
                          " release with ZooKeeper mode)", hint="set versions.kafka: 3.9.1 and `kctl apply` first")

@@ -374,6 +374,13 @@ def jvm_options(spec: ClusterSpec, component: str) -> str:
     return " ".join([*_security_jvm_options(spec, component), *own])
 
 
+def controller_jvm_options(spec: ClusterSpec) -> str:
+    """Extra JVM flags of a KRaft controller: the secured profile's login (the brokers' JAAS file, whose
+    ``controller.KafkaServer`` section is the CONTROLLER listener's); the spec's ``kafka.jvm_options`` are the
+    brokers' alone. Empty on a plain cluster."""
+    return " ".join(_security_jvm_options(spec, "kafka"))
+
+
 def _security_jvm_options(spec: ClusterSpec, component: str) -> list[str]:
     if not spec.security.enabled:
         return []
@@ -392,6 +399,7 @@ def _security_jvm_options(spec: ClusterSpec, component: str) -> list[str]:
 JaasSection = tuple[str, str, list[str]]  # (section name, login module, its options as key="value")
 DIGEST_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
 def _opt(key: str, value: str) -> str:
@@ -412,6 +420,12 @@ def kafka_jaas(spec: ClusterSpec, passwords: Mapping[str, str]) -> list[JaasSect
     if sec.zookeeper.sasl and spec.security_phase >= 2:
         out.append(("Client", DIGEST_MODULE, [_opt("username", ZK_BROKER_PRINCIPAL),
                                               _opt("password", passwords[ZK_BROKER_PRINCIPAL])]))
+    if spec.kraft_phase != "zookeeper":
+        # KRaft controllers (a migration, or finalized): the CONTROLLER listener's SASL/PLAIN, both sides of it,
+        # the admin its one user (kctl.kraft.config); Kafka reads a listener's section as <listener>.KafkaServer.
+        out.append(("controller.KafkaServer", PLAIN_MODULE, [
+            _opt("username", sec.admin_user), _opt("password", passwords[sec.admin_user]),
+            _opt(f"user_{sec.admin_user}", passwords[sec.admin_user])]))
     return out
 
 
@@ -437,6 +451,21 @@ def admin_client(spec: ClusterSpec, password: str) -> Props:
         "security.protocol": security_protocol(spec),
         "sasl.mechanism": sec.sasl_mechanism,
         "sasl.jaas.config": f"{SCRAM_MODULE} required {_opt('username', sec.admin_user)}"
+                            f" {_opt('password', password)};",
+    }
+    if sec.tls:
+        props.update({SSL_TRUSTSTORE_TYPE: "PEM", SSL_TRUSTSTORE_LOCATION: contract.secret_path(contract.CA_FILE)})
+    return combine(props)
+
+
+def controller_client(spec: ClusterSpec, password: str) -> Props:
+    """Client properties of the admin user for Kafka's tools that ask the KRaft controllers themselves
+    (``--bootstrap-controller``): the CONTROLLER listener's SASL/PLAIN (a secret file)."""
+    sec = spec.security
+    props: dict[str, Scalar] = {
+        "security.protocol": security_protocol(spec),
+        "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": f"{PLAIN_MODULE} required {_opt('username', sec.admin_user)}"
                             f" {_opt('password', password)};",
     }
     if sec.tls:

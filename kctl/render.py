@@ -134,6 +134,9 @@ def node_files(spec: ClusterSpec, host: str, node: NodeSpec, services: tuple[str
         files["conf/log4j-controller.properties"] = _tpl(
             "log4j.properties.j2", component="controller", properties=properties.log4j("controller"), **ctx
         )
+        jvm = properties.controller_jvm_options(spec)
+        if jvm:  # controller-start reads it: a running container's environment cannot gain it
+            files[f"conf/{contract.CONTROLLER_JVM_FILE}"] = f"{jvm}\n"
     if "kafka" in services:
         server = properties.server_properties(spec, node)
         if rank(phase) >= rank(Phase.dual_write):

@@ -1110,8 +1110,10 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
             errors.append(f"metadata: kraft on engine {spec.engine.value} is not built yet (the controllers run on"
                           " engine compose); make it on zookeeper and migrate it later, or use engine compose")
         if sec.enabled:
-            errors.append("metadata: kraft with security.enabled is not built yet (the controllers' listener would"
-                          " be PLAINTEXT beside SASL_SSL brokers)")
+            errors.append("metadata: kraft with security.enabled is not built yet (a new cluster's admin SCRAM"
+                          " credential would have to be in the metadata log before its brokers first start); make"
+                          " it with metadata: zookeeper and move it with `kctl migrate kraft`, which keeps its users"
+                          " and ACLs")
         if spec.topology is not Topology.colocated:
             errors.append("metadata: kraft runs each controller beside its broker: topology colocated")
     if sec.migration is not None:

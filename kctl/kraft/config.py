@@ -16,6 +16,13 @@ Pure: spec and phase in, properties out. Following Kafka's "ZooKeeper to KRaft M
   their protocol map, ``inter.broker.protocol.version`` pinned, and the migration flag.
 - brokers in KRaft mode (``kraft-brokers``, ``kraft``): ``process.roles=broker`` and ``node.id`` instead of
   ``broker.id``, no ZooKeeper setting, no migration flag, no inter-broker protocol version.
+
+On the secured profile the CONTROLLER listener is SASL_SSL (SASL_PLAINTEXT without TLS) with SASL/PLAIN, whose
+one user, the admin, is in the nodes' JAAS file (``controller.KafkaServer``, a secret): SCRAM credentials live in
+the metadata the controllers replicate, so the controllers cannot log in to each other with them (Kafka's
+advice: PLAIN on the controller listener). The controllers reach the ZooKeeper-mode brokers over the brokers'
+inter-broker listener with the brokers' own SCRAM login, log in to ZooKeeper as the brokers do, and authorize
+with the StandardAuthorizer, the admin their super user; the brokers' TLS stores serve the controllers too.
 """
 
 from __future__ import annotations
@@ -40,6 +47,16 @@ MIGRATION_FLAG = "zookeeper.metadata.migration.enable"
 ZOOKEEPER_KEYS = ("zookeeper.connect", "zookeeper.connection.timeout.ms", "zookeeper.session.timeout.ms",
                   "zookeeper.set.acl", "zookeeper.ssl.client.enable", "zookeeper.clientCnxnSocket")
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# The secured profile's controller listener: SASL/PLAIN (see above).
+CONTROLLER_SASL_MECHANISM = "PLAIN"
+CONTROLLER_MECHANISM_KEY = "sasl.mechanism.controller.protocol"
+# What a secured broker's render has that its controller needs as well: the TLS stores (the same keystore: the
+# controller listens in the same container, by the same name), the inter-broker SCRAM mechanism (its RPCs to the
+# ZooKeeper-mode brokers; Kafka wants it among the enabled mechanisms, which the CONTROLLER listener overrides
+# with its own), the super user, znode ACLs while it writes to ZooKeeper.
+CONTROLLER_SECURITY_PREFIXES = ("ssl.", "config.providers")
+CONTROLLER_SECURITY_KEYS = ("sasl.mechanism.inter.broker.protocol", "sasl.enabled.mechanisms", "super.users",
+                            "allow.everyone.if.no.acl.found")
 # Settings a KRaft controller applies itself, which the brokers applied in ZooKeeper mode: the defaults of a new
 # topic (a CreateTopics without partitions or replication factor; the controller decides them once it is active,
 # from dual-write on), the ISR rules of its elections, and leader rebalancing. Copied from the brokers' own render.
@@ -76,8 +93,15 @@ def voters(spec: ClusterSpec) -> str:
     return ",".join(f"{controller_id(n)}@{spec.zk_host(n)}:{CONTROLLER_PORT}" for n in controller_nodes(spec))
 
 
-def _protocol_map(spec: ClusterSpec) -> dict[str, str]:
-    return {**spec.kafka.listener_security_protocol_map, CONTROLLER_LISTENER: "PLAINTEXT"}
+def controller_protocol(spec: ClusterSpec) -> str:
+    """The CONTROLLER listener's security protocol: the brokers' on the secured profile, else PLAINTEXT."""
+    from kctl.properties import security_protocol
+
+    return security_protocol(spec) if spec.security.enabled else "PLAINTEXT"
+
+
+def _protocol_map(spec: ClusterSpec, broker: dict[str, str]) -> dict[str, str]:
+    return {**_parse_map(broker), CONTROLLER_LISTENER: controller_protocol(spec)}
 
 
 def _map_text(protocols: dict[str, str]) -> str:
@@ -94,17 +118,24 @@ def controller_properties(spec: ClusterSpec, node: NodeSpec, phase: Phase) -> di
         "controller.quorum.voters": voters(spec),
         "controller.listener.names": CONTROLLER_LISTENER,
         "listeners": f"{CONTROLLER_LISTENER}://0.0.0.0:{CONTROLLER_PORT}",
-        "listener.security.protocol.map": _map_text(_protocol_map(spec)),
         "inter.broker.listener.name": spec.kafka.inter_broker_listener,
         "log.dirs": METADATA_DIR,
     }
     broker = server_properties(spec, node)
+    props["listener.security.protocol.map"] = _map_text(_protocol_map(spec, broker))
     props.update({k: broker[k] for k in CONTROLLER_SHARED_KEYS if k in broker})
     if phase is not Phase.kraft:
         props[MIGRATION_FLAG] = "true"
         props["zookeeper.connect"] = spec.zookeeper_connect
-    if spec.security.enabled and spec.security.authorizer:
-        props["authorizer.class.name"] = STANDARD_AUTHORIZER
+        if "zookeeper.set.acl" in broker:  # the znodes it writes in dual-write get the brokers' ACLs
+            props["zookeeper.set.acl"] = broker["zookeeper.set.acl"]
+    if spec.security.enabled:
+        props.update({k: v for k, v in broker.items()
+                      if k in CONTROLLER_SECURITY_KEYS or k.startswith(CONTROLLER_SECURITY_PREFIXES)})
+        props[f"listener.name.{CONTROLLER_LISTENER.lower()}.sasl.enabled.mechanisms"] = CONTROLLER_SASL_MECHANISM
+        props[CONTROLLER_MECHANISM_KEY] = CONTROLLER_SASL_MECHANISM
+        if spec.security.authorizer:
+            props["authorizer.class.name"] = STANDARD_AUTHORIZER
     return dict(sorted(props.items()))
 
 
@@ -128,8 +159,10 @@ def broker_change(spec: ClusterSpec, node: NodeSpec, phase: Phase, zookeeper_pro
     quorum = {
         "controller.quorum.voters": voters(spec),
         "controller.listener.names": CONTROLLER_LISTENER,
-        "listener.security.protocol.map": _map_text({**_parse_map(zookeeper_props), CONTROLLER_LISTENER: "PLAINTEXT"}),
+        "listener.security.protocol.map": _map_text(_protocol_map(spec, zookeeper_props)),
     }
+    if spec.security.enabled:
+        quorum[CONTROLLER_MECHANISM_KEY] = CONTROLLER_SASL_MECHANISM
     if phase is Phase.dual_write:
         return BrokerChange(set={**quorum, MIGRATION_FLAG: "true", "inter.broker.protocol.version":
                                  INTER_BROKER_PROTOCOL})

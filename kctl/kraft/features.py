@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kctl import contract
 from kctl.errors import ClusterError
 from kctl.spec import ClusterSpec
 
@@ -49,8 +50,10 @@ def _tool(spec: ClusterSpec, host: str, *args: str) -> str:
 
     bootstrap = f"{host}:{spec.kafka.internal_port}"
     tool = f"{engines.for_spec(spec).kafka_bin}/{FEATURES_TOOL}"
+    login = (["--command-config", contract.secret_path(contract.ADMIN_CLIENT_FILE)]
+             if spec.kctl_logs_in else [])  # the admin's SCRAM login: a file in the node, no password in argv
     code, out = engines.exec_in(spec, host, ["env", "KAFKA_HEAP_OPTS=-Xmx128m", "KAFKA_JMX_PORT=", tool,
-                                             "--bootstrap-server", bootstrap, *args], timeout=60)
+                                             "--bootstrap-server", bootstrap, *login, *args], timeout=60)
     if code != 0:
         raise ClusterError(f"{FEATURES_TOOL} {args[0]} failed in {host}: {out.strip()[-300:]}",
                            hint=f"`kctl logs {host} --service kafka`")

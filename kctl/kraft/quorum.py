@@ -62,8 +62,10 @@ def describe_quorum(spec: ClusterSpec, host: str | None = None) -> Quorum:
     host = host or controller_hosts(spec)[0]
     bootstrap = ",".join(f"{h}:{kc.CONTROLLER_PORT}" for h in controller_hosts(spec))
     tool = f"{engines.for_spec(spec).kafka_bin}/{QUORUM_TOOL}"
+    login = (["--command-config", contract.secret_path(contract.CONTROLLER_CLIENT_FILE)]
+             if spec.security.enabled else [])  # the CONTROLLER listener's SASL/PLAIN: a file, no password in argv
     code, out = engines.exec_in(spec, host, ["env", "KAFKA_HEAP_OPTS=-Xmx128m", "KAFKA_JMX_PORT=", tool,
-                                             "--bootstrap-controller", bootstrap, "describe", "--status"],
+                                             "--bootstrap-controller", bootstrap, *login, "describe", "--status"],
                                 timeout=60)  # its error, if any, is on stderr; parse_quorum reads its own keys only
     if code != 0:
         raise ClusterError(f"the controller quorum did not answer ({out.strip()[-300:]})",

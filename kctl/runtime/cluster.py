@@ -122,6 +122,10 @@ class ToolRun:
 _ARG_CHUNK = 100_000  # bytes of a file per `docker exec` argument (Linux caps one argument at 128 KiB)
 
 
+# The flag that names an admin client's properties file, where a tool does not call it --command-config.
+CONFIG_FLAG = {"kafka-cluster.sh": "--config"}
+
+
 def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float = 60,
                    files: dict[str, str] | None = None, stderr: bool = True, leading: list[str] | None = None,
                    skip: set[int] | None = None) -> ToolRun:
@@ -140,7 +144,7 @@ def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float
         argv = [f"{kafka_bin}/{tool}", *(leading or []), "--bootstrap-server", f"{host}:{spec.client_internal_port}",
                 *args]
         if spec.kctl_logs_in:  # the admin user's client settings: a file in the node, no password in argv
-            argv += ["--command-config", contract.secret_path(contract.ADMIN_CLIENT_FILE)]
+            argv += [CONFIG_FLAG.get(tool, "--command-config"), contract.secret_path(contract.ADMIN_CLIENT_FILE)]
         try:
             for path, text in (files or {}).items():
                 chunks = [text[i:i + _ARG_CHUNK] for i in range(0, len(text), _ARG_CHUNK)] or [""]

@@ -7,7 +7,8 @@ Layout::
     secrets/users/<name>.password     users made with `kctl user create`
     secrets/<host>/                   what container <host> mounts read-only on contract.SECRETS_MOUNT:
         keystore.p12, ca.pem, passwords.properties, kafka.jaas, zookeeper.jaas,
-        admin-client.properties, scram-bootstrap.properties
+        admin-client.properties, scram-bootstrap.properties,
+        controller-client.properties (KRaft controllers run: a migration, or finalized)
 
 Passwords come from :mod:`secrets`, live in these files only, and reach the JVMs as files
 (JAAS, FileConfigProvider): never kctl.yaml, an environment variable or a process argument.
@@ -239,6 +240,9 @@ def ensure(spec: ClusterSpec, state_dir: Path) -> list[str]:
             files[contract.ADMIN_CLIENT_FILE] = render.client_properties(
                 p.admin_client(spec, pw[admin]), f"client settings of {admin} for Kafka's tools in {host}")
             files[SCRAM_BOOTSTRAP_FILE] = f"{spec.security.sasl_mechanism}=password={pw[admin]}\n"
+            if spec.kraft_phase != "zookeeper":  # KRaft controllers run: kctl's login to them
+                files[contract.CONTROLLER_CLIENT_FILE] = render.client_properties(
+                    p.controller_client(spec, pw[admin]), f"client settings of {admin} for the KRaft controllers")
         if "zookeeper" in services and spec.security.zookeeper.sasl:
             files[contract.ZOOKEEPER_JAAS_FILE] = render.jaas_file(p.zookeeper_jaas(spec, pw), host)
         for name, data in files.items():

@@ -14,11 +14,12 @@ class Load:
     """An idempotent acks=all producer writing numbers 0, 1, 2... (bounded in count and time); the longest
     stretch without an acknowledgement is its stall."""
 
-    def __init__(self, bootstrap: str, topic: str, max_records: int = 100_000, max_seconds: float = 600) -> None:
+    def __init__(self, bootstrap: str | dict[str, str], topic: str, max_records: int = 100_000,
+                 max_seconds: float = 600) -> None:
         from confluent_kafka import Producer
 
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 5})
+        conf = {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)  # or a login
+        self.producer = Producer({**conf, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
         self.topic, self.max_records, self.max_seconds = topic, max_records, max_seconds
         self.acked: set[int] = set()
         self.errors: list[str] = []
@@ -72,11 +73,23 @@ class Load:
         self._thread.join(180)
 
 
-def kcat_values(bootstrap: str, topic: str) -> list[int]:
-    """Every value of ``topic``, read by kcat from the beginning to the end (an independent client)."""
+def kcat_values(bootstrap: str | dict[str, str], topic: str) -> list[int]:
+    """Every value of ``topic``, read by kcat from the beginning to the end (an independent client); ``bootstrap``
+    may be a client's settings (a secured cluster's login: given to kcat in a private file, never as arguments)."""
+    import os
+    import tempfile
+
     kcat = shutil.which("kcat") or shutil.which("kafkacat")
     assert kcat, "kcat is installed by make setup"
-    p = subprocess.run([kcat, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q",
-                        "-f", "%s\n"], capture_output=True, text=True, timeout=180)
+    with tempfile.TemporaryDirectory() as tmp:  # mode 0700
+        if isinstance(bootstrap, str):
+            where = ["-b", bootstrap]
+        else:
+            conf = os.path.join(tmp, "kcat.conf")
+            with open(os.open(conf, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                f.write("".join(f"{k}={v}\n" for k, v in bootstrap.items()))
+            where = ["-F", conf]
+        p = subprocess.run([kcat, "-C", *where, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%s\n"],
+                           capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr
     return [int(v) for v in p.stdout.split()]

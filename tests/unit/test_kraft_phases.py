@@ -168,3 +168,58 @@ def test_controllers_apply_the_brokers_topic_defaults() -> None:
     props = kc.controller_properties(spec, spec.nodes[0], Phase.controllers)
     assert (props["num.partitions"], props["default.replication.factor"], props["min.insync.replicas"]) == (
         "6", "2", "2")
+
+
+def test_secured_controllers_listen_with_sasl_plain_and_log_in_as_the_brokers_do() -> None:
+    spec = ClusterSpec.model_validate({"security": {"enabled": True}})
+    node = spec.nodes[0]
+    broker = {k: str(v) for k, v in properties.server_properties(spec, node).items()}
+    ctl = kc.controller_properties(spec, node, Phase.controllers)
+    protocols = dict(pair.split(":") for pair in ctl["listener.security.protocol.map"].split(","))
+    assert protocols["CONTROLLER"] == "SASL_SSL" and protocols["INTERNAL"] == "SASL_SSL"
+    assert ctl["listener.name.controller.sasl.enabled.mechanisms"] == "PLAIN"
+    assert ctl["sasl.mechanism.controller.protocol"] == "PLAIN"
+    # its RPCs to the ZooKeeper-mode brokers: their inter-broker SCRAM; their TLS stores; their super user
+    assert ctl["sasl.mechanism.inter.broker.protocol"] == broker["sasl.mechanism.inter.broker.protocol"]
+    for key in ("ssl.keystore.location", "ssl.keystore.password", "ssl.truststore.location", "config.providers",
+                "config.providers.file.param.allowed.paths", "super.users", "ssl.endpoint.identification.algorithm"):
+        assert ctl[key] == broker[key], key
+    assert ctl["zookeeper.set.acl"] == broker["zookeeper.set.acl"] == "true"
+    assert "zookeeper.set.acl" not in kc.controller_properties(spec, node, Phase.kraft)
+    assert not [v for v in ctl.values() if "password=" in v.lower()]  # no secret in the file: providers only
+    for phase in (Phase.dual_write, Phase.kraft_brokers):
+        b = kc.broker_change(spec, node, phase, broker).apply(broker)
+        assert "CONTROLLER:SASL_SSL" in b["listener.security.protocol.map"].split(",")
+        assert b["sasl.mechanism.controller.protocol"] == "PLAIN"
+    plain = ClusterSpec.model_validate({"security": {"enabled": True, "tls": False}})
+    assert "CONTROLLER:SASL_PLAINTEXT" in kc.controller_properties(
+        plain, plain.nodes[0], Phase.controllers)["listener.security.protocol.map"]
+
+
+def test_secured_controllers_get_their_login_in_secret_files_only(tmp_path: Path) -> None:
+    from kctl import contract
+    from kctl.render import render
+    from kctl.security import store
+
+    spec = ClusterSpec.model_validate({"security": {"enabled": True}}).with_kraft("controllers", "X")
+    state = tmp_path / "state"
+    store.ensure(spec, state)
+    pw = store.passwords(spec, state)[spec.security.admin_user]
+    secrets = store.secrets_dir(state) / "logger1"
+    jaas = (secrets / contract.KAFKA_JAAS_FILE).read_text()
+    assert "controller.KafkaServer {" in jaas and properties.PLAIN_MODULE in jaas
+    assert f'user_{spec.security.admin_user}="{pw}"' in jaas
+    client = (secrets / contract.CONTROLLER_CLIENT_FILE).read_text()
+    assert "sasl.mechanism=PLAIN" in client and pw in client
+    assert (secrets / contract.CONTROLLER_CLIENT_FILE).stat().st_mode & 0o777 == 0o600
+    files = render(spec, state).files
+    jvm = files[f"logger1/conf/{contract.CONTROLLER_JVM_FILE}"]
+    assert f"-Djava.security.auth.login.config={contract.secret_path(contract.KAFKA_JAAS_FILE)}" in jvm
+    assert not [f for f, text in files.items() if pw in text]  # rendered files carry no password
+    # on ZooKeeper the JAAS file has no controller section and no client file is made
+    zk = ClusterSpec.model_validate({"security": {"enabled": True}})
+    store.ensure(zk, tmp_path / "zk")
+    assert "controller.KafkaServer" not in (store.secrets_dir(tmp_path / "zk") / "logger1" /
+                                            contract.KAFKA_JAAS_FILE).read_text()
+    plain = ClusterSpec().with_kraft("controllers", "X")  # nothing extra for a plain cluster's controllers
+    assert f"logger1/conf/{contract.CONTROLLER_JVM_FILE}" not in render(plain).files

@@ -91,7 +91,7 @@ def test_the_plan_lists_every_step_to_kraft() -> None:
 
 @pytest.mark.parametrize(("settings", "words"), [
     ({"engine": "swarm"}, "engine swarm is not built yet"),
-    ({"security": {"enabled": True}}, "secured cluster is not built yet"),
+    ({"security": {"enabled": True, "migration": "secure-inter-broker"}}, "moving to the secured profile"),
 ])
 def test_clusters_it_cannot_migrate_yet_are_refused_before_anything(settings: dict[str, object], words: str) -> None:
     from kctl.spec import parse_spec
@@ -99,4 +99,5 @@ def test_clusters_it_cannot_migrate_yet_are_refused_before_anything(settings: di
     with pytest.raises(UsageError, match=words) as err:
         migrate.check_can_migrate(parse_spec(settings)[0])
     assert err.value.exit_code == 2 and err.value.hint
-    migrate.check_can_migrate(parse_spec({})[0])  # the default cluster may migrate
+    migrate.check_can_migrate(parse_spec({})[0])  # the default cluster may migrate, and a secured one
+    migrate.check_can_migrate(parse_spec({"security": {"enabled": True}})[0])
