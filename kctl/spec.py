@@ -644,7 +644,9 @@ class ClusterSpec(_Model):
                     " the layout a cluster has after `kctl migrate kraft finalize`: controller N beside broker N"
                     " on each ZooKeeper participant's node (node id 3000 + N), no ZooKeeper. A cluster made on"
                     " zookeeper moves to KRaft with `kctl migrate kraft`, whatever this says; a cluster made on"
-                    " kraft stays there.")
+                    " kraft stays there. kraft runs on engines compose and swarm (not yet hosts) and without"
+                    " `security.enabled` (a secured cluster is made on zookeeper and migrated: its SCRAM users and"
+                    " ACLs move with it).")
     nodes: list[NodeSpec] = Field(default_factory=_default_nodes, min_length=1, description="The nodes.")
     zookeeper: ZooKeeperSpec = Field(default_factory=ZooKeeperSpec, description="ZooKeeper settings.")
     kafka: KafkaSpec = Field(default_factory=KafkaSpec, description="Kafka broker settings.")
@@ -1106,9 +1108,9 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
             errors.append(f"security.admin_user: {sec.admin_user!r} is one of kctl's ZooKeeper principals"
                           f" ({', '.join(RESERVED_PRINCIPALS)})")
     if spec.metadata is MetadataMode.kraft:
-        if spec.engine is not Engine.compose:
-            errors.append(f"metadata: kraft on engine {spec.engine.value} is not built yet (the controllers run on"
-                          " engine compose); make it on zookeeper and migrate it later, or use engine compose")
+        if spec.engine is Engine.hosts:
+            errors.append("metadata: kraft on engine hosts is not built yet (the hosts have no controller unit);"
+                          " make it on zookeeper and migrate it later, or use engine compose or swarm")
         if sec.enabled:
             errors.append("metadata: kraft with security.enabled is not built yet (a new cluster's admin SCRAM"
                           " credential would have to be in the metadata log before its brokers first start); make"

@@ -2,7 +2,8 @@
 load over SASL_SSL (issue #26, "in the long suite, the secured profile's SCRAM users and ACLs").
 
 zookeeper -> controllers -> dual-write -> rollback to zookeeper (the znodes the KRaft controller wrote with the
-brokers' ACLs deleted again) -> controllers -> dual-write -> kraft-brokers -> finalize. What must not change is
+brokers' ACLs deleted again) -> controllers -> dual-write -> kraft-brokers -> finalize -> Kafka 4.1.1 by `kctl
+apply` (the runbook's §9: metadata.version raised with the admin's login). What must not change is
 read by other means than kctl's: the SCRAM users and every ACL by confluent-kafka's AdminClient, topic ids and a
 group's committed offsets likewise, and every acknowledged record by kcat (the admin's login in a private file).
 The ACLs still decide, on the StandardAuthorizer of the KRaft brokers: a user made before the migration reads the
@@ -25,8 +26,9 @@ import pytest
 
 from kctl.testing.cluster import KafkaCluster
 from tests.integration.load import Load, kcat_values
+from tests.integration.test_change import edit_spec
 
-# long: about 6 minutes of three-node rolls; make test migrates a plain cluster (test_migrate_kraft.py) and the
+# long: about 8 minutes of three-node rolls; make test migrates a plain cluster (test_migrate_kraft.py) and the
 # secured profile's controllers' files are unit-tested (tests/unit/test_kraft_phases.py).
 pytestmark = [pytest.mark.integration, pytest.mark.long]
 
@@ -158,7 +160,14 @@ def test_a_secured_cluster_migrates_with_its_users_and_acls(cluster: KafkaCluste
             status = json.loads(kctl(cluster, "migrate", "kraft", "status", "-o", "json").stdout)
             assert status["phase"] == phase, status
             if phase == "zookeeper":  # rolled back: what the migration made is gone, the rest as it was
+                print(f"\nthe rollback from dual-write:\n{p.stdout}{p.stderr}")
                 assert {**users_and_acls(cluster), **topics_and_offsets(cluster)} == before
+        # then Kafka 4 (the runbook's §9): its features tool and its roll log in as the admin
+        edit_spec(cluster, {"versions": {"kafka": "4.1.1"}})
+        load.stall, t = 0.0, time.monotonic()
+        p = kctl(cluster, "apply", "--yes")
+        assert p.returncode == 0 and "metadata.version: 3.9-IV0 -> 4.1-IV1" in p.stderr, p.stdout + p.stderr[-3000:]
+        stalls.append(f"Kafka 4.1.1 {time.monotonic() - t:.1f} s (stall {load.stall:.1f} s)")
         time.sleep(2)  # the load runs on after the last roll
     print(f"\nsecured migration: {'; '.join(stalls)}; {len(load.acked)} acknowledged,"
           f" {len(load.errors)} not delivered {load.errors[:3]}")
@@ -168,6 +177,8 @@ def test_a_secured_cluster_migrates_with_its_users_and_acls(cluster: KafkaCluste
     # the ACLs still decide, now on KRaft: app's old password, its topic and not the other
     assert app_reads(cluster, "orders") == (600, "")
     assert app_reads(cluster, "audit")[1] == "TOPIC_AUTHORIZATION_FAILED"
+    code, out = cluster.exec("logger2", ["sh", "-c", "ls /opt/kafka/libs/ | grep '^kafka_2.13-'"])
+    assert "4.1.1" in out, out
     status = json.loads(kctl(cluster, "status", "-o", "json").stdout)
     assert (status["health"], status["metadata"]) == ("healthy", "kraft"), status["problems"]
     for n in cluster.spec.nodes:

@@ -469,3 +469,62 @@ def test_swarm_secured_profile(swarm_engine: bool, tmp_path: Path) -> None:
             kctl(spec_file, "down", "--volumes", timeout=400)
         if swarm_engine:
             _leave()
+
+
+@pytest.mark.long
+def test_swarm_on_kraft(swarm_engine: bool, tmp_path: Path) -> None:
+    """`metadata: kraft` on engine swarm (issue #26): the controllers' files reach each task as Swarm configs, the
+    stack comes up healthy with a whole controller quorum, a round trip is read back by the test's own reader, the
+    controller drill kills the active KRaft controller and heals, a node's service made again through restart's
+    gates keeps every record, and `kctl down --volumes` leaves nothing."""
+    name = f"sq{uuid.uuid4().hex[:6]}"
+    ports = free_ports(6)
+    spec_file = _write_spec(tmp_path, name, ports, engine="swarm")
+    data = yaml.safe_load(spec_file.read_text())
+    data["metadata"] = "kraft"
+    spec_file.write_text(yaml.safe_dump(data))
+    try:
+        if swarm_engine:
+            _init()
+        p = kctl(spec_file, "up", "--timeout", "240", timeout=400)
+        assert p.returncode == 0, p.stdout + p.stderr
+        st = json.loads(kctl(spec_file, "status", "--wait", "60", "-o", "json").stdout)
+        assert (st["health"], st["metadata"], st["quorum"]) == ("healthy", "kraft", "ok"), st["problems"]
+        svc = docker.from_env().services.get(f"kctl-{name}_logger2").attrs["Spec"]
+        targets = [c["File"]["Name"] for c in svc["TaskTemplate"]["ContainerSpec"]["Configs"]]
+        assert "/etc/kctl/controller.properties" in targets and "/etc/kctl/cluster-id" in targets, targets
+
+        bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports[3:])
+        p = kctl(spec_file, "topic", "create", "rt", "--partitions", "3", "--replication-factor", "3")
+        assert p.returncode == 0, p.stderr
+        from confluent_kafka import Producer
+
+        prod = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+        acked: list[int] = []
+        for i in range(RECORDS):
+            prod.produce("rt", str(i).encode(),
+                         on_delivery=lambda err, msg: None if err else acked.append(int(msg.value())))
+        assert prod.flush(60) == 0 and len(acked) == RECORDS
+
+        p = kctl(spec_file, "drill", "run", "controller-kill", *DRILL_SHORT, "-o", "json", timeout=500)
+        assert p.returncode == 0, p.stdout + p.stderr
+        v = json.loads(p.stdout)
+        assert v["holds"] is True and v["lost"] == 0 and v["healed_on_exit"] == [], (v["failures"], p.stderr)
+        assert any("controller" in e["event"] for e in v["events"]), v["events"]
+
+        tasks = _tasks(name)
+        p = kctl(spec_file, "restart", "logger2", "--service", "node", "--recreate", "--yes", timeout=600)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert _tasks(name)[f"kctl-{name}_logger2"] != tasks[f"kctl-{name}_logger2"]
+        st = json.loads(kctl(spec_file, "status", "--wait", "60", "-o", "json").stdout)
+        assert (st["health"], st["quorum"]) == ("healthy", "ok"), st["problems"]
+        assert sorted(_read_values(bootstrap, "rt")) == sorted(acked)
+
+        p = kctl(spec_file, "down", "--volumes", timeout=400)
+        assert p.returncode == 0, p.stderr
+        assert _stack_objects(name) == {"services": [], "containers": [], "volumes": []}
+    finally:
+        if _stack_objects(name)["services"] or _stack_objects(name)["containers"]:
+            kctl(spec_file, "down", "--volumes", timeout=400)
+        if swarm_engine:
+            _leave()

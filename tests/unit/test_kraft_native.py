@@ -44,7 +44,7 @@ def test_metadata_kraft_resolves_to_a_cluster_on_kraft(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("settings", "words"), [
-    ({"engine": "swarm"}, "metadata: kraft on engine swarm is not built yet"),
+    ({"engine": "hosts"}, "metadata: kraft on engine hosts is not built yet"),
     ({"security": {"enabled": True}}, "metadata: kraft with security.enabled is not built yet"),
     ({"topology": "split"}, "topology colocated"),
 ])
