@@ -258,11 +258,8 @@ def _write_files(before: ClusterSpec, after: ClusterSpec, state_dir: Path, *, ro
 
 def check_can_migrate(spec: ClusterSpec) -> None:
     """UsageError (exit 2, nothing touched) for a cluster this kctl cannot migrate yet, with the reason."""
-    if spec.engine is not Engine.compose:
-        why = ("the hosts have no controller unit" if spec.engine is Engine.hosts else
-               "a task's files are Swarm configs, which a rendered controller.properties does not reach without a"
-               " new task")
-        raise UsageError(f"a migration to KRaft on engine {spec.engine.value} is not built yet: {why}",
+    if spec.engine is Engine.hosts:
+        raise UsageError("a migration to KRaft on engine hosts is not built yet: the hosts have no controller unit",
                          hint="docs/runbooks/migrate-to-kraft.md")
     if spec.security.migration is not None:
         raise UsageError(f"the cluster is moving to the secured profile (security.migration:"
@@ -330,6 +327,9 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                 say(f"cluster id {record.cluster_id}")
             elif step == "write-files":
                 _write_files(before, after, state_dir, roll_follows=target in (Phase.dual_write, Phase.kraft_brokers))
+            elif step == "start-controllers" and _new_tasks(spec):
+                # the controllers' files come with each node's new task; the gates judge the cluster as it is
+                rolls.append(_recreate_nodes(before, state_dir, step, gate_timeout, say, rendered=after))
             elif step == "start-controllers":
                 from kctl.runtime import engines
 
@@ -343,11 +343,17 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                     after = spec.with_kraft(Phase.dual_write.value, record.cluster_id)
                 if step != "roll-brokers":
                     _write_files(before, after, state_dir, roll_follows=True)
-                res = roll_run.roll(after, state_dir, service="kafka", gate_timeout=gate_timeout, progress=say,
-                                    lock=False)
-                _mark_applied(after, state_dir)
-                rolls.append({"step": step, "seconds": round(res.seconds, 1),
-                              "services": [f"{s.host} {s.service}" for s in res.steps]})
+                if _new_tasks(spec):
+                    rolls.append(_recreate_nodes(after, state_dir, step, gate_timeout, say))
+                    if step != "roll-brokers-without-migration":  # the controllers restarted with their nodes
+                        wait_until("the KRaft controller quorum whole again", quorum_ready(spec, record.cluster_id),
+                                   QUORUM_TIMEOUT, poll=1.0)
+                else:
+                    res = roll_run.roll(after, state_dir, service="kafka", gate_timeout=gate_timeout, progress=say,
+                                        lock=False)
+                    _mark_applied(after, state_dir)
+                    rolls.append({"step": step, "seconds": round(res.seconds, 1),
+                                  "services": [f"{s.host} {s.service}" for s in res.steps]})
             elif step == "metadata-migrated":
                 found = wait_until("the active controller migrated ZooKeeper's metadata", _migrated_probe(spec),
                                    MIGRATION_TIMEOUT, poll=1.0)
@@ -368,6 +374,11 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
             elif step == "remove-controllers":
                 _remove_controller_files(spec, state_dir)
                 _mark_applied(after, state_dir)
+            elif step == "roll-controllers" and _new_tasks(spec):
+                # each node's new task: its controller without the migration, its ZooKeeper retired; the leader last
+                rolls.append(_recreate_nodes(after, state_dir, step, gate_timeout, say))
+                wait_until("the KRaft controller quorum whole again", quorum_ready(spec, record.cluster_id),
+                           QUORUM_TIMEOUT, poll=1.0)
             elif step == "roll-controllers":
                 res_c = _roll_controllers(after, record.cluster_id, say)
                 rolls.append({"step": step, "seconds": round(sum(r["seconds"] for r in res_c), 1),
@@ -387,6 +398,29 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
         record = ph.arrive(record)
         ph.write(state_dir, record)
     return Outcome(action, source.value, record.phase.value, timings, time.monotonic() - started, rolls)
+
+
+def _new_tasks(spec: ClusterSpec) -> bool:
+    """Engine swarm: a task's files are Swarm configs, fixed when the task is made, so a node's new files (a
+    controller.properties, a broker's migration settings) reach it only with a new task, which restarts its
+    ZooKeeper, broker and controller together. Each such step is a roll of whole nodes, one at a time, through
+    the gates of `kctl restart --service node`."""
+    return spec.engine is Engine.swarm
+
+
+def _recreate_nodes(spec: ClusterSpec, state_dir: Path, step: str, gate_timeout: float, say: Progress,
+                    rendered: ClusterSpec | None = None) -> dict[str, Any]:
+    """Every node's task made again from the state dir's render (``rendered``'s files; default ``spec``'s), one
+    at a time through the roll's gates judged by ``spec``; the order is the roll's: the ZooKeeper leader's (on
+    KRaft: the quorum leader's) node last."""
+    from kctl.properties import services_of
+    from kctl.roll import run as roll_run
+
+    hosts = tuple(host for host, _node, _services in services_of(spec))
+    res = roll_run.roll(spec, state_dir, service="node", gate_timeout=gate_timeout, progress=say, lock=False,
+                        recreate=hosts)
+    _mark_applied(rendered or spec, state_dir)
+    return {"step": step, "seconds": round(res.seconds, 1), "services": [f"{s.host} {s.service}" for s in res.steps]}
 
 
 def _mark_applied(spec: ClusterSpec, state_dir: Path) -> None:

@@ -385,6 +385,9 @@ class _Runner:
                     self.zk_down(label, s.host)
                 self.recreate(label, s.host)  # the new container starts every process of the node
                 stopped.clear()
+                if s.service == "node" and self.spec.kraft_phase in ("dual-write", "kraft-brokers"):
+                    # a migration's node (engine swarm): its KRaft controller back in a whole quorum first
+                    self.gate(label, rp.GATE_QUORUM, quorum_gate(self.spec))
                 if s.service in ("zookeeper", "node"):
                     self.zk_up(label, s.host, start=False)
                 if s.service in ("kafka", "node"):

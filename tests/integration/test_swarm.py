@@ -528,3 +528,73 @@ def test_swarm_on_kraft(swarm_engine: bool, tmp_path: Path) -> None:
             kctl(spec_file, "down", "--volumes", timeout=400)
         if swarm_engine:
             _leave()
+
+
+@pytest.mark.long
+def test_swarm_migrates_to_kraft(swarm_engine: bool, tmp_path: Path) -> None:
+    """`kctl migrate kraft` on engine swarm (issue #26), under an acks=all load: each step that changes a node's
+    files makes its task again (Swarm configs are fixed per task), one node at a time through the roll's gates;
+    controllers -> dual-write -> rollback -> controllers -> dual-write -> kraft-brokers -> finalize, every
+    acknowledged record read back by kcat, the committed offsets and topic ids unchanged, `kctl status` healthy
+    on KRaft, ZooKeeper retired in every task."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicCollection, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from tests.integration.load import Load, kcat_values
+
+    name = f"sm{uuid.uuid4().hex[:6]}"
+    ports = free_ports(6)
+    spec_file = _write_spec(tmp_path, name, ports, engine="swarm")
+    bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports[3:])
+
+    def metadata() -> dict[str, Any]:
+        a = AdminClient({"bootstrap.servers": bootstrap})
+        described = a.describe_topics(TopicCollection(["load", "orders"]))
+        topics = {t: str(f.result(30).topic_id) for t, f in described.items()}
+        offsets = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions("billing")])["billing"].result(30)
+        return {"topics": topics, "committed": sorted((tp.topic, tp.partition, tp.offset)
+                                                      for tp in offsets.topic_partitions)}
+    try:
+        if swarm_engine:
+            _init()
+        p = kctl(spec_file, "up", "--timeout", "240", timeout=400)
+        assert p.returncode == 0, p.stdout + p.stderr
+        for topic in ("load", "orders"):
+            p = kctl(spec_file, "topic", "create", topic, "--partitions", "3", "--replication-factor", "3")
+            assert p.returncode == 0, p.stderr
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "billing", "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest"})
+        c.commit(offsets=[TopicPartition("orders", i, 7 + i) for i in range(3)], asynchronous=False)
+        c.close()
+        before = metadata()
+        steps = []
+        with Load(bootstrap, "load") as load:
+            for action, phase in (("next", "controllers"), ("next", "dual-write"), ("rollback", "zookeeper"),
+                                  ("next", "controllers"), ("next", "dual-write"), ("next", "kraft-brokers"),
+                                  ("finalize", "kraft")):
+                t, load.stall = time.monotonic(), 0.0
+                p = kctl(spec_file, "migrate", "kraft", action, "--yes", timeout=1200)
+                assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+                assert "making the container again" in p.stderr, p.stderr[-3000:]
+                steps.append(f"{action} -> {phase} {time.monotonic() - t:.1f} s (stall {load.stall:.1f} s)")
+                st = json.loads(kctl(spec_file, "migrate", "kraft", "status", "-o", "json").stdout)
+                assert st["phase"] == phase, st
+            time.sleep(2)
+        print(f"\nswarm migration: {'; '.join(steps)}; {len(load.acked)} acknowledged, {len(load.errors)} not"
+              f" delivered {load.errors[:3]}")
+        assert load.errors == [] and len(load.acked) > 1000
+        assert sorted(load.acked - set(kcat_values(bootstrap, "load"))) == []  # 0 acknowledged records lost
+        assert metadata() == before
+        st = json.loads(kctl(spec_file, "status", "--wait", "60", "-o", "json").stdout)
+        assert (st["health"], st["metadata"], st["quorum"]) == ("healthy", "kraft", "ok"), st["problems"]
+        for cid in _tasks(name).values():  # every task: no ZooKeeper, its program retired
+            out = docker.from_env().containers.get(cid).exec_run(
+                ["sh", "-c", "pgrep -f '[Q]uorumPeerMain' || echo no-zookeeper"]).output.decode()
+            assert "no-zookeeper" in out, out
+        p = kctl(spec_file, "down", "--volumes", timeout=400)
+        assert p.returncode == 0, p.stderr
+    finally:
+        if _stack_objects(name)["services"] or _stack_objects(name)["containers"]:
+            kctl(spec_file, "down", "--volumes", timeout=400)
+        if swarm_engine:
+            _leave()

@@ -90,7 +90,8 @@ def test_the_plan_lists_every_step_to_kraft() -> None:
 
 
 @pytest.mark.parametrize(("settings", "words"), [
-    ({"engine": "swarm"}, "engine swarm is not built yet"),
+    ({"engine": "hosts", "nodes": [{"id": i, "hostname": f"logger{i}", "advertised_host": f"10.0.0.{i}"}
+                                    for i in (1, 2, 3)]}, "engine hosts is not built yet"),
     ({"security": {"enabled": True, "migration": "secure-inter-broker"}}, "moving to the secured profile"),
 ])
 def test_clusters_it_cannot_migrate_yet_are_refused_before_anything(settings: dict[str, object], words: str) -> None:
@@ -101,3 +102,4 @@ def test_clusters_it_cannot_migrate_yet_are_refused_before_anything(settings: di
     assert err.value.exit_code == 2 and err.value.hint
     migrate.check_can_migrate(parse_spec({})[0])  # the default cluster may migrate, and a secured one
     migrate.check_can_migrate(parse_spec({"security": {"enabled": True}})[0])
+    migrate.check_can_migrate(parse_spec({"engine": "swarm"})[0])
