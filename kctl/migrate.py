@@ -66,8 +66,8 @@ STEP_WORDS = {
     "roll-brokers-to-zookeeper-with-migration": "render the brokers in ZooKeeper mode, the migration settings kept,"
                                                 " and roll them",
     "stop-controllers": "stop every KRaft controller",
-    "delete-controller-and-migration-znodes": "delete /controller and /migration in ZooKeeper (a broker becomes"
-                                              " the controller again)",
+    "delete-controller-and-migration-znodes": "delete /controller and /migration in ZooKeeper and wait until a"
+                                              " broker is the controller again",
     "roll-brokers-without-migration": "render the brokers without the migration settings and roll them",
     "remove-controllers": "remove the controllers' files and metadata",
     "roll-controllers": "restart each controller without the migration and without ZooKeeper, the leader last",
@@ -178,6 +178,18 @@ def _migrated_probe(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
     def probe() -> tuple[bool, str]:
         host = migrated(spec)
         return (True, f"logged by {host}'s controller") if host else (False, "no controller has logged it yet")
+    return probe
+
+
+def _broker_controller(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
+    def probe() -> tuple[bool, str]:
+        from kctl.zk import migration as zkm
+
+        try:
+            broker = zkm.controller_broker(spec)
+        except KctlError as exc:
+            return False, exc.message
+        return (True, f"broker {broker} is the controller") if broker is not None else (False, "no broker yet")
     return probe
 
 
@@ -371,6 +383,11 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                 from kctl.zk import migration as zkm
 
                 say(f"deleted {', '.join(zkm.delete_controller_and_migration(spec)) or 'nothing (gone already)'}")
+                # Kafka: "one of the ZooKeeper-mode brokers becomes the controller"; the roll after it orders the
+                # brokers by who that is (the controller's broker last), so it waits for the election first
+                found = wait_until("a ZooKeeper-mode broker is the controller (/controller)",
+                                   _broker_controller(spec), QUORUM_TIMEOUT, poll=0.5)
+                say(found.saw)
             elif step == "remove-controllers":
                 _remove_controller_files(spec, state_dir)
                 _mark_applied(after, state_dir)
@@ -405,7 +422,9 @@ def _new_tasks(spec: ClusterSpec) -> bool:
     controller.properties, a broker's migration settings) reach it only with a new task, which restarts its
     ZooKeeper, broker and controller together. Each such step is a roll of whole nodes, one at a time, through
     the gates of `kctl restart --service node`."""
-    return spec.engine is Engine.swarm
+    from kctl.runtime import engines
+
+    return not engines.for_spec(spec).files_reach_a_restart
 
 
 def _recreate_nodes(spec: ClusterSpec, state_dir: Path, step: str, gate_timeout: float, say: Progress,

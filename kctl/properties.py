@@ -367,18 +367,31 @@ def kafka_security(spec: ClusterSpec) -> dict[str, Scalar]:
     return out
 
 
+# Engine swarm: a node's task made again gets a new address under the same name, and while it is replaced its
+# name resolves to nothing. The JVM caches a failed lookup for 10 s and a good one for 30 s by default, so a
+# broker's or controller's first connection to a restarted node went to no address or to the old one (measured:
+# the ZooKeeper-mode controller's UpdateMetadata reached a recreated broker 10 s after it registered, and
+# producers meanwhile saw its empty metadata and failed their records). Kafka and its controllers therefore
+# look names up again at each connection there.
+SWARM_DNS_OPTIONS = ("-Dsun.net.inetaddr.ttl=1", "-Dsun.net.inetaddr.negative.ttl=0")
+
+
 def jvm_options(spec: ClusterSpec, component: str) -> str:
     """Extra JVM flags of a broker or a ZooKeeper (paths and switches, never a secret): the secured profile's,
-    then the spec's own ``jvm_options``."""
+    the engine's, then the spec's own ``jvm_options``."""
     own = spec.kafka.jvm_options if component == "kafka" else spec.zookeeper.jvm_options
-    return " ".join([*_security_jvm_options(spec, component), *own])
+    return " ".join([*_security_jvm_options(spec, component), *_engine_jvm_options(spec, component), *own])
 
 
 def controller_jvm_options(spec: ClusterSpec) -> str:
     """Extra JVM flags of a KRaft controller: the secured profile's login (the brokers' JAAS file, whose
-    ``controller.KafkaServer`` section is the CONTROLLER listener's); the spec's ``kafka.jvm_options`` are the
-    brokers' alone. Empty on a plain cluster."""
-    return " ".join(_security_jvm_options(spec, "kafka"))
+    ``controller.KafkaServer`` section is the CONTROLLER listener's) and the engine's; the spec's
+    ``kafka.jvm_options`` are the brokers' alone. Empty on a plain Compose cluster."""
+    return " ".join([*_security_jvm_options(spec, "kafka"), *_engine_jvm_options(spec, "kafka")])
+
+
+def _engine_jvm_options(spec: ClusterSpec, component: str) -> list[str]:
+    return list(SWARM_DNS_OPTIONS) if spec.engine is Engine.swarm and component == "kafka" else []
 
 
 def _security_jvm_options(spec: ClusterSpec, component: str) -> list[str]:

@@ -55,3 +55,17 @@ def delete_controller_and_migration(spec: ClusterSpec) -> list[str]:
                 gone.append(path)
     return gone
 
+
+
+def controller_broker(spec: ClusterSpec) -> int | None:
+    """The broker id ``/controller`` names (Kafka's {"brokerid": N}), None while no broker holds it (the znode is
+    absent, or a KRaft controller's claim, whose id is no broker's)."""
+    with znodes.connect(spec, timeout=10.0) as zk:
+        if not zk.exists(CONTROLLER):
+            return None
+        raw, _ = zk.get(CONTROLLER)
+    try:
+        broker = int(json.loads(raw.decode())["brokerid"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return broker if broker in {n.id for n in spec.brokers} else None

@@ -568,15 +568,16 @@ def test_swarm_migrates_to_kraft(swarm_engine: bool, tmp_path: Path) -> None:
         c.close()
         before = metadata()
         steps = []
-        with Load(bootstrap, "load") as load:
+        with Load(bootstrap, "load", max_records=400_000, max_seconds=1500) as load:  # the whole migration
             for action, phase in (("next", "controllers"), ("next", "dual-write"), ("rollback", "zookeeper"),
                                   ("next", "controllers"), ("next", "dual-write"), ("next", "kraft-brokers"),
                                   ("finalize", "kraft")):
-                t, load.stall = time.monotonic(), 0.0
+                t, load.stall, failed = time.monotonic(), 0.0, len(load.errors)
                 p = kctl(spec_file, "migrate", "kraft", action, "--yes", timeout=1200)
                 assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
                 assert "making the container again" in p.stderr, p.stderr[-3000:]
-                steps.append(f"{action} -> {phase} {time.monotonic() - t:.1f} s (stall {load.stall:.1f} s)")
+                steps.append(f"{action} -> {phase} {time.monotonic() - t:.1f} s (stall {load.stall:.1f} s,"
+                             f" {len(load.errors) - failed} failed)")
                 st = json.loads(kctl(spec_file, "migrate", "kraft", "status", "-o", "json").stdout)
                 assert st["phase"] == phase, st
             time.sleep(2)
