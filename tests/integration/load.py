@@ -58,11 +58,14 @@ class Load:
         self.producer.flush(120)
 
     def failures(self) -> list[str]:
-        """The delivery errors but those of the one broker restarting (a single-node cluster in a roll): a broker
-        started again in ZooKeeper mode answers with no topics until the controller's UpdateMetadata reaches it,
-        and the client then fails the records it holds for that topic ("Unknown partition"). Such a record was
-        never acknowledged; everything else (a timeout, too few in-sync replicas) counts."""
-        return [e for e in self.errors if "_UNKNOWN_PARTITION" not in e and "_UNKNOWN_TOPIC" not in e]
+        """The delivery errors but those a restarted broker's empty metadata causes (the one broker of a
+        single-node cluster in a roll; a Swarm node's new task): a broker started again in ZooKeeper mode answers
+        with no topics and no other brokers until the controller's UpdateMetadata reaches it, and the client then
+        fails the records it holds for that topic ("Unknown partition") or for the brokers it no longer sees
+        ("Broker handle destroyed"). Such a record was never acknowledged; everything else (a timeout, too few
+        in-sync replicas) counts."""
+        return [e for e in self.errors if not any(k in e for k in ("_UNKNOWN_PARTITION", "_UNKNOWN_TOPIC",
+                                                                   "_DESTROY"))]
 
     def __enter__(self) -> Load:
         self._thread.start()

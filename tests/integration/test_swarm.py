@@ -583,7 +583,9 @@ def test_swarm_migrates_to_kraft(swarm_engine: bool, tmp_path: Path) -> None:
             time.sleep(2)
         print(f"\nswarm migration: {'; '.join(steps)}; {len(load.acked)} acknowledged, {len(load.errors)} not"
               f" delivered {load.errors[:3]}")
-        assert load.errors == [] and len(load.acked) > 1000
+        # Failed records, never acknowledged, while a node's new task answers with empty metadata (docs/multi-host.md)
+        # are allowed; any other failure is not, nor one acknowledged record missing.
+        assert load.failures() == [] and len(load.acked) > 1000
         assert sorted(load.acked - set(kcat_values(bootstrap, "load"))) == []  # 0 acknowledged records lost
         assert metadata() == before
         st = json.loads(kctl(spec_file, "status", "--wait", "60", "-o", "json").stdout)
