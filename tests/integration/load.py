@@ -96,3 +96,30 @@ def kcat_values(bootstrap: str | dict[str, str], topic: str) -> list[int]:
                            capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr
     return [int(v) for v in p.stdout.split()]
+
+
+def read_values(bootstrap: str | dict[str, str], topic: str, timeout: float = 120) -> list[int]:
+    """A test's own reader (neither kctl's nor a drill's): every value of every partition of ``topic`` up to its
+    end offsets, no group (``bootstrap`` may be a client's settings: a secured cluster's login). Bounded: timeout."""
+    import uuid
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    conf = {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
+    c = Consumer({**conf, "group.id": f"t-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    try:
+        parts = sorted(c.list_topics(topic, timeout=30).topics[topic].partitions)
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
+        c.assign([TopicPartition(topic, p, 0) for p in parts])
+        got = dict.fromkeys(parts, 0)
+        values: list[int] = []
+        deadline = time.monotonic() + timeout
+        while any(got[p] < ends[p] for p in parts) and time.monotonic() < deadline:
+            for m in c.consume(500, timeout=1.0):
+                if m.error() is None:
+                    values.append(int(m.value()))
+                    got[m.partition()] = m.offset() + 1
+        return values
+    finally:
+        c.close()

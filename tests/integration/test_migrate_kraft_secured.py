@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from kctl.testing.cluster import KafkaCluster
-from tests.integration.load import Load, kcat_values
+from tests.integration.load import Load, kcat_values, read_values
 from tests.integration.test_change import edit_spec
 
 # long: about 8 minutes of three-node rolls; make test migrates a plain cluster (test_migrate_kraft.py) and the
@@ -115,27 +115,8 @@ def app_reads(cluster: KafkaCluster, topic: str) -> tuple[int, str]:
 
 
 def read_all(cluster: KafkaCluster, topic: str) -> list[int]:
-    """Every value of every partition of ``topic`` up to its end offsets, by a consumer of the test's own (the
-    admin's login, no group)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({**cluster.client_config(), "group.id": f"check-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False})
-    try:
-        parts = sorted(c.list_topics(topic, timeout=30).topics[topic].partitions)
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
-        c.assign([TopicPartition(topic, p, 0) for p in parts])
-        got = dict.fromkeys(parts, 0)
-        values: list[int] = []
-        deadline = time.monotonic() + 120
-        while any(got[p] < ends[p] for p in parts) and time.monotonic() < deadline:  # bounded: 120 s
-            for m in c.consume(500, timeout=1.0):
-                if m.error() is None:
-                    values.append(int(m.value()))
-                    got[m.partition()] = m.offset() + 1
-        return values
-    finally:
-        c.close()
+    """Every value of ``topic`` by a consumer of the test's own, the admin's login."""
+    return read_values(cluster.client_config(), topic)
 
 
 def seed(cluster: KafkaCluster) -> None:
@@ -171,7 +152,7 @@ def test_a_secured_cluster_migrates_with_its_users_and_acls(cluster: KafkaCluste
     assert app_reads(cluster, "orders") == (600, "")
     assert app_reads(cluster, "audit")[1] == "TOPIC_AUTHORIZATION_FAILED"
     stalls = []
-    with Load(cluster.client_config(), LOAD_TOPIC) as load:
+    with Load(cluster.client_config(), LOAD_TOPIC, max_records=400_000, max_seconds=1500) as load:  # all steps
         for action, phase in (("next", "controllers"), ("next", "dual-write"), ("rollback", "zookeeper"),
                               ("next", "controllers"), ("next", "dual-write"), ("next", "kraft-brokers"),
                               ("finalize", "kraft")):

@@ -89,25 +89,9 @@ def _leave() -> None:
 
 def _read_values(bootstrap: str, topic: str) -> list[int]:
     """The test's own reader (not the drill's): every value of every partition, up to the end offsets."""
-    from confluent_kafka import Consumer, TopicPartition
+    from tests.integration.load import read_values
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    try:
-        parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
-        c.assign([TopicPartition(topic, p, 0) for p in parts])
-        got = dict.fromkeys(parts, 0)
-        values: list[int] = []
-        deadline = time.monotonic() + 60
-        while any(got[p] < ends[p] for p in parts) and time.monotonic() < deadline:
-            for m in c.consume(500, timeout=1.0):
-                if m.error() is None:
-                    values.append(int(m.value()))
-                    got[m.partition()] = m.offset() + 1
-        return values
-    finally:
-        c.close()
+    return read_values(bootstrap, topic, timeout=60)
 
 
 def _tasks(name: str) -> dict[str, str]:

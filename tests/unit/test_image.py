@@ -706,3 +706,13 @@ def test_two_callers_of_ensure_image_build_one_at_a_time(cache: Path, monkeypatc
     for t in threads:
         t.join()
     assert got == ["built"] * 3 and most[0] == 1
+
+
+def test_node_scripts_pass_the_cluster_id_as_one_argument() -> None:
+    # A ZooKeeper-mode cluster's id is random URL-safe base64 and may start with '-' (1 in 64): given as its own
+    # argument, kafka-storage.sh takes it for an option ("argument --cluster-id/-t: expected one argument") and the
+    # controller never formats (seen in a migration's test). `--cluster-id=ID` keeps it a value.
+    for name in ("controller-start", "kafka-start"):
+        text = (NODE / name).read_text()
+        formats = [line for line in text.splitlines() if "kafka-storage.sh\" format" in line]
+        assert formats and all('--cluster-id="$cluster_id"' in line for line in formats), (name, formats)
