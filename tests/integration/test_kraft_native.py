@@ -1,12 +1,13 @@
 """`kctl init --kraft`: a three-node cluster whose metadata is in KRaft controllers from the start (issue #26),
 the controller drill on it (the active KRaft controller killed under load), a broker's and a whole node's restart,
-`kctl apply` of a setting the controllers share (a roll of the controllers alone), and a fourth broker added and
-removed again through the runbooks (its replicas moved in and out by Kafka's reassignment).
+then down and up on its kept data. `make test-long` adds `kctl apply` of a setting the controllers share (a roll
+of the controllers alone) and a fourth broker added and removed again through the runbooks (its replicas moved in
+and out by Kafka's reassignment); `make test` runs those runbooks on ZooKeeper (test_nodes) and a controllers'
+roll in the migration's finalize (test_migrate_kraft).
 
 What kctl says (status) is checked against what the nodes run (their process tables), and the records against an
 independent reader (kcat) after the cluster was taken down and brought up again on its kept data.
 """
-
 from __future__ import annotations
 
 import json
@@ -38,7 +39,7 @@ def ok(p: subprocess.CompletedProcess[str]) -> str:
 def test_init_kraft_gives_a_healthy_cluster_without_zookeeper_that_keeps_its_data(tmp_path: Path) -> None:
     name = f"kt-kraft-{uuid.uuid4().hex[:6]}"
     ok(kctl(tmp_path, "init", "--kraft", "--name", name))
-    away_from_defaults(tmp_path / "kctl.yaml", nodes=4)  # a fourth node joins below
+    away_from_defaults(tmp_path / "kctl.yaml")
     try:
         ok(kctl(tmp_path, "up"))
         st = json.loads(ok(kctl(tmp_path, "status", "-o", "json")))
@@ -92,6 +93,22 @@ def test_init_kraft_gives_a_healthy_cluster_without_zookeeper_that_keeps_its_dat
                                "-q", "-f", "%s\n"], capture_output=True, text=True, timeout=120)
         assert read.returncode == 0, read.stderr
         assert sorted(read.stdout.split()) == sorted(lines)
+    finally:
+        kctl(tmp_path, "down", "--volumes")
+
+
+@pytest.mark.long
+def test_controllers_roll_alone_and_a_broker_joins_and_leaves_through_the_runbooks(tmp_path: Path) -> None:
+    name = f"kt-kraft-{uuid.uuid4().hex[:6]}"
+    ok(kctl(tmp_path, "init", "--kraft", "--name", name))
+    away_from_defaults(tmp_path / "kctl.yaml", nodes=4)  # a fourth node joins below
+    try:
+        ok(kctl(tmp_path, "up"))
+        lines = [f"record-{i}" for i in range(300)]
+        ok(kctl(tmp_path, "topic", "create", "orders", "-p", "3", "-r", "3"))
+        ok(kctl(tmp_path, "produce", "orders", stdin="\n".join(lines) + "\n"))
+        kcat = shutil.which("kcat") or shutil.which("kafkacat")
+        assert kcat, "kcat is installed by make setup"
         # a setting the controllers share (a new topic's partitions, read at start): a roll of the controllers
         # alone first, the quorum's leader last, then the brokers'
         spec_file = tmp_path / "kctl.yaml"
