@@ -150,10 +150,14 @@ def up(spec: ClusterSpec, spec_path: Path, state_dir: Path, progress: Progress |
         for name, data in hidden.get(m.name, {}).items():
             if write_secret(config.secrets_dir(state_dir, m) / name, data):
                 changed.append(d / m.name / "conf" / name)  # a new password or CA: MirrorMaker restarts
+    # A container that runs already keeps the files it read at its start: those whose files changed restart.
+    # One that up makes or starts reads them now (the first up restarts none: a JVM start each saved).
+    running = {m.name for m in spec.mirrors if status.container_state(spec, m) == "running"}
     mirrors.compose(spec, state_dir, "up", "-d", "--remove-orphans")
     restart = sorted({config.service(m) for m in spec.mirrors for p in changed if p.parent.parent.name == m.name
-                      and p.parent.name == "conf"})
+                      and p.parent.name == "conf" and m.name in running})
     if restart:
+        say(f"restarting {', '.join(restart)}: its configuration changed")
         mirrors.compose(spec, state_dir, "restart", *restart)  # MirrorMaker reads mm2.properties once, at start
     seen: dict[str, str] = {}
     deadline = time.monotonic() + timeout

@@ -171,7 +171,8 @@ def _checkpoint_age(spec: ClusterSpec, mirror: MirrorSpec, now: float) -> float 
     return max(0.0, now - max(stamps)) if stamps else None
 
 
-def _container(spec: ClusterSpec, mirror: MirrorSpec) -> str:
+def container_state(spec: ClusterSpec, mirror: MirrorSpec) -> str:
+    """The mirror's container's state as Docker says it (running, exited, ...), "missing" without one."""
     from kctl.runtime import docker_api
 
     try:
@@ -225,7 +226,7 @@ def _age_of(source: config.Source, topic: str, partition: int, offset: int, now:
 
 def status(spec: ClusterSpec, mirror: MirrorSpec, source: config.Source, *, ages: bool = True) -> MirrorStatus:
     now = time.time()
-    st = MirrorStatus(mirror.name, source.bootstrap_servers, spec.name, _container(spec, mirror), True)
+    st = MirrorStatus(mirror.name, source.bootstrap_servers, spec.name, container_state(spec, mirror), True)
     if st.container != "running":
         st.problems.append(f"the mirror's container is {st.container} (`kctl mirror up` starts it)")
     st.tasks = tasks(spec, mirror)

@@ -116,6 +116,35 @@ def test_topics_their_configs_and_new_ones_are_replicated_and_excluded_ones_are_
     assert sum(x["replicated"] for x in orders.values()) == ORDERS and all(x["lag"] == 0 for x in orders.values())
 
 
+def test_up_again_restarts_a_running_mirror_only_when_its_configuration_changed(pair: Any) -> None:
+    import yaml
+
+    source, target = pair
+
+    def started() -> str:
+        p = subprocess.run(["docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={target.spec.project}"
+                            "-mirror"], capture_output=True, text=True, timeout=60)
+        ids = p.stdout.split()
+        assert len(ids) == 1, p.stdout + p.stderr
+        return subprocess.run(["docker", "inspect", "-f", "{{.State.StartedAt}}", ids[0]], capture_output=True,
+                              text=True, timeout=60).stdout.strip()
+
+    first = started()
+    p = kctl(target, "mirror", "up", "--timeout", "120")
+    assert p.returncode == 0 and "restarting" not in p.stdout + p.stderr, p.stdout + p.stderr
+    assert started() == first  # nothing changed: the running mirror kept on
+    data = yaml.safe_load(target.spec_file.read_text())
+    data["mirrors"][0]["checkpoint_seconds"] = 3
+    target.spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    p = kctl(target, "mirror", "up", "--timeout", "180")
+    assert p.returncode == 0 and "restarting" in p.stdout + p.stderr, p.stdout + p.stderr
+    assert started() != first  # MirrorMaker reads its file at start: it was restarted to read the new one
+    source.create_topic("new-2", partitions=1, replication_factor=1)  # and it replicates on
+    produce(source, "new-2", range(2000, 2010))
+    eventually("new-2 after the restart",
+               lambda: sorted(values_in(target, f"{ALIAS}.new-2")) == list(range(2000, 2010)))
+
+
 def test_a_group_fails_over_to_the_target_and_loses_nothing(pair: Any) -> None:
     from confluent_kafka import Consumer
 
