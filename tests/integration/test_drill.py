@@ -20,6 +20,7 @@ import pytest
 
 from kctl.testing.cluster import KafkaCluster
 from kctl.testing.plugin import restore
+from tests.integration.load import read_values
 
 pytestmark = pytest.mark.integration
 
@@ -56,29 +57,6 @@ def drill(cluster: KafkaCluster, *args: str) -> tuple[int, dict[str, Any], str]:
         raise AssertionError(f"exit {p.returncode}\nstdout: {p.stdout}\nstderr: {p.stderr}") from None
 
 
-def read_values(cluster: KafkaCluster, topic: str) -> list[int]:
-    """This test's own reader (not the drill's): every value of every partition, to the end offsets."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": f"t-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    try:
-        parts = sorted(c.list_topics(topic, timeout=10).topics[topic].partitions)
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
-        c.assign([TopicPartition(topic, p, 0) for p in parts])
-        got: dict[int, int] = dict.fromkeys(parts, 0)
-        values: list[int] = []
-        deadline = time.monotonic() + 60
-        while any(got[p] < ends[p] for p in parts) and time.monotonic() < deadline:
-            for m in c.consume(500, timeout=1.0):
-                if m.error() is None:
-                    values.append(int(m.value()))
-                    got[m.partition()] = m.offset() + 1
-        return values
-    finally:
-        c.close()
-
-
 def test_leader_kill_loses_nothing_and_the_verdict_agrees_with_an_independent_read(cluster: KafkaCluster) -> None:
     code, v, err = drill(cluster, "leader-kill", *SHORT, "--keep-topic")
     assert code == 0, (v["failures"], err)
@@ -89,7 +67,7 @@ def test_leader_kill_loses_nothing_and_the_verdict_agrees_with_an_independent_re
     assert any("SIGKILL broker" in e["event"] for e in v["events"])
     assert len(v["timeline"]) >= 6 and sum(r["acked"] for r in v["timeline"]) == v["acked"]
     assert_healed(cluster)
-    values = read_values(cluster, v["topic"])
+    values = read_values(cluster.bootstrap_servers, v["topic"])  # this test's own reader, not the drill's
     assert len(values) == v["read"] and len(set(values)) == len(values)  # no duplicates here either
     # Nothing lost: every value read is either acknowledged or reported as unacknowledged-but-present.
     assert len(set(values)) == v["acked"] + v["unacked_present"]
