@@ -265,7 +265,7 @@ def test_a_partition_not_committed_yet_counts_all_it_holds_as_lag(monkeypatch: p
     from kctl.mirror import status
 
     spec = target()
-    monkeypatch.setattr(status, "_container", lambda *_: "running")
+    monkeypatch.setattr(status, "container_state", lambda *_: "running")
     monkeypatch.setattr(status, "tasks", lambda *_: {"task MirrorSourceConnector-0": "RUNNING"})
     monkeypatch.setattr(status, "replicated_offsets", lambda *_: {("orders", 0): 99})
     asked: list[list[str]] = []
