@@ -24,14 +24,14 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 # ZooKeeper restarted afterwards on another cluster cannot resolve its peers.
 ALONE = "test_swarm.py"
 # Seconds each module took on two workers (`make integration`'s durations, 2026-11-27), to order the queue.
-SLOW = {"test_stream.py": 360, "test_kraft_native.py": 280, "test_hosts.py": 275, "test_mirror_secured.py": 236,
-        "test_migrate_kraft.py": 230, "test_mirror.py": 213, "test_drill.py": 206, "test_change.py": 176,
-        "test_security.py": 140, "test_lifecycle.py": 139, "test_testing_api.py": 132, "test_restart.py": 128,
-        "test_nodes.py": 127, "test_security_migration_online.py": 124, "test_monitor_alerts.py": 123,
-        "test_sweep.py": 119, "test_ops_configs.py": 113, "test_stream_sinks.py": 80, "test_console.py": 78,
-        "test_monitor.py": 75, "test_console_reassign.py": 73, "test_image.py": 73, "test_ops_clients.py": 63,
-        "test_ops_zk_topics.py": 42, "test_hosts_fleet.py": 19, "test_health.py": 18, "test_stream_parse.py": 12,
-        "test_kafka4.py": 10, "test_core_without_extras.py": 9}
+SLOW = {"test_stream.py": 192, "test_hosts.py": 186, "test_sweep.py": 179, "test_drill.py": 175,
+        "test_mirror.py": 165, "test_monitor_alerts.py": 157, "test_mirror_secured.py": 151,
+        "test_migrate_kraft.py": 145, "test_change.py": 125, "test_security_migration_online.py": 124,
+        "test_kraft_native.py": 124, "test_security.py": 123, "test_restart.py": 114, "test_nodes.py": 102,
+        "test_lifecycle.py": 100, "test_testing_api.py": 89, "test_ops_configs.py": 87, "test_image.py": 71,
+        "test_monitor.py": 70, "test_console.py": 69, "test_stream_sinks.py": 57, "test_console_reassign.py": 50,
+        "test_ops_clients.py": 48, "test_stream_parse.py": 30, "test_ops_zk_topics.py": 24, "test_health.py": 12,
+        "test_hosts_fleet.py": 11, "test_core_without_extras.py": 8, "test_kafka4.py": 2}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
