@@ -154,9 +154,12 @@ DEFAULT_SCALA_VERSION = "2.13"
 
 # The Kafka releases the image build produces, each with the ZooKeeper it ships in libs/ (and therefore runs
 # here); "" for a release without ZooKeeper mode (4.0 on: a cluster on KRaft only, `kctl migrate kraft`).
+# 4.3.1 is the newest whose MirrorMaker 2 (connect-mirror) Maven Central serves here (2026-11-27: 4.4.0's
+# kafka_2.13 resolves, its connect-mirror does not).
 ZOOKEEPER_VERSIONS: dict[str, str] = {
     "3.9.1": "3.8.4",
     "4.1.1": "",
+    "4.3.1": "",
 }
 
 

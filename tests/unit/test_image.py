@@ -221,6 +221,15 @@ def test_tool_classes_of_kafka_4_moved_and_the_zookeeper_tools_are_gone() -> Non
     assert "org.apache.zookeeper.server.quorum.QuorumPeerMain" not in layout.required_classes("4.1.1")
     assert "org.apache.kafka.tools.ConsoleProducer" in layout.required_classes("4.1.1")
     assert layout.required_classes("3.9.1") == layout.REQUIRED_CLASSES
+    assert classes["kafka-dump-log.sh"] == "kafka.tools.DumpLogSegments"
+    # Checked against the jars of Kafka 4.3.1: the log dump moved too, the rest as in 4.1.1.
+    later = {t.script: t.main_class for t in scripts.tools_of("4.3.1")}
+    assert later["kafka-dump-log.sh"] == "org.apache.kafka.tools.DumpLogSegments"
+    assert {k: v for k, v in later.items() if k != "kafka-dump-log.sh"} == \
+        {k: v for k, v in classes.items() if k != "kafka-dump-log.sh"}
+    four_three = {f"{a.group}:{a.artifact}:{a.version}" for a in central.artifacts("4.3.1", "2.13")}
+    assert "org.apache.logging.log4j:log4j-1.2-api:2.25.4" in four_three
+    assert "org.apache.kafka:connect-mirror:4.3.1" in four_three
 
 
 def test_kafka_4_resolves_log4j_2_with_its_bridges_instead_of_reload4j() -> None:

@@ -28,8 +28,8 @@ MAVEN_ARTIFACTS = (
 )
 # Kafka 4 logs through Log4j 2 (its jars pull log4j-api and log4j-core): SLF4J's binding to it, and the bridge
 # that reads the log4j 1.x properties files kctl renders (as Kafka 4's own scripts still accept them), of the
-# Log4j 2 release that Kafka's jars name.
-LOG4J2_VERSIONS = {"4.1.1": "2.24.3"}
+# Log4j 2 release that Kafka's jars name (kafka-server's POM: log4j-core).
+LOG4J2_VERSIONS = {"4.1.1": "2.24.3", "4.3.1": "2.25.4"}
 MAVEN_ARTIFACTS_4 = (
     *(c for c in MAVEN_ARTIFACTS if not c.startswith("org.slf4j:slf4j-reload4j")),
     "org.apache.logging.log4j:log4j-slf4j-impl:{log4j2}",

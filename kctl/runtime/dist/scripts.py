@@ -74,13 +74,21 @@ _ZOOKEEPER_TOOLS = ("zookeeper-shell.sh", "zookeeper-security-migration.sh")
 TOOLS_4: tuple[Tool, ...] = tuple(
     Tool(t.script, _MOVED_IN_4.get(t.script, t.main_class), t.heap, t.prefix_args, t.usage)
     for t in TOOLS if t.script not in _ZOOKEEPER_TOOLS)
+# Later 4.x releases moved more (checked against the jars of 4.3.1: the log dump; 4.4.0's also move
+# kafka-configs.sh's ConfigCommand to org.apache.kafka.tools).
+_MOVED_IN_4_3 = {"kafka-dump-log.sh": "org.apache.kafka.tools.DumpLogSegments"}
+TOOLS_4_3: tuple[Tool, ...] = tuple(
+    Tool(t.script, _MOVED_IN_4_3.get(t.script, t.main_class), t.heap, t.prefix_args, t.usage) for t in TOOLS_4)
 
 
 def tools_of(kafka_version: str) -> tuple[Tool, ...]:
     """The tools a distribution of ``kafka_version`` has (with their main classes in that release)."""
     from kctl.contract import kraft_only
 
-    return TOOLS_4 if kraft_only(kafka_version) else TOOLS
+    if not kraft_only(kafka_version):
+        return TOOLS
+    release = tuple(int(p) if p.isdigit() else 0 for p in (kafka_version.split(".") + ["0"])[:2])
+    return TOOLS_4_3 if release >= (4, 3) else TOOLS_4
 
 
 # What every prepared distribution's bin/ holds: a tarball's own scripts, and ours where it lacks one.
