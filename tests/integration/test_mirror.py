@@ -357,3 +357,26 @@ def free_port() -> int:
     from kctl.runtime.ports import free_ports
 
     return free_ports(1)[0]
+
+
+@pytest.mark.long  # two more clusters, on Kafka 4 (make test's pair runs 3.9.1 on ZooKeeper)
+def test_a_mirror_between_two_kraft_clusters_on_kafka_4() -> None:
+    """Both clusters made on KRaft with the newest release kctl's image build makes (contract.ZOOKEEPER_VERSIONS):
+    MirrorMaker 2 of that release replicates every record, read back by this test's reader."""
+    from kctl import contract
+
+    newest = max(contract.ZOOKEEPER_VERSIONS, key=lambda v: tuple(int(p) for p in v.split(".")))
+    on_4 = {"metadata": "kraft", "versions": {"kafka": newest}}
+    with KafkaCluster(nodes=1, **on_4) as source:
+        source.create_topic("orders", partitions=3, replication_factor=1)
+        produce(source, "orders", range(ORDERS))
+        mirror = {"name": ALIAS, "source": {"spec": str(source.spec_file)}, "topics": "orders",
+                  "refresh_topics_seconds": 3, "checkpoint_seconds": 2}
+        with KafkaCluster(nodes=1, mirrors=[mirror], **on_4) as target:
+            p = kctl(target, "mirror", "up", "--timeout", "240")
+            assert p.returncode == 0, p.stdout + p.stderr
+            eventually("orders on the target", lambda: sorted(values_in(target, f"{ALIAS}.orders"))
+                       == list(range(ORDERS)), timeout=120)
+            st = json.loads(kctl(target, "mirror", "status", "-o", "json").stdout)
+            assert st[0]["container"] == "running" and st[0]["problems"] == [], st
+            kctl(target, "mirror", "down")
