@@ -77,25 +77,44 @@ class Load:
 
 
 def kcat_values(bootstrap: str | dict[str, str], topic: str) -> list[int]:
-    """Every value of ``topic``, read by kcat from the beginning to the end (an independent client); ``bootstrap``
-    may be a client's settings (a secured cluster's login: given to kcat in a private file, never as arguments)."""
+    """Every value of ``topic`` up to its end offsets when called, read by kcat (an independent client), a kcat per
+    partition from its first offset for as many records as it holds: `kcat -e` alone would wait for every
+    partition to be at its end at once, which a load still writing may never leave it (the secured migration's
+    test timed out so). ``bootstrap`` may be a client's settings (a secured cluster's login: given to kcat in a
+    private file, never as arguments); confluent-kafka reads the offsets only."""
     import os
     import tempfile
+    import uuid
+
+    from confluent_kafka import Consumer, TopicPartition
 
     kcat = shutil.which("kcat") or shutil.which("kafkacat")
     assert kcat, "kcat is installed by make setup"
+    conf = {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
+    c = Consumer({**conf, "group.id": f"t-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False})
+    try:
+        parts = sorted(c.list_topics(topic, timeout=30).topics[topic].partitions)
+        marks = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in parts}
+    finally:
+        c.close()
+    values: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:  # mode 0700
         if isinstance(bootstrap, str):
             where = ["-b", bootstrap]
         else:
-            conf = os.path.join(tmp, "kcat.conf")
-            with open(os.open(conf, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            path = os.path.join(tmp, "kcat.conf")
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
                 f.write("".join(f"{k}={v}\n" for k, v in bootstrap.items()))
-            where = ["-F", conf]
-        p = subprocess.run([kcat, "-C", *where, "-t", topic, "-o", "beginning", "-e", "-q", "-f", "%s\n"],
-                           capture_output=True, text=True, timeout=180)
-    assert p.returncode == 0, p.stderr
-    return [int(v) for v in p.stdout.split()]
+            where = ["-F", path]
+        for p, (low, high) in marks.items():
+            if high <= low:
+                continue
+            done = subprocess.run([kcat, "-C", *where, "-t", topic, "-p", str(p), "-o", str(low), "-c",
+                                   str(high - low), "-e", "-q", "-f", "%s\n"], capture_output=True, text=True,
+                                  timeout=180)
+            assert done.returncode == 0, done.stderr
+            values += [int(v) for v in done.stdout.split()]
+    return values
 
 
 def read_values(bootstrap: str | dict[str, str], topic: str, timeout: float = 120) -> list[int]:
