@@ -118,6 +118,15 @@ def _reachable(bootstrap: str, what: str, security: dict[str, str]) -> None:
         raise KctlError(f"{what}: {exc.message}", hint=exc.hint) from None
 
 
+def to_restart(spec: ClusterSpec, changed: list[Path], before: dict[str, str | None],
+               after: dict[str, str | None]) -> list[str]:
+    """Pure: the services whose configuration files (``changed``, under ``<mirror>/conf/``) changed while their
+    container kept running through ``compose up`` (``before``/``after``: :func:`status.running_since`)."""
+    kept = {m.name for m in spec.mirrors if before.get(m.name) is not None and after.get(m.name) == before[m.name]}
+    return sorted({config.service(m) for m in spec.mirrors for p in changed if p.parent.parent.name == m.name
+                   and p.parent.name == "conf" and m.name in kept})
+
+
 def up(spec: ClusterSpec, spec_path: Path, state_dir: Path, progress: Progress | None = None,
        timeout: float = UP_TIMEOUT) -> dict[str, str]:
     """Start every mirror (a changed configuration restarts its container) and wait until each one's source
@@ -151,11 +160,11 @@ def up(spec: ClusterSpec, spec_path: Path, state_dir: Path, progress: Progress |
             if write_secret(config.secrets_dir(state_dir, m) / name, data):
                 changed.append(d / m.name / "conf" / name)  # a new password or CA: MirrorMaker restarts
     # A container that runs already keeps the files it read at its start: those whose files changed restart.
-    # One that up makes or starts reads them now (the first up restarts none: a JVM start each saved).
-    running = {m.name for m in spec.mirrors if status.container_state(spec, m) == "running"}
+    # One that up makes, makes again (a changed definition) or starts reads them now: the first up restarts
+    # none, nor does an up whose container Compose has just replaced (a JVM start each saved).
+    before = {m.name: status.running_since(spec, m) for m in spec.mirrors}
     mirrors.compose(spec, state_dir, "up", "-d", "--remove-orphans")
-    restart = sorted({config.service(m) for m in spec.mirrors for p in changed if p.parent.parent.name == m.name
-                      and p.parent.name == "conf" and m.name in running})
+    restart = to_restart(spec, changed, before, {m.name: status.running_since(spec, m) for m in spec.mirrors})
     if restart:
         say(f"restarting {', '.join(restart)}: its configuration changed")
         mirrors.compose(spec, state_dir, "restart", *restart)  # MirrorMaker reads mm2.properties once, at start

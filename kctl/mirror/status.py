@@ -171,18 +171,33 @@ def _checkpoint_age(spec: ClusterSpec, mirror: MirrorSpec, now: float) -> float 
     return max(0.0, now - max(stamps)) if stamps else None
 
 
-def container_state(spec: ClusterSpec, mirror: MirrorSpec) -> str:
-    """The mirror's container's state as Docker says it (running, exited, ...), "missing" without one."""
+def _containers(spec: ClusterSpec, mirror: MirrorSpec) -> list[Any]:
     from kctl.runtime import docker_api
 
+    return list(docker_api.client().containers.list(all=True, filters={"label": [
+        f"com.docker.compose.project={mirrors.project(spec)}",
+        f"com.docker.compose.service={config.service(mirror)}"]}))
+
+
+def container_state(spec: ClusterSpec, mirror: MirrorSpec) -> str:
+    """The mirror's container's state as Docker says it (running, exited, ...), "missing" without one."""
     try:
-        dc = docker_api.client()
-        found = dc.containers.list(all=True, filters={"label": [
-            f"com.docker.compose.project={mirrors.project(spec)}",
-            f"com.docker.compose.service={config.service(mirror)}"]})
+        found = _containers(spec, mirror)
     except Exception:  # noqa: BLE001 - Docker away: said as the container's state
         return "unknown (Docker did not answer)"
     return str(found[0].status) if found else "missing"
+
+
+def running_since(spec: ClusterSpec, mirror: MirrorSpec) -> str | None:
+    """The mirror's running container and when it started ("<id>@<StartedAt>"); None when none runs (or Docker
+    does not answer). The same value before and after a ``compose up`` means the JVM kept running."""
+    try:
+        found = _containers(spec, mirror)
+    except Exception:  # noqa: BLE001 - Docker away: no container known to run
+        return None
+    if not found or found[0].status != "running":
+        return None
+    return f"{found[0].id}@{(found[0].attrs.get('State') or {}).get('StartedAt', '')}"
 
 
 def source_ends(source: config.Source, topics: list[str]) -> tuple[dict[tuple[str, int], int], str | None]:

@@ -278,3 +278,18 @@ def test_a_partition_not_committed_yet_counts_all_it_holds_as_lag(monkeypatch: p
     assert asked == [["orders"]]
     assert [(x.partition, x.replicated, x.lag) for x in st.partitions] == [(0, 100, 0), (1, 0, 100), (2, 0, 0)]
     assert st.total_lag == 100
+
+
+def test_up_restarts_only_a_mirror_whose_files_changed_while_its_container_kept_running() -> None:
+    from kctl.mirror.run import to_restart
+
+    spec = target()
+    conf = Path("/state/mirrors/logger/conf/mm2.properties")
+    service = config.service(spec.mirrors[0])
+    running = {"logger": "c1@2026-11-27T10:00:00Z"}
+    assert to_restart(spec, [conf], running, running) == [service]  # it read the old files at its start
+    assert to_restart(spec, [], running, running) == []  # nothing changed
+    assert to_restart(spec, [Path("/state/mirrors/logger/logs/x")], running, running) == []  # not its conf
+    assert to_restart(spec, [conf], {"logger": None}, running) == []  # up made or started it: it read them now
+    assert to_restart(spec, [conf], running, {"logger": "c2@2026-11-27T10:05:00Z"}) == []  # Compose made it again
+    assert to_restart(spec, [conf], running, {"logger": None}) == []  # it stopped: its next start reads them
