@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -12,9 +13,10 @@ from kctl.testing.cluster import KafkaCluster
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 
-# `make integration` runs the suite on two pytest-xdist workers (`--dist loadscope`), a module at a time: a
-# module's tests share its fixtures and some run in order. Each worker starts its own session clusters
-# (kafka_cluster, secured_cluster) when its first test needs them. A module that brings a cluster up on the
+# `make integration` runs the suite on two pytest-xdist workers (`--dist loadgroup`), a module at a time (those
+# sharing the secured cluster or Spark as one unit, below): a module's tests share its fixtures and some run in
+# order. Each worker starts its own session clusters (kafka_cluster, secured_cluster) when its first test needs
+# them. A module that brings a cluster up on the
 # default host ports of `kctl init` (the monitoring ports included) could meet another such module on the other
 # worker: only test_lifecycle.py does in `make integration` (its zookeeper and kafka ports are its own, its
 # monitoring ports the defaults); test_security_migration.py, which does too, is long (serial, make test-long).
@@ -34,13 +36,48 @@ SLOW = {"test_stream.py": 192, "test_hosts.py": 186, "test_sweep.py": 179, "test
         "test_hosts_fleet.py": 11, "test_core_without_extras.py": 8, "test_kafka4.py": 2}
 
 
+def _shared(item: pytest.Item) -> str | None:
+    """The session resource that makes ``item``'s module one work unit with the others using it, if any."""
+    callspec = getattr(item, "callspec", None)
+    names = getattr(item, "fixturenames", ())
+    if "secured_cluster" in names or (callspec is not None and callspec.params.get("profiled_cluster") == "secured"):
+        return "secured-cluster"
+    return "spark" if "spark" in names else None
+
+
+# Before xdist's own hook, which reads the xdist_group marks (`make integration`: --dist loadgroup).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
-    # The slowest modules first (xdist hands modules out in this order: --no-loadscope-reorder), so that two
+    # A work unit per module, as --dist loadscope makes, except that the modules using one of the session's
+    # costly resources (the secured cluster, a Spark session) are one unit: one worker starts it, not both (a
+    # three-node start is about 23 CPU-seconds, and it then runs until the session ends).
+    group: dict[str, str] = {}
+    for item in items:
+        if (shared := _shared(item)) is not None:
+            group.setdefault(item.fspath.basename, shared)
+    for item in items:
+        name = item.fspath.basename
+        item.add_marker(pytest.mark.xdist_group(group.get(name, name)))
+    # The slowest modules first (xdist hands the units out in this order: --no-loadscope-reorder), so that two
     # workers end together; a stable sort keeps the order within a module. Serially, Swarm runs last.
     items.sort(key=lambda item: (item.fspath.basename == ALONE, -SLOW.get(item.fspath.basename, 0)))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark session (a JVM) for the worker's Spark tests, read and written with as the job does
+    (the Delta jars the job uses); the modules using it run as one work unit, so one worker starts it."""
+    from kctl.stream.config import JobConfig
+    from kctl.stream.jars import jars_for_job
+    from kctl.stream.job import build_session
+
+    s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2,
+                                jars=jars_for_job(None)), app_name="kctl-tests")
+    yield s
+    s.stop()
 
 
 @pytest.fixture(scope="session")

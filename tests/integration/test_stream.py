@@ -29,18 +29,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 KCTL = [str(Path(sys.executable).parent / "kctl")]
 
-@pytest.fixture(scope="module")
-def spark() -> Any:
-    from kctl.stream.config import JobConfig
-    from kctl.stream.jars import jars_for_job
-    from kctl.stream.job import build_session
-
-    s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2,
-                                jars=jars_for_job(None)), app_name="kctl-test-reader")
-    yield s
-    s.stop()
-
-
 def _topic(bootstrap: str, partitions: int = 3) -> str:
     from confluent_kafka.admin import AdminClient, NewTopic
 

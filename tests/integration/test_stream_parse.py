@@ -29,18 +29,6 @@ SEED_RECORD = (
 )
 
 
-@pytest.fixture(scope="module")
-def spark():  # type: ignore[no-untyped-def]
-    from kctl.stream.config import JobConfig
-    from kctl.stream.jars import jars_for_job
-    from kctl.stream.job import build_session
-
-    s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2,
-                                jars=jars_for_job(None)), app_name="kctl-test-parse")
-    yield s
-    s.stop()
-
-
 def _df(spark, values, keys=None):  # type: ignore[no-untyped-def]
     from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 

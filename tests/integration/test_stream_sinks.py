@@ -18,18 +18,6 @@ from kctl.agent.nginx import generate, ground_truth, malformed_records
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(scope="module")
-def spark() -> Any:
-    from kctl.stream.config import JobConfig
-    from kctl.stream.jars import jars_for_job
-    from kctl.stream.job import build_session
-
-    s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2,
-                                jars=jars_for_job(None)), app_name="kctl-test-sinks")
-    yield s
-    s.stop()
-
-
 def _kafka_df(spark: Any, records: list[tuple[str | None, str]], first_offset: int) -> Any:
     from kctl.stream.job import kafka_schema
 
