@@ -38,7 +38,7 @@ TEST_WORKERS ?= 2
 INTEGRATION := $(PYTEST) -q -m "integration and not long" -p no:cacheprovider --timeout 1800 --durations=60
 integration: setup
 	rc=0; \
-	$(INTEGRATION) tests/integration --ignore tests/integration/test_swarm.py -n $(TEST_WORKERS) --dist loadgroup \
+	$(INTEGRATION) tests/integration --ignore tests/integration/test_swarm.py -n $(TEST_WORKERS) --dist loadscope \
 	  --no-loadscope-reorder || [ $$? -eq 5 ] || rc=1; \
 	$(INTEGRATION) tests/integration/test_swarm.py || [ $$? -eq 5 ] || rc=1; \
 	exit $$rc

@@ -13,7 +13,7 @@ from kctl.testing.cluster import KafkaCluster
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 
-# `make integration` runs the suite on two pytest-xdist workers (`--dist loadgroup`), a module at a time (those
+# `make integration` runs the suite on two pytest-xdist workers (`--dist loadscope`), a module at a time (those
 # sharing the secured cluster or Spark as one unit, below): a module's tests share its fixtures and some run in
 # order. Each worker starts its own session clusters (kafka_cluster, secured_cluster) when its first test needs
 # them. A module that brings a cluster up on the
@@ -36,8 +36,19 @@ SLOW = {"test_stream.py": 192, "test_hosts.py": 186, "test_sweep.py": 179, "test
         "test_hosts_fleet.py": 11, "test_core_without_extras.py": 8, "test_kafka4.py": 2}
 
 
+# Modules sharing one of the session's costly resources run as one work unit (`make integration`: a scheduler of
+# xdist's --dist loadscope whose scope is this unit, or the module): one worker starts that cluster or Spark
+# session, not both (a three-node start is about 23 CPU-seconds, and it then runs until the session ends).
+# Declared here because xdist's controller schedules by test id alone; each worker checks the list against
+# the fixtures its tests use (below).
+SHARED = {"secured-cluster": ("test_console.py", "test_mirror_secured.py", "test_ops_clients.py",
+                              "test_ops_configs.py", "test_ops_zk_topics.py", "test_security.py"),
+          "spark": ("test_stream.py", "test_stream_parse.py", "test_stream_sinks.py")}
+UNIT = {module: unit for unit, modules in SHARED.items() for module in modules}
+
+
 def _shared(item: pytest.Item) -> str | None:
-    """The session resource that makes ``item``'s module one work unit with the others using it, if any."""
+    """The session resource ``item`` uses that makes its module part of a shared unit, if any."""
     callspec = getattr(item, "callspec", None)
     names = getattr(item, "fixturenames", ())
     if "secured_cluster" in names or (callspec is not None and callspec.params.get("profiled_cluster") == "secured"):
@@ -45,22 +56,29 @@ def _shared(item: pytest.Item) -> str | None:
     return "spark" if "spark" in names else None
 
 
-# Before xdist's own hook, which reads the xdist_group marks (`make integration`: --dist loadgroup).
 @pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+            return UNIT.get(module, module)
+
+    return Units(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration/" in str(item.fspath):
             item.add_marker(pytest.mark.integration)
-    # A work unit per module, as --dist loadscope makes, except that the modules using one of the session's
-    # costly resources (the secured cluster, a Spark session) are one unit: one worker starts it, not both (a
-    # three-node start is about 23 CPU-seconds, and it then runs until the session ends).
-    group: dict[str, str] = {}
-    for item in items:
-        if (shared := _shared(item)) is not None:
-            group.setdefault(item.fspath.basename, shared)
-    for item in items:
-        name = item.fspath.basename
-        item.add_marker(pytest.mark.xdist_group(group.get(name, name)))
+    unlisted = sorted({f"{item.fspath.basename} uses the {unit}" for item in items
+                       if (unit := _shared(item)) is not None and UNIT.get(item.fspath.basename) != unit})
+    if unlisted:
+        raise pytest.UsageError(f"{'; '.join(unlisted)}: list it under that unit in SHARED "
+                                "(tests/integration/conftest.py), or two workers start it")
     # The slowest modules first (xdist hands the units out in this order: --no-loadscope-reorder), so that two
     # workers end together; a stable sort keeps the order within a module. Serially, Swarm runs last.
     items.sort(key=lambda item: (item.fspath.basename == ALONE, -SLOW.get(item.fspath.basename, 0)))
