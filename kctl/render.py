@@ -241,7 +241,7 @@ def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> 
         # Docker's view for `docker ps` and `kctl status`; kctl's own gates probe the processes themselves. Every
         # 30 s (Docker's default), not 5 s: each check is an exec (runc through the container's shim, then the
         # script's ten processes), about 0.09 CPU-s, so at 5 s the checks alone took 5-6 % of a core per
-        # three-node cluster, more than half of what an idle cluster costs (docs/architecture.md).
+        # three-node cluster, nearly half of what an idle one then cost (docs/architecture.md).
         "healthcheck": {"test": ["CMD", contract.HEALTHCHECK], "interval": "30s", "timeout": "5s",
                         "retries": 3, "start_period": "120s"},
         # `kctl drill run slow-network` changes the node's own traffic (tc netem) and nothing else's.
