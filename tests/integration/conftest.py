@@ -15,14 +15,15 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 # `make integration` runs the suite on two pytest-xdist workers (`--dist loadscope`), a module at a time (those
 # sharing the secured cluster or Spark as one unit, below): a module's tests share its fixtures and some run in
-# order. Each worker starts its own session clusters (kafka_cluster, secured_cluster) when its first test needs
-# them. A module that brings a cluster up on the default host ports of `kctl init` (the monitoring ports included)
-# could meet another such module on the other worker: only test_lifecycle.py does in `make integration` (its
-# zookeeper and kafka ports are its own, its monitoring ports the defaults); test_security_migration.py, which does
-# too, is long (serial, make test-long). Swarm runs alone, after the rest (its own pytest run in the Makefile):
-# `docker swarm leave` breaks Docker's embedded DNS in every container that was running on the engine (their
-# resolver rules point at a resolver that is gone; checked on this engine: `getent hosts` of a peer fails after the
-# leave, works before it), so a ZooKeeper restarted afterwards on another cluster cannot resolve its peers.
+# order. Each worker starts its own session cluster (kafka_cluster) when its first test needs it; the secured
+# cluster runs on the one worker that runs its unit. A module that brings a cluster up on the default host ports of
+# `kctl init` (the monitoring ports included) could meet another such module on the other worker: only
+# test_lifecycle.py does in `make integration` (its zookeeper and kafka ports are its own, its monitoring ports the
+# defaults); test_security_migration.py, which does too, is long (serial, make test-long). Swarm runs alone, after
+# the rest (its own pytest run in the Makefile): `docker swarm leave` breaks Docker's embedded DNS in every
+# container that was running on the engine (their resolver rules point at a resolver that is gone; checked on this
+# engine: `getent hosts` of a peer fails after the leave, works before it), so a ZooKeeper restarted afterwards on
+# another cluster cannot resolve its peers.
 ALONE = "test_swarm.py"
 # Seconds each module took on two workers (`make integration`'s durations, 2026-11-27), to order the queue.
 SLOW = {"test_stream.py": 192, "test_hosts.py": 186, "test_sweep.py": 179, "test_drill.py": 175,
