@@ -31,8 +31,9 @@ package: setup
 # TEST_WORKERS=N runs the modules on N pytest-xdist workers, a module at a time (tests/integration/conftest.py
 # says why), the slowest first. On two cores one process leaves them idle about half the time (a module's
 # clusters wait on each other: 55 % busy over test_restart and test_lifecycle); two workers keep them 84 % busy
-# and took 26 min 18 s against 43 min 22 s serially (2026-11-27, one run each of the same tests), so the default
-# is 2 (TEST_WORKERS=0: one process). Then the Swarm module alone, since leaving a swarm breaks the DNS of every
+# and took 26 min 18 s against 43 min 22 s serially (2026-11-27, one run each of the same tests); three workers
+# took 1,286 s against two's 1,343 s (95 % busy against 80 %, a third session cluster), so the default is 2
+# (TEST_WORKERS=0: one process). Then the Swarm module alone, since leaving a swarm breaks the DNS of every
 # container running on the engine. Both runs always run; either failing fails the target.
 TEST_WORKERS ?= 2
 INTEGRATION := $(PYTEST) -q -m "integration and not long" -p no:cacheprovider --timeout 1800 --durations=60
