@@ -96,9 +96,10 @@ def test_metrics_reports_a_known_produce_rate(quiet_cluster: Any) -> None:
             producer.poll(0)
             if metrics is None and elapsed >= warm_up and len(acked) >= rate:
                 # (the load flows: a second's worth acknowledged, the new topic's leaders known)
-                # Two windows in a row: the first may hold the stall of this process's start on two cores;
-                # the second is the steady load alone.
-                metrics = subprocess.Popen([sys.executable, "-m", "kctl", "metrics", "--watch", "--count", "2",
+                # Windows in a row: the first may hold the stall of this process's start on two cores; of the
+                # later ones, any may hold a stall of the load's own (a CI run saw a whole 7 s window in which no
+                # record was both sent and acknowledged), so there are three of them.
+                metrics = subprocess.Popen([sys.executable, "-m", "kctl", "metrics", "--watch", "--count", "4",
                                             "--window", "8", "-o", "json", "-f", str(kafka_cluster.spec_file)],
                                            stdout=subprocess.PIPE, text=True)
             time.sleep(0.005)
@@ -107,23 +108,33 @@ def test_metrics_reports_a_known_produce_rate(quiet_cluster: Any) -> None:
         out, _ = metrics.communicate(timeout=60)
         assert metrics.returncode == 0, out
         reports = [json.loads(line) for line in out.splitlines()]
-        assert len(reports) == 2
-        rep = reports[-1]
-        measured = sum(b["messages_in_per_sec"] for b in rep["brokers"])
+        assert len(reports) == 4
+
+        def bounds(rep: dict[str, Any]) -> tuple[float, float, float]:
+            start_w, end_w = rep["window_start"], rep["window_end"]
+            seconds = end_w - start_w
+            surely = sum(1 for sent_at, ack in acked if start_w <= sent_at and ack < end_w) / seconds
+            maybe = sum(1 for sent_at, ack in acked if ack >= start_w and sent_at < end_w) / seconds
+            return surely, maybe, seconds
+
         # On two cores the client's sends come in bursts (a scrape or a process start takes a core for a moment),
         # and an acks=all record reaches the brokers up to its produce latency before its acknowledgement: the
         # brokers counted at least the records both sent and acknowledged within the window, and at most those
-        # whose time between the two overlaps it (each within 10%).
-        start_w, end_w = rep["window_start"], rep["window_end"]
-        seconds = end_w - start_w
-        surely = sum(1 for sent_at, ack in acked if start_w <= sent_at and ack < end_w) / seconds
-        maybe = sum(1 for sent_at, ack in acked if ack >= start_w and sent_at < end_w) / seconds
-        assert 0.9 * surely <= measured <= 1.1 * maybe, \
-            f"{measured} msg/s measured, {surely:.1f} to {maybe:.1f} in the window by the producer ({rep})"
-        # the window saw real load (the producer's own count bounds the figure above; on two busy cores it may fall
-        # well short of the rate it aims at, which is the load generator's limit, not the metric's)
+        # whose time between the two overlaps it (each within 10%). Every window after the first holds to that.
+        seen = []
+        for rep in reports[1:]:
+            measured = sum(b["messages_in_per_sec"] for b in rep["brokers"])
+            surely, maybe, seconds = bounds(rep)
+            seen.append((measured, surely, maybe, seconds, rep))
+            assert 0.9 * surely <= measured <= 1.1 * maybe, \
+                f"{measured} msg/s measured, {surely:.1f} to {maybe:.1f} in the window by the producer ({rep})"
+        # At least one window saw real load (the producer's own count bounds the figure above; on two busy cores it
+        # may fall well short of the rate it aims at, which is the load generator's limit, not the metric's)
         # (a CI run on two busy cores reached 52 msg/s of the 400 aimed at: what counts is that records flowed)
-        assert surely * seconds >= 100, f"{surely:.1f} msg/s acknowledged in the window, {rate} aimed at"
+        measured, surely, maybe, seconds, rep = max(seen, key=lambda s: s[1])
+        assert surely * seconds >= 100, \
+            f"at most {surely:.1f} msg/s acknowledged in a window, {rate} aimed at " \
+            f"(measured, surely, maybe, seconds per window: {[s[:4] for s in seen]})"
         # Bytes in count whole batches: the 100-byte values, keys, record and batch headers.
         assert 100 * measured <= sum(b["bytes_in_per_sec"] for b in rep["brokers"]) <= 300 * measured
         assert rep["window_seconds"] == pytest.approx(8, abs=1.5)
