@@ -163,10 +163,15 @@ ZOOKEEPER_VERSIONS: dict[str, str] = {
 }
 
 
+def release(kafka_version: str) -> tuple[int, int]:
+    """A Kafka version's (major, minor): 3.9.1 -> (3, 9); a part that is not a number counts as 0."""
+    parts = (kafka_version.split(".") + ["0"])[:2]
+    return int(parts[0]) if parts[0].isdigit() else 0, int(parts[1]) if parts[1].isdigit() else 0
+
+
 def kraft_only(kafka_version: str) -> bool:
     """Kafka 4.0 and later have no ZooKeeper mode."""
-    major = kafka_version.split(".", 1)[0]
-    return major.isdigit() and int(major) >= 4
+    return release(kafka_version) >= (4, 0)
 
 
 def image_tag(kafka_version: str = DEFAULT_KAFKA_VERSION) -> str:

@@ -171,9 +171,15 @@ def _check_jvm_options(v: list[str]) -> list[str]:
 
 
 class ZooKeeperSpec(_Model):
-    tick_time: int = Field(2000, ge=100, le=60000, description="tickTime in ms: the basic time unit.")
-    init_limit: int = Field(10, ge=1, le=1000, description="initLimit in ticks: followers connecting to the leader.")
-    sync_limit: int = Field(5, ge=1, le=1000, description="syncLimit in ticks: followers falling behind the leader.")
+    tick_time: int = Field(
+        1000, ge=100, le=60000,
+        description="tickTime in ms: the basic time unit. ZooKeeper expires sessions on tick boundaries and"
+                    " grants clients 2 to 20 ticks of session (ZooKeeper's default 2000; kctl's 1000 lets a dead"
+                    " broker's session end within a second of its timeout: docs/configs.md).")
+    init_limit: int = Field(20, ge=1, le=1000,
+                            description="initLimit in ticks: followers connecting to the leader (20 s at 1000 ms).")
+    sync_limit: int = Field(10, ge=1, le=1000,
+                            description="syncLimit in ticks: followers falling behind the leader (10 s at 1000 ms).")
     data_dir: str = Field(f"{contract.DATA_ROOT}/zookeeper/snapshots", description="dataDir: snapshots and myid.")
     data_log_dir: str = Field(
         f"{contract.DATA_ROOT}/zookeeper/txnlogs",
@@ -258,11 +264,11 @@ class KafkaSpec(_Model):
     )
     zookeeper_chroot: str | None = Field(None, description="Optional chroot appended to zookeeper.connect.")
     zookeeper_session_timeout_ms: int = Field(
-        6000, ge=1000,
+        4000, ge=1000,
         description="zookeeper.session.timeout.ms (and zookeeper.connection.timeout.ms): how long a dead broker"
                     " stays registered, so how long its partitions wait for new leaders. Kafka's default is 18000;"
-                    " kctl's 6000 heals a killed broker three times faster, and expires the session of a broker"
-                    " stalled longer than that (a GC pause, a network hiccup): docs/configs.md.")
+                    " kctl's 4000 heals a killed broker about three times faster, and expires the session of a"
+                    " broker stalled longer than that (a GC pause, a network hiccup): docs/configs.md.")
     heap: str = Field("512m", description="JVM heap of each broker (-Xms/-Xmx).")
     jvm_options: list[str] = Field(
         default_factory=list,

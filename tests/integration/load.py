@@ -76,6 +76,26 @@ class Load:
         self._thread.join(180)
 
 
+def _consumer(bootstrap: str | dict[str, str]) -> Any:
+    """A consumer of no group that commits nothing, from the earliest offset (``bootstrap`` may be a client's
+    settings: a secured cluster's login)."""
+    import uuid
+
+    from confluent_kafka import Consumer
+
+    conf = {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
+    return Consumer({**conf, "group.id": f"t-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
+                     "auto.offset.reset": "earliest"})
+
+
+def _marks(consumer: Any, topic: str) -> dict[int, tuple[int, int]]:
+    """Each partition of ``topic``'s (low, high) watermarks now."""
+    from confluent_kafka import TopicPartition
+
+    parts = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in parts}
+
+
 def kcat_values(bootstrap: str | dict[str, str], topic: str) -> list[int]:
     """Every value of ``topic`` up to its end offsets when called, read by kcat (an independent client), a kcat per
     partition from its first offset for as many records as it holds: `kcat -e` alone would wait for every
@@ -84,17 +104,12 @@ def kcat_values(bootstrap: str | dict[str, str], topic: str) -> list[int]:
     private file, never as arguments); confluent-kafka reads the offsets only."""
     import os
     import tempfile
-    import uuid
-
-    from confluent_kafka import Consumer, TopicPartition
 
     kcat = shutil.which("kcat") or shutil.which("kafkacat")
     assert kcat, "kcat is installed by make setup"
-    conf = {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
-    c = Consumer({**conf, "group.id": f"t-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False})
+    c = _consumer(bootstrap)
     try:
-        parts = sorted(c.list_topics(topic, timeout=30).topics[topic].partitions)
-        marks = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in parts}
+        marks = _marks(c, topic)
     finally:
         c.close()
     values: list[int] = []
@@ -120,16 +135,12 @@ def kcat_values(bootstrap: str | dict[str, str], topic: str) -> list[int]:
 def read_values(bootstrap: str | dict[str, str], topic: str, timeout: float = 120) -> list[int]:
     """A test's own reader (neither kctl's nor a drill's): every value of every partition of ``topic`` up to its
     end offsets, no group (``bootstrap`` may be a client's settings: a secured cluster's login). Bounded: timeout."""
-    import uuid
+    from confluent_kafka import TopicPartition
 
-    from confluent_kafka import Consumer, TopicPartition
-
-    conf = {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
-    c = Consumer({**conf, "group.id": f"t-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest"})
+    c = _consumer(bootstrap)
     try:
-        parts = sorted(c.list_topics(topic, timeout=30).topics[topic].partitions)
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
+        ends = {p: high for p, (_low, high) in _marks(c, topic).items()}
+        parts = sorted(ends)
         c.assign([TopicPartition(topic, p, 0) for p in parts])
         got = dict.fromkeys(parts, 0)
         values: list[int] = []

@@ -1,7 +1,7 @@
 """kctl drill on a cluster of its own: short drills (a few seconds of load, one fault), each healing itself.
 
 The verdict is cross-checked by this test's own reader, and the checker must catch loss that is planted
-behind the producer's back (delete_records): lost > 0 and exit 1. A shorter ZooKeeper session (6 s)
+behind the producer's back (delete_records): lost > 0 and exit 1. kctl's short ZooKeeper session (4 s)
 keeps the kill scenarios' "left /brokers/ids" gate short.
 """
 
@@ -29,7 +29,7 @@ SHORT = ["--duration", "6s", "--rate", "200", "--bounces", "1", "--hold", "4s", 
 
 @pytest.fixture(scope="module")
 def drill_cluster() -> Iterator[KafkaCluster]:
-    with KafkaCluster(nodes=3, kafka={"zookeeper_session_timeout_ms": 6000}) as c:
+    with KafkaCluster(nodes=3) as c:
         yield c
 
 

@@ -725,3 +725,12 @@ def test_node_scripts_pass_the_cluster_id_as_one_argument() -> None:
         text = (NODE / name).read_text()
         formats = [line for line in text.splitlines() if "kafka-storage.sh\" format" in line]
         assert formats and all('--cluster-id="$cluster_id"' in line for line in formats), (name, formats)
+
+
+def test_release_and_kraft_only_read_major_and_minor() -> None:
+    from kctl import contract
+
+    assert contract.release("3.9.1") == (3, 9) and contract.release("4.10.0") == (4, 10)
+    assert contract.release("4") == (4, 0) and contract.release("x.y") == (0, 0)
+    assert not contract.kraft_only("3.9.1") and contract.kraft_only("4.0.0") and contract.kraft_only("10.1.0")
+    assert scripts.tools_of("4.10.0") == scripts.TOOLS_4_3 and scripts.tools_of("4.2.0") == scripts.TOOLS_4

@@ -83,12 +83,11 @@ TOOLS_4_3: tuple[Tool, ...] = tuple(
 
 def tools_of(kafka_version: str) -> tuple[Tool, ...]:
     """The tools a distribution of ``kafka_version`` has (with their main classes in that release)."""
-    from kctl.contract import kraft_only
+    from kctl.contract import release
 
-    if not kraft_only(kafka_version):
+    if release(kafka_version) < (4, 0):
         return TOOLS
-    release = tuple(int(p) if p.isdigit() else 0 for p in (kafka_version.split(".") + ["0"])[:2])
-    return TOOLS_4_3 if release >= (4, 3) else TOOLS_4
+    return TOOLS_4_3 if release(kafka_version) >= (4, 3) else TOOLS_4
 
 
 # What every prepared distribution's bin/ holds: a tarball's own scripts, and ours where it lacks one.
