@@ -47,7 +47,9 @@ class Endpoint:
 @dataclass
 class Scrape:
     endpoint: Endpoint
-    at: float  # time.monotonic() when the answer arrived
+    # time.monotonic() halfway through the request: the exporter reads its counters while it answers, and a
+    # request on a busy machine can take a second (the answer's parsing comes after, and is not counted)
+    at: float
     samples: Samples = field(default_factory=dict)
     error: str | None = None
     wall: float = field(default_factory=time.time)  # the same moment, seconds since the epoch
@@ -73,16 +75,18 @@ def fetch(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> str:
 def scrape(endpoint: Endpoint, timeout_s: float = SCRAPE_TIMEOUT_S,
            fetcher: Callable[[str, float], str] = fetch) -> Scrape:
     """One scrape; an exporter that does not answer gives a Scrape with ``error`` set, never an exception."""
+    sent, sent_wall = time.monotonic(), time.time()
     try:
         text = fetcher(endpoint.url, timeout_s)
     except (OSError, urllib.error.URLError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", None) or exc
         return Scrape(endpoint, time.monotonic(), error=f"{endpoint.url}: {reason}")
+    at, wall = (sent + time.monotonic()) / 2, (sent_wall + time.time()) / 2
     try:
         samples = parse(text)
     except ValueError as exc:
-        return Scrape(endpoint, time.monotonic(), error=f"{endpoint.url}: not Prometheus text ({exc})")
-    return Scrape(endpoint, time.monotonic(), samples)
+        return Scrape(endpoint, at, error=f"{endpoint.url}: not Prometheus text ({exc})", wall=wall)
+    return Scrape(endpoint, at, samples, wall=wall)
 
 
 def scrape_all(endpoints: Iterable[Endpoint], timeout_s: float = SCRAPE_TIMEOUT_S,

@@ -115,3 +115,18 @@ def test_text_that_is_not_prometheus_is_an_error_not_an_exception() -> None:
     ep = m.Endpoint(1, "logger1", "kafka", "http://127.0.0.1:1/metrics")
     s = m.scrape(ep, fetcher=lambda url, t: "<html>not metrics</html>")
     assert s.error is not None and s.error.startswith("http://127.0.0.1:1/metrics: not Prometheus text")
+
+
+def test_a_scrape_is_timed_halfway_through_its_request_not_after_parsing() -> None:
+    import time
+
+    ep = m.Endpoint(1, "logger1", "kafka", "http://127.0.0.1:1/metrics")
+
+    def slow(url: str, timeout: float) -> str:
+        time.sleep(0.2)  # the exporter read its counters somewhere in here
+        return "# TYPE x counter\nx_total 1.0\n"
+
+    t0, w0 = time.monotonic(), time.time()
+    s = m.scrape(ep, fetcher=slow)
+    assert s.error is None
+    assert t0 + 0.05 <= s.at <= t0 + 0.15 and w0 + 0.05 <= s.wall <= w0 + 0.15
