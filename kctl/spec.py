@@ -267,8 +267,9 @@ class KafkaSpec(_Model):
         4000, ge=1000,
         description="zookeeper.session.timeout.ms (and zookeeper.connection.timeout.ms): how long a dead broker"
                     " stays registered, so how long its partitions wait for new leaders. Kafka's default is 18000;"
-                    " kctl's 4000 heals a killed broker about three times faster, and expires the session of a"
-                    " broker stalled longer than that (a GC pause, a network hiccup): docs/configs.md.")
+                    " kctl's 4000 (on 1000 ms ticks) ends a killed broker's stall about four times sooner, and"
+                    " expires the session of a broker stalled longer than that (a GC pause, a network hiccup):"
+                    " docs/configs.md.")
     heap: str = Field("512m", description="JVM heap of each broker (-Xms/-Xmx).")
     jvm_options: list[str] = Field(
         default_factory=list,
