@@ -64,6 +64,7 @@ SEGMENT_BYTES = "log.segment.bytes"
 RETENTION_CHECK = "log.retention.check.interval.ms"
 MESSAGE_MAX = "message.max.bytes"
 REPLICA_FETCH_MAX = "replica.fetch.max.bytes"
+REPLICA_FETCH_BACKOFF = "replica.fetch.backoff.ms"
 ZK_CONNECT = "zookeeper.connect"
 ZK_SESSION_TIMEOUT = "zookeeper.session.timeout.ms"
 ZK_CONNECT_TIMEOUT = "zookeeper.connection.timeout.ms"
@@ -137,6 +138,7 @@ KAFKA_SPEC_FIELDS: Mapping[str, str] = {
     RETENTION_CHECK: "kafka.log_retention_check_interval_ms",
     MESSAGE_MAX: "kafka.message_max_bytes",
     REPLICA_FETCH_MAX: "kafka.replica_fetch_max_bytes",
+    REPLICA_FETCH_BACKOFF: "kafka.replica_fetch_backoff_ms",
     ZK_CONNECT: "kafka.zookeeper_chroot",
     ZK_SESSION_TIMEOUT: "kafka.zookeeper_session_timeout_ms",
     LOG_DIRS: "kafka.log_dirs",
@@ -295,6 +297,7 @@ def server_properties(spec: ClusterSpec, node: NodeSpec) -> Props:
         RETENTION_CHECK: k.log_retention_check_interval_ms,
         MESSAGE_MAX: k.message_max_bytes,
         REPLICA_FETCH_MAX: k.replica_fetch_max_bytes,
+        REPLICA_FETCH_BACKOFF: k.replica_fetch_backoff_ms,
         ZK_CONNECT: spec.zookeeper_connect,
         ZK_SESSION_TIMEOUT: k.zookeeper_session_timeout_ms,
         ZK_CONNECT_TIMEOUT: k.zookeeper_session_timeout_ms,

@@ -262,6 +262,13 @@ class KafkaSpec(_Model):
     replica_fetch_max_bytes: int = Field(
         1048576, ge=1024, description="replica.fetch.max.bytes: bytes fetched per partition by followers."
     )
+    replica_fetch_backoff_ms: int = Field(
+        100, ge=0,
+        description="replica.fetch.backoff.ms: how long a follower waits after an error in its fetch before it"
+                    " asks that leader again. Kafka's default is 1000; kctl's 100 spares a new partition's"
+                    " followers the second they lose when they ask the leader before it knows the partition"
+                    " (UNKNOWN_TOPIC_ID), which every acks=all write to a new topic waited out, and a new"
+                    " leader's followers the same after a failover: docs/configs.md.")
     zookeeper_chroot: str | None = Field(None, description="Optional chroot appended to zookeeper.connect.")
     zookeeper_session_timeout_ms: int = Field(
         4000, ge=1000,
