@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from kctl import output
-from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, connect
+from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, connect, connect_by_metadata
 from kctl.output import Format
 
 UserOpt = typer.Option(None, "--user", help="Secured cluster: act as this user (`kctl user create`), not the admin.")
@@ -58,11 +58,14 @@ def consume(
     """Print one message per line (kafka-console-consumer.sh); Ctrl-C, --max or --timeout stop it."""
     from kctl.kafka import console
 
-    spec = connect(file, bootstrap)
+    if group:
+        spec, check = connect(file, bootstrap), None
+    else:  # the consumer's own first Metadata answer is the identity check: one round trip less
+        spec, check = connect_by_metadata(file, bootstrap)
     mode = "json" if fmt is Format.json else "key" if print_key else "value"
     out = sys.stdout.buffer
     cc = console.ConsoleConsumer(spec, topic, group, from_beginning, max_messages, timeout, partition, offset,
-                                 bootstrap, user)
+                                 bootstrap, user, check=check)
     try:
         with cc:
             for batch in cc.batches():

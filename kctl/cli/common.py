@@ -6,6 +6,7 @@ domain at module level: building the command tree stays cheap.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,25 @@ def connect(path: Path, bootstrap: str | None = None, *, write: bool = False) ->
     spec = load(path)
     identity.verify(spec, state_dir_for(spec, path))
     return spec
+
+
+def connect_by_metadata(path: Path, bootstrap: str | None = None) -> tuple[ClusterSpec, Callable[[str | None], object]]:
+    """:func:`connect` for a read-only command whose own client asks the cluster's Metadata before it
+    reads anything (``kctl consume`` without a group): the spec, and the identity check to call with
+    the cluster id that Metadata gave (None: no broker answered), before anything is read or printed.
+
+    One Metadata round trip instead of two on the way to the first record; what is refused and how
+    it is said are :func:`kctl.identity.verify`'s, as with :func:`connect`. With ``--bootstrap-server``
+    it is :func:`connect` itself, and the check does nothing.
+    """
+    from kctl import identity
+    from kctl.spec import state_dir_for
+
+    if bootstrap:
+        return connect(path, bootstrap), lambda _cid: None
+    spec = load(path)
+    state_dir = state_dir_for(spec, path)
+    return spec, lambda cid: identity.verify(spec, state_dir, seen=cid)
 
 
 def load(path: Path) -> ClusterSpec:

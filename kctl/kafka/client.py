@@ -176,14 +176,15 @@ def require_reachable(spec: ClusterSpec | None = None, bootstrap: str | None = N
 
 
 def require_topics(spec: ClusterSpec | None, topics: list[str], bootstrap: str | None = None,
-                   timeout: float = CONNECT_TIMEOUT, client: Any = None) -> dict[str, int]:
+                   timeout: float = CONNECT_TIMEOUT, client: Any = None, metadata: Any = None) -> dict[str, int]:
     """{topic: partition count}; a ClusterError naming the missing topics and the existing ones.
 
     A topic the controller has just created reaches each broker's metadata a moment
     later, so a missing topic gets a short grace period before it is called missing.
+    ``metadata``: what :func:`require_reachable` gave the caller's ``client`` just before (not asked again).
     """
     c = client if client is not None else admin(spec, bootstrap)
-    md = require_reachable(spec, bootstrap, timeout, client=c)
+    md = metadata if metadata is not None else require_reachable(spec, bootstrap, timeout, client=c)
     found = {t: len(md.topics[t].partitions) for t in topics if t in md.topics and md.topics[t].error is None}
     for t in topics:
         if t not in found:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from kctl.errors import KctlError, UsageError
-from kctl.kafka.client import MESSAGE_TIMEOUT, consumer, require_topics
+from kctl.errors import ClusterError, KctlError, UsageError
+from kctl.kafka.client import CONNECT_TIMEOUT, MESSAGE_TIMEOUT, consumer, require_reachable, require_topics
 from kctl.kafka.produce import ProduceResult, Record, Values, send
 from kctl.spec import ClusterSpec
 
@@ -175,6 +175,11 @@ def split_errors(msgs: list[Any]) -> tuple[list[Any], list[Any]]:
     return [m for m, e in zip(msgs, errors, strict=True) if e is None], [e for e in errors if e is not None]
 
 
+# A consumer with an identity check waits this long for its first Metadata answer before it lets the check
+# ask on its own: a stopped cluster is then said to be one in about 3 s, not after the whole CONNECT_TIMEOUT.
+FIRST_ANSWER = 1.0
+
+
 class ConsoleConsumer:
     """Consume a topic in blocks; ``printed(block)`` marks a block as shown, and only that is committed.
 
@@ -189,7 +194,11 @@ class ConsoleConsumer:
     def __init__(self, spec: ClusterSpec | None, topic: str, group: str | None = None,
                  from_beginning: bool = False, max_messages: int | None = None, timeout: float | None = None,
                  partition: int | None = None, offset: str | None = None, bootstrap: str | None = None,
-                 user: str | None = None) -> None:
+                 user: str | None = None, check: Callable[[str | None], object] | None = None) -> None:
+        """``check``: called with the cluster id of this consumer's first Metadata answer (None when no
+        broker answered), before anything else is asked or read; it raises to refuse the cluster
+        (:func:`kctl.cli.common.connect_by_metadata`). Not for a group: the group would be looked up
+        on a cluster not yet checked."""
         from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
         if offset is not None and partition is None:
@@ -209,9 +218,24 @@ class ConsoleConsumer:
                               # default) when its local queue looks full; a console consumer drains
                               # the queue in large blocks, so that wait would only stall it.
                               "fetch.queue.backoff.ms": FETCH_BACKOFF_MS}
+        if check is not None and group:
+            raise ValueError("a consumer group's cluster is checked before its consumer is made")
         self._c = consumer(spec, bootstrap, group=group, user=user, **extra)
         try:
-            parts = require_topics(spec, [topic], bootstrap, client=self._c)[topic]
+            md = None
+            try:
+                md = require_reachable(spec, bootstrap, client=self._c,
+                                       timeout=CONNECT_TIMEOUT if check is None else FIRST_ANSWER)
+            except ClusterError:
+                if check is None:
+                    raise
+                # Not running, or another cluster on its ports: said as such (the check asks on its own).
+                check(None)
+            if md is None:  # running, only slow to answer: the usual wait
+                md = require_reachable(spec, bootstrap, client=self._c)
+            if check is not None:
+                check(md.cluster_id)
+            parts = require_topics(spec, [topic], bootstrap, client=self._c, metadata=md)[topic]
             if partition is not None and not 0 <= partition < parts:
                 raise UsageError(f"topic {topic!r} has partitions 0..{parts - 1}, not {partition}")
         except BaseException:

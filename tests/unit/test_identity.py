@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -220,3 +222,83 @@ def test_write_guard_lets_a_change_through_only_to_the_recorded_cluster(tmp_path
     identity.check_write("h:9", "xyz", pinned, spec_file)
     with pytest.raises(UsageError, match="cluster id xyz"):
         identity.check_write("h:9", "abc", pinned, spec_file)
+
+
+def test_verify_takes_a_commands_own_metadata_answer_when_it_names_the_recorded_cluster(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_round_trip(*_a: object, **_k: object) -> None:
+        raise AssertionError("neither Kafka nor Docker is asked when the command's own answer matches")
+
+    monkeypatch.setattr(docker_api, "listed", no_round_trip)
+    monkeypatch.setattr(kmd, "fetch_any", no_round_trip)
+    spec = _spec_on(free_port())
+    identity.record(spec, tmp_path, "mine")
+    assert identity.verify(spec, tmp_path, seen="mine") == "mine"
+    monkeypatch.undo()
+    # Another id goes the whole way: the cluster's own answer and its containers decide, as without one.
+    with fake_broker() as port:
+        spec = _spec_on(port)
+        monkeypatch.setattr(docker_api, "listed", lambda cluster, sc=None: [
+            _container("logger1", str(tmp_path / "other"), ports=(port,))])
+        identity.record(spec, tmp_path, "mine")
+        with pytest.raises(identity.ForeignCluster) as ei:
+            identity.verify(spec, tmp_path, seen="c1uSt3r-iD")
+    assert "cluster id mine" in ei.value.message and "cluster id c1uSt3r-iD" in ei.value.message
+
+
+class _Consumer:
+    """What kctl.kafka.console's consumer is asked, in order."""
+
+    def __init__(self, cluster_id: str | None) -> None:
+        self.cluster_id = cluster_id
+        self.calls: list[str] = []
+
+    def list_topics(self, timeout: float | None = None) -> Any:
+        from confluent_kafka import KafkaException
+
+        self.calls.append("list_topics")
+        if self.cluster_id is None:
+            raise KafkaException("no broker answered")
+        return SimpleNamespace(cluster_id=self.cluster_id,
+                               topics={"t": SimpleNamespace(partitions={0: None, 1: None}, error=None)})
+
+    def assign(self, parts: object) -> None:
+        self.calls.append("assign")
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+
+def test_the_console_consumer_asks_its_check_before_it_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl.errors import ClusterError
+    from kctl.kafka import console
+
+    seen: list[str | None] = []
+
+    def refuse(cid: str | None) -> None:
+        seen.append(cid)
+        raise identity.ForeignCluster("another cluster", hint="h")
+
+    made = _Consumer("theirs")
+    monkeypatch.setattr(console, "consumer", lambda *a, **k: made)
+    with pytest.raises(identity.ForeignCluster):
+        console.ConsoleConsumer(ClusterSpec(), "t", check=refuse)
+    assert seen == ["theirs"] and made.calls == ["list_topics", "close"]  # nothing assigned, nothing read
+
+    made = _Consumer("mine")
+    monkeypatch.setattr(console, "consumer", lambda *a, **k: made)
+    with console.ConsoleConsumer(ClusterSpec(), "t", check=seen.append):
+        assert made.calls == ["list_topics", "assign"] and seen[-1] == "mine"  # one Metadata answer for both
+
+    def stopped(cid: str | None) -> None:
+        raise identity.NotRunning("cluster 'logger' is not running", hint="`kctl up` starts it")
+
+    made = _Consumer(None)  # no broker answered: the check speaks first (not running, another cluster)
+    monkeypatch.setattr(console, "consumer", lambda *a, **k: made)
+    with pytest.raises(identity.NotRunning):
+        console.ConsoleConsumer(ClusterSpec(), "t", check=stopped)
+    with pytest.raises(ClusterError, match="unreachable"):  # ... and when it has nothing to say, the consumer does
+        console.ConsoleConsumer(ClusterSpec(), "t", check=seen.append)
+    assert seen[-1] is None and made.calls.count("close") == 2
+    with pytest.raises(ValueError):  # a group would be looked up on a cluster not yet checked
+        console.ConsoleConsumer(ClusterSpec(), "t", group="g", check=seen.append)
