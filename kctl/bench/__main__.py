@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
     else:
         bench_console.main([])
-    with KafkaCluster(nodes=3, quick_jit=False) as cluster:
+    with KafkaCluster(nodes=3, quick_jit=False, follower_wait_ms=None) as cluster:
         kafka_bench.main(["-f", str(cluster.spec_file), "-n", str(args.records)])
         stream_bench.main(["--bootstrap-servers", cluster.bootstrap_servers, "--events", str(args.events)])
     if args.security:

@@ -61,7 +61,7 @@ def measure(repeat: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from kctl.console.users import UserStore, new_user
     from kctl.testing.cluster import KafkaCluster
 
-    with KafkaCluster(nodes=3, quick_jit=False) as c:
+    with KafkaCluster(nodes=3, quick_jit=False, follower_wait_ms=None) as c:
         _log(f"{TOPICS} topics, {GROUPS} groups")
         _populate(c)
         # The monitor at its default interval (monitoring.interval_seconds), as an operator runs it.

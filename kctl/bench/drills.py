@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[str] = []
     notes: list[str] = []
     plotted = False
-    with KafkaCluster(nodes=3, quick_jit=False) as cluster:
+    with KafkaCluster(nodes=3, quick_jit=False, follower_wait_ms=None) as cluster:
         for name in names:
             print(f"== {name}", file=sys.stderr)
             try:

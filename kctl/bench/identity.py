@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     from kctl.testing.cluster import KafkaCluster
 
-    with KafkaCluster(nodes=1, quick_jit=False) as c:
+    with KafkaCluster(nodes=1, quick_jit=False, follower_wait_ms=None) as c:
         spec, state = c.spec, c.state_dir
         identity.verify(spec, state)  # records the identity (the testing API does not run `kctl up`)
         check = _median_ms(lambda: identity.verify(spec, state), args.n)

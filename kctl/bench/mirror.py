@@ -64,11 +64,11 @@ def main(argv: list[str] | None = None) -> None:
 
     from kctl.testing.cluster import KafkaCluster
 
-    with KafkaCluster(nodes=1, quick_jit=False) as source:
+    with KafkaCluster(nodes=1, quick_jit=False, follower_wait_ms=None) as source:
         source.create_topic(TOPIC, partitions=3, replication_factor=1)
         mirror = {"name": ALIAS, "source": {"spec": str(source.spec_file)}, "topics": TOPIC,
                   "refresh_topics_seconds": 2}
-        with KafkaCluster(nodes=1, quick_jit=False, mirrors=[mirror]) as target:
+        with KafkaCluster(nodes=1, quick_jit=False, follower_wait_ms=None, mirrors=[mirror]) as target:
             up = subprocess.run([sys.executable, "-m", "kctl", "mirror", "up", "-f", str(target.spec_file)],
                                 capture_output=True, text=True, timeout=600)
             if up.returncode != 0:

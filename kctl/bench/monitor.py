@@ -59,7 +59,7 @@ def monitor_cost(seconds: float) -> dict[str, Any]:
 
     from kctl.testing.cluster import KafkaCluster
 
-    with KafkaCluster(nodes=3, quick_jit=False) as c:
+    with KafkaCluster(nodes=3, quick_jit=False, follower_wait_ms=None) as c:
         _log(f"{TOPICS} topics of {PARTITIONS} partitions, {GROUPS} groups")
         for t in range(TOPICS):
             c.create_topic(f"bench-mon-{t:02d}", partitions=PARTITIONS, replication_factor=1)
@@ -129,7 +129,7 @@ def exporter_cost(records: int, rounds: int) -> dict[str, list[float]]:
     got: dict[str, list[float]] = {"off": [], "on": [], "scrape_s": []}
     stop = threading.Event()
     with ExitStack() as stack:
-        clusters = {name: stack.enter_context(KafkaCluster(nodes=3, quick_jit=False,
+        clusters = {name: stack.enter_context(KafkaCluster(nodes=3, quick_jit=False, follower_wait_ms=None,
                                                            monitoring={"enabled": name == "on"}))
                     for name in ("off", "on")}
         for c in clusters.values():

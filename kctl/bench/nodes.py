@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     from kctl.testing.cluster import KafkaCluster
 
-    with KafkaCluster(nodes=3, quick_jit=False) as c:
+    with KafkaCluster(nodes=3, quick_jit=False, follower_wait_ms=None) as c:
         c.create_topic(TOPIC, partitions=12, replication_factor=3)
         t0 = time.monotonic()
         written = _fill(c.spec, args.mb)

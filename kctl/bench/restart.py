@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     from kctl.testing.cluster import KafkaCluster
 
     runs: dict[str, dict[str, Any]] = {}
-    with KafkaCluster(nodes=3, quick_jit=False) as c:
+    with KafkaCluster(nodes=3, quick_jit=False, follower_wait_ms=None) as c:
         c.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})
         load = Load(c.spec, TOPIC, PARTITIONS, rate=args.rate, acks="all").start()
         try:

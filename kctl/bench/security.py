@@ -64,7 +64,7 @@ def _throughput(cluster: Any, records: int, size: int) -> tuple[float, float]:
 def run(profile: str, records: int, size: int) -> Run:
     from kctl.testing import KafkaCluster
 
-    cluster = KafkaCluster(nodes=3, quick_jit=False, security=profile == "SASL_SSL")
+    cluster = KafkaCluster(nodes=3, quick_jit=False, follower_wait_ms=None, security=profile == "SASL_SSL")
     t0 = time.monotonic()
     cluster.start()
     try:

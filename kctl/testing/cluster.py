@@ -39,7 +39,15 @@ from kctl.health import ClusterStatus
 from kctl.runtime import docker_api as rc
 from kctl.runtime.faults import Faults
 from kctl.runtime.ports import free_ports
-from kctl.spec import ClusterSpec, MetadataMode, NodeSpec, SecuritySpec, load_cluster, parse_spec, resolve_cluster
+from kctl.spec import (
+    ClusterSpec,
+    MetadataMode,
+    NodeSpec,
+    SecuritySpec,
+    load_cluster,
+    parse_spec,
+    resolve_cluster,
+)
 from kctl.wait import wait_until
 
 LABEL_TESTING = contract.LABEL_TESTING
@@ -89,6 +97,12 @@ def remove_orphans(docker_client: Any) -> list[str]:
 
 # A test cluster's JVMs: C1 only (the flag `kctl up`'s figures in docs/benchmarks.md are measured with and without).
 QUICK_JIT = ("-XX:TieredStopAtLevel=1",)
+# A test cluster's followers wait up to this long for new data in a fetch (replica.fetch.wait.max.ms; Kafka's
+# default 500): a fetch still returns as soon as data arrives, and an idle cluster answers a quarter of the fetches.
+FOLLOWER_WAIT_MS = 2000
+# Settings that bound replica.fetch.wait.max.ms (Kafka refuses a broker whose wait exceeds either): a caller's own
+# value of any of the three leaves the wait at Kafka's default.
+_FETCH_WAIT_BOUNDS = ("replica.fetch.wait.max.ms", "replica.lag.time.max.ms", "replica.socket.timeout.ms")
 
 
 class KafkaCluster:
@@ -104,6 +118,11 @@ class KafkaCluster:
     unless the spec or the settings name ``jvm_options`` of their own): a test cluster is short-lived, and
     without the optimizing compiler its JVMs start sooner on less CPU (docs/testing.md has the figures).
     Benchmarks of speed pass ``quick_jit=False``: the flags a production cluster runs with.
+    ``follower_wait_ms`` (2000 by default; Kafka's is 500) is each follower's ``replica.fetch.wait.max.ms``: a
+    fetch returns as soon as there is data, so only an idle cluster sees the difference, and it answers a quarter
+    of the fetches (docs/testing.md has the figures). ``None``, or a ``replica.fetch.wait.max.ms``,
+    ``replica.lag.time.max.ms`` or ``replica.socket.timeout.ms`` in the settings' ``kafka.overrides``, keeps
+    Kafka's default; benchmarks pass ``None``.
     """
 
     def __init__(
@@ -117,6 +136,7 @@ class KafkaCluster:
         workdir: str | os.PathLike[str] | None = None,
         security: bool = False,
         quick_jit: bool = True,
+        follower_wait_ms: int | None = FOLLOWER_WAIT_MS,
         **settings: Any,
     ) -> None:
         data: dict[str, Any] = spec.model_dump(mode="json") if isinstance(spec, ClusterSpec) else dict(spec or {})
@@ -132,6 +152,9 @@ class KafkaCluster:
             data = _deep_merge({"security": {"enabled": True}}, data)
         if quick_jit and not isinstance(spec, ClusterSpec):
             data = _deep_merge({svc: {"jvm_options": list(QUICK_JIT)} for svc in ("zookeeper", "kafka")}, data)
+        own = ((data.get("kafka") or {}).get("overrides") or {})
+        if follower_wait_ms and not isinstance(spec, ClusterSpec) and not any(k in own for k in _FETCH_WAIT_BOUNDS):
+            data = _deep_merge({"kafka": {"overrides": {"replica.fetch.wait.max.ms": str(follower_wait_ms)}}}, data)
         if "nodes" not in data:
             data["nodes"] = [{"id": i, "hostname": f"logger{i}"} for i in range(1, nodes + 1)]
         self.reuse = reuse
@@ -170,6 +193,11 @@ class KafkaCluster:
         offset = int((data.get("security") or {}).get("migration_port_offset")
                      or SecuritySpec.model_fields["migration_port_offset"].default)
         pinned = {n[k] for n in nodes for k in keys if n.get(k)}
+        # JMX ports (picked by the caller, never here: a node's own or the spec's base + index) and the monitoring
+        # ports the caller gave are never drawn for another port.
+        asked = parse_spec(data)[0]
+        pinned |= {p for n in asked.nodes if (p := asked.jmx_host_port(n))}
+        pinned |= {int(mon[k]) for k in ("monitor_port", "prometheus_port", "alertmanager_port") if mon.get(k)}
         for _ in range(50):
             picked = free_ports(needed + 3)
             free = iter(picked)
@@ -180,7 +208,7 @@ class KafkaCluster:
                         n[k] = next(free)
             taken = pinned | set(picked)
             kafka = [n["kafka_port"] for n in trial if n.get("kafka_port")]
-            if not any(k + offset in taken for k in kafka):
+            if not pinned & set(picked) and not any(k + offset in taken for k in kafka):
                 nodes = trial
                 break
         else:  # pragma: no cover - fifty clashing draws from the ephemeral range

@@ -220,6 +220,20 @@ def test_the_testing_api_never_picks_a_brokers_secured_migration_port_for_anothe
     assert 31101 not in ports and cluster.spec.monitoring.monitor_port == 31004
 
 
+def test_the_testing_api_never_picks_a_port_the_caller_chose_for_jmx(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kctl.testing import cluster as tc
+
+    # First draw: the ZooKeeper port is the JMX port the caller freed a moment ago (as CI once drew).
+    draws = iter([[54877, 30001, 30002, 30003, 30004, 30005, 30006],
+                  [31000, 31001, 31002, 31003, 31004, 31005, 31006]])
+    monkeypatch.setattr(tc, "free_ports", lambda n: next(draws)[:n])
+    cluster = tc.KafkaCluster(nodes=1, workdir=tmp_path, kafka={"jmx": True, "jmx_port_base": 54877})
+    node = cluster.spec.nodes[0]
+    assert cluster.spec.jmx_host_port(node) == 54877
+    assert cluster.spec.zk_host_port(node) == 31000
+
+
 def test_the_testing_api_stops_the_jit_at_c1_unless_told_otherwise(tmp_path: Path) -> None:
     from kctl.testing import cluster as tc
 
@@ -230,3 +244,17 @@ def test_the_testing_api_stops_the_jit_at_c1_unless_told_otherwise(tmp_path: Pat
     own = tc.KafkaCluster(nodes=1, workdir=tmp_path, kafka={"jvm_options": ["-XX:+AlwaysPreTouch"]}).spec
     assert own.kafka.jvm_options == ["-XX:+AlwaysPreTouch"]
     assert own.zookeeper.jvm_options == ["-XX:TieredStopAtLevel=1"]
+
+
+def test_the_testing_api_lets_followers_wait_2_s_for_data_unless_told_otherwise(tmp_path: Path) -> None:
+    from kctl.properties import server_properties
+    from kctl.testing import cluster as tc
+
+    quiet = tc.KafkaCluster(nodes=1, workdir=tmp_path, kafka={"overrides": {"auto.leader.rebalance.enable": "false"}})
+    props = server_properties(quiet.spec, quiet.spec.nodes[0])
+    assert props["replica.fetch.wait.max.ms"] == "2000" and props["auto.leader.rebalance.enable"] == "false"
+    assert "replica.fetch.wait.max.ms" not in tc.KafkaCluster(nodes=1, workdir=tmp_path,
+                                                              follower_wait_ms=None).spec.kafka.overrides
+    for key in ("replica.fetch.wait.max.ms", "replica.lag.time.max.ms", "replica.socket.timeout.ms"):
+        own = tc.KafkaCluster(nodes=1, workdir=tmp_path, kafka={"overrides": {key: "1000"}}).spec.kafka.overrides
+        assert own == {key: "1000"}  # a bound of the wait named by the caller: Kafka's default wait
