@@ -87,10 +87,32 @@ def _controller_states(spec: ClusterSpec) -> str:
     return "controllers " + ", ".join(states)
 
 
+def files_agree(spec: ClusterSpec) -> tuple[bool, str]:
+    """Every controller's quorum-state file names one leader in one epoch (a `cat` in each node, read in
+    parallel): the cheap sign that a quorum has formed. A file outlives its controller's process, so agreement
+    is no proof; a disagreement or a missing file is a sure "not yet"."""
+    import concurrent.futures as cf
+
+    from kctl.health import controller_view
+
+    nodes = kc.controller_nodes(spec)
+    with cf.ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        views = list(pool.map(lambda n: controller_view(spec, spec.zk_host(n), kc.controller_id(n), 3.0), nodes))
+    named = {(v.epoch, v.leader) for v in views}
+    saw = ", ".join(f"{v.node}: " + (v.error or f"leader {v.leader} (epoch {v.epoch})") for v in views)
+    return all(v.error is None for v in views) and len(named) == 1, saw
+
+
 def quorum_ready(spec: ClusterSpec, cluster_id: str | None) -> Callable[[], tuple[bool, str]]:
+    """A probe of a whole quorum: a leader among the voters, every voter there and caught up, the cluster's id.
+    Asked of Kafka's own tool (a JVM, seconds of CPU) only once the controllers' quorum-state files agree on a
+    leader; until then those files say what the quorum waits for."""
     want = sorted(kc.controller_id(n) for n in kc.controller_nodes(spec))
 
     def probe() -> tuple[bool, str]:
+        agree, saw = files_agree(spec)
+        if not agree:
+            return False, f"the controllers' quorum-state files do not agree on a leader yet: {saw}"
         try:
             q = describe_quorum(spec)
         except KctlError as exc:

@@ -178,3 +178,28 @@ def test_the_only_broker_of_a_cluster_on_kraft_is_gone_once_its_process_exited()
         "kraft", "Xy7kQ2fnT3a1bC9dE0fG1h")
     ok, saw = unregistered_gate(one, 1)()
     assert ok and "only broker" in saw
+
+
+def test_the_quorum_tool_is_asked_only_once_the_quorum_state_files_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl import health
+    from kctl.health import ControllerView
+    from kctl.kraft import quorum as kq
+
+    spec = ClusterSpec.model_validate({"name": "k", "metadata": "kraft", "cluster_id": "MkU3OEVBNTcwNTJENDM2Qg"})
+    files = {"logger1": (3001, 4), "logger2": (3001, 4), "logger3": (None, 5)}  # logger3 mid-election
+    asked: list[str] = []
+    monkeypatch.setattr(health, "controller_view", lambda _s, host, cid, _t: ControllerView(
+        host, cid, files[host][0], files[host][1], None if files[host][0] else "no leader"))
+
+    def tool(_spec: ClusterSpec, host: str | None = None) -> kq.Quorum:
+        asked.append(host or "")
+        return kq.Quorum(cluster_id="MkU3OEVBNTcwNTJENDM2Qg", leader=3001, epoch=5, max_follower_lag=0,
+                         voters=[3001, 3002, 3003])
+
+    monkeypatch.setattr(kq, "describe_quorum", tool)
+    probe = kq.quorum_ready(spec, "MkU3OEVBNTcwNTJENDM2Qg")
+    ok, saw = probe()
+    assert not ok and asked == [] and "logger3: no leader" in saw
+    files["logger3"] = (3001, 4)
+    ok, saw = probe()
+    assert ok and len(asked) == 1, saw
