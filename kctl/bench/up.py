@@ -32,10 +32,10 @@ from kctl.spec import ClusterSpec, parse_spec
 SECTION = "## Cluster lifecycle"
 
 
-def _spec(quick_jit: bool = False) -> ClusterSpec:
+def _spec(quick_jit: bool = False, monitoring: bool = True) -> ClusterSpec:
     jit = {"jvm_options": ["-XX:TieredStopAtLevel=1"]} if quick_jit else {}
     return parse_spec({"name": "bench", "zookeeper": {"host_port_base": 42181, **jit},
-                       "kafka": {"external_port_base": 49092, **jit}})[0]
+                       "kafka": {"external_port_base": 49092, **jit}, "monitoring": {"enabled": monitoring}})[0]
 
 
 def _peak_memory(dc: Any, spec: ClusterSpec, seconds: float = 10.0) -> float:
@@ -70,13 +70,17 @@ def measure(log: Any, rounds: int = 5) -> dict[str, Any]:
         state = Path(tmp) / ".kctl" / spec.name
         docker_api.remove_by_label(spec.name, dc)
         try:
-            # Rounds alternate the JVMs' default flags with the testing API's C1-only JIT (quick_jit), so that
-            # both sides see the same machine; the last round (default flags) stays up for the figures below.
+            # Rounds alternate the JVMs' default flags with the testing API's C1-only JIT (quick_jit) and with
+            # monitoring off (no exporter in any JVM), so that all sides see the same machine; the last round
+            # (the defaults) stays up for the figures below.
             ups: list[float] = []
             quick: list[float] = []
+            bare: list[float] = []
             quick_spec = _spec(quick_jit=True)
+            bare_spec = _spec(monitoring=False)
             for i in range(rounds):
-                for side, s, times in (("quick JIT", quick_spec, quick), ("default JIT", spec, ups)):
+                for side, s, times in (("quick JIT", quick_spec, quick), ("monitoring off", bare_spec, bare),
+                                       ("default JIT", spec, ups)):
                     log(f"kctl up from nothing, {side} ({i + 1}/{rounds})")
                     t = time.monotonic()
                     lifecycle.up(s, state, wait=True, timeout=300)
@@ -85,7 +89,8 @@ def measure(log: Any, rounds: int = 5) -> dict[str, Any]:
                     if not (i == rounds - 1 and s is spec):
                         lifecycle.down(s, state, volumes=True)
             kctl_up = statistics.median(ups)
-            log(f"median {kctl_up:.1f} s (default), {statistics.median(quick):.1f} s (quick JIT)")
+            log(f"median {kctl_up:.1f} s (default), {statistics.median(quick):.1f} s (quick JIT),"
+                f" {statistics.median(bare):.1f} s (monitoring off)")
             log("peak memory")
             peak = _peak_memory(dc, spec)
             status_up = _status_ms(spec)
@@ -117,6 +122,7 @@ def measure(log: Any, rounds: int = 5) -> dict[str, Any]:
     log("JVMs alone (python -m kctl.bench.jvm)")
     jvms = jvm.medians(jvm.measure(3, log))
     return {"kctl_up": kctl_up, "ups": ups, "quick_up": statistics.median(quick), "quick_ups": quick,
+            "bare_up": statistics.median(bare), "bare_ups": bare,
             "floor": floor, "peak_mb": peak, "status_up_ms": status_up,
             "status_down_ms": status_down, "jvm_floor": jvms["zookeeper on"] + jvms["kafka on"]}
 
@@ -138,6 +144,10 @@ def render_section(r: dict[str, Any]) -> str:
              f" services), median of {len(r['quick_ups'])}", f"{r['quick_up']:.1f} s"),
             ("each `kctl up` with the C1-only JIT", ", ".join(f"{u:.1f}" for u in r["quick_ups"]) + " s"),
             ("ratio C1-only / default", f"{r['quick_up'] / r['kctl_up']:.2f}"),
+            ("the same with `monitoring.enabled: false` (no JMX exporter in the brokers, no metrics provider in"
+             f" ZooKeeper; default JIT), median of {len(r['bare_ups'])}", f"{r['bare_up']:.1f} s"),
+            ("each `kctl up` with monitoring off", ", ".join(f"{u:.1f}" for u in r["bare_ups"]) + " s"),
+            ("ratio monitoring off / default", f"{r['bare_up'] / r['kctl_up']:.2f}"),
             ("one node's JVMs alone, one after the other (ZooKeeper, then Kafka; \"## JVM start\", median of 3)",
              f"{r['jvm_floor']:.1f} s"),
             ("ratio `kctl up` / one node's JVMs alone", f"{r['kctl_up'] / r['jvm_floor']:.2f}"),
@@ -160,6 +170,12 @@ def render_section(r: dict[str, Any]) -> str:
         "sooner and on less CPU, and three nodes' six JVMs start faster on two cores; the compiled code is",
         "slower at peak, so it is for short-lived clusters (the testing API's default), not production",
         "(docs/configs.md).",
+        "",
+        "The monitoring-off rows alternate with them too. An exporter is work done in every JVM before it",
+        "serves: the JMX exporter agent runs before the broker's main (about 0.3 s of one core each, its",
+        "classes loaded from its own jar: the JVM does not share a Java agent's classes from the archive),",
+        "and ZooKeeper's metrics provider starts its HTTP server (about 0.25 s each); six JVMs on two",
+        "cores pay that once more each start. docs/monitoring.md has the trade-off.",
     ])
 
 

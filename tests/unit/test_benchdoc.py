@@ -54,7 +54,8 @@ def test_benchmark_tables_are_markdown_tables() -> None:
     from kctl.bench import jvm
 
     lifecycle = {"kctl_up": 20.0, "ups": [19.0, 20.0, 21.0], "floor": 16.0, "peak_mb": 900.0, "status_up_ms": 40.0,
-                 "status_down_ms": 90.0, "jvm_floor": 4.0, "quick_up": 15.0, "quick_ups": [14.0, 15.0, 16.0]}
+                 "status_down_ms": 90.0, "jvm_floor": 4.0, "quick_up": 15.0, "quick_ups": [14.0, 15.0, 16.0],
+                 "bare_up": 18.0, "bare_ups": [17.0, 18.0, 19.0]}
     starts = {"zookeeper on": [0.7, 0.8, 0.6], "zookeeper off": [1.0, 0.9, 1.1], "kafka on": [2.0, 2.2, 2.4],
               "kafka off": [4.0, 3.8, 4.2]}
     for section in (stream.render(fig), up.render_section(lifecycle), jvm.render_section(starts)):
@@ -69,6 +70,7 @@ def test_benchmark_tables_are_markdown_tables() -> None:
     assert "| ratio `kctl up` / one node's JVMs alone | 5.00 |" in up.render_section(lifecycle)
     assert "| each `kctl up` | 19.0, 20.0, 21.0 s |" in up.render_section(lifecycle)
     assert "| ratio C1-only / default | 0.75 |" in up.render_section(lifecycle)
+    assert "| ratio monitoring off / default | 0.90 |" in up.render_section(lifecycle)
     assert "| ratio with / without (kafka) | 0.55 |" in jvm.render_section(starts)
     assert "| the same without archives | 5.00 s |" in jvm.render_section(starts)
     assert table(("a", "b"), [("x", "1")]) == ["| a | b |", "|---|---|", "| x | 1 |"]
