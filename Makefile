@@ -14,37 +14,55 @@ setup:
 demo: setup
 	@./.ci/demo.sh
 
+LINT := $(VENV)/bin/ruff check kctl tests && $(VENV)/bin/mypy kctl
 lint: setup
-	$(VENV)/bin/ruff check kctl tests
-	$(VENV)/bin/mypy kctl
+	$(LINT)
 
 # pytest exits 5 when a selection collects no tests: that is not a failure here.
 # unit: no Docker, no JVM (Spark tests live in tests/integration); the slow packaging test is `make package`.
 # One pytest-xdist worker per core: no test shares state with another (43 s against 71 s on two cores).
+UNIT := $(PYTEST) tests/unit -q -m "not slow" -p no:cacheprovider -n auto
 unit: setup
-	$(PYTEST) tests/unit -q -m "not slow" -p no:cacheprovider -n auto || [ $$? -eq 5 ]
+	$(UNIT) || [ $$? -eq 5 ]
 
 # `pip install kctl` without extras in a fresh virtualenv gives a working core CLI.
+PACKAGE := $(PYTEST) tests/unit -q -m slow -p no:cacheprovider
 package: setup
-	$(PYTEST) tests/unit -q -m slow -p no:cacheprovider || [ $$? -eq 5 ]
+	$(PACKAGE) || [ $$? -eq 5 ]
 
 # TEST_WORKERS=N runs the modules on N pytest-xdist workers, a module at a time (tests/integration/conftest.py
 # says why), the slowest first. On two cores one process leaves them idle about half the time (a module's
-# clusters wait on each other: 55 % busy over test_restart and test_lifecycle); two workers keep them 84 % busy
-# and took 26 min 18 s against 43 min 22 s serially (2026-11-27, one run each of the same tests); three workers
-# took 1,286 s against two's 1,343 s (95 % busy against 80 %, a third session cluster), so the default is 2
-# (TEST_WORKERS=0: one process). Then the Swarm module alone, since leaving a swarm breaks the DNS of every
-# container running on the engine. Both runs always run; either failing fails the target.
-TEST_WORKERS ?= 2
+# clusters wait on each other: 55 % busy over test_restart and test_lifecycle); two workers kept them 84 % busy
+# and took 26 min 18 s against 43 min 22 s serially (2026-11-27, one run each of the same tests). Three workers
+# keep them about 95 % busy (each holds a session cluster: a third one): the modules took 1,111.5 s on three
+# against 1,241.9 s on two in the CI runs of 2026-11-28 (1,286 s against 1,343 s on 2026-11-27), so the default
+# is 3 (TEST_WORKERS=0: one process). `make integration` runs the Swarm module alone after them, since leaving a
+# swarm breaks the DNS of every container running on the engine. Both runs always run; either failing fails it.
+TEST_WORKERS ?= 3
 INTEGRATION := $(PYTEST) -q -m "integration and not long" -p no:cacheprovider --timeout 1800 --durations=60
+MODULES := $(INTEGRATION) tests/integration --ignore tests/integration/test_swarm.py -n $(TEST_WORKERS) \
+  --dist loadscope --no-loadscope-reorder
+SWARM := $(INTEGRATION) tests/integration/test_swarm.py
 integration: setup
 	rc=0; \
-	$(INTEGRATION) tests/integration --ignore tests/integration/test_swarm.py -n $(TEST_WORKERS) --dist loadscope \
-	  --no-loadscope-reorder || [ $$? -eq 5 ] || rc=1; \
-	$(INTEGRATION) tests/integration/test_swarm.py || [ $$? -eq 5 ] || rc=1; \
+	$(MODULES) || [ $$? -eq 5 ] || rc=1; \
+	$(SWARM) || [ $$? -eq 5 ] || rc=1; \
 	exit $$rc
 
-test: lint unit package integration
+# `make test` runs the Swarm module first, beside lint, unit and package, which use no Docker: nothing else runs
+# on the engine then, so the swarm's leave breaks no one's DNS, and mypy and the package's pip install, one
+# thread each, leave a core to it (lint, unit, package and Swarm took 104 s side by side against 131 s one after
+# the other, 2026-11-28; all four at once took 114 s). Then the other modules. Every part always runs; any
+# failing fails the target.
+test: setup
+	@rc=0; log=$$(mktemp); \
+	( $(SWARM) || [ $$? -eq 5 ] ) > $$log 2>&1 & swarm=$$!; \
+	( set -x; $(LINT) ) || rc=1; \
+	( set -x; $(UNIT) || [ $$? -eq 5 ] ) || rc=1; \
+	( set -x; $(PACKAGE) || [ $$? -eq 5 ] ) || rc=1; \
+	wait $$swarm || rc=1; echo "+ the Swarm module, run beside lint, unit and package:"; cat $$log; rm -f $$log; \
+	( set -x; $(MODULES) || [ $$? -eq 5 ] ) || rc=1; \
+	exit $$rc
 
 # The secured profile is a spec switch: every ops test on the plain and on one shared secured cluster
 # (`make integration` runs the tests marked both_profiles on both, the rest on the plain one).

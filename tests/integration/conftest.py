@@ -13,7 +13,7 @@ from kctl.testing.cluster import KafkaCluster
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 
-# `make integration` runs the suite on two pytest-xdist workers (`--dist loadscope`), a module at a time (those
+# `make integration` runs the suite on three pytest-xdist workers (`--dist loadscope`), a module at a time (those
 # sharing the secured cluster or Spark as one unit, below): a module's tests share its fixtures and some run in
 # order. Each worker starts its own session cluster (kafka_cluster) when its first test needs it; the secured
 # cluster runs on the one worker that runs its unit. A module that brings a cluster up on the default host ports of
