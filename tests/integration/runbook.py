@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,8 +150,11 @@ def _run_all(path: Path, spec_file: Path, full: dict[str, str], before: Callable
             continue
         if before is not None:
             before(step)
+        started = time.monotonic()
         p = subprocess.run(["bash", "-c", step.command], capture_output=True, text=True, timeout=timeout,
                            env=full, cwd=spec_file.parent)
+        # each step's time, in the test's captured output (pytest shows it when the test fails; `-s` always)
+        print(f"{time.monotonic() - started:7.1f} s  exit {p.returncode}  {path.name}:{step.line} {step.command}")
         r = Ran(step, p.returncode, p.stdout, p.stderr)
         ran.append(r)
         if check:

@@ -198,7 +198,11 @@ def test_monitor_alerts_history_and_restart(watched: dict[str, Any]) -> None:
     # The refusing SMTP host and the webhook that times out: kept and retried, and the monitor carries on.
     doc = js(cluster, "alerts")
     undelivered = doc["undelivered"]
-    assert {u["notifier"] for u in undelivered} == {2, 3}, undelivered
+    assert {u["notifier"] for u in undelivered} >= {2, 3}, undelivered
+    # The working receivers never fail: a row of theirs is one queued since the last delivery round (the exporter
+    # and group-status alerts open and resolve on their own as the broker goes and comes back), never one tried.
+    assert all(u["attempts"] == 0 and u["last_error"] is None for u in undelivered if u["notifier"] in (0, 1)), \
+        undelivered
     for notifier in (2, 3):
         mine = [u for u in undelivered if u["notifier"] == notifier]
         assert mine[0]["attempts"] >= 2, mine  # the oldest, tried again and again (the later ones wait in order)
