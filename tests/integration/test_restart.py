@@ -247,10 +247,18 @@ def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster: K
 
     from kctl.wait import wait_until
 
-    # A broker's metadata may list the new topic before its partitions: wait until all three have a leader.
-    wait_until("the new topic's leaders", lambda: (len(ls := leaders()) == 3 and all(lead >= 0 for lead, _ in
-                                                                                   ls.values()), str(ls)), 30)
-    victim = leaders()[0][1]
+    # A broker's metadata may list the new topic before its partitions: wait until all three have a leader, and
+    # take the victim from that answer (a new client may ask another broker, one that still lists no partitions:
+    # a CI run's next answer had no partition 0).
+    led: dict[int, tuple[int, int]] = {}
+
+    def all_led() -> tuple[bool, str]:
+        led.clear()
+        led.update(leaders())
+        return len(led) == 3 and all(lead >= 0 for lead, _ in led.values()), str(led)
+
+    wait_until("the new topic's leaders", all_led, 30)
+    victim = led[0][1]
     cluster.stop(victim, service="kafka")
     cluster.wait_until_healthy(allow_missing=1)
     cluster.start(victim, service="kafka")
