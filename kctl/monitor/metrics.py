@@ -53,6 +53,10 @@ class Scrape:
     samples: Samples = field(default_factory=dict)
     error: str | None = None
     wall: float = field(default_factory=time.time)  # the same moment, seconds since the epoch
+    # When the request went out and its answer came back (seconds since the epoch): the exporter read its counters
+    # somewhere between the two, so a window's true span lies between the inner and the outer of these.
+    sent_wall: float | None = None
+    received_wall: float | None = None
 
 
 def parse(text: str) -> Samples:
@@ -81,12 +85,13 @@ def scrape(endpoint: Endpoint, timeout_s: float = SCRAPE_TIMEOUT_S,
     except (OSError, urllib.error.URLError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", None) or exc
         return Scrape(endpoint, time.monotonic(), error=f"{endpoint.url}: {reason}")
-    at, wall = (sent + time.monotonic()) / 2, (sent_wall + time.time()) / 2
+    received_wall = time.time()
+    at, wall = (sent + time.monotonic()) / 2, (sent_wall + received_wall) / 2
     try:
         samples = parse(text)
     except ValueError as exc:
         return Scrape(endpoint, at, error=f"{endpoint.url}: not Prometheus text ({exc})", wall=wall)
-    return Scrape(endpoint, at, samples, wall=wall)
+    return Scrape(endpoint, at, samples, wall=wall, sent_wall=sent_wall, received_wall=received_wall)
 
 
 def scrape_all(endpoints: Iterable[Endpoint], timeout_s: float = SCRAPE_TIMEOUT_S,
@@ -221,7 +226,7 @@ def report(first: list[Scrape], second: list[Scrape]) -> dict[str, Any]:
             continue
         seconds = after.at - before.at
         spans.append(seconds)
-        row: dict[str, Any] = {"id": ep.node_id, "node": ep.node}
+        row: dict[str, Any] = {"id": ep.node_id, "node": ep.node, "window_seconds": round(seconds, 3)}
         if ep.service == "kafka":
             row.update(broker_figures(before.samples, after.samples, seconds))
             brokers.append(row)
@@ -235,8 +240,17 @@ def report(first: list[Scrape], second: list[Scrape]) -> dict[str, Any]:
             # When the window began and ended (seconds since the epoch, the mean of each round's answers).
             "window_start": round(sum(firsts) / len(firsts), 3) if firsts else None,
             "window_end": round(sum(seconds_) / len(seconds_), 3) if seconds_ else None,
+            # Between which moments each round's counters were read: the first request out and the last answer
+            # back (a scrape of a busy JVM can take a second, which is an eighth of a short window).
+            "window_start_between": _round_span(first), "window_end_between": _round_span(second),
             "brokers": sorted(brokers, key=lambda r: r["id"]),
             "zookeepers": sorted(zookeepers, key=lambda r: r["id"]), "errors": errors}
+
+
+def _round_span(scrapes: list[Scrape]) -> list[float] | None:
+    sent = [s.sent_wall for s in scrapes if not s.error and s.sent_wall is not None]
+    back = [s.received_wall for s in scrapes if not s.error and s.received_wall is not None]
+    return [round(min(sent), 3), round(max(back), 3)] if sent and back else None
 
 
 def measure(endpoints: list[Endpoint], window_s: float = DEFAULT_WINDOW_S, *, reports: int = 1,

@@ -3,7 +3,10 @@ give, copied from real scrapes) turned into an operator's figures over a window.
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+import pytest
 
 from kctl.monitor import metrics as m
 
@@ -109,6 +112,26 @@ def test_measure_reports_each_window_and_names_an_exporter_that_does_not_answer(
     assert rep["errors"] == [{"node": "logger2", "id": 2, "service": "kafka", "url": "http://127.0.0.1:3/metrics",
                               "error": "http://127.0.0.1:3/metrics: [Errno 111] Connection refused"}]
     assert rep["window_start"] <= rep["window_end"]
+
+
+def test_the_report_says_between_which_moments_each_round_read_its_counters() -> None:
+    eps = [m.Endpoint(1, "logger1", "kafka", "http://127.0.0.1:1/metrics"),
+           m.Endpoint(2, "logger2", "kafka", "http://127.0.0.1:2/metrics")]
+    calls: dict[str, int] = {}
+
+    def fetcher(url: str, timeout: float) -> str:
+        n = calls[url] = calls.get(url, 0) + 1
+        time.sleep(0.05)  # a slow answer: the read happened somewhere within it
+        return broker_text(2000 * n, 0, 0, 0, 1)
+
+    rep = next(m.measure(eps, 0.0, fetcher=fetcher, sleep=lambda s: None))
+    (s1, r1), (s2, r2) = rep["window_start_between"], rep["window_end_between"]
+    assert s1 <= rep["window_start"] <= r1 <= s2 <= rep["window_end"] <= r2
+    assert r1 - s1 >= 0.049 and r2 - s2 >= 0.049  # (rounded to milliseconds)
+    # each broker's own window, so a rate times it is the count between that broker's two reads
+    for b in rep["brokers"]:
+        assert b["window_seconds"] > 0
+        assert b["messages_in_per_sec"] * b["window_seconds"] == pytest.approx(2000, rel=0.01)
 
 
 def test_text_that_is_not_prometheus_is_an_error_not_an_exception() -> None:
