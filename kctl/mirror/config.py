@@ -262,7 +262,9 @@ def compose_document(spec: ClusterSpec, state_dir: Path, with_secrets: frozenset
             "restart": "unless-stopped",
             "labels": labels,
             "environment": {"KCTL_SERVICES": "mirrormaker", "KCTL_NODE": service(m), "KCTL_MM2_TARGET": spec.name,
-                            "KAFKA_HEAP_OPTS": f"-Xms{m.heap} -Xmx{m.heap}"},
+                            "KAFKA_HEAP_OPTS": f"-Xms{m.heap} -Xmx{m.heap}",
+                            # mirrors[].jvm_options (flags, never a secret: the spec refuses those)
+                            **({"KAFKA_OPTS": " ".join(m.jvm_options)} if m.jvm_options else {})},
             "volumes": [f"{base / m.name / 'conf'}:{CONF}:ro", f"{base / m.name / 'logs'}:/var/log/kctl"]
             + ([f"{secrets_dir(state_dir, m)}:{contract.SECRETS_MOUNT}:ro"] if m.name in with_secrets else []),
             "stop_grace_period": "60s",

@@ -66,6 +66,17 @@ def test_rendered_files_and_the_compose_project(tmp_path: Path) -> None:
     assert svc["restart"] == "unless-stopped"
     assert f"{tmp_path}/mirror/logger/conf:/etc/kctl:ro" in svc["volumes"]
     assert not any("secrets" in v for v in svc["volumes"])
+    assert "KAFKA_OPTS" not in svc["environment"]  # no flags of its own: mirrormaker-start's alone
+    flagged = target(jvm_options=["-XX:TieredStopAtLevel=1", "-XX:+UseStringDeduplication"])
+    doc = yaml.safe_load(config.render(flagged, tmp_path, {"logger": SOURCE})[0]["compose.yaml"])
+    assert doc["services"]["mm-logger"]["environment"]["KAFKA_OPTS"] == \
+        "-XX:TieredStopAtLevel=1 -XX:+UseStringDeduplication"
+
+
+@pytest.mark.parametrize("flag", ["-Xmx1g", "-Djavax.net.ssl.keyStorePassword=x", "two flags"])
+def test_a_mirrors_jvm_options_refuse_the_heap_secrets_and_whitespace(flag: str) -> None:
+    with pytest.raises(ValueError, match="use the `heap` setting|secret|not one JVM flag"):
+        target(jvm_options=[flag])
 
 
 PASSWORDS = ("s3cret-source:=#", "t4rget-pass")
