@@ -114,8 +114,9 @@ class KafkaCluster:
     ``security=True`` is the secured profile (``security.enabled``): SASL_SSL
     listeners, ACLs, ZooKeeper authentication; :meth:`client_config` gives the
     settings a client needs.
-    ``quick_jit=True`` (the default) stops each JVM's JIT at its first tier (C1, ``-XX:TieredStopAtLevel=1``,
-    unless the spec or the settings name ``jvm_options`` of their own): a test cluster is short-lived, and
+    ``quick_jit=True`` (the default) stops each JVM's JIT at its first tier (C1, ``-XX:TieredStopAtLevel=1``:
+    ZooKeepers, brokers and mirrors given as dicts, unless the spec or the settings name ``jvm_options`` of
+    their own): a test cluster is short-lived, and
     without the optimizing compiler its JVMs start sooner on less CPU (docs/testing.md has the figures).
     Benchmarks of speed pass ``quick_jit=False``: the flags a production cluster runs with.
     ``follower_wait_ms`` (2000 by default; Kafka's is 500) is each follower's ``replica.fetch.wait.max.ms``: a
@@ -152,6 +153,9 @@ class KafkaCluster:
             data = _deep_merge({"security": {"enabled": True}}, data)
         if quick_jit and not isinstance(spec, ClusterSpec):
             data = _deep_merge({svc: {"jvm_options": list(QUICK_JIT)} for svc in ("zookeeper", "kafka")}, data)
+            if data.get("mirrors"):
+                data["mirrors"] = [{"jvm_options": list(QUICK_JIT), **m} if isinstance(m, dict) else m
+                                   for m in data["mirrors"]]
         own = ((data.get("kafka") or {}).get("overrides") or {})
         if follower_wait_ms and not isinstance(spec, ClusterSpec) and not any(k in own for k in _FETCH_WAIT_BOUNDS):
             data = _deep_merge({"kafka": {"overrides": {"replica.fetch.wait.max.ms": str(follower_wait_ms)}}}, data)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -30,11 +31,26 @@ def free_bases(count: int, nodes: int = 3, start: int = 41000, stop: int = 49000
     raise AssertionError(f"no {count} free port ranges in {start}-{stop}")
 
 
+def quick_jit(data: dict[str, Any]) -> dict[str, Any]:
+    """A test's kctl.yaml (as data) with the JIT flags the testing API gives its clusters, unless it names JVM
+    flags of its own: a test cluster lives for minutes, and C2's compiles on two busy cores are work it never
+    pays back (docs/testing.md)."""
+    from kctl.testing.cluster import QUICK_JIT
+
+    for svc in ("zookeeper", "kafka"):
+        section = data.setdefault(svc, {})
+        if not section.get("jvm_options"):
+            section["jvm_options"] = list(QUICK_JIT)
+    return data
+
+
 def away_from_defaults(spec_file: Path, nodes: int = 3, start: int = 41000) -> None:
     """Give kctl.yaml's published ports (ZooKeeper clients, Kafka's external listeners, the exporters) bases of
-    ``nodes`` free consecutive ports each, from ``start`` up (bounded: 41000-49000)."""
+    ``nodes`` free consecutive ports each, from ``start`` up (bounded: 41000-49000), and its JVMs the testing
+    API's quick JIT (a short-lived test cluster: kctl.testing.cluster.QUICK_JIT)."""
     bases = free_bases(4, nodes, start)
     data = yaml.safe_load(spec_file.read_text())
+    quick_jit(data)
     data.setdefault("zookeeper", {})["host_port_base"] = bases[0]
     data.setdefault("kafka", {})["external_port_base"] = bases[1]
     data.setdefault("monitoring", {})["zookeeper_exporter_host_port_base"] = bases[2]

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from kctl.spec import load_cluster
+from tests.integration.ports import quick_jit
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +50,7 @@ def write_spec(path: Path, fleet: Any, *, addresses: dict[str, str] | None = Non
             "ssh": {"user": "ops", "key_file": str(key or fleet.key_path), "connect_timeout": 3},
             "nodes": [{"id": i, "hostname": h, "advertised_host": addresses[h]} for i, h in enumerate(HOSTS, 1)],
             **extra}
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    path.write_text(yaml.safe_dump(quick_jit(spec), sort_keys=False))
     return path
 
 
@@ -223,7 +224,7 @@ def test_apply_installs_the_new_files_and_rolls_only_the_brokers(fleet: Any, spe
     zk_before = {h: jvm_pid(fleet, h, "QuorumPeerMain") for h in HOSTS}
     kafka_before = {h: jvm_pid(fleet, h, "kafka.Kafka") for h in HOSTS}
     data = yaml.safe_load(spec_file.read_text())
-    data["kafka"] = {"overrides": {"queued.max.requests": 600}}  # read-only: read at start
+    data["kafka"] = {**data.get("kafka", {}), "overrides": {"queued.max.requests": 600}}  # read at start
     spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
     done = kctl(spec_file, "apply", "--yes", timeout=600)
     assert done.returncode == 0, done.stderr

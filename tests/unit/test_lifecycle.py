@@ -244,6 +244,13 @@ def test_the_testing_api_stops_the_jit_at_c1_unless_told_otherwise(tmp_path: Pat
     own = tc.KafkaCluster(nodes=1, workdir=tmp_path, kafka={"jvm_options": ["-XX:+AlwaysPreTouch"]}).spec
     assert own.kafka.jvm_options == ["-XX:+AlwaysPreTouch"]
     assert own.zookeeper.jvm_options == ["-XX:TieredStopAtLevel=1"]
+    # mirrors given as settings get it too, unless they name flags of their own
+    source = {"bootstrap_servers": "127.0.0.1:1"}
+    mirrored = tc.KafkaCluster(nodes=1, workdir=tmp_path, mirrors=[
+        {"name": "a", "source": source}, {"name": "b", "source": source, "jvm_options": ["-XX:+UseSerialGC"]}]).spec
+    assert [m.jvm_options for m in mirrored.mirrors] == [["-XX:TieredStopAtLevel=1"], ["-XX:+UseSerialGC"]]
+    assert tc.KafkaCluster(nodes=1, workdir=tmp_path, quick_jit=False, mirrors=[
+        {"name": "a", "source": source}]).spec.mirrors[0].jvm_options == []
 
 
 def test_the_testing_api_lets_followers_wait_2_s_for_data_unless_told_otherwise(tmp_path: Path) -> None:
