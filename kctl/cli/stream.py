@@ -126,12 +126,14 @@ def submit(
     optimize_every: int = typer.Option(0, "--optimize-every",
                                        help="Compact and VACUUM the tables every N micro-batches (0: never)."),
     retain_hours: float = typer.Option(168.0, "--retain-hours", help="VACUUM keeps files younger than this."),
+    conf: list[str] = typer.Option(None, "--conf", help="A Spark setting, spark.KEY=VALUE (repeatable), as with"
+                                                        " spark-submit: e.g. spark.driver.extraJavaOptions."),
     bootstrap: str = BootstrapOpt,
     spec: Path = SpecOpt,
     output: Format = OutputOpt,
 ) -> None:
     """Run the streaming job (foreground unless --detach)."""
-    from kctl.stream.config import JobConfig
+    from kctl.stream.config import JobConfig, parse_conf
     from kctl.stream.submit import submit as do_submit
     from kctl.stream.submit import trigger_interval
     from kctl.stream.tables import MIN_RETAIN_HOURS
@@ -142,6 +144,10 @@ def submit(
                             retain_hours >= MIN_RETAIN_HOURS),
                            (f"--name {name!r} must be non-empty, without spaces", bool(name) and " " not in name))
            if not ok]
+    try:
+        extra_conf = parse_conf(conf or [])
+    except ValueError as exc:
+        bad.append(str(exc))
     if bad:
         raise UsageError("; ".join(bad), hint="`kctl stream submit --help` describes the options")
     cp = checkpoint or Path(".kctl/stream/checkpoint")
@@ -154,6 +160,7 @@ def submit(
         max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
         name=name, optimize_every=optimize_every, vacuum_retain_hours=retain_hours,
         spec_file=str(spec.resolve()) if spec.exists() else None,  # a secured one: its credentials
+        extra_conf=extra_conf,
     )
     if not detach:
         info(f"starting the stream job on {master} ({cfg.trigger}); Ctrl-C stops it after the current batch")

@@ -13,6 +13,33 @@ DEFAULT_OUT = Path(".kctl/stream/out")
 DEFAULT_CHECKPOINT = Path(".kctl/stream/checkpoint")
 
 
+# Spark settings the job sets from its own options or needs as they are: `--conf` may not name them.
+OWN_CONF = {"spark.master": "--master", "spark.app.name": "--name", "spark.driver.memory": "--driver-memory",
+            "spark.jars": "--jars", "spark.jars.packages": "--jars", "spark.driver.host": "(loopback: kctl's own)",
+            "spark.driver.bindAddress": "(loopback: kctl's own)", "spark.sql.extensions": "(Delta Lake's)",
+            "spark.sql.catalog.spark_catalog": "(Delta Lake's)"}
+
+
+def parse_conf(items: list[str]) -> dict[str, str]:
+    """``--conf KEY=VALUE`` items (spark-submit's form) -> settings; ValueError says which item is wrong and why.
+    A setting that looks like a secret is refused: it would sit in the process's arguments and the job's
+    config file (a secured cluster's credentials come from its state dir at run time)."""
+    import re
+
+    out: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or not key.startswith("spark.") or not value:
+            raise ValueError(f"--conf {item!r} is not spark.KEY=VALUE")
+        if key in OWN_CONF:
+            raise ValueError(f"--conf {key} is kctl's own setting of the job: use {OWN_CONF[key]}")
+        if re.search(r"(?i)password|secret|token|credential", key):
+            raise ValueError(f"--conf {key} would put a secret in the process's arguments and the job's config")
+        out[key] = value
+    return out
+
+
 @dataclass
 class JobConfig:
     bootstrap_servers: str
