@@ -91,9 +91,11 @@ def spark() -> Iterator[Any]:
     from kctl.stream.config import JobConfig
     from kctl.stream.jars import jars_for_job
     from kctl.stream.job import build_session
+    from tests.integration.ports import spark_quick_jit
 
+    key, value = spark_quick_jit().split("=", 1)
     s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2,
-                                jars=jars_for_job(None)), app_name="kctl-tests")
+                                jars=jars_for_job(None), extra_conf={key: value}), app_name="kctl-tests")
     yield s
     s.stop()
 

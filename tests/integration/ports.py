@@ -44,6 +44,14 @@ def quick_jit(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def spark_quick_jit() -> str:
+    """The same JIT flags for a Spark driver of a test (`kctl stream submit --conf`, a session's config): a
+    test's job runs for a minute (docs/pipeline.md has the figures)."""
+    from kctl.testing.cluster import QUICK_JIT
+
+    return "spark.driver.extraJavaOptions=" + " ".join(QUICK_JIT)
+
+
 def away_from_defaults(spec_file: Path, nodes: int = 3, start: int = 41000) -> None:
     """Give kctl.yaml's published ports (ZooKeeper clients, Kafka's external listeners, the exporters) bases of
     ``nodes`` free consecutive ports each, from ``start`` up (bounded: 41000-49000), and its JVMs the testing
