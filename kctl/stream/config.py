@@ -13,11 +13,15 @@ DEFAULT_OUT = Path(".kctl/stream/out")
 DEFAULT_CHECKPOINT = Path(".kctl/stream/checkpoint")
 
 
-# Spark settings the job sets from its own options or needs as they are: `--conf` may not name them.
-OWN_CONF = {"spark.master": "--master", "spark.app.name": "--name", "spark.driver.memory": "--driver-memory",
-            "spark.jars": "--jars", "spark.jars.packages": "--jars", "spark.driver.host": "(loopback: kctl's own)",
-            "spark.driver.bindAddress": "(loopback: kctl's own)", "spark.sql.extensions": "(Delta Lake's)",
-            "spark.sql.catalog.spark_catalog": "(Delta Lake's)"}
+# Spark settings the job sets from its own options or needs as they are: `--conf` may not name them (-> what
+# to do instead).
+OWN_CONF = {"spark.master": "use --master", "spark.driver.memory": "use --driver-memory",
+            "spark.jars": "use --jars", "spark.jars.packages": "use --jars",
+            "spark.app.name": "the job is always kctl-stream (--name names its consumer group)",
+            "spark.driver.host": "the driver binds to 127.0.0.1 only",
+            "spark.driver.bindAddress": "the driver binds to 127.0.0.1 only",
+            "spark.sql.extensions": "the job's Delta Lake tables need Delta's",
+            "spark.sql.catalog.spark_catalog": "the job's Delta Lake tables need Delta's"}
 
 
 def parse_conf(items: list[str]) -> dict[str, str]:
@@ -33,7 +37,7 @@ def parse_conf(items: list[str]) -> dict[str, str]:
         if not eq or not key.startswith("spark.") or not value:
             raise ValueError(f"--conf {item!r} is not spark.KEY=VALUE")
         if key in OWN_CONF:
-            raise ValueError(f"--conf {key} is kctl's own setting of the job: use {OWN_CONF[key]}")
+            raise ValueError(f"--conf {key} is kctl's own setting of the job: {OWN_CONF[key]}")
         if re.search(r"(?i)password|secret|token|credential", key):
             raise ValueError(f"--conf {key} would put a secret in the process's arguments and the job's config")
         out[key] = value

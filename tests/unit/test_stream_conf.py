@@ -24,7 +24,7 @@ def test_settings_are_taken_as_spark_submit_takes_them() -> None:
     ("ui.enabled=true", "is not spark.KEY=VALUE"),
     ("spark.ui.enabled=", "is not spark.KEY=VALUE"),
     ("spark.driver.memory=2g", "use --driver-memory"),
-    ("spark.driver.host=0.0.0.0", "kctl's own"),
+    ("spark.driver.host=0.0.0.0", "kctl's own setting of the job: the driver binds to 127.0.0.1 only"),
     ("spark.ssl.keyStorePassword=x", "secret"),
     ("spark.authenticate.secret=x", "secret"),
 ])
