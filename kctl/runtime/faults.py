@@ -45,6 +45,8 @@ LOSS_CHAIN = "KCTL_LOSS"
 # how long a killed node's container may take to come back (engine swarm: its replacement task, after the
 # restart_policy's delay of 5 s)
 REPLACE_TIMEOUT = 120.0
+# pausing a node: tries while the freezer gives up on busy processes (Faults.pause)
+PAUSE_ATTEMPTS = 5
 
 
 @dataclass
@@ -218,10 +220,27 @@ class Faults:
     # ----- the whole node ----------------------------------------------------------------
 
     def pause(self, host: str) -> None:
-        """Freeze every process of a node (SIGSTOP through the freezer: a hung host)."""
+        """Freeze every process of a node (SIGSTOP through the freezer: a hung host). cgroup v1's freezer gives
+        up while the node's processes are busy being scheduled ("unable to freeze", seen on two loaded cores)
+        and leaves them running: tried again, up to PAUSE_ATTEMPTS times; still refused, nothing is paused."""
+        import time
+
+        from docker.errors import APIError
+
         c = self.container(host)
         self._remember("pause", host, f"{host} paused", lambda: self.unpause(host))
-        c.pause()
+        for attempt in range(1, PAUSE_ATTEMPTS + 1):
+            try:
+                c.pause()
+                return
+            except APIError as exc:
+                said = str(getattr(exc, "explanation", None) or exc)
+                if "unable to freeze" not in said or attempt == PAUSE_ATTEMPTS:
+                    self.unpause(host)  # (runc thaws what it froze; this makes sure, and forgets the fault)
+                    raise KctlError(f"cannot pause {host}: {said}",
+                                    hint="the node was left running; try again when the machine is less busy"
+                                    ) from None
+                time.sleep(0.2 * attempt)
 
     def unpause(self, host: str) -> None:
         c = self.container(host)

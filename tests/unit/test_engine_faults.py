@@ -116,3 +116,43 @@ def test_a_killed_process_is_held_down_or_left_to_its_supervisor(hold: bool, mon
     assert ("kafka", "logger2") in f.pending  # an interrupted drill still starts it
     f.wait_back("logger2", "kafka")
     assert waited[-1] is True and f.pending == {}
+
+
+class FreezerRefuses(FakeContainer):
+    """A container whose pause the freezer refuses ``refusals`` times (cgroup v1 on a busy machine)."""
+
+    refusals: int = 0
+
+    def pause(self) -> None:
+        from docker.errors import APIError
+
+        self.calls.append("pause")
+        if self.calls.count("pause") <= self.refusals:
+            raise APIError("500 Server Error", explanation="Cannot pause container a: OCI runtime pause failed:"
+                                                           " unable to freeze: unknown")
+        self.status = "paused"
+
+    def unpause(self) -> None:
+        self.calls.append("unpause")
+        self.status = "running"
+
+
+@pytest.mark.parametrize(("refusals", "paused"), [(0, True), (2, True), (5, False)])
+def test_a_pause_the_freezer_refuses_is_tried_again_and_never_left_half_done(
+        refusals: int, paused: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    c = FreezerRefuses("a", "logger1", "running", "")
+    c.refusals = refusals
+    f = Faults(ClusterSpec(), dc=FakeDocker([c]))
+    if paused:
+        f.pause("logger1")
+        assert c.status == "paused" and c.calls.count("pause") == refusals + 1 and ("pause", "logger1") in f.pending
+        f.unpause("logger1")
+        assert c.status == "running" and f.pending == {}
+    else:
+        with pytest.raises(KctlError) as err:
+            f.pause("logger1")
+        assert "unable to freeze" in err.value.message and "left running" in (err.value.hint or "")
+        assert c.calls.count("pause") == 5 and c.status == "running" and f.pending == {}
