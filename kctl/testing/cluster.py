@@ -105,6 +105,24 @@ FOLLOWER_WAIT_MS = 2000
 _FETCH_WAIT_BOUNDS = ("replica.fetch.wait.max.ms", "replica.lag.time.max.ms", "replica.socket.timeout.ms")
 
 
+def with_quick_jit(data: dict[str, Any]) -> dict[str, Any]:
+    """kctl.yaml's data with the quick JIT (:data:`QUICK_JIT`) for its ZooKeepers, its brokers and its mirrors
+    given as dicts, except where a section names JVM flags of its own (an empty ``jvm_options``, as `kctl init`
+    spells the default, names none): the one rule for every short-lived cluster of the tests, the testing
+    API's and those a test writes a kctl.yaml for. ``data`` is left as it was."""
+    def quick(section: Any) -> Any:
+        if not isinstance(section, dict) or section.get("jvm_options"):
+            return section
+        return {**section, "jvm_options": list(QUICK_JIT)}
+
+    out = dict(data)
+    for svc in ("zookeeper", "kafka"):
+        out[svc] = quick(out.get(svc) or {})
+    if out.get("mirrors"):
+        out["mirrors"] = [quick(m) for m in out["mirrors"]]
+    return out
+
+
 class KafkaCluster:
     """A real ZooKeeper + Kafka ensemble in containers; a context manager.
 
@@ -152,10 +170,7 @@ class KafkaCluster:
         if security:
             data = _deep_merge({"security": {"enabled": True}}, data)
         if quick_jit and not isinstance(spec, ClusterSpec):
-            data = _deep_merge({svc: {"jvm_options": list(QUICK_JIT)} for svc in ("zookeeper", "kafka")}, data)
-            if data.get("mirrors"):
-                data["mirrors"] = [{"jvm_options": list(QUICK_JIT), **m} if isinstance(m, dict) else m
-                                   for m in data["mirrors"]]
+            data = with_quick_jit(data)
         own = ((data.get("kafka") or {}).get("overrides") or {})
         if follower_wait_ms and not isinstance(spec, ClusterSpec) and not any(k in own for k in _FETCH_WAIT_BOUNDS):
             data = _deep_merge({"kafka": {"overrides": {"replica.fetch.wait.max.ms": str(follower_wait_ms)}}}, data)

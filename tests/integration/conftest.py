@@ -93,7 +93,7 @@ def spark() -> Iterator[Any]:
     from kctl.stream.job import build_session
     from tests.integration.ports import spark_quick_jit
 
-    key, value = spark_quick_jit().split("=", 1)
+    key, value = spark_quick_jit()
     s = build_session(JobConfig("", [], "", "", master="local[1]", driver_memory="512m", shuffle_partitions=2,
                                 jars=jars_for_job(None), extra_conf={key: value}), app_name="kctl-tests")
     yield s

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Any
 
 import yaml
+
+from kctl.testing.cluster import with_quick_jit
 
 
 def _free(port: int) -> bool:
@@ -31,25 +32,12 @@ def free_bases(count: int, nodes: int = 3, start: int = 41000, stop: int = 49000
     raise AssertionError(f"no {count} free port ranges in {start}-{stop}")
 
 
-def quick_jit(data: dict[str, Any]) -> dict[str, Any]:
-    """A test's kctl.yaml (as data) with the JIT flags the testing API gives its clusters, unless it names JVM
-    flags of its own: a test cluster lives for minutes, and C2's compiles on two busy cores are work it never
-    pays back (docs/testing.md)."""
+def spark_quick_jit() -> tuple[str, str]:
+    """The testing API's quick JIT for a Spark driver of a test, as a setting and its value (a session's config;
+    joined by "=" for `kctl stream submit --conf`): a test's job runs for a minute (docs/pipeline.md)."""
     from kctl.testing.cluster import QUICK_JIT
 
-    for svc in ("zookeeper", "kafka"):
-        section = data.setdefault(svc, {})
-        if not section.get("jvm_options"):
-            section["jvm_options"] = list(QUICK_JIT)
-    return data
-
-
-def spark_quick_jit() -> str:
-    """The same JIT flags for a Spark driver of a test (`kctl stream submit --conf`, a session's config): a
-    test's job runs for a minute (docs/pipeline.md has the figures)."""
-    from kctl.testing.cluster import QUICK_JIT
-
-    return "spark.driver.extraJavaOptions=" + " ".join(QUICK_JIT)
+    return "spark.driver.extraJavaOptions", " ".join(QUICK_JIT)
 
 
 def away_from_defaults(spec_file: Path, nodes: int = 3, start: int = 41000) -> None:
@@ -57,8 +45,7 @@ def away_from_defaults(spec_file: Path, nodes: int = 3, start: int = 41000) -> N
     ``nodes`` free consecutive ports each, from ``start`` up (bounded: 41000-49000), and its JVMs the testing
     API's quick JIT (a short-lived test cluster: kctl.testing.cluster.QUICK_JIT)."""
     bases = free_bases(4, nodes, start)
-    data = yaml.safe_load(spec_file.read_text())
-    quick_jit(data)
+    data = with_quick_jit(yaml.safe_load(spec_file.read_text()))
     data.setdefault("zookeeper", {})["host_port_base"] = bases[0]
     data.setdefault("kafka", {})["external_port_base"] = bases[1]
     data.setdefault("monitoring", {})["zookeeper_exporter_host_port_base"] = bases[2]

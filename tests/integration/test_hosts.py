@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from kctl.spec import load_cluster
-from tests.integration.ports import quick_jit
+from kctl.testing.cluster import with_quick_jit
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +50,7 @@ def write_spec(path: Path, fleet: Any, *, addresses: dict[str, str] | None = Non
             "ssh": {"user": "ops", "key_file": str(key or fleet.key_path), "connect_timeout": 3},
             "nodes": [{"id": i, "hostname": h, "advertised_host": addresses[h]} for i, h in enumerate(HOSTS, 1)],
             **extra}
-    path.write_text(yaml.safe_dump(quick_jit(spec), sort_keys=False))
+    path.write_text(yaml.safe_dump(with_quick_jit(spec), sort_keys=False))
     return path
 
 

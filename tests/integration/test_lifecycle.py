@@ -25,7 +25,8 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.integration.ports import free_bases, quick_jit
+from kctl.testing.cluster import with_quick_jit
+from tests.integration.ports import free_bases
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +57,7 @@ def lifecycle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     spec: dict[str, Any] = {"name": name, "zookeeper": {}, "kafka": {}}
     # Three consecutive ports from each base: pick bases whose neighbours are free.
     spec["zookeeper"]["host_port_base"], spec["kafka"]["external_port_base"] = _consecutive_bases()
-    (cwd / "kctl.yaml").write_text(yaml.safe_dump(quick_jit(spec)))
+    (cwd / "kctl.yaml").write_text(yaml.safe_dump(with_quick_jit(spec)))
     try:
         yield cwd
     finally:

@@ -317,7 +317,7 @@ def test_stream_job_reads_the_secured_cluster(secure: KafkaCluster, tmp_path: Pa
     ok(kctl(secure, "gen", "logs", "-t", t, "-n", "300", "--seed", "7", "--rate", "100000"))
     p = kctl(secure, "stream", "submit", "-t", t, "--available-now", "--master", "local[1]",
              "--out", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "cp"), "-o", "json",
-             "--conf", spark_quick_jit(), timeout=600)
+             "--conf", "=".join(spark_quick_jit()), timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     archive = deltalake.DeltaTable(str(tmp_path / "out" / "archive")).to_pyarrow_table()
     assert archive.num_rows == 300

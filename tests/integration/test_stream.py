@@ -47,7 +47,8 @@ def _kctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
 
 def _submit(bootstrap: str, topic: str, tmp: Path, *extra: str, timeout: float = 600) -> dict[str, Any]:
     r = _kctl("stream", "submit", "-b", bootstrap, "-t", topic, "--out", str(tmp / "out"),
-              "--checkpoint", str(tmp / "cp"), "-o", "json", "--conf", spark_quick_jit(), *extra, timeout=timeout)
+              "--checkpoint", str(tmp / "cp"), "-o", "json", "--conf", "=".join(spark_quick_jit()), *extra,
+              timeout=timeout)
     assert r.returncode == 0, r.stderr[-3000:]
     return dict(json.loads(r.stdout))
 

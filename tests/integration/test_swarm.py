@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from kctl.runtime.ports import free_ports
-from tests.integration.ports import quick_jit
+from kctl.testing.cluster import with_quick_jit
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +54,7 @@ def _write_spec(tmp: Path, name: str, ports: list[int], engine: str | None) -> P
     if engine:
         data["engine"] = engine
     f = tmp / "kctl.yaml"
-    f.write_text(yaml.safe_dump(quick_jit(data)))
+    f.write_text(yaml.safe_dump(with_quick_jit(data)))
     return f
 
 

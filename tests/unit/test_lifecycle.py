@@ -253,6 +253,21 @@ def test_the_testing_api_stops_the_jit_at_c1_unless_told_otherwise(tmp_path: Pat
         {"name": "a", "source": source}]).spec.mirrors[0].jvm_options == []
 
 
+def test_the_quick_jit_rule_fills_kctl_inits_empty_flags_and_keeps_named_ones() -> None:
+    from kctl.testing.cluster import with_quick_jit
+
+    written = {"name": "x", "zookeeper": {"jvm_options": [], "host_port_base": 12181},
+               "kafka": {"jvm_options": ["-XX:+UseSerialGC"]},
+               "mirrors": [{"name": "a", "jvm_options": []}, {"name": "b"}]}
+    before = repr(written)
+    quick = with_quick_jit(written)
+    assert quick["zookeeper"] == {"jvm_options": ["-XX:TieredStopAtLevel=1"], "host_port_base": 12181}
+    assert quick["kafka"]["jvm_options"] == ["-XX:+UseSerialGC"]
+    assert [m["jvm_options"] for m in quick["mirrors"]] == [["-XX:TieredStopAtLevel=1"]] * 2
+    assert repr(written) == before  # the caller's data as it was
+    assert with_quick_jit({})["kafka"] == {"jvm_options": ["-XX:TieredStopAtLevel=1"]}
+
+
 def test_the_testing_api_lets_followers_wait_2_s_for_data_unless_told_otherwise(tmp_path: Path) -> None:
     from kctl.properties import server_properties
     from kctl.testing import cluster as tc
