@@ -124,7 +124,8 @@ class Load:
                 due = rec.started + seq * interval
                 now = time.monotonic()
                 if now < due:
-                    p.poll(min(due - now, 0.05))
+                    # librdkafka takes whole milliseconds: a wait under one would return at once and spin
+                    p.poll(min(max(due - now, 0.001), 0.05))
                     continue
                 try:
                     p.produce(rec.topic, value=str(seq).encode(), partition=seq % rec.partitions,

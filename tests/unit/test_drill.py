@@ -176,3 +176,39 @@ def test_cli_refuses_bad_input_before_reading_any_spec(tmp_path: Any) -> None:
     p = subprocess.run([sys.executable, "-m", "kctl", "drill", "list", "-o", "json"], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0 and "leader-kill" in {r["scenario"] for r in __import__("json").loads(p.stdout)}
+
+
+def test_the_load_waits_for_its_next_record_instead_of_spinning() -> None:
+    """librdkafka's poll takes whole milliseconds: a wait shorter than one returned at once, and the load thread
+    spun through the last millisecond before every record (most of a core at 500 records/s)."""
+    import threading
+    import time
+
+    from kctl.drill.load import Load
+
+    class Producer:
+        def __init__(self) -> None:
+            self.waits: list[float] = []
+            self.produced = 0
+
+        def poll(self, timeout: float) -> int:
+            self.waits.append(timeout)
+            if timeout > 0:
+                time.sleep(timeout)
+            return 0
+
+        def produce(self, *_: Any, **__: Any) -> None:
+            self.produced += 1
+
+    load = Load(ClusterSpec.model_validate({"name": "x"}), "t", 3, rate=500.0, max_seconds=0.5)
+    fake = Producer()
+    load._producer = fake
+    load.record.started = time.monotonic()
+    thread = threading.Thread(target=load._run)
+    thread.start()
+    thread.join(5)
+    waits = [w for w in fake.waits if w > 0]
+    assert not thread.is_alive() and 200 <= fake.produced <= 300, fake.produced
+    assert waits and min(waits) >= 0.001, min(waits)
+    # every wait but the poll(0) after each send: about one per record, not thousands
+    assert len(waits) < 3 * fake.produced, (len(waits), fake.produced)
