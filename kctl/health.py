@@ -22,7 +22,7 @@ from kctl.kafka import describe as kmd
 from kctl.properties import services_of
 from kctl.runtime import engines
 from kctl.spec import ClusterSpec, ZkRole
-from kctl.wait import Stage, StageResult, wait_for_stages, wait_until
+from kctl.wait import POLL_S, Stage, StageResult, wait_for_stages, wait_until
 from kctl.zk import fourlw
 
 SERVING = ("leader", "follower", "observer", "standalone")
@@ -706,7 +706,7 @@ def healthy_stages(spec: ClusterSpec, allow_missing: int = 0, round_trip: bool =
 def wait_until_healthy(spec: ClusterSpec, timeout: float = 120, allow_missing: int = 0,
                        round_trip: bool = False) -> list[StageResult]:
     """Through :func:`healthy_stages`; TimeoutReached with the stage it stopped at and what it last saw."""
-    return wait_for_stages(healthy_stages(spec, allow_missing, round_trip), timeout=timeout, poll=0.5)
+    return wait_for_stages(healthy_stages(spec, allow_missing, round_trip), timeout=timeout, poll=POLL_S)
 
 
 def wait_for(spec: ClusterSpec, condition: Callable[[ClusterStatus], bool], timeout: float = 60,

@@ -32,7 +32,7 @@ from kctl.runtime import cluster as rc
 from kctl.runtime import engines
 from kctl.runtime.cluster import PlanItem
 from kctl.spec import ClusterSpec
-from kctl.wait import StageResult
+from kctl.wait import POLL_S, StageResult
 
 if TYPE_CHECKING:
     from kctl.runtime.docker_api import ContainerInfo
@@ -158,7 +158,7 @@ def up(
         # Last, healthy as `kctl status` judges it (the one definition): after a start on kept data, or a
         # process started again, replicas that were behind are in sync before `up` says the cluster is healthy.
         stages = [*health.readiness_stages(spec, state_dir), *health.healthy_stages(spec)[-1:]]
-        result.stages = wait_for_stages(stages, timeout=timeout, poll=0.5, on_progress=on_stage)
+        result.stages = wait_for_stages(stages, timeout=timeout, poll=POLL_S, on_progress=on_stage)
         _record_identity(spec, state_dir)
     from kctl.runtime import prometheus
 

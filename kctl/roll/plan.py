@@ -40,7 +40,7 @@ GATE_QUORUM = "the KRaft controller quorum whole again (a leader, every voter, n
 
 # A partition back in the ISR may drop out again while its follower catches up: the gate wants the cluster
 # without under-replicated partitions at every check for this long, however often it checks.
-URP_STABLE_S = 2.0
+URP_STABLE_S = 1.0
 
 
 @dataclass(frozen=True)

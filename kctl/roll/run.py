@@ -24,7 +24,7 @@ from kctl.kafka import describe as kmd
 from kctl.roll import plan as rp
 from kctl.security.store import client_settings  # a secured cluster: SASL_SSL as its admin user
 from kctl.spec import ClusterSpec
-from kctl.wait import Probe, wait_until
+from kctl.wait import POLL_S, Probe, wait_until
 
 Progress = Callable[[str], None]
 LOCK_FILE = contract.ROLL_LOCK_FILE
@@ -256,9 +256,8 @@ def urp_gate(spec: ClusterSpec, stable_s: float = rp.URP_STABLE_S) -> Probe:
 
 # ----- the roll ------------------------------------------------------------------------------------
 
-# How often a gate asks (each ask is a few ZooKeeper words or one metadata request): a step waits at most this
-# long after its condition holds.
-GATE_POLL_S = 0.5
+# How often a gate asks: kctl.wait's period for every wait on the cluster.
+GATE_POLL_S = POLL_S
 
 
 class _Runner:
@@ -299,6 +298,17 @@ class _Runner:
 
         self.say(f"{label}: starting {service}")
         services.start(self.spec, host, service, self.docker())
+
+    def start_together(self, label: str, host: str, services: tuple[str, ...]) -> None:
+        """Start ``services`` at once (each start returns after its supervisor's start time); the first
+        failure is raised once every start has returned (a start of a running service changes nothing)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.docker()  # made once, before the threads share it
+        with ThreadPoolExecutor(len(services)) as pool:
+            starts = [pool.submit(self.start, label, host, service) for service in services]
+        for started in starts:
+            started.result()
 
     def zk_down(self, label: str, host: str) -> None:
         self.stop(label, host, "zookeeper")
@@ -393,12 +403,23 @@ class _Runner:
                 if s.service in ("kafka", "node"):
                     self.kafka_up(label, s.host, start=False)
                 return
-            if s.service in ("zookeeper", "node"):
+            if s.service == "node":
+                stopped.append("zookeeper")
+                self.zk_down(label, s.host)
+                # Both processes start at once: the broker's wrapper waits for a ZooKeeper quorum, which the
+                # other ZooKeepers hold meanwhile, so the broker's start overlaps its ZooKeeper's instead of
+                # following it; the ZooKeeper's gates come first, then the broker's.
+                self.start_together(label, s.host, ("zookeeper", "kafka"))
+                stopped.clear()
+                self.zk_up(label, s.host, start=False)
+                self.kafka_up(label, s.host, start=False)
+                return
+            if s.service == "zookeeper":
                 stopped.append("zookeeper")
                 self.zk_down(label, s.host)
                 stopped.remove("zookeeper")
                 self.zk_up(label, s.host)
-            if s.service in ("kafka", "node"):
+            if s.service == "kafka":
                 stopped.remove("kafka")
                 self.kafka_up(label, s.host)
         except KctlError:

@@ -288,6 +288,8 @@ def test_restart_one_node_both_services_together(cluster: KafkaCluster) -> None:
     assert changed == {("logger2", "zookeeper"), ("logger2", "kafka")}, (before, after)
     for gate in ("would drop below min.insync.replicas", "answers srvr with a mode", "under-replicated partitions 0"):
         assert gate in p.stderr
+    # the broker starts beside its ZooKeeper, not after the ZooKeeper's gates
+    assert p.stderr.index("starting kafka") < p.stderr.index("ok  answers srvr with a mode"), p.stderr
     assert cluster.status().health == "healthy"
 
 
