@@ -25,6 +25,8 @@ from kctl.spec import Engine as EngineKind
 Progress = Callable[[str], None]
 
 # The entrypoint's copy of the secrets mount, made again before a service starts.
+# The exit code of a start's preparation that failed (kctl's own, beside supervisorctl's 0-7 and a shell's 126-127).
+BEFORE_FAILED = 90
 REFRESH_SECRETS = (
     f'[ -d {contract.SECRETS_MOUNT} ] || exit 0; for f in {contract.SECRETS_MOUNT}/*; do [ -f "$f" ] &&'
     f' install -m 0600 -o {contract.JVM_UID} -g {contract.JVM_UID} "$f" {contract.SECRETS_DIR}/; done; exit 0'
@@ -146,9 +148,17 @@ class Engine(abc.ABC):
     START_TIMEOUT = 60.0
 
     def _supervisorctl(self, spec: ClusterSpec, host: str, action: str, service: str, timeout: float,
-                       dc: Any) -> str:
-        code, out = self.exec_in(spec, host, [*contract.SUPERVISORCTL, action, service], timeout=timeout, dc=dc)
+                       dc: Any, before: str = "") -> str:
+        """``supervisorctl ACTION SERVICE`` in the node, after the shell commands ``before`` (one exec: each
+        costs a container lookup and a process in the node). A command of ``before`` that fails prints its
+        own message and exits with :data:`BEFORE_FAILED`."""
+        argv = [*contract.SUPERVISORCTL, action, service]
+        if before:
+            argv = ["sh", "-c", f'{before}\nexec "$@"', "sh", *argv]
+        code, out = self.exec_in(spec, host, argv, user="root", timeout=timeout, dc=dc)
         text = out.strip()
+        if code == BEFORE_FAILED:
+            raise KctlError(f"{host}: {text[-300:]}", hint=f"`kctl logs {host} --service supervisor`")
         # "already started" / "not running" are the state asked for, not a failure.
         if code != 0 and "ALREADY_STARTED" not in text and "NOT_RUNNING" not in text:
             raise KctlError(f"{host}: `supervisorctl {action} {service}` failed (exit {code}): {text[-500:]}",
@@ -163,18 +173,14 @@ class Engine(abc.ABC):
     def start_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
         """Start ``service`` deliberately: the wrapper's crash-loop record goes first (a start kctl asks for is
         no crash, so it gets no back-off), and a secured node's secrets are copied again (a JAAS file that
-        `kctl apply` rewrote reaches a restarted process, not only a new container)."""
-        code, out = self.exec_in(spec, host, ["rm", "-f", contract.starts_file(service)], user="root", timeout=30,
-                                 dc=dc)
-        if code != 0:
-            raise KctlError(f"{host}: cannot clear {contract.starts_file(service)} before starting {service}:"
-                            f" {out.strip()[-300:]}", hint=f"`kctl logs {host} --service supervisor`")
+        `kctl apply` rewrote reaches a restarted process, not only a new container); all in one exec."""
+        starts = contract.starts_file(service)
+        before = (f'rm -f {starts} || {{ echo "cannot clear {starts} before starting {service}";'
+                  f' exit {BEFORE_FAILED}; }}')
         if spec.security.enabled:
-            code, out = self.exec_in(spec, host, ["sh", "-c", REFRESH_SECRETS], user="root", timeout=30, dc=dc)
-            if code != 0:
-                raise KctlError(f"{host}: cannot refresh the secrets copy before starting {service}:"
-                                f" {out.strip()[-300:]}", hint=f"`kctl logs {host} --service supervisor`")
-        return self._supervisorctl(spec, host, "start", service, self.START_TIMEOUT, dc)
+            before += (f'\n( {REFRESH_SECRETS} ) || {{ echo "cannot refresh the secrets copy before starting'
+                       f' {service}"; exit {BEFORE_FAILED}; }}')
+        return self._supervisorctl(spec, host, "start", service, self.START_TIMEOUT, dc, before=before)
 
     def deliver(self, spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
         """Put the state dir's rendered files where the nodes' processes read them at their next start, without
