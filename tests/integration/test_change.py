@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kctl.roll.plan import GATE_URP, URP_STABLE_S
 from kctl.testing.cluster import KafkaCluster
 from kctl.testing.plugin import restore
 
@@ -136,7 +137,7 @@ def test_apply_rolls_exactly_the_node_whose_static_config_changed(cluster: Kafka
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)
     assert [(s["host"], s["service"]) for r in res["rolls"] for s in r["steps"]] == [("logger2", "kafka")]
-    assert "under-replicated partitions 0 for 2 s of consecutive checks" in p.stderr
+    assert GATE_URP.format(s=URP_STABLE_S) in p.stderr
     after = jvm_pids(cluster)
     assert {k for k in before if after.get(k) != before[k]} == {("logger2", "kafka")}, (before, after)
     assert cluster.status().health == "healthy"

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from kctl.roll.plan import GATE_URP, URP_STABLE_S
 from kctl.testing.cluster import KafkaCluster
 from kctl.testing.plugin import restore
 
@@ -192,7 +193,7 @@ def test_rolling_restart_under_load_loses_no_acknowledged_record(cluster: KafkaC
     assert [(s["host"], s["service"]) for s in result["steps"]] == \
         [(s["host"], s["service"]) for s in result["plan"]["steps"]] and len(result["steps"]) == 6
     # the progress names the node, the gate and what it saw
-    assert "under-replicated partitions 0 for 2 s of consecutive checks" in stderr and "URP 0" in stderr
+    assert GATE_URP.format(s=URP_STABLE_S) in stderr and "URP 0" in stderr
     assert "/brokers/ids/" in stderr and "gone" in stderr and "answers srvr with a mode" in stderr
 
     assert load.errors == [], load.errors[:5]
