@@ -55,13 +55,15 @@ def test_benchmark_tables_are_markdown_tables() -> None:
 
     lifecycle = {"kctl_up": 20.0, "ups": [19.0, 20.0, 21.0], "floor": 16.0, "peak_mb": 900.0, "status_up_ms": 40.0,
                  "status_down_ms": 90.0, "jvm_floor": 4.0, "quick_up": 15.0, "quick_ups": [14.0, 15.0, 16.0],
-                 "bare_up": 18.0, "bare_ups": [17.0, 18.0, 19.0]}
+                 "bare_up": 18.0, "bare_ups": [17.0, 18.0, 19.0],
+                 "stages": {"every ZooKeeper answers srvr with a Mode": 2.0, "every broker registered": 3.0}}
     starts = {"zookeeper on": [0.7, 0.8, 0.6], "zookeeper off": [1.0, 0.9, 1.1], "kafka on": [2.0, 2.2, 2.4],
               "kafka off": [4.0, 3.8, 4.2]}
     for section in (stream.render(fig), up.render_section(lifecycle), jvm.render_section(starts)):
         rows = [line for line in section.splitlines() if line.startswith("|")]
         assert rows[:2] == ["| measure | value |", "|---|---|"]
-        assert len(rows) >= 6 and all(line.count(" | ") == 1 and line.endswith(" |") for line in rows[2:])
+        assert len(rows) >= 6 and all(line == "|---|---|" or (line.count(" | ") == 1 and line.endswith(" |"))
+                                      for line in rows[2:])
     assert "| **ratio job / floor** | **0.50** |" in stream.render(fig)
     assert "| 900 events/s (0.90 of the floor) |" in stream.render(fig)
     assert "trigger 1 seconds, 600 rows; JVM and Spark start excluded) | 2.5 s |" in stream.render(fig)
@@ -71,6 +73,8 @@ def test_benchmark_tables_are_markdown_tables() -> None:
     assert "| each `kctl up` | 19.0, 20.0, 21.0 s |" in up.render_section(lifecycle)
     assert "| ratio C1-only / default | 0.75 |" in up.render_section(lifecycle)
     assert "| ratio monitoring off / default | 0.90 |" in up.render_section(lifecycle)
+    assert "| stage | median |\n|---|---|\n| every ZooKeeper answers srvr with a Mode | 2.00 s |" in \
+        up.render_section(lifecycle)
     assert "| ratio with / without (kafka) | 0.55 |" in jvm.render_section(starts)
     assert "| the same without archives | 5.00 s |" in jvm.render_section(starts)
     assert table(("a", "b"), [("x", "1")]) == ["| a | b |", "|---|---|", "| x | 1 |"]
