@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from kctl.errors import KctlError, TimeoutReached
 
 Probe = Callable[[], tuple[bool, str]]
-# How often a wait for the cluster asks (`kctl up`'s stages, a roll's gates, healthy again after a node change):
-# a stage passes at most this long after its condition holds. One ask is a few ZooKeeper words or each broker's
+# How often `kctl up`'s stages, a roll's gates and wait_until_healthy (a node change) ask: a stage passes at
+# most this long after its condition holds. Other waits name their own period (the default below: 0.5 s). One ask is a few ZooKeeper words or each broker's
 # metadata (tens of milliseconds of CPU), small beside the JVMs it waits for.
 POLL_S = 0.2
 HINT = "inspect with `kctl status` and `kctl logs NODE`; clean up with `kctl down`"

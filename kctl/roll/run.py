@@ -256,7 +256,7 @@ def urp_gate(spec: ClusterSpec, stable_s: float = rp.URP_STABLE_S) -> Probe:
 
 # ----- the roll ------------------------------------------------------------------------------------
 
-# How often a gate asks: kctl.wait's period for every wait on the cluster.
+# How often a gate asks: kctl.wait's period for the waits a cluster's start and change go through.
 GATE_POLL_S = POLL_S
 
 
