@@ -53,16 +53,21 @@ integration: setup
 # on the engine then, so the swarm's leave breaks no one's DNS, and mypy and the package's pip install, one
 # thread each, leave a core to it (lint, unit, package and Swarm took 104 s side by side against 131 s one after
 # the other, 2026-11-28; all four at once took 114 s). Then the other modules. Every part always runs; any
-# failing fails the target.
+# failing fails the target, and its last lines end the output again (what failed and pytest's FAILED lines):
+# a reader of the output's tail, as a CI page shows it, sees which part failed and why.
+SUMMARY := grep -E '^(FAILED|ERROR) |^(Found|error:)|[0-9]+ (passed|failed|errors?)\b| error: '
 test: setup
-	@rc=0; log=$$(mktemp); \
-	( $(SWARM) || [ $$? -eq 5 ] ) > $$log 2>&1 & swarm=$$!; \
-	( set -x; $(LINT) ) || rc=1; \
-	( set -x; $(UNIT) || [ $$? -eq 5 ] ) || rc=1; \
-	( set -x; $(PACKAGE) || [ $$? -eq 5 ] ) || rc=1; \
-	wait $$swarm || rc=1; echo "+ the Swarm module, run beside lint, unit and package:"; cat $$log; rm -f $$log; \
-	( set -x; $(MODULES) || [ $$? -eq 5 ] ) || rc=1; \
-	exit $$rc
+	@d=$$(mktemp -d); failed=""; \
+	( $(SWARM) || [ $$? -eq 5 ] ) > $$d/swarm 2>&1 & swarm=$$!; \
+	( set -x; $(LINT) ) 2>&1 | tee $$d/lint; [ $${PIPESTATUS[0]} -eq 0 ] || failed="$$failed lint"; \
+	( set -x; $(UNIT) || [ $$? -eq 5 ] ) 2>&1 | tee $$d/unit; [ $${PIPESTATUS[0]} -eq 0 ] || failed="$$failed unit"; \
+	( set -x; $(PACKAGE) || [ $$? -eq 5 ] ) 2>&1 | tee $$d/package; [ $${PIPESTATUS[0]} -eq 0 ] || failed="$$failed package"; \
+	wait $$swarm || failed="$$failed swarm"; echo "+ the Swarm module, run beside lint, unit and package:"; cat $$d/swarm; \
+	( set -x; $(MODULES) || [ $$? -eq 5 ] ) 2>&1 | tee $$d/integration; \
+	[ $${PIPESTATUS[0]} -eq 0 ] || failed="$$failed integration"; \
+	for part in $$failed; do echo "== make test: $$part failed:"; $(SUMMARY) $$d/$$part | tail -n 12; done; \
+	rm -rf $$d; [ -z "$$failed" ] && echo "== make test: lint, unit, package, swarm and integration passed"; \
+	[ -z "$$failed" ]
 
 # The secured profile is a spec switch: every ops test on the plain and on one shared secured cluster
 # (`make integration` runs the tests marked both_profiles on both, the rest on the plain one).
