@@ -55,7 +55,7 @@ integration: setup
 # the other, 2026-11-28; all four at once took 114 s). Then the other modules. Every part always runs; any
 # failing fails the target, and its last lines end the output again (what failed and pytest's FAILED lines):
 # a reader of the output's tail, as a CI page shows it, sees which part failed and why.
-SUMMARY := grep -E '^(FAILED|ERROR) |^(Found|error:)|[0-9]+ (passed|failed|errors?)\b| error: '
+SUMMARY := grep -E '^(FAILED|ERROR) |^(Found|error:)|^ *--> |^[A-Z]+[0-9]+ |[0-9]+ (passed|failed|errors?)\b| error: '
 test: setup
 	@d=$$(mktemp -d); failed=""; \
 	( $(SWARM) || [ $$? -eq 5 ] ) > $$d/swarm 2>&1 & swarm=$$!; \

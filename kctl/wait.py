@@ -19,8 +19,9 @@ from kctl.errors import KctlError, TimeoutReached
 
 Probe = Callable[[], tuple[bool, str]]
 # How often `kctl up`'s stages, a roll's gates and wait_until_healthy (a node change) ask: a stage passes at
-# most this long after its condition holds. Other waits name their own period (the default below: 0.5 s). One ask is a few ZooKeeper words or each broker's
-# metadata (tens of milliseconds of CPU), small beside the JVMs it waits for.
+# most this long after its condition holds. Other waits name their own period (the default below: 0.5 s).
+# One ask is a few ZooKeeper words or each broker's metadata (tens of milliseconds of CPU), small beside the
+# JVMs it waits for.
 POLL_S = 0.2
 HINT = "inspect with `kctl status` and `kctl logs NODE`; clean up with `kctl down`"
 
