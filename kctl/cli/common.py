@@ -24,8 +24,12 @@ OutputOpt = typer.Option(Format.table, "--output", "-o", help="Output format: ta
 BootstrapOpt = typer.Option(None, "--bootstrap-server", help="host:port,... instead of the spec's EXTERNAL listeners.")
 
 
-def connect(path: Path, bootstrap: str | None = None, *, write: bool = False) -> ClusterSpec:
+def connect(path: Path, bootstrap: str | None = None, *, write: bool = False,
+            before: Callable[[ClusterSpec], None] | None = None) -> ClusterSpec:
     """Load the spec and make sure the cluster that answers is the one it names (exit 2 if not).
+
+    ``before``: the command's own checks of its input against the spec, run once it is loaded and before
+    any cluster is asked (a bad option is named as such, whatever state the cluster is in).
 
     With ``--bootstrap-server`` a read-only command talks to whatever cluster is there
     (a kctl.yaml is then optional) and says on stderr which cluster id answered; a
@@ -38,6 +42,8 @@ def connect(path: Path, bootstrap: str | None = None, *, write: bool = False) ->
     if bootstrap:
         # A secured kctl.yaml's credentials go with --bootstrap-server too (identity check and command).
         known = load(path) if path.exists() else None
+        if before is not None:
+            before(known or ClusterSpec())
         cid = identity.answering(bootstrap, spec=known)
         if write:
             identity.check_write(bootstrap, cid, known, path)
@@ -45,6 +51,8 @@ def connect(path: Path, bootstrap: str | None = None, *, write: bool = False) ->
              + (f" (the cluster of {path})" if write else " (--bootstrap-server: not checked against kctl.yaml)"))
         return known or ClusterSpec()
     spec = load(path)
+    if before is not None:
+        before(spec)
     identity.verify(spec, state_dir_for(spec, path))
     return spec
 

@@ -34,6 +34,7 @@ def restart(
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Restart nodes one at a time, each step gated on the cluster's health (never on sleeps)."""
+    from kctl.roll import plan as rp
     from kctl.roll import run
     from kctl.spec import state_dir_for
 
@@ -43,7 +44,8 @@ def restart(
     if recreate and service != "node":
         raise UsageError("--recreate makes the whole container again: it needs --service node",
                          hint="`kctl restart NODE --service node --recreate`")
-    spec = connect(file, write=not dry_run)  # never roll a cluster this kctl.yaml did not make
+    # never roll a cluster this kctl.yaml did not make; a bad service or node is named first, whatever its state
+    spec = connect(file, write=not dry_run, before=lambda s: rp.check_request(s, service, nodes or []))
     again = tuple(spec.node(n).hostname for n in nodes) if nodes else tuple(n.hostname for n in spec.nodes)
     again = again if recreate else ()
     if dry_run:

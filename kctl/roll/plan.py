@@ -126,11 +126,10 @@ def node_order(nodes: Sequence[tuple[str, int]], zk_leader: str | None,
     return out
 
 
-def plan_roll(spec: ClusterSpec, *, service: str | None, nodes: Sequence[str] = (),
-              zk_modes: Mapping[str, str], controller: int | None, recreate: Iterable[str] = ()) -> RollPlan:
-    """The steps of a restart of ``service`` (None: ZooKeeper phase, then Kafka phase) on ``nodes``
-    (empty: every node), ordered from the current ZooKeeper modes and controller. The steps on the
-    container hosts in ``recreate`` make their container again (``kctl apply``)."""
+def check_request(spec: ClusterSpec, service: str | None, nodes: Sequence[str] = ()) -> None:
+    """What a restart of ``service`` on ``nodes`` can be refused for from the spec alone (UsageError): a
+    service name, topology or metadata mode that does not fit, an unknown node. ``kctl restart`` asks it
+    before it asks the cluster anything, so a typo is named as such on a stopped cluster too."""
     if service is not None and service not in SERVICES:
         raise UsageError(f"unknown service {service!r}", hint="use kafka, zookeeper, node or controller")
     if service == "controller" and not spec.on_kraft:
@@ -146,6 +145,16 @@ def plan_roll(spec: ClusterSpec, *, service: str | None, nodes: Sequence[str] = 
                          hint="`kctl restart --rolling --service kafka` restarts the brokers, `--service"
                               " controller` the controllers, `--service node` each node's controller and broker;"
                               " the active controller's last")
+    for n in nodes:
+        spec.node(n)
+
+
+def plan_roll(spec: ClusterSpec, *, service: str | None, nodes: Sequence[str] = (),
+              zk_modes: Mapping[str, str], controller: int | None, recreate: Iterable[str] = ()) -> RollPlan:
+    """The steps of a restart of ``service`` (None: ZooKeeper phase, then Kafka phase) on ``nodes``
+    (empty: every node), ordered from the current ZooKeeper modes and controller. The steps on the
+    container hosts in ``recreate`` make their container again (``kctl apply``)."""
+    check_request(spec, service, nodes)
     picked = {spec.node(n).id for n in nodes}  # an unknown node is a UsageError before anything runs
     chosen = [n for n in spec.nodes if not picked or n.id in picked]
     steps: list[Step] = []

@@ -133,6 +133,19 @@ def test_logs_reads_the_state_dir_without_docker(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "unknown service" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_restart_names_a_bad_service_or_node_before_it_asks_any_cluster(tmp_path: Path) -> None:
+    (tmp_path / "kctl.yaml").write_text("name: t\n")
+    no_engine = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}  # nothing runs: the input is what is wrong
+    for args, said in ((["--rolling", "--service", "nodee"], "unknown service 'nodee'"),
+                       (["logger9", "--service", "kafka"], "logger9"),
+                       (["--rolling", "--service", "controller"], "no KRaft controllers")):
+        r = kctl("restart", *args, "--yes", cwd=tmp_path, env=no_engine)
+        assert r.returncode == 2 and said in r.stderr, (args, r.stderr)
+        assert "not running" not in r.stderr and "docker" not in r.stderr.lower(), (args, r.stderr)
+        assert "Traceback" not in r.stderr and "hint:" in r.stderr, (args, r.stderr)
+    assert not (tmp_path / ".kctl").exists()  # nothing made for it
+
+
 @pytest.mark.timeout(60)  # a readline that never returns fails instead of hanging the run
 def test_logs_follow_is_F_and_f_stays_the_spec(tmp_path: Path) -> None:
     logs = _state_with_logs(tmp_path)
