@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from kctl import output
-from kctl.cli.common import OutputOpt, SpecOpt, connect, load
+from kctl.cli.common import OutputOpt, SpecOpt, connect
 
 
 def register(app: typer.Typer) -> None:
@@ -72,11 +72,10 @@ def apply(
     from kctl.roll import migration, run
     from kctl.spec import state_dir_for
 
-    wanted = load(file)
     # A skipped step towards the secured profile is refused from the files alone, before kctl talks to the
     # cluster with credentials the skipped steps would have made.
-    migration.check_step(wanted, state_dir_for(wanted, file))
-    spec = connect(file, write=not dry_run)
+    spec = connect(file, write=not dry_run,
+                   before=lambda wanted: migration.check_step(wanted, state_dir_for(wanted, file)))
     state = state_dir_for(spec, file)
     if dry_run or not yes:
         plan, _ = ap.plan(spec, state)

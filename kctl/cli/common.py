@@ -25,7 +25,7 @@ BootstrapOpt = typer.Option(None, "--bootstrap-server", help="host:port,... inst
 
 
 def connect(path: Path, bootstrap: str | None = None, *, write: bool = False,
-            before: Callable[[ClusterSpec], None] | None = None) -> ClusterSpec:
+            before: Callable[[ClusterSpec], object] | None = None) -> ClusterSpec:
     """Load the spec and make sure the cluster that answers is the one it names (exit 2 if not).
 
     ``before``: the command's own checks of its input against the spec, run once it is loaded and before
