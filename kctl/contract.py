@@ -32,6 +32,11 @@ SERVICES = ("zookeeper", "kafka")
 # the image's `retired` instead of a ZooKeeper (its data stays), and the healthcheck asks no ZooKeeper.
 ZOOKEEPER_RETIRED = "zookeeper-retired"
 SUPERVISORCTL = ["supervisorctl", "-c", "/etc/supervisor/supervisord.conf"]
+# Kafka's admin tools that kctl runs in a node (kctl.runtime.cluster.run_kafka_tool) are client JVMs of a few
+# seconds, not the broker whose environment the node carries: Kafka's own heap for its tools, not the broker's
+# -Xms/-Xmx, and the JIT stopped at C1 (a run ends before C2's compiles would pay off). kctl.properties.tool_env.
+TOOL_HEAP = "-Xmx256m"
+TOOL_JIT = "-XX:TieredStopAtLevel=1"
 HEALTHCHECK = "/usr/local/bin/kctl-healthcheck"
 # Linux capabilities of a node container: NET_ADMIN lets `kctl drill` slow its own network down (tc netem).
 CAP_ADD = ("NET_ADMIN",)

@@ -393,6 +393,15 @@ def controller_jvm_options(spec: ClusterSpec) -> str:
     return " ".join([*_security_jvm_options(spec, "kafka"), *_engine_jvm_options(spec, "kafka")])
 
 
+def tool_env(spec: ClusterSpec) -> dict[str, str]:
+    """The environment of a Kafka admin tool kctl runs in a node: the tools' heap and JIT (contract.TOOL_HEAP,
+    TOOL_JIT) and the engine's flags, in place of the broker's KAFKA_HEAP_OPTS and KAFKA_OPTS that the node
+    carries (its ZooKeeper login, kafka.jvm_options' GC tuning: a tool speaks to the INTERNAL listener, with
+    --command-config on a secured cluster)."""
+    return {contract.ENV_KAFKA_HEAP: contract.TOOL_HEAP,
+            contract.ENV_KAFKA_OPTS: " ".join([contract.TOOL_JIT, *_engine_jvm_options(spec, "kafka")])}
+
+
 def _engine_jvm_options(spec: ClusterSpec, component: str) -> list[str]:
     return list(SWARM_DNS_OPTIONS) if spec.engine is Engine.swarm and component == "kafka" else []
 

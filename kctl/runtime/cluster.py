@@ -129,14 +129,18 @@ CONFIG_FLAG = {"kafka-cluster.sh": "--config"}
 def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float = 60,
                    files: dict[str, str] | None = None, stderr: bool = True, leading: list[str] | None = None,
                    skip: set[int] | None = None) -> ToolRun:
-    """Run Kafka's own bin/TOOL against the INTERNAL listener in the first running broker container.
+    """Run Kafka's own bin/TOOL against the INTERNAL listener in the first running broker container, as a
+    client JVM (:func:`kctl.properties.tool_env`: the tools' heap and JIT, not the broker's the node carries).
 
     ``files`` ({container path: text}) are written in that container first (a tool's input file);
     ``stderr=False`` keeps only the tool's stdout; ``leading``: arguments before ``--bootstrap-server`` (a
     tool's subcommand, as kafka-cluster.sh's); ``skip``: broker ids whose containers are not used.
     """
+    from kctl.properties import tool_env
+
     last: KctlError | None = None
     kafka_bin = engines.for_spec(spec).kafka_bin
+    env = [f"{k}={v}" for k, v in tool_env(spec).items()]  # a client JVM's, not the broker's the node carries
     for node in spec.brokers:
         if skip and node.id in skip:
             continue
@@ -154,7 +158,7 @@ def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float
                                                              chunk, path], timeout=10)
                     if code != 0:
                         raise KctlError(f"cannot write {path} in {host}: {out.strip()}")
-            code, out = engines.exec_in(spec, host, argv, timeout=timeout, stderr=stderr)
+            code, out = engines.exec_in(spec, host, ["env", *env, *argv], timeout=timeout, stderr=stderr)
         except KctlError as exc:  # that container is not running: try the next one
             last = exc
             continue

@@ -99,6 +99,29 @@ def test_jvm_options_carry_paths_and_hardening_never_a_secret() -> None:
     assert f"./secrets/logger1:{contract.SECRETS_MOUNT}:ro" in compose
 
 
+def test_kafka_tools_run_in_a_node_with_a_client_jvms_environment_not_the_brokers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl.runtime import cluster, engines
+
+    ran: list[list[str]] = []
+
+    def exec_in(spec: Any, host: str, argv: list[str], **_: Any) -> tuple[int, str]:
+        ran.append(argv)
+        return 0, "ok"
+
+    monkeypatch.setattr(engines, "exec_in", exec_in)
+    spec, _ = parse_spec({**SECURE, "kafka": {"jvm_options": ["-XX:+UseParallelGC"]}})
+    assert "-XX:+UseParallelGC" in properties.jvm_options(spec, "kafka")  # the broker's own
+    run = cluster.run_kafka_tool(spec, "kafka-configs.sh", ["--describe"])
+    assert run.exit_code == 0 and run.argv[0].endswith("/kafka-configs.sh")
+    assert ran[0][:3] == ["env", "KAFKA_HEAP_OPTS=-Xmx256m", "KAFKA_OPTS=-XX:TieredStopAtLevel=1"], ran[0]
+    assert ran[0][3:] == run.argv and "--command-config" in run.argv
+    assert "UseParallelGC" not in " ".join(ran[0]) and "login.config" not in " ".join(ran[0])
+    swarm, _ = parse_spec({"engine": "swarm"})
+    assert properties.tool_env(swarm)["KAFKA_OPTS"] == " ".join(["-XX:TieredStopAtLevel=1",
+                                                                 *properties.SWARM_DNS_OPTIONS])
+
+
 def test_jaas_golden() -> None:
     spec, _ = parse_spec(SECURE)
     files = {"kafka.jaas": jaas_file(properties.kafka_jaas(spec, FIXED), "logger1"),
