@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kctl import contract
 from kctl.drift import NodeObs, norm, recreate_needed
 from kctl.errors import KctlError
 from kctl.properties import services_of
@@ -156,6 +157,40 @@ def by_new_tasks(spec: ClusterSpec, plan: ApplyPlan) -> ApplyPlan:
     return dataclasses.replace(plan, restarts=[], recreate={h: again[h] for h, _n, _s in hosts if h in again})
 
 
+# The variables of the node's environment that one service alone reads (kctl.render.environment): a change of
+# only these restarts only that service where each service reads the environment at its own start.
+ENV_OWNERS = {
+    contract.ENV_ZK_HEAP: "zookeeper", contract.ENV_ZK_OPTS: "zookeeper",
+    contract.ENV_KAFKA_HEAP: "kafka", contract.ENV_KAFKA_OPTS: "kafka", contract.ENV_SCRAM_USER: "kafka",
+    contract.ENV_JMX_EXPORTER_PORT: "kafka",
+}
+ENV_PREFIX = "environment."
+
+
+def by_units(spec: ClusterSpec, plan: ApplyPlan) -> ApplyPlan:
+    """Engine hosts (pure): each service is a systemd unit that reads the node's environment file at its own
+    start, so a node whose only container-level change is in variables one service reads (a heap, JVM options)
+    restarts that service through the roll, not the whole node: a broker's new heap leaves its ZooKeeper
+    running. Any other change (the node's services, its ZooKeeper servers) still makes the node again."""
+    restarts = {(r.node, r.service): Restart(r.node, r.service, list(r.reasons)) for r in plan.restarts}
+    order = [(r.node, r.service) for r in plan.restarts]
+    names = {h: n.hostname for h, n, _s in services_of(spec)}
+    again: dict[str, list[str]] = {}
+    for host, what in plan.recreate.items():
+        owners = [ENV_OWNERS.get(w[len(ENV_PREFIX):].partition(":")[0]) if w.startswith(ENV_PREFIX) else None
+                  for w in what]
+        if host not in names or None in owners:
+            again[host] = what
+            continue
+        for service, why in zip(owners, what, strict=True):
+            key = (names[host], str(service))
+            if key not in restarts:
+                restarts[key] = Restart(names[host], str(service), [])
+                order.append(key)
+            restarts[key].reasons.append(f"{why} (read at start)")
+    return dataclasses.replace(plan, restarts=[restarts[k] for k in order], recreate=again)
+
+
 # ----- observing -------------------------------------------------------------------------------------
 
 
@@ -215,6 +250,8 @@ def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:
         the_plan = by_restart(spec, the_plan)
     if not engines.for_spec(spec).files_reach_a_restart:
         the_plan = by_new_tasks(spec, the_plan)
+    elif engines.for_spec(spec).environment_per_service:
+        the_plan = by_units(spec, the_plan)
     return the_plan, rendered
 
 
@@ -222,7 +259,7 @@ def by_restart(spec: ClusterSpec, plan: ApplyPlan) -> ApplyPlan:
     """A step towards (or back from) the secured profile (pure): its listener, SASL and TLS keys reach each
     broker by the roll's restart, never as dynamic configs (those would be kept in ZooKeeper and outlive
     the step, and name keystores a container mounts only once it is made again)."""
-    restarts = {(r.node, r.service): r for r in plan.restarts}
+    restarts = {(r.node, r.service): Restart(r.node, r.service, list(r.reasons)) for r in plan.restarts}
     names = {n.id: n.hostname for n in spec.nodes}
     for d in plan.dynamic:
         r = restarts.setdefault((names[d.broker], "kafka"), Restart(names[d.broker], "kafka", []))

@@ -71,6 +71,10 @@ class Engine(abc.ABC):
     logs_in_state_dir = True
     # Whether the nodes run kctl's node image (built or checked by `kctl up`); engine hosts runs none.
     uses_image = True
+    # Whether each service reads the node's environment at its own start (engine hosts: each systemd unit, from
+    # the node's environment file), so that a change of one service's variables restarts that service alone. A
+    # container's environment is the container's: a change makes it again, both services with it.
+    environment_per_service = False
     # Where Kafka's scripts are on a node (the image's distribution).
     kafka_bin = contract.KAFKA_BIN
 

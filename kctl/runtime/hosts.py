@@ -53,6 +53,7 @@ class HostsEngine(Engine):
     files_reach_a_restart = True
     logs_in_state_dir = False
     uses_image = False
+    environment_per_service = True
     kafka_bin = f"{contract.HOST_KAFKA_HOME}/bin"
 
     def __init__(self) -> None:

@@ -224,14 +224,20 @@ def test_apply_installs_the_new_files_and_rolls_only_the_brokers(fleet: Any, spe
     zk_before = {h: jvm_pid(fleet, h, "QuorumPeerMain") for h in HOSTS}
     kafka_before = {h: jvm_pid(fleet, h, "kafka.Kafka") for h in HOSTS}
     data = yaml.safe_load(spec_file.read_text())
-    data["kafka"] = {**data.get("kafka", {}), "overrides": {"queued.max.requests": 600}}  # read at start
+    kafka_conf = data.get("kafka", {})
+    # read at start: a key of server.properties, and a JVM flag (the units' environment, which each unit reads at
+    # its own start: the brokers restart, their ZooKeepers do not)
+    data["kafka"] = {**kafka_conf, "overrides": {"queued.max.requests": 600},
+                     "jvm_options": [*kafka_conf.get("jvm_options", []), "-XX:+UseStringDeduplication"]}
     spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
     done = kctl(spec_file, "apply", "--yes", timeout=600)
     assert done.returncode == 0, done.stderr
     assert "restarted logger" in done.stderr and "zookeeper" not in done.stderr.splitlines()[-1], done.stderr
     for h in HOSTS:
         assert "queued.max.requests=600" in on(fleet, h, "cat /etc/kctl/server.properties")
-        assert jvm_pid(fleet, h, "kafka.Kafka") not in ("", kafka_before[h])
+        pid = jvm_pid(fleet, h, "kafka.Kafka")
+        assert pid not in ("", kafka_before[h])
+        assert "-XX:+UseStringDeduplication" in on(fleet, h, f"tr '\\0' ' ' < /proc/{pid}/cmdline")
     assert {h: jvm_pid(fleet, h, "QuorumPeerMain") for h in HOSTS} == zk_before  # ZooKeeper untouched
     diff = kctl(spec_file, "diff")
     assert diff.returncode == 0 and "no drift" in diff.stderr + diff.stdout, diff.stdout + diff.stderr

@@ -105,3 +105,28 @@ def test_phases_remake_a_colocated_node_with_both_services_last() -> None:
     p = ApplyPlan("c", [], [], restarts=[Restart("logger1", "kafka", ["x"]), Restart("logger2", "kafka", ["x"])],
                   recreate={"logger2": ["environment.KAFKA_JMX_PORT: None -> 19999"]})
     assert phases(ClusterSpec(), p) == [("kafka", ["logger1"], ()), ("node", ["logger2"], ("logger2",))]
+
+
+def test_engine_hosts_restarts_only_the_service_whose_environment_changed() -> None:
+    """Each systemd unit reads the node's environment at its own start: a broker's new heap or JVM options
+    restart the broker alone, not its ZooKeeper (a container's environment makes the whole node again)."""
+    from kctl.roll.apply import ApplyPlan, Restart, by_units, phases
+    from kctl.spec import ClusterSpec
+
+    spec = ClusterSpec.model_validate({"name": "h", "engine": "hosts", "nodes": [
+        {"id": i, "hostname": f"logger{i}", "advertised_host": f"10.0.0.{i}"} for i in (1, 2, 3)]})
+    p = ApplyPlan("h", [], [], restarts=[Restart("logger1", "kafka", ["server.properties changed"])],
+                  recreate={"logger1": ["environment.KAFKA_HEAP_OPTS: -Xms512m -Xmx512m -> -Xms1g -Xmx1g"],
+                            "logger2": ["environment.ZK_OPTS: None -> -XX:+UseSerialGC",
+                                        "environment.KAFKA_OPTS: None -> -XX:+UseSerialGC"],
+                            "logger3": ["environment.KAFKA_HEAP_OPTS: a -> b",
+                                        "environment.KCTL_ZK_SERVERS: x -> y"]})
+    out = by_units(spec, p)
+    assert [(r.node, r.service) for r in out.restarts] == [("logger1", "kafka"), ("logger2", "zookeeper"),
+                                                           ("logger2", "kafka")]
+    assert out.restarts[0].reasons == ["server.properties changed", "environment.KAFKA_HEAP_OPTS: -Xms512m"
+                                       " -Xmx512m -> -Xms1g -Xmx1g (read at start)"]
+    assert out.recreate == {"logger3": p.recreate["logger3"]}  # a variable both read: the node again
+    assert phases(spec, out) == [("zookeeper", ["logger2"], ()), ("kafka", ["logger1", "logger2"], ()),
+                                 ("node", ["logger3"], ("logger3",))]
+    assert p.recreate["logger1"] and p.restarts[0].reasons == ["server.properties changed"]  # left as it was
