@@ -176,7 +176,7 @@ def _containers(spec: ClusterSpec, mirror: MirrorSpec) -> list[Any]:
 
     return list(docker_api.client().containers.list(all=True, filters={"label": [
         f"com.docker.compose.project={mirrors.project(spec)}",
-        f"com.docker.compose.service={config.service(mirror)}"]}))
+        f"com.docker.compose.service={config.service(mirror)}"]}, ignore_removed=True))
 
 
 def container_state(spec: ClusterSpec, mirror: MirrorSpec) -> str:

@@ -287,7 +287,9 @@ def from_sdk(c: Any) -> Container:
 
 def sdk_containers(cluster: str, dc: Any) -> list[Any]:
     """The SDK's container objects labelled with ``cluster``, running or not."""
-    return list(dc.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={cluster}"}))
+    # ignore_removed: a container removed between the SDK's list and its inspect of each one (a `kctl down`, a
+    # recreate) is left out instead of failing the whole list with a 404
+    return list(dc.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={cluster}"}, ignore_removed=True))
 
 
 def infos(cluster: str, dc: Any) -> list[ContainerInfo]:

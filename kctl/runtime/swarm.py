@@ -478,7 +478,8 @@ class SwarmEngine(Engine):
             return not up, f"{host}: task container {up[0]}" if up else f"{host}: no task container up"
 
         wait_for_stages([Stage(f"{host}'s task stopped by Swarm", stopped)], timeout=stop_timeout + 30, poll=1.0)
-        for c in dc.containers.list(all=True, filters={"label": f"{contract.LABEL_SERVICE}={host}"}):
+        for c in dc.containers.list(all=True, filters={"label": f"{contract.LABEL_SERVICE}={host}"},
+                                    ignore_removed=True):
             if (c.labels or {}).get(contract.LABEL_CLUSTER) == spec.name:
                 c.remove(force=True)
         for v in dc.volumes.list(filters={"label": f"{contract.LABEL_CLUSTER}={spec.name}"}):

@@ -83,7 +83,9 @@ def remove_orphans(docker_client: Any) -> list[str]:
     """Remove test clusters whose owner process is gone (a crashed or killed test run)."""
     removed: list[str] = []
     seen: set[str] = set()
-    for c in docker_client.containers.list(all=True, filters={"label": LABEL_TESTING}):
+    # Every test cluster on the engine, other runs' and other workers' too: one of theirs removed between the
+    # SDK's list and its inspect of it is theirs to remove (ignore_removed), not a failure of this start.
+    for c in docker_client.containers.list(all=True, filters={"label": LABEL_TESTING}, ignore_removed=True):
         labels = c.labels or {}
         name = labels.get(LABEL_CLUSTER)
         if not name or name in seen or labels.get(LABEL_REUSE) == "true":
@@ -276,7 +278,8 @@ class KafkaCluster:
 
     def _adopt_running(self) -> bool:
         """reuse=True: attach to a healthy cluster with the same settings if one runs."""
-        found = self._docker.containers.list(filters={"label": f"{LABEL_CLUSTER}={self.spec.name}"})
+        found = self._docker.containers.list(filters={"label": f"{LABEL_CLUSTER}={self.spec.name}"},
+                                             ignore_removed=True)
         if not found or not self.spec_file.exists():
             return False
         self.spec = load_cluster(self.spec_file)[0]

@@ -286,3 +286,35 @@ def test_a_kraft_controllers_jvm_is_not_the_broker() -> None:
     # what pkill -f matches when a drill kills the broker, or the controller
     assert [bool(re.search(JVM_PATTERN["kafka"], c)) for c in (controller, broker)] == [False, True]
     assert [bool(re.search(JVM_PATTERN["controller"], c)) for c in (controller, broker)] == [True, False]
+
+
+def test_a_container_removed_between_the_list_and_its_inspect_is_left_out() -> None:
+    """The SDK lists ids, then inspects each: another run's container removed in between answered 404 and
+    failed a test cluster's start (CI, 2026-11-28: remove_orphans while a neighbour worker tore its cluster
+    down). Here the SDK's own ContainerCollection over a stand-in engine API whose second container is gone."""
+    import os
+    import socket
+
+    from docker.errors import NotFound
+    from docker.models.containers import ContainerCollection
+
+    from kctl.testing import cluster as tc
+
+    mine = {contract.LABEL_TESTING: "true", contract.LABEL_CLUSTER: "kt-mine",
+            contract.LABEL_TESTING_OWNER: f"{socket.gethostname()}:{os.getpid()}"}
+    api = mock.Mock()
+    api.containers.return_value = [{"Id": "a" * 64}, {"Id": "b" * 64}]
+
+    def inspect(cid: str) -> dict[str, Any]:
+        if cid.startswith("b"):
+            raise NotFound("No such container")
+        return {"Id": cid, "Config": {"Labels": mine}, "State": {"Status": "running"}, "Name": "/kt-mine-logger1-1"}
+
+    api.inspect_container.side_effect = inspect
+    client = mock.Mock(api=api)
+    client.containers = ContainerCollection(client=client)
+    with pytest.raises(NotFound):  # what the SDK does by default
+        client.containers.list(all=True)
+    assert tc.remove_orphans(client) == []  # the live owner's cluster kept, the vanished one not an error
+    listed = docker_api.sdk_containers("kt-mine", client)
+    assert [c.id for c in listed] == ["a" * 64]

@@ -53,7 +53,8 @@ class FakeDocker:
         self.found = found
         self.containers = self
 
-    def list(self, all: bool = False, filters: dict[str, str] | None = None) -> list[FakeContainer]:  # noqa: A002
+    def list(self, all: bool = False, filters: dict[str, str] | None = None,  # noqa: A002
+             ignore_removed: bool = False) -> list[FakeContainer]:
         return self.found
 
 
