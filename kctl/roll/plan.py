@@ -155,7 +155,7 @@ def plan_roll(spec: ClusterSpec, *, service: str | None, nodes: Sequence[str] = 
     (empty: every node), ordered from the current ZooKeeper modes and controller. The steps on the
     container hosts in ``recreate`` make their container again (``kctl apply``)."""
     check_request(spec, service, nodes)
-    picked = {spec.node(n).id for n in nodes}  # an unknown node is a UsageError before anything runs
+    picked = {spec.node(n).id for n in nodes}
     chosen = [n for n in spec.nodes if not picked or n.id in picked]
     steps: list[Step] = []
     if service == "controller":

@@ -24,9 +24,9 @@ from kctl.spec import Engine as EngineKind
 
 Progress = Callable[[str], None]
 
-# The entrypoint's copy of the secrets mount, made again before a service starts.
 # The exit code of a start's preparation that failed (kctl's own, beside supervisorctl's 0-7 and a shell's 126-127).
 BEFORE_FAILED = 90
+# The entrypoint's copy of the secrets mount, made again before a service starts.
 REFRESH_SECRETS = (
     f'[ -d {contract.SECRETS_MOUNT} ] || exit 0; for f in {contract.SECRETS_MOUNT}/*; do [ -f "$f" ] &&'
     f' install -m 0600 -o {contract.JVM_UID} -g {contract.JVM_UID} "$f" {contract.SECRETS_DIR}/; done; exit 0'
