@@ -90,6 +90,17 @@ def jvm_pid(fleet: Any, host: str, cls: str) -> str:
     return on(fleet, host, f"pgrep -f '[{cls[0]}]{cls[1:]}' || true").strip()
 
 
+def broker_story(fleet: Any) -> str:
+    """What systemd, the brokers and their controller said: for a test whose cluster did not heal."""
+    parts = [on(fleet, "logger1", "sudo -n journalctl -u kctl-kafka --no-pager -n 40")]
+    for h in HOSTS:
+        for name, grep in (("server.log", "WARN|ERROR|FATAL|xpire|ession|egister|NodeExists|Shutting down"),
+                           ("controller.log", ".")):
+            parts.append(f"--- {h} {name} ---")
+            parts.append(on(fleet, h, as_root(f"grep -E '{grep}' /var/log/kctl/kafka/{name} | tail -n 60; true")))
+    return "\n".join(parts)
+
+
 def wait_healthy(spec_file: Path, seconds: float) -> subprocess.CompletedProcess[str]:
     return kctl(spec_file, "status", "--wait", str(seconds), "-o", "json", timeout=seconds + 60)
 
@@ -296,7 +307,8 @@ def test_a_killed_broker_comes_back_through_systemd(fleet: Any, spec_file: Path)
     old = jvm_pid(fleet, "logger1", "kafka.Kafka")
     on(fleet, "logger1", f"sudo -n kill -9 {old}")
     done = wait_healthy(spec_file, 120)
-    assert done.returncode == 0, done.stdout
+    if done.returncode != 0:
+        pytest.fail(f"{done.stdout}\n{broker_story(fleet)}")
     new = jvm_pid(fleet, "logger1", "kafka.Kafka")
     assert new and new != old
     assert "Scheduled restart job" in on(fleet, "logger1", "sudo -n journalctl -u kctl-kafka --no-pager -n 50")
