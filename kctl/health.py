@@ -218,7 +218,7 @@ class NodeState:
     node: str
     container: str  # running, exited, paused, missing, unknown (Docker did not answer)
     health: str | None
-    processes: dict[str, str]  # zookeeper/kafka/controller -> RUNNING, STOPPED, WAITING-FOR-QUORUM or RETIRED
+    processes: dict[str, str]  # zookeeper/kafka/controller -> RUNNING, STOPPED, FAILED, WAITING-FOR-QUORUM, RETIRED
     zookeeper: ZkState | None
     broker: BrokerState | None
 
@@ -268,11 +268,17 @@ def quorum_ok(spec: ClusterSpec, zks: dict[str, ZkState]) -> bool:
 def process_problems(spec: ClusterSpec, host: str, procs: dict[str, str]) -> list[str]:
     """The processes of a running container ``host`` that are not as the cluster's metadata mode wants them:
     every one RUNNING; on KRaft, ZooKeeper RETIRED and each controller node's controller RUNNING. Pure."""
+    def said(proc: str, st: str) -> str:
+        if st == "FAILED":  # kctl.runtime.docker_api.GAVE_UP
+            return (f"{proc} FAILED: its supervisor gave up restarting it (see `kctl logs {host} --service {proc}`;"
+                    f" `kctl up` starts it again)")
+        return f"{proc} {st}"
+
     if not spec.on_kraft:
-        return [f"{proc} {st}" for proc, st in procs.items() if st != "RUNNING"]
+        return [said(proc, st) for proc, st in procs.items() if st != "RUNNING"]
     from kctl.kraft import config as kc
 
-    out = [f"{proc} {st}" for proc, st in procs.items() if st != ("RETIRED" if proc == "zookeeper" else "RUNNING")]
+    out = [said(proc, st) for proc, st in procs.items() if st != ("RETIRED" if proc == "zookeeper" else "RUNNING")]
     if procs and "controller" not in procs and host in {spec.zk_host(n) for n in kc.controller_nodes(spec)}:
         out.append("controller STOPPED")
     return out

@@ -106,10 +106,11 @@ def converge(
 
 def start_stopped_processes(spec: ClusterSpec, eng: engines.Engine, *, skip: set[str],
                             say: Progress) -> list[str]:
-    """``kctl up`` converges processes too: a running container whose ZooKeeper or Kafka is down (its
-    supervisor gave up on a crash loop, or someone stopped it) gets that process started again, ZooKeeper
+    """``kctl up`` converges processes too: a running container whose ZooKeeper or Kafka is down (FAILED: its
+    supervisor gave up on a crash loop; STOPPED: someone stopped it) gets that process started again, ZooKeeper
     first; the readiness stages that follow wait for it. Returns ``host/service`` of each start."""
     from kctl.runtime import services
+    from kctl.runtime.docker_api import NOT_RUNNING
 
     controllers: set[str] = set()
     if spec.on_kraft:  # a controller that is not running shows as no entry (kctl.runtime.docker_api)
@@ -124,7 +125,7 @@ def start_stopped_processes(spec: ClusterSpec, eng: engines.Engine, *, skip: set
         if procs and c.name in controllers and "controller" not in procs:
             procs["controller"] = "STOPPED"
         for svc in ("controller", *contract.SERVICES):  # the controller (KRaft) or ZooKeeper first, then Kafka
-            if procs.get(svc) == "STOPPED":
+            if procs.get(svc) in NOT_RUNNING:
                 where = "in its running container" if eng.uses_image else "on its host"
                 say(f"{c.name}: {svc} is not running {where}; starting it")
                 services.start(spec, c.name, svc)

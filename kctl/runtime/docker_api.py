@@ -26,6 +26,7 @@ from kctl.contract import (
     LABEL_STACK_NAMESPACE,
     LABEL_STATE_DIR,
     LABEL_SWARM_SERVICE_NAME,
+    SUPERVISORCTL,
 )
 from kctl.errors import DockerUnavailable, KctlError
 
@@ -211,11 +212,31 @@ def listed(cluster: str | None, sc: StatusClient | None = None) -> list[Containe
     return sorted((from_listing(c) for c in raw or []), key=lambda i: i.name)
 
 
+# A node's process table as kctl reads it may carry one line per service its supervisor gave up on: supervisord's
+# FATAL (the wrapper's crash-loop limit reached, or a start that failed every retry), systemd's failed unit (its
+# StartLimitBurst reached, or a stop that ended in SIGKILL). Such a service is FAILED, not STOPPED: nothing
+# starts it again until someone does (`kctl up`, `kctl restart`).
+GAVE_UP = "kctl: supervisor gave up on "
+# The states of a service whose process is not there.
+NOT_RUNNING = ("STOPPED", "FAILED")
+
+
 def process_states(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, str]:
-    """RUNNING, STOPPED or WAITING-FOR-QUORUM per service, from a container's command lines; RETIRED for a
-    ZooKeeper of a cluster that left it (the image's ``retired``); and ``controller`` RUNNING where a KRaft
-    controller's JVM runs (a node without one, or whose controller waits idle, has no entry: whether it should
-    run one is the spec's phase, which the health assessment reads)."""
+    """RUNNING, STOPPED, FAILED (see :data:`GAVE_UP`) or WAITING-FOR-QUORUM per service, from a container's
+    command lines; RETIRED for a ZooKeeper of a cluster that left it (the image's ``retired``); and
+    ``controller`` RUNNING where a KRaft controller's JVM runs, FAILED where its supervisor gave up on it (a node
+    without one, or whose controller waits idle, has no entry: whether it should run one is the spec's phase,
+    which the health assessment reads)."""
+    procs = _states(cmdlines, services)
+    for line in cmdlines:
+        if line.startswith(GAVE_UP):
+            service = line[len(GAVE_UP):].strip()
+            if procs.get(service, "STOPPED" if service == "controller" else None) == "STOPPED":
+                procs[service] = "FAILED"
+    return procs
+
+
+def _states(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, str]:
     procs: dict[str, str] = {}
     if "zookeeper" in services:
         procs["zookeeper"] = ("RUNNING" if any("QuorumPeerMain" in c for c in cmdlines) else
@@ -240,10 +261,26 @@ def process_table(sc: StatusClient, container_id: str) -> list[str]:
     return [str(p[-1]) for p in top.get("Processes") or []]
 
 
+def supervisor_gave_up(sc: StatusClient, container_id: str) -> list[str]:
+    """A :data:`GAVE_UP` line per program that supervisord holds FATAL (``supervisorctl status``, one exec)."""
+    def run(api: Any) -> bytes:
+        made = api.exec_create(container_id, [*SUPERVISORCTL, "status"], user="root")
+        return bytes(api.exec_start(made["Id"]) or b"")
+
+    out = sc.call(run) or b""
+    return [f"{GAVE_UP}{words[0]}" for words in (line.split() for line in out.decode(errors="replace").splitlines())
+            if len(words) > 1 and words[1] == "FATAL"]
+
+
 def processes(sc: StatusClient, container_id: str, services: tuple[str, ...]) -> dict[str, str]:
-    """Process state per service of a running container; {} when Docker does not answer."""
+    """Process state per service of a running container; {} when Docker does not answer. A service whose
+    process is not there costs one exec more: its supervisor says whether it gave up on it (FAILED)."""
     try:
-        return process_states(process_table(sc, container_id), services)
+        table = process_table(sc, container_id)
+        states = process_states(table, services)
+        if "STOPPED" in states.values():
+            states = process_states(table + supervisor_gave_up(sc, container_id), services)
+        return states
     except (DockerUnavailable, ValueError):
         return {}
 

@@ -213,7 +213,7 @@ class Faults:
 
         def probe() -> tuple[bool, str]:
             st = self.engine.processes(docker_api.from_sdk(c), timeout=5).get(service, "?")
-            return st == want, f"{host} {service} {st}"
+            return st == want or (not running and st in docker_api.NOT_RUNNING), f"{host} {service} {st}"
 
         wait_for_stages([Stage(f"{host} {service} {want.lower()}", probe)], timeout=timeout, poll=0.2)
 
@@ -496,7 +496,7 @@ class HostFaults(Faults):
         def probe() -> tuple[bool, str]:
             found = [c for c in self.engine.observe(self.spec, timeout=5) if c.name == host]
             st = self.engine.processes(found[0], timeout=5).get(service, "?") if found else "unreachable"
-            return st == want, f"{host} {service} {st}"
+            return st == want or (not running and st in docker_api.NOT_RUNNING), f"{host} {service} {st}"
 
         wait_for_stages([Stage(f"{host} {service} {want.lower()}", probe)], timeout=timeout, poll=0.5)
 

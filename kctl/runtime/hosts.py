@@ -23,7 +23,7 @@ from typing import Any
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.runtime.docker_api import Container, ContainerInfo, process_states
+from kctl.runtime.docker_api import GAVE_UP, Container, ContainerInfo, process_states
 from kctl.runtime.engine_base import Engine, Progress
 from kctl.runtime.ssh import Ssh, SshError
 from kctl.spec import ClusterSpec, NodeSpec
@@ -33,8 +33,11 @@ CONFIG_HASH_FILE = f"{contract.CONF_DIR}/config-hash"
 UNINSTALL = f"{contract.HOST_ROOT}/uninstall.sh"
 # Where a bundle lands on its host while install.sh runs (root's, 0700; removed after: it holds secrets).
 REMOTE_BUNDLE = "/var/tmp/kctl-bundle-{cluster}"
-# One ssh round trip per host for the status path: the installed config hash, then every process's command line.
-_OBSERVE = f"cat {CONFIG_HASH_FILE} 2>/dev/null || echo -; echo ---; ps -eo args"
+# One ssh round trip per host for the status path: the installed config hash, then a line per unit systemd gave
+# up on (kctl.runtime.docker_api.GAVE_UP), then every process's command line.
+_OBSERVE = "; ".join([f"cat {CONFIG_HASH_FILE} 2>/dev/null || echo -", "echo ---",
+                      *(f"systemctl is-failed --quiet {contract.unit_name(s)} && echo '{GAVE_UP}{s}'"
+                        for s in contract.SERVICES), "ps -eo args"])
 # Checked on every host before `kctl up` changes any: sudo without a password, systemd as PID 1, Java 17+.
 _PREFLIGHT = ("echo sudo-ok; if [ -d /run/systemd/system ] && [ \"$(ps -o comm= -p 1)\" = systemd ]; then"
               " echo systemd-ok; fi; java -version 2>&1 | head -n 1")

@@ -35,7 +35,8 @@ def start(spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
 
 
 def process_state(spec: ClusterSpec, host: str, service: str, timeout: float = 5.0) -> str:
-    """RUNNING, STOPPED or WAITING-FOR-QUORUM from the node's process table; 'missing' without a container."""
+    """RUNNING, STOPPED, FAILED or WAITING-FOR-QUORUM from the node's process table; 'missing' without a
+    container."""
     eng = engines.for_spec(spec)
     found = [c for c in eng.observe(spec, timeout) if c.name == host]
     if not found:

@@ -218,6 +218,29 @@ def test_06_port_taken_caught_before_any_container(healthy: Path, tmp_path: Path
     assert docker.from_env().containers.list(all=True, filters={"label": f"io.kctl.cluster={other['name']}"}) == []
 
 
+def test_06b_a_broker_its_supervisor_gave_up_on_is_failed_and_up_starts_it(healthy: Path) -> None:
+    from kctl.runtime.faults import JVM_PATTERN
+
+    c = container(healthy, "logger2")
+    # the wrapper's record of a crash loop one start short of its limit (jvm-common.sh's supervise), then the
+    # broker dies: the next start gives up at once, supervisord retries it (startretries), then holds it FATAL
+    at_limit = c.exec_run(["sh", "-c", 'echo "$(date +%s) 4" > /tmp/kctl-starts-kafka'], user="logger")
+    assert at_limit.exit_code == 0, at_limit.output
+    assert c.exec_run(["pkill", "-KILL", "-f", JVM_PATTERN["kafka"]]).exit_code == 0
+    failed = ("logger2: kafka FAILED: its supervisor gave up restarting it (see `kctl logs logger2 --service kafka`;"
+              " `kctl up` starts it again)")
+    rc, st = wait_status(healthy, lambda rc, st: failed in st["problems"], timeout=60)
+    assert rc == 1 and failed in st["problems"], st["problems"]
+    assert [n["processes"]["kafka"] for n in st["nodes"]] == ["RUNNING", "FAILED", "RUNNING"]
+    assert "FATAL" in c.exec_run(["supervisorctl", "-c", "/etc/supervisor/supervisord.conf", "status", "kafka"],
+                                 user="root").output.decode()
+    up = kctl("up", cwd=healthy)
+    assert up.returncode == 0, up.stderr
+    assert "logger2: kafka is not running in its running container; starting it" in up.stderr
+    rc, st = status_json(healthy)
+    assert rc == 0 and st["health"] == "healthy", st["problems"]
+
+
 def test_07_one_node_killed_is_degraded(healthy: Path) -> None:
     lifecycle = healthy
     container(lifecycle, "logger3").kill()

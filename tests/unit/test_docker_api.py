@@ -318,3 +318,43 @@ def test_a_container_removed_between_the_list_and_its_inspect_is_left_out() -> N
     assert tc.remove_orphans(client) == []  # the live owner's cluster kept, the vanished one not an error
     listed = docker_api.sdk_containers("kt-mine", client)
     assert [c.id for c in listed] == ["a" * 64]
+
+
+def test_a_service_its_supervisor_gave_up_on_is_failed_not_stopped() -> None:
+    """supervisord's FATAL (the wrapper's crash-loop limit) is asked only when a process is missing (one exec);
+    a host's failed systemd unit arrives in the process table as kctl's observe script prints it."""
+    from kctl import health
+    from kctl.runtime import hosts
+
+    zk = "java -cp /opt/zookeeper/lib/* org.apache.zookeeper.server.quorum.QuorumPeerMain /etc/kctl/zoo.cfg"
+    broker = "java -Xmx512m -cp /opt/kafka/libs/* kafka.Kafka /etc/kctl/server.properties"
+    sc = docker_api.StatusClient(dc=sdk_client())
+    api = sc._dc.api
+    api.top.return_value = {"Processes": [["1", zk], ["2", broker]]}
+    assert docker_api.processes(sc, "c1", ("zookeeper", "kafka")) == {"zookeeper": "RUNNING", "kafka": "RUNNING"}
+    api.exec_create.assert_not_called()  # all there: no exec on the status path
+
+    api.top.return_value = {"Processes": [["1", zk]]}
+    api.exec_create.return_value = {"Id": "e1"}
+    api.exec_start.return_value = (b"kafka                FATAL     Exited too quickly (process log may have details)\n"
+                                   b"zookeeper            RUNNING   pid 7, uptime 0:10:00\n")
+    assert docker_api.processes(sc, "c1", ("zookeeper", "kafka")) == {"zookeeper": "RUNNING", "kafka": "FAILED"}
+    assert api.exec_create.call_args.args == ("c1", [*contract.SUPERVISORCTL, "status"])
+    api.exec_start.return_value = b"kafka                            STOPPED   Nov 28 08:36 PM\n"
+    assert docker_api.processes(sc, "c1", ("zookeeper", "kafka"))["kafka"] == "STOPPED"  # stopped by someone
+
+    # a GAVE_UP line does not override a process that runs (a start since), nor name a service not there
+    gave_up = f"{docker_api.GAVE_UP}kafka"
+    assert docker_api.process_states([gave_up, broker], ("kafka",)) == {"kafka": "RUNNING"}
+    assert docker_api.process_states([f"{docker_api.GAVE_UP}zookeeper"], ("kafka",)) == {"kafka": "STOPPED"}
+    assert docker_api.process_states([f"{docker_api.GAVE_UP}controller"], ("kafka",))["controller"] == "FAILED"
+    # the shell that printed the lines shows in the host's table too, and is no GAVE_UP line
+    assert docker_api.process_states([f"sh -c {hosts._OBSERVE}"], ("zookeeper", "kafka")) == {
+        "zookeeper": "STOPPED", "kafka": "STOPPED"}
+    assert "systemctl is-failed --quiet kctl-kafka.service && echo 'kctl: supervisor gave up on kafka'" in \
+        hosts._OBSERVE
+
+    spec = ClusterSpec.model_validate({"name": "logger"})
+    said = health.process_problems(spec, "logger2", {"zookeeper": "RUNNING", "kafka": "FAILED"})
+    assert said == ["kafka FAILED: its supervisor gave up restarting it (see `kctl logs logger2 --service kafka`;"
+                    " `kctl up` starts it again)"]

@@ -138,7 +138,7 @@ def test_converge_starts_a_process_that_is_down_in_a_running_container(fake: Fak
     # stopped it; `kctl up` starts it again through supervisorctl, ZooKeeper before Kafka, in no other node.
     hashes = {c.name: c.config_hash for c in render(SPEC, tmp_path).containers}
     fake.existing = [info(h, config_hash=hashes[h]) for h in ("logger1", "logger2", "logger3")]
-    fake.procs = {"logger2": {"zookeeper": "STOPPED", "kafka": "STOPPED"}, "logger3": {"kafka": "WAITING-FOR-QUORUM"}}
+    fake.procs = {"logger2": {"zookeeper": "STOPPED", "kafka": "FAILED"}, "logger3": {"kafka": "WAITING-FOR-QUORUM"}}
     res = lifecycle.converge(SPEC, tmp_path, build=False)
     assert [i.action for i in res.plan] == ["noop"] * 3 and res.started == ["logger2/zookeeper", "logger2/kafka"]
     execs = [c for c in fake.calls if c[0] == "exec"]
