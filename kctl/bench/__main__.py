@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
 
         bench_image.main([])
     bench_up.main([])
+    from kctl.bench import degraded as bench_degraded
+
+    bench_degraded.main([])
     from kctl.bench import nodes as bench_nodes
 
     bench_nodes.main([])

@@ -38,8 +38,9 @@ were still using TLS while the process's exit handlers tore OpenSSL down, the he
 last fetch_any being still under way). :func:`settle` waits for the asks to end. It runs as a Python
 exit handler, so every process that asks (the CLI, a test session, a program using the testing API)
 waits for them (at most :data:`SETTLE_AT_EXIT`) before the C library's exit handlers run; the CLI also
-calls it before it exits, and leaves with ``os._exit`` when an ask outlasts it (a broker paused
-mid-request), so no exit handler runs under a live client. Errors are delivered without their traceback, which
+calls it before it exits, for at most ``kctl.cli.main.SETTLE``, and leaves with ``os._exit`` when an ask outlasts
+it (an ask to a stopped or paused broker, which runs on to its timeout), so no exit handler runs under a live
+client. Errors are delivered without their traceback, which
 would keep the asking frame, and its client, alive in the caller.
 """
 

@@ -90,3 +90,12 @@ def test_the_console_section_says_which_pages_miss_the_target() -> None:
     assert "| `/clusters/C/topics` | 120 | 150 | 90,000 | yes |" in text
     assert "| `/clusters/C` | 420 | 500 | 5,000 | **no** |" in text
     assert "1 of 2 pages within 300 ms (median); the slowest is `/clusters/C` at 420 ms." in text
+
+
+def test_the_degraded_commands_section_shows_both_sides_and_their_ratio() -> None:
+    from kctl.bench import degraded
+
+    section = degraded.render_section({"status": {"now": 0.9, "old": 2.25, "rc": 1}}, 7)
+    assert section.startswith("## Commands on a cluster with a broker stopped\n")
+    assert "median of 7 runs" in section
+    assert "| `kctl status` (exit 1), exit wait 0.5 s / 2 s | 0.900 s / 2.250 s (ratio 0.40) |" in section
