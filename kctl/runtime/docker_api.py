@@ -224,14 +224,13 @@ NOT_RUNNING = ("STOPPED", "FAILED")
 def process_states(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, str]:
     """RUNNING, STOPPED, FAILED (see :data:`GAVE_UP`) or WAITING-FOR-QUORUM per service, from a container's
     command lines; RETIRED for a ZooKeeper of a cluster that left it (the image's ``retired``); and
-    ``controller`` RUNNING where a KRaft controller's JVM runs, FAILED where its supervisor gave up on it (a node
-    without one, or whose controller waits idle, has no entry: whether it should run one is the spec's phase,
-    which the health assessment reads)."""
+    ``controller`` RUNNING where a KRaft controller's JVM runs (a node without one, or whose controller waits
+    idle, has no entry: whether it should run one is the spec's phase, which the health assessment reads)."""
     procs = _states(cmdlines, services)
     for line in cmdlines:
         if line.startswith(GAVE_UP):
             service = line[len(GAVE_UP):].strip()
-            if procs.get(service, "STOPPED" if service == "controller" else None) == "STOPPED":
+            if procs.get(service) == "STOPPED":
                 procs[service] = "FAILED"
     return procs
 

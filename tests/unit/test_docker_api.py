@@ -347,7 +347,8 @@ def test_a_service_its_supervisor_gave_up_on_is_failed_not_stopped() -> None:
     gave_up = f"{docker_api.GAVE_UP}kafka"
     assert docker_api.process_states([gave_up, broker], ("kafka",)) == {"kafka": "RUNNING"}
     assert docker_api.process_states([f"{docker_api.GAVE_UP}zookeeper"], ("kafka",)) == {"kafka": "STOPPED"}
-    assert docker_api.process_states([f"{docker_api.GAVE_UP}controller"], ("kafka",))["controller"] == "FAILED"
+    # a controller program on a node that may have none (its phase decides): no entry, as when it is not running
+    assert docker_api.process_states([f"{docker_api.GAVE_UP}controller"], ("kafka",)) == {"kafka": "STOPPED"}
     # the shell that printed the lines shows in the host's table too, and is no GAVE_UP line
     assert docker_api.process_states([f"sh -c {hosts._OBSERVE}"], ("zookeeper", "kafka")) == {
         "zookeeper": "STOPPED", "kafka": "STOPPED"}
