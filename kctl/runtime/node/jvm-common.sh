@@ -39,7 +39,7 @@ conf_prop() {
 # - a back-off: a start within KCTL_RESTART_WINDOW s (120) of the previous one is a crash loop; it waits
 #   1, 2, 4, 8 s, and after KCTL_RESTART_LIMIT (5) such starts it gives up: exit 75 at once, a failed start
 #   to supervisord (it exits within startsecs), which after startretries marks the program FATAL; `kctl
-#   status` shows the service STOPPED until `kctl up` or `kctl restart` starts it.
+#   status` shows the service FAILED (its supervisor gave up) until `kctl up` or `kctl restart` starts it.
 # A deliberate start (kctl's supervisorctl start) removes the record first: it is no crash.
 # Under systemd (a host's units set KCTL_SUPERVISOR=systemd) it does nothing: Restart=on-failure, RestartSec
 # and StartLimitBurst are systemd's own back-off and limit, and a drill stops the unit itself.
