@@ -271,7 +271,14 @@ def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster: K
     assert p.returncode == 0, p.stderr
     res = json.loads(p.stdout)
     assert res["type"] == "preferred" and sorted(res["elected"]) == sorted(f"{topic}-{i}" for i in moved), res
-    assert all(leader == preferred for leader, preferred in leaders().values())
+
+    # The controller answered once it had elected; the other brokers learn the new leaders from its next
+    # UpdateMetadata, so a metadata answer right after may still name the old ones (a CI run's did).
+    def preferred_lead() -> tuple[bool, str]:
+        now = leaders()
+        return all(leader == preferred for leader, preferred in now.values()), str(now)
+
+    wait_until("every partition led by its preferred replica", preferred_lead, 15)
 
     again = json.loads(kctl(cluster, "elect-leaders", "--topic", topic, "--partition", "0", "-o", "json").stdout)
     assert again["elected"] == [] and again["not_needed"] == 1
