@@ -406,6 +406,12 @@ class _Runner:
                     self.kafka_up(label, s.host, start=False)
                 return
             if s.service == "node":
+                # ZooKeeper goes down once its broker is gone and the ISR changes of its going are done, never
+                # while ISRs grow: restarting it during the broker's catch-up instead (tried, to overlap the two)
+                # got one roll stuck. The ZooKeeper leader's restart expired the controller's 4 s session, its
+                # conditional ISR write came back "bad ZK version", the partition's leader gave up its
+                # AlterPartition, and the partition stayed under-replicated until its leader epoch changed
+                # (Kafka 3.9, ZooKeeper mode). Nor was that order quicker, with two JVMs starting on two cores.
                 stopped.append("zookeeper")
                 self.zk_down(label, s.host)
                 # Both processes start at once: the broker's wrapper waits for a ZooKeeper quorum, which the
