@@ -31,7 +31,7 @@ from typing import Any
 
 from kctl.bench.doc import add_output_args, publish
 from kctl.drill.load import Second
-from kctl.roll.plan import URP_STABLE_S
+from kctl.roll.plan import GATE_URP, URP_STABLE_S
 
 TOPIC = "bench-roll"
 PARTITIONS = 6
@@ -111,10 +111,10 @@ def broker_phases(supervisor_log: str, server_log: str, start: float, end: float
     return marks["stopped"] - marks["waiting"], marks["started"] - marks["spawned"]
 
 
-def catch_up_seconds(result: Mapping[str, Any], stable_s: float) -> float:
+def catch_up_seconds(result: Mapping[str, Any], stable_s: float = URP_STABLE_S) -> float:
     """Seconds kctl's under-replicated gates waited until their first check saw none (less their hold)."""
-    return sum(max(0.0, float(g["seconds"]) - stable_s) for g in result["gates"]
-               if g["gate"].startswith("under-replicated partitions 0"))
+    name = GATE_URP.format(s=stable_s)
+    return sum(max(0.0, float(g["seconds"]) - stable_s) for g in result["gates"] if g["gate"] == name)
 
 
 def _brokers_own(spec: Any, window: tuple[float, float]) -> tuple[float, float]:
@@ -125,7 +125,10 @@ def _brokers_own(spec: Any, window: tuple[float, float]) -> tuple[float, float]:
     for node in spec.brokers:
         logs = []
         for path in ("/var/log/kctl/supervisord.log", "/var/log/kctl/kafka/server.log"):
-            code, out = engines.exec_in(spec, node.hostname, ["tail", "-n", "20000", path], timeout=60, stderr=False)
+            # the file rolled last before the current one too: either may have rolled during the run (10 MB)
+            code, out = engines.exec_in(spec, node.hostname, [
+                "sh", "-c", 'for f in "$1.1" "$1"; do if [ -r "$f" ]; then tail -n 20000 "$f" || exit; fi; done',
+                "sh", path], timeout=60, stderr=False)
             if code != 0:
                 raise SystemExit(f"cannot read {path} of {node.hostname} (exit {code})")
             logs.append(out)
@@ -175,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
             "p50": _pct(during, 0.5), "p99": _pct(during, 0.99), "max": max(during, default=float("nan")),
             "stall": check.longest_gap(rec.ack_times, r["start"], r["end"]),
             "gates": _gate_seconds(r["result"]),
-            "stop": r["own"][0], "startup": r["own"][1], "catch": catch_up_seconds(r["result"], URP_STABLE_S),
+            "stop": r["own"][0], "startup": r["own"][1], "catch": catch_up_seconds(r["result"]),
         }
         own = rows[mode]["stop"] + rows[mode]["startup"] + rows[mode]["catch"]
         rows[mode].update(own=own, rest=r["wall"] - own)
