@@ -454,8 +454,8 @@ class _Runner:
     def stop(self, label: str, host: str, service: str) -> None:
         from kctl.runtime import services
 
-        self.say(f"{label}: stopping {service}" + (" (SIGTERM: controlled shutdown)" if service == "kafka" else ""))
         self.going_down(host, (service,))
+        self.say(f"{label}: stopping {service}" + (" (SIGTERM: controlled shutdown)" if service == "kafka" else ""))
         services.stop(self.spec, host, service, self.docker())
 
     def start(self, label: str, host: str, service: str) -> None:
