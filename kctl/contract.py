@@ -148,6 +148,9 @@ IDENTITY_FILE = "identity.json"
 APPLIED_FILE = "applied.json"
 # Held while a rolling restart or an apply runs (flock: released when the holding process exits).
 ROLL_LOCK_FILE = "restart.lock"
+# Written while a rolling restart (`kctl restart`, `kctl apply`) has a service down: which ones, by which command,
+# so that a roll killed between a stop and its start is put back by the next roll (kctl.roll.run.put_back_left).
+ROLL_RECORD_FILE = "roll.json"
 # The engine a cluster was deployed with when kctl.yaml does not say (`kctl up --engine swarm`), so that later
 # commands on that state dir use it too; removed with the state dir (`kctl down --volumes`).
 ENGINE_FILE = "engine"

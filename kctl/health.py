@@ -274,9 +274,14 @@ def process_problems(spec: ClusterSpec, host: str, procs: dict[str, str]) -> lis
                     f" `kctl up` starts it again)")
         return f"{proc} {st}"
 
-    if not spec.on_kraft:
-        return [said(proc, st) for proc, st in procs.items() if st != "RUNNING"]
     from kctl.kraft import config as kc
+
+    if not spec.on_kraft:
+        # a node's controller runs only in a migration's phases, and only on the controller nodes
+        wants_controller = (spec.kraft_phase != "zookeeper"
+                            and host in {spec.zk_host(n) for n in kc.controller_nodes(spec)})
+        return [said(proc, st) for proc, st in procs.items()
+                if st != "RUNNING" and (proc != "controller" or wants_controller)]
 
     out = [said(proc, st) for proc, st in procs.items() if st != ("RETIRED" if proc == "zookeeper" else "RUNNING")]
     if procs and "controller" not in procs and host in {spec.zk_host(n) for n in kc.controller_nodes(spec)}:

@@ -20,6 +20,7 @@ Waiting and judging health are :mod:`kctl.health`'s; Docker is :mod:`kctl.runtim
 from __future__ import annotations
 
 import concurrent.futures as cf
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -161,6 +162,9 @@ def up(
         stages = [*health.readiness_stages(spec, state_dir), *health.healthy_stages(spec)[-1:]]
         result.stages = wait_for_stages(stages, timeout=timeout, poll=POLL_S, on_progress=on_stage)
         _record_identity(spec, state_dir)
+        if _forget_interrupted_roll(state_dir):
+            (progress or (lambda _m: None))("every service serves: the record of an interrupted roll's stopped"
+                                            f" services ({contract.ROLL_RECORD_FILE}) is cleared")
     from kctl.runtime import prometheus
 
     if spec.monitoring.prometheus:
@@ -171,6 +175,26 @@ def up(
         (progress or (lambda _m: None))("monitoring.prometheus is off: stopped Prometheus and Alertmanager")
     result.seconds = time.monotonic() - started
     return result
+
+
+def _forget_interrupted_roll(state_dir: Path) -> bool:
+    """After a healthy ``up``, the services an interrupted roll recorded as stopped run again: drop its record,
+    unless a roll holds the lock now (its record is its own). True if a record was dropped."""
+    import fcntl
+
+    record = state_dir / contract.ROLL_RECORD_FILE
+    if not record.exists():
+        return False
+    fd = os.open(state_dir / contract.ROLL_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        record.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(fd)
 
 
 def _record_identity(spec: ClusterSpec, state_dir: Path) -> None:

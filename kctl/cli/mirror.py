@@ -100,27 +100,64 @@ def mirror_failover(
     name: str = MirrorOpt,
     yes: bool = typer.Option(False, "--yes", "-y", help="Apply without asking."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the translated offsets; change nothing."),
+    untranslated: str = typer.Option("refuse", "--untranslated",
+                                     help="A partition the group needs that has no checkpoint: refuse (the"
+                                          " failover is refused, naming it) or earliest (from its first offset"
+                                          " here: read again, never skipped)."),
+    force: bool = typer.Option(False, "--force", help="Fail over even while the group has members on the source"
+                                                      " or partitions without a checkpoint (said in the notes)."),
     file: Path = SpecOpt,
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Show, then set on this cluster, GROUP's offsets translated from the source by MirrorMaker's checkpoints,
-    so that its consumers resume here where they stopped there."""
-    from kctl.mirror import config, failover
+    so that its consumers resume here where they stopped there. Refused while the group still has members on
+    the source, or while a partition it needs has no checkpoint, unless told otherwise; afterwards MirrorMaker
+    no longer syncs the group's offsets here."""
+    from kctl.errors import UsageError
+    from kctl.mirror import config, failover, run
+    from kctl.spec import state_dir_for
 
+    try:
+        how = failover.Untranslated(untranslated)
+    except ValueError:
+        raise UsageError(f"--untranslated {untranslated!r}: not refuse or earliest",
+                         hint="--untranslated earliest starts a partition without a checkpoint at its first"
+                              " offset here") from None
     spec = connect(file, write=not dry_run)
     mirror = config.find(spec, name)
-    fp = failover.plan(spec, mirror, group)
-    rows = [{"topic": m.topic, "partition": m.partition, "source offset": m.source_offset,
-             "translated": m.translated, "current here": "-" if m.current is None else m.current}
-            for m in fp.moves]
+    from kctl.errors import KctlError
+
+    try:
+        source: Any = run.sources(spec, file)[mirror.name]
+    except KctlError as exc:  # the source's kctl.yaml gone with it: the checkpoints alone decide
+        output.info(f"the source of mirror {mirror.name} cannot be asked: {exc.message}")
+        source = None
+    state_dir = state_dir_for(spec, file)
+    fp = failover.plan(spec, mirror, group, source=source, force=force, untranslated=how)
+
+    def dash(v: Any) -> Any:
+        return "-" if v is None else v
+
+    rows = [{"topic": m.topic, "partition": m.partition, "source offset": dash(m.source_offset),
+             "on the source now": dash(m.source_now), "translated": dash(m.translated),
+             "current here": dash(m.current), "from": m.why} for m in fp.moves]
     title = f"failover of {group} from {mirror.name} to {spec.name}"
+    footer = "\n".join([*(f"refused: {r}" for r in fp.refusals), *fp.notes]) or None
     if dry_run:
-        output.emit(fp, fmt, rows=rows, columns=list(rows[0]), title=title + " (dry run)",
-                    footer="\n".join(fp.notes) or None)
+        output.emit(fp, fmt, rows=rows, columns=list(rows[0]), title=title + " (dry run)", footer=footer)
         return
-    if not yes:
-        output.emit(fp, output.Format.table, rows=rows, columns=list(rows[0]), title=title)
+    if not yes and not fp.refusals:
+        output.emit(fp, output.Format.table, rows=rows, columns=list(rows[0]), title=title, footer=footer)
         typer.confirm(f"set these offsets of {group} on {spec.name}?", abort=True)
-    fp = failover.plan(spec, mirror, group, execute=True)
-    output.emit_change(fp, fmt, f"{spec.name}: {group} set to the translated offsets of {len(fp.moves)}"
-                                " partition(s); start its consumers on this cluster")
+    fp = failover.plan(spec, mirror, group, execute=True, source=source, force=force, untranslated=how,
+                       state_dir=state_dir)
+    if fp.sync_stopped:
+        if fp.source_reachable:
+            output.info(f"{group} leaves MirrorMaker's offset sync of mirror {mirror.name}: restarting it")
+            run.up(spec, file, state_dir, progress=output.info)
+        else:
+            output.info(f"{group} leaves MirrorMaker's offset sync of mirror {mirror.name} at its next"
+                        " `kctl mirror up` (the source does not answer: MirrorMaker has nothing to sync meanwhile)")
+    output.emit_change(fp, fmt, f"{spec.name}: {group} set to the translated offsets of"
+                                f" {sum(1 for m in fp.moves if m.translated is not None)} partition(s); start its"
+                                " consumers on this cluster")

@@ -161,7 +161,9 @@ def run(target: ClusterSpec, spec_path: Path, *, mirror_name: str | None = None,
         # What the replica holds when the primary is gone: an independent read of the replica topic.
         replica = {seq for parts in check.read_topic(target, remote).values() for _, seq in parts}
         deadline = time.monotonic() + gate_timeout
-        plan = failover.plan(target, mirror, group, execute=True)
+        # The primary is gone: the checkpoints alone decide; a partition without one starts at its first offset
+        # (read again, never skipped), and the verdict's duplicates count it.
+        plan = failover.plan(target, mirror, group, execute=True, untranslated=failover.Untranslated.earliest)
         marks.append((clock(), f"group {group} failed over: {len(plan.moves)} partition(s) set on {target.name}"))
         say(f"[{clock():6.1f}s] failover of {group}: {len(plan.moves)} partition(s) at their translated offsets")
         after = _App(base_config(target), group, remote)

@@ -19,6 +19,8 @@ Everything MirrorMaker keeps lives in the target cluster: its Connect topics (``
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,8 @@ CONF = "/etc/kctl"
 OFFSET_FLUSH_MS = 2000
 
 
+# The groups failed over to this cluster (`kctl mirror failover`), in <state>/mirror/<name>/.
+FAILED_OVER_FILE = "failed-over.json"
 SECRETS_FILE = "mirror.properties"  # alias.password = ..., in the mirror's secrets directory
 FILE_PROVIDER = "org.apache.kafka.common.config.provider.FileConfigProvider"
 LOGIN_MODULES = {"SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -163,9 +167,29 @@ def _escape(value: str) -> str:
     return out
 
 
+def failed_over_path(state_dir: Path, mirror: MirrorSpec) -> Path:
+    return directory(state_dir) / mirror.name / FAILED_OVER_FILE
+
+
+def failed_over(state_dir: Path, mirror: MirrorSpec) -> list[str]:
+    """The groups ``kctl mirror failover`` moved from ``mirror``'s source to this cluster
+    (kctl.mirror.failover.stop_sync): MirrorMaker's offset sync leaves them alone."""
+    path = failed_over_path(state_dir, mirror)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except ValueError as exc:
+        raise KctlError(f"{path} cannot be read ({exc})",
+                        hint='it lists the groups failed over to this cluster ({"groups": [...]}); fix or remove'
+                             " it, then `kctl mirror up`") from None
+    return sorted({str(g) for g in data.get("groups", [])}) if isinstance(data, dict) else []
+
+
 def properties(spec: ClusterSpec, mirror: MirrorSpec, source: Source,
-               target_login: Login = PLAINTEXT) -> dict[str, Any]:
-    """mm2.properties of one flow, as ordered key -> value."""
+               target_login: Login = PLAINTEXT, failed_over: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """mm2.properties of one flow, as ordered key -> value. ``failed_over``: groups moved to this cluster,
+    which MirrorMaker no longer checkpoints nor syncs (each matched literally in ``groups.exclude``)."""
     src, dst = mirror.name, spec.name
     flow = f"{src}->{dst}"
     rf = min(3, len(spec.brokers))
@@ -178,7 +202,8 @@ def properties(spec: ClusterSpec, mirror: MirrorSpec, source: Source,
         f"{flow}.topics": mirror.topics,
         f"{flow}.topics.exclude": _excludes(mirror.topics_exclude, DEFAULT_TOPICS_EXCLUDE),
         f"{flow}.groups": mirror.groups,
-        f"{flow}.groups.exclude": _excludes(mirror.groups_exclude, DEFAULT_GROUPS_EXCLUDE),
+        f"{flow}.groups.exclude": ", ".join([_excludes(mirror.groups_exclude, DEFAULT_GROUPS_EXCLUDE),
+                                             *(re.escape(g) for g in failed_over)]),
         f"{flow}.emit.heartbeats.enabled": "true",
         f"{flow}.emit.checkpoints.enabled": "true",
         f"{flow}.emit.checkpoints.interval.seconds": mirror.checkpoint_seconds,
@@ -286,7 +311,8 @@ def render(spec: ClusterSpec, state_dir: Path, sources: dict[str, Source],
     for m in spec.mirrors:
         login = (target_logins or {}).get(m.name, PLAINTEXT)
         files[f"{m.name}/conf/mm2.properties"] = render_properties(
-            properties(spec, m, sources[m.name], login), f"MirrorMaker 2: {m.name} -> {spec.name}")
+            properties(spec, m, sources[m.name], login, failed_over(state_dir, m)),
+            f"MirrorMaker 2: {m.name} -> {spec.name}")
         files[f"{m.name}/conf/log4j-mirrormaker.properties"] = log4j()
         own = secrets(m, spec.name, sources[m.name], login)
         if own:

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kctl.errors import KctlError
 from kctl.mirror import config, records
 from kctl.runtime import mirrors
 from kctl.spec import ClusterSpec, MirrorSpec
@@ -54,9 +55,10 @@ class MirrorStatus:
 
 
 def read_whole(conf: dict[str, Any], topic: str, timeout: float = READ_TIMEOUT, *,
-               last: int | None = None) -> list[Any]:
+               last: int | None = None, strict: bool = False) -> list[Any]:
     """Every record of ``topic`` (only the ``last`` ones of each partition when given) up to its end offsets,
-    with a fresh consumer that commits nothing; [] when the topic does not exist."""
+    with a fresh consumer that commits nothing; [] when the topic does not exist. ``strict``: a partition not
+    read to its end offset within ``timeout`` is an error naming it (else what was read is returned)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     c = Consumer({**conf, "group.id": f"kctl-mirror-{time.monotonic_ns()}", "enable.auto.commit": False,
@@ -91,6 +93,11 @@ def read_whole(conf: dict[str, Any], topic: str, timeout: float = READ_TIMEOUT, 
             for tp in c.position([TopicPartition(topic, p) for p in sorted(todo)]):
                 if tp.offset >= ends[tp.partition]:
                     todo.discard(tp.partition)
+        if todo and strict:
+            raise KctlError(f"{topic} was not read to its end within {timeout:g}s: partition(s)"
+                            f" {', '.join(map(str, sorted(todo)))} short of their end offsets, so what it says is"
+                            " not known whole; nothing was changed",
+                            hint="`kctl status` (a broker down or slow?); run the command again")
         return out
     finally:
         c.close()

@@ -307,10 +307,13 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
     from kctl.kafka import configs
     from kctl.render import write
     from kctl.roll import run
+    from kctl.runtime.faults import interruptible
 
     say = progress or (lambda _m: None)
     started = time.monotonic()
-    with run.roll_lock(state_dir, "kctl apply"):
+    with interruptible(), run.roll_lock(state_dir, "kctl apply"):
+        # what an earlier roll, killed mid-step, left down: started first, or nothing below could pass its checks
+        run.put_back_left(spec, state_dir, gate_timeout, say)
         the_plan, rendered = plan(spec, state_dir)
         controllers = controller_files(the_plan)
         if controllers and not spec.on_kraft:
@@ -377,7 +380,7 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
                 if r.service == service and r.node in nodes:
                     say(f"{r.node} {service}: restart needed: {'; '.join(r.reasons)}")
             rolls.append(run.roll(spec, state_dir, service=service, nodes=nodes, gate_timeout=gate_timeout,
-                                  progress=say, lock=False, recreate=hosts))
+                                  progress=say, lock=False, recreate=hosts, command="kctl apply"))
         _record(state_dir, {c.name: c.config_hash for c in rendered.containers})
         metadata_version = None
         if new_image and spec.on_kraft:

@@ -5,6 +5,12 @@ ZooKeeper or Kafka (through :mod:`kctl.health` and the modules it builds on);
 a gate that times out stops the roll with what it last saw, and the nodes not
 yet reached are left untouched. A lock file in the state dir keeps a second
 roll of the same cluster from starting meanwhile.
+
+Interruptions: Ctrl-C, SIGTERM or any error between a service's stop and its start puts that service back
+(started again, further signals held until it is) before the roll gives up. A record in the state dir
+(``roll.json``) names every service the roll has down, written before each stop and after each start, so that a
+roll killed outright (SIGKILL, a lost terminal) is put back by the next ``kctl restart`` or ``kctl apply``
+before its pre-checks, and any other change of the cluster is refused until then with what to run.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,12 +29,16 @@ from kctl import contract, health
 from kctl.errors import ClusterError, KctlError, TimeoutReached
 from kctl.kafka import describe as kmd
 from kctl.roll import plan as rp
+from kctl.runtime.faults import deferred_interrupts, interruptible
 from kctl.security.store import client_settings  # a secured cluster: SASL_SSL as its admin user
 from kctl.spec import ClusterSpec
 from kctl.wait import POLL_S, Probe, wait_until
 
 Progress = Callable[[str], None]
 LOCK_FILE = contract.ROLL_LOCK_FILE
+RECORD_FILE = contract.ROLL_RECORD_FILE
+# The commands that run a roll, and so put back what an interrupted one left down before anything else.
+ROLLERS = ("kctl restart", "kctl apply")
 PRE_CHECK_TIMEOUT = 30.0
 
 
@@ -60,6 +71,13 @@ class RollStopped(ClusterError):
     """A gate timed out: the roll stopped there; the nodes after it were not touched."""
 
 
+class RollInterrupted(ClusterError):
+    """Ctrl-C or SIGTERM during a roll: what the step had down was started again; the nodes after it were not
+    touched."""
+
+    exit_code = 130
+
+
 # ----- the lock ------------------------------------------------------------------------------------
 
 
@@ -78,6 +96,9 @@ def roll_lock(state_dir: Path, what: str = "kctl restart") -> Iterator[Path]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise lock_refusal(os.pread(fd, 4096, 0).decode("utf-8", "replace"), what, path) from None
+        left = read_record(state_dir)
+        if left and left.get("down") and what not in ROLLERS:
+            raise left_down_refusal(left, what, state_dir)
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(lock_record(what)) + "\n").encode(), 0)
         yield path
@@ -118,6 +139,116 @@ def lock_refusal(text: str, wanted: str, path: Path) -> ClusterError:
         + "; one change at a time (restart, apply, node add/remove, reassign execute), nothing was changed",
         hint=f"wait for {holder} to finish (`kctl status` shows the cluster meanwhile), then run {wanted} again;"
              f" {path} is released the moment {pid} exits, however it exits")
+
+
+# ----- the record of what a roll has down -------------------------------------------------------------
+
+
+def record_path(state_dir: Path) -> Path:
+    return state_dir / RECORD_FILE
+
+
+def read_record(state_dir: Path) -> dict[str, Any] | None:
+    """The record an earlier roll left (None: no roll has anything down). A record that cannot be read is an
+    error: what it named is unknown, so nothing may assume every service runs."""
+    path = record_path(state_dir)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        rec = json.loads(text)
+        if not isinstance(rec, dict) or not isinstance(rec.get("down", []), list):
+            raise ValueError("not a roll record")
+        down = [(str(h), str(s)) for h, s in rec.get("down", [])]
+    except (ValueError, TypeError) as exc:
+        raise ClusterError(f"{path} cannot be read ({exc}): an interrupted roll may have left services stopped",
+                           hint=f"`kctl status` shows every service; once each runs (`kctl up` starts what is"
+                                f" stopped), remove {path}") from None
+    return {**rec, "down": down}
+
+
+def write_record(state_dir: Path, rec: dict[str, Any]) -> None:
+    """Write the record whole or not at all: a temporary file beside it, flushed to disk, renamed over it, and
+    the directory flushed (a crash leaves the old record or the new one, never an empty file)."""
+    path = record_path(state_dir)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, (json.dumps(rec, indent=1) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(state_dir, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def clear_record(state_dir: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        record_path(state_dir).unlink()
+
+
+def _down_text(rec: dict[str, Any]) -> str:
+    return ", ".join(f"{h} {s}" for h, s in rec["down"])
+
+
+def _holder_text(rec: dict[str, Any]) -> str:
+    said = ", ".join(d for d in (f"`{rec['argv']}`" if rec.get("argv") else str(rec.get("command") or ""),
+                                 f"pid {rec['pid']}" if rec.get("pid") else "",
+                                 f"started {rec['started']}" if rec.get("started") else "") if d)
+    return said or "an earlier roll"
+
+
+def left_down_refusal(rec: dict[str, Any], wanted: str, state_dir: Path) -> ClusterError:
+    """The refusal of a change other than a roll while an interrupted roll's services are down. Pure."""
+    return ClusterError(
+        f"{wanted} refused, nothing was changed: an interrupted roll ({_holder_text(rec)}) left {_down_text(rec)}"
+        " stopped",
+        hint="`kctl restart --rolling` (or `kctl apply`) starts them first and finishes the roll; `kctl up`"
+             f" starts them without a roll (then remove {record_path(state_dir)})")
+
+
+def start_gates(spec: ClusterSpec, host: str, service: str) -> list[tuple[str, Probe]]:
+    """The gates that say a service the roll started again serves (its start gates in the roll's plan)."""
+    if service == "kafka":
+        return [(rp.GATE_REGISTERED, registered_gate(spec))]
+    if service == "zookeeper":
+        return [(rp.GATE_ZK_MODE, zk_mode_gate(spec, host)), (rp.GATE_ONE_LEADER, one_leader_gate(spec))]
+    return [(rp.GATE_QUORUM, quorum_gate(spec))]  # a KRaft controller
+
+
+def put_back_left(spec: ClusterSpec, state_dir: Path, timeout: float, say: Progress) -> list[tuple[str, str]]:
+    """Start what an interrupted roll's record names as down (controllers and ZooKeepers before brokers), wait
+    for each one's start gates, then drop the record. What was put back; [] without a record."""
+    rec = read_record(state_dir)
+    if rec is None:
+        return []
+    down = sorted(rec["down"], key=lambda hs: hs[1] == "kafka")
+    if not down:
+        clear_record(state_dir)
+        return []
+    say(f"an interrupted roll ({_holder_text(rec)}) left {_down_text(rec)} stopped: starting it again first")
+    runner = _Runner(spec, RollResult(rp.RollPlan(spec.name, "put back", [], [])), timeout, GATE_POLL_S, say,
+                     state_dir)
+    runner.down = list(down)
+    runner.record = {k: v for k, v in rec.items() if k != "down"}
+    try:
+        for host, service in down:
+            runner.start("put back", host, service)
+        for host, service in down:
+            for name, probe in start_gates(spec, host, service):
+                runner.gate(f"put back {host} {service}", name, probe)
+    except TimeoutReached as exc:
+        raise ClusterError(f"the services an interrupted roll left stopped ({_down_text(rec)}) were started"
+                           f" again but did not come back: {exc.message}",
+                           hint="see `kctl status` and `kctl logs HOST --service SERVICE`; run the roll again"
+                                " once they serve") from None
+    clear_record(state_dir)
+    return down
 
 
 # ----- planning from the live cluster ---------------------------------------------------------------
@@ -268,6 +399,37 @@ class _Runner:
         self.spec, self.result, self.timeout, self.poll, self.say = spec, result, timeout, poll, say
         self.state_dir = state_dir
         self.dc: Any = None
+        self.down: list[tuple[str, str]] = []  # (host, service) this roll stopped and has not started again
+        self.record: dict[str, Any] = {}  # what the roll's record says besides what is down (who, what, when)
+        self._lock = threading.Lock()  # start_together's starts record from two threads
+
+    def _saved(self) -> None:
+        if self.state_dir is not None:
+            write_record(self.state_dir, {**self.record, "down": self.down})
+
+    def going_down(self, host: str, services: tuple[str, ...]) -> None:
+        """Recorded before the stop is asked for: a kill between the two leaves the service named as down (a
+        later start of a running service changes nothing)."""
+        with self._lock:
+            self.down = self.down + [(host, s) for s in services if (host, s) not in self.down]
+            self._saved()
+
+    def back_up(self, host: str, services: tuple[str, ...] | None = None) -> None:
+        """Recorded once the start returned (``services`` None: every service of the host, a new container)."""
+        with self._lock:
+            self.down = [(h, s) for h, s in self.down if h != host or (services is not None and s not in services)]
+            self._saved()
+
+    def put_back(self, label: str) -> None:
+        """Start again what this roll has down, with Ctrl-C and SIGTERM held until every start has returned
+        (then raised); a start that fails leaves its service in the record for the next roll."""
+        with deferred_interrupts():
+            for host, service in reversed(list(self.down)):
+                try:
+                    self.start(label, host, service)
+                except KctlError as exc:
+                    self.say(f"{label}: {host} {service} not started again ({exc.message}); the next"
+                             " `kctl restart` or `kctl apply` starts it first")
 
     def gate(self, label: str, name: str, probe: Probe) -> None:
         last: list[str] = []
@@ -292,6 +454,7 @@ class _Runner:
     def stop(self, label: str, host: str, service: str) -> None:
         from kctl.runtime import services
 
+        self.going_down(host, (service,))
         self.say(f"{label}: stopping {service}" + (" (SIGTERM: controlled shutdown)" if service == "kafka" else ""))
         services.stop(self.spec, host, service, self.docker())
 
@@ -300,6 +463,7 @@ class _Runner:
 
         self.say(f"{label}: starting {service}")
         services.start(self.spec, host, service, self.docker())
+        self.back_up(host, (service,))
 
     def start_together(self, label: str, host: str, services: tuple[str, ...]) -> None:
         """Start ``services`` at once (each start returns after its supervisor's start time); the first
@@ -322,6 +486,7 @@ class _Runner:
         assert self.state_dir is not None
         self.say(f"{label}: making the container again from the new render")
         cluster.recreate_one(self.spec, self.state_dir, host)
+        self.back_up(host)  # the new container starts every process of the node
 
     def zk_up(self, label: str, host: str, start: bool = True) -> None:
         if start:
@@ -339,103 +504,88 @@ class _Runner:
         """A node on KRaft: broker down (its gates), controller down, [container made again,] controller up and
         the quorum whole again, then the broker up (its gates)."""
         assert s.broker is not None
-        stopped: list[str] = []
-        try:
-            self.gate(label, rp.GATE_MIN_ISR, min_isr_gate(self.spec, s.broker))
-            stopped.append("kafka")
-            self.stop(label, s.host, "kafka")
-            self.gate(label, rp.GATE_EXITED, process_gate(self.spec, s.host, "kafka", "STOPPED"))
-            self.gate(label, rp.GATE_BROKER_GONE.format(id=s.broker), unregistered_gate(self.spec, s.broker))
-            stopped.append("controller")
-            self.stop(label, s.host, "controller")
-            self.gate(label, rp.GATE_CONTROLLER_EXITED, controller_exited_gate(self.spec, s.host))
-            if s.recreate:
-                self.recreate(label, s.host)  # the new container starts every process of the node
-                stopped.clear()
-            else:
-                self.start(label, s.host, "controller")
-                stopped.remove("controller")
-            self.gate(label, rp.GATE_QUORUM, quorum_gate(self.spec))
-            if stopped:
-                self.start(label, s.host, "kafka")
-                stopped.clear()
-            self.kafka_up(label, s.host, start=False)
-        except KctlError:
-            for service in reversed(stopped):  # put back what this step stopped (controller first, then broker)
-                with contextlib.suppress(KctlError):
-                    self.start(label, s.host, service)
-            raise
+        self.gate(label, rp.GATE_MIN_ISR, min_isr_gate(self.spec, s.broker))
+        self.stop(label, s.host, "kafka")
+        self.gate(label, rp.GATE_EXITED, process_gate(self.spec, s.host, "kafka", "STOPPED"))
+        self.gate(label, rp.GATE_BROKER_GONE.format(id=s.broker), unregistered_gate(self.spec, s.broker))
+        self.stop(label, s.host, "controller")
+        self.gate(label, rp.GATE_CONTROLLER_EXITED, controller_exited_gate(self.spec, s.host))
+        if s.recreate:
+            self.recreate(label, s.host)  # the new container starts every process of the node
+        else:
+            self.start(label, s.host, "controller")
+        self.gate(label, rp.GATE_QUORUM, quorum_gate(self.spec))
+        if self.down:
+            self.start(label, s.host, "kafka")
+        self.kafka_up(label, s.host, start=False)
 
     def controller(self, label: str, s: rp.Step) -> None:
-        """A KRaft controller alone: down, up, the quorum whole again (a failed gate starts it again)."""
+        """A KRaft controller alone: down, up, the quorum whole again."""
         self.stop(label, s.host, "controller")
-        try:
-            self.gate(label, rp.GATE_CONTROLLER_EXITED, controller_exited_gate(self.spec, s.host))
-        finally:
-            self.start(label, s.host, "controller")
+        self.gate(label, rp.GATE_CONTROLLER_EXITED, controller_exited_gate(self.spec, s.host))
+        self.start(label, s.host, "controller")
         self.gate(label, rp.GATE_QUORUM, quorum_gate(self.spec))
 
     def step(self, label: str, s: rp.Step) -> None:
-        if s.service == "controller":
-            self.controller(label, s)
-            return
-        if s.service == "node" and self.spec.on_kraft:
-            self.kraft_node(label, s)
-            return
-        stopped: list[str] = []  # services this step took down and has not started again
+        """One step of the plan. Whatever ends it early (a gate that timed out, an error, Ctrl-C, SIGTERM), what
+        it stopped is started again first, so that a stuck gate or an interruption costs no capacity."""
         try:
-            if s.service in ("kafka", "node"):
-                assert s.broker is not None
-                self.gate(label, rp.GATE_MIN_ISR, min_isr_gate(self.spec, s.broker))
-                stopped.append("kafka")
-                self.stop(label, s.host, "kafka")
-                self.gate(label, rp.GATE_EXITED, process_gate(self.spec, s.host, "kafka", "STOPPED"))
-                self.gate(label, rp.GATE_UNREGISTERED.format(id=s.broker), unregistered_gate(self.spec, s.broker))
-            if s.recreate:
-                if s.service in ("zookeeper", "node"):
-                    stopped.append("zookeeper")
-                    self.zk_down(label, s.host)
-                self.recreate(label, s.host)  # the new container starts every process of the node
-                stopped.clear()
-                if s.service == "node" and self.spec.kraft_phase in ("dual-write", "kraft-brokers"):
-                    # a migration's node (engine swarm): its KRaft controller back in a whole quorum first
-                    self.gate(label, rp.GATE_QUORUM, quorum_gate(self.spec))
-                if s.service in ("zookeeper", "node"):
-                    self.zk_up(label, s.host, start=False)
-                if s.service in ("kafka", "node"):
-                    self.kafka_up(label, s.host, start=False)
-                return
-            if s.service == "node":
-                # ZooKeeper goes down once its broker is gone and the ISR changes of its going are done, never
-                # while ISRs grow: restarting it during the broker's catch-up instead (tried, to overlap the two)
-                # got one roll stuck. The ZooKeeper leader's restart expired the controller's 4 s session, its
-                # conditional ISR write came back "bad ZK version", the partition's leader gave up its
-                # AlterPartition, and the partition stayed under-replicated until its leader epoch changed
-                # (Kafka 3.9, ZooKeeper mode). Nor was that order quicker, with two JVMs starting on two cores.
-                stopped.append("zookeeper")
-                self.zk_down(label, s.host)
-                # Both processes start at once: the broker's wrapper waits for a ZooKeeper quorum, which the
-                # other ZooKeepers hold meanwhile, so the broker's start overlaps its ZooKeeper's instead of
-                # following it; the ZooKeeper's gates come first, then the broker's.
-                self.start_together(label, s.host, ("zookeeper", "kafka"))
-                stopped.clear()
-                self.zk_up(label, s.host, start=False)
-                self.kafka_up(label, s.host, start=False)
-                return
-            if s.service == "zookeeper":
-                stopped.append("zookeeper")
-                self.zk_down(label, s.host)
-                stopped.remove("zookeeper")
-                self.zk_up(label, s.host)
-            if s.service == "kafka":
-                stopped.remove("kafka")
-                self.kafka_up(label, s.host)
-        except KctlError:
-            # Put back what this step stopped before giving up, so that a stuck gate costs no more capacity.
-            for service in reversed(stopped):
-                with contextlib.suppress(KctlError):
-                    self.start(label, s.host, service)
+            if s.service == "controller":
+                self.controller(label, s)
+            elif s.service == "node" and self.spec.on_kraft:
+                self.kraft_node(label, s)
+            else:
+                self.zk_step(label, s)
+        except BaseException:
+            self.put_back(label)
             raise
+
+    def zk_step(self, label: str, s: rp.Step) -> None:
+        if s.service in ("kafka", "node"):
+            assert s.broker is not None
+            self.gate(label, rp.GATE_MIN_ISR, min_isr_gate(self.spec, s.broker))
+            self.stop(label, s.host, "kafka")
+            self.gate(label, rp.GATE_EXITED, process_gate(self.spec, s.host, "kafka", "STOPPED"))
+            self.gate(label, rp.GATE_UNREGISTERED.format(id=s.broker), unregistered_gate(self.spec, s.broker))
+        if s.recreate:
+            if s.service in ("zookeeper", "node"):
+                self.zk_down(label, s.host)
+            self.recreate(label, s.host)  # the new container starts every process of the node
+            if s.service == "node" and self.spec.kraft_phase in ("dual-write", "kraft-brokers"):
+                # a migration's node (engine swarm): its KRaft controller back in a whole quorum first
+                self.gate(label, rp.GATE_QUORUM, quorum_gate(self.spec))
+            if s.service in ("zookeeper", "node"):
+                self.zk_up(label, s.host, start=False)
+            if s.service in ("kafka", "node"):
+                self.kafka_up(label, s.host, start=False)
+            return
+        if s.service == "node":
+            # ZooKeeper goes down once its broker is gone and the ISR changes of its going are done, never
+            # while ISRs grow: restarting it during the broker's catch-up instead (tried, to overlap the two)
+            # got one roll stuck. The ZooKeeper leader's restart expired the controller's 4 s session, its
+            # conditional ISR write came back "bad ZK version", the partition's leader gave up its
+            # AlterPartition, and the partition stayed under-replicated until its leader epoch changed
+            # (Kafka 3.9, ZooKeeper mode). Nor was that order quicker, with two JVMs starting on two cores.
+            self.zk_down(label, s.host)
+            # Both processes start at once: the broker's wrapper waits for a ZooKeeper quorum, which the
+            # other ZooKeepers hold meanwhile, so the broker's start overlaps its ZooKeeper's instead of
+            # following it; the ZooKeeper's gates come first, then the broker's.
+            self.start_together(label, s.host, ("zookeeper", "kafka"))
+            self.zk_up(label, s.host, start=False)
+            self.kafka_up(label, s.host, start=False)
+            return
+        if s.service == "zookeeper":
+            self.zk_down(label, s.host)
+            self.zk_up(label, s.host)
+        if s.service == "kafka":
+            self.kafka_up(label, s.host)
+
+
+def _still_down(runner: _Runner) -> str:
+    if not runner.down:
+        return ""
+    return (f"\nstill stopped: {', '.join(f'{h} {sv}' for h, sv in runner.down)} (recorded in"
+            f" {RECORD_FILE}: the next `kctl restart` or `kctl apply` starts it first)")
 
 
 def check_before_roll(spec: ClusterSpec, timeout: float = PRE_CHECK_TIMEOUT, progress: Progress | None = None) -> None:
@@ -451,20 +601,24 @@ def check_before_roll(spec: ClusterSpec, timeout: float = PRE_CHECK_TIMEOUT, pro
 
 def roll(spec: ClusterSpec, state_dir: Path, *, service: str | None = None, nodes: list[str] | None = None,
          gate_timeout: float = 300.0, poll: float = GATE_POLL_S, elect: bool = True,
-         progress: Progress | None = None, lock: bool = True, recreate: tuple[str, ...] = ()) -> RollResult:
+         progress: Progress | None = None, lock: bool = True, recreate: tuple[str, ...] = (),
+         command: str = "kctl restart") -> RollResult:
     """Restart ``service`` on ``nodes`` (all) one at a time through the health gates; then a preferred
     leader election. RollStopped when a gate times out (nothing after that step was touched).
     ``lock=False``: the caller holds the state dir's roll lock already (``kctl apply``); ``recreate``: the
-    container hosts whose container is made again from the state dir's compose.yaml (``kctl apply``)."""
+    container hosts whose container is made again from the state dir's compose.yaml (``kctl apply``);
+    ``command``: who the roll's record names (the command the operator ran)."""
     say = progress or (lambda _m: None)
     started = time.monotonic()
-    with roll_lock(state_dir) if lock else contextlib.nullcontext(state_dir):
+    with interruptible(), roll_lock(state_dir, command) if lock else contextlib.nullcontext(state_dir):
         from kctl.runtime import engines
 
         engines.containers(spec)  # WrongEngine (nothing touched) when the other engine made the containers
+        put_back_left(spec, state_dir, gate_timeout, say)  # what an earlier roll, killed mid-step, left down
         the_plan = plan(spec, service, nodes or [], recreate)
         result = RollResult(the_plan)
         runner = _Runner(spec, result, gate_timeout, poll, say, state_dir)
+        runner.record = lock_record(command)
         n = len(the_plan.steps)
         say(f"{spec.name}: restarting {n} service(s): "
             + ", ".join(f"{s.host} {s.service}" for s in the_plan.steps))
@@ -479,17 +633,28 @@ def roll(spec: ClusterSpec, state_dir: Path, *, service: str | None = None, node
         for i, s in enumerate(the_plan.steps, 1):
             label = f"[{i}/{n}] {s.host} {s.service}"
             step_started = time.monotonic()
+            done = ", ".join(f"{x.host} {x.service}" for x in the_plan.steps[:i - 1]) or "none"
+            left = ", ".join(f"{x.host} {x.service}" for x in the_plan.steps[i:]) or "none"
             try:
                 runner.step(label, s)
             except TimeoutReached as exc:
-                done = ", ".join(f"{x.host} {x.service}" for x in the_plan.steps[:i - 1]) or "none"
-                left = ", ".join(f"{x.host} {x.service}" for x in the_plan.steps[i:]) or "none"
                 raise RollStopped(
-                    f"restart stopped at {label}: {exc.message}\nrestarted: {done}\nnot touched: {left}",
+                    f"restart stopped at {label}: {exc.message}\nrestarted: {done}\nnot touched: {left}"
+                    + _still_down(runner),
                     hint=f"see `kctl status` and `kctl logs {s.host} --service "
                          f"{s.service if s.service in ('zookeeper', 'controller') else 'kafka'}`; run the restart"
                          " again once"
                          " the cluster is healthy") from None
+            except KeyboardInterrupt as exc:
+                how = "SIGTERM" if exc.__class__.__name__ == "Terminated" else "Ctrl-C"
+                raise RollInterrupted(
+                    f"restart interrupted ({how}) at {label}: what it had stopped was started again"
+                    f"\nrestarted: {done}\nnot touched: {left}" + _still_down(runner),
+                    hint="`kctl status` shows the cluster; run the same command again to restart every node"
+                         " (it starts first whatever is still down)") from None
+            finally:
+                if not runner.down:
+                    clear_record(state_dir)
             result.steps.append(StepRecord(s.host, s.service, s.why, time.monotonic() - step_started))
             say(f"{label}: done in {time.monotonic() - step_started:.1f}s")
         if elect and any(s.service in ("kafka", "node") for s in the_plan.steps):

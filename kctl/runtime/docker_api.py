@@ -232,6 +232,10 @@ def process_states(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, 
             service = line[len(GAVE_UP):].strip()
             if procs.get(service) == "STOPPED":
                 procs[service] = "FAILED"
+            elif service == "controller" and "controller" not in procs:
+                # a controller has no entry while not running (whether it should run is the spec's phase, which
+                # kctl.health reads); one its supervisor gave up on is FAILED, whichever the phase
+                procs[service] = "FAILED"
     return procs
 
 

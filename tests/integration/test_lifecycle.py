@@ -224,7 +224,8 @@ def test_06b_a_broker_its_supervisor_gave_up_on_is_failed_and_up_starts_it(healt
     c = container(healthy, "logger2")
     # the wrapper's record of a crash loop one start short of its limit (jvm-common.sh's supervise), then the
     # broker dies: the next start gives up at once, supervisord retries it (startretries), then holds it FATAL
-    at_limit = c.exec_run(["sh", "-c", 'echo "$(date +%s) 4" > /tmp/kctl-starts-kafka'], user="logger")
+    at_limit = c.exec_run(["sh", "-c", 'n=$(date +%s); echo "$n $n $n $n $n" > /tmp/kctl-starts-kafka'],
+                          user="logger")
     assert at_limit.exit_code == 0, at_limit.output
     assert c.exec_run(["pkill", "-KILL", "-f", JVM_PATTERN["kafka"]]).exit_code == 0
     failed = ("logger2: kafka FAILED: its supervisor gave up restarting it (see `kctl logs logger2 --service kafka`;"

@@ -160,15 +160,27 @@ def test_a_group_fails_over_to_the_target_and_loses_nothing(pair: Any) -> None:
             if m.error() is None:
                 seen_on_source.append(int(m.value()))
     c.commit(asynchronous=False)
-    c.close()
     assert len(seen_on_source) >= 120
-    # MirrorMaker checkpoints the group (every 2 s here); the dry run shows the translation
+    # MirrorMaker checkpoints the group (every 2 s here); the dry run shows the translation, and that the group
+    # still has its member on the source (the consumer is not closed yet)
     plan = eventually("a checkpoint of billing-1", lambda: json.loads(
         kctl(target, "mirror", "failover", group, "--dry-run", "-o", "json").stdout or "null"))
     assert {m["topic"] for m in plan["moves"]} == {f"{ALIAS}.orders"}
+    assert plan["source_reachable"] is True and len(plan["source_members"]) == 1, plan
+    assert any("1 active member(s) on the source" in r for r in plan["refusals"]), plan
+    refused = kctl(target, "mirror", "failover", group, "--yes")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+    assert f"failover of '{group}' refused, nothing was set" in refused.stderr, refused.stderr
+    assert "stop the group's consumers on the source first" in refused.stderr
+    c.close()  # the group's consumers on the source are gone: now it may fail over
     p = kctl(target, "mirror", "failover", group, "--yes", "-o", "json")
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["applied"] is True
+    done = json.loads(p.stdout)
+    assert done["applied"] is True and done["refusals"] == [] and done["sync_stopped"] is True, done
+    # MirrorMaker no longer syncs the group here: its file excludes it, and the mirror restarted with it
+    assert "restarting" in p.stderr, p.stderr
+    mm2 = (target.state_dir / "mirror" / ALIAS / "conf" / "mm2.properties").read_text()
+    assert next(x for x in mm2.splitlines() if ".groups.exclude" in x).endswith(r"billing\\-1"), mm2
     # the group's consumers resume on the target: with what they read on the source, nothing is missing
     seen_on_target: list[int] = []
     # A partition the group never read on the source has no checkpoint: there, as on the source, the consumer's

@@ -9,6 +9,8 @@ from the partitions afterwards, and the producer must see no error.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -353,3 +355,67 @@ def test_runbook_rolling_restart_runs_as_written(cluster: KafkaCluster) -> None:
     ran = runbook.run(runbook.RUNBOOKS / "rolling-restart.md", cluster.spec_file, state_dir=cluster.state_dir)
     assert [r.step.command.split()[1] for r in ran] == \
         ["status", "render", "restart", "restart", "status", "elect-leaders"]
+
+
+# ----- a roll interrupted between a broker's stop and its start -------------------------------------------
+
+
+def _roll_frozen_after_first_stop(cluster: KafkaCluster) -> tuple[subprocess.Popen[str], str, list[str]]:
+    """`kctl restart --rolling --service kafka` started and frozen (SIGSTOP) the moment it says it stops its first
+    broker; that broker then stopped through the engine (the call kctl makes, whether or not kctl's own was
+    already under way): an interruption sent now lands between the broker's stop and its start, whatever the
+    machine's speed."""
+    from kctl.roll.plan import kafka_order
+    from kctl.runtime import services
+    from kctl.runtime.docker_api import NOT_RUNNING
+
+    first = f"logger{kafka_order(cluster.brokers(), cluster.controller())[0][0]}"
+    p = subprocess.Popen([sys.executable, "-m", "kctl", "restart", "--rolling", "--service", "kafka", "--yes",
+                          "-f", str(cluster.spec_file)], stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    said: list[str] = []
+    assert p.stderr is not None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = p.stderr.readline()
+        said.append(line)
+        if f"{first} kafka: stopping kafka" in line or not line:
+            break
+    assert said and "stopping kafka" in said[-1], "".join(said)
+    os.kill(p.pid, signal.SIGSTOP)
+    services.stop(cluster.spec, first, "kafka")
+    assert services.process_state(cluster.spec, first, "kafka") in NOT_RUNNING
+    return p, first, said
+
+
+def test_sigterm_between_a_brokers_stop_and_start_starts_it_again(cluster: KafkaCluster) -> None:
+    from kctl.runtime import services
+
+    p, first, said = _roll_frozen_after_first_stop(cluster)
+    try:
+        os.kill(p.pid, signal.SIGTERM)
+        os.kill(p.pid, signal.SIGCONT)
+        out, err = p.communicate(timeout=180)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    err = "".join(said) + err
+    assert p.returncode == 130, err
+    assert f"restart interrupted (SIGTERM) at [1/3] {first} kafka: what it had stopped was started again" in err
+    assert "Traceback" not in err and "still stopped" not in err
+    assert services.process_state(cluster.spec, first, "kafka") in ("RUNNING", "STARTING"), err
+    assert not (cluster.state_dir / "roll.json").exists()
+
+
+@pytest.mark.long
+def test_a_roll_killed_between_stop_and_start_is_put_back_by_the_next_one(cluster: KafkaCluster) -> None:
+    p, first, said = _roll_frozen_after_first_stop(cluster)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(30)
+    record = json.loads((cluster.state_dir / "roll.json").read_text())
+    assert record["down"] == [[first, "kafka"]] and record["command"] == "kctl restart", record
+    # the next roll starts the broker first (its pre-checks would refuse a cluster with a broker down), then rolls
+    again = kctl(cluster, "restart", "--rolling", "--service", "kafka", "--yes")
+    assert again.returncode == 0, again.stderr
+    assert f"left {first} kafka stopped: starting it again first" in again.stderr, again.stderr
+    assert not (cluster.state_dir / "roll.json").exists()
+    assert cluster.status().health == "healthy"

@@ -347,8 +347,9 @@ def test_a_service_its_supervisor_gave_up_on_is_failed_not_stopped() -> None:
     gave_up = f"{docker_api.GAVE_UP}kafka"
     assert docker_api.process_states([gave_up, broker], ("kafka",)) == {"kafka": "RUNNING"}
     assert docker_api.process_states([f"{docker_api.GAVE_UP}zookeeper"], ("kafka",)) == {"kafka": "STOPPED"}
-    # a controller program on a node that may have none (its phase decides): no entry, as when it is not running
-    assert docker_api.process_states([f"{docker_api.GAVE_UP}controller"], ("kafka",)) == {"kafka": "STOPPED"}
+    # a controller its supervisor gave up on is FAILED (whether the node should run one is the phase's question)
+    assert docker_api.process_states([f"{docker_api.GAVE_UP}controller"], ("kafka",)) == {
+        "kafka": "STOPPED", "controller": "FAILED"}
     # the shell that printed the lines shows in the host's table too, and is no GAVE_UP line
     assert docker_api.process_states([f"sh -c {hosts._OBSERVE}"], ("zookeeper", "kafka")) == {
         "zookeeper": "STOPPED", "kafka": "STOPPED"}
@@ -359,3 +360,19 @@ def test_a_service_its_supervisor_gave_up_on_is_failed_not_stopped() -> None:
     said = health.process_problems(spec, "logger2", {"zookeeper": "RUNNING", "kafka": "FAILED"})
     assert said == ["kafka FAILED: its supervisor gave up restarting it (see `kctl logs logger2 --service kafka`;"
                     " `kctl up` starts it again)"]
+
+
+def test_a_controller_its_supervisor_gave_up_on_is_failed_where_the_phase_runs_one() -> None:
+    from kctl import health
+
+    procs = docker_api.process_states(["x QuorumPeerMain", f"{docker_api.GAVE_UP}controller"],
+                                      ("zookeeper", "kafka"))
+    assert procs["controller"] == "FAILED"
+    failed = ("controller FAILED: its supervisor gave up restarting it (see `kctl logs logger1 --service"
+              " controller`; `kctl up` starts it again)")
+    spec = ClusterSpec.model_validate({"name": "logger"})
+    assert failed in health.process_problems(spec.with_kraft("kraft", "id"), "logger1", {**procs,
+                                                                                         "zookeeper": "RETIRED"})
+    assert failed in health.process_problems(spec.with_kraft("dual-write", "id"), "logger1", procs)
+    # on ZooKeeper, no migration: the node runs no controller, so its program's state is no problem
+    assert [p for p in health.process_problems(spec, "logger1", procs) if "controller" in p] == []

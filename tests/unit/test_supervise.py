@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,10 +42,27 @@ def test_a_crash_loop_backs_off_then_gives_up(svc: str) -> None:
 
 
 def test_a_start_long_after_the_last_is_no_crash_loop(svc: str) -> None:
-    Path(contract.starts_file(svc)).write_text("1000 2\n")  # the last start long ago, after two quick ones
+    Path(contract.starts_file(svc)).write_text("1000 1002\n")  # two quick starts, long ago
     run = start(svc)
     assert run.returncode == 0 and run.stdout.strip() == "STARTED"
-    assert Path(contract.starts_file(svc)).read_text().split()[1] == "0"
+    assert len(Path(contract.starts_file(svc)).read_text().split()) == 1  # only this start is remembered
+
+
+def test_a_process_that_dies_minutes_after_each_start_still_reaches_the_limit(svc: str) -> None:
+    # each run lasted 130 s (longer than supervisord's startsecs and than the old 120 s window): still a loop
+    now = int(time.time())
+    Path(contract.starts_file(svc)).write_text(" ".join(str(now - 130 * k) for k in (3, 2, 1)) + "\n")
+    gave_up = start(svc)  # KCTL_RESTART_LIMIT=3: the fourth start within the interval
+    assert gave_up.returncode == 75 and "STARTED" not in gave_up.stdout
+    assert "started 3 times within 1800s without a deliberate start; giving up" in gave_up.stderr
+    Path(contract.starts_file(svc)).write_text(" ".join(str(now - 130 * k) for k in (3, 2, 1)) + "\n")
+    spread = start(svc, KCTL_RESTART_INTERVAL="300")  # with a shorter interval only the last two count
+    assert spread.returncode == 0 and "restart 2 in a row" in spread.stdout
+
+
+def test_a_garbled_record_is_read_as_no_record(svc: str) -> None:
+    Path(contract.starts_file(svc)).write_text("x y\n")
+    assert start(svc).stdout.strip() == "STARTED"
 
 
 def test_a_deliberate_start_clears_the_record(svc: str) -> None:

@@ -36,15 +36,19 @@ conf_prop() {
 # lacks for a process that had been running:
 # - a hold: while /tmp/kctl-hold-SERVICE exists (a failure drill or a test keeps the process down), wait in
 #   `held` (its command line names neither wrapper nor JVM, so the process shows as STOPPED), then start;
-# - a back-off: a start within KCTL_RESTART_WINDOW s (120) of the previous one is a crash loop; it waits
-#   1, 2, 4, 8 s, and after KCTL_RESTART_LIMIT (5) such starts it gives up: exit 75 at once, a failed start
-#   to supervisord (it exits within startsecs), which after startretries marks the program FATAL; `kctl
+# - a back-off and a limit: every start since the last deliberate one is recorded; a start with earlier ones
+#   within KCTL_RESTART_INTERVAL s (1800) is a crash loop, however long each run lasted (a broker that dies
+#   every few minutes loops as surely as one that dies at once); it waits 1, 2, 4, then 8 s, and once
+#   KCTL_RESTART_LIMIT (5) starts lie within the interval it gives up: exit 75 at once, a failed start to
+#   supervisord (it exits within startsecs), which after startretries marks the program FATAL; `kctl
 #   status` shows the service FAILED (its supervisor gave up) until `kctl up` or `kctl restart` starts it.
+#   (systemd's StartLimitBurst within StartLimitIntervalSec, which the hosts' units use, is the same rule.)
 # A deliberate start (kctl's supervisorctl start) removes the record first: it is no crash.
 # Under systemd (a host's units set KCTL_SUPERVISOR=systemd) it does nothing: Restart=on-failure, RestartSec
 # and StartLimitBurst are systemd's own back-off and limit, and a drill stops the unit itself.
 supervise() {
-  local svc="$1"; local rec="/tmp/kctl-starts-$svc" now last=0 count=0 delay
+  local svc="$1"; local rec="/tmp/kctl-starts-$svc" now t kept="" count=0 delay
+  local interval="${KCTL_RESTART_INTERVAL:-1800}" limit="${KCTL_RESTART_LIMIT:-5}"
   if [ "${KCTL_SUPERVISOR:-}" = systemd ]; then
     return 0
   fi
@@ -52,20 +56,20 @@ supervise() {
     exec /usr/local/lib/kctl/held "$svc"
   fi
   now="$(date +%s)"
-  if [ -r "$rec" ]; then read -r last count < "$rec" || true; fi
-  if [ $((now - ${last:-0})) -lt "${KCTL_RESTART_WINDOW:-120}" ]; then
-    count=$((${count:-0} + 1))
-  else
-    count=0
+  if [ -r "$rec" ]; then
+    for t in $(head -n 1 "$rec"); do
+      case "$t" in *[!0-9]*|"") continue ;; esac
+      if [ $((now - t)) -lt "$interval" ]; then kept="$kept $t"; count=$((count + 1)); fi
+    done
   fi
-  echo "$now $count" > "$rec"
-  if [ "$count" -ge "${KCTL_RESTART_LIMIT:-5}" ]; then
-    echo "kctl: $svc started $count times, each within ${KCTL_RESTART_WINDOW:-120}s of the last; giving up" \
+  echo "${kept# } $now" | sed 's/^ //' > "$rec"
+  if [ "$count" -ge "$limit" ]; then
+    echo "kctl: $svc started $count times within ${interval}s without a deliberate start; giving up" \
       "(\`kctl up\` or \`kctl restart ${KCTL_NODE:-<node>} --service $svc\` starts it again)" >&2
     exit 75
   fi
   if [ "$count" -gt 0 ]; then
-    delay=$((1 << (count - 1)))
+    delay=$((1 << (count > 4 ? 3 : count - 1)))
     echo "kctl: $svc restarted after an unexpected exit (restart $count in a row); waiting ${delay}s first"
     sleep "$delay"
   fi
