@@ -108,6 +108,25 @@ def rest_port(spec: ClusterSpec, mirror: MirrorSpec) -> int:
     return mirror.rest_port or REST_PORT_BASE + spec.mirrors.index(mirror)
 
 
+def replicates(mirror: MirrorSpec, topic: str) -> bool:
+    """Whether the mirror copies source ``topic``: its topics pattern, less its excludes and MirrorMaker's."""
+    if not re.fullmatch(mirror.topics, topic):
+        return False
+    excl = _excludes(mirror.topics_exclude, DEFAULT_TOPICS_EXCLUDE)
+    return not any(re.fullmatch(p.strip(), topic) for p in excl.split(",") if p.strip())
+
+
+def foreign_targets(mirror: MirrorSpec, source_topics: set[str], target_topics: set[str],
+                    replicated: set[str]) -> list[str]:
+    """Pure: with the identity policy, the target topics MirrorMaker would write into that are not its own: a
+    source topic the mirror copies whose name a target topic has already, which MirrorMaker never replicated
+    into (``replicated``: the source topics in its Connect offsets here). MirrorMaker would append into it and
+    sync the source's configs over its own (a shorter retention included)."""
+    if mirror.policy is not MirrorPolicy.identity:
+        return []  # a prefixed replica's name cannot be a topic of the target's own, except by design
+    return sorted(t for t in source_topics & target_topics if replicates(mirror, t) and t not in replicated)
+
+
 def remote_topic(mirror: MirrorSpec, topic: str) -> str:
     """The name a source topic has in this cluster."""
     return topic if mirror.policy is MirrorPolicy.identity else f"{mirror.name}.{topic}"

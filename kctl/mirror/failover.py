@@ -30,7 +30,6 @@ from __future__ import annotations
 import enum
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,14 +125,6 @@ def source_view(source: Source | None, group: str, timeout: float = SOURCE_TIMEO
     return SourceView(True, None, members, str(getattr(g.state, "name", g.state)), committed)
 
 
-def _replicated(mirror: MirrorSpec, topic: str) -> bool:
-    """Whether the mirror copies source ``topic`` (its topics pattern, less its excludes)."""
-    if not re.fullmatch(mirror.topics, topic):
-        return False
-    excl = config._excludes(mirror.topics_exclude, config.DEFAULT_TOPICS_EXCLUDE)
-    return not any(re.fullmatch(p.strip(), topic) for p in excl.split(",") if p.strip())
-
-
 def decide(mirror: MirrorSpec, group: str, found: dict[tuple[str, int], records.Checkpoint],
            src: SourceView, target_partitions: dict[str, list[int]], current: dict[tuple[str, int], int],
            starts: dict[tuple[str, int], int], *, force: bool, untranslated: Untranslated,
@@ -150,7 +141,7 @@ def decide(mirror: MirrorSpec, group: str, found: dict[tuple[str, int], records.
     needed: dict[tuple[str, int], str] = {}
     for (st, sp) in sorted(src.committed):
         remote = config.remote_topic(mirror, st)
-        if (remote, sp) not in found and (remote in target_partitions or _replicated(mirror, st)):
+        if (remote, sp) not in found and (remote in target_partitions or config.replicates(mirror, st)):
             needed[(remote, sp)] = f"committed at {src.committed[(st, sp)]} on the source, no checkpoint here"
     for t in sorted({t for t, _ in found}):
         for p in target_partitions.get(t, []):

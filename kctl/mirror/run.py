@@ -12,7 +12,7 @@ from kctl.errors import KctlError
 from kctl.mirror import config
 from kctl.mirror.config import Login, Source
 from kctl.runtime import mirrors
-from kctl.spec import ClusterSpec, MirrorSpec
+from kctl.spec import ClusterSpec, MirrorPolicy, MirrorSpec
 
 Progress = Callable[[str], None]
 UP_TIMEOUT = 180.0
@@ -118,6 +118,32 @@ def _reachable(bootstrap: str, what: str, security: dict[str, str]) -> None:
         raise KctlError(f"{what}: {exc.message}", hint=exc.hint) from None
 
 
+def check_targets(spec: ClusterSpec, found: dict[str, Source]) -> None:
+    """Refuse a mirror with the identity policy whose source topics have namesakes here that MirrorMaker did not
+    make (:func:`kctl.mirror.config.foreign_targets`), naming each."""
+    from kctl.kafka.client import admin
+    from kctl.mirror import status
+    from kctl.security.store import client_settings
+
+    identity = [m for m in spec.mirrors if m.policy is MirrorPolicy.identity]
+    if not identity:
+        return
+    here = set(admin(spec, security=client_settings(spec)).list_topics(timeout=10).topics)
+    for m in identity:
+        src = found[m.name]
+        there = set(admin(src.spec, src.bootstrap_servers, security=src.security).list_topics(timeout=10).topics)
+        mine = {t for t, _ in status.replicated_offsets(spec, m)}
+        foreign = config.foreign_targets(m, there, here, mine)
+        if foreign:
+            raise KctlError(
+                f"mirror {m.name} refused, nothing was written: with policy identity it would write into"
+                f" {len(foreign)} topic(s) of {spec.name} that MirrorMaker did not make"
+                f" ({', '.join(foreign[:10])}{' ...' if len(foreign) > 10 else ''}): appending to them and"
+                " syncing the source's topic configs over theirs",
+                hint=f"rename or delete them here, or leave them out (mirrors[{m.name}].topics_exclude), or use"
+                     " policy prefix (replicas named <mirror>.<topic>)")
+
+
 def to_restart(spec: ClusterSpec, changed: list[Path], before: dict[str, str | None],
                after: dict[str, str | None]) -> list[str]:
     """Pure: the services whose configuration files (``changed``, under ``<mirror>/conf/``) changed while their
@@ -142,6 +168,7 @@ def up(spec: ClusterSpec, spec_path: Path, state_dir: Path, progress: Progress |
     _reachable(spec.bootstrap_servers, f"{spec.name} (the target)", client_settings(spec))
     for m in spec.mirrors:
         _reachable(found[m.name].bootstrap_servers, f"mirror {m.name}'s source", found[m.name].security)
+    check_targets(spec, found)  # before anything is provisioned, written or started
     logins: dict[str, Login] = {}
     for m in spec.mirrors:
         src = found[m.name]

@@ -137,3 +137,45 @@ def test_a_failed_over_group_leaves_mirrormakers_offset_sync(tmp_path: Path) -> 
         config.failed_over(tmp_path, MIRROR)
     config.failed_over_path(tmp_path, MIRROR).write_text(json.dumps({"groups": ["a", "b"]}))
     assert config.failed_over(tmp_path, MIRROR) == ["a", "b"]
+
+
+IDENTITY = ClusterSpec.model_validate({"name": "dr", "mirrors": [{"name": "primary", "policy": "identity", "source": {
+    "bootstrap_servers": "127.0.0.1:1"}, "topics": "orders|pay-.*", "topics_exclude": "pay-secret"}]})
+
+
+def test_identity_refuses_a_target_topic_of_the_same_name_that_mirrormaker_did_not_make() -> None:
+    m = IDENTITY.mirrors[0]
+    source = {"orders", "pay-in", "pay-secret", "other", "__consumer_offsets"}
+    target = {"orders", "pay-in", "pay-secret", "other", "__consumer_offsets", "local"}
+    # orders is MirrorMaker's (in its Connect offsets); pay-in is the target's own; pay-secret and other are not
+    # copied; internal topics never are
+    assert config.foreign_targets(m, source, target, {"orders"}) == ["pay-in"]
+    assert config.foreign_targets(m, source, target, {"orders", "pay-in"}) == []
+    assert config.foreign_targets(MIRROR, source, {f"primary.{t}" for t in source} | target, set()) == []  # prefix
+
+
+def test_mirror_up_refuses_before_anything_is_written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kctl.kafka import client
+    from kctl.mirror import access, run
+
+    class Admin:
+        def __init__(self, names: set[str]) -> None:
+            self.names = names
+
+        def list_topics(self, timeout: float) -> Any:
+            return type("MD", (), {"topics": {n: None for n in self.names}})()
+
+    monkeypatch.setattr(run, "_reachable", lambda *a: None)
+    monkeypatch.setattr(client, "admin", lambda spec=None, bootstrap=None, **k: Admin(
+        {"orders", "pay-in"} if bootstrap == "127.0.0.1:1" else {"pay-in"}))
+    monkeypatch.setattr(status, "replicated_offsets", lambda spec, m: {})
+    provisioned: list[str] = []
+    monkeypatch.setattr(access, "provision", lambda *a: provisioned.append("x"))
+    spec_file = tmp_path / "kctl.yaml"
+    spec_file.write_text("name: dr\n")
+    with pytest.raises(KctlError) as err:
+        run.up(IDENTITY, spec_file, tmp_path / "state")
+    assert err.value.message.startswith("mirror primary refused, nothing was written: with policy identity it"
+                                        " would write into 1 topic(s) of dr that MirrorMaker did not make (pay-in)")
+    assert "topics_exclude" in (err.value.hint or "")
+    assert provisioned == [] and not (tmp_path / "state").exists()
