@@ -74,12 +74,14 @@ def redact(text: str, n: NotifierSpec | None = None) -> str:
             url = None
         if url:
             parts = urlsplit(url)
-            pieces = [url, parts.path + (f"?{parts.query}" if parts.query else ""), parts.query,
-                      parts.netloc.rpartition("@")[0], *parts.path.split("/"),
-                      *(v for kv in parts.query.split("&") for v in kv.split("=")[1:])]
-            for piece in sorted(pieces, key=len, reverse=True):
-                if len(piece) >= 4:
-                    text = text.replace(piece, "…")
+            whole = [url, parts.path + (f"?{parts.query}" if parts.query else ""), parts.query,
+                     parts.netloc.rpartition("@")[0]]
+            # A token quoted alone (an error about one piece of the URL): the pieces that look like one.
+            tokenish = [p for p in (*parts.path.split("/"), *(v for kv in parts.query.split("&")
+                                                            for v in kv.split("=")[1:]))
+                        if len(p) >= 8 and any(c.isdigit() for c in p)]
+            for piece in sorted([p for p in whole if len(p) > 1] + tokenish, key=len, reverse=True):
+                text = text.replace(piece, "…")
     return _URL.sub(_cut, text)
 
 
@@ -193,6 +195,8 @@ def _webhook(n: NotifierSpec, body: dict[str, Any]) -> Outcome:
         return Outcome(f"HTTP {status} {exc.reason}",
                        permanent=400 <= status < 500 and status not in RETRYABLE_HTTP)
     except urllib.error.URLError as exc:
+        if isinstance(exc.reason, TimeoutError):
+            return Outcome(f"no answer within {n.timeout_seconds:g} s")
         return Outcome(f"{exc.reason}")
     if 200 <= status < 300:
         return Outcome()

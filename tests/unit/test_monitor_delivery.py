@@ -7,9 +7,11 @@ and real HTTP receivers on 127.0.0.1."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -307,3 +309,46 @@ def test_an_old_store_s_outbox_is_migrated_to_notifier_names(tmp_path: Path, mon
     assert mon.deliver_once(mon.store, now=10.0) == 2
     assert sorted((p, body["subject"]) for _, p, body in hook.requests) == [("/h0", "zero"), ("/h1", "one")]
     mon.store.close()
+
+
+def kctl_alerts(capsys: pytest.CaptureFixture[str], spec_file: Path, *args: str) -> tuple[int, str, str]:
+    from kctl.cli.main import main
+
+    capsys.readouterr()
+    try:
+        main(["alerts", "-f", str(spec_file), *args])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_kctl_alerts_shows_pending_failed_and_orphaned_notifications_and_requeues_the_failed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], hook: Hook) -> None:
+    hook.answer = lambda m, p, body: (400, {}) if body and body["subject"] == "poison" else (503, {})
+    notifiers = [{"type": "webhook", "url": hook.url(), "name": "pager"}]
+    spec_file = tmp_path / "kctl.yaml"
+    spec_file.write_text(json.dumps({"name": "logger", "state_dir": str(tmp_path / "state"),
+                                     "monitoring": {"notifiers": notifiers}}))
+    mon = monitor(tmp_path, monkeypatch, notifiers)
+    with mon.store.round():
+        mon.store.enqueue("pager", {"alert": "disk", "state": "open", "subject": "poison"})
+        mon.store.enqueue("pager", {"alert": "disk", "state": "open", "subject": "waits"})
+        mon.store.enqueue("gone", {"alert": "disk", "state": "resolved", "subject": "orphan"})
+    t = time.time()
+    for i in range(service.MAX_REFUSALS):
+        mon.deliver_once(mon.store, now=t + 1000 * i)
+    mon.store.close()
+    code, out, _ = kctl_alerts(capsys, spec_file, "-o", "json")
+    assert code == 0
+    got = {u["subject"]: (u["notifier"], u["delivery"]) for u in json.loads(out)["undelivered"]}
+    assert got == {"poison": ("pager", "failed"), "waits": ("pager", "pending"), "orphan": ("gone", "no such notifier")}
+    code, out, err = kctl_alerts(capsys, spec_file)
+    table = out + err
+    assert code == 0 and "1 not delivered yet (retried): pager: webhook pager" in table and "HTTP 503" in table
+    assert "1 failed (refused; --retry-failed queues them again): pager:" in table and "HTTP 400" in table
+    assert "1 for a notifier kctl.yaml no longer has (not sent): gone" in table
+    code, out, err = kctl_alerts(capsys, spec_file, "--retry-failed", "-o", "json")
+    assert code == 0 and "1 failed notification(s) queued again" in err
+    assert {u["subject"]: u["delivery"] for u in json.loads(out)["undelivered"]}["poison"] == "pending"

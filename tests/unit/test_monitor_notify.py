@@ -326,3 +326,22 @@ def test_log_lines_stay_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     mon.store.close()
     (line,) = [x for x in lines if "alert open" in x]
     assert "\n" not in line and "group app\\nmonitor: alert resolved" in line
+
+
+def test_an_smtp_refusal_of_the_message_is_permanent_a_busy_server_is_not() -> None:
+    smtp = Smtp("plain")
+    answers = {"ops@example.org": "550 5.1.1 no such user"}
+
+    async def handle_rcpt(server: Any, session: Any, envelope: Any, address: str, options: Any) -> str:
+        return answers.get(address) or (envelope.rcpt_tos.append(address) or "250 OK")
+
+    smtp.mailbox.handle_RCPT = handle_rcpt  # type: ignore[attr-defined]
+    try:
+        out = notify.send(mail(smtp.port, "none"), BODY)
+        assert not out.ok and out.permanent and "ops@example.org 550" in (out.error or "")
+        answers["ops@example.org"] = "451 4.3.0 try again later"
+        out = notify.send(mail(smtp.port, "none"), BODY)
+        assert not out.ok and not out.permanent and "451" in (out.error or "")
+        assert smtp.mailbox.messages == []
+    finally:
+        smtp.stop()
