@@ -402,20 +402,21 @@ class Monitor:
                         store.delivered(row["id"])
                         continue
                     attempts = row["attempts"] + 1
-                    give_up = outcome.permanent and (attempts >= MAX_REFUSALS)
+                    refusals = row["refusals"] + (1 if outcome.permanent else 0)
+                    give_up = outcome.permanent and refusals >= MAX_REFUSALS
+                    delay = backoff(attempts)
                     assert outcome.error is not None
-                    store.failed(row["id"], outcome.error, next_at=now + backoff(attempts),
-                                 permanent=outcome.permanent, give_up=give_up)
+                    store.failed(row["id"], outcome.error, next_at=now + delay, permanent=outcome.permanent,
+                                 give_up=give_up)
                     what = f"{row['body'].get('alert')} {row['body'].get('state')} {row['body'].get('subject')}"
                     if give_up:
-                        lines.append(f"monitor: notification given up, refused {attempts} times ({what}):"
+                        lines.append(f"monitor: notification given up, refused {refusals} times ({what}):"
                                      f" {outcome.error}; `kctl alerts` shows it, `kctl alerts --retry-failed`"
                                      " sends it again")
                     else:
                         lines.append(f"monitor: notification not delivered (attempt {attempts},"
                                      f" {'refused: set aside, the next ones go on' if outcome.permanent else 'kept'};"
-                                     f" next try in {backoff(attempts, lambda: 1.0):.0f} s at most) ({what}):"
-                                     f" {outcome.error}")
+                                     f" next try in {delay:.0f} s) ({what}): {outcome.error}")
         except sqlite3.Error as exc:
             # Sent, but not recorded: not sent again by this process (recorded at the next pass).
             self._unrecorded.update(row["id"] for row, outcome in done if outcome.ok)

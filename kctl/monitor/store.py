@@ -54,7 +54,8 @@ CREATE INDEX IF NOT EXISTS alert_log_by_time ON alert_log (ts);
 CREATE TABLE IF NOT EXISTS outbox (
   id INTEGER PRIMARY KEY AUTOINCREMENT, notifier TEXT NOT NULL, body TEXT NOT NULL,
   created REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT,
-  next_at REAL NOT NULL DEFAULT 0, permanent INTEGER NOT NULL DEFAULT 0, state TEXT NOT NULL DEFAULT 'pending');
+  next_at REAL NOT NULL DEFAULT 0, permanent INTEGER NOT NULL DEFAULT 0, refusals INTEGER NOT NULL DEFAULT 0,
+  state TEXT NOT NULL DEFAULT 'pending');
 CREATE INDEX IF NOT EXISTS outbox_by_notifier ON outbox (state, notifier, id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -127,10 +128,12 @@ class Store:
     def failed(self, outbox_id: int, error: str, *, next_at: float = 0.0, permanent: bool = False,
                give_up: bool = False) -> None:
         """One more failed attempt: tried again from ``next_at``; ``permanent``: the receiver refused this one
-        notification (the ones behind it go on); ``give_up``: no more attempts (state ``failed``)."""
+        notification (the ones behind it go on; counted in ``refusals``); ``give_up``: no more attempts (state
+        ``failed``)."""
         self.db.execute("UPDATE outbox SET attempts = attempts + 1, last_error = ?, next_at = ?, permanent = ?,"
-                        " state = ? WHERE id = ?",
-                        (error, next_at, int(permanent), "failed" if give_up else "pending", outbox_id))
+                        " refusals = refusals + ?, state = ? WHERE id = ?",
+                        (error, next_at, int(permanent), int(permanent), "failed" if give_up else "pending",
+                         outbox_id))
 
     def expire_outbox(self, created_before: float) -> list[dict[str, Any]]:
         """Remove the notifications queued before ``created_before`` (the retention), returning them, so that the
@@ -141,8 +144,8 @@ class Store:
 
     def retry_failed(self) -> int:
         """Put every ``failed`` notification back in the queue (after the receiver or kctl.yaml was fixed)."""
-        return self.db.execute("UPDATE outbox SET state = 'pending', attempts = 0, next_at = 0, permanent = 0"
-                               " WHERE state = 'failed'").rowcount
+        return self.db.execute("UPDATE outbox SET state = 'pending', attempts = 0, next_at = 0, permanent = 0,"
+                               " refusals = 0 WHERE state = 'failed'").rowcount
 
     def _set_aside_old_outbox(self) -> None:
         # A store from before notifier names: its outbox pointed at notifiers by list position. Renamed here
@@ -234,9 +237,10 @@ class Store:
             rows = self.db.execute("SELECT id, notifier, body, created, attempts, last_error FROM outbox"
                                    " ORDER BY id").fetchall()
             return [{**dict(r), "notifier": f"#{r['notifier']}", "body": json.loads(r["body"]), "next_at": 0.0,
-                     "permanent": False, "state": "pending"} for r in rows
+                     "permanent": False, "refusals": 0, "state": "pending"} for r in rows
                     if not where or args == ("pending",)]
-        rows = self.db.execute("SELECT id, notifier, body, created, attempts, last_error, next_at, permanent, state"
+        rows = self.db.execute("SELECT id, notifier, body, created, attempts, last_error, next_at, permanent,"
+                               " refusals, state"
                                f" FROM outbox {where} ORDER BY id", args).fetchall()  # noqa: S608 - fixed clauses
         return [{**dict(r), "body": json.loads(r["body"]), "permanent": bool(r["permanent"])} for r in rows]
 

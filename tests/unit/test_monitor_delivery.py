@@ -352,3 +352,21 @@ def test_kctl_alerts_shows_pending_failed_and_orphaned_notifications_and_requeue
     code, out, err = kctl_alerts(capsys, spec_file, "--retry-failed", "-o", "json")
     assert code == 0 and "1 failed notification(s) queued again" in err
     assert {u["subject"]: u["delivery"] for u in json.loads(out)["undelivered"]}["poison"] == "pending"
+
+
+def test_only_refusals_count_towards_failed_not_the_times_the_receiver_was_down(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: Hook) -> None:
+    answers = [503, 503, 503, 400, 400, 400]
+    hook.answer = lambda m, p, body: (answers.pop(0), {})
+    mon = monitor(tmp_path, monkeypatch, [{"type": "webhook", "url": hook.url()}])
+    with mon.store.round():
+        mon.store.enqueue(mon.spec.monitoring.notifiers[0].key, {"alert": "disk", "state": "open", "subject": "x"})
+    t = mon.store.outbox()[0]["created"]
+    states = []
+    for i in range(6):
+        mon.deliver_once(mon.store, now=t + 1000 * i)
+        (row,) = mon.store.outbox()
+        states.append((row["attempts"], row["refusals"], row["state"]))
+    assert states == [(1, 0, "pending"), (2, 0, "pending"), (3, 0, "pending"), (4, 1, "pending"),
+                      (5, 2, "pending"), (6, 3, "failed")]
+    mon.store.close()
