@@ -33,7 +33,8 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -275,30 +276,22 @@ class Monitor:
         notes = step.notes
         ts_ms = int(now * 1000)
         rounds = self.rounds + 1
-        try:
-            with self.store.round():
-                for g, rows in added.items():
-                    self.store.add_samples(g, rows)
-                for g, st in statuses.items():
-                    self.store.add_group(g, ts_ms, docs[g]["status"], st.total_lag, states.get(g), st.complete)
-                self.store.add_metrics(ts_ms, report)
-                self.store.save_alerts(step.state())
-                for n in notes:
-                    body = n.to_json(self.spec.name)
-                    self.store.log_alert(now, n.kind, n.rule, n.subject, body)
-                    for key in self.notifiers:
-                        self.store.enqueue(key, body, created=now)
-                self.store.set_meta("rounds", str(rounds))
-                self.store.set_meta("last_round", f"{now:.3f}")
-                if rounds % PRUNE_EVERY == 0:
-                    self.store.prune(ts_ms - int(self.spec.monitoring.retention_hours * 3600 * 1000))
-        except Exception:
-            # Nothing of the round was written: its samples go back to the next round, and the tracker keeps
-            # its state, so the next round makes the same transitions (and queues their notifications).
-            with self.lock:
-                for g, rows in added.items():
-                    self.pending[g] = [*rows, *self.pending.get(g, [])]
-            raise
+        with self._redone_if_not_recorded(added), self.store.round():
+            for g, rows in added.items():
+                self.store.add_samples(g, rows)
+            for g, st in statuses.items():
+                self.store.add_group(g, ts_ms, docs[g]["status"], st.total_lag, states.get(g), st.complete)
+            self.store.add_metrics(ts_ms, report)
+            self.store.save_alerts(step.state())
+            for n in notes:
+                body = n.to_json(self.spec.name)
+                self.store.log_alert(now, n.kind, n.rule, n.subject, body)
+                for key in self.notifiers:
+                    self.store.enqueue(key, body, created=now)
+            self.store.set_meta("rounds", str(rounds))
+            self.store.set_meta("last_round", f"{now:.3f}")
+            if rounds % PRUNE_EVERY == 0:
+                self.store.prune(ts_ms - int(self.spec.monitoring.retention_hours * 3600 * 1000))
         self.tracker.apply(step)
         self.rounds = rounds
         for n in notes:
@@ -310,6 +303,19 @@ class Monitor:
             self.last_round = now
             self.round_seconds = time.monotonic() - started
         return notes
+
+    @contextmanager
+    def _redone_if_not_recorded(self, added: dict[str, list[Any]]) -> Iterator[None]:
+        """Around a round's transaction: if it does not commit, nothing of the round was written, so its samples
+        go back to the next round; the tracker, whose step is applied only after the commit, keeps its state, so
+        the next round makes the same transitions (and queues their notifications)."""
+        try:
+            yield
+        except Exception:
+            with self.lock:
+                for g, rows in added.items():
+                    self.pending[g] = [*rows, *self.pending.get(g, [])]
+            raise
 
     def run(self) -> None:
         """Rounds until :attr:`stopping` is set (SIGTERM, SIGINT)."""
