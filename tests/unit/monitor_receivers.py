@@ -78,10 +78,11 @@ def group_doc(status: str, lag: int = 40) -> dict[str, Any]:
 
 
 def monitor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, notifiers: list[dict[str, Any]],
-            lines: list[str] | None = None, **kw: Any) -> Monitor:
+            lines: list[str] | None = None, monitoring: dict[str, Any] | None = None, **kw: Any) -> Monitor:
     """A monitor of a spec with ``notifiers`` whose rounds scrape nothing and ask no ZooKeeper: the groups it
     judges are what the test puts in :attr:`Monitor.group_docs`."""
-    spec = parse_spec({"monitoring": {"notifiers": notifiers, "alerts": {"exporter": False}}})[0]
+    spec = parse_spec({"monitoring": {"notifiers": notifiers, "alerts": {"exporter": False},
+                                      **(monitoring or {})}})[0]
     monkeypatch.setattr(service.mx, "scrape_all", lambda endpoints: [])
     mon = Monitor(spec, tmp_path / "state", log=(lines.append if lines is not None else lambda line: None), **kw)
     monkeypatch.setattr(mon, "zookeeper_modes", lambda: {})

@@ -370,3 +370,53 @@ def test_only_refusals_count_towards_failed_not_the_times_the_receiver_was_down(
     assert states == [(1, 0, "pending"), (2, 0, "pending"), (3, 0, "pending"), (4, 1, "pending"),
                       (5, 2, "pending"), (6, 3, "failed")]
     mon.store.close()
+
+
+def test_the_running_monitor_says_a_round_was_not_recorded_and_delivers_the_alert_once_the_store_is_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: Hook) -> None:
+    """The real loop and delivery thread: a store locked for a few rounds, then free again."""
+    import socket
+    import threading
+
+    from kctl.wait import wait_until
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = int(s.getsockname()[1])
+    s.close()
+    monkeypatch.setattr(service, "DELIVERY_PERIOD_S", 0.2)
+    lines: list[str] = []
+    made: list[Monitor] = []
+    ready = threading.Event()
+
+    def run() -> None:  # made on the thread that runs it, as `kctl monitor start` does (its SQLite connection)
+        mon = monitor(tmp_path, monkeypatch, [{"type": "webhook", "url": hook.url()}], lines,
+                      monitoring={"monitor_port": port}, interval_s=1, store_timeout_s=0.1)
+        monkeypatch.setattr(mon, "groups_round", lambda: None)  # no Kafka here: the groups are the test's
+        stop_billing(mon)
+        made.append(mon)
+        ready.wait(10)
+        mon.run()
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    wait_until("the monitor made", lambda: (bool(made), ""), timeout=10, poll=0.02)
+    mon = made[0]
+    locker = sqlite3.connect(db_path(mon.state_dir), isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")
+    ready.set()
+    try:
+        wait_until("a round not recorded", lambda: (any("round not recorded" in x for x in lines), str(lines[-3:])),
+                   timeout=10, poll=0.05)
+        assert hook.requests == [] and mon.tracker.open_alerts() == []
+        locker.execute("ROLLBACK")
+        wait_until("the alert delivered", lambda: (len(hook.bodies()) > 0, str(lines[-3:])), timeout=15, poll=0.05)
+        rounds = mon.rounds
+        wait_until("two more rounds", lambda: (mon.rounds >= rounds + 2, str(mon.rounds)), timeout=10, poll=0.05)
+    finally:
+        mon.stopping.set()
+        runner.join(10)
+        locker.close()
+    assert [(b["alert"], b["state"]) for b in hook.bodies()] == [("group-status", "open")]
+    (line,) = [x for x in lines if "round not recorded" in x][:1]
+    assert "database is locked" in line and "made again by the next round" in line
