@@ -349,6 +349,8 @@ def _default_alerts() -> dict[str, AlertRuleSpec]:
 _NOTIFIER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110's token
 SMTP_TLS = ("starttls", "smtps", "none")
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token",
+                            "x-vault-token"})
 SMTP_PORTS = {"starttls": 587, "smtps": 465, "none": 25}
 
 
@@ -366,7 +368,12 @@ class NotifierSpec(_Model):
                                                    " token (never the token in kctl.yaml).")
     url_env: str | None = Field(None, description="webhook: an environment variable holding the URL.")
     headers: dict[str, str] = Field(default_factory=dict, description="webhook: extra request headers (no"
-                                                                      " secrets: they would sit in kctl.yaml).")
+                                                                      " secrets: they would sit in kctl.yaml;"
+                                                                      " Authorization, Cookie and the like are"
+                                                                      " refused here).")
+    headers_file: str | None = Field(None, description="webhook: a file of secret request headers, one"
+                                                       " `Name: value` a line (an Authorization, an API key), read"
+                                                       " at each delivery.")
     timeout_seconds: float = Field(10.0, gt=0, le=300, description="How long one delivery may take.")
     host: str | None = Field(None, description="email: the SMTP server.")
     tls: str = Field("starttls", description="email: starttls (STARTTLS before anything is sent, refused if the"
@@ -453,6 +460,9 @@ class NotifierSpec(_Model):
             for k, v in self.headers.items():
                 if not _HEADER_NAME.match(k) or _has_control(v):
                     out.append(f"header {k!r}: a header name is a token, and no value may hold a line break")
+                elif k.lower() in SECRET_HEADERS:
+                    out.append(f"header {k!r} holds a secret, which kctl.yaml must not: put it in a file named by"
+                               " `headers_file` (one `Name: value` a line)")
             stray = [k for k in ("host", "sender", "username", "password_file", "password_env") if getattr(self, k)]
             if self.to:
                 stray.append("to")
@@ -474,7 +484,7 @@ class NotifierSpec(_Model):
                 out.append(f"tls: none would send the SMTP password in clear to {self.host}; use tls: starttls"
                            " (port 587) or smtps (port 465)")
             stray = [k for k in ("url", "url_file", "url_env") if getattr(self, k)]
-            if self.headers:
+            if self.headers or self.headers_file:
                 stray.append("headers")
             if stray:
                 out.append(f"{', '.join(stray)}: webhook settings on an e-mail notifier")

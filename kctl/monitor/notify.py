@@ -164,6 +164,26 @@ def webhook_url(n: NotifierSpec) -> str:
     return value.strip()
 
 
+def secret_headers(n: NotifierSpec) -> dict[str, str]:
+    """The headers of ``headers_file``: ``Name: value`` a line (blank lines and ``#`` comments skipped)."""
+    if not n.headers_file:
+        return {}
+    try:
+        text = Path(n.headers_file).expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _Setup(f"cannot read headers_file {n.headers_file}: {exc.strerror or exc}") from None
+    out: dict[str, str] = {}
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, sep, value = line.partition(":")
+        if (not sep or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name.strip())
+                or any(ord(c) < 32 and c != "\t" or ord(c) == 127 for c in value)):
+            raise _Setup(f"headers_file {n.headers_file}, line {i}: not `Name: value`")  # the value is not shown
+        out[name.strip()] = value.strip()
+    return out
+
+
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """A 3xx is an answer, not a delivery: following it would turn the POST into a bodiless GET elsewhere."""
 
@@ -184,7 +204,7 @@ def _webhook(n: NotifierSpec, body: dict[str, Any]) -> Outcome:
     opener = urllib.request.build_opener(_NoRedirect(), urllib.request.HTTPSHandler(context=_tls_context(n)))
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",  # noqa: S310 - http(s) only
                                  headers={"Content-Type": "application/json", "User-Agent": "kctl-monitor",
-                                          **n.headers})
+                                          **n.headers, **secret_headers(n)})
     try:
         with opener.open(req, timeout=n.timeout_seconds) as resp:
             status = int(resp.status)

@@ -116,7 +116,8 @@ def alertmanager_config(spec: ClusterSpec) -> tuple[dict[str, Any], dict[str, st
     mounts: dict[str, str] = {}
     for i, n in enumerate(mon.notifiers):
         if n.type == "webhook":
-            if n.url:  # a URL from a file or the environment (it carries a token) is the kctl monitor's alone
+            if n.url and not n.headers_file:  # a URL from a file or the environment (it carries a token), or secret
+                # headers, are the kctl monitor's alone
                 webhooks.append({"url": n.url, "send_resolved": True})
             continue
         if n.tls == "smtps" and n.smtp_port != 465:

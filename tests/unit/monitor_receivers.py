@@ -25,6 +25,7 @@ class Hook:
 
     def __init__(self, answer: Answer | None = None) -> None:
         self.requests: list[tuple[str, str, dict[str, Any] | None]] = []
+        self.headers: list[dict[str, str]] = []  # each request's headers, in the same order
         self.answer: Answer = answer or (lambda method, path, body: (200, {}))
         hook = self
 
@@ -33,6 +34,7 @@ class Hook:
                 n = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(n) if n else b""
                 body = json.loads(raw) if raw else None
+                hook.headers.append(dict(self.headers))
                 hook.requests.append((self.command, self.path, body))
                 status, headers = hook.answer(self.command, self.path, body)
                 self.send_response(status)

@@ -345,3 +345,17 @@ def test_an_smtp_refusal_of_the_message_is_permanent_a_busy_server_is_not() -> N
         assert smtp.mailbox.messages == []
     finally:
         smtp.stop()
+
+
+def test_secret_headers_come_from_a_file_never_from_kctl_yaml(tmp_path: Path, hook: Hook) -> None:
+    secret = tmp_path / "headers"
+    secret.write_text(f"# the on-call tool's key\nAuthorization: GenieKey {TOKEN}\n\nX-Team: data\n")
+    assert notify.send(webhook(hook.url(), headers_file=str(secret)), BODY).ok
+    assert hook.headers[0]["Authorization"] == f"GenieKey {TOKEN}" and hook.headers[0]["X-Team"] == "data"
+    secret.write_text(f"Authorization GenieKey {TOKEN}\n")  # no colon
+    out = notify.send(webhook(hook.url(), headers_file=str(secret)), BODY)
+    assert not out.ok and "line 1: not `Name: value`" in (out.error or "") and TOKEN not in (out.error or "")
+    assert len(hook.requests) == 1  # nothing sent without its headers
+    for name in ("Authorization", "cookie", "X-Api-Key"):
+        got = parse_problems([{"type": "webhook", "url": "https://h/x", "headers": {name: "Bearer x"}}])
+        assert any("holds a secret" in p and "headers_file" in p for p in got), got
