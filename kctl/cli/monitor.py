@@ -413,7 +413,9 @@ def alerts(
     doc = {"cluster": spec.name, "open": open_, "recent": recent, "undelivered": pending}
     for r in open_:
         r["since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r["opened_at"]))
-        r["subject"], r["details"] = clean(str(r["subject"]), 200), clean(str(r["details"] or ""), 200)
+    # The table on one line a row: a group id may hold line breaks or a terminal's escape codes (JSON escapes them).
+    rows = [{**r, "subject": clean(str(r["subject"]), 200), "details": clean(str(r["details"] or ""), 200)}
+            for r in open_]
     parts = [f"{len(recent)} notification(s) in the last {since}"]
     for delivery, what in (("pending", "not delivered yet (retried)"), ("failed", "failed (refused; --retry-failed"
                                                                             " queues them again)"),
@@ -422,5 +424,5 @@ def alerts(
         if these:
             first = these[0]
             parts.append(f"{len(these)} {what}: {first['notifier']}: {clean(first['last_error'] or 'not tried yet')}")
-    output.emit(doc, fmt, rows=open_, columns=["alert", "subject", "since", "details"],
+    output.emit(doc, fmt, rows=rows, columns=["alert", "subject", "since", "details"],
                 title=f"open alerts of {spec.name}", footer="; ".join(parts))

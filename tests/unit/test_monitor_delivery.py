@@ -420,3 +420,18 @@ def test_the_running_monitor_says_a_round_was_not_recorded_and_delivers_the_aler
     assert [(b["alert"], b["state"]) for b in hook.bodies()] == [("group-status", "open")]
     (line,) = [x for x in lines if "round not recorded" in x][:1]
     assert "database is locked" in line and "made again by the next round" in line
+
+
+def test_kctl_alerts_table_shows_a_hostile_group_id_escaped_and_json_exact(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    spec_file = tmp_path / "kctl.yaml"
+    spec_file.write_text(json.dumps({"name": "logger", "state_dir": str(tmp_path / "state")}))
+    mon = monitor(tmp_path, monkeypatch, [])
+    evil = "app\x1b[2J\nmonitor: all fine"
+    mon.group_docs = {evil: group_doc("STOP")}
+    mon.round(with_groups=False)
+    mon.store.close()
+    code, out, _ = kctl_alerts(capsys, spec_file, "-o", "json")
+    assert code == 0 and json.loads(out)["open"][0]["subject"] == f"group {evil}"
+    code, out, err = kctl_alerts(capsys, spec_file)
+    assert code == 0 and "\x1b" not in out + err and "app\\x1b[2J\\nmonitor: all fine" in out
