@@ -346,15 +346,43 @@ def _default_alerts() -> dict[str, AlertRuleSpec]:
             for name in ALERT_RULES}
 
 
+_NOTIFIER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # RFC 9110's token
+SMTP_TLS = ("starttls", "smtps", "none")
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token",
+                            "x-vault-token"})
+SMTP_PORTS = {"starttls": 587, "smtps": 465, "none": 25}
+
+
+def _has_control(s: str) -> bool:
+    return any(ord(c) < 32 or ord(c) == 127 for c in s)
+
+
 class NotifierSpec(_Model):
+    name: str | None = Field(None, description="A stable name for this receiver: the outbox keeps each queued"
+                                               " notification with it, so reordering the list sends nothing to"
+                                               " the wrong receiver (default: derived from its type and address).")
     type: str = Field(description="webhook (an HTTP POST of the notification's JSON) or email (SMTP).")
-    url: str | None = Field(None, description="webhook: where to POST.")
+    url: str | None = Field(None, description="webhook: where to POST (http or https; a redirect is a failure).")
+    url_file: str | None = Field(None, description="webhook: a file holding the URL, for a URL that carries a"
+                                                   " token (never the token in kctl.yaml).")
+    url_env: str | None = Field(None, description="webhook: an environment variable holding the URL.")
     headers: dict[str, str] = Field(default_factory=dict, description="webhook: extra request headers (no"
-                                                                      " secrets: they would sit in kctl.yaml).")
+                                                                      " secrets: they would sit in kctl.yaml;"
+                                                                      " Authorization, Cookie and the like are"
+                                                                      " refused here).")
+    headers_file: str | None = Field(None, description="webhook: a file of secret request headers, one"
+                                                       " `Name: value` a line (an Authorization, an API key), read"
+                                                       " at each delivery.")
     timeout_seconds: float = Field(10.0, gt=0, le=300, description="How long one delivery may take.")
     host: str | None = Field(None, description="email: the SMTP server.")
-    port: Port = Field(25, description="email: the SMTP port.")
-    starttls: bool = Field(False, description="email: STARTTLS before logging in.")
+    tls: str = Field("starttls", description="email: starttls (STARTTLS before anything is sent, refused if the"
+                                             " server does not offer it), smtps (TLS from the start) or none"
+                                             " (plain text: only without a password, or to localhost).")
+    port: Port | None = Field(None, description="email: the SMTP port (default 587 for starttls, 465 for smtps,"
+                                                " 25 for none).")
+    ca_file: str | None = Field(None, description="The CA bundle (PEM) that verifies the server's certificate"
+                                                  " (default: the system's); certificates are always verified.")
     sender: str | None = Field(None, alias="from", description="email: the From address.")
     to: list[str] = Field(default_factory=list, description="email: the recipients.")
     username: str | None = Field(None, description="email: log in as this user (with the password below).")
@@ -362,12 +390,105 @@ class NotifierSpec(_Model):
                                                         " password itself in kctl.yaml).")
     password_env: str | None = Field(None, description="email: an environment variable holding the SMTP password.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _starttls(cls, data: Any) -> Any:
+        # The old spelling, `starttls: true | false`: true is tls: starttls; false (the old default, plain text)
+        # becomes an explicit tls: none, which is refused with a password to another host.
+        if isinstance(data, dict) and "starttls" in data:
+            data = dict(data)
+            old = data.pop("starttls")
+            if "tls" in data:
+                raise ValueError("`starttls` is the old spelling of `tls`: give `tls` alone")
+            data["tls"] = "starttls" if old is True else "none"
+        return data
+
     @field_validator("type")
     @classmethod
     def _type(cls, v: str) -> str:
         if v not in ("webhook", "email"):
             raise ValueError(f"{v!r} is not a notifier type (webhook or email)")
         return v
+
+    @field_validator("tls")
+    @classmethod
+    def _tls(cls, v: str) -> str:
+        if v not in SMTP_TLS:
+            raise ValueError(f"{v!r} is not an SMTP tls mode ({', '.join(SMTP_TLS)})")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not _NOTIFIER_NAME.match(v):
+            raise ValueError(f"{v!r} is not a notifier name (letters, digits, '.', '_', '-'; up to 64)")
+        return v
+
+    @property
+    def smtp_port(self) -> int:
+        return self.port if self.port is not None else SMTP_PORTS[self.tls]
+
+    @property
+    def key(self) -> str:
+        """The notifier's identity in the outbox: its ``name``, else one derived from what it sends to (its type
+        and address), so that neither a reordered list nor another notifier's change moves its notifications."""
+        if self.name:
+            return self.name
+        import hashlib
+
+        if self.type == "webhook":
+            where = self.url or (f"file:{self.url_file}" if self.url_file else f"env:{self.url_env}")
+        else:
+            where = f"{self.host}:{self.smtp_port}:{','.join(sorted(self.to))}"
+        return f"{self.type}-{hashlib.sha256(f'{self.type}|{where}'.encode()).hexdigest()[:10]}"
+
+    def problems(self) -> list[str]:
+        """What is wrong with it beyond each field (the spec's cross-field rules)."""
+        from urllib.parse import urlsplit
+
+        out: list[str] = []
+        if self.type == "webhook":
+            given = [k for k in ("url", "url_file", "url_env") if getattr(self, k)]
+            if len(given) != 1:
+                out.append("a webhook needs one of `url: https://...`, `url_file` or `url_env`"
+                           + (f", not {' and '.join(given)}" if given else ""))
+            if self.url is not None:
+                parts = urlsplit(self.url)
+                if parts.scheme not in ("http", "https") or not parts.hostname or _has_control(self.url):
+                    out.append(f"a webhook's url must be http:// or https:// with a host, not {parts.scheme or '?'}:"
+                               " (file:, ftp: and the like are refused)")
+            for k, v in self.headers.items():
+                if not _HEADER_NAME.match(k) or _has_control(v):
+                    out.append(f"header {k!r}: a header name is a token, and no value may hold a line break")
+                elif k.lower() in SECRET_HEADERS:
+                    out.append(f"header {k!r} holds a secret, which kctl.yaml must not: put it in a file named by"
+                               " `headers_file` (one `Name: value` a line)")
+            stray = [k for k in ("host", "sender", "username", "password_file", "password_env") if getattr(self, k)]
+            if self.to:
+                stray.append("to")
+            if stray:
+                out.append(f"{', '.join('from' if s == 'sender' else s for s in stray)}: e-mail settings on a webhook")
+        else:
+            missing = [k for k, v in (("host", self.host), ("from", self.sender), ("to", self.to)) if not v]
+            if missing:
+                out.append(f"an email notifier needs {', '.join(missing)}")
+            bad = [a for a in [self.sender or "", *self.to] if a and (_has_control(a) or "@" not in a)]
+            if bad:
+                out.append(f"not an e-mail address: {', '.join(repr(a) for a in bad)}")
+            if self.password_file and self.password_env:
+                out.append("password_file or password_env, not both")
+            if (self.password_file or self.password_env) and not self.username:
+                out.append("a password needs `username`")
+            local = (self.host or "").lower() in ("127.0.0.1", "::1", "localhost")
+            if self.tls == "none" and self.username and not local:
+                out.append(f"tls: none would send the SMTP password in clear to {self.host}; use tls: starttls"
+                           " (port 587) or smtps (port 465)")
+            stray = [k for k in ("url", "url_file", "url_env") if getattr(self, k)]
+            if self.headers or self.headers_file:
+                stray.append("headers")
+            if stray:
+                out.append(f"{', '.join(stray)}: webhook settings on an e-mail notifier")
+        return out
 
 
 class MonitoringSpec(_Model):
@@ -1078,16 +1199,14 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
                 errors.append(f"monitoring.{field}: {port} is also {clash[0]}, a port used inside the same"
                               " container")
 
+    names: dict[str, int] = {}
     for i, nt in enumerate(mon.notifiers):
         where = f"monitoring.notifiers.{i}"
-        if nt.type == "webhook" and not (nt.url or "").startswith(("http://", "https://")):
-            errors.append(f"{where}: a webhook needs `url: http(s)://...`")
-        if nt.type == "email":
-            missing = [k for k, v in (("host", nt.host), ("from", nt.sender), ("to", nt.to)) if not v]
-            if missing:
-                errors.append(f"{where}: an email notifier needs {', '.join(missing)}")
-        if nt.password_file and nt.password_env:
-            errors.append(f"{where}: password_file or password_env, not both")
+        errors.extend(f"{where}: {p}" for p in nt.problems())
+        if nt.key in names:
+            errors.append(f"{where}: notifier {nt.key!r} is also monitoring.notifiers.{names[nt.key]} (give each"
+                          " its own `name`)")
+        names.setdefault(nt.key, i)
 
     if mon.prometheus and not mon.enabled:
         errors.append("monitoring.prometheus: needs monitoring.enabled (the exporters it scrapes)")

@@ -369,31 +369,60 @@ def monitor_status(file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
 
 def alerts(
     since: str = typer.Option("24h", "--since", help="Recent notifications from this far back."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Queue the notifications marked failed (refused"
+                                                                    " by their receiver) again, after fixing it."),
     file: Path = SpecOpt,
     fmt: Format = OutputOpt,
 ) -> None:
     """Open alerts and recent notifications (open, repeat, resolved) from the monitor's store, and what waits
-    in its outbox for a notifier that did not take it yet."""
+    in its outbox: pending (retried), failed (refused by the receiver for good) or for a notifier that kctl.yaml
+    no longer has. No URL is shown whole (a webhook's path often carries its token)."""
     import time
 
+    from kctl.monitor.notify import clean, redact
+
     seconds = parse_since(since)
-    spec, store, _ = _open_store(file)
+    spec, store, path = _open_store(file)
     try:
+        if retry_failed:
+            from kctl.monitor.store import Store
+
+            store.close()
+            store = Store(path)
+            store.migrate_outbox([n.key for n in spec.monitoring.notifiers], redact)
+            with store.round():
+                requeued = store.retry_failed()
+            output.info(f"{requeued} failed notification(s) queued again")
         held = store.alert_rows()
         log = store.alert_log(time.time() - seconds)
         outbox = store.outbox()
     finally:
         store.close()
+    known = {n.key for n in spec.monitoring.notifiers}
     open_ = [{"alert": a["rule"], "subject": a["subject"], "details": a["details"], "opened_at": a["opened"],
               "last_sent": a["last_sent"]} for a in held if a.get("opened") is not None]
     recent = [{"at": r["ts"], "kind": r["kind"], "alert": r["rule"], "subject": r["subject"],
                "details": r["body"].get("details")} for r in log]
-    pending = [{"id": o["id"], "notifier": o["notifier"], "attempts": o["attempts"], "last_error": o["last_error"],
-                "alert": o["body"].get("alert"), "state": o["body"].get("state")} for o in outbox]
+    pending = [{"id": o["id"], "notifier": o["notifier"],
+                "delivery": o["state"] if o["notifier"] in known else "no such notifier",
+                "attempts": o["attempts"], "next_try_at": o["next_at"] or None,
+                # Redacted again: a store written before redaction may hold a whole URL.
+                "last_error": redact(o["last_error"]) if o["last_error"] else None,
+                "alert": o["body"].get("alert"), "subject": o["body"].get("subject"), "state": o["body"].get("state")}
+               for o in outbox]
     doc = {"cluster": spec.name, "open": open_, "recent": recent, "undelivered": pending}
     for r in open_:
         r["since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r["opened_at"]))
-    footer = (f"{len(recent)} notification(s) in the last {since}"
-              + (f"; {len(pending)} not delivered yet (retried): {pending[0]['last_error']}" if pending else ""))
-    output.emit(doc, fmt, rows=open_, columns=["alert", "subject", "since", "details"],
-                title=f"open alerts of {spec.name}", footer=footer)
+    # The table on one line a row: a group id may hold line breaks or a terminal's escape codes (JSON escapes them).
+    rows = [{**r, "subject": clean(str(r["subject"]), 200), "details": clean(str(r["details"] or ""), 200)}
+            for r in open_]
+    parts = [f"{len(recent)} notification(s) in the last {since}"]
+    for delivery, what in (("pending", "not delivered yet (retried)"), ("failed", "failed (refused; --retry-failed"
+                                                                            " queues them again)"),
+                           ("no such notifier", "for a notifier kctl.yaml no longer has (not sent)")):
+        these = [p for p in pending if p["delivery"] == delivery]
+        if these:
+            first = these[0]
+            parts.append(f"{len(these)} {what}: {first['notifier']}: {clean(first['last_error'] or 'not tried yet')}")
+    output.emit(doc, fmt, rows=rows, columns=["alert", "subject", "since", "details"],
+                title=f"open alerts of {spec.name}", footer="; ".join(parts))

@@ -4,14 +4,17 @@ and is sent once more when it closes, with how long it was open.
 
 Pure: :class:`Tracker` takes what the monitor found firing at one moment and returns the notifications due;
 its state is plain data (:meth:`Tracker.state` / :meth:`Tracker.restore`), which the monitor keeps in its store so
-that a restart neither opens an open alert again nor forgets one. Sending (webhook, e-mail) and retrying a
-notification that could not be sent are the notifiers' part.
+that a restart neither opens an open alert again nor forgets one. :meth:`Tracker.step` computes a transition
+without making it: the monitor writes the new state and its notifications in one transaction and
+:meth:`Tracker.apply`-s the step only once that committed, so a round the store could not record is made again
+by the next one (its notifications queued then), never half-made (an alert open in memory that nobody heard
+of). Sending (webhook, e-mail) and retrying a notification that could not be sent are the notifiers' part.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 
@@ -63,22 +66,44 @@ class Notification:
         return out
 
 
+@dataclass(frozen=True)
+class Step:
+    """One observation's transition: the notifications due and the alert state after it."""
+
+    notes: list[Notification]
+    alerts: dict[tuple[str, str], Alert]
+
+    def state(self) -> list[dict[str, Any]]:
+        return [asdict(a) for a in sorted(self.alerts.values(), key=lambda a: a.key)]
+
+
 @dataclass
 class Tracker:
     rules: Mapping[str, Rule]
     alerts: dict[tuple[str, str], Alert] = field(default_factory=dict)
 
     def observe(self, now: float, firing: Mapping[tuple[str, str], str]) -> list[Notification]:
+        """:meth:`step` and :meth:`apply` at once."""
+        step = self.step(now, firing)
+        self.apply(step)
+        return step.notes
+
+    def apply(self, step: Step) -> None:
+        self.alerts = step.alerts
+
+    def step(self, now: float, firing: Mapping[tuple[str, str], str]) -> Step:
         """``firing``: (rule, subject) -> details, for every condition that holds at ``now``. Returns the
-        notifications due, opens before repeats before closes, each subject's in a stable order."""
+        notifications due, opens before repeats before closes, each subject's in a stable order, and the state
+        after them; the tracker itself is left as it was."""
+        alerts = {k: replace(a) for k, a in self.alerts.items()}
         out: list[Notification] = []
         for key, details in sorted(firing.items()):
             rule = self.rules.get(key[0])
             if rule is None:
                 continue
-            alert = self.alerts.get(key)
+            alert = alerts.get(key)
             if alert is None:
-                alert = self.alerts[key] = Alert(key[0], key[1], now, details)
+                alert = alerts[key] = Alert(key[0], key[1], now, details)
             alert.details = details
             if alert.opened is None:
                 if now - alert.first_seen >= rule.threshold:
@@ -87,8 +112,8 @@ class Tracker:
             elif rule.repeat > 0 and alert.last_sent is not None and now - alert.last_sent >= rule.repeat:
                 alert.last_sent = now
                 out.append(Notification("repeat", alert.rule, alert.subject, details, alert.opened, now))
-        for key in sorted(set(self.alerts) - set(firing)):
-            alert = self.alerts.pop(key)
+        for key in sorted(set(alerts) - set(firing)):
+            alert = alerts.pop(key)
             if alert.opened is None:
                 continue  # it never reached its threshold: nobody was told, nobody is told
             alert.closed = now
@@ -97,7 +122,7 @@ class Tracker:
                 out.append(Notification("resolved", alert.rule, alert.subject, alert.details, alert.opened, now,
                                         now))
         order = {"open": 0, "repeat": 1, "resolved": 2}
-        return sorted(out, key=lambda n: order[n.kind])
+        return Step(sorted(out, key=lambda n: order[n.kind]), alerts)
 
     def open_alerts(self) -> list[Alert]:
         return sorted((a for a in self.alerts.values() if a.opened is not None), key=lambda a: a.key)

@@ -10,21 +10,31 @@ Every ``monitoring.interval_seconds`` a round:
 3. ZooKeeper's ``srvr`` on every server (the quorum), and each broker's data disk (its bind-mounted data dir);
 4. the alert rules over all of that, through the tracker (:mod:`.alerts`): notifications go to the outbox;
 5. the round's samples, evaluations, report, alert state and outbox committed to the store as one
-   transaction (:mod:`.store`).
+   transaction (:mod:`.store`); the alert tracker takes its new state only once that committed, and a round that
+   could not commit (a locked database, a full disk) gives its samples back to the next round, which makes the
+   same alert transitions again: an alert is never open in memory without its notification queued.
 
-Beside the rounds, a delivery thread empties the outbox (a receiver that is down or slow holds up no round and
-loses no notification: it is tried again every few seconds), and an HTTP server on 127.0.0.1 answers Burrow's
-consumer endpoints and ``/metrics`` (:mod:`.api`). After a restart (a kill -9 included), the windows and the
+Beside the rounds, a delivery thread empties the outbox (:meth:`Monitor.deliver_once`): each notifier's queue in
+order, on a thread of its own (a slow receiver holds up no other). A receiver that is down, slow or answers 5xx
+keeps its notification at the head of its queue, tried again after a delay that doubles (with jitter) up to
+:data:`BACKOFF_CAP_S`; a notification the receiver refuses (an HTTP 4xx but 408/425/429, an SMTP 5xx for the
+message) is set aside while the ones behind it go on, and after :data:`MAX_REFUSALS` refusals is marked failed
+(logged, shown by ``kctl alerts``, sent again by ``kctl alerts --retry-failed``). A notification still undelivered
+after the retention is given up with a log line. An HTTP server on 127.0.0.1 answers Burrow's consumer endpoints
+and ``/metrics`` (:mod:`.api`). After a restart (a kill -9 included), the windows and the
 alert state come back from the store: the evaluation has its window at once, and an open alert is neither
 opened again nor forgotten.
 """
 
 from __future__ import annotations
 
+import random
 import shutil
+import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +49,17 @@ from kctl.spec import ClusterSpec
 
 DELIVERY_PERIOD_S = 2.0
 PRUNE_EVERY = 30  # rounds
+BACKOFF_BASE_S = 2.0  # the first retry's delay; doubled at each failure ...
+BACKOFF_CAP_S = 300.0  # ... up to this
+MAX_REFUSALS = 3  # a notification the receiver refused this often is marked failed
+
+
+def backoff(attempts: int, rng: Callable[[], float] = random.random) -> float:
+    """The delay before the next try after ``attempts`` failed ones: doubling from :data:`BACKOFF_BASE_S` up to
+    :data:`BACKOFF_CAP_S`, each drawn between half and all of it (jitter: monitors that failed together do not
+    retry together)."""
+    d = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** min(max(0, attempts - 1), 30))
+    return float(d / 2 + rng() * d / 2)
 
 
 def rules_of(spec: ClusterSpec) -> dict[str, Rule]:
@@ -107,13 +128,22 @@ def firing(obs: Observation, disk_percent: float) -> dict[tuple[str, str], str]:
 
 class Monitor:
     def __init__(self, spec: ClusterSpec, state_dir: Path, *, interval_s: float | None = None,
-                 window: int | None = None, log: Callable[[str], None] = print) -> None:
+                 window: int | None = None, log: Callable[[str], None] = print,
+                 store_timeout_s: float = 10.0) -> None:
         self.spec = spec
         self.state_dir = state_dir
         self.interval_s = interval_s or spec.monitoring.interval_seconds
         self.window = window or spec.monitoring.window
-        self.log = log
-        self.store = Store(db_path(state_dir))
+        # Every line on one line: a group id or a receiver's answer may hold line breaks (a forged log line).
+        self.log: Callable[[str], None] = lambda line: log(notify.clean(line, limit=4000))
+        self.store_timeout_s = store_timeout_s
+        self.store = Store(db_path(state_dir), timeout=store_timeout_s)
+        self.notifiers = {n.key: n for n in spec.monitoring.notifiers}
+        moved = self.store.migrate_outbox([n.key for n in spec.monitoring.notifiers], notify.redact)
+        if moved:
+            self.log(f"monitor: {moved} queued notification(s) of an older store now name their notifier")
+        self._unrecorded: set[int] = set()  # delivered, but the store could not record it yet: not sent again
+        self._orphans_told: dict[str, int] = {}
         self.windows = Windows(size=self.window)
         self.tracker = Tracker(rules_of(spec))
         self.endpoints = endpoints_of(spec)
@@ -242,25 +272,28 @@ class Monitor:
         report = mx.report(self.last_scrapes or scrapes, scrapes)
         self.last_scrapes = scrapes
         obs = Observation(report, self.zookeeper_modes(), len(self.spec.participants), docs, self.disks())
-        notes = self.tracker.observe(now, firing(obs, self.spec.monitoring.disk_percent))
+        step = self.tracker.step(now, firing(obs, self.spec.monitoring.disk_percent))
+        notes = step.notes
         ts_ms = int(now * 1000)
-        self.rounds += 1
-        with self.store.round():
+        rounds = self.rounds + 1
+        with self._redone_if_not_recorded(added), self.store.round():
             for g, rows in added.items():
                 self.store.add_samples(g, rows)
             for g, st in statuses.items():
                 self.store.add_group(g, ts_ms, docs[g]["status"], st.total_lag, states.get(g), st.complete)
             self.store.add_metrics(ts_ms, report)
-            self.store.save_alerts(self.tracker.state())
+            self.store.save_alerts(step.state())
             for n in notes:
                 body = n.to_json(self.spec.name)
                 self.store.log_alert(now, n.kind, n.rule, n.subject, body)
-                for i, _ in enumerate(self.spec.monitoring.notifiers):
-                    self.store.enqueue(i, body)
-            self.store.set_meta("rounds", str(self.rounds))
+                for key in self.notifiers:
+                    self.store.enqueue(key, body, created=now)
+            self.store.set_meta("rounds", str(rounds))
             self.store.set_meta("last_round", f"{now:.3f}")
-            if self.rounds % PRUNE_EVERY == 0:
+            if rounds % PRUNE_EVERY == 0:
                 self.store.prune(ts_ms - int(self.spec.monitoring.retention_hours * 3600 * 1000))
+        self.tracker.apply(step)
+        self.rounds = rounds
         for n in notes:
             self.log(f"monitor: alert {n.kind}: {n.rule} {n.subject}: {n.details}")
         with self.lock:
@@ -270,6 +303,19 @@ class Monitor:
             self.last_round = now
             self.round_seconds = time.monotonic() - started
         return notes
+
+    @contextmanager
+    def _redone_if_not_recorded(self, added: dict[str, list[Any]]) -> Iterator[None]:
+        """Around a round's transaction: if it does not commit, nothing of the round was written, so its samples
+        go back to the next round; the tracker, whose step is applied only after the commit, keeps its state, so
+        the next round makes the same transitions (and queues their notifications)."""
+        try:
+            yield
+        except Exception:
+            with self.lock:
+                for g, rows in added.items():
+                    self.pending[g] = [*rows, *self.pending.get(g, [])]
+            raise
 
     def run(self) -> None:
         """Rounds until :attr:`stopping` is set (SIGTERM, SIGINT)."""
@@ -287,6 +333,9 @@ class Monitor:
                 started = time.monotonic()
                 try:
                     self.round(with_groups=False)
+                except sqlite3.Error as exc:
+                    self.log(f"monitor: round not recorded, the store {self.store.path} failed:"
+                             f" {type(exc).__name__}: {exc}; its samples and alerts are made again by the next round")
                 except Exception as exc:  # noqa: BLE001 - a failed round is logged; the monitor carries on
                     import traceback
 
@@ -301,53 +350,121 @@ class Monitor:
 
     # --- delivery --------------------------------------------------------------------------------------------
 
-    def deliver_once(self, store: Store) -> int:
-        """Try every notification in the outbox once, each notifier in its own thread (a slow receiver holds up
-        no other); returns how many were delivered."""
-        from concurrent.futures import ThreadPoolExecutor, as_completed
+    def deliver_once(self, store: Store, now: float | None = None) -> int:
+        """One pass over the outbox; returns how many notifications were delivered.
 
-        notifiers = self.spec.monitoring.notifiers
-        by_notifier: dict[int, list[dict[str, Any]]] = {}
-        for row in store.outbox():
-            if row["notifier"] >= len(notifiers):
-                with store.round():
-                    store.delivered(row["id"])  # a notifier no longer in kctl.yaml
+        Each notifier's queue in order, each notifier on its own thread (a slow receiver holds up no other).
+        A failure that says the receiver is down or busy stops that queue until the delay of :func:`backoff`
+        (the ones behind wait, their order kept); a refusal of this one notification sets it aside for its own
+        delay while the ones behind go on, and the :data:`MAX_REFUSALS`-th marks it failed. A notification for a
+        notifier kctl.yaml no longer has is reported, never sent to another; one older than the retention is
+        given up with a log line."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        now = time.time() if now is None else now
+        self._expire(store, now)
+        self._record_unrecorded(store)
+        queues: dict[str, list[dict[str, Any]]] = {}
+        orphans: dict[str, int] = {}
+        for row in store.outbox(state="pending"):
+            if row["id"] in self._unrecorded:
                 continue
-            by_notifier.setdefault(row["notifier"], []).append(row)
-        if not by_notifier:
+            if row["notifier"] in self.notifiers:
+                queues.setdefault(row["notifier"], []).append(row)
+            else:
+                orphans[row["notifier"]] = orphans.get(row["notifier"], 0) + 1
+        self._tell_orphans(orphans)
+        if not queues:
             return 0
 
-        def run(idx: int, rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str | None]]:
-            out = []
+        def run(key: str, rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], notify.Outcome]]:
+            out: list[tuple[dict[str, Any], notify.Outcome]] = []
             for row in rows:
                 if self.stopping.is_set():
                     break
-                error = notify.send(notifiers[idx], row["body"])
-                out.append((row, error))
-                if error is not None:
-                    break  # keep the order: the later ones wait for the next try
+                if row["next_at"] > now:
+                    if row["permanent"]:
+                        continue  # refused before, set aside until its own time: the rest go on
+                    break  # the receiver was down: it waits out its delay, the rest behind it
+                outcome = notify.send(self.notifiers[key], row["body"])
+                out.append((row, outcome))
+                if not outcome.ok and not outcome.permanent:
+                    break  # down or busy: the later ones wait for the next try, in order
             return out
 
         sent = 0
-        with ThreadPoolExecutor(max_workers=len(by_notifier)) as pool:
-            futures = [pool.submit(run, idx, rows) for idx, rows in by_notifier.items()]
-            for fut in as_completed(futures):
-                results = fut.result()
-                with store.round():
-                    for row, error in results:
-                        if error is None:
-                            store.delivered(row["id"])
-                            sent += 1
-                        else:
-                            store.failed(row["id"], error)
-                for row, error in results:
-                    if error is not None:
-                        self.log(f"monitor: notification not delivered (attempt {row['attempts'] + 1}, kept for"
-                                 f" the next try): {error}")
+        with ThreadPoolExecutor(max_workers=len(queues)) as pool:
+            results = list(pool.map(lambda kv: run(*kv), queues.items()))
+        for done in results:
+            sent += self._record(store, done, now)
         return sent
 
+    def _record(self, store: Store, done: list[tuple[dict[str, Any], notify.Outcome]], now: float) -> int:
+        lines: list[str] = []
+        try:
+            with store.round():
+                for row, outcome in done:
+                    if outcome.ok:
+                        store.delivered(row["id"])
+                        continue
+                    attempts = row["attempts"] + 1
+                    refusals = row["refusals"] + (1 if outcome.permanent else 0)
+                    give_up = outcome.permanent and refusals >= MAX_REFUSALS
+                    delay = backoff(attempts)
+                    assert outcome.error is not None
+                    store.failed(row["id"], outcome.error, next_at=now + delay, permanent=outcome.permanent,
+                                 give_up=give_up)
+                    what = f"{row['body'].get('alert')} {row['body'].get('state')} {row['body'].get('subject')}"
+                    if give_up:
+                        lines.append(f"monitor: notification given up, refused {refusals} times ({what}):"
+                                     f" {outcome.error}; `kctl alerts` shows it, `kctl alerts --retry-failed`"
+                                     " sends it again")
+                    else:
+                        lines.append(f"monitor: notification not delivered (attempt {attempts},"
+                                     f" {'refused: set aside, the next ones go on' if outcome.permanent else 'kept'};"
+                                     f" next try in {delay:.0f} s) ({what}): {outcome.error}")
+        except sqlite3.Error as exc:
+            # Sent, but not recorded: not sent again by this process (recorded at the next pass).
+            self._unrecorded.update(row["id"] for row, outcome in done if outcome.ok)
+            self.log(f"monitor: cannot record deliveries in the store: {type(exc).__name__}: {exc}")
+        for line in lines:
+            self.log(line)
+        return sum(1 for _, outcome in done if outcome.ok)
+
+    def _record_unrecorded(self, store: Store) -> None:
+        if not self._unrecorded:
+            return
+        try:
+            with store.round():
+                for outbox_id in self._unrecorded:
+                    store.delivered(outbox_id)
+            self._unrecorded.clear()
+        except sqlite3.Error as exc:
+            self.log(f"monitor: cannot record deliveries in the store: {type(exc).__name__}: {exc}")
+
+    def _expire(self, store: Store, now: float) -> None:
+        cutoff = now - self.spec.monitoring.retention_hours * 3600
+        with store.round():
+            gone = store.expire_outbox(cutoff)
+        for row in gone:
+            if row["state"] == "failed":
+                continue  # logged when it was given up
+            body = row["body"]
+            self.log(f"monitor: notification to {row['notifier']} given up after"
+                     f" {self.spec.monitoring.retention_hours:g} h (monitoring.retention_hours) and"
+                     f" {row['attempts']} attempt(s): {body.get('alert')} {body.get('state')} {body.get('subject')}"
+                     f"; last error: {row['last_error'] or 'none'}")
+
+    def _tell_orphans(self, orphans: dict[str, int]) -> None:
+        for key, n in sorted(orphans.items()):
+            if self._orphans_told.get(key) != n:
+                self.log(f"monitor: {n} notification(s) queued for notifier {key!r}, which kctl.yaml no longer has:"
+                         " not sent to any other; they stay (shown by `kctl alerts`) until that notifier is back or"
+                         f" the retention ({self.spec.monitoring.retention_hours:g} h) ends")
+        self._orphans_told = dict(orphans)
+
     def deliver_loop(self) -> None:
-        store = Store(self.store.path)
+        store = Store(self.store.path, timeout=self.store_timeout_s)
         try:
             while not self.stopping.wait(DELIVERY_PERIOD_S):
                 try:
@@ -356,6 +473,7 @@ class Monitor:
                     self.log(f"monitor: delivery failed: {type(exc).__name__}: {exc}")
         finally:
             store.close()
+
 
     # --- what the API shows -------------------------------------------------------------------------------
 

@@ -11,7 +11,14 @@ Tables:
 - ``metrics``: each round's ``kctl metrics`` report, as JSON;
 - ``alerts``: the alert tracker's state (pending and open alerts), and ``alert_log`` every open, repeat and
   close that was notified;
-- ``outbox``: notifications not yet delivered to a notifier (kept and retried until they are).
+- ``outbox``: notifications not yet delivered, each with the name of its notifier (a stable identity, not a
+  position in kctl.yaml's list), its attempts, its last error (redacted), when it is tried next, and its state:
+  ``pending`` (to be sent) or ``failed`` (refused for good: kept for ``kctl alerts`` until the retention ends).
+
+A round's alert state, alert log, outbox rows and samples are one transaction: when it cannot commit (the
+database locked past the busy timeout, a full disk, an I/O error) none of it is written, and the monitor keeps
+its previous alert state in memory, so the next round makes the same transition again and queues its
+notification then.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -45,8 +52,11 @@ CREATE TABLE IF NOT EXISTS alert_log (
   ts REAL NOT NULL, kind TEXT NOT NULL, rule TEXT NOT NULL, subject TEXT NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS alert_log_by_time ON alert_log (ts);
 CREATE TABLE IF NOT EXISTS outbox (
-  id INTEGER PRIMARY KEY AUTOINCREMENT, notifier INTEGER NOT NULL, body TEXT NOT NULL,
-  created REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT);
+  id INTEGER PRIMARY KEY AUTOINCREMENT, notifier TEXT NOT NULL, body TEXT NOT NULL,
+  created REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT,
+  next_at REAL NOT NULL DEFAULT 0, permanent INTEGER NOT NULL DEFAULT 0, refusals INTEGER NOT NULL DEFAULT 0,
+  state TEXT NOT NULL DEFAULT 'pending');
+CREATE INDEX IF NOT EXISTS outbox_by_notifier ON outbox (state, notifier, id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -58,16 +68,19 @@ def db_path(state_dir: Path) -> Path:
 class Store:
     """The monitor's database; ``readonly`` opens it for the reading commands (no schema, no writes)."""
 
-    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False, timeout: float = 10.0) -> None:
+        """``timeout``: how long a write waits for another connection's lock before it fails (SQLite's busy
+        timeout)."""
         self.path = path
         if readonly:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.parent.chmod(0o700)
-            self.db = sqlite3.connect(path, timeout=10)
+            self.db = sqlite3.connect(path, timeout=timeout)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
+            self._set_aside_old_outbox()
             self.db.executescript(SCHEMA)
         self.db.row_factory = sqlite3.Row
 
@@ -104,15 +117,60 @@ class Store:
         self.db.execute("INSERT INTO alert_log (ts, kind, rule, subject, body) VALUES (?, ?, ?, ?, ?)",
                         (ts, kind, rule, subject, json.dumps(dict(body))))
 
-    def enqueue(self, notifier: int, body: Mapping[str, Any]) -> None:
+    def enqueue(self, notifier: str, body: Mapping[str, Any], created: float | None = None) -> None:
+        """Queue ``body`` for the notifier named ``notifier`` (its :attr:`NotifierSpec.key`)."""
         self.db.execute("INSERT INTO outbox (notifier, body, created) VALUES (?, ?, ?)",
-                        (notifier, json.dumps(dict(body)), time.time()))
+                        (notifier, json.dumps(dict(body)), time.time() if created is None else created))
 
     def delivered(self, outbox_id: int) -> None:
         self.db.execute("DELETE FROM outbox WHERE id = ?", (outbox_id,))
 
-    def failed(self, outbox_id: int, error: str) -> None:
-        self.db.execute("UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?", (error, outbox_id))
+    def failed(self, outbox_id: int, error: str, *, next_at: float = 0.0, permanent: bool = False,
+               give_up: bool = False) -> None:
+        """One more failed attempt: tried again from ``next_at``; ``permanent``: the receiver refused this one
+        notification (the ones behind it go on; counted in ``refusals``); ``give_up``: no more attempts (state
+        ``failed``)."""
+        self.db.execute("UPDATE outbox SET attempts = attempts + 1, last_error = ?, next_at = ?, permanent = ?,"
+                        " refusals = refusals + ?, state = ? WHERE id = ?",
+                        (error, next_at, int(permanent), int(permanent), "failed" if give_up else "pending",
+                         outbox_id))
+
+    def expire_outbox(self, created_before: float) -> list[dict[str, Any]]:
+        """Remove the notifications queued before ``created_before`` (the retention), returning them, so that the
+        monitor says which it gives up."""
+        gone = self._outbox_rows("WHERE created < ?", (created_before,))
+        self.db.execute("DELETE FROM outbox WHERE created < ?", (created_before,))
+        return gone
+
+    def retry_failed(self) -> int:
+        """Put every ``failed`` notification back in the queue (after the receiver or kctl.yaml was fixed)."""
+        return self.db.execute("UPDATE outbox SET state = 'pending', attempts = 0, next_at = 0, permanent = 0,"
+                               " refusals = 0 WHERE state = 'failed'").rowcount
+
+    def _set_aside_old_outbox(self) -> None:
+        # A store from before notifier names: its outbox pointed at notifiers by list position. Renamed here
+        # (the new table is made by SCHEMA); migrate_outbox moves its rows once the notifiers' names are known.
+        cols = [r[1] for r in self.db.execute("PRAGMA table_info(outbox)")]
+        if cols and "state" not in cols:
+            with self.db:
+                self.db.execute("DROP INDEX IF EXISTS outbox_by_notifier")
+                self.db.execute("ALTER TABLE outbox RENAME TO outbox_v1")
+
+    def migrate_outbox(self, names: Sequence[str], scrub: Callable[[str], str]) -> int:
+        """Move an old store's queued notifications to the named outbox: list position ``i`` becomes ``names[i]``
+        (the notifiers as kctl.yaml lists them now; a position past its end becomes ``#i``, which no notifier has,
+        so it is reported, never sent elsewhere); their last errors go through ``scrub`` (no URL kept whole)."""
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'outbox_v1'").fetchone():
+            return 0
+        rows = self.db.execute("SELECT id, notifier, body, created, attempts, last_error FROM outbox_v1"
+                               " ORDER BY id").fetchall()
+        with self.db:
+            self.db.executemany(
+                "INSERT INTO outbox (notifier, body, created, attempts, last_error) VALUES (?, ?, ?, ?, ?)",
+                [(names[r[1]] if 0 <= r[1] < len(names) else f"#{r[1]}", r[2], r[3], r[4],
+                  scrub(r[5]) if r[5] else None) for r in rows])
+            self.db.execute("DROP TABLE outbox_v1")
+        return len(rows)
 
     def set_meta(self, key: str, value: str) -> None:
         self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
@@ -123,8 +181,8 @@ class Store:
         for table in ("samples", "groups", "metrics"):
             n += self.db.execute(f"DELETE FROM {table} WHERE ts_ms < ?", (older_than_ms,)).rowcount  # noqa: S608
         n += self.db.execute("DELETE FROM alert_log WHERE ts < ?", (older_than_ms / 1000,)).rowcount
-        # A notification no notifier took within the retention is given up (its alert stays in alert_log).
-        n += self.db.execute("DELETE FROM outbox WHERE created < ?", (older_than_ms / 1000,)).rowcount
+        # The outbox is not pruned here: the delivery gives up its expired notifications itself, with a log line
+        # for each (expire_outbox).
         return n
 
     # ----- reads ------------------------------------------------------------------------------------
@@ -168,9 +226,23 @@ class Store:
                                (since,)).fetchall()
         return [{**dict(r), "body": json.loads(r["body"])} for r in rows]
 
-    def outbox(self) -> list[dict[str, Any]]:
-        rows = self.db.execute("SELECT id, notifier, body, created, attempts, last_error FROM outbox ORDER BY id")
-        return [{**dict(r), "body": json.loads(r["body"])} for r in rows]
+    def outbox(self, state: str | None = None) -> list[dict[str, Any]]:
+        """The queued notifications in order (``state``: only ``pending`` or ``failed`` ones). A store from before
+        notifier names (read by ``kctl alerts`` before the monitor migrated it) reads with ``notifier`` ``#i``."""
+        return self._outbox_rows("WHERE state = ?" if state else "", (state,) if state else ())
+
+    def _outbox_rows(self, where: str, args: tuple[Any, ...]) -> list[dict[str, Any]]:
+        cols = [r[1] for r in self.db.execute("PRAGMA table_info(outbox)")]
+        if "state" not in cols:  # the old layout, read-only
+            rows = self.db.execute("SELECT id, notifier, body, created, attempts, last_error FROM outbox"
+                                   " ORDER BY id").fetchall()
+            return [{**dict(r), "notifier": f"#{r['notifier']}", "body": json.loads(r["body"]), "next_at": 0.0,
+                     "permanent": False, "refusals": 0, "state": "pending"} for r in rows
+                    if not where or args == ("pending",)]
+        rows = self.db.execute("SELECT id, notifier, body, created, attempts, last_error, next_at, permanent,"
+                               " refusals, state"
+                               f" FROM outbox {where} ORDER BY id", args).fetchall()  # noqa: S608 - fixed clauses
+        return [{**dict(r), "body": json.loads(r["body"]), "permanent": bool(r["permanent"])} for r in rows]
 
     def meta(self, key: str) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

@@ -116,10 +116,18 @@ def alertmanager_config(spec: ClusterSpec) -> tuple[dict[str, Any], dict[str, st
     mounts: dict[str, str] = {}
     for i, n in enumerate(mon.notifiers):
         if n.type == "webhook":
-            webhooks.append({"url": n.url, "send_resolved": True})
+            if n.url and not n.headers_file:  # a URL from a file or the environment (it carries a token), or secret
+                # headers, are the kctl monitor's alone
+                webhooks.append({"url": n.url, "send_resolved": True})
             continue
-        cfg: dict[str, Any] = {"to": ", ".join(n.to), "from": n.sender, "smarthost": f"{n.host}:{n.port}",
-                               "require_tls": n.starttls, "send_resolved": True}
+        if n.tls == "smtps" and n.smtp_port != 465:
+            continue  # Alertmanager speaks TLS from the start on port 465 only: the kctl monitor sends this one
+        cfg: dict[str, Any] = {"to": ", ".join(n.to), "from": n.sender, "smarthost": f"{n.host}:{n.smtp_port}",
+                               "require_tls": n.tls == "starttls", "send_resolved": True}
+        if n.ca_file:
+            target = f"{SECRETS}/smtp-ca-{i}.pem"
+            mounts[target] = str(Path(n.ca_file).expanduser().resolve())
+            cfg["tls_config"] = {"ca_file": target}
         if n.username and n.password_file:
             target = f"{SECRETS}/smtp-password-{i}"
             mounts[target] = str(Path(n.password_file).expanduser().resolve())

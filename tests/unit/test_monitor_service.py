@@ -1,22 +1,21 @@
 """The monitor's parts without a cluster: the alert rules over what a round saw, the store (a round is one
 transaction, windows come back after a restart, history is pruned by age), the HTTP API's Burrow JSON and
-/metrics, and the notifiers' failures as reasons, never exceptions."""
+/metrics (the notifiers: test_monitor_notify.py, their delivery: test_monitor_delivery.py)."""
 
 from __future__ import annotations
 
 import json
-import smtplib
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kctl.monitor import api, notify
+from kctl.monitor import api
 from kctl.monitor.lag import Sample
 from kctl.monitor.service import Observation, firing
 from kctl.monitor.store import Store
-from kctl.spec import NotifierSpec, parse_spec
+from kctl.spec import parse_spec
 
 
 def broker(i: int, *, urp: int = 0, offline: int = 0, controller: bool = False) -> dict[str, Any]:
@@ -59,7 +58,7 @@ def test_store_rounds_restart_and_prune(tmp_path: Path) -> None:
         s.add_samples("g", [(("t", 0), Sample(o, 1000 * o, 5), 20) for o in range(1, 8)])
         s.add_group("g", 7000, "OK", 5, "STABLE", 1.0)
         s.save_alerts([{"rule": "disk", "subject": "broker 1", "opened": 5.0}])
-        s.enqueue(0, {"alert": "disk", "state": "open"})
+        s.enqueue("pager", {"alert": "disk", "state": "open"})
     with pytest.raises(RuntimeError), s.round():
         s.add_group("g", 8000, "WARN", 9, "STABLE", 1.0)
         raise RuntimeError("the round fails half-way")
@@ -68,7 +67,8 @@ def test_store_rounds_restart_and_prune(tmp_path: Path) -> None:
     assert [x[2].offset for x in r.last_samples(3)] == [5, 6, 7]
     assert [h["status"] for h in r.group_history("g", 0)] == ["OK"]  # the failed round left nothing
     assert r.alert_rows() == [{"rule": "disk", "subject": "broker 1", "opened": 5.0}]
-    assert r.outbox()[0]["body"] == {"alert": "disk", "state": "open"}
+    assert [(o["notifier"], o["body"], o["state"]) for o in r.outbox()] == [
+        ("pager", {"alert": "disk", "state": "open"}, "pending")]
     with pytest.raises(sqlite3.OperationalError):
         r.db.execute("DELETE FROM samples")  # read-only
     r.close()
@@ -127,57 +127,3 @@ def test_api_speaks_burrows_json_and_prometheus_text() -> None:
     assert 'kctl_alert_open{alert="group-status",cluster="logger",subject="group billing"} 1.0' in text
     assert 'kctl_broker_disk_used_percent{broker="broker 1",cluster="logger"} 42.12' in text
     assert get("/health")[1]["rounds"] == 3
-
-
-def test_notifiers_report_failures_and_read_the_password_from_a_file(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    body = {"alert": "disk", "state": "open", "cluster": "logger", "subject": "broker 1", "details": "91 %",
-            "repeat": False}
-    hook = NotifierSpec(type="webhook", url="http://127.0.0.1:9/x", timeout_seconds=1)
-
-    def refuse(*a: Any, **kw: Any) -> Any:
-        import urllib.error
-
-        raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
-
-    monkeypatch.setattr(notify.urllib.request, "urlopen", refuse)
-    assert notify.send(hook, body) == "webhook http://127.0.0.1:9/x: [Errno 111] Connection refused"
-    monkeypatch.setattr(notify.urllib.request, "urlopen", lambda *a, **kw: (_ for _ in ()).throw(TimeoutError()))
-    assert notify.send(hook, body) == "webhook http://127.0.0.1:9/x: no answer within 1 s"
-
-    secret = tmp_path / "pw"
-    secret.write_text("s3cret\n")
-    sent: list[Any] = []
-
-    class FakeSMTP:
-        def __init__(self, host: str, port: int, timeout: float) -> None:
-            sent.append(("connect", host, port))
-
-        def __enter__(self) -> FakeSMTP:
-            return self
-
-        def __exit__(self, *a: Any) -> None:
-            pass
-
-        def starttls(self, context: Any) -> None:
-            sent.append(("starttls",))
-
-        def login(self, user: str, password: str) -> None:
-            sent.append(("login", user, password))
-
-        def send_message(self, msg: Any) -> None:
-            sent.append(("send", msg["Subject"], msg["To"]))
-            raise smtplib.SMTPRecipientsRefused({"ops@x": (550, b"no")})
-
-    monkeypatch.setattr(notify.smtplib, "SMTP", FakeSMTP)
-    mail = NotifierSpec.model_validate({"type": "email", "host": "smtp.example.org", "port": 587, "starttls": True,
-                                        "from": "kctl@x", "to": ["ops@x"], "username": "kctl",
-                                        "password_file": str(secret)})
-    err = notify.send(mail, body)
-    assert err is not None and err.startswith("email via smtp.example.org:587 to ops@x: SMTPRecipientsRefused")
-    assert sent == [("connect", "smtp.example.org", 587), ("starttls",), ("login", "kctl", "s3cret"),
-                    ("send", "[kctl logger] OPEN disk: broker 1", "ops@x")]
-    no_env = NotifierSpec.model_validate({"type": "email", "host": "h", "from": "a@x", "to": ["b@x"],
-                                          "username": "u", "password_env": "KCTL_TEST_NO_SUCH_VARIABLE"})
-    err = notify.send(no_env, body)
-    assert err is not None and "KCTL_TEST_NO_SUCH_VARIABLE" in err and "s3cret" not in err

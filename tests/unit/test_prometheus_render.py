@@ -19,7 +19,10 @@ def test_scrape_jobs_rules_and_receivers_follow_the_spec(tmp_path: Path) -> None
                       {"type": "email", "host": "smtp.example.org", "port": 587, "starttls": True, "from": "k@x",
                        "to": ["a@x", "b@x"], "username": "k", "password_file": str(secret)},
                       {"type": "email", "host": "h", "from": "k@x", "to": ["a@x"], "username": "k",
-                       "password_env": "SMTP_PASSWORD"}]}})
+                       "password_env": "SMTP_PASSWORD"},
+                      {"type": "webhook", "url_env": "HOOK_URL"},  # a URL with its token: the monitor's alone
+                      {"type": "email", "host": "m", "tls": "smtps", "from": "k@x", "to": ["a@x"]},
+                      {"type": "email", "host": "m", "tls": "smtps", "port": 1465, "from": "k@x", "to": ["b@x"]}]}})
     files = prom.render(spec, tmp_path)
     cfg = yaml.safe_load(files["conf/prometheus.yml"])
     jobs = {j["job_name"]: j["static_configs"] for j in cfg["scrape_configs"]}
@@ -34,7 +37,9 @@ def test_scrape_jobs_rules_and_receivers_follow_the_spec(tmp_path: Path) -> None
     am = yaml.safe_load(files["conf/alertmanager.yml"])
     receiver = am["receivers"][0]
     assert receiver["webhook_configs"] == [{"url": "http://127.0.0.1:9000/h", "send_resolved": True}]
-    assert len(receiver["email_configs"]) == 1  # the password_env one is the kctl monitor's alone
+    # the password_env one is the kctl monitor's alone, and SMTPS off port 465 too (Alertmanager cannot)
+    assert [m["smarthost"] for m in receiver["email_configs"]] == ["smtp.example.org:587", "m:465"]
+    assert receiver["email_configs"][1]["require_tls"] is False  # 465: TLS from the start, no STARTTLS
     mail = receiver["email_configs"][0]
     assert mail["smarthost"] == "smtp.example.org:587" and mail["to"] == "a@x, b@x" and mail["require_tls"] is True
     assert mail["auth_password_file"] == f"{prom.SECRETS}/smtp-password-1" and "x" not in mail.values()
