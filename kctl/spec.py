@@ -913,6 +913,37 @@ class ClusterSpec(_Model):
         out._kraft = (phase, cluster_id)
         return out
 
+    # The state dir's kraft.json record as resolve_cluster read it (kctl.kraft.phases.Record), or None.
+    _migration: Any = PrivateAttr(default=None)
+
+    @property
+    def migration_pins(self) -> dict[str, str]:
+        """What a migration to KRaft keeps from its first step to its last (kctl.kraft.phases.check_pins): the
+        release and its build, the image, the security profile, and the controllers' nodes (the quorum's voters
+        are static)."""
+        return {"versions.kafka": self.versions.kafka, "versions.scala": self.versions.scala,
+                "image": self.image.ref or "", "security.enabled": str(self.security.enabled).lower(),
+                "controllers": ",".join(str(n.id) for n in self.participants)}
+
+    def check_migration(self) -> None:
+        """UsageError (exit 2) before anything is rendered for this spec, when it contradicts the state dir's
+        migration record: a pinned setting changed while a migration is under way, versions.kafka older than the
+        metadata.version kctl raised, or the split topology on KRaft (kctl's controllers run beside the brokers:
+        it has no roll for split KRaft nodes)."""
+        from kctl.errors import UsageError
+
+        record = self._migration
+        if record is not None:
+            from kctl.kraft.phases import check_downgrade, check_pins
+
+            check_pins(record, self.migration_pins)
+            check_downgrade(record, self.versions.kafka)
+        if self.on_kraft and self.topology is Topology.split:
+            raise UsageError(f"cluster {self.name} is on KRaft with topology split: kctl runs each KRaft controller"
+                             " beside its broker (topology colocated) and makes no roll of split KRaft nodes;"
+                             " nothing was rendered or written",
+                             hint="docs/runbooks/migrate-to-kraft.md: a split cluster is not migrated")
+
     @property
     def zookeeper_connect(self) -> str:
         """zookeeper.connect as the brokers use it, chroot included."""
@@ -1197,6 +1228,17 @@ def _without_zookeeper_version(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+# Broker settings Kafka 4 removed (KIP-724: the message formats v0/v1 are gone; KIP-500: ZooKeeper mode, and with
+# it the inter-broker protocol version, which metadata.version replaces). A 4.x broker ignores them with a
+# warning at best, so an override of one in a 4.x render is refused, not passed on silently.
+REMOVED_IN_KAFKA_4 = {
+    "log.message.format.version": "KIP-724: every record is in message format v2; a topic's message.format.version"
+                                  " likewise",
+    "message.format.version": "KIP-724: every record is in message format v2",
+    "inter.broker.protocol.version": "KRaft: metadata.version takes its place; kctl raises it after an upgrade",
+}
+
+
 def version_problems(data: dict[str, Any], spec: ClusterSpec) -> list[str]:
     """Versions the image build cannot produce, and a versions.zookeeper that cannot be honoured."""
     out: list[str] = []
@@ -1207,6 +1249,11 @@ def version_problems(data: dict[str, Any], spec: ClusterSpec) -> list[str]:
                    " (set `image:` to run a node image of your own)")
     if contract.kraft_only(kafka) and spec.versions.scala != "2.13":
         out.append(f"versions.scala: Kafka {kafka} is built for Scala 2.13 only")
+    if contract.kraft_only(kafka):
+        node_overrides = ((f"nodes.{i}.overrides.kafka", n.overrides.kafka) for i, n in enumerate(spec.nodes))
+        for where, overrides in [("kafka.overrides", spec.kafka.overrides), *node_overrides]:
+            for key in sorted(k for k in overrides if k in REMOVED_IN_KAFKA_4):
+                out.append(f"{where}.{key}: Kafka {kafka} has no {key} ({REMOVED_IN_KAFKA_4[key]}); remove it")
     zk = _zookeeper_version(data)
     if zk is not None and str(zk) != spec.versions.zookeeper:
         ships = spec.versions.zookeeper
@@ -1313,6 +1360,9 @@ def resolve_cluster(spec: ClusterSpec, spec_path: Path) -> ClusterSpec:
         out = out.with_kraft((record.target or record.phase).value, record.cluster_id)
     elif spec.metadata is MetadataMode.kraft:  # made on KRaft: its id comes with its first `kctl up`
         out = out.with_kraft(Phase.kraft.value, None)
+    if out is spec:
+        out = spec.model_copy()
+    out._migration = record  # what check_migration holds kctl.yaml to, before anything is rendered
     return out
 
 

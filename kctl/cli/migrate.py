@@ -90,9 +90,10 @@ def _run(action: str, yes: bool, timeout: float, file: Path, fmt: output.Format)
     from kctl.kraft import phases
     from kctl.spec import state_dir_for
 
-    spec = connect(file, write=True)
+    spec = connect(file, write=True, before=lambda s: s.check_migration())  # kctl.yaml changed under it: first
     state_dir = state_dir_for(spec, file)
     record = phases.read(state_dir)
+    migrate.check_can_migrate(spec, action)
     target, steps = migrate.plan(record, action)  # refusals before the question
     if not yes:
         final = " This cannot be undone: no rollback to ZooKeeper afterwards." if action == "finalize" else ""
