@@ -601,7 +601,12 @@ class MirrorSpec(_Model):
         default_factory=list,
         description="Extra JVM flags of the MirrorMaker process, after kctl's own (e.g. -XX:TieredStopAtLevel=1:"
                     " starts sooner on less CPU, lower peak speed). Not the heap: use heap.")
-    overrides: Overrides = Field(default_factory=dict, description="Extra mm2.properties settings, as is.")
+    overrides: Overrides = Field(
+        default_factory=dict, description="Extra mm2.properties settings (MirrorMaker's and its clients' tuning)."
+        " Refused: a key or value with a line break or another control character, a key kctl sets from another"
+        " setting (clusters, bootstrap servers, replication.policy.*, the flows, topics and groups, security"
+        " protocol, SASL mechanism, truststore, config providers, exactly once), and a secret (a password, a JAAS"
+        " config, a private key: use `source.client.password_file`).")
 
     @field_validator("jvm_options")
     @classmethod
@@ -624,6 +629,58 @@ class MirrorSpec(_Model):
             except re.error as exc:
                 raise ValueError(f"{v!r} is not a regular expression: {exc}") from None
         return v
+
+
+# mirrors[].overrides go into mm2.properties beside what kctl renders from the spec: each key below is kctl's own
+# (its value comes from a setting, which the override would contradict unseen) or a secret's (never written in
+# kctl.yaml or mm2.properties). Matched on the key's end, whatever its `<alias>.`, `<a>-><b>.` or client prefix.
+_MIRROR_OWN_KEYS: tuple[tuple[str, str], ...] = (
+    (r"clusters", "kctl names the two aliases: the mirror's name and this cluster's"),
+    (r"replication\.policy\.(class|separator)", "set by `policy` (prefix: `<name>.<topic>`; identity: the same name);"
+                                               " kctl's failover and lag read the names that way"),
+    (r"bootstrap\.servers", "from `source` (its kctl.yaml or `bootstrap_servers`) and this cluster's listeners"),
+    (r"security\.protocol|sasl\.mechanism|ssl\.truststore\.[a-z.]+",
+     "the login kctl manages: `source.client` (or the source kctl.yaml's security), and this cluster's"),
+    (r"config\.providers(\.[a-z.]+)?", "kctl's FileConfigProvider, which reads the mirror's 0600 secrets"),
+    (r"[A-Za-z0-9_-]+->[A-Za-z0-9_-]+\.enabled", "kctl enables the one flow source -> this cluster"),
+    (r"topics(\.exclude)?|groups(\.exclude)?", "`topics`, `topics_exclude`, `groups`, `groups_exclude`"),
+    (r"sync\.group\.offsets\.enabled", "`sync_group_offsets`"),
+    (r"(emit\.checkpoints|sync\.group\.offsets)\.interval\.seconds", "`checkpoint_seconds`"),
+    (r"refresh\.(topics|groups)\.interval\.seconds", "`refresh_topics_seconds`"),
+    (r"tasks\.max", "`tasks`"),
+    (r"offset-syncs\.topic\.location", "kctl keeps every MirrorMaker topic in the target (failover reads them there)"),
+    (r"exactly\.once\.source\.support|dedicated\.mode\.enable\.internal\.rest|listeners|rest\.advertised\."
+     r"host\.name|isolation\.level", "`exactly_once` and `rest_port`"),
+)
+_MIRROR_SECRET_KEY = re.compile(r"(?i)password|secret|sasl\.jaas\.config|ssl\.key(store)?\.(key|password)|"
+                                r"ssl\.keystore\.certificate\.chain|token|credential|private")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
+
+
+def mirror_override_problems(where: str, overrides: dict[str, Scalar]) -> list[str]:
+    """Why each of a mirror's ``overrides`` cannot go into mm2.properties: a line break or another control
+    character (a second property, injected), a key kctl sets itself, or a secret. Never names a value."""
+    out: list[str] = []
+    for key, value in overrides.items():
+        here = f"{where}.{key}" if not _CONTROL.search(key) else f"{where} (a key {key.encode()[:40]!r}...)"
+        if _CONTROL.search(key) or _CONTROL.search(str(value)):
+            out.append(f"{here}: holds a line break or another control character (in mm2.properties it would"
+                       " end the line and start another property); one line each")
+            continue
+        if not key.strip() or any(c in key for c in " =:#!\\"):
+            out.append(f"{here}: not a property name (no spaces, '=', ':', '#', '!' or '\\')")
+            continue
+        if _MIRROR_SECRET_KEY.search(key):
+            out.append(f"{here}: a secret (it would be written in kctl.yaml and mm2.properties): a source's login"
+                       " is `source.client.username` with `password_file` (kctl keeps it in the mirror's 0600 secrets"
+                       " and mm2.properties names it through FileConfigProvider), a kctl source's comes from its"
+                       " own kctl.yaml")
+            continue
+        for pattern, why in _MIRROR_OWN_KEYS:
+            if re.search(rf"(^|\.)({pattern})$", key):
+                out.append(f"{here}: kctl sets it itself ({why}); an override would contradict kctl.yaml")
+                break
+    return out
 
 
 class SshSpec(_Model):
@@ -962,6 +1019,9 @@ class ClusterSpec(_Model):
 # so a rule added below gets its line here.
 CROSS_FIELD_RULES: tuple[str, ...] = (
     "node ids and hostnames unique; with the split topology, no hostname like the generated `zkN`/`kafkaN`",
+    "mirror names unique and not the cluster's own; a mirror's `overrides` hold no line break or other control"
+    " character, no key kctl sets from another setting (`replication.policy.*`, `*.bootstrap.servers`, the login"
+    " settings, the flows, topics and groups) and no secret (password, JAAS config, private key)",
     "at least one ZooKeeper participant and at least one broker; an even number of participants, or a single"
     " one among several nodes, is a warning (use 3 or 5)",
     "replication factors (default, offsets topic, transaction log) not above the broker count (the nodes"
@@ -1009,6 +1069,7 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         seen_mirrors.setdefault(m.name, i)
         if m.name == spec.name:
             errors.append(f"mirrors.{i}.name: {m.name!r} is this cluster's own name; MirrorMaker needs two aliases")
+        errors += mirror_override_problems(f"mirrors.{i}.overrides", m.overrides)
     ports_here = {p for n in spec.nodes for p, _, _ in spec.published_ports(n)}
     rest: dict[int, int] = {}
     for i, m in enumerate(spec.mirrors):
