@@ -139,6 +139,10 @@ def up(spec: ClusterSpec, spec_path: Path, state_dir: Path, progress: Progress |
 
     say = progress or (lambda _m: None)
     found = sources(spec, spec_path)
+    from kctl.mirror import loops
+
+    for warning in loops.check(spec, spec_path):  # a configuration that can loop: refused here, nothing written
+        say(f"warning: {warning}")
     _reachable(spec.bootstrap_servers, f"{spec.name} (the target)", client_settings(spec))
     for m in spec.mirrors:
         _reachable(found[m.name].bootstrap_servers, f"mirror {m.name}'s source", found[m.name].security)
