@@ -1389,8 +1389,10 @@ def recorded_engine(state_dir: Path) -> Engine | None:
 
 def record_engine(state_dir: Path, kind: Engine) -> None:
     """Record the engine `kctl up --engine` chose, for every later command whose kctl.yaml does not say."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    (state_dir / contract.ENGINE_FILE).write_text(kind.value + "\n", encoding="utf-8")
+    from kctl.files import write_durable
+
+    # durably: an empty file left by a crash would read as no engine recorded, and the cluster as compose
+    write_durable(state_dir / contract.ENGINE_FILE, kind.value + "\n", mode=0o644)
 
 
 def resolve_cluster(spec: ClusterSpec, spec_path: Path) -> ClusterSpec:

@@ -292,14 +292,37 @@ def test_the_cli_names_a_damaged_record_without_a_traceback(tmp_path: Path) -> N
     assert p.returncode != 0 and "is empty" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
-def test_applied_json_is_written_durably_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl import files
+def _write_applied(state: Path) -> None:
     from kctl.runtime import cluster as rc
+
+    rc.write_applied(state, {"logger1": "abc"})
+    assert rc.applied_hashes(state) == {"logger1": "abc"}
+
+
+def _write_identity(state: Path) -> None:
+    from kctl import identity
+
+    identity.record(ClusterSpec(), state, "Xy7kQ2fnT3a1bC9dE0fG1h")
+    assert identity.read(state) is not None and identity.read(state).cluster_id == "Xy7kQ2fnT3a1bC9dE0fG1h"  # type: ignore[union-attr]
+
+
+def _write_engine(state: Path) -> None:
+    from kctl.spec import Engine, record_engine, recorded_engine
+
+    record_engine(state, Engine.swarm)
+    assert recorded_engine(state) is Engine.swarm
+
+
+@pytest.mark.parametrize(("name", "write"), [("applied.json", _write_applied), ("identity.json", _write_identity),
+                                             ("engine", _write_engine)])
+def test_the_state_files_beside_it_are_written_durably_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           name: str, write: Any) -> None:
+    from kctl import contract, files
 
     seen: list[Path] = []
     real = files.write_durable
     monkeypatch.setattr(files, "write_durable", lambda path, data, **kw: (seen.append(path), real(path, data, **kw)))
-    rc.write_applied(tmp_path, {"logger1": "abc"})
-    assert seen == [tmp_path / "applied.json"]
-    assert rc.applied_hashes(tmp_path) == {"logger1": "abc"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["applied.json"]
+    write(tmp_path)
+    assert [p.name for p in seen] == [name] and name in (contract.APPLIED_FILE, contract.IDENTITY_FILE,
+                                                         contract.ENGINE_FILE)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no temporary file left
