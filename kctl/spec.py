@@ -496,6 +496,8 @@ class ImageSpec(_Model):
     )
 
 
+# A line break or another control character (what would end a line of a properties file, or hide in one).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 _MIRROR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$")
 
 
@@ -511,6 +513,14 @@ class MirrorClientSpec(_Model):
     ca_file: str | None = Field(None, description="With SSL or SASL_SSL: the PEM file of the CA the source's"
                                                   " certificates chain to (default: the JVM's and the system's"
                                                   " trusted CAs).")
+
+    @field_validator("username")
+    @classmethod
+    def _username(cls, v: str | None) -> str | None:
+        # it goes into mm2.properties' JAAS line between quotes: no quote, backslash or line break
+        if v is not None and (not v or _CONTROL.search(v) or any(c in v for c in '"\\;=')):
+            raise ValueError("a user name holds no quote, backslash, ';', '=', line break or control character")
+        return v
 
     @field_validator("security_protocol")
     @classmethod
@@ -557,6 +567,13 @@ class MirrorSourceSpec(_Model):
     client: MirrorClientSpec | None = Field(
         None, description="With bootstrap_servers: the source's security protocol, SASL user and password file,"
                           " and CA file (default PLAINTEXT).")
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _servers(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9._\[\]:-]+(,[A-Za-z0-9._\[\]:-]+)*", v.replace(" ", "")):
+            raise ValueError(f"{v!r} is not a list of host:port (comma-separated)")
+        return v
 
     @model_validator(mode="after")
     def _one(self) -> MirrorSourceSpec:
@@ -624,6 +641,8 @@ class MirrorSpec(_Model):
     @classmethod
     def _regex(cls, v: str | None) -> str | None:
         if v is not None:
+            if _CONTROL.search(v):  # one line of mm2.properties: a line break would start another property
+                raise ValueError("holds a line break or another control character; one line")
             try:
                 re.compile(v)
             except re.error as exc:
@@ -654,7 +673,6 @@ _MIRROR_OWN_KEYS: tuple[tuple[str, str], ...] = (
 )
 _MIRROR_SECRET_KEY = re.compile(r"(?i)password|secret|sasl\.jaas\.config|ssl\.key(store)?\.(key|password)|"
                                 r"ssl\.keystore\.certificate\.chain|token|credential|private")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 
 
 def mirror_override_problems(where: str, overrides: dict[str, Scalar]) -> list[str]:

@@ -413,3 +413,18 @@ def test_the_mirror_container_reads_a_private_copy_of_mm2_properties() -> None:
     # the 0600 file belongs to the host user: root copies it for MirrorMaker's user (uid 555), mode 0600
     assert ('install -m 0600 -o 555 -g 555 "$CONF_DIR/mm2.properties" /run/kctl/mirror/mm2.properties' in entry)
     assert "CONF=/run/kctl/mirror/mm2.properties" in start
+
+
+@pytest.mark.parametrize(("mirror", "where"), [
+    ({"topics": "orders\nclusters = evil"}, "mirrors.0.topics"),
+    ({"groups_exclude": "x\r"}, "mirrors.0.groups_exclude"),
+    ({"source": {"bootstrap_servers": "127.0.0.1:9092\nclusters = evil"}}, "mirrors.0.source.bootstrap_servers"),
+    ({"source": {"bootstrap_servers": "127.0.0.1:9092", "client": {
+        "security_protocol": "SASL_PLAINTEXT", "username": 'u" password="x', "password_file": "pw"}}},
+     "mirrors.0.source.client.username"),
+])
+def test_the_other_mirror_settings_that_reach_mm2_properties_cannot_break_its_lines(
+        mirror: dict[str, object], where: str) -> None:
+    with pytest.raises(SpecError) as refused:
+        parse_spec(mirror_spec({}, **mirror))
+    assert [p for p in refused.value.problems if p.startswith(where)], refused.value.problems
