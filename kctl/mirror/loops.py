@@ -40,6 +40,17 @@ class Flow:
     policy: MirrorPolicy
     known: bool
     where: str  # e.g. "dr/kctl.yaml mirrors.0 (primary)"
+    # which cluster each end is, for the graph (a kctl.yaml's path; default the name): two clusters may share a name
+    source_key: str = ""
+    target_key: str = ""
+
+    @property
+    def src(self) -> str:
+        return self.source_key or self.source
+
+    @property
+    def dst(self) -> str:
+        return self.target_key or self.target
 
 
 def _cycles(flows: list[Flow]) -> list[list[Flow]]:
@@ -51,19 +62,19 @@ def _cycles(flows: list[Flow]) -> list[list[Flow]]:
 
     def walk(start: Flow, path: list[Flow], visited: set[str]) -> None:
         for nxt in flows:
-            if nxt.source != path[-1].target or index[id(nxt)] < index[id(start)]:
+            if nxt.src != path[-1].dst or index[id(nxt)] < index[id(start)]:
                 continue
-            if nxt.target == start.source:
+            if nxt.dst == start.src:
                 key = tuple(sorted(index[id(f)] for f in [*path, nxt]))
                 if key not in seen:
                     seen.add(key)
                     out.append([*path, nxt])
-            elif nxt.target not in visited:
-                walk(start, [*path, nxt], visited | {nxt.target})
+            elif nxt.dst not in visited:
+                walk(start, [*path, nxt], visited | {nxt.dst})
 
     for f in flows:
-        if f.source != f.target:  # a mirror of a cluster into itself is refused by the spec and by sources()
-            walk(f, [f], {f.source, f.target})
+        if f.src != f.dst:  # a mirror of a cluster into itself: refused on its own (problems)
+            walk(f, [f], {f.src, f.dst})
     return out
 
 
@@ -83,8 +94,9 @@ def _doubled(cycle: list[Flow], k: int) -> str:
 def problems(flows: list[Flow]) -> tuple[list[str], list[str]]:
     """(refusals, warnings) of a set of flows: each cycle that can loop, named; each prefix flow whose alias is
     not its kctl source's name (outside a cycle)."""
-    errors: list[str] = []
-    in_cycle: set[int] = set()
+    errors = [f"replication loop {f.target} -> {f.target}: {f.where} reads the cluster it writes into (its"
+              " bootstrap servers are this cluster's own)" for f in flows if f.src == f.dst]
+    in_cycle: set[int] = {id(f) for f in flows if f.src == f.dst}
     for cycle in _cycles(flows):
         in_cycle |= {id(f) for f in cycle}
         identity = [f for f in cycle if f.policy is MirrorPolicy.identity]
@@ -147,18 +159,21 @@ def flows(spec: ClusterSpec, spec_path: Path) -> tuple[list[Flow], list[str]]:
                     continue
                 todo.append(src)
             edges.append((path, i, src))
-    by_servers = {_servers(s.bootstrap_servers): s.name for s in found.values()}
+    by_servers = {_servers(s.bootstrap_servers): p for p, s in found.items()}
     out: list[Flow] = []
     for path, i, source_file in edges:
         target = found[path]
         m = target.mirrors[i]
         where = f"{_short(path, spec_path)} mirrors.{i} ({m.name})"
+        if source_file is None:  # bootstrap servers: one of these clusters by its listeners, or one kctl cannot see
+            servers = _servers(m.source.bootstrap_servers)
+            source_file = next((p for s, p in by_servers.items() if s & servers), None)
         if source_file is not None:
-            out.append(Flow(found[source_file].name, target.name, m.name, m.policy, True, where))
-            continue
-        servers = _servers(m.source.bootstrap_servers)
-        same = next((name for s, name in by_servers.items() if s & servers), None)
-        out.append(Flow(same or m.name, target.name, m.name, m.policy, same is not None, where))
+            out.append(Flow(found[source_file].name, target.name, m.name, m.policy, True, where,
+                            str(source_file), str(path)))
+        else:
+            out.append(Flow(m.name, target.name, m.name, m.policy, False, where,
+                            f"{m.name}@{m.source.bootstrap_servers}", str(path)))
     return out, warnings
 
 

@@ -127,3 +127,20 @@ def test_kctl_mirror_up_refuses_a_loop_with_exit_2_before_anything(tmp_path: Pat
     assert p.returncode == 2, p.stdout + p.stderr
     assert "replication loop" in p.stderr and "Traceback" not in p.stderr
     assert not (dr.parent / ".kctl").exists() and not (primary.parent / ".kctl").exists()
+
+
+def test_two_clusters_of_one_name_are_two_clusters_of_the_graph() -> None:
+    # a -> dr and dr -> another cluster also called a (its own kctl.yaml): a chain, not a cycle
+    chain = [Flow("a", "dr", "a", ID, True, "dr mirrors.0", "/x/a/kctl.yaml", "/x/dr/kctl.yaml"),
+             Flow("dr", "a", "dr", ID, True, "a2 mirrors.0", "/x/dr/kctl.yaml", "/y/a/kctl.yaml")]
+    assert loops.problems(chain) == ([], [])
+    closed = [chain[0], Flow("dr", "a", "dr", ID, True, "a mirrors.0", "/x/dr/kctl.yaml", "/x/a/kctl.yaml")]
+    assert loops.problems(closed)[0]
+
+
+def test_a_mirror_whose_bootstrap_servers_are_this_clusters_own_is_a_loop(tmp_path: Path) -> None:
+    own = load_spec(write(tmp_path / "dr" / "kctl.yaml", {"name": "dr"}))[0].bootstrap_servers
+    dr = write(tmp_path / "dr" / "kctl.yaml", {"name": "dr", "mirrors": [
+        {"name": "primary", "source": {"bootstrap_servers": own}}]})
+    with pytest.raises(UsageError, match="replication loop dr -> dr: .*reads the cluster it writes into"):
+        loops.check(load_spec(dr)[0], dr)
