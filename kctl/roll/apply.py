@@ -330,6 +330,10 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
                                 " running, so their dynamic configs cannot be set",
                                 hint="`kctl status` shows why; start the broker (docs/runbooks/"
                                      "broker-will-not-rejoin.md), then apply again")
+        from kctl.roll import plan as roll_plan
+
+        for service, nodes, _hosts in phases(spec, the_plan):
+            roll_plan.check_request(spec, service, nodes)  # a roll kctl would refuse: before an image or a file
         if the_plan.restarts or the_plan.recreate or controllers:
             # Nothing is written or set before the cluster is known healthy enough to roll.
             run.check_before_roll(spec, min(gate_timeout, run.PRE_CHECK_TIMEOUT), say)

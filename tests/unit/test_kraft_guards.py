@@ -163,6 +163,27 @@ def test_a_kafka_4_apply_of_a_split_kraft_cluster_is_refused_before_the_image_or
     assert state_files(state) == sorted([ph.STATE_FILE, "restart.lock"])  # no node file, no compose.yaml
 
 
+def test_an_apply_whose_roll_kctl_would_refuse_is_refused_before_the_image_or_a_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the render: a planned roll that kctl restart would refuse (here a ZooKeeper restart on a cluster on
+    KRaft, whose ZooKeeper is retired: a zookeeper.overrides edit) stops the apply before its image build, its
+    secrets and its files; before, the refusal came from the roll itself, after all of them were written."""
+    from kctl.render import render
+    from kctl.roll import apply as apply_mod
+    from kctl.roll import run as roll_run
+
+    spec_file, state = cluster(tmp_path, ph.Record(Phase.kraft, cluster_id="x"), versions={"kafka": "4.1.1"})
+    spec, _ = load_cluster(spec_file)
+    rendered = render(spec, state)
+    planned = apply_mod.ApplyPlan(spec.name, [], ["logger1/conf/zoo.cfg"],
+                                  restarts=[apply_mod.Restart("logger1", "zookeeper", ["zoo.cfg changed"])])
+    monkeypatch.setattr(apply_mod, "plan", lambda s, d: (planned, rendered))
+    monkeypatch.setattr(roll_run, "check_before_roll", lambda *a, **k: None)  # a healthy cluster, as far as it asks
+    with pytest.raises(UsageError, match="its ZooKeeper is retired"):
+        apply_mod.apply(spec, state)
+    assert state_files(state) == sorted([ph.STATE_FILE, "restart.lock"])
+
+
 # ----- 7: a downgrade below a raised metadata.version; removed Kafka 4 settings ----------------------------
 
 
