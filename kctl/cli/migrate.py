@@ -4,11 +4,15 @@ migrate-to-kraft.md)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from kctl import output
 from kctl.cli.common import OutputOpt, SpecOpt, connect
+
+if TYPE_CHECKING:
+    from kctl.spec import ClusterSpec
 
 YesOpt = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 TimeoutOpt = typer.Option(300, "--timeout", min=1, help="Seconds each roll gate may wait before the roll stops.")
@@ -90,10 +94,13 @@ def _run(action: str, yes: bool, timeout: float, file: Path, fmt: output.Format)
     from kctl.kraft import phases
     from kctl.spec import state_dir_for
 
-    spec = connect(file, write=True, before=lambda s: s.check_migration())  # kctl.yaml changed under it: first
+    def refusals(s: ClusterSpec) -> None:  # from kctl.yaml and the record alone: before any cluster is asked
+        s.check_migration()  # kctl.yaml changed under a migration under way: named as such, first
+        migrate.check_can_migrate(s, action)
+
+    spec = connect(file, write=True, before=refusals)
     state_dir = state_dir_for(spec, file)
     record = phases.read(state_dir)
-    migrate.check_can_migrate(spec, action)
     target, steps = migrate.plan(record, action)  # refusals before the question
     if not yes:
         final = " This cannot be undone: no rollback to ZooKeeper afterwards." if action == "finalize" else ""

@@ -36,6 +36,7 @@ UNDER_WAY = [
 def cluster(tmp_path: Path, record: ph.Record | None, **settings: Any) -> tuple[Path, Path]:
     """A kctl.yaml with ``settings`` and its state dir holding ``record`` (kraft.json)."""
     spec_file = tmp_path / "kctl.yaml"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     spec_file.write_text(yaml.safe_dump({"name": "logger", **settings}))
     state = tmp_path / ".kctl" / "logger"
     if record is not None:
@@ -347,3 +348,32 @@ def test_the_state_files_beside_it_are_written_durably_too(tmp_path: Path, monke
     assert [p.name for p in seen] == [name] and name in (contract.APPLIED_FILE, contract.IDENTITY_FILE,
                                                          contract.ENGINE_FILE)
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no temporary file left
+
+
+def _kctl(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kctl", *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+
+
+def test_the_cli_refuses_each_kind_with_exit_2_and_nothing_written(tmp_path: Path) -> None:
+    # a split cluster's migration: refused before any cluster is asked
+    split = tmp_path / "split"
+    spec_file, state = cluster(split, None, topology="split")
+    p = _kctl(split, "migrate", "kraft", "next", "--yes", "-f", str(spec_file))
+    assert p.returncode == 2 and "split topology" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert not state.exists()
+    # a downgrade below the recorded metadata.version: `kctl render` writes nothing
+    down = tmp_path / "down"
+    spec_file, state = cluster(down, ph.Record(Phase.kraft, cluster_id="x", metadata_version="4.1-IV1",
+                                               metadata_version_release="4.1.1"), versions={"kafka": "3.9.1"})
+    before = state_files(state)
+    p = _kctl(down, "render", "-f", str(spec_file))
+    assert p.returncode == 2 and "older than the cluster's metadata.version 4.1-IV1" in p.stderr, p.stderr
+    assert "hint:" in p.stderr and state_files(state) == before
+    # a setting Kafka 4 removed
+    gone = tmp_path / "gone"
+    spec_file, state = cluster(gone, None, metadata="kraft", versions={"kafka": "4.1.1"},
+                               kafka={"overrides": {"log.message.format.version": "2.8"}})
+    p = _kctl(gone, "render", "-f", str(spec_file))
+    assert p.returncode == 2 and "kafka.overrides.log.message.format.version: Kafka 4.1.1 has no" in p.stderr
+    assert not state.exists()
