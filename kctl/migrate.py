@@ -469,6 +469,8 @@ def status(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
                       if record.target else None),
         "cluster_id": record.cluster_id, "history": record.history,
         "next": following.value if following else None,
+        # what kctl.yaml must keep until the migration ends, and the metadata.version kctl raised
+        "kept": dict(record.pins), "metadata_version": record.metadata_version,
     }
     if ph.rank(record.phase) >= ph.rank(Phase.controllers) or record.target is not None:
         out["controllers"] = {h: _controller_state(spec, h) for h in controller_hosts(spec)}

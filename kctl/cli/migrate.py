@@ -43,6 +43,11 @@ def kraft_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
                                             f" {', '.join(st['under_way']['done']) or 'nothing yet'})"
                                             if st["under_way"] else "nothing")},
             {"what": "cluster id", "value": st["cluster_id"] or "-"}]
+    if st["kept"]:
+        kept = ", ".join(f"{k} {v or '(none)'}" for k, v in st["kept"].items())
+        rows.append({"what": "kctl.yaml keeps", "value": f"{kept} (until the migration is finalized or rolled back)"})
+    if st["metadata_version"]:
+        rows.append({"what": "metadata.version", "value": f"{st['metadata_version']} (no older release runs it)"})
     for host, state in (st.get("controllers") or {}).items():
         rows.append({"what": f"controller on {host}", "value": state})
     if "quorum" in st:

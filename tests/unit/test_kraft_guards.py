@@ -377,3 +377,17 @@ def test_the_cli_refuses_each_kind_with_exit_2_and_nothing_written(tmp_path: Pat
     p = _kctl(gone, "render", "-f", str(spec_file))
     assert p.returncode == 2 and "kafka.overrides.log.message.format.version: Kafka 4.1.1 has no" in p.stderr
     assert not state.exists()
+
+
+def test_status_says_what_kctl_yaml_keeps_and_the_raised_metadata_version(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    record = ph.Record(Phase.controllers, cluster_id="x", pins=dict(PINS_391))
+    spec_file, state = cluster(tmp_path, record)
+    monkeypatch.setattr(migrate, "controller_hosts", lambda spec: [])
+    monkeypatch.setattr(migrate, "describe_quorum", lambda spec: (_ for _ in ()).throw(KctlError("no quorum")))
+    monkeypatch.setattr(migrate, "migrated", lambda spec: None)
+    from kctl.zk import migration as zkm
+
+    monkeypatch.setattr(zkm, "migration_state", lambda spec: {"error": "not asked"})
+    st = migrate.status(load_cluster(spec_file)[0], state)
+    assert st["kept"] == PINS_391 and st["kept"]["versions.kafka"] == "3.9.1" and st["metadata_version"] is None
