@@ -1,4 +1,5 @@
-"""Reading text files that other processes are writing: the last N lines, and tail -F.
+"""Reading text files that other processes are writing: the last N lines, and tail -F; and writing kctl's own
+state files durably (:func:`write_durable`: whole or not at all, through a crash).
 
 Used by the log agent (shipping an access log) and by ``kctl logs`` (a node's
 ZooKeeper or Kafka log, bind-mounted under the state dir). Neutral: imports
@@ -151,3 +152,46 @@ def _changed(path: Path, ino: int, read_to: int) -> Callable[[], tuple[bool, str
 
 def _decode(raw: bytes) -> str:
     return raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
+
+
+# ----- durable writes: kctl's state files -----------------------------------------------------------------------
+
+
+def write_durable(path: Path, data: bytes | str, *, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``data`` so that a crash at any moment leaves the old file or the new one, whole.
+
+    A temporary sibling created with ``mode`` from the start (``os.open``: never wider for a moment, whatever
+    the umask), written, flushed and fsynced, renamed over ``path`` (``os.replace``), then the directory
+    fsynced so that the rename itself is on disk. Without the fsyncs a crash after the rename can leave an empty
+    file where the old one was (ext4's delayed allocation, XFS). OSError propagates; no temporary file stays."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
+    try:
+        try:
+            os.fchmod(fd, mode)  # the umask may have narrowed it; it never widens what mode allows
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory (a rename or a new file in it is then on disk); a no-op where directories cannot be
+    opened (Windows)."""
+    try:
+        dfd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -83,20 +81,14 @@ def read(state_dir: Path) -> Identity | None:
 
 
 def record(spec: ClusterSpec, state_dir: Path, cluster_id: str | None) -> Identity:
-    """Write ``<state>/identity.json`` atomically; the record of which Kafka cluster this state dir made."""
+    """Write ``<state>/identity.json`` durably (a crash leaves the old record or the new one): the record of
+    which Kafka cluster this state dir made."""
     ident = Identity(cluster=spec.name, cluster_id=cluster_id, state_dir=str(state_dir.resolve()),
                      project=spec.project, bootstrap_servers=spec.bootstrap_servers,
                      recorded_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
-    state_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=state_dir, prefix=f".{IDENTITY_FILE}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(asdict(ident), fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, identity_path(state_dir))
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from kctl.files import write_durable
+
+    write_durable(identity_path(state_dir), json.dumps(asdict(ident), indent=2) + "\n")  # fsynced, renamed whole
     return ident
 
 

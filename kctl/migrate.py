@@ -36,7 +36,7 @@ from kctl.kraft import config as kc
 from kctl.kraft import phases as ph
 from kctl.kraft.phases import Phase
 from kctl.kraft.quorum import controller_hosts, describe_quorum, quorum_ready
-from kctl.spec import ClusterSpec, Engine
+from kctl.spec import ClusterSpec, Engine, Topology
 from kctl.wait import wait_until
 
 Progress = Callable[[str], None]
@@ -268,8 +268,16 @@ def _write_files(before: ClusterSpec, after: ClusterSpec, state_dir: Path, *, ro
         rc.carry_applied(before, after, state_dir, set())
 
 
-def check_can_migrate(spec: ClusterSpec) -> None:
-    """UsageError (exit 2, nothing touched) for a cluster this kctl cannot migrate yet, with the reason."""
+def check_can_migrate(spec: ClusterSpec, action: str = "next") -> None:
+    """UsageError (exit 2, nothing touched) for a cluster this kctl cannot migrate yet, with the reason. A split
+    cluster may still roll back (a migration begun by an older kctl): only a step towards KRaft is refused."""
+    if spec.topology is Topology.split and action != "rollback":
+        raise UsageError("a migration to KRaft of the split topology (ZooKeeper and the brokers in separate"
+                         " containers) is refused: kctl runs each KRaft controller beside its broker, and has no"
+                         " roll for split KRaft nodes (a Kafka 4 upgrade would stop at its first one)",
+                         hint="migrate a colocated cluster (`topology: colocated`); docs/runbooks/migrate-to-kraft.md"
+                              + (", or `kctl migrate kraft rollback` to go back to ZooKeeper"
+                                 if spec.kraft_phase != "zookeeper" else ""))
     if spec.engine is Engine.hosts:
         raise UsageError("a migration to KRaft on engine hosts is not built yet: the hosts have no controller unit",
                          hint="docs/runbooks/migrate-to-kraft.md")
@@ -302,10 +310,12 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
     from kctl.roll import run as roll_run
 
     say = progress or (lambda _m: None)
-    check_can_migrate(spec)
+    spec.check_migration()  # kctl.yaml changed under a migration under way: named as such, before anything else
+    check_can_migrate(spec, action)
     started = time.monotonic()
     with roll_run.roll_lock(state_dir, "kctl migrate kraft"):
         record = ph.read(state_dir)
+        ph.check_pins(record, spec.migration_pins)  # the record as it is now, under the lock
         source = record.phase
         target, steps = plan(record, action)
         if record.target is None:
@@ -318,7 +328,7 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
 
             wait_until("no process of the cluster is stopping or starting", _settled(spec), 180.0, poll=1.0)
             lifecycle.start_stopped_processes(spec, engines.for_spec(spec), skip=set(), say=say)
-        record = ph.begin(record, action, target)
+        record = ph.current_pins(ph.begin(record, action, target), spec.migration_pins)
         ph.write(state_dir, record)
         if record.done:
             say(f"resuming the {action} to {target.value}: done already: {', '.join(record.done)}")
@@ -334,8 +344,7 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
             if step == "read-cluster-id":
                 from kctl.zk import migration as zkm
 
-                record = ph.Record(record.phase, record.target, record.action, record.done, record.history,
-                                   zkm.cluster_id(spec))
+                record = record.replace(cluster_id=zkm.cluster_id(spec))
                 say(f"cluster id {record.cluster_id}")
             elif step == "write-files":
                 _write_files(before, after, state_dir, roll_follows=target in (Phase.dual_write, Phase.kraft_brokers))
@@ -460,6 +469,8 @@ def status(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
                       if record.target else None),
         "cluster_id": record.cluster_id, "history": record.history,
         "next": following.value if following else None,
+        # what kctl.yaml must keep until the migration ends, and the metadata.version kctl raised
+        "kept": dict(record.pins), "metadata_version": record.metadata_version,
     }
     if ph.rank(record.phase) >= ph.rank(Phase.controllers) or record.target is not None:
         out["controllers"] = {h: _controller_state(spec, h) for h in controller_hosts(spec)}

@@ -355,6 +355,7 @@ def render(spec: ClusterSpec, state_dir: Path | None = None) -> Rendered:
     ``state_dir`` (where the files will be written) becomes a label of every container,
     so that commands run from another directory can tell the containers are not theirs.
     """
+    spec.check_migration()  # a migration under way, a raised metadata.version: refused before anything is made
     if contract.kraft_only(spec.versions.kafka) and not spec.on_kraft:
         raise UsageError(
             f"versions.kafka: Kafka {spec.versions.kafka} has no ZooKeeper mode, and cluster {spec.name} keeps its"

@@ -136,7 +136,9 @@ class Versions(_Model):
         + ", ".join(sorted(contract.ZOOKEEPER_VERSIONS))
         + " (ZooKeeper is the one that Kafka release ships; with `image:` set, any 3.9.x). Kafka 4 has no"
         " ZooKeeper mode: a 4.x release needs a cluster on KRaft (`metadata: kraft`, or a finalized"
-        " `kctl migrate kraft`).",
+        " `kctl migrate kraft`). From a migration's first step to its end it stays the release the migration"
+        " started on, and it never goes below the release whose metadata.version `kctl apply` raised"
+        " (both recorded in the state dir's kraft.json; docs/runbooks/migrate-to-kraft.md).",
     )
     scala: str = Field(SCALA_VERSION, description="Scala build of Kafka: " + " or ".join(SCALA_VERSIONS) + ".")
 
@@ -617,6 +619,8 @@ class ImageSpec(_Model):
     )
 
 
+# A line break or another control character (what would end a line of a properties file, or hide in one).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 _MIRROR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$")
 
 
@@ -632,6 +636,14 @@ class MirrorClientSpec(_Model):
     ca_file: str | None = Field(None, description="With SSL or SASL_SSL: the PEM file of the CA the source's"
                                                   " certificates chain to (default: the JVM's and the system's"
                                                   " trusted CAs).")
+
+    @field_validator("username")
+    @classmethod
+    def _username(cls, v: str | None) -> str | None:
+        # it goes into mm2.properties' JAAS line between quotes: no quote, backslash or line break
+        if v is not None and (not v or _CONTROL.search(v) or any(c in v for c in '"\\;=')):
+            raise ValueError("a user name holds no quote, backslash, ';', '=', line break or control character")
+        return v
 
     @field_validator("security_protocol")
     @classmethod
@@ -679,6 +691,13 @@ class MirrorSourceSpec(_Model):
         None, description="With bootstrap_servers: the source's security protocol, SASL user and password file,"
                           " and CA file (default PLAINTEXT).")
 
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _servers(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9._\[\]:-]+(,[A-Za-z0-9._\[\]:-]+)*", v.replace(" ", "")):
+            raise ValueError(f"{v!r} is not a list of host:port (comma-separated)")
+        return v
+
     @model_validator(mode="after")
     def _one(self) -> MirrorSourceSpec:
         if (self.spec is None) == (self.bootstrap_servers is None):
@@ -722,7 +741,12 @@ class MirrorSpec(_Model):
         default_factory=list,
         description="Extra JVM flags of the MirrorMaker process, after kctl's own (e.g. -XX:TieredStopAtLevel=1:"
                     " starts sooner on less CPU, lower peak speed). Not the heap: use heap.")
-    overrides: Overrides = Field(default_factory=dict, description="Extra mm2.properties settings, as is.")
+    overrides: Overrides = Field(
+        default_factory=dict, description="Extra mm2.properties settings (MirrorMaker's and its clients' tuning)."
+        " Refused: a key or value with a line break or another control character, a key kctl sets from another"
+        " setting (clusters, bootstrap servers, replication.policy.*, the flows, topics and groups, security"
+        " protocol, SASL mechanism, truststore, config providers, exactly once), and a secret (a password, a JAAS"
+        " config, a private key: use `source.client.password_file`).")
 
     @field_validator("jvm_options")
     @classmethod
@@ -740,11 +764,64 @@ class MirrorSpec(_Model):
     @classmethod
     def _regex(cls, v: str | None) -> str | None:
         if v is not None:
+            if _CONTROL.search(v):  # one line of mm2.properties: a line break would start another property
+                raise ValueError("holds a line break or another control character; one line")
             try:
                 re.compile(v)
             except re.error as exc:
                 raise ValueError(f"{v!r} is not a regular expression: {exc}") from None
         return v
+
+
+# mirrors[].overrides go into mm2.properties beside what kctl renders from the spec: each key below is kctl's own
+# (its value comes from a setting, which the override would contradict unseen) or a secret's (never written in
+# kctl.yaml or mm2.properties). Matched on the key's end, whatever its `<alias>.`, `<a>-><b>.` or client prefix.
+_MIRROR_OWN_KEYS: tuple[tuple[str, str], ...] = (
+    (r"clusters", "kctl names the two aliases: the mirror's name and this cluster's"),
+    (r"replication\.policy\.(class|separator)", "set by `policy` (prefix: `<name>.<topic>`; identity: the same name);"
+                                               " kctl's failover and lag read the names that way"),
+    (r"bootstrap\.servers", "from `source` (its kctl.yaml or `bootstrap_servers`) and this cluster's listeners"),
+    (r"security\.protocol|sasl\.mechanism|ssl\.truststore\.[a-z.]+",
+     "the login kctl manages: `source.client` (or the source kctl.yaml's security), and this cluster's"),
+    (r"config\.providers(\.[a-z.]+)?", "kctl's FileConfigProvider, which reads the mirror's 0600 secrets"),
+    (r"[A-Za-z0-9_-]+->[A-Za-z0-9_-]+\.enabled", "kctl enables the one flow source -> this cluster"),
+    (r"topics(\.exclude)?|groups(\.exclude)?", "`topics`, `topics_exclude`, `groups`, `groups_exclude`"),
+    (r"sync\.group\.offsets\.enabled", "`sync_group_offsets`"),
+    (r"(emit\.checkpoints|sync\.group\.offsets)\.interval\.seconds", "`checkpoint_seconds`"),
+    (r"refresh\.(topics|groups)\.interval\.seconds", "`refresh_topics_seconds`"),
+    (r"tasks\.max", "`tasks`"),
+    (r"offset-syncs\.topic\.location", "kctl keeps every MirrorMaker topic in the target (failover reads them there)"),
+    (r"exactly\.once\.source\.support|dedicated\.mode\.enable\.internal\.rest|listeners|rest\.advertised\."
+     r"host\.name|isolation\.level", "`exactly_once` and `rest_port`"),
+)
+_MIRROR_SECRET_KEY = re.compile(r"(?i)password|secret|sasl\.jaas\.config|ssl\.key(store)?\.(key|password)|"
+                                r"ssl\.keystore\.certificate\.chain|token|credential|private")
+
+
+def mirror_override_problems(where: str, overrides: dict[str, Scalar]) -> list[str]:
+    """Why each of a mirror's ``overrides`` cannot go into mm2.properties: a line break or another control
+    character (a second property, injected), a key kctl sets itself, or a secret. Never names a value."""
+    out: list[str] = []
+    for key, value in overrides.items():
+        here = f"{where}.{key}" if not _CONTROL.search(key) else f"{where} (a key {key.encode()[:40]!r}...)"
+        if _CONTROL.search(key) or _CONTROL.search(str(value)):
+            out.append(f"{here}: holds a line break or another control character (in mm2.properties it would"
+                       " end the line and start another property); one line each")
+            continue
+        if not key.strip() or any(c in key for c in " =:#!\\"):
+            out.append(f"{here}: not a property name (no spaces, '=', ':', '#', '!' or '\\')")
+            continue
+        if _MIRROR_SECRET_KEY.search(key):
+            out.append(f"{here}: a secret (it would be written in kctl.yaml and mm2.properties): a source's login"
+                       " is `source.client.username` with `password_file` (kctl keeps it in the mirror's 0600 secrets"
+                       " and mm2.properties names it through FileConfigProvider), a kctl source's comes from its"
+                       " own kctl.yaml")
+            continue
+        for pattern, why in _MIRROR_OWN_KEYS:
+            if re.search(rf"(^|\.)({pattern})$", key):
+                out.append(f"{here}: kctl sets it itself ({why}); an override would contradict kctl.yaml")
+                break
+    return out
 
 
 class SshSpec(_Model):
@@ -1034,6 +1111,37 @@ class ClusterSpec(_Model):
         out._kraft = (phase, cluster_id)
         return out
 
+    # The state dir's kraft.json record as resolve_cluster read it (kctl.kraft.phases.Record), or None.
+    _migration: Any = PrivateAttr(default=None)
+
+    @property
+    def migration_pins(self) -> dict[str, str]:
+        """What a migration to KRaft keeps from its first step to its last (kctl.kraft.phases.check_pins): the
+        release and its build, the image, the security profile, and the controllers' nodes (the quorum's voters
+        are static)."""
+        return {"versions.kafka": self.versions.kafka, "versions.scala": self.versions.scala,
+                "image": self.image.ref or "", "security.enabled": str(self.security.enabled).lower(),
+                "controllers": ",".join(str(n.id) for n in self.participants)}
+
+    def check_migration(self) -> None:
+        """UsageError (exit 2) before anything is rendered for this spec, when it contradicts the state dir's
+        migration record: a pinned setting changed while a migration is under way, versions.kafka older than the
+        metadata.version kctl raised, or the split topology on KRaft (kctl's controllers run beside the brokers:
+        it has no roll for split KRaft nodes)."""
+        from kctl.errors import UsageError
+
+        record = self._migration
+        if record is not None:
+            from kctl.kraft.phases import check_downgrade, check_pins
+
+            check_pins(record, self.migration_pins)
+            check_downgrade(record, self.versions.kafka)
+        if self.on_kraft and self.topology is Topology.split:
+            raise UsageError(f"cluster {self.name} is on KRaft with topology split: kctl runs each KRaft controller"
+                             " beside its broker (topology colocated) and makes no roll of split KRaft nodes;"
+                             " nothing was rendered or written",
+                             hint="docs/runbooks/migrate-to-kraft.md: a split cluster is not migrated")
+
     @property
     def zookeeper_connect(self) -> str:
         """zookeeper.connect as the brokers use it, chroot included."""
@@ -1052,6 +1160,9 @@ class ClusterSpec(_Model):
 # so a rule added below gets its line here.
 CROSS_FIELD_RULES: tuple[str, ...] = (
     "node ids and hostnames unique; with the split topology, no hostname like the generated `zkN`/`kafkaN`",
+    "mirror names unique and not the cluster's own; a mirror's `overrides` hold no line break or other control"
+    " character, no key kctl sets from another setting (`replication.policy.*`, `*.bootstrap.servers`, the login"
+    " settings, the flows, topics and groups) and no secret (password, JAAS config, private key)",
     "at least one ZooKeeper participant and at least one broker; an even number of participants, or a single"
     " one among several nodes, is a warning (use 3 or 5)",
     "replication factors (default, offsets topic, transaction log) not above the broker count (the nodes"
@@ -1099,6 +1210,7 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         seen_mirrors.setdefault(m.name, i)
         if m.name == spec.name:
             errors.append(f"mirrors.{i}.name: {m.name!r} is this cluster's own name; MirrorMaker needs two aliases")
+        errors += mirror_override_problems(f"mirrors.{i}.overrides", m.overrides)
     ports_here = {p for n in spec.nodes for p, _, _ in spec.published_ports(n)}
     rest: dict[int, int] = {}
     for i, m in enumerate(spec.mirrors):
@@ -1316,6 +1428,17 @@ def _without_zookeeper_version(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+# Broker settings Kafka 4 removed (KIP-724: the message formats v0/v1 are gone; KIP-500: ZooKeeper mode, and with
+# it the inter-broker protocol version, which metadata.version replaces). A 4.x broker ignores them with a
+# warning at best, so an override of one in a 4.x render is refused, not passed on silently.
+REMOVED_IN_KAFKA_4 = {
+    "log.message.format.version": "KIP-724: every record is in message format v2; a topic's message.format.version"
+                                  " likewise",
+    "message.format.version": "KIP-724: every record is in message format v2",
+    "inter.broker.protocol.version": "KRaft: metadata.version takes its place; kctl raises it after an upgrade",
+}
+
+
 def version_problems(data: dict[str, Any], spec: ClusterSpec) -> list[str]:
     """Versions the image build cannot produce, and a versions.zookeeper that cannot be honoured."""
     out: list[str] = []
@@ -1326,6 +1449,11 @@ def version_problems(data: dict[str, Any], spec: ClusterSpec) -> list[str]:
                    " (set `image:` to run a node image of your own)")
     if contract.kraft_only(kafka) and spec.versions.scala != "2.13":
         out.append(f"versions.scala: Kafka {kafka} is built for Scala 2.13 only")
+    if contract.kraft_only(kafka):
+        node_overrides = ((f"nodes.{i}.overrides.kafka", n.overrides.kafka) for i, n in enumerate(spec.nodes))
+        for where, overrides in [("kafka.overrides", spec.kafka.overrides), *node_overrides]:
+            for key in sorted(k for k in overrides if k in REMOVED_IN_KAFKA_4):
+                out.append(f"{where}.{key}: Kafka {kafka} has no {key} ({REMOVED_IN_KAFKA_4[key]}); remove it")
     zk = _zookeeper_version(data)
     if zk is not None and str(zk) != spec.versions.zookeeper:
         ships = spec.versions.zookeeper
@@ -1400,8 +1528,10 @@ def recorded_engine(state_dir: Path) -> Engine | None:
 
 def record_engine(state_dir: Path, kind: Engine) -> None:
     """Record the engine `kctl up --engine` chose, for every later command whose kctl.yaml does not say."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    (state_dir / contract.ENGINE_FILE).write_text(kind.value + "\n", encoding="utf-8")
+    from kctl.files import write_durable
+
+    # durably: an empty file left by a crash would read as no engine recorded, and the cluster as compose
+    write_durable(state_dir / contract.ENGINE_FILE, kind.value + "\n", mode=0o644)
 
 
 def resolve_cluster(spec: ClusterSpec, spec_path: Path) -> ClusterSpec:
@@ -1432,6 +1562,9 @@ def resolve_cluster(spec: ClusterSpec, spec_path: Path) -> ClusterSpec:
         out = out.with_kraft((record.target or record.phase).value, record.cluster_id)
     elif spec.metadata is MetadataMode.kraft:  # made on KRaft: its id comes with its first `kctl up`
         out = out.with_kraft(Phase.kraft.value, None)
+    if out is spec:
+        out = spec.model_copy()
+    out._migration = record  # what check_migration holds kctl.yaml to, before anything is rendered
     return out
 
 

@@ -4,11 +4,15 @@ migrate-to-kraft.md)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from kctl import output
 from kctl.cli.common import OutputOpt, SpecOpt, connect
+
+if TYPE_CHECKING:
+    from kctl.spec import ClusterSpec
 
 YesOpt = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 TimeoutOpt = typer.Option(300, "--timeout", min=1, help="Seconds each roll gate may wait before the roll stops.")
@@ -39,6 +43,11 @@ def kraft_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
                                             f" {', '.join(st['under_way']['done']) or 'nothing yet'})"
                                             if st["under_way"] else "nothing")},
             {"what": "cluster id", "value": st["cluster_id"] or "-"}]
+    if st["kept"]:
+        kept = ", ".join(f"{k} {v or '(none)'}" for k, v in st["kept"].items())
+        rows.append({"what": "kctl.yaml keeps", "value": f"{kept} (until the migration is finalized or rolled back)"})
+    if st["metadata_version"]:
+        rows.append({"what": "metadata.version", "value": f"{st['metadata_version']} (no older release runs it)"})
     for host, state in (st.get("controllers") or {}).items():
         rows.append({"what": f"controller on {host}", "value": state})
     if "quorum" in st:
@@ -90,7 +99,11 @@ def _run(action: str, yes: bool, timeout: float, file: Path, fmt: output.Format)
     from kctl.kraft import phases
     from kctl.spec import state_dir_for
 
-    spec = connect(file, write=True)
+    def refusals(s: ClusterSpec) -> None:  # from kctl.yaml and the record alone: before any cluster is asked
+        s.check_migration()  # kctl.yaml changed under a migration under way: named as such, first
+        migrate.check_can_migrate(s, action)
+
+    spec = connect(file, write=True, before=refusals)
     state_dir = state_dir_for(spec, file)
     record = phases.read(state_dir)
     target, steps = migrate.plan(record, action)  # refusals before the question

@@ -31,10 +31,10 @@ def mirror_up(
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Start every mirror of kctl.yaml (a changed one restarts) and wait until its tasks run."""
-    from kctl.mirror import run
+    from kctl.mirror import loops, run
     from kctl.spec import state_dir_for
 
-    spec = connect(file, write=True)
+    spec = connect(file, write=True, before=lambda s: loops.check(s, file))  # a loop: refused before any cluster
     if not spec.mirrors:
         from kctl.mirror import config
 

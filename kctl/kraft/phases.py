@@ -19,9 +19,8 @@ finds it and resumes there.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -95,6 +94,19 @@ class Record:
     done: list[str] = field(default_factory=list)  # steps of the transition already completed
     history: list[dict[str, object]] = field(default_factory=list)  # {"phase", "at"} of each phase reached
     cluster_id: str | None = None  # the ZooKeeper-mode cluster's id, which the controllers format with
+    # What the migration started from and must keep until it ends (kctl.yaml's versions, image, security, the
+    # controllers' nodes: :func:`check_pins`); set by the first transition, cleared on arrival in zookeeper or
+    # kraft.
+    pins: dict[str, str] = field(default_factory=dict)
+    # The finalized metadata.version kctl raised the cluster to (`kctl apply` of a new release on KRaft) and the
+    # Kafka release that raised it: no older release can read the metadata afterwards.
+    metadata_version: str | None = None
+    metadata_version_release: str | None = None
+
+    @property
+    def migrating(self) -> bool:
+        """A transition is under way, or the cluster stands between ZooKeeper and a finalized KRaft."""
+        return self.target is not None or self.phase not in (Phase.zookeeper, Phase.kraft)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -108,34 +120,152 @@ class Record:
         try:
             return cls(phase=Phase(data["phase"]), target=Phase(data["target"]) if data.get("target") else None,
                        action=data.get("action"), done=list(data.get("done") or []),
-                       history=list(data.get("history") or []), cluster_id=data.get("cluster_id"))
-        except (KeyError, ValueError) as exc:
-            raise KctlError(f"{STATE_FILE}: not a record of a KRaft migration ({exc})",
+                       history=list(data.get("history") or []), cluster_id=data.get("cluster_id"),
+                       pins={str(k): str(v) for k, v in (data.get("pins") or {}).items()},
+                       metadata_version=data.get("metadata_version"),
+                       metadata_version_release=data.get("metadata_version_release"))
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            raise KctlError(f"{STATE_FILE}: not a record of a KRaft migration ({type(exc).__name__}: {exc})",
                             hint="it is kctl's own file in the state dir; do not edit it") from None
+
+    def replace(self, **changes: object) -> Record:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+PREVIOUS_SUFFIX = ".prev"
+
+
+def previous_path(state_dir: Path) -> Path:
+    """The record as it was before its last write (kept by :func:`write`): a rerun from it redoes at most the
+    step the last write recorded, and every step is safe to do twice."""
+    return state_dir / (STATE_FILE + PREVIOUS_SUFFIX)
 
 
 def read(state_dir: Path) -> Record:
-    """The cluster's record; a cluster without one is on ZooKeeper with nothing under way."""
+    """The cluster's record; a cluster without one is on ZooKeeper with nothing under way. An empty, cut short or
+    damaged record is one KctlError that says what the previous copy records and how to put it back."""
+    path = state_dir / STATE_FILE
     try:
-        return Record.from_json((state_dir / STATE_FILE).read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return Record(Phase.zookeeper)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _damaged(state_dir, f"cannot be read ({exc})") from None
+    if not text.strip():
+        raise _damaged(state_dir, "is empty (a crash while it was written, or a full disk)")
+    try:
+        return Record.from_json(text)
     except json.JSONDecodeError as exc:
-        raise KctlError(f"{state_dir / STATE_FILE} is not JSON ({exc.msg})",
-                        hint="it is kctl's own file in the state dir; do not edit it") from None
+        raise _damaged(state_dir, f"is cut short or not JSON ({exc.msg} at line {exc.lineno})") from None
+    except KctlError as exc:
+        raise _damaged(state_dir, exc.message.removeprefix(f"{STATE_FILE}: ")) from None
+
+
+def _damaged(state_dir: Path, what: str) -> KctlError:
+    path, prev = state_dir / STATE_FILE, previous_path(state_dir)
+    message = (f"{path} {what}: kctl cannot tell where the migration to KRaft stands, so it changes nothing")
+    try:
+        before = Record.from_json(prev.read_text(encoding="utf-8"))
+    except (OSError, ValueError, KctlError):
+        return KctlError(message, hint=f"no usable previous copy ({prev.name}): docs/runbooks/migrate-to-kraft.md,"
+                                       " \"kraft.json damaged\", says how to tell the phase from the cluster")
+    under_way = (f", a {before.action} to {before.target.value} under way (steps done:"
+                 f" {', '.join(before.done) or 'none'})" if before.target else "")
+    return KctlError(message, hint=f"its previous copy records phase {before.phase.value}{under_way}: `cp {prev}"
+                                   f" {path}`, then `kctl migrate kraft status`; the command under way resumes from"
+                                   " there (each step is safe to do twice)")
 
 
 def write(state_dir: Path, record: Record) -> None:
-    """The record, written to a temporary sibling and renamed into place (never half written)."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=state_dir, prefix=f".{STATE_FILE}.")
+    """The record, durably (:func:`kctl.files.write_durable`: a crash leaves the old record or the new one, never
+    an empty file); the record it replaces is kept as ``kraft.json.prev`` (see :func:`read`)."""
+    from kctl.files import write_durable
+
+    path = state_dir / STATE_FILE
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(record.to_json())
-        os.replace(tmp, state_dir / STATE_FILE)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        old = path.read_text(encoding="utf-8")
+        Record.from_json(old)
+    except (OSError, ValueError, KctlError):
+        old = None  # none yet, or damaged: the previous copy keeps the last good one
+    if old is not None:
+        write_durable(previous_path(state_dir), old)
+    write_durable(path, record.to_json())
+
+
+def current_pins(record: Record, pins: dict[str, str]) -> Record:
+    """The record with the pins a migration keeps: those it recorded, else (its first transition) ``pins``."""
+    return record if record.pins else record.replace(pins=dict(pins))
+
+
+PIN_WORDS = {"versions.kafka": "versions.kafka", "versions.scala": "versions.scala", "image": "image.ref",
+             "security.enabled": "security.enabled", "controllers": "the ZooKeeper participants (the controllers'"
+                                                                     " nodes, node ids)"}
+MIGRATING_RELEASE = "3.9."  # the one Kafka release that migrates (its last with ZooKeeper mode)
+
+
+def check_pins(record: Record, pins: dict[str, str]) -> None:
+    """UsageError (nothing rendered or written) when kctl.yaml changed what a migration under way must keep:
+    ``pins`` are kctl.yaml's values now (:attr:`kctl.spec.ClusterSpec.migration_pins`). A record written before
+    kctl kept pins is held to the one release that migrates."""
+    from kctl.errors import UsageError
+
+    if not record.migrating:
+        return
+    recorded = record.pins or ({} if pins.get("versions.kafka", "").startswith(MIGRATING_RELEASE)
+                               else {"versions.kafka": "3.9.x"})
+    changed = [k for k in recorded if pins.get(k) != recorded[k]]
+    if not changed:
+        return
+    what = "; ".join(f"{PIN_WORDS.get(k, k)}: {pins.get(k) or '(none)'} in kctl.yaml, {recorded[k] or '(none)'}"
+                     " when the migration started" for k in changed)
+    if record.target is not None:
+        where = (f"a {record.action} to {record.target.value} is under way (phase {record.phase.value}, steps done:"
+                 f" {', '.join(record.done) or 'none'})")
+        todo = f"`kctl migrate kraft {record.action}` to finish it"
+        if record.action == "next":
+            todo += ", then `kctl migrate kraft rollback` if you want to go back"
+    else:
+        where = f"the cluster is in the middle of its migration to KRaft (phase {record.phase.value})"
+        todo = ("`kctl migrate kraft next` / `finalize` to finish it, or `kctl migrate kraft rollback` to go back"
+                " to ZooKeeper")
+    raise UsageError(f"refused, nothing was rendered or written: {where}, and kctl.yaml changed what it keeps"
+                     f" ({what})",
+                     hint=f"put {', '.join(PIN_WORDS.get(k, k) for k in changed)} back as it was, run {todo};"
+                          " change it once the migration is finalized (or rolled back)")
+
+
+def release_of(version: str) -> tuple[int, ...]:
+    """Pure: a Kafka release (4.1.1) or a metadata.version (4.1-IV1) as its (major, minor)."""
+    import re
+
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else ()
+
+
+def check_downgrade(record: Record, kafka_version: str) -> None:
+    """UsageError when ``kafka_version`` is older than the release whose metadata.version kctl raised the cluster
+    to: Kafka cannot read metadata newer than it knows, and a raised metadata.version is not lowered again."""
+    from kctl.errors import UsageError
+
+    mv = record.metadata_version
+    if not mv or not release_of(mv) or release_of(kafka_version) >= release_of(mv):
+        return
+    by = f" by Kafka {record.metadata_version_release}" if record.metadata_version_release else ""
+    raise UsageError(f"versions.kafka: {kafka_version} is older than the cluster's metadata.version {mv} (raised{by}:"
+                     " a raised metadata.version is not lowered again, and an older release cannot read it); nothing"
+                     " was rendered or written",
+                     hint=f"keep versions.kafka at {'.'.join(map(str, release_of(mv)))}.x or later"
+                          + (f" (it was {record.metadata_version_release})" if record.metadata_version_release
+                             else ""))
+
+
+def record_metadata_version(state_dir: Path, level: str | None, release: str) -> None:
+    """Record the finalized metadata.version kctl raised the cluster to (``level``, e.g. 4.1-IV1)."""
+    if not level:
+        return
+    record = read(state_dir)
+    if (record.metadata_version, record.metadata_version_release) != (level, release):
+        write(state_dir, record.replace(metadata_version=level, metadata_version_release=release))
 
 
 def begin(record: Record, action: str, target: Phase) -> Record:
@@ -145,13 +275,12 @@ def begin(record: Record, action: str, target: Phase) -> Record:
                         f" {', '.join(record.done) or 'none'}); it must finish first",
                         hint=f"`kctl migrate kraft {record.action}` resumes it")
     if record.target is None:
-        return Record(record.phase, target, action, [], list(record.history), record.cluster_id)
+        return record.replace(target=target, action=action, done=[], history=list(record.history))
     return record
 
 
 def step_done(record: Record, step: str) -> Record:
-    return Record(record.phase, record.target, record.action, [*record.done, step], list(record.history),
-                  record.cluster_id)
+    return record.replace(done=[*record.done, step], history=list(record.history))
 
 
 def arrive(record: Record, now: float | None = None) -> Record:
@@ -159,8 +288,10 @@ def arrive(record: Record, now: float | None = None) -> Record:
     if record.target is None:
         return record
     at = time.time() if now is None else now
-    return Record(record.target, None, None, [], [*record.history, {"phase": record.target.value, "at": at}],
-                  record.cluster_id)
+    ended = record.target in (Phase.zookeeper, Phase.kraft)  # the migration is over: its pins go
+    return record.replace(phase=record.target, target=None, action=None, done=[],
+                          history=[*record.history, {"phase": record.target.value, "at": at}],
+                          pins={} if ended else dict(record.pins))
 
 
 def new_cluster_id() -> str:

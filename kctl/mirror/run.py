@@ -4,6 +4,7 @@ removed; every check that can refuse runs before anything is written or started.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -158,13 +159,16 @@ def up(spec: ClusterSpec, spec_path: Path, state_dir: Path, progress: Progress |
     """Start every mirror (a changed configuration restarts its container) and wait until each one's source
     connector and tasks report RUNNING in the target cluster; returns mirror -> what it saw."""
     from kctl.mirror import access, status
-    from kctl.render import write_text_files
     from kctl.runtime import engines
     from kctl.runtime.image import ensure_image
     from kctl.security.store import client_settings, write_secret
 
     say = progress or (lambda _m: None)
     found = sources(spec, spec_path)
+    from kctl.mirror import loops
+
+    for warning in loops.check(spec, spec_path):  # a configuration that can loop: refused here, nothing written
+        say(f"warning: {warning}")
     _reachable(spec.bootstrap_servers, f"{spec.name} (the target)", client_settings(spec))
     for m in spec.mirrors:
         _reachable(found[m.name].bootstrap_servers, f"mirror {m.name}'s source", found[m.name].security)
@@ -181,7 +185,7 @@ def up(spec: ClusterSpec, spec_path: Path, state_dir: Path, progress: Progress |
     for m in spec.mirrors:
         (d / m.name / "logs").mkdir(parents=True, exist_ok=True)
     files, hidden = config.render(spec, state_dir, found, logins)
-    changed = write_text_files(files, d)
+    changed = write_files(files, d)
     for m in spec.mirrors:
         for name, data in hidden.get(m.name, {}).items():
             if write_secret(config.secrets_dir(state_dir, m) / name, data):
@@ -209,6 +213,32 @@ def up(spec: ClusterSpec, spec_path: Path, state_dir: Path, progress: Progress |
                                 hint=f"`kctl mirror status`; its log: {d / m.name / 'logs' / 'mirrormaker'}")
             time.sleep(1.0)
     return seen
+
+
+PRIVATE_FILES = ("mm2.properties",)  # readable by the host user alone: the entrypoint copies it for MirrorMaker's
+
+
+def write_files(files: dict[str, str], out: Path) -> list[Path]:
+    """Write the mirrors' rendered files under ``out`` (relative path -> text), each durably and only when its text
+    changed; returns the paths that changed. mm2.properties is created 0600 (never readable by others, not for a
+    moment: :func:`kctl.files.write_durable`), and one left 0644 by an older kctl is narrowed; the rest 0644."""
+    from kctl.files import write_durable
+
+    changed: list[Path] = []
+    for rel, text in files.items():
+        target = out / rel
+        mode = 0o600 if target.name in PRIVATE_FILES else 0o644
+        try:
+            same = target.read_text(encoding="utf-8") == text
+        except (FileNotFoundError, UnicodeDecodeError):
+            same = False
+        if same:
+            if target.stat().st_mode & 0o777 != mode:
+                os.chmod(target, mode)
+            continue
+        write_durable(target, text, mode=mode)
+        changed.append(target)
+    return changed
 
 
 def down(spec: ClusterSpec, state_dir: Path) -> bool:

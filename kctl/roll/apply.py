@@ -333,6 +333,10 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
                                 " running, so their dynamic configs cannot be set",
                                 hint="`kctl status` shows why; start the broker (docs/runbooks/"
                                      "broker-will-not-rejoin.md), then apply again")
+        from kctl.roll import plan as roll_plan
+
+        for service, nodes, _hosts in phases(spec, the_plan):
+            roll_plan.check_request(spec, service, nodes)  # a roll kctl would refuse: before an image or a file
         if the_plan.restarts or the_plan.recreate or controllers:
             # Nothing is written or set before the cluster is known healthy enough to roll.
             run.check_before_roll(spec, min(gate_timeout, run.PRE_CHECK_TIMEOUT), say)
@@ -384,15 +388,23 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
         _record(state_dir, {c.name: c.config_hash for c in rendered.containers})
         metadata_version = None
         if new_image and spec.on_kraft:
-            # Every node runs the new release now: Kafka's metadata.version up to it (Kafka's last upgrade step).
-            from kctl.kraft import features
-
-            metadata_version = features.raise_metadata_version(spec)
-            before, after = metadata_version
-            say(f"metadata.version: {before} (already the newest {spec.versions.kafka} supports)" if before == after
-                else f"metadata.version: {before} -> {after} (every node runs Kafka {spec.versions.kafka};"
-                     " a raised metadata.version is not lowered again)")
+            metadata_version = raise_metadata_version(spec, state_dir, say)
         if spec.security_phase == 3 and spec.security.zookeeper.sasl and spec.security.zookeeper.set_acl:
             # Every broker now writes znodes with ACLs: those made before get them too (Kafka's sequence).
             migration.secure_znodes(spec, say)
     return ApplyResult(the_plan, done, written, rolls, time.monotonic() - started, metadata_version)
+
+
+def raise_metadata_version(spec: ClusterSpec, state_dir: Path, say: Any) -> tuple[str | None, str | None]:
+    """Every node runs the new release now: Kafka's metadata.version up to it (Kafka's last upgrade step), and the
+    level recorded in kraft.json, so that a later kctl.yaml with an older release is refused before anything is
+    rendered (kctl.kraft.phases.check_downgrade)."""
+    from kctl.kraft import features
+    from kctl.kraft import phases as kraft_record
+
+    before, after = features.raise_metadata_version(spec)
+    kraft_record.record_metadata_version(state_dir, after, spec.versions.kafka)
+    say(f"metadata.version: {before} (already the newest {spec.versions.kafka} supports)" if before == after
+        else f"metadata.version: {before} -> {after} (every node runs Kafka {spec.versions.kafka};"
+             " a raised metadata.version is not lowered again)")
+    return before, after

@@ -186,12 +186,13 @@ def write_applied(state_dir: Path, hashes: dict[str, str]) -> None:
     """Replace <state>/applied.json (host -> the config hash its container's processes are up to date with)."""
     import json
 
-    path = state_dir / contract.APPLIED_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"hashes": dict(sorted(hashes.items())),
-                               "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2) + "\n",
-                   encoding="utf-8")
-    tmp.replace(path)
+    from kctl.files import write_durable
+
+    # durably (a crash leaves the old record or the new one), through a temporary file of this process's own
+    write_durable(state_dir / contract.APPLIED_FILE,
+                  json.dumps({"hashes": dict(sorted(hashes.items())),
+                              "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2) + "\n",
+                  mode=0o644)
 
 
 def carried_hashes(old: dict[str, str], new: dict[str, str], labels: dict[str, str | None],

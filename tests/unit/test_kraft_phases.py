@@ -53,14 +53,16 @@ def test_the_record_resumes_a_transition_and_refuses_another(tmp_path: Path) -> 
                                                                   [{"phase": "controllers", "at": 1.0}])
     ph.write(tmp_path, done)
     assert ph.read(tmp_path) == done
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["kraft.json"]  # no temporary file left
+    # no temporary file left; the record before the last write kept beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kraft.json", "kraft.json.prev"]
+    assert ph.Record.from_json((tmp_path / "kraft.json.prev").read_text()).done == ["format-controllers"]
 
 
 def test_a_damaged_record_is_an_error_with_a_hint(tmp_path: Path) -> None:
     (tmp_path / ph.STATE_FILE).write_text("{not json")
     with pytest.raises(KctlError) as exc:
         ph.read(tmp_path)
-    assert "is not JSON" in exc.value.message and exc.value.hint
+    assert "is cut short or not JSON" in exc.value.message and exc.value.hint
     (tmp_path / ph.STATE_FILE).write_text(json.dumps({"phase": "sideways"}))
     with pytest.raises(KctlError):
         ph.read(tmp_path)

@@ -46,8 +46,9 @@ def test_one_flow_from_the_source_alias_into_this_cluster() -> None:
     one = ClusterSpec.model_validate({"name": "dr", "nodes": [{"id": 1, "hostname": "dr1"}], "mirrors": [
         {"name": "logger", "source": {"bootstrap_servers": "127.0.0.1:1"}}]})
     assert config.properties(one, one.mirrors[0], SOURCE)["checkpoints.topic.replication.factor"] == 1
-    # overrides come last, as is
-    assert props(target(overrides={"tasks.max": 4}))["tasks.max"] == 4
+    # overrides (tuning kctl has no setting for) come last, as is
+    assert props(target(overrides={"sync.topic.configs.interval.seconds": 60}))[
+        "sync.topic.configs.interval.seconds"] == 60
 
 
 def test_rendered_files_and_the_compose_project(tmp_path: Path) -> None:
@@ -304,3 +305,126 @@ def test_up_restarts_only_a_mirror_whose_files_changed_while_its_container_kept_
     assert to_restart(spec, [conf], {"logger": None}, running) == []  # up made or started it: it read them now
     assert to_restart(spec, [conf], running, {"logger": "c2@2026-11-27T10:05:00Z"}) == []  # Compose made it again
     assert to_restart(spec, [conf], running, {"logger": None}) == []  # it stopped: its next start reads them
+
+
+# ----- mirrors[].overrides: nothing injected, nothing contradicted, no secret (issue 43: 12) ----------------
+
+
+def mirror_spec(overrides: dict[str, object], **mirror: object) -> dict[str, object]:
+    return {"name": "dr", "mirrors": [{"name": "logger", "source": {"bootstrap_servers": "127.0.0.1:29092"},
+                                       "overrides": overrides, **mirror}]}
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("logger.consumer.max.poll.records", "500\nreplication.policy.class = x", "line break"),
+    ("logger.consumer.max.poll.records", "500\r", "line break"),
+    ("a\nclusters", "x", "line break"),
+    ("logger.consumer.client.id", "x\x00y", "control character"),
+    ("replication.policy.class", "org.apache.kafka.connect.mirror.IdentityReplicationPolicy", "`policy`"),
+    ("replication.policy.separator", "_", "`policy`"),
+    ("logger->dr.replication.policy.class", "x", "`policy`"),
+    ("logger.bootstrap.servers", "evil:9092", "kctl sets it itself"),
+    ("dr.producer.bootstrap.servers", "evil:9092", "kctl sets it itself"),
+    ("clusters", "a, b", "kctl sets it itself"),
+    ("dr->logger.enabled", "true", "the one flow"),
+    ("logger.security.protocol", "PLAINTEXT", "the login kctl manages"),
+    ("logger.ssl.truststore.location", "/tmp/ca.pem", "the login kctl manages"),
+    ("config.providers", "env", "FileConfigProvider"),
+    ("logger->dr.topics", ".*", "`topics`"),
+    ("tasks.max", 8, "`tasks`"),
+    ("logger.ssl.keystore.password", "hunter2", "a secret"),
+    ("logger.ssl.key.password", "hunter2", "a secret"),
+    ("logger.sasl.jaas.config", "x required password=\"hunter2\";", "a secret"),
+    ("logger.consumer.sasl.oauthbearer.client.secret", "hunter2", "a secret"),
+])
+def test_overrides_that_inject_contradict_or_hold_a_secret_are_refused(key: str, value: object, words: str) -> None:
+    with pytest.raises(SpecError) as refused:
+        parse_spec(mirror_spec({key: value}))
+    problems = [p for p in refused.value.problems if p.startswith("mirrors.0.overrides")]
+    assert len(problems) == 1 and words in problems[0], refused.value.problems
+    assert "hunter2" not in refused.value.message and "evil" not in refused.value.message  # never the value
+    assert refused.value.exit_code == 2
+
+
+def test_tuning_overrides_pass_and_reach_mm2_properties_as_is() -> None:
+    tuning = {"logger.consumer.max.poll.records": 500, "dr.producer.linger.ms": 20,
+              "logger->dr.sync.topic.configs.interval.seconds": 60, "logger.ssl.keystore.location": "/run/x.p12"}
+    spec, _ = parse_spec(mirror_spec(tuning))
+    text = config.render_properties(props(spec), "t")
+    for k, v in tuning.items():
+        assert f"{k} = {v}\n" in text
+
+
+def test_a_refused_override_exits_2_through_the_cli(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "kctl.yaml").write_text(yaml.safe_dump(mirror_spec({"logger.ssl.keystore.password": "hunter2"})))
+    p = subprocess.run([sys.executable, "-m", "kctl", "mirror", "up", "-f", "kctl.yaml"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert p.returncode == 2 and "mirrors.0.overrides.logger.ssl.keystore.password: a secret" in p.stderr, p.stderr
+    assert "hunter2" not in p.stdout + p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / ".kctl").exists()  # nothing written
+
+
+def test_mm2_properties_is_written_0600_from_its_creation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from kctl.mirror import run
+
+    spec, _ = parse_spec(mirror_spec({"logger.consumer.max.poll.records": 500}))
+    files, _hidden = config.render(spec, tmp_path / "state", {"logger": SOURCE})
+    opened: list[tuple[str, int]] = []
+    real_open = os.open
+
+    def spy(path: object, flags: int, mode: int = 0o777, *a: object, **k: object) -> int:
+        if flags & os.O_CREAT:
+            opened.append((Path(str(path)).name, mode))
+        return real_open(path, flags, mode, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", spy)
+    old = os.umask(0o000)  # even with no umask at all, never readable by others
+    try:
+        out = tmp_path / "state" / "mirror"
+        changed = run.write_files(files, out)
+    finally:
+        os.umask(old)
+    conf = out / "logger" / "conf" / "mm2.properties"
+    assert conf in changed
+    assert conf.read_text() == files["logger/conf/mm2.properties"]
+    assert "logger.consumer.max.poll.records = 500\n" in conf.read_text()
+    assert conf.stat().st_mode & 0o777 == 0o600
+    # created 0600 (the temporary file renamed into place), not chmod'ed after
+    assert [m for name, m in opened if name.startswith(".mm2.properties.")] == [0o600]
+    assert (out / "compose.yaml").stat().st_mode & 0o777 == 0o644  # no secret there: it stays readable
+    assert not [p for p in conf.parent.iterdir() if p.name.startswith(".")]
+    # unchanged: not rewritten; one an older kctl left 0644 is narrowed
+    conf.chmod(0o644)
+    assert run.write_files(files, out) == []
+    assert conf.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_mirror_container_reads_a_private_copy_of_mm2_properties() -> None:
+    node = Path(__file__).resolve().parents[2] / "kctl" / "runtime" / "node"
+    entry = (node / "entrypoint.sh").read_text()
+    start = (node / "mirrormaker-start").read_text()
+    # the 0600 file belongs to the host user: root copies it for MirrorMaker's user (uid 555), mode 0600
+    assert ('install -m 0600 -o 555 -g 555 "$CONF_DIR/mm2.properties" /run/kctl/mirror/mm2.properties' in entry)
+    assert "CONF=/run/kctl/mirror/mm2.properties" in start
+
+
+@pytest.mark.parametrize(("mirror", "where"), [
+    ({"topics": "orders\nclusters = evil"}, "mirrors.0.topics"),
+    ({"groups_exclude": "x\r"}, "mirrors.0.groups_exclude"),
+    ({"source": {"bootstrap_servers": "127.0.0.1:9092\nclusters = evil"}}, "mirrors.0.source.bootstrap_servers"),
+    ({"source": {"bootstrap_servers": "127.0.0.1:9092", "client": {
+        "security_protocol": "SASL_PLAINTEXT", "username": 'u" password="x', "password_file": "pw"}}},
+     "mirrors.0.source.client.username"),
+])
+def test_the_other_mirror_settings_that_reach_mm2_properties_cannot_break_its_lines(
+        mirror: dict[str, object], where: str) -> None:
+    with pytest.raises(SpecError) as refused:
+        parse_spec(mirror_spec({}, **mirror))
+    assert [p for p in refused.value.problems if p.startswith(where)], refused.value.problems

@@ -63,6 +63,9 @@ for svc in ${SERVICES//,/ }; do
       ;;
     mirrormaker)
       [ -r "$CONF_DIR/mm2.properties" ] || die "$CONF_DIR/mm2.properties is missing (KCTL_SERVICES=$SERVICES)"
+      # mm2.properties is the host user's, mode 0600: MirrorMaker's user gets a private copy, as the secrets do
+      install -d -m 0700 -o 555 -g 555 /run/kctl/mirror
+      install -m 0600 -o 555 -g 555 "$CONF_DIR/mm2.properties" /run/kctl/mirror/mm2.properties
       mkdir -p "$LOG_DIR/mirrormaker"
       ;;
     *)
