@@ -40,7 +40,7 @@ class Receiver:
                 if delay:
                     time.sleep(delay)
                 else:
-                    receiver.bodies.append((time.time(), {**body, "_token": self.headers.get("X-Token")}))
+                    receiver.bodies.append((time.time(), {**body, "_token": self.headers.get("X-Team")}))
                 self.send_response(204)
                 self.end_headers()
 
