@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kctl import contract
 from kctl.errors import KctlError
 from kctl.kafka import describe as kmd
 from kctl.properties import services_of
@@ -451,7 +452,33 @@ def status(spec: ClusterSpec, state_dir: Path | None = None, timeout: float = 1.
     st = assess(spec, obs)
     if obs.containers is not None:
         st.running = any(c.state == "running" for c in obs.containers.values())
+    if state_dir is not None and st.health != "healthy":
+        st.problems += interrupted_roll(state_dir, obs)
     return st
+
+
+def interrupted_roll(state_dir: Path, obs: Observations) -> list[str]:
+    """The services an interrupted roll recorded as down (kctl.roll.run's record) that still do not run, as one
+    problem saying what to run; [] without such a record."""
+    import json
+
+    try:
+        rec = json.loads((state_dir / contract.ROLL_RECORD_FILE).read_text())
+        down = [(str(h), str(s)) for h, s in rec.get("down", [])]
+    except FileNotFoundError:
+        return []
+    except (ValueError, TypeError, AttributeError):
+        return [f"{contract.ROLL_RECORD_FILE} in {state_dir} cannot be read: an interrupted roll may have left"
+                " services stopped; `kctl restart --rolling` names them"]
+    still = [(h, s) for h, s in down
+             if obs.containers is None or h not in obs.containers
+             or obs.containers[h].processes.get(s) != "RUNNING"]
+    if not still:
+        return []
+    who = " ".join(str(x) for x in (f"`{rec.get('argv')}`" if rec.get("argv") else rec.get("command"),
+                                    f"pid {rec['pid']}" if rec.get("pid") else None) if x)
+    return [f"an interrupted roll ({who or 'an earlier roll'}) left {', '.join(f'{h} {s}' for h, s in still)}"
+            " stopped: `kctl restart --rolling` (or `kctl apply`) starts it first and finishes the roll"]
 
 
 def check_identity(spec: ClusterSpec, state_dir: Path, obs: Observations) -> None:

@@ -413,6 +413,10 @@ def test_a_roll_killed_between_stop_and_start_is_put_back_by_the_next_one(cluste
     p.wait(30)
     record = json.loads((cluster.state_dir / "roll.json").read_text())
     assert record["down"] == [[first, "kafka"]] and record["command"] == "kctl restart", record
+    st = kctl(cluster, "status", "-o", "json")
+    assert st.returncode == 1 and any(p.startswith("an interrupted roll (`kctl restart --rolling --service kafka")
+                                      and f"left {first} kafka stopped" in p
+                                      for p in json.loads(st.stdout)["problems"]), st.stdout
     # the next roll starts the broker first (its pre-checks would refuse a cluster with a broker down), then rolls
     again = kctl(cluster, "restart", "--rolling", "--service", "kafka", "--yes")
     assert again.returncode == 0, again.stderr

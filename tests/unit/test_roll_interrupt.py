@@ -175,3 +175,19 @@ def test_the_record_is_replaced_whole(tmp_path: Path) -> None:
     run.write_record(tmp_path, {"down": []})
     assert json.loads(run.record_path(tmp_path).read_text()) == {"down": []}
     assert [p.name for p in tmp_path.iterdir()] == [run.RECORD_FILE]  # no temporary file left
+
+
+def test_status_says_what_an_interrupted_roll_left_down_and_what_to_run(tmp_path: Path) -> None:
+    from kctl import health
+
+    def obs(kafka: str) -> health.Observations:
+        return health.Observations(containers={"logger2": health.ContainerObs(
+            "logger2", "running", None, {"zookeeper": "RUNNING", "kafka": kafka})})
+
+    assert health.interrupted_roll(tmp_path, obs("STOPPED")) == []  # no record
+    run.write_record(tmp_path, {**run.lock_record("kctl restart", ["kctl", "restart", "--rolling"], pid=9),
+                                "down": [["logger2", "kafka"]]})
+    assert health.interrupted_roll(tmp_path, obs("STOPPED")) == [
+        "an interrupted roll (`kctl restart --rolling` pid 9) left logger2 kafka stopped: `kctl restart --rolling`"
+        " (or `kctl apply`) starts it first and finishes the roll"]
+    assert health.interrupted_roll(tmp_path, obs("RUNNING")) == []  # started since (by hand): nothing to say
