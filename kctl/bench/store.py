@@ -99,14 +99,18 @@ def measure(path: Path, n: int, groups: int, partitions: int) -> dict[str, Any]:
     bare = sqlite3.connect(uri(path, "ro"), uri=True)
 
     def floor() -> None:
-        at = bare.execute("SELECT MAX(ts_ms) FROM ends WHERE grp = ?", (group,)).fetchone()[0]
-        keys = bare.execute("SELECT topic, part FROM ends INDEXED BY ends_by_group WHERE grp = ? AND ts_ms = ?",
-                            (group, at)).fetchall()
-        for t, p in keys:
+        row = bare.execute("SELECT topic, part FROM ends WHERE grp = ? ORDER BY topic, part LIMIT 1",
+                           (group,)).fetchone()
+        while row is not None:
+            t, p = row
             bare.execute("SELECT offset, ts_ms, lag FROM samples WHERE grp = ? AND topic = ? AND part = ?"
                          " ORDER BY ts_ms DESC LIMIT ?", (group, t, p, WINDOW)).fetchall()
             bare.execute("SELECT ts_ms, end_offset FROM ends WHERE grp = ? AND topic = ? AND part = ?"
                          " ORDER BY ts_ms DESC LIMIT ?", (group, t, p, WINDOW)).fetchall()
+            row = bare.execute("SELECT topic, part FROM ends WHERE grp = ? AND topic = ? AND part > ?"
+                               " ORDER BY part LIMIT 1", (group, t, p)).fetchone() \
+                or bare.execute("SELECT topic, part FROM ends WHERE grp = ? AND topic > ? ORDER BY topic, part"
+                                " LIMIT 1", (group, t)).fetchone()
         bare.execute("SELECT ts_ms, status, total_lag FROM groups WHERE grp = ? AND ts_ms >= ?",
                      (group, now_ms - 3600 * 1000)).fetchall()
 
@@ -153,6 +157,8 @@ def render(fig: dict[str, Any]) -> str:
          f"{fig['before_ms'] / 1000:.1f} s"),
         (f"a round written (the benchmark's fill: {fig['groups'] * fig['partitions']:,} group partitions)",
          f"{fig['per_round_ms']:.0f} ms"),
+        ("the store per round (a sample and an end offset per group partition, an evaluation per group)",
+         f"{fig['size_mb'] * 1000 / fig['rounds']:.0f} kB"),
     ]
     lines = [SECTION, "",
              f"Measured by `python -m kctl.bench.store` on {fig['when']} ({fig['machine']}; load average at the end"

@@ -49,10 +49,7 @@ CREATE INDEX IF NOT EXISTS samples_by_partition ON samples (grp, topic, part, ts
 CREATE INDEX IF NOT EXISTS samples_by_time ON samples (ts_ms);
 CREATE TABLE IF NOT EXISTS ends (
   grp TEXT NOT NULL, topic TEXT NOT NULL, part INTEGER NOT NULL, ts_ms INTEGER NOT NULL,
-  end_offset INTEGER, lag INTEGER);
-CREATE INDEX IF NOT EXISTS ends_by_partition ON ends (grp, topic, part, ts_ms);
-CREATE INDEX IF NOT EXISTS ends_by_group ON ends (grp, ts_ms);
-CREATE INDEX IF NOT EXISTS ends_by_time ON ends (ts_ms);
+  end_offset INTEGER, lag INTEGER, PRIMARY KEY (grp, topic, part, ts_ms)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS groups (
   grp TEXT NOT NULL, ts_ms INTEGER NOT NULL, status TEXT NOT NULL, total_lag INTEGER NOT NULL,
   state TEXT, complete REAL NOT NULL);
@@ -147,8 +144,8 @@ class Store:
         self.db.executemany(
             "INSERT INTO samples (grp, topic, part, offset, ts_ms, lag, end_offset) VALUES (?, ?, ?, ?, ?, ?, ?)",
             samples)
-        self.db.executemany("INSERT INTO ends (grp, topic, part, ts_ms, end_offset, lag) VALUES (?, ?, ?, ?, ?, ?)",
-                            ends)
+        self.db.executemany(
+            "INSERT OR REPLACE INTO ends (grp, topic, part, ts_ms, end_offset, lag) VALUES (?, ?, ?, ?, ?, ?)", ends)
 
     def add_group(self, group: str, ts_ms: int, status: str, total_lag: int, state: str | None,
                   complete: float) -> None:
@@ -183,11 +180,22 @@ class Store:
     def prune(self, older_than_ms: int) -> int:
         """Delete history (and undelivered notifications) older than ``older_than_ms``; the alert state stays."""
         n = 0
-        for table in ("samples", "ends", "groups", "metrics"):
+        for table in ("samples", "groups", "metrics"):
             n += self.db.execute(f"DELETE FROM {table} WHERE ts_ms < ?", (older_than_ms,)).rowcount  # noqa: S608
+        n += self._prune_ends(older_than_ms)
         n += self.db.execute("DELETE FROM alert_log WHERE ts < ?", (older_than_ms / 1000,)).rowcount
         # A notification no notifier took within the retention is given up (its alert stays in alert_log).
         n += self.db.execute("DELETE FROM outbox WHERE created < ?", (older_than_ms / 1000,)).rowcount
+        return n
+
+    def _prune_ends(self, older_than_ms: int) -> int:
+        """The end-offset rows older than ``older_than_ms``, partition by partition through the primary key (the
+        table keeps no index by time: one row per group partition per round, it is the store's largest)."""
+        n = 0
+        for group in self.groups_known("ends"):
+            for t, p in self._partitions(group):
+                n += self.db.execute("DELETE FROM ends WHERE grp = ? AND topic = ? AND part = ? AND ts_ms < ?",
+                                     (group, t, p, older_than_ms)).rowcount
         return n
 
     # ----- reads ------------------------------------------------------------------------------------
@@ -197,9 +205,7 @@ class Store:
         partition)."""
         out: list[tuple[str, tuple[str, int], Sample, int | None]] = []
         for group in self.groups_known("samples"):
-            keys = [(r[0], r[1]) for r in self.db.execute(
-                "SELECT DISTINCT topic, part FROM samples WHERE grp = ? ORDER BY topic, part", (group,))]
-            for key in keys:
+            for key in self._partitions(group, "samples"):
                 out.extend((group, key, s, end) for s, end in self._samples(group, key, window))
         return out
 
@@ -212,8 +218,26 @@ class Store:
     def _ends(self, group: str, key: tuple[str, int], window: int) -> list[EndOffset]:
         rows = self.db.execute(
             "SELECT ts_ms, end_offset, lag FROM ends WHERE grp = ? AND topic = ? AND part = ?"
-            " ORDER BY ts_ms DESC, rowid DESC LIMIT ?", (group, key[0], key[1], window)).fetchall()
+            " ORDER BY ts_ms DESC LIMIT ?", (group, key[0], key[1], window)).fetchall()
         return [EndOffset(r[0], r[1], r[2]) for r in reversed(rows)]
+
+    def _partitions(self, group: str, table: str = "ends") -> list[tuple[str, int]]:
+        """The partitions ``group`` has rows of in ``table`` (ends, samples), one seek of its (grp, topic, part,
+        ts_ms) key each: a loose index scan, whatever the number of rows."""
+        if table not in ("ends", "samples"):
+            raise ValueError(table)
+        out: list[tuple[str, int]] = []
+        row = self.db.execute(f"SELECT topic, part FROM {table} WHERE grp = ? ORDER BY topic, part LIMIT 1",  # noqa: S608
+                              (group,)).fetchone()
+        while row is not None:
+            out.append((row[0], row[1]))
+            # The next partition of the same topic, else the first of the next topic: each a seek of the key
+            # (a row-value comparison on (topic, part) would walk the rows of the partition passed).
+            row = self.db.execute(f"SELECT topic, part FROM {table} WHERE grp = ? AND topic = ? AND part > ?"  # noqa: S608
+                                  " ORDER BY part LIMIT 1", (group, row[0], row[1])).fetchone() \
+                or self.db.execute(f"SELECT topic, part FROM {table} WHERE grp = ? AND topic > ?"  # noqa: S608
+                                   " ORDER BY topic, part LIMIT 1", (group, row[0])).fetchone()
+        return out
 
     def _has(self, table: str) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
@@ -222,17 +246,16 @@ class Store:
     def group_rows(self, group: str, window: int) -> StoredGroup | None:
         """``group`` at its latest stored snapshot: per partition of that snapshot, its last ``window`` samples
         and end offsets (what :func:`kctl.monitor.sampler.stored_status` judges); None when the store has no
-        snapshot of it. At most ``2 * window`` rows read per partition, through the indexes."""
+        snapshot of it. At most ``2 * window`` rows read per partition, through the indexes; the moment is the
+        latest end offset's, and the snapshot's partitions those with an end offset then."""
         if not self._has("ends"):
             return None  # a store written before end offsets were kept: no moment to judge
-        row = self.db.execute("SELECT MAX(ts_ms) FROM ends WHERE grp = ?", (group,)).fetchone()
-        if row is None or row[0] is None:
+        ends = {key: self._ends(group, key, window) for key in self._partitions(group)}
+        if not ends:
             return None
-        at_ms = int(row[0])
-        keys = sorted({(r[0], r[1]) for r in self.db.execute(
-            "SELECT topic, part FROM ends INDEXED BY ends_by_group WHERE grp = ? AND ts_ms = ?", (group, at_ms))})
-        parts = tuple(PartitionRows(t, p, tuple(s for s, _ in self._samples(group, (t, p), window)),
-                                    tuple(self._ends(group, (t, p), window))) for t, p in keys)
+        at_ms = max(e[-1].timestamp_ms for e in ends.values())
+        parts = tuple(PartitionRows(t, p, tuple(s for s, _ in self._samples(group, (t, p), window)), tuple(e))
+                      for (t, p), e in ends.items() if e[-1].timestamp_ms == at_ms)
         st = self.db.execute("SELECT state FROM groups WHERE grp = ? ORDER BY ts_ms DESC LIMIT 1", (group,)).fetchone()
         return StoredGroup(group, at_ms, st[0] if st else None, parts)
 

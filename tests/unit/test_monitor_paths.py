@@ -127,6 +127,14 @@ def test_a_stopped_consumer_reads_stop_through_every_path_and_all_agree(world: A
     assert seen[:5] == [("OK", 0)] * 5
     assert seen[5:9] == [("OK", 10), ("OK", 20), ("OK", 30), ("OK", 40)]
     assert seen[9:] == [("STOP", 50), ("STOP", 60), ("STOP", 70), ("STOP", 80), ("STOP", 90)]
+    # As a new user reads it: the table says STOP, where it read this from and for which moment.
+    from kctl.cli.main import app
+
+    w.clock[0] += 1
+    run = CliRunner().invoke(app, ["lag", "app", "-f", str(w.spec_file)])
+    assert run.exit_code == 1 and "STOP" in run.output, run.output
+    moment = time.strftime("%H:%M:%SZ", time.gmtime(T0 + 26))
+    assert f"from the monitor, as of {moment} (1 s ago)" in " ".join(run.output.split()), run.output
 
 
 def test_a_restarted_monitor_answers_as_before(world: Any) -> None:

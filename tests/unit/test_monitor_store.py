@@ -91,8 +91,10 @@ def test_prune_removes_old_end_offsets_too(tmp_path: Path) -> None:
     for i in range(6):
         record(store, w, snap(i, [("t", 0, 1, 1 + i, False)]))
     with store.round():
-        store.prune(older_than_ms=3000)
+        assert store.prune(older_than_ms=3000) == 1 + 3 + 3  # the one sample, end offsets, evaluations
     assert store.db.execute("SELECT COUNT(*) FROM ends").fetchone()[0] == 3
+    for line in _plans(store, lambda: store.prune(older_than_ms=4000)):
+        assert not any(f"-> SCAN {t}" in line for t in REAL_TABLES), line
     store.close()
 
 
@@ -113,8 +115,8 @@ def _plans(store: Store, read: Callable[[], object]) -> list[str]:
 
 
 def test_every_read_goes_through_an_index(tmp_path: Path) -> None:
-    """No read scans a table: each of samples, ends and groups is searched through an index (SQLite's plan says
-    SEARCH ... USING INDEX, never SCAN samples/ends/groups)."""
+    """No read scans a table: each of samples, ends and groups is searched through an index or its primary key
+    (SQLite's plan says SEARCH ... USING INDEX / PRIMARY KEY, never SCAN samples/ends/groups)."""
     store = Store(tmp_path / "monitor.db")
     w = Windows(size=3)
     for i in range(5):
@@ -131,12 +133,13 @@ def test_every_read_goes_through_an_index(tmp_path: Path) -> None:
         "round_groups": r.round_groups,
         "groups_known": r.groups_known,
         "knows_group": lambda: r.knows_group("app"),
+        "last_samples": lambda: r.last_samples(3),
     }
     for name, read in reads.items():
         for line in _plans(r, read):
             assert not any(f"-> SCAN {t}" in line for t in REAL_TABLES), f"{name}: {line}"
             if "-> SEARCH" in line:
-                assert "INDEX" in line, f"{name}: {line}"
+                assert "INDEX" in line or "PRIMARY KEY" in line, f"{name}: {line}"
     r.close()
 
 
@@ -176,6 +179,8 @@ def test_a_read_is_bounded_by_the_window_not_the_history(tmp_path: Path) -> None
         "latest_groups": store.latest_groups,
         "round_groups": store.round_groups,
         "groups_known": store.groups_known,
+        "last_samples": lambda: store.last_samples(4),
+        "stored_windows": lambda: store.stored_windows(4),
     }
     rounds(0, 60)
     small = {name: _steps(store, read) for name, read in reads.items()}
