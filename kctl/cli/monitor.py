@@ -101,9 +101,10 @@ def lag(
     file: Path = SpecOpt,
     fmt: Format = OutputOpt,
 ) -> None:
-    """Each group judged as Burrow does: OK, WARN (lag never decreasing), STOP (no commits), STALL (committing
-    without progress), REWIND (an offset moved back), over a window of committed offsets. Exit 0 when every
-    group is OK, 1 otherwise."""
+    """Each group judged as Burrow (v1.9.5) does: OK, WARN (lag never decreasing), STOP (no commits), STALL
+    (committing without progress), REWIND (an offset moved back, not recovered), over a window of committed
+    offsets; a lag up to monitoring.allowed_lag counts as none. While the monitor runs, its answer for its
+    latest sampling. Exit 0 when every group is OK, 1 otherwise."""
     import time
 
     from kctl.kafka import groups as kgroups
