@@ -195,8 +195,10 @@ def _lag_from_monitor(spec: Any, file: Path, groups: list[str], window: int, fmt
                   for g in names}
     finally:
         store.close()
+    if not groups:  # every group of the latest round that has partitions to judge
+        judged = {g: j for g, j in judged.items() if j is not None}
     missing = [g for g, j in judged.items() if j is None]
-    if not names or missing:
+    if not judged or missing:
         for g in missing:
             kgroups.describe(spec, g)  # an unknown group: its clear error; a known one the monitor has not seen yet:
         return False  # a fresh sampling instead

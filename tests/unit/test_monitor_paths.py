@@ -135,6 +135,11 @@ def test_a_stopped_consumer_reads_stop_through_every_path_and_all_agree(world: A
     assert run.exit_code == 1 and "STOP" in run.output, run.output
     moment = time.strftime("%H:%M:%SZ", time.gmtime(T0 + 26))
     assert f"from the monitor, as of {moment} (1 s ago)" in " ".join(run.output.split()), run.output
+    # Without a group: every group of the monitor's latest round, from its store.
+    every = CliRunner().invoke(app, ["lag", "-o", "json", "-f", str(w.spec_file)])
+    docs = json.loads(every.stdout)
+    assert every.exit_code == 1 and [(d["group"], d["status"], d["source"]) for d in docs] == [
+        ("app", "STOP", "the monitor")]
 
 
 def test_a_restarted_monitor_answers_as_before(world: Any) -> None:
