@@ -493,6 +493,10 @@ class NotifierSpec(_Model):
         return out
 
 
+_LABEL = r"[A-Za-z0-9][A-Za-z0-9-]{0,62}"
+_API_HOST = re.compile(rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]+\])(?::\d{{1,5}})?")
+
+
 class MonitoringSpec(_Model):
     enabled: bool = Field(
         True, description="Exporters on every node: the Prometheus JMX exporter as a Java agent in each broker,"
@@ -509,6 +513,14 @@ class MonitoringSpec(_Model):
     interval_seconds: float = Field(10.0, ge=1, le=3600, description="How often the monitor samples offsets and"
                                                                      " the exporters.")
     window: int = Field(10, ge=2, le=1000, description="Samples per partition the lag evaluation looks at.")
+    allowed_lag: int = Field(0, ge=0, description="Burrow's allowed-lag: a partition whose lag is at most this"
+                                                  " many records counts as caught up (its current lag: OK; a"
+                                                  " sample's lag: the zero-lag rule). 0: only no lag at all.")
+    api_hosts: list[str] = Field(
+        default_factory=list, description="Host names the monitor's API answers to besides 127.0.0.1, localhost"
+                                          " and [::1] on its port (a name behind a proxy or tunnel): `name` for"
+                                          " any port, `name:port` for that port. Any other Host header is"
+                                          " refused (421), which keeps a DNS-rebinding web page out.")
     retention_hours: float = Field(24.0, gt=0, le=24 * 366, description="How long the monitor keeps its history.")
     disk_percent: float = Field(85.0, gt=0, le=100, description="The `disk` rule: a broker's data disk fuller"
                                                                 " than this.")
@@ -523,6 +535,15 @@ class MonitoringSpec(_Model):
         description="Alert rules by name (" + ", ".join(ALERT_RULES) + "); a rule left out keeps its default.")
     notifiers: list[NotifierSpec] = Field(default_factory=list, description="Where notifications go: webhooks"
                                                                             " and e-mail.")
+
+    @field_validator("api_hosts")
+    @classmethod
+    def _api_hosts(cls, v: list[str]) -> list[str]:
+        for h in v:
+            if not _API_HOST.fullmatch(h):
+                raise ValueError(f"{h!r} is not a host name or host:port (e.g. monitor.example.org,"
+                                 " monitor.example.org:8443, [fd00::1]:17600)")
+        return [h.lower() for h in v]
 
     @field_validator("alerts", mode="before")
     @classmethod

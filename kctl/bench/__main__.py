@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     from kctl.bench import monitor as bench_monitor
 
     bench_monitor.main([])
+    from kctl.bench import store as bench_store
+
+    bench_store.main([])
     from kctl.bench import console as bench_console
 
     try:

@@ -188,9 +188,10 @@ def render_section(mon: dict[str, Any], exp: dict[str, list[float]], records: in
         "",
         *table(("measure", "value"), rows_m),
         "",
-        "The store grows by the samples of every group partition (a moved offset, or an owned one) and one metrics",
-        "report per round; `monitoring.retention_hours` bounds it. Memory is bounded by the windows",
-        "(`monitoring.window` samples per group partition) and the last report.",
+        "The store grows by the samples of every group partition (a moved offset, or an owned one), every group",
+        "partition's end offset and one metrics report per round; `monitoring.retention_hours` bounds it. Memory",
+        "is bounded by the windows (`monitoring.window` samples and end offsets per group partition) and the last",
+        "report.",
         "",
         f"The exporters' cost on produce throughput (two clusters up at once, runs alternating; {len(exp['off'])} runs"
         " each):",

@@ -101,9 +101,10 @@ def lag(
     file: Path = SpecOpt,
     fmt: Format = OutputOpt,
 ) -> None:
-    """Each group judged as Burrow does: OK, WARN (lag never decreasing), STOP (no commits), STALL (committing
-    without progress), REWIND (an offset moved back), over a window of committed offsets. Exit 0 when every
-    group is OK, 1 otherwise."""
+    """Each group judged as Burrow (v1.9.5) does: OK, WARN (lag never decreasing), STOP (no commits), STALL
+    (committing without progress), REWIND (an offset moved back, not recovered), over a window of committed
+    offsets; a lag up to monitoring.allowed_lag counts as none. While the monitor runs, its answer for its
+    latest sampling. Exit 0 when every group is OK, 1 otherwise."""
     import time
 
     from kctl.kafka import groups as kgroups
@@ -122,7 +123,7 @@ def lag(
     if samples > window:
         raise UsageError(f"--samples {samples} is more than the window of {window}",
                          hint="raise --window, or take fewer samples")
-    windows = sampler.Windows(size=window)
+    windows = sampler.Windows(size=window, allowed_lag=spec.monitoring.allowed_lag)
     taken = 0
     reports = 0
     while True:
@@ -131,22 +132,19 @@ def lag(
             windows.observe(sampler.snapshot_of(kgroups.describe(spec, g, bootstrap), int(time.time() * 1000)))
         taken += 1
         if taken >= samples:
-            results = [windows.evaluate(g, time.time()) for g in names]
-            _emit_lag(results, windows, window, fmt, single=len(groups or []) == 1, watch=watch,
-                      source="fresh sampling")
+            docs = [sampler.to_json(windows.evaluate(g), state=windows.states.get(g), window=window,
+                                    source="fresh sampling") for g in names]
+            _emit_lag(docs, window, fmt, single=len(groups or []) == 1, watch=watch)
             reports += 1
             if not watch or (count and reports >= count):
                 break
         time.sleep(max(0.0, interval - (time.monotonic() - started)))
-    raise typer.Exit(0 if all(r.status is r.status.OK for r in results) else 1)
+    raise typer.Exit(0 if all(d["status"] == "OK" for d in docs) else 1)
 
 
-def _emit_lag(results: list[Any], windows: Any, window: int, fmt: Format, *, single: bool, watch: bool,
-              source: str) -> None:
-    from kctl.monitor import sampler
+def _emit_lag(docs: list[dict[str, Any]], window: int, fmt: Format, *, single: bool, watch: bool) -> None:
+    import time
 
-    docs = [sampler.to_json(r, state=windows.states.get(r.group), window=window, source=source)
-            for r in results]
     if watch and fmt is Format.json:
         _json_line(docs[0] if single else docs)
         return
@@ -160,11 +158,16 @@ def _emit_lag(results: list[Any], windows: Any, window: int, fmt: Format, *, sin
              "problems": ", ".join(f"{p['topic']}-{p['partition']} {p['status']}" for p in d["problems"]) or "-"}
             for d in docs]
     incomplete = [d["group"] for d in docs if not d["complete"]]
-    if not incomplete:
+    source = docs[0]["source"] if docs else "fresh sampling"
+    if source == "the monitor":
+        oldest = min((d["at_ms"] for d in docs), default=0) / 1000
+        footer = (f"from the monitor, as of {time.strftime('%H:%M:%SZ', time.gmtime(oldest))}"
+                  f" ({max(0.0, time.time() - oldest):.0f} s ago)")
+        if incomplete:
+            footer += (f"; window not full yet for {', '.join(incomplete)} (a partition whose consumer is gone gets"
+                       " no new samples)")
+    elif not incomplete:
         footer = f"from {source}"
-    elif source == "the monitor":
-        footer = (f"from the monitor; window not full yet for {', '.join(incomplete)} (a partition whose consumer"
-                  " is gone gets no new samples)")
     else:
         footer = (f"window incomplete for {', '.join(incomplete)} ({source}): --samples {window}, or the monitor"
                   " (`kctl monitor start --detach`), gives the full evaluation")
@@ -173,9 +176,9 @@ def _emit_lag(results: list[Any], windows: Any, window: int, fmt: Format, *, sin
 
 
 def _lag_from_monitor(spec: Any, file: Path, groups: list[str], window: int, fmt: Format) -> bool:
-    """When the monitor runs: judge ``groups`` from its store (its windows, no sampling); False otherwise."""
-    import time
-
+    """When the monitor runs: judge ``groups`` (default: those of its latest round) from its store, each at the
+    moment of its latest stored snapshot with the monitor's own parameters (what its API answers for that
+    moment); False when the monitor does not run or has no snapshot of a group yet (a fresh sampling then)."""
     from kctl.kafka import groups as kgroups
     from kctl.monitor import process, sampler
     from kctl.monitor.store import Store, db_path
@@ -187,21 +190,21 @@ def _lag_from_monitor(spec: Any, file: Path, groups: list[str], window: int, fmt
         return False
     store = Store(db_path(state_dir), readonly=True)
     try:
-        windows = sampler.Windows(size=rec.window)
-        for group, key, sample, end in store.last_samples(rec.window):
-            windows.add(group, key, sample, end)
-        latest = store.latest_groups()
+        names = groups or store.round_groups()
+        judged = {g: sampler.stored_status(store, g, window=rec.window, allowed_lag=spec.monitoring.allowed_lag)
+                  for g in names}
     finally:
         store.close()
-    names = groups or sorted(windows.groups)
-    for g in names:
-        if g not in windows.groups:
+    if not groups:  # every group of the latest round that has partitions to judge
+        judged = {g: j for g, j in judged.items() if j is not None}
+    missing = [g for g, j in judged.items() if j is None]
+    if not judged or missing:
+        for g in missing:
             kgroups.describe(spec, g)  # an unknown group: its clear error; a known one the monitor has not seen yet:
-            return False  # a fresh sampling instead
-        windows.states[g] = (latest.get(g) or {}).get("state") or "UNKNOWN"
-    results = [windows.evaluate(g, time.time()) for g in names]
-    _emit_lag(results, windows, rec.window, fmt, single=len(groups) == 1, watch=False, source="the monitor")
-    raise typer.Exit(0 if all(r.status is r.status.OK for r in results) else 1)
+        return False  # a fresh sampling instead
+    docs = [j.to_json() for j in judged.values() if j is not None]
+    _emit_lag(docs, docs[0]["window"], fmt, single=len(groups) == 1, watch=False)
+    raise typer.Exit(0 if all(d["status"] == "OK" for d in docs) else 1)
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -239,7 +242,7 @@ def _lag_history(args: list[str], since: str, plot: Path | None, file: Path, fmt
     spec, store, _ = _open_store(file)
     try:
         rows = store.group_history(group, int((time.time() - seconds) * 1000))
-        known = group in store.groups_known()
+        known = store.knows_group(group)
     finally:
         store.close()
     if not known:

@@ -472,22 +472,15 @@ def broker_history(spec: ClusterSpec, since_s: float = 3600) -> dict[str, Any] |
 def group_evaluation(spec: ClusterSpec, group: str) -> dict[str, Any] | None:
     """Burrow's evaluation of the group over the monitor's window (as `kctl lag GROUP` reads it from the
     monitor's store): its status and each partition's; None when the monitor has no samples of it."""
-    import time
-
     from kctl.monitor import process, sampler
 
     rec = process.running(_state_dir(spec))
     window = rec.window if rec is not None else spec.monitoring.window
-    samples = _from_store(spec, lambda store: store.last_samples(window))
-    if samples is None:
+    judged = _from_store(spec, lambda store: sampler.stored_status(store, group, window=window,
+                                                                   allowed_lag=spec.monitoring.allowed_lag))
+    if judged is None:
         return None
-    windows = sampler.Windows(size=window)
-    for g, key, sample, end in samples:
-        if g == group:
-            windows.add(g, key, sample, end)
-    if group not in windows.groups:
-        return None
-    doc = sampler.to_json(windows.evaluate(group, time.time()), window=window, source="the monitor")
+    doc = judged.to_json()
     doc["by_partition"] = {f"{p['topic']}-{p['partition']}": p["status"] for p in doc["partitions"]}
     doc["monitor_running"] = rec is not None
     return doc

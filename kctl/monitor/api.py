@@ -11,6 +11,12 @@
 
 The JSON keeps Burrow's field names (``error``, ``message``, ``status.partitions``, ``maxlag``, ``totallag``),
 so a tool written for Burrow reads it.
+
+Listening on 127.0.0.1 keeps other machines out, not a web page in the operator's browser: a page on a name
+the attacker re-binds to 127.0.0.1 (DNS rebinding) would be same-origin with the API and could read it. So
+every request's ``Host`` must name the API as the loopback addresses do (``127.0.0.1:PORT``,
+``localhost:PORT``, ``[::1]:PORT``) or be one of ``monitoring.api_hosts``; any other is answered 421
+(Misdirected Request), a missing one 400, before anything is read.
 """
 
 from __future__ import annotations
@@ -74,6 +80,7 @@ def burrow_status(cluster: str, doc: dict[str, Any], *, every_partition: bool) -
         "partition_count": len(doc["partitions"]),
         "maxlag": _partition(doc["max_lag"]) if doc["max_lag"] else None,
         "totallag": doc["total_lag"],
+        "evaluated_at_ms": doc.get("at_ms"),  # the moment judged (not Burrow's): the group's latest snapshot
     }
 
 
@@ -109,18 +116,54 @@ def prometheus_text(monitor: Monitor) -> bytes:
     return bytes(generate_latest(reg))
 
 
-def app(monitor: Monitor) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
+def _split_host(host: str) -> tuple[str, str | None]:
+    """``name:port`` -> (name, port); ``[::1]:80`` -> ([::1], 80); a name alone -> (name, None)."""
+    if host.startswith("["):
+        close = host.find("]") + 1
+        rest = host[close:]
+        return host[:close], (rest[1:] if rest.startswith(":") else None)
+    name, sep, port = host.rpartition(":")
+    return (name, port) if sep else (host, None)
+
+
+def allowed_host(host: str | None, port: int, extra: Iterable[str] = ()) -> bool:
+    """Whether a request's Host header names this API: a loopback name on ``port``, or one of ``extra``
+    (``name``: on any port; ``name:port``: that one)."""
+    if not host:
+        return False
+    name, on = _split_host(host.strip().lower())
+    if name in ("127.0.0.1", "localhost", "[::1]") and on == str(port):
+        return True
+    for e in extra:
+        e_name, e_port = _split_host(e)
+        if name == e_name and (e_port is None or e_port == on):
+            return True
+    return False
+
+
+def app(monitor: Monitor, port: int | None = None) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
+    """The API's WSGI application; ``port``: the one it listens on (default ``monitoring.monitor_port``)."""
     cluster = monitor.spec.name
+    port = port or monitor.spec.monitoring.monitor_port
+    extra = tuple(monitor.spec.monitoring.api_hosts)
 
     def respond(start: StartResponse, code: str, body: Any, ctype: str = "application/json") -> list[bytes]:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        start(code, [("Content-Type", ctype), ("Content-Length", str(len(data)))])
+        start(code, [("Content-Type", ctype), ("Content-Length", str(len(data))),
+                     ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-store")])
         return [data]
 
     def not_found(start: StartResponse, message: str) -> list[bytes]:
         return respond(start, "404 Not Found", {"error": True, "message": message})
 
     def handle(environ: dict[str, Any], start: StartResponse) -> Iterable[bytes]:
+        host = environ.get("HTTP_HOST")
+        if not host:
+            return respond(start, "400 Bad Request", {"error": True, "message": "no Host header"})
+        if not allowed_host(host, port, extra):
+            return respond(start, "421 Misdirected Request", {
+                "error": True, "message": f"this API answers to 127.0.0.1:{port}, localhost:{port} and [::1]:{port}"
+                                          f" (and monitoring.api_hosts), not to Host {host[:100]!r}"})
         if environ.get("REQUEST_METHOD") != "GET":
             return respond(start, "405 Method Not Allowed", {"error": True, "message": "GET only"})
         path = [p for p in environ.get("PATH_INFO", "").split("/") if p]
@@ -161,6 +204,8 @@ def app(monitor: Monitor) -> Callable[[dict[str, Any], StartResponse], Iterable[
 
 def serve(monitor: Monitor, port: int) -> _Server:
     """Start the API on 127.0.0.1:``port`` in a daemon thread; ``shutdown()`` stops it."""
-    server = make_server("127.0.0.1", port, app(monitor), server_class=_Server, handler_class=_QuietHandler)
+    server = make_server("127.0.0.1", port, app(monitor, port), server_class=_Server, handler_class=_QuietHandler)
+    if not port:  # an ephemeral port (tests): the application checks the Host against the one bound
+        server.set_app(app(monitor, server.server_port))
     threading.Thread(target=server.serve_forever, name="kctl-monitor-api", daemon=True).start()
     return server

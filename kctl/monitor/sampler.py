@@ -8,10 +8,19 @@ samples like this:
 - an offset that did not move is a commit of the same offset when a live member of the group owns the
   partition (a consumer that is running but not progressing commits where it stands: Burrow's STALL), and no
   commit at all when no member does (the consumer is gone: the window ages into Burrow's STOP);
-- each snapshot's end offset is kept as a recent end offset (Burrow's "recently caught up" check).
+- every snapshot, a commit or not, leaves the partition's end offset and the group's lag at that moment (an
+  :class:`~kctl.monitor.lag.EndOffset`): the recent end offsets of Burrow's "recently caught up" check, and
+  the latest of them the current lag is measured against. A consumer that stopped while its producer goes on
+  so shows a growing current lag and no recent catch-up, and turns STOP (its window no longer ends on the lag
+  0 of its last commit);
+- a partition that is no longer in the snapshot (no commit, no owner) is no longer judged.
 
 :class:`Windows` is pure (the snapshots come in as data): the monitor keeps one across its samples and
-stores every sample; ``kctl lag`` without the monitor fills one from a short fresh sampling.
+stores every row it adds; ``kctl lag`` without the monitor fills one from a short fresh sampling. Readers of
+the store (``kctl lag`` while the monitor runs, the console) judge its rows with :func:`stored_status`, at the
+moment of the group's latest stored snapshot, with the window and ``allowed_lag`` the monitor recorded: the
+same rows, moment and parameters as the monitor's own evaluation (:func:`kctl.monitor.lag.evaluate_rows`),
+so the same answer.
 """
 
 from __future__ import annotations
@@ -19,9 +28,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kctl.monitor.lag import GroupStatus, PartitionStatus, Sample, Status, evaluate_group, evaluate_partition
+from kctl.monitor.lag import EndOffset, GroupStatus, PartitionRows, PartitionStatus, Sample, Status, evaluate_rows
+
+if TYPE_CHECKING:
+    from kctl.monitor.store import Store, StoredGroup
 
 DEFAULT_WINDOW = 10  # samples per partition, Burrow's default intervals
 
@@ -43,20 +55,30 @@ class GroupSnapshot:
     partitions: tuple[PartitionSnapshot, ...]
 
 
+class Seen(NamedTuple):
+    """One partition's row of a snapshot, as stored: its commit (None: no new sample) and its end offset."""
+
+    key: tuple[str, int]
+    sample: Sample | None
+    end: EndOffset
+
+
 @dataclass
 class _Partition:
     samples: deque[Sample]
-    ends: deque[int]
-    current_lag: int = 0
+    ends: deque[EndOffset]
 
 
 @dataclass
 class Windows:
-    """The last ``size`` samples of every partition of every group seen."""
+    """The last ``size`` samples and end offsets of every partition of every group seen."""
 
     size: int = DEFAULT_WINDOW
+    allowed_lag: int = 0
     groups: dict[str, dict[tuple[str, int], _Partition]] = field(default_factory=dict)
     states: dict[str, str] = field(default_factory=dict)
+    at_ms: dict[str, int] = field(default_factory=dict)  # each group's latest snapshot
+    current: dict[str, set[tuple[str, int]]] = field(default_factory=dict)  # the partitions in it
 
     def _slot(self, group: str, key: tuple[str, int]) -> _Partition:
         parts = self.groups.setdefault(group, {})
@@ -64,42 +86,71 @@ class Windows:
             parts[key] = _Partition(deque(maxlen=self.size), deque(maxlen=self.size))
         return parts[key]
 
-    def add(self, group: str, key: tuple[str, int], sample: Sample, end: int | None) -> None:
-        """One stored sample (the monitor replays its store through this after a restart)."""
-        slot = self._slot(group, key)
-        slot.samples.append(sample)
-        if end is not None:
-            slot.ends.append(end)
-        if sample.lag is not None:
-            slot.current_lag = sample.lag
+    def restore(self, stored: StoredGroup) -> None:
+        """A group as the store kept it (the monitor reads its windows back so after a restart)."""
+        self.current[stored.group] = {(r.topic, r.partition) for r in stored.rows}
+        for r in stored.rows:
+            slot = self._slot(stored.group, (r.topic, r.partition))
+            slot.samples.extend(r.samples)
+            slot.ends.extend(r.ends)
+        self.states[stored.group] = stored.state or "UNKNOWN"
+        self.at_ms[stored.group] = stored.at_ms
 
-    def observe(self, snap: GroupSnapshot) -> list[tuple[tuple[str, int], Sample, int | None]]:
-        """Take one snapshot in; returns the samples it added (what the monitor stores)."""
+    def observe(self, snap: GroupSnapshot) -> list[Seen]:
+        """Take one snapshot in; returns the rows it added (what the monitor stores)."""
         self.states[snap.group] = snap.state
-        added: list[tuple[tuple[str, int], Sample, int | None]] = []
+        self.at_ms[snap.group] = snap.at_ms
+        self.current[snap.group] = {(p.topic, p.partition) for p in snap.partitions}
+        added: list[Seen] = []
         for p in snap.partitions:
             key = (p.topic, p.partition)
             slot = self._slot(snap.group, key)
             lag = None if p.committed is None or p.end is None else max(0, p.end - p.committed)
-            if p.end is not None:
-                slot.ends.append(p.end)
-            if lag is not None:
-                slot.current_lag = lag
-            if p.committed is None:
-                continue
-            last = slot.samples[-1] if slot.samples else None
-            if last is None or last.offset != p.committed or p.owned:
-                sample = Sample(p.committed, snap.at_ms, lag)
-                slot.samples.append(sample)
-                added.append((key, sample, p.end))
+            end = EndOffset(snap.at_ms, p.end, lag)
+            slot.ends.append(end)
+            sample = None
+            if p.committed is not None:
+                last = slot.samples[-1] if slot.samples else None
+                if last is None or last.offset != p.committed or p.owned:
+                    sample = Sample(p.committed, snap.at_ms, lag)
+                    slot.samples.append(sample)
+            added.append(Seen(key, sample, end))
         return added
 
-    def evaluate(self, group: str, now_s: float) -> GroupStatus:
-        parts: list[PartitionStatus] = []
-        for (topic, partition), slot in sorted(self.groups.get(group, {}).items()):
-            slots: list[Sample | None] = [None] * (self.size - len(slot.samples)) + list(slot.samples)
-            parts.append(evaluate_partition(topic, partition, slots, list(slot.ends), slot.current_lag, now_s))
-        return evaluate_group(group, parts)
+    def rows(self, group: str) -> list[PartitionRows]:
+        """The group's partitions of its latest snapshot (one that left it is judged no more), with what is
+        kept of each: the same rows as the store's :meth:`~kctl.monitor.store.Store.group_rows`."""
+        current = self.current.get(group, set())
+        return [PartitionRows(t, p, tuple(slot.samples), tuple(slot.ends))
+                for (t, p), slot in sorted(self.groups.get(group, {}).items()) if (t, p) in current]
+
+    def evaluate(self, group: str, now_s: float | None = None) -> GroupStatus:
+        """The group judged at ``now_s`` (default: the moment of its latest snapshot)."""
+        now_ms = self.at_ms.get(group, 0) if now_s is None else int(now_s * 1000)
+        return evaluate_rows(group, self.rows(group), now_ms, self.size, allowed_lag=self.allowed_lag)
+
+
+def stored_status(store: Store, group: str, *, window: int, allowed_lag: int = 0) -> Judged | None:
+    """The group judged from the monitor's store, at the moment of its latest stored snapshot, with the window
+    and allowed lag the monitor recorded (``window`` and ``allowed_lag`` only for a store that has none): what
+    the monitor itself answered for that moment. None when the store has no snapshot of the group."""
+    window, allowed_lag = store.lag_parameters(window, allowed_lag)
+    stored = store.group_rows(group, window)
+    if stored is None:
+        return None
+    status = evaluate_rows(group, stored.rows, stored.at_ms, window, allowed_lag=allowed_lag)
+    return Judged(status, stored.state, stored.at_ms, window)
+
+
+@dataclass(frozen=True)
+class Judged:
+    status: GroupStatus
+    state: str | None
+    at_ms: int
+    window: int
+
+    def to_json(self, source: str = "the monitor") -> dict[str, Any]:
+        return to_json(self.status, state=self.state, window=self.window, source=source)
 
 
 def to_json(status: GroupStatus, *, state: str | None = None, window: int, source: str) -> dict[str, Any]:
@@ -122,6 +173,7 @@ def to_json(status: GroupStatus, *, state: str | None = None, window: int, sourc
         "complete_fraction": round(status.complete, 2),
         "window": window,
         "source": source,
+        "at_ms": status.at_ms,  # the moment judged: the group's latest snapshot
         "partitions": [part(p) for p in status.partitions],
         "problems": [part(p) for p in status.problems],
     }

@@ -144,7 +144,7 @@ class Monitor:
             self.log(f"monitor: {moved} queued notification(s) of an older store now name their notifier")
         self._unrecorded: set[int] = set()  # delivered, but the store could not record it yet: not sent again
         self._orphans_told: dict[str, int] = {}
-        self.windows = Windows(size=self.window)
+        self.windows = Windows(size=self.window, allowed_lag=spec.monitoring.allowed_lag)
         self.tracker = Tracker(rules_of(spec))
         self.endpoints = endpoints_of(spec)
         self.last_scrapes: list[mx.Scrape] | None = None
@@ -168,8 +168,9 @@ class Monitor:
         self._restore()
 
     def _restore(self) -> None:
-        for group, key, sample, end in self.store.last_samples(self.window):
-            self.windows.add(group, key, sample, end)
+        for stored in self.store.stored_windows(self.window):
+            self.windows.restore(stored)
+        self.store.record_lag_parameters(self.window, self.windows.allowed_lag)
         self.tracker.restore(self.store.alert_rows())
         self.rounds = int(self.store.meta("rounds") or 0)
 

@@ -7,6 +7,8 @@ it writes. Rows older than the retention are deleted as the monitor goes, so the
 Tables:
 
 - ``samples``: the committed-offset samples of every group partition (what the lag windows are made of);
+- ``ends``: every sampling's end offset and lag of every group partition, a commit or not (Burrow's recent
+  broker offsets, and what the current lag is measured against);
 - ``groups``: each group's evaluation per round (status, total lag): ``kctl lag history``;
 - ``metrics``: each round's ``kctl metrics`` report, as JSON;
 - ``alerts``: the alert tracker's state (pending and open alerts), and ``alert_log`` every open, repeat and
@@ -19,6 +21,14 @@ A round's alert state, alert log, outbox rows and samples are one transaction: w
 database locked past the busy timeout, a full disk, an I/O error) none of it is written, and the monitor keeps
 its previous alert state in memory, so the next round makes the same transition again and queues its
 notification then.
+
+Reads are bounded whatever the history holds: a group's window is at most ``window`` rows per partition
+through the indexes (the partitions are those of the group's latest snapshot), a history is bounded by its
+time range and thinned to at most ``max_points`` rows, and the lists of groups skip through the indexes
+instead of scanning the rows (docs/benchmarks.md, "Monitor store reads": 1 M samples).
+
+The file is opened by its ``file:`` URI with the path percent-encoded, so a ``#``, ``?`` or ``%`` in the
+state dir is part of the name; a read-only open (``mode=ro``) never creates a database.
 """
 
 from __future__ import annotations
@@ -28,10 +38,15 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kctl.monitor.lag import Sample
+from kctl.errors import KctlError
+from kctl.monitor.lag import EndOffset, PartitionRows, Sample
+
+SEVERITY = ("OK", "WARN", "ERR", "STOP", "STALL", "REWIND")  # Burrow's order (kctl.monitor.lag.Status)
+MAX_HISTORY_POINTS = 2000
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS samples (
@@ -39,6 +54,9 @@ CREATE TABLE IF NOT EXISTS samples (
   offset INTEGER NOT NULL, ts_ms INTEGER NOT NULL, lag INTEGER, end_offset INTEGER);
 CREATE INDEX IF NOT EXISTS samples_by_partition ON samples (grp, topic, part, ts_ms);
 CREATE INDEX IF NOT EXISTS samples_by_time ON samples (ts_ms);
+CREATE TABLE IF NOT EXISTS ends (
+  grp TEXT NOT NULL, topic TEXT NOT NULL, part INTEGER NOT NULL, ts_ms INTEGER NOT NULL,
+  end_offset INTEGER, lag INTEGER, PRIMARY KEY (grp, topic, part, ts_ms)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS groups (
   grp TEXT NOT NULL, ts_ms INTEGER NOT NULL, status TEXT NOT NULL, total_lag INTEGER NOT NULL,
   state TEXT, complete REAL NOT NULL);
@@ -65,6 +83,33 @@ def db_path(state_dir: Path) -> Path:
     return state_dir / "monitor" / "monitor.db"
 
 
+def uri(path: Path, mode: str) -> str:
+    """The database's ``file:`` URI: the absolute path percent-encoded (a ``#``, ``?`` or ``%`` in it is part
+    of the name, never a fragment or a query), and ``mode`` (ro, rw, rwc)."""
+    return f"{path.resolve().as_uri()}?mode={mode}"
+
+
+@dataclass(frozen=True)
+class StoredGroup:
+    """A group as the store holds it at its latest snapshot: that moment, its state then, and per partition
+    of that snapshot its last samples and end offsets (at most a window of each)."""
+
+    group: str
+    at_ms: int
+    state: str | None
+    rows: tuple[PartitionRows, ...]
+
+
+# Distinct values of an index's first column, one index seek each (a loose index scan): the groups without
+# reading their rows.
+_DISTINCT_GROUPS = """
+WITH RECURSIVE g(grp) AS (
+  SELECT MIN(grp) FROM {table}
+  UNION ALL
+  SELECT (SELECT MIN(grp) FROM {table} WHERE grp > g.grp) FROM g WHERE g.grp IS NOT NULL)
+SELECT grp FROM g WHERE grp IS NOT NULL"""
+
+
 class Store:
     """The monitor's database; ``readonly`` opens it for the reading commands (no schema, no writes)."""
 
@@ -73,11 +118,13 @@ class Store:
         timeout)."""
         self.path = path
         if readonly:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout)
+            if not path.is_file():
+                raise KctlError(f"no monitor store at {path}", hint="`kctl monitor start --detach` records one")
+            self.db = sqlite3.connect(uri(path, "ro"), uri=True, timeout=timeout)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.parent.chmod(0o700)
-            self.db = sqlite3.connect(path, timeout=timeout)
+            self.db = sqlite3.connect(uri(path, "rwc"), uri=True, timeout=timeout)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self._set_aside_old_outbox()
@@ -95,10 +142,23 @@ class Store:
 
     # ----- writes (inside a round) -------------------------------------------------------------------
 
-    def add_samples(self, group: str, rows: Iterable[tuple[tuple[str, int], Sample, int | None]]) -> None:
+    def add_samples(self, group: str,
+                    rows: Iterable[tuple[tuple[str, int], Sample | None, EndOffset | int | None]]) -> None:
+        """A snapshot's rows of ``group`` (:class:`kctl.monitor.sampler.Seen`): each partition's new sample,
+        if any, and its end offset and lag at that moment, a commit or not. (A bare end offset beside a sample
+        is the sample's own, with no row of its own.)"""
+        samples, ends = [], []
+        for (t, p), sample, end in rows:
+            if isinstance(end, EndOffset):
+                ends.append((group, t, p, end.timestamp_ms, end.end, end.lag))
+                end = end.end
+            if sample is not None:
+                samples.append((group, t, p, sample.offset, sample.timestamp_ms, sample.lag, end))
         self.db.executemany(
             "INSERT INTO samples (grp, topic, part, offset, ts_ms, lag, end_offset) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(group, t, p, s.offset, s.timestamp_ms, s.lag, end) for (t, p), s, end in rows])
+            samples)
+        self.db.executemany(
+            "INSERT OR REPLACE INTO ends (grp, topic, part, ts_ms, end_offset, lag) VALUES (?, ?, ?, ?, ?, ?)", ends)
 
     def add_group(self, group: str, ts_ms: int, status: str, total_lag: int, state: str | None,
                   complete: float) -> None:
@@ -180,34 +240,150 @@ class Store:
         n = 0
         for table in ("samples", "groups", "metrics"):
             n += self.db.execute(f"DELETE FROM {table} WHERE ts_ms < ?", (older_than_ms,)).rowcount  # noqa: S608
+        n += self._prune_ends(older_than_ms)
         n += self.db.execute("DELETE FROM alert_log WHERE ts < ?", (older_than_ms / 1000,)).rowcount
         # The outbox is not pruned here: the delivery gives up its expired notifications itself, with a log line
         # for each (expire_outbox).
         return n
 
+    def _prune_ends(self, older_than_ms: int) -> int:
+        """The end-offset rows older than ``older_than_ms``, partition by partition through the primary key (the
+        table keeps no index by time: one row per group partition per round, it is the store's largest)."""
+        n = 0
+        for group in self.groups_known("ends"):
+            for t, p in self._partitions(group):
+                n += self.db.execute("DELETE FROM ends WHERE grp = ? AND topic = ? AND part = ? AND ts_ms < ?",
+                                     (group, t, p, older_than_ms)).rowcount
+        return n
+
     # ----- reads ------------------------------------------------------------------------------------
 
     def last_samples(self, window: int) -> list[tuple[str, tuple[str, int], Sample, int | None]]:
-        """The last ``window`` samples of every group partition, oldest first: the windows after a restart."""
+        """The last ``window`` samples of every group partition, oldest first (at most ``window`` rows read per
+        partition)."""
+        out: list[tuple[str, tuple[str, int], Sample, int | None]] = []
+        for group in self.groups_known("samples"):
+            for key in self._partitions(group, "samples"):
+                out.extend((group, key, s, end) for s, end in self._samples(group, key, window))
+        return out
+
+    def _samples(self, group: str, key: tuple[str, int], window: int) -> list[tuple[Sample, int | None]]:
         rows = self.db.execute(
-            "SELECT grp, topic, part, offset, ts_ms, lag, end_offset FROM ("
-            " SELECT *, ROW_NUMBER() OVER (PARTITION BY grp, topic, part ORDER BY ts_ms DESC, rowid DESC) AS n"
-            " FROM samples) WHERE n <= ? ORDER BY grp, topic, part, ts_ms, rowid", (window,)).fetchall()
-        return [(r["grp"], (r["topic"], r["part"]), Sample(r["offset"], r["ts_ms"], r["lag"]), r["end_offset"])
+            "SELECT offset, ts_ms, lag, end_offset FROM samples WHERE grp = ? AND topic = ? AND part = ?"
+            " ORDER BY ts_ms DESC, rowid DESC LIMIT ?", (group, key[0], key[1], window)).fetchall()
+        return [(Sample(r[0], r[1], r[2]), r[3]) for r in reversed(rows)]
+
+    def _ends(self, group: str, key: tuple[str, int], window: int) -> list[EndOffset]:
+        rows = self.db.execute(
+            "SELECT ts_ms, end_offset, lag FROM ends WHERE grp = ? AND topic = ? AND part = ?"
+            " ORDER BY ts_ms DESC LIMIT ?", (group, key[0], key[1], window)).fetchall()
+        return [EndOffset(r[0], r[1], r[2]) for r in reversed(rows)]
+
+    def _partitions(self, group: str, table: str = "ends") -> list[tuple[str, int]]:
+        """The partitions ``group`` has rows of in ``table`` (ends, samples), one seek of its (grp, topic, part,
+        ts_ms) key each: a loose index scan, whatever the number of rows."""
+        if table not in ("ends", "samples"):
+            raise ValueError(table)
+        out: list[tuple[str, int]] = []
+        row = self.db.execute(f"SELECT topic, part FROM {table} WHERE grp = ? ORDER BY topic, part LIMIT 1",  # noqa: S608
+                              (group,)).fetchone()
+        while row is not None:
+            out.append((row[0], row[1]))
+            # The next partition of the same topic, else the first of the next topic: each a seek of the key
+            # (a row-value comparison on (topic, part) would walk the rows of the partition passed).
+            row = self.db.execute(f"SELECT topic, part FROM {table} WHERE grp = ? AND topic = ? AND part > ?"  # noqa: S608
+                                  " ORDER BY part LIMIT 1", (group, row[0], row[1])).fetchone() \
+                or self.db.execute(f"SELECT topic, part FROM {table} WHERE grp = ? AND topic > ?"  # noqa: S608
+                                   " ORDER BY topic, part LIMIT 1", (group, row[0])).fetchone()
+        return out
+
+    def _has(self, table: str) -> bool:
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                               (table,)).fetchone() is not None
+
+    def group_rows(self, group: str, window: int) -> StoredGroup | None:
+        """``group`` at its latest stored snapshot: per partition of that snapshot, its last ``window`` samples
+        and end offsets (what :func:`kctl.monitor.sampler.stored_status` judges); None when the store has no
+        snapshot of it. At most ``2 * window`` rows read per partition, through the indexes; the moment is the
+        latest end offset's, and the snapshot's partitions those with an end offset then."""
+        if not self._has("ends"):
+            return None  # a store written before end offsets were kept: no moment to judge
+        ends = {key: self._ends(group, key, window) for key in self._partitions(group)}
+        if not ends:
+            return None
+        at_ms = max(e[-1].timestamp_ms for e in ends.values())
+        parts = tuple(PartitionRows(t, p, tuple(s for s, _ in self._samples(group, (t, p), window)), tuple(e))
+                      for (t, p), e in ends.items() if e[-1].timestamp_ms == at_ms)
+        st = self.db.execute("SELECT state FROM groups WHERE grp = ? ORDER BY ts_ms DESC LIMIT 1", (group,)).fetchone()
+        return StoredGroup(group, at_ms, st[0] if st else None, parts)
+
+    def stored_windows(self, window: int) -> list[StoredGroup]:
+        """Every group the store has a snapshot of, as :meth:`group_rows` (the monitor's windows after a
+        restart)."""
+        if not self._has("ends"):
+            return []
+        found = (self.group_rows(g, window) for g in self.groups_known("ends"))
+        return [g for g in found if g is not None]
+
+    def lag_parameters(self, window: int, allowed_lag: int) -> tuple[int, int]:
+        """The window and allowed lag the monitor judges with (recorded at its start); the arguments when it
+        recorded none."""
+        w, a = self.meta("lag_window"), self.meta("lag_allowed")
+        return (int(w) if w else window), (int(a) if a is not None else allowed_lag)
+
+    def record_lag_parameters(self, window: int, allowed_lag: int) -> None:
+        """What the monitor judges with, for the readers of its store to judge the same (committed at once)."""
+        with self.db:
+            self.set_meta("lag_window", str(window))
+            self.set_meta("lag_allowed", str(allowed_lag))
+
+    def group_history(self, group: str, since_ms: int, max_points: int = MAX_HISTORY_POINTS) -> list[dict[str, Any]]:
+        """The group's evaluations since ``since_ms``, oldest first; more than ``max_points`` of them are
+        thinned to ``max_points`` spans of equal time, each its last time, worst status, highest total lag,
+        last state and lowest completeness."""
+        n = self.db.execute("SELECT COUNT(*) FROM groups WHERE grp = ? AND ts_ms >= ?", (group, since_ms)).fetchone()[0]
+        if n <= max_points:
+            rows = self.db.execute("SELECT ts_ms, status, total_lag, state, complete FROM groups"
+                                   " WHERE grp = ? AND ts_ms >= ? ORDER BY ts_ms", (group, since_ms)).fetchall()
+            return [dict(r) for r in rows]
+        first, last = self.db.execute("SELECT MIN(ts_ms), MAX(ts_ms) FROM groups WHERE grp = ? AND ts_ms >= ?",
+                                      (group, since_ms)).fetchone()
+        span = max(1, -(-(last - first + 1) // max_points))
+        severity = " ".join(f"WHEN '{name}' THEN {i}" for i, name in enumerate(SEVERITY))
+        rows = self.db.execute(
+            "WITH b AS (SELECT MAX(ts_ms) AS ts_ms, MAX(total_lag) AS total_lag, MIN(complete) AS complete,"
+            f" MAX(CASE status {severity} ELSE 0 END) AS worst FROM groups"  # noqa: S608 - constants
+            " WHERE grp = :g AND ts_ms >= :s GROUP BY (ts_ms - :s) / :w)"
+            " SELECT b.ts_ms, b.worst, b.total_lag, (SELECT state FROM groups WHERE grp = :g AND ts_ms = b.ts_ms"
+            " LIMIT 1) AS state, b.complete FROM b ORDER BY b.ts_ms",
+            {"g": group, "s": since_ms, "w": span}).fetchall()
+        return [{"ts_ms": r[0], "status": SEVERITY[r[1]], "total_lag": r[2], "state": r[3], "complete": r[4]}
                 for r in rows]
 
-    def group_history(self, group: str, since_ms: int) -> list[dict[str, Any]]:
-        rows = self.db.execute("SELECT ts_ms, status, total_lag, state, complete FROM groups"
-                               " WHERE grp = ? AND ts_ms >= ? ORDER BY ts_ms", (group, since_ms)).fetchall()
-        return [dict(r) for r in rows]
-
     def latest_groups(self) -> dict[str, dict[str, Any]]:
-        rows = self.db.execute("SELECT g.* FROM groups g JOIN (SELECT grp, MAX(ts_ms) AS ts FROM groups"
-                               " GROUP BY grp) l ON g.grp = l.grp AND g.ts_ms = l.ts").fetchall()
-        return {r["grp"]: dict(r) for r in rows}
+        """Each group's latest evaluation (one index seek per group)."""
+        out: dict[str, dict[str, Any]] = {}
+        for group in self.groups_known():
+            row = self.db.execute("SELECT * FROM groups WHERE grp = ? ORDER BY ts_ms DESC LIMIT 1",
+                                  (group,)).fetchone()
+            if row is not None:
+                out[group] = dict(row)
+        return out
 
-    def groups_known(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT DISTINCT grp FROM samples ORDER BY grp")]
+    def round_groups(self) -> list[str]:
+        """The groups the latest round judged (what the monitor's API lists)."""
+        rows = self.db.execute("SELECT grp FROM groups WHERE ts_ms = (SELECT MAX(ts_ms) FROM groups) ORDER BY grp")
+        return [r[0] for r in rows]
+
+    def groups_known(self, table: str = "groups") -> list[str]:
+        """Every group with rows in ``table`` (groups: an evaluation; samples; ends), skipping through its
+        index."""
+        if table not in ("groups", "samples", "ends"):
+            raise ValueError(table)
+        return [r[0] for r in self.db.execute(_DISTINCT_GROUPS.format(table=table))]
+
+    def knows_group(self, group: str) -> bool:
+        return self.db.execute("SELECT 1 FROM groups WHERE grp = ? LIMIT 1", (group,)).fetchone() is not None
 
     def latest_metrics(self) -> dict[str, Any] | None:
         row = self.db.execute("SELECT report FROM metrics ORDER BY ts_ms DESC LIMIT 1").fetchone()

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -271,3 +272,64 @@ def test_lag_bad_input(kafka_cluster: Any) -> None:
     assert p.returncode != 0 and "does not exist" in p.stderr and "Traceback" not in p.stderr
     p = kctl(kafka_cluster, "lag", "g", "--samples", "20", "--window", "10")
     assert p.returncode != 0 and "--samples 20" in p.stderr
+
+
+# ----- the monitor's answer: a consumer that stops while its producer goes on (issue 44 point 21) -------------
+
+
+def _api_status(port: int, cluster: str, group: str) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v3/kafka/{cluster}/consumer/{group}/lag",  # noqa: S310
+                                    timeout=5) as resp:
+            doc: dict[str, Any] = json.loads(resp.read())["status"]
+            return doc
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:  # not sampled yet
+            return None
+        raise
+
+
+def test_a_consumer_that_stops_while_its_producer_goes_on_is_not_ok(kafka_cluster: Any) -> None:
+    """As a new user would try it: the monitor at `--interval 2 --window 5`, a consumer that keeps up, then
+    stops while its producer goes on. Within a bounded time `kctl lag GROUP` (from the monitor's store) and the
+    API say STOP, and for the same moment they say the same (before, `kctl lag` said OK for as long as the
+    monitor ran)."""
+    d = Driver(kafka_cluster, "dies")
+    port = kafka_cluster.spec.monitoring.monitor_port
+    started = kctl(kafka_cluster, "monitor", "start", "--interval", "2", "--window", "5", "--detach")
+    assert started.returncode == 0, started.stderr
+    try:
+        join([d])
+        keep_up_until = time.monotonic() + 7  # three or four rounds of lag 0
+        while time.monotonic() < keep_up_until:
+            d.produce(5)
+            d.commit(d.end)
+            d.tick()
+            time.sleep(0.5)
+        d.close()  # gone: leaves its group; its producer goes on
+        stopped_at = time.monotonic()
+        answers: list[tuple[float, str, str | None, int | None, int | None]] = []
+        agreed = None
+        while time.monotonic() - stopped_at < 45:  # bounded: STOP is due some 10 s after the stop
+            d.produce(5)
+            p = kctl(kafka_cluster, "lag", d.group, "-o", "json")
+            assert p.returncode in (0, 1), p.stderr
+            doc = json.loads(p.stdout)
+            assert doc["source"] == "the monitor"
+            api = _api_status(port, kafka_cluster.spec.name, d.group)
+            answers.append((round(time.monotonic() - stopped_at, 1), doc["status"], api and api["worst_status"],
+                            doc["at_ms"], api and api["evaluated_at_ms"]))
+            assert p.returncode == (0 if doc["status"] == "OK" else 1)
+            if api is not None and api["evaluated_at_ms"] == doc["at_ms"]:
+                # the same moment: the same answer, partition by partition
+                assert (api["worst_status"], api["totallag"], [x["status"] for x in api["partitions"]]) == \
+                    (doc["status"], doc["total_lag"], [x["status"] for x in doc["partitions"]]), answers
+                if doc["status"] != "OK":
+                    agreed = doc
+                    break
+            time.sleep(1)
+        assert agreed is not None, f"still OK {time.monotonic() - stopped_at:.0f} s after the stop: {answers}"
+        assert agreed["status"] == "STOP" and agreed["total_lag"] > 0, agreed
+    finally:
+        kctl(kafka_cluster, "monitor", "stop")
+        kctl(kafka_cluster, "topic", "delete", d.topic, "--yes")

@@ -3,7 +3,7 @@ unmoved one is a commit only while a live member owns the partition), and the wi
 
 from __future__ import annotations
 
-from kctl.monitor.lag import Status
+from kctl.monitor.lag import EndOffset, Sample, Status
 from kctl.monitor.sampler import GroupSnapshot, PartitionSnapshot, Windows, to_json
 
 
@@ -33,14 +33,56 @@ def test_each_of_burrows_statuses_from_snapshots() -> None:
 
 
 def test_what_each_snapshot_adds() -> None:
+    """Each snapshot stores every partition's end offset and lag at that moment; a sample only for a commit."""
     w = Windows(size=3)
-    assert len(w.observe(snap("g", 0, 10, 20, False))) == 1  # the first sight of an offset
-    assert w.observe(snap("g", 1, 10, 20, False)) == []  # unmoved, nobody owns it: no commit
-    assert len(w.observe(snap("g", 2, 10, 20, True))) == 1  # unmoved, owned by a live member: a commit
-    assert len(w.observe(snap("g", 3, 11, 20, False))) == 1  # moved: a commit
-    assert w.observe(snap("g", 4, None, 20, False)) == []  # nothing committed yet
-    st = w.evaluate("g", 4.0)
-    assert st.total_lag == 9 and st.complete == 1.0 and len(w.groups["g"][("orders", 0)].samples) == 3
+
+    def added(t: int, committed: int | None, end: int, owned: bool) -> tuple[Sample | None, EndOffset]:
+        (seen,) = w.observe(snap("g", t, committed, end, owned))
+        assert seen.key == ("orders", 0)
+        return seen.sample, seen.end
+
+    assert added(0, 10, 20, False) == (Sample(10, 0, 10), EndOffset(0, 20, 10))  # the first sight of an offset
+    assert added(1, 10, 25, False) == (None, EndOffset(1000, 25, 15))  # unmoved, nobody owns it: no commit
+    assert added(2, 10, 25, True) == (Sample(10, 2000, 15), EndOffset(2000, 25, 15))  # unmoved, owned: a commit
+    assert added(3, 11, 20, False)[0] == Sample(11, 3000, 9)  # moved: a commit
+    assert added(4, None, 20, False) == (None, EndOffset(4000, 20, None))  # nothing committed (offsets expired)
+    st = w.evaluate("g")
+    assert st.at_ms == 4000 and st.total_lag == 9 and st.complete == 1.0
+    assert len(w.groups["g"][("orders", 0)].samples) == 3 and len(w.groups["g"][("orders", 0)].ends) == 3
+
+
+def test_a_consumer_that_stops_while_its_producer_goes_on_turns_stop() -> None:
+    """Issue 44 point 21 in the windows: lag 0 at every commit, then no member and no commit while the end
+    offset grows; the current lag is measured against the latest end offset (not the last commit's 0) and the
+    recent end offsets no longer show a catch-up: STOP once the time since the last commit exceeds the span."""
+    w = Windows(size=5)
+    for t in range(5):
+        w.observe(snap("g", 2 * t, 100 * t, 100 * t, True))
+    seen = []
+    for t in range(5, 12):
+        w.observe(snap("g", 2 * t, 400, 400 + 10 * (t - 4), False, state="EMPTY"))
+        p = w.evaluate("g").partitions[0]
+        seen.append((p.status, p.current_lag))
+    assert seen == [(Status.OK, 10), (Status.OK, 20), (Status.OK, 30), (Status.OK, 40), (Status.STOP, 50),
+                    (Status.STOP, 60), (Status.STOP, 70)]
+
+
+def test_a_partition_that_left_the_snapshot_is_judged_no_more() -> None:
+    w = Windows(size=3)
+    w.observe(GroupSnapshot("g", "STABLE", 0, (PartitionSnapshot("a", 0, 1, 5, True),
+                                               PartitionSnapshot("b", 0, 1, 9, True))))
+    w.observe(GroupSnapshot("g", "STABLE", 1000, (PartitionSnapshot("a", 0, 2, 5, True),)))
+    assert [(p.topic, p.current_lag) for p in w.evaluate("g").partitions] == [("a", 3)]
+
+
+def test_allowed_lag_counts_a_small_lag_as_caught_up() -> None:
+    """monitoring.allowed_lag (Burrow's allowed-lag): a consumer always 1 record behind that stopped
+    committing is OK with allowed_lag 1, STOP without."""
+    for allowed, want in ((0, Status.STOP), (1, Status.OK)):
+        w = Windows(size=3, allowed_lag=allowed)
+        for t, committed in enumerate((10, 11, 11, 11, 11)):
+            w.observe(snap("g", t, committed, committed + 1, t < 2))
+        assert w.evaluate("g").partitions[0].status is want
 
 
 def test_a_group_without_lag_is_ok_and_an_empty_window_is_incomplete() -> None:

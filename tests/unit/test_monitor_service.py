@@ -102,7 +102,8 @@ class FakeMonitor:
 
 def get(path: str) -> tuple[str, Any]:
     seen: dict[str, Any] = {}
-    body = b"".join(api.app(FakeMonitor())({"REQUEST_METHOD": "GET", "PATH_INFO": path},
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "HTTP_HOST": "127.0.0.1:17600"}
+    body = b"".join(api.app(FakeMonitor())(environ,
                                            lambda status, headers: seen.update(status=status, headers=headers)))
     ctype = dict(seen["headers"])["Content-Type"]
     return seen["status"], json.loads(body) if ctype == "application/json" else body.decode()
