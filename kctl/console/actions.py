@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from kctl.console import charts, ops
+from kctl.console import authz, charts, ops
 from kctl.console.config import masked
 from kctl.console.users import Role
 from kctl.errors import KctlError
@@ -41,7 +41,7 @@ class ElectionBody(BaseModel):
 
 class ReassignBody(BaseModel):
     plan: dict[str, Any]  # Kafka's reassignment JSON: {"version": 1, "partitions": [...]}
-    throttle: int | None = Field(None, ge=1024, description="bytes/s for the replicas that move")
+    throttle: int | None = Field(None, ge=1024, le=10 * 1024 ** 4, description="bytes/s for the replicas that move")
 
 
 class ConfigsBody(BaseModel):
@@ -94,6 +94,8 @@ class Helpers:
     done: Callable[..., Any]
     Refused: type[Any]  # noqa: N815 - the exception class's own name
     readable: Callable[[Any], ClusterSpec]
+    group_doc: Callable[[Any, str], dict[str, Any]]  # the group's detail, or 404 when the user may not see it
+    refusal: Callable[..., str]  # a form's refusal audited; its message for the page
 
 
 def register(app: FastAPI, h: Helpers) -> None:
@@ -101,24 +103,12 @@ def register(app: FastAPI, h: Helpers) -> None:
     console = app.state.console
     page, read, guard, done, Refused, readable = h.page, h.read, h.guard, h.done, h.Refused, h.readable
 
-    def scope_topics(ctx: Any, topics: list[str] | None, what: str) -> None:
-        """A user limited to topic prefixes acts on named topics of theirs only, never on all of them."""
-        if not ctx.user.topic_prefixes:
-            return
-        if not topics:
-            raise Refused(403, f"{what} of every topic is not for {ctx.user.name}, who is limited to topics"
-                               f" starting with {', '.join(ctx.user.topic_prefixes)}: name the topics")
-        hidden = [t for t in topics if not ctx.user.may_see_topic(t)]
-        if hidden:
-            raise Refused(404, f"no topic {hidden[0]!r} in cluster {ctx.entry.name!r}")
-
-    def audited_refusal(ctx: Any, action: str, target: str | None, fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except h.Refused as r:
-            console.audit.append(user=ctx.user.name, action=action, result="refused", cluster=ctx.entry.name,
-                                 target=target, message=r.message)
-            raise
+    def scope_topics(ctx: Any, topics: list[str] | None, what: str = "") -> None:
+        """Partitions moved or elected: each named topic must be one the user sees (404 otherwise), and "every
+        partition" (no names) is for a user without a topic limit (authz decides both)."""
+        for t in topics or []:
+            authz.require(ctx.user, "see", authz.Topic(ctx.entry.name, t))
+        authz.require(ctx.user, "change", authz.Reassignment(ctx.entry.name, tuple(topics) if topics else None))
 
     # ----- messages --------------------------------------------------------------------------------------
 
@@ -157,7 +147,7 @@ def register(app: FastAPI, h: Helpers) -> None:
         except (Refused, KctlError) as exc:
             doc, error = None, exc.message
         return page(request, "messages.html", ctx, 200 if error is None else 422, topic=topic, doc=doc, q=q,
-                    error=error, produced=q.get("produced"))
+                    error=error, produced=q.get("produced"), title=f"messages of {topic} · {ctx.entry.name}")
 
     def produce(request: Request, ctx: Any, topic: str, body: ProduceBody) -> dict[str, Any]:
         params = {"key": body.key, "partition": body.partition, "headers": sorted(body.headers),
@@ -179,6 +169,7 @@ def register(app: FastAPI, h: Helpers) -> None:
                 k, sep, v = line.partition("=")
                 if not sep:
                     return page(request, "messages.html", ctx, 422, topic=topic, doc=None, q={}, produced=None,
+                                title=f"messages of {topic} · {ctx.entry.name}",
                                 error=f"headers: {line!r} is not key=value")
                 headers[k.strip()] = v.strip()
         try:
@@ -186,6 +177,7 @@ def register(app: FastAPI, h: Helpers) -> None:
                                headers=headers, partition=str(form.get("partition") or "").strip() or None)
         except ValidationError as exc:
             return page(request, "messages.html", ctx, 422, topic=topic, doc=None, q={}, produced=None,
+                                title=f"messages of {topic} · {ctx.entry.name}",
                         error="; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors()))
         res = await run_in_threadpool(produce, request, ctx, topic, body)
         where = f"partition {res['partition']} offset {res['offset']}"
@@ -196,10 +188,11 @@ def register(app: FastAPI, h: Helpers) -> None:
     # ----- preferred election ----------------------------------------------------------------------------
 
     def elect(request: Request, ctx: Any, topic: str | None) -> dict[str, Any]:
-        audited_refusal(ctx, "leaders.elect", topic, lambda: scope_topics(ctx, [topic] if topic else None,
-                                                                          "an election"))
-        return done(request, ctx, "leaders.elect", topic or "all partitions", {},  # type: ignore[no-any-return]
-                    lambda: ops.elect(ctx.spec, topic))
+        def run() -> dict[str, Any]:
+            scope_topics(ctx, [topic] if topic else None)
+            return ops.elect(ctx.spec, topic)
+
+        return done(request, ctx, "leaders.elect", topic or "all partitions", {}, run)  # type: ignore[no-any-return]
 
     @app.post("/api/clusters/{cluster}/election")
     def api_elect(request: Request, body: ElectionBody, ctx: Any = guard(Role.operator, "leaders.elect")) -> Any:
@@ -209,7 +202,7 @@ def register(app: FastAPI, h: Helpers) -> None:
     async def form_elect(request: Request, ctx: Any = guard(Role.operator, "leaders.elect")) -> Response:
         topic = str((await request.form()).get("topic") or "").strip() or None
         res = await run_in_threadpool(elect, request, ctx, topic)
-        return page(request, "election.html", ctx, result=res)
+        return page(request, "election.html", ctx, result=res, title=f"preferred election · {ctx.entry.name}")
 
     # ----- reassignment ----------------------------------------------------------------------------------
 
@@ -219,9 +212,19 @@ def register(app: FastAPI, h: Helpers) -> None:
         return ops.reassign_plan(readable(ctx), _ints(brokers, "brokers"), names or None)
 
     def status(ctx: Any) -> dict[str, Any]:
+        """What moves, of the topics the user sees; the console's job when it moves only topics of theirs."""
         st = ops.reassign_status(readable(ctx))
-        job = console.jobs.get(ctx.entry.name)
-        st["job"] = job.public() if job else None
+        name = ctx.entry.name
+        if ctx.user.topic_prefixes:
+            st["moving"] = authz.visible_partitions(ctx.user, name, st["moving"])
+            left = [m.get("bytes_left") for m in st["moving"]]
+            st["bytes_left"] = None if not left or None in left else sum(left)
+            st["active"] = bool(st["moving"])
+        job = console.jobs.get(name)
+        seen = job is not None and all(authz.may(ctx.user, "see", authz.Topic(name, t)) for t in job.topics)
+        st["job"] = job.public() if job and seen else None
+        if job and seen and not authz.may_name_user(ctx.user, job.user, console.users.users()):
+            st["job"]["user"] = "another console user"
         return st
 
     @app.get("/api/clusters/{cluster}/reassignment/plan")
@@ -246,7 +249,7 @@ def register(app: FastAPI, h: Helpers) -> None:
             brokers_now = pool.submit(ops.registered_brokers, readable(ctx))
             rs = status(ctx)
         return page(request, "reassignment.html", ctx, plan=doc, error=error, brokers=brokers, topics=topics,
-                    registered=brokers_now.result(), rs=rs)
+                    registered=brokers_now.result(), rs=rs, title=f"reassignment · {ctx.entry.name}")
 
     def execute(request: Request, ctx: Any, body: ReassignBody) -> dict[str, Any]:
         from kctl.kafka import balance
@@ -257,7 +260,8 @@ def register(app: FastAPI, h: Helpers) -> None:
             job = console.jobs.start_reassignment(ctx.spec, ctx.user.name, target, body.throttle)
             return {"started": len(target), "job": job.public()}
 
-        params = {"partitions": len(body.plan.get("partitions") or []), "throttle": body.throttle}
+        listed = body.plan.get("partitions")
+        params = {"partitions": len(listed) if isinstance(listed, list) else None, "throttle": body.throttle}
         return done(request, ctx, "reassignment.execute", None, params, start)  # type: ignore[no-any-return]
 
     @app.post("/api/clusters/{cluster}/reassignment", status_code=202)
@@ -268,18 +272,29 @@ def register(app: FastAPI, h: Helpers) -> None:
     @app.post("/clusters/{cluster}/reassignment")
     async def form_execute(request: Request, ctx: Any = guard(Role.operator, "reassignment.execute")) -> Response:
         form = await request.form()
+        throttle_text = str(form.get("throttle") or "").strip()
         try:
-            throttle_text = str(form.get("throttle") or "").strip()
-            body = ReassignBody(plan=json.loads(str(form.get("plan") or "{}")),
-                                throttle=int(float(throttle_text) * 1024 * 1024) if throttle_text else None)
-        except (ValueError, ValidationError) as exc:
-            raise Refused(422, f"the plan or the throttle is malformed: {exc}") from None
+            mb = float(throttle_text) if throttle_text else None
+            if mb is not None and not 0 < mb < 10 * 1024 * 1024:  # also nan and inf
+                raise ValueError("the throttle is a number of MB/s above 0")
+            plan_doc = json.loads(str(form.get("plan") or "{}"))
+            body = ReassignBody(plan=plan_doc, throttle=int(mb * 1024 * 1024) if mb is not None else None)
+        except (ValueError, ValidationError, RecursionError) as exc:
+            raise Refused(422, f"the plan or the throttle is malformed: {str(exc)[:300]}") from None
         await run_in_threadpool(execute, request, ctx, body)
         return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/reassignment", status_code=303)
 
     def cancel(request: Request, ctx: Any) -> dict[str, Any]:
-        return done(request, ctx, "reassignment.cancel", None, {},  # type: ignore[no-any-return]
-                    lambda: ops.reassign_cancel(ctx.spec))
+        def run() -> dict[str, Any]:
+            # Kafka cancels every moving partition at once: only a user who sees each of them cancels
+            moving = ops.reassign_status(ctx.spec)["moving"]
+            topics = tuple(sorted({authz.topic_of_partition(str(m["partition"])) for m in moving}))
+            if not all(authz.may(ctx.user, "see", authz.Topic(ctx.entry.name, t)) for t in topics):
+                raise Refused(403, f"partitions of topics outside {ctx.user.name}'s scope are moving too: an"
+                                   " admin without a topic limit cancels them")
+            return ops.reassign_cancel(ctx.spec)
+
+        return done(request, ctx, "reassignment.cancel", None, {}, run)  # type: ignore[no-any-return]
 
     @app.delete("/api/clusters/{cluster}/reassignment")
     def api_cancel(request: Request, ctx: Any = guard(Role.operator, "reassignment.cancel")) -> dict[str, Any]:
@@ -300,14 +315,13 @@ def register(app: FastAPI, h: Helpers) -> None:
     # ----- consumer groups: offsets and live lag ------------------------------------------------------------
 
     def visible_group(ctx: Any, group: str) -> None:
-        if ops.group_detail(readable(ctx), group, ctx.user) is None:
-            raise Refused(404, f"no group {group!r}")
+        h.group_doc(ctx, group)
 
     def offsets(request: Request, ctx: Any, group: str, body: OffsetsBody, execute: bool) -> dict[str, Any]:
-        if not ctx.user.may_see_topic(body.topic):
-            raise Refused(404, f"no topic {body.topic!r} in cluster {ctx.entry.name!r}")
-
         def run() -> dict[str, Any]:
+            # the group and the topic, each one the user sees: the preview and the reset decide alike
+            h.group_doc(ctx, group)
+            authz.require(ctx.user, "see", authz.Topic(ctx.entry.name, body.topic))
             return ops.reset_offsets(readable(ctx), group, body.topic, body.strategy, body.value, body.datetime,
                                      execute)
 
@@ -319,7 +333,6 @@ def register(app: FastAPI, h: Helpers) -> None:
     @app.get("/api/clusters/{cluster}/groups/{group}/offsets")
     def api_offsets_preview(request: Request, group: str, topic: str, strategy: str, value: int | None = None,
                             datetime: str | None = None, ctx: Any = read) -> dict[str, Any]:  # noqa: A002
-        visible_group(ctx, group)
         body = OffsetsBody(topic=topic, strategy=strategy, value=value, datetime=datetime)
         return offsets(request, ctx, group, body, execute=False)
 
@@ -333,18 +346,26 @@ def register(app: FastAPI, h: Helpers) -> None:
                            ctx: Any = guard(Role.operator, "group.reset-offsets")) -> Response:
         form = await request.form()
         execute_now = form.get("execute") == "yes"
+        title = f"offsets of {group} · {ctx.entry.name}"
         try:
             value = str(form.get("value") or "").strip()
             body = OffsetsBody(topic=str(form.get("topic") or ""), strategy=str(form.get("strategy") or ""),
                                value=int(value) if value and form.get("strategy") == "offset" else None,
                                datetime=value if form.get("strategy") == "datetime" else None)
         except (ValueError, ValidationError) as exc:
-            return page(request, "offsets.html", ctx, 422, group=group, preview=None, error=str(exc), form=form)
+            return page(request, "offsets.html", ctx, 422, group=group, preview=None, form=form, title=title,
+                        error=h.refusal(request, f"invalid request: {str(exc)[:300]}"))
         try:
             res = await run_in_threadpool(offsets, request, ctx, group, body, execute_now)
-        except (Refused, KctlError) as exc:
-            return page(request, "offsets.html", ctx, 409, group=group, preview=None, error=exc.message, form=form)
-        return page(request, "offsets.html", ctx, group=group, preview=res, error=None, form=form)
+        except Refused as exc:
+            if exc.status == 404:  # a group or topic the user may not see: the answer of one that does not exist
+                raise
+            return page(request, "offsets.html", ctx, exc.status, group=group, preview=None, form=form, title=title,
+                        error=h.refusal(request, exc))
+        except KctlError as exc:
+            return page(request, "offsets.html", ctx, 409, group=group, preview=None, form=form, title=title,
+                        error=h.refusal(request, exc))
+        return page(request, "offsets.html", ctx, group=group, preview=res, error=None, form=form, title=title)
 
     @app.get("/api/clusters/{cluster}/groups/{group}/history")
     def api_group_history(group: str, since: float = 3600, ctx: Any = read) -> list[dict[str, Any]]:
@@ -379,6 +400,7 @@ def register(app: FastAPI, h: Helpers) -> None:
     @app.post("/clusters/{cluster}/topics/{topic}/configs")
     async def form_configs(request: Request, topic: str, ctx: Any = guard(Role.operator, "topic.config")) -> Response:
         form = await request.form()
+        title = f"{topic} · topic · {ctx.entry.name}"
         sets: dict[str, str] = {}
         for line in str(form.get("set") or "").replace(",", "\n").splitlines():
             if line.strip():
@@ -391,38 +413,52 @@ def register(app: FastAPI, h: Helpers) -> None:
             await run_in_threadpool(configs, request, ctx, topic, body)
         except Refused as r:
             doc = await run_in_threadpool(ops.topic_detail, ctx.spec, topic)
-            return page(request, "topic.html", ctx, r.status, doc=doc, error=r.message)
+            return page(request, "topic.html", ctx, r.status, doc=doc, error=r.message, title=title)
         return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/topics/{quote(topic)}", status_code=303)
 
     # ----- the secured profile: SCRAM users and ACLs (admins) -----------------------------------------------
 
-    def admin_only(ctx: Any) -> None:
-        if ctx.user.role < Role.admin:
-            raise Refused(403, "SCRAM users and ACLs are an admin's")
+    def scram(ctx: Any, name: str = "*") -> authz.ScramUser:
+        return authz.ScramUser(ctx.entry.name, name)
+
+    def acl_rows(ctx: Any) -> list[dict[str, Any]]:
+        authz.require(ctx.user, "see", authz.Console(), Role.admin)
+        return [a for a in ops.acls(readable(ctx)) if authz.may(ctx.user, "see", acl_of(ctx, a))]
+
+    def acl_of(ctx: Any, row: dict[str, Any]) -> authz.Acl:
+        kind = str(row.get("resource_type", "")).lower()
+        kind = "cluster" if kind in ("broker", "cluster") else kind
+        return authz.Acl(ctx.entry.name, kind, str(row.get("resource") or ""),
+                         str(row.get("pattern", "")).upper() == "PREFIXED")
 
     @app.get("/api/clusters/{cluster}/security/users")
     def api_scram_users(ctx: Any = read) -> list[dict[str, Any]]:
-        admin_only(ctx)
+        authz.require(ctx.user, "see", scram(ctx), Role.admin)
         return ops.scram_users(readable(ctx))
 
     @app.get("/api/clusters/{cluster}/security/acls")
     def api_acls(ctx: Any = read) -> list[dict[str, Any]]:
-        admin_only(ctx)
-        return ops.acls(readable(ctx))
+        return acl_rows(ctx)
 
     @app.get("/clusters/{cluster}/security", response_class=HTMLResponse)
     def security_page(request: Request, ctx: Any = read) -> Response:
-        admin_only(ctx)
+        authz.require(ctx.user, "see", authz.Console(), Role.admin)
         spec = readable(ctx)
+        title = f"security · {ctx.entry.name}"
         if not spec.security.enabled:
-            return page(request, "security.html", ctx, secured=False, users=[], acls=[], error=None)
-        return page(request, "security.html", ctx, secured=True, users=ops.scram_users(spec), acls=ops.acls(spec),
-                    error=None)
+            return page(request, "security.html", ctx, secured=False, users=[], acls=[], error=None, title=title,
+                        scram_allowed=False)
+        scram_allowed = authz.may(ctx.user, "see", scram(ctx), Role.admin)
+        return page(request, "security.html", ctx, secured=True, users=ops.scram_users(spec) if scram_allowed else [],
+                    acls=acl_rows(ctx), error=None, title=title, scram_allowed=scram_allowed)
 
     def scram_add(request: Request, ctx: Any, body: ScramUserBody) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            authz.require(ctx.user, "change", scram(ctx, body.name), Role.admin)
+            return ops.scram_user_add(ctx.spec, body.name, body.password)
+
         return done(request, ctx, "scram.user.add", body.name,  # type: ignore[no-any-return]
-                    {"password": "given" if body.password else "generated"},
-                    lambda: ops.scram_user_add(ctx.spec, body.name, body.password))
+                    {"password": "given" if body.password else "generated"}, run)
 
     @app.post("/api/clusters/{cluster}/security/users", status_code=201)
     def api_scram_add(request: Request, body: ScramUserBody,
@@ -440,8 +476,11 @@ def register(app: FastAPI, h: Helpers) -> None:
         return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/security", status_code=303)
 
     def scram_delete(request: Request, ctx: Any, name: str) -> dict[str, Any]:
-        return done(request, ctx, "scram.user.delete", name, {},  # type: ignore[no-any-return]
-                    lambda: ops.scram_user_delete(ctx.spec, name))
+        def run() -> dict[str, Any]:
+            authz.require(ctx.user, "change", scram(ctx, name), Role.admin)
+            return ops.scram_user_delete(ctx.spec, name)
+
+        return done(request, ctx, "scram.user.delete", name, {}, run)  # type: ignore[no-any-return]
 
     @app.delete("/api/clusters/{cluster}/security/users/{name}")
     def api_scram_delete(request: Request, name: str,
@@ -454,10 +493,17 @@ def register(app: FastAPI, h: Helpers) -> None:
         return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/security", status_code=303)
 
     def acl(request: Request, ctx: Any, body: AclBody, add: bool) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            named = [(k, v) for k, v in (("topic", body.topic), ("group", body.group)) if v]
+            if len(named) + body.cluster != 1:
+                raise Refused(422, "name one resource: topic, group or cluster")
+            kind, name = named[0] if named else ("cluster", None)
+            authz.require(ctx.user, "change", authz.Acl(ctx.entry.name, kind, name, body.prefixed), Role.admin)
+            return ops.acl_change(ctx.spec, add, body.principal, body.permission, body.operation, body.topic,
+                                  body.group, body.cluster, body.prefixed)
+
         return done(request, ctx, "acl.add" if add else "acl.remove", body.principal,  # type: ignore[no-any-return]
-                    body.model_dump(), lambda: ops.acl_change(ctx.spec, add, body.principal, body.permission,
-                                                             body.operation, body.topic, body.group, body.cluster,
-                                                             body.prefixed))
+                    body.model_dump(), run)
 
     @app.post("/api/clusters/{cluster}/security/acls", status_code=201)
     def api_acl_add(request: Request, body: AclBody, ctx: Any = guard(Role.admin, "acl.add")) -> dict[str, Any]:
@@ -485,16 +531,39 @@ def register(app: FastAPI, h: Helpers) -> None:
 
     # ----- alerts and broker figures (the monitor's history) -------------------------------------------------
 
+    def alerts(ctx: Any) -> dict[str, Any] | None:
+        """The monitor's alerts; for a user limited to topic prefixes, a group's only when they see the group
+        (its details name its topic-partitions)."""
+        doc = ops.alerts(readable(ctx))
+        if doc is None or not ctx.user.topic_prefixes:
+            return doc
+        mine: dict[str, bool] = {}
+
+        def keep(a: dict[str, Any]) -> bool:
+            subject = str(a.get("subject", ""))
+            if not subject.startswith("group "):
+                return True
+            g = subject[len("group "):]
+            if g not in mine:
+                try:
+                    h.group_doc(ctx, g)
+                    mine[g] = True
+                except Refused:
+                    mine[g] = False
+            return mine[g]
+
+        return {"open": [a for a in doc["open"] if keep(a)], "recent": [r for r in doc["recent"] if keep(r)]}
+
     @app.get("/api/clusters/{cluster}/alerts")
     def api_alerts(ctx: Any = read) -> dict[str, Any]:
-        doc = ops.alerts(readable(ctx))
+        doc = alerts(ctx)
         if doc is None:
             raise Refused(404, f"no monitor history for {ctx.entry.name}", "start one: `kctl monitor start --detach`")
         return doc
 
     @app.get("/clusters/{cluster}/alerts", response_class=HTMLResponse)
     def alerts_page(request: Request, ctx: Any = read) -> Response:
-        return page(request, "alerts.html", ctx, doc=ops.alerts(readable(ctx)))
+        return page(request, "alerts.html", ctx, doc=alerts(ctx), title=f"alerts · {ctx.entry.name}")
 
     @app.get("/api/clusters/{cluster}/brokers")
     def api_brokers(since: float = 3600, ctx: Any = read) -> dict[str, Any]:
@@ -512,7 +581,7 @@ def register(app: FastAPI, h: Helpers) -> None:
             for b, per in sorted(doc["series"].items()):
                 drawn[b] = [charts.line(per[k], title=f"broker {b}: {title}", unit=unit)
                             for k, title, unit in ops.BROKER_CHARTS]
-        return page(request, "brokers.html", ctx, doc=doc, drawn=drawn)
+        return page(request, "brokers.html", ctx, doc=doc, drawn=drawn, title=f"brokers · {ctx.entry.name}")
 
 
 def _sse(request: Request, event: str, fragment: Callable[[], str]) -> StreamingResponse:
