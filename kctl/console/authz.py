@@ -162,7 +162,7 @@ def _limits(user: User) -> str:
 def decide(user: User, verb: Verb, res: Resource, role: Role = Role.viewer) -> Decision:
     """May ``user`` ``verb`` (see, change) ``res``, an action that needs ``role``? Hidden resources first (404,
     before the role is looked at: a viewer learns nothing from a 403 either), then the role and the scope."""
-    seen = _see(user, res)
+    seen = _see(user, res, verb)
     if not seen:
         return seen
     if user.role < role:
@@ -172,7 +172,7 @@ def decide(user: User, verb: Verb, res: Resource, role: Role = Role.viewer) -> D
     return _change(user, res)
 
 
-def _see(user: User, res: Resource) -> Decision:
+def _see(user: User, res: Resource, verb: Verb = "see") -> Decision:
     if isinstance(res, Console):
         return OK
     if isinstance(res, ConsoleUser):
@@ -199,8 +199,9 @@ def _see(user: User, res: Resource) -> Decision:
     if isinstance(res, Acl):
         if user.role < Role.admin:
             return _forbidden("ACLs are an admin's")
-        if not acl_within(res, user):
-            return _hidden(f"no such ACL in cluster {cluster!r}")
+        if not acl_within(res, user):  # listed: not there; asked for by name (a change): beyond the scope
+            return (_hidden(f"no such ACL in cluster {cluster!r}") if verb == "see" else
+                    _forbidden(f"this ACL reaches beyond {_limits(user)}"))
     return OK
 
 
@@ -222,8 +223,6 @@ def _change(user: User, res: Resource) -> Decision:
     if isinstance(res, Reassignment) and res.topics is None and user.topic_prefixes:
         return _forbidden(f"a change of every partition is not for {user.name}, who is limited to"
                           f" {_limits(user)}: name the topics")
-    if isinstance(res, Acl) and not acl_within(res, user):  # (hidden from the listing already: kept explicit)
-        return _forbidden(f"this ACL reaches beyond {_limits(user)}")
     return OK
 
 
@@ -302,8 +301,9 @@ def audit_visible(user: User, rec: Mapping[str, Any], users: Mapping[str, User])
     if rec.get("user") == user.name:
         if cluster is not None and not may(user, "see", Cluster(str(cluster))):
             return False
-        target = rec.get("target")
-        return not (rec.get("result") == "refused" and target and not _topic_in(str(target), user))
+        target, action = rec.get("target"), str(rec.get("action", ""))
+        probe = action.startswith(("topic.", "leaders.", "group.", "read "))  # a topic's or a group's name
+        return not (rec.get("result") == "refused" and probe and target and not _topic_in(str(target), user))
     if user.role < Role.admin:
         return False
     if unlimited(user):

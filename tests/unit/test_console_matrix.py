@@ -394,3 +394,89 @@ def test_every_route_for_every_role_and_scope(user: str, config: ConsoleConfig, 
         assert (r.status_code, r.text.replace(name, "X")) == (r2.status_code, r2.text.replace(nope, "X")), where
         assert world.calls == [] and config.users_file.read_bytes() == users_before, where
     assert c.get("/api/me").status_code == 200  # the session lived through it all
+
+
+# ----- user management bounded by the admin's scope ---------------------------------------------------------
+
+
+def test_within_is_a_subset_of_clusters_and_prefixes_under_the_admins() -> None:
+    from kctl.console.authz import within
+    from kctl.console.users import User
+
+    def u(clusters: tuple[str, ...] = (), prefixes: tuple[str, ...] = ()) -> User:
+        return User("x", Role.admin, "h", clusters, prefixes)
+
+    assert within([], [], u()) and within(["a"], ["p."], u())  # an unlimited admin: everything
+    assert within(["a"], [], u(("a", "b"))) and within(["a", "b"], [], u(("a", "b")))
+    assert not within([], [], u(("a",)))  # "every cluster" is wider than one
+    assert not within(["a", "c"], [], u(("a", "b")))
+    assert within([], ["team-a.x", "team-a."], u(prefixes=("team-a.",)))
+    assert not within([], ["team-"], u(prefixes=("team-a.",)))  # a shorter prefix reaches more
+    assert not within([], [], u(prefixes=("team-a.",)))
+    assert not within(["a"], [], u(("a",), ("team-a.",)))  # both limits hold
+    assert within(["a"], ["team-a.b"], u(("a",), ("team-a.",)))
+
+
+def _as(config: ConsoleConfig, name: str) -> tuple[TestClient, dict[str, str]]:
+    c = TestClient(server.build(config), base_url="http://127.0.0.1")
+    r = c.post("/api/login", json={"username": name, "password": PASSWORD})
+    assert r.status_code == 200, r.text
+    return c, {"X-CSRF-Token": r.json()["csrf"]}
+
+
+def test_a_cluster_limited_admin_manages_only_users_within_their_scope(config: ConsoleConfig) -> None:
+    c, h = _as(config, "alpha-adm")
+    body = {"name": "esc", "role": "admin", "password": "long enough pw"}
+    r = c.post("/api/users", json=body, headers=h)  # an admin of every cluster: wider than alpha-adm
+    assert r.status_code == 403 and "within their own" in r.json()["error"]
+    assert c.post("/api/users", json={**body, "clusters": ["alpha", "beta"]}, headers=h).status_code == 403
+    assert UserStore(config.users_file).get("esc") is None
+    assert c.post("/api/users", json={**body, "clusters": ["alpha"]}, headers=h).status_code == 201
+    # another admin outside the scope: as missing as a name that does not exist, and still there
+    for name in ("root-adm", "teama-adm", "nobody"):
+        r = c.delete(f"/api/users/{name}", headers=h)
+        assert r.status_code == 404 and r.json()["error"] == f"no console user {name!r}"
+    assert UserStore(config.users_file).get("root-adm") is not None
+    # nor replaced by a user of the same name
+    r = c.post("/api/users", json={**body, "name": "root-adm", "clusters": ["alpha"]}, headers=h)
+    assert r.status_code == 404 and UserStore(config.users_file).get("root-adm").clusters == ()  # type: ignore[union-attr]
+    listed = {u["name"] for u in c.get("/api/users").json()}
+    assert listed == {"alpha-adm", "both-adm", "teama-op", "teama-view", "esc"}
+    # their own role and scope are not theirs to change, nor may they remove themselves
+    assert c.post("/api/users", json={**body, "name": "alpha-adm", "clusters": []}, headers=h).status_code == 403
+    assert c.delete("/api/users/alpha-adm", headers=h).status_code == 403
+    assert c.delete("/api/users/teama-view", headers=h).status_code == 200
+
+
+def test_a_prefix_limited_admin_gives_only_prefixes_under_their_own_and_no_higher_role(
+        config: ConsoleConfig) -> None:
+    c, h = _as(config, "teama-adm")
+    body = {"name": "new", "role": "operator", "password": "long enough pw"}
+    assert c.post("/api/users", json={**body, "topic_prefixes": ["team-"]}, headers=h).status_code == 403
+    assert c.post("/api/users", json=body, headers=h).status_code == 403
+    assert c.post("/api/users", json={**body, "topic_prefixes": ["team-a.sub."]}, headers=h).status_code == 201
+    # a user within their scope cannot be widened through them
+    r = c.post("/api/users", json={**body, "name": "teama-op", "topic_prefixes": ["team-"]}, headers=h)
+    assert r.status_code == 403 and UserStore(config.users_file).get("teama-op").topic_prefixes == ("team-a.",)  # type: ignore[union-attr]
+    refused = [a for a in c.get("/api/audit", params={"action": "user.add"}).json() if a["result"] == "refused"]
+    assert len(refused) == 3 and all(a["client"] == "testclient" for a in refused)
+
+
+def test_acls_and_scram_users_stay_inside_the_admins_scope(config: ConsoleConfig, world: World) -> None:
+    c, h = _as(config, "teama-adm")
+    base = {"principal": "User:app", "operation": "all"}
+    for body, status in (({"topic": "orders"}, 403), ({"topic": "*"}, 403), ({"cluster": True}, 403),
+                         ({"topic": "team-", "prefixed": True}, 403), ({"group": "other"}, 403),
+                         ({"topic": "team-a.x"}, 201), ({"topic": "team-a.x.", "prefixed": True}, 201),
+                         ({"group": "team-a.consumers"}, 201), ({"topic": "team-a.x", "group": "team-a.g"}, 422)):
+        world.calls.clear()
+        r = c.post("/api/clusters/alpha/security/acls", json={**base, **body}, headers=h)
+        assert r.status_code == status, (body, r.text)
+        assert world.calls == (["acl_change"] if status == 201 else []), body
+    assert c.post("/api/clusters/alpha/security/users", json={"name": "app"}, headers=h).status_code == 403
+    assert c.get("/api/clusters/alpha/security/users").status_code == 403
+    assert [a["principal"] for a in c.get("/api/clusters/alpha/security/acls").json()] == ["User:a", "User:b"]
+    a, ah = _as(config, "alpha-adm")  # limited to a cluster, not to topics: the whole cluster's
+    assert a.post("/api/clusters/alpha/security/acls", json={**base, "cluster": True}, headers=ah).status_code == 201
+    assert a.post("/api/clusters/alpha/security/users", json={"name": "app"}, headers=ah).status_code == 201
+    assert a.post("/api/clusters/beta/security/users", json={"name": "app"}, headers=ah).status_code == 404
