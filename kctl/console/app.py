@@ -385,7 +385,9 @@ def create_app(console: Console) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        message = str(exc.detail) if exc.status_code != 400 else "the request's body cannot be read as JSON"
+        message = str(exc.detail)
+        if message == "There was an error parsing the body":  # FastAPI's words for a JSON body it cannot read
+            message = "the request's body cannot be read as JSON"
         record(request, "refused", message, exc.status_code)
         if _is_api(request):
             return JSONResponse({"error": message, "hint": None}, status_code=exc.status_code)

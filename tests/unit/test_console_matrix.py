@@ -161,6 +161,11 @@ def _moving(name: str, left: int) -> dict[str, Any]:
 
 @pytest.fixture()
 def world(monkeypatch: pytest.MonkeyPatch) -> World:
+    return make_world(monkeypatch)
+
+
+def make_world(monkeypatch: pytest.MonkeyPatch) -> World:
+    """The fakes of the domain calls (also tests/unit/test_console_hardening.py's)."""
     w = World()
 
     def rec(name: str, result: Any) -> Any:
@@ -259,8 +264,12 @@ def _cluster(root: Path, name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def users_yaml(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    """The users file, hashed once for the module (argon2 takes its time on purpose)."""
-    store = UserStore(tmp_path_factory.mktemp("users") / "users.yaml")
+    return hash_users(tmp_path_factory.mktemp("users"))
+
+
+def hash_users(where: Path) -> bytes:
+    """The users file, hashed once for a module (argon2 takes its time on purpose)."""
+    store = UserStore(where / "users.yaml")
     for name, (role, clusters, prefixes) in USERS.items():
         store.put(new_user(name, role, PASSWORD, clusters, prefixes))
     return store.path.read_bytes()
@@ -268,6 +277,10 @@ def users_yaml(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 @pytest.fixture()
 def config(tmp_path: Path, users_yaml: bytes) -> ConsoleConfig:
+    return make_config(tmp_path, users_yaml)
+
+
+def make_config(tmp_path: Path, users_yaml: bytes) -> ConsoleConfig:
     files = [_cluster(tmp_path, "alpha"), _cluster(tmp_path, "beta")]
     home = tmp_path / "console"
     home.mkdir(mode=0o700)
