@@ -41,7 +41,7 @@ from kctl.console.auth import COOKIE, LOGIN_COOKIE, LoginGuard, Session, Session
 from kctl.console.authz import Refused
 from kctl.console.config import ConsoleConfig, Entry, Registry
 from kctl.console.jobs import Jobs
-from kctl.console.users import Role, User, UserStore, new_user
+from kctl.console.users import Role, User, UserStore
 from kctl.errors import KctlError
 
 HERE = Path(__file__).parent
@@ -306,29 +306,6 @@ class LoginBody(BaseModel):
     password: str = Field(..., min_length=1, max_length=1024)
 
 
-class TopicBody(BaseModel):
-    name: str = Field(..., min_length=1, max_length=249)
-    partitions: int | None = Field(None, ge=1, le=100_000)
-    replication_factor: int | None = Field(None, ge=1, le=32)
-    configs: dict[str, str] = Field(default_factory=dict)
-
-
-class PartitionsBody(BaseModel):
-    partitions: int = Field(..., ge=1, le=100_000)
-
-
-class ClusterBody(BaseModel):
-    path: str = Field(..., min_length=1)
-
-
-class UserBody(BaseModel):
-    name: str = Field(..., min_length=1, max_length=64)
-    role: str
-    password: str = Field(..., min_length=8, max_length=1024)
-    clusters: list[str] = Field(default_factory=list)
-    topic_prefixes: list[str] = Field(default_factory=list)
-
-
 # ----- the application ---------------------------------------------------------------------------------
 
 
@@ -541,42 +518,6 @@ def create_app(console: Console) -> FastAPI:
     def cluster_cards_fragment(request: Request, ctx: Ctx = read) -> Response:
         return page(request, "_cards.html", ctx, cards=cards(ctx))
 
-    def add_cluster(request: Request, ctx: Ctx, path: str) -> dict[str, Any]:
-        def add() -> Entry:
-            authz.require(ctx.user, "change", authz.Console(), Role.admin)
-            return console.registry.add(Path(path))
-
-        entry = _done(request, ctx, "cluster.add", path, {"path": path}, add)
-        return {"name": entry.name, "path": str(entry.path)}
-
-    @app.post("/api/clusters", status_code=201)
-    def api_add_cluster(request: Request, body: ClusterBody, ctx: Ctx = guard(Role.admin, "cluster.add")) -> Any:
-        return add_cluster(request, ctx, body.path)
-
-    @app.post("/clusters")
-    def form_add_cluster(request: Request, path: str = _form(), ctx: Ctx = guard(Role.admin, "cluster.add")) -> Any:
-        add_cluster(request, ctx, path)
-        return RedirectResponse("/", status_code=303)
-
-    def remove_cluster(request: Request, ctx: Ctx) -> dict[str, Any]:
-        name = ctx.entry.name  # type: ignore[union-attr]
-
-        def remove() -> None:
-            authz.require(ctx.user, "change", authz.Cluster(name), Role.admin)
-            console.registry.remove(name)
-
-        _done(request, ctx, "cluster.remove", None, {}, remove)
-        return {"removed": name}
-
-    @app.delete("/api/clusters/{cluster}")
-    def api_remove_cluster(request: Request, ctx: Ctx = guard(Role.admin, "cluster.remove")) -> Any:
-        return remove_cluster(request, ctx)
-
-    @app.post("/clusters/{cluster}/remove")
-    def form_remove_cluster(request: Request, ctx: Ctx = guard(Role.admin, "cluster.remove")) -> Any:
-        remove_cluster(request, ctx)
-        return RedirectResponse("/", status_code=303)
-
     def cluster_doc(ctx: Ctx) -> dict[str, Any]:
         doc = ops.cluster_detail(_readable(ctx))
         name = ctx.entry.name  # type: ignore[union-attr]
@@ -612,48 +553,6 @@ def create_app(console: Console) -> FastAPI:
         return page(request, "topics.html", ctx, topics=rows, q=q, internal=internal, errors={}, form={},
                     title=f"topics · {ctx.entry.name}")  # type: ignore[union-attr]
 
-    def create_topic(request: Request, ctx: Ctx, body: TopicBody) -> dict[str, Any]:
-        def create() -> dict[str, Any]:
-            if not authz.may(ctx.user, "see", authz.Topic(ctx.entry.name, body.name)):  # type: ignore[union-attr]
-                raise Refused(403, f"{ctx.user.name} may create only topics starting with "
-                                   + ", ".join(ctx.user.topic_prefixes))
-            return ops.create_topic(ctx.spec, body.name, body.partitions, body.replication_factor, body.configs)
-
-        return _done(request, ctx, "topic.create", body.name, body.model_dump(exclude={"name"}), create)  # type: ignore[no-any-return]
-
-    @app.post("/api/clusters/{cluster}/topics", status_code=201)
-    def api_create_topic(request: Request, body: TopicBody,
-                         ctx: Ctx = guard(Role.operator, "topic.create")) -> dict[str, Any]:
-        return create_topic(request, ctx, body)
-
-    @app.post("/clusters/{cluster}/topics")
-    async def form_create_topic(request: Request, ctx: Ctx = guard(Role.operator, "topic.create")) -> Response:
-        form = dict(await request.form())
-        title = f"topics · {ctx.entry.name}"  # type: ignore[union-attr]
-        try:
-            raw: dict[str, Any] = {"name": str(form.get("name") or "").strip(),
-                                   "configs": _pairs(str(form.get("configs") or ""))}
-        except Refused as r:
-            return page(request, "topics.html", ctx, r.status, topics=await run_in_threadpool(topic_rows, ctx, False),
-                        q="", internal=False, errors={"configs": refusal(request, r)}, form=form, title=title)
-        for k in ("partitions", "replication_factor"):
-            if str(form.get(k) or "").strip():
-                raw[k] = str(form[k]).strip()
-        try:
-            body = TopicBody.model_validate(raw)
-        except ValidationError as exc:
-            errors = {str(e["loc"][0]): e["msg"] for e in exc.errors()}
-            refusal(request, "invalid request: " + "; ".join(f"{k}: {v}" for k, v in errors.items()))
-            return page(request, "topics.html", ctx, 422, topics=await run_in_threadpool(topic_rows, ctx, False),
-                        q="", internal=False, errors=errors, form=form, title=title)
-        try:
-            await run_in_threadpool(create_topic, request, ctx, body)
-        except Refused as r:
-            return page(request, "topics.html", ctx, r.status, topics=await run_in_threadpool(topic_rows, ctx, False),
-                        q="", internal=False, errors={"name": r.message}, form=form, title=title)
-        return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/topics/{quote(body.name)}",  # type: ignore[union-attr]
-                                status_code=303)
-
     def topic_title(ctx: Ctx, topic: str) -> str:
         return f"{topic} · topic · {ctx.entry.name}"  # type: ignore[union-attr]
 
@@ -665,44 +564,6 @@ def create_app(console: Console) -> FastAPI:
     def topic_page(request: Request, topic: str, ctx: Ctx = read) -> Response:
         return page(request, "topic.html", ctx, doc=ops.topic_detail(_readable(ctx), topic), error=None,
                     title=topic_title(ctx, topic))
-
-    @app.delete("/api/clusters/{cluster}/topics/{topic}")
-    def api_delete_topic(request: Request, topic: str, ctx: Ctx = guard(Role.admin, "topic.delete")) -> Any:
-        return _done(request, ctx, "topic.delete", topic, {}, lambda: ops.delete_topic(ctx.spec, topic))
-
-    @app.post("/clusters/{cluster}/topics/{topic}/delete")
-    def form_delete_topic(request: Request, topic: str, confirm: str = _form(""),
-                          ctx: Ctx = guard(Role.admin, "topic.delete")) -> Response:
-        if confirm != topic:
-            return page(request, "topic.html", ctx, 400, doc=ops.topic_detail(ctx.spec, topic),
-                        error=refusal(request, "type the topic's name to confirm its deletion"),
-                        title=topic_title(ctx, topic))
-        _done(request, ctx, "topic.delete", topic, {}, lambda: ops.delete_topic(ctx.spec, topic))
-        return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/topics", status_code=303)  # type: ignore[union-attr]
-
-    @app.post("/api/clusters/{cluster}/topics/{topic}/partitions")
-    def api_add_partitions(request: Request, topic: str, body: PartitionsBody,
-                           ctx: Ctx = guard(Role.operator, "topic.partitions")) -> Any:
-        return _done(request, ctx, "topic.partitions", topic, {"partitions": body.partitions},
-                     lambda: ops.add_partitions(ctx.spec, topic, body.partitions))
-
-    @app.post("/clusters/{cluster}/topics/{topic}/partitions")
-    def form_add_partitions(request: Request, topic: str, partitions: str = _form(""),
-                            ctx: Ctx = guard(Role.operator, "topic.partitions")) -> Response:
-        try:
-            body = PartitionsBody(partitions=partitions)
-        except ValidationError:
-            return page(request, "topic.html", ctx, 422, doc=ops.topic_detail(ctx.spec, topic),
-                        error=refusal(request, "partitions: a whole number of at least 1"),
-                        title=topic_title(ctx, topic))
-        try:
-            _done(request, ctx, "topic.partitions", topic, {"partitions": body.partitions},
-                  lambda: ops.add_partitions(ctx.spec, topic, body.partitions))
-        except Refused as r:
-            return page(request, "topic.html", ctx, r.status, doc=ops.topic_detail(ctx.spec, topic), error=r.message,
-                        title=topic_title(ctx, topic))
-        return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/topics/{quote(topic)}",  # type: ignore[union-attr]
-                                status_code=303)
 
     # ----- consumer groups ---------------------------------------------------------------------------------
 
@@ -793,78 +654,12 @@ def create_app(console: Console) -> FastAPI:
     def users_page(request: Request, ctx: Ctx = read) -> Response:
         return page(request, "users.html", ctx, users=user_rows(ctx), error=None, title="Console users")
 
-    def add_user(request: Request, ctx: Ctx, body: UserBody) -> dict[str, Any]:
-        params = {"role": body.role, "clusters": body.clusters, "topic_prefixes": body.topic_prefixes}
+    from kctl.console import actions, views
 
-        def put() -> dict[str, Any]:
-            u = new_user(body.name, body.role, body.password, body.clusters, body.topic_prefixes)
-
-            def change(users: dict[str, User]) -> None:
-                # decided under the users file's lock, on the file's users of this moment
-                d = authz.user_change(ctx.user, users.get(u.name), authz.ConsoleUser.of(u))
-                if not d:
-                    raise Refused(d.status, d.message)
-                users[u.name] = u
-
-            console.users.change(change)
-            console.sessions.close_user(u.name)  # a changed password, role or scope takes effect at once
-            return u.public()
-
-        return _done(request, ctx, "user.add", body.name, params, put)  # type: ignore[no-any-return]
-
-    @app.post("/api/users", status_code=201)
-    def api_add_user(request: Request, body: UserBody, ctx: Ctx = guard(Role.admin, "user.add")) -> Any:
-        return add_user(request, ctx, body)
-
-    @app.post("/users")
-    async def form_add_user(request: Request, ctx: Ctx = guard(Role.admin, "user.add")) -> Response:
-        form = await request.form()
-        status = 422
-        try:
-            body = UserBody(name=str(form.get("name") or ""), role=str(form.get("role") or ""),
-                            password=str(form.get("password") or ""),
-                            clusters=_words(str(form.get("clusters") or "")),
-                            topic_prefixes=_words(str(form.get("topic_prefixes") or "")))
-            await run_in_threadpool(add_user, request, ctx, body)
-        except ValidationError as exc:
-            error = refusal(request, "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors()))
-        except Refused as r:
-            error, status = r.message, r.status
-        else:
-            return RedirectResponse("/users", status_code=303)
-        return page(request, "users.html", ctx, status, users=user_rows(ctx), error=error, title="Console users")
-
-    def remove_user(request: Request, ctx: Ctx, name: str) -> dict[str, Any]:
-        def rm() -> dict[str, Any]:
-            def change(users: dict[str, User]) -> None:
-                old = users.get(name)
-                if old is None:
-                    raise Refused(404, f"no console user {name!r}")
-                d = authz.user_change(ctx.user, old, None)
-                if not d:
-                    raise Refused(d.status, d.message)
-                del users[name]
-
-            console.users.change(change)
-            console.sessions.close_user(name)
-            return {"removed": name}
-
-        return _done(request, ctx, "user.remove", name, {}, rm)  # type: ignore[no-any-return]
-
-    @app.delete("/api/users/{name}")
-    def api_remove_user(request: Request, name: str, ctx: Ctx = guard(Role.admin, "user.remove")) -> Any:
-        return remove_user(request, ctx, name)
-
-    @app.post("/users/{name}/delete")
-    def form_remove_user(request: Request, name: str, ctx: Ctx = guard(Role.admin, "user.remove")) -> Response:
-        remove_user(request, ctx, name)
-        return RedirectResponse("/users", status_code=303)
-
-    from kctl.console import actions
-
-    actions.register(app, actions.Helpers(page=page, fragment=fragment, read=read, guard=guard, done=_done,
-                                          Refused=Refused, readable=_readable, group_doc=group_doc,
-                                          refusal=refusal))
+    helpers = views.Helpers(page=page, fragment=fragment, read=read, guard=guard, done=_done, readable=_readable,
+                            group_doc=group_doc, refusal=refusal, topic_rows=topic_rows, user_rows=user_rows)
+    views.register(app, helpers)
+    actions.register(app, helpers)  # every change: the table's rows, each as a JSON route and a form route
     return app
 
 

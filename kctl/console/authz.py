@@ -66,6 +66,14 @@ class Topic:
 
 
 @dataclass(frozen=True)
+class NewTopic:
+    """A topic about to be created: its name must be one the user would see."""
+
+    cluster: str
+    name: str
+
+
+@dataclass(frozen=True)
 class Group:
     cluster: str
     name: str
@@ -104,7 +112,7 @@ class Reassignment:
     topics: tuple[str, ...] | None = None  # the topics it moves; None: every partition of the cluster
 
 
-Resource = Console | Cluster | Topic | Group | Acl | ScramUser | ConsoleUser | Reassignment
+Resource = Console | Cluster | Topic | NewTopic | Group | Acl | ScramUser | ConsoleUser | Reassignment
 
 
 @dataclass(frozen=True)
@@ -220,9 +228,15 @@ def _change(user: User, res: Resource) -> Decision:
             return _forbidden(f"serving or removing clusters is for an admin without limits; {user.name} is"
                               f" limited to {_limits(user)}")
         return OK
-    if isinstance(res, Reassignment) and res.topics is None and user.topic_prefixes:
-        return _forbidden(f"a change of every partition is not for {user.name}, who is limited to"
-                          f" {_limits(user)}: name the topics")
+    if isinstance(res, NewTopic) and not _topic_in(res.name, user):
+        return _forbidden(f"{user.name} may create only topics starting with {', '.join(user.topic_prefixes)}")
+    if isinstance(res, Reassignment) and user.topic_prefixes:
+        if res.topics is None:
+            return _forbidden(f"a change of every partition is not for {user.name}, who is limited to"
+                              f" {_limits(user)}: name the topics")
+        if not all(_topic_in(t, user) for t in res.topics):  # Kafka moves, elects or cancels them all at once
+            return _forbidden(f"partitions of topics outside {_limits(user)} are part of it: an admin without a"
+                              " topic limit does it")
     return OK
 
 

@@ -21,10 +21,10 @@ pytest.importorskip("fastapi")
 from fastapi.routing import APIRoute  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
-from kctl.console import actions, ops, server  # noqa: E402
+from kctl.console import ops, server, views  # noqa: E402
 from kctl.console.config import ConsoleConfig, Registry  # noqa: E402
 from kctl.console.jobs import Job, Jobs  # noqa: E402
-from kctl.console.users import Role, UserStore, new_user  # noqa: E402
+from kctl.console.users import Role, UserStore  # noqa: E402
 
 PASSWORD = "correct horse battery"
 HIDDEN = "hidden"  # every name a topic-limited user may not see holds it
@@ -250,8 +250,8 @@ def make_world(monkeypatch: pytest.MonkeyPatch) -> World:
         return Job(spec.name, user, "reassignment", 1.0, topics=tuple(sorted({t for t, _ in plan})))
 
     monkeypatch.setattr(Jobs, "start_reassignment", start)
-    monkeypatch.setattr(actions, "LIVE_SECONDS", 0.0)
-    monkeypatch.setattr(actions, "LIVE_MAX_SECONDS", 0.05)
+    monkeypatch.setattr(views, "LIVE_SECONDS", 0.0)
+    monkeypatch.setattr(views, "LIVE_MAX_SECONDS", 0.05)
     return w
 
 
@@ -268,10 +268,16 @@ def users_yaml(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 
 def hash_users(where: Path) -> bytes:
-    """The users file, hashed once for a module (argon2 takes its time on purpose)."""
+    """The users file, hashed once for a module, with argon2id at its cheapest (the console's own hashes take
+    their time on purpose; a check reads its cost from the hash, so logins here are quick)."""
+    from argon2 import PasswordHasher
+
+    from kctl.console.users import User
+
+    cheap = PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)
     store = UserStore(where / "users.yaml")
     for name, (role, clusters, prefixes) in USERS.items():
-        store.put(new_user(name, role, PASSWORD, clusters, prefixes))
+        store.put(User(name, Role[role], cheap.hash(PASSWORD), tuple(clusters), tuple(prefixes)))
     return store.path.read_bytes()
 
 
