@@ -170,12 +170,12 @@ class UserStore:
                           "clusters": list(u.clusters), "topic_prefixes": list(u.topic_prefixes)}
                          for u in sorted(users.values(), key=lambda u: u.name)]}
         write_secret(self.path, "# kctl console users (kctl console user add|remove|list)\n"
-                     + yaml.safe_dump(doc, sort_keys=False))
+                     + yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False))
 
 
 def _parse(path: Path) -> dict[str, User]:
     try:
-        doc = yaml.safe_load(path.read_text()) or {}
+        doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     except yaml.YAMLError as exc:
         raise KctlError(f"{path} is not a console users file: {exc}", hint="fix it or remove it") from None
     out: dict[str, User] = {}

@@ -176,6 +176,7 @@ def register(app: FastAPI, h: Helpers) -> None:
 
         def fragment() -> str:
             doc = ops.group_lag(readable(ctx), group)
+            doc["partitions"] = authz.visible_partitions(ctx.user, ctx.entry.name, doc["partitions"])
             hist = ops.group_history(readable(ctx), group, 3600)
             return h.fragment(request, "_group_lag.html", ctx, lag=doc,
                               chart=charts.line([(r["ts_ms"] / 1000, r["total_lag"]) for r in hist],
