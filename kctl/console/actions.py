@@ -31,7 +31,7 @@ from starlette.concurrency import run_in_threadpool
 from kctl.console import authz, ops
 from kctl.console.authz import Refused
 from kctl.console.users import Role, User, new_user
-from kctl.console.views import Helpers, names
+from kctl.console.views import Helpers, OffsetsBody, names
 from kctl.errors import KctlError
 
 # ----- the bodies ---------------------------------------------------------------------------------------------
@@ -71,13 +71,6 @@ class ElectionBody(BaseModel):
 class ReassignBody(BaseModel):
     plan: dict[str, Any]  # Kafka's reassignment JSON: {"version": 1, "partitions": [...]}
     throttle: int | None = Field(None, ge=1024, le=10 * 1024 ** 4, description="bytes/s for the replicas that move")
-
-
-class OffsetsBody(BaseModel):
-    topic: str = Field(..., min_length=1, max_length=249)
-    strategy: str = Field(..., pattern="^(earliest|latest|offset|datetime)$")
-    value: int | None = Field(None, ge=0)
-    datetime: str | None = Field(None, max_length=64)
 
 
 class ScramUserBody(BaseModel):

@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from kctl.console import authz, charts, ops
@@ -25,6 +26,13 @@ from kctl.spec import ClusterSpec
 
 LIVE_SECONDS = 2.0  # how often a live part (SSE) sends its fragment
 LIVE_MAX_SECONDS = 3600.0  # a live stream ends after this; the page's htmx reconnects
+
+
+class OffsetsBody(BaseModel):
+    topic: str = Field(..., min_length=1, max_length=249)
+    strategy: str = Field(..., pattern="^(earliest|latest|offset|datetime)$")
+    value: int | None = Field(None, ge=0)
+    datetime: str | None = Field(None, max_length=64)
 
 
 @dataclass
@@ -158,8 +166,6 @@ def register(app: FastAPI, h: Helpers) -> None:
     @app.get("/api/clusters/{cluster}/groups/{group}/offsets")
     def api_offsets_preview(request: Request, group: str, topic: str, strategy: str, value: int | None = None,
                             datetime: str | None = None, ctx: Any = read) -> dict[str, Any]:  # noqa: A002
-        from kctl.console.actions import OffsetsBody
-
         body = OffsetsBody(topic=topic, strategy=strategy, value=value, datetime=datetime)
         h.group_doc(ctx, group)
         authz.require(ctx.user, "see", authz.Topic(ctx.entry.name, body.topic))
