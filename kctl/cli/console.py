@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -97,10 +99,11 @@ def user_add(
     Role.parse(role)
     cfg = load_config(config, file)
     user = new_user(name, role, _password(), cluster or [], topic_prefix or [])
-    store = UserStore(cfg.users_file)
-    existed = store.get(name) is not None
-    store.put(user)
-    output.info(f"{'changed' if existed else 'added'} console user {name} ({role}) in {cfg.users_file}")
+    old = UserStore(cfg.users_file).put(user)
+    _audit(cfg, "user.change" if old else "user.add", name, "done",
+           {"role": role, "clusters": list(user.clusters), "topic_prefixes": list(user.topic_prefixes)})
+    output.info(f"{'changed' if old else 'added'} console user {name} ({role}) in {cfg.users_file}"
+                + ("; their sessions end" if old else ""))
 
 
 def user_remove(name: str = typer.Argument(..., help="The user's name."), config: Path | None = ConfigOpt,
@@ -112,8 +115,24 @@ def user_remove(name: str = typer.Argument(..., help="The user's name."), config
 
     cfg = load_config(config, file)
     if not UserStore(cfg.users_file).remove(name):
+        _audit(cfg, "user.remove", name, "failed", {}, "no such user")
         raise KctlError(f"no console user {name!r}", hint="`kctl console user list` shows them")
+    _audit(cfg, "user.remove", name, "done", {})
     output.info(f"removed console user {name}")
+
+
+def _audit(cfg: Any, action: str, target: str, result: str, params: dict[str, Any], message: str = "") -> None:
+    """The console's audit log records the CLI's changes of its users too, as ``cli:OS-USER`` from ``cli``."""
+    import getpass
+
+    from kctl.console.audit import AuditLog
+
+    try:
+        who = getpass.getuser()
+    except (KeyError, OSError):
+        who = str(os.getuid())
+    AuditLog(cfg.audit_file).append(user=f"cli:{who}", action=action, result=result, target=target,
+                                    params=params, message=message, client="cli")
 
 
 def user_list(config: Path | None = ConfigOpt, file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:

@@ -1,18 +1,26 @@
 """The console's web application: server-rendered pages (Jinja2, htmx vendored in ./static) and the JSON API
 under ``/api/``, both calling the same functions of :mod:`kctl.console.ops`.
 
-Authorisation lives on the server, in one place: every route that changes something declares the role it
-needs and the action it is audited as with ``Depends(Guard(role, action))`` (tests/unit/test_console_auth.py
-enumerates the routes and fails on a mutating one without it). A guard checks, in order: a session (401, or
-the login page), the CSRF token (403), the read-only switch (403), the role (403), that the user may see the
-cluster and topic named in the path (404, as for one that does not exist: nothing leaks). Every refusal is
-audited as well as every change.
+Authorisation: whether a user may see or change anything is decided by one function,
+:func:`kctl.console.authz.decide`, for reads (what an answer holds) as for changes. Every route that changes
+something declares the role it needs and the action it is audited as with ``Depends(Guard(role, action))``
+(tests/unit/test_console_matrix.py enumerates every route of the application and fails on one without its row).
+A guard checks, in order: a session (401, or the login page), the CSRF token (403), the read-only switch (403),
+that the user may see the cluster and topic named in the path (404, as for one that does not exist: nothing
+leaks) and has the role (403); the handler then asks :func:`authz.require` about what its body names.
+
+Every mutating request owes the audit log one record: the guard opens it, the change writes it (done or
+failed), and whatever else ends the request (a refusal, a 422, an unexpected error, a page answering 4xx)
+writes it on the way out (:class:`Headers` below, which also sets the security headers of every answer).
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
-from dataclasses import dataclass
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -23,17 +31,24 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Red
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kctl.console import ops
+from kctl.console import authz, ops
 from kctl.console.audit import AuditLog, to_csv
 from kctl.console.auth import COOKIE, LOGIN_COOKIE, LoginGuard, Session, Sessions, same
+from kctl.console.authz import Refused
 from kctl.console.config import ConsoleConfig, Entry, Registry
 from kctl.console.jobs import Jobs
-from kctl.console.users import Role, User, UserStore, new_user
+from kctl.console.users import Role, User, UserStore
 from kctl.errors import KctlError
 
 HERE = Path(__file__).parent
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
+log = logging.getLogger("kctl.console")
+
+__all__ = ["Console", "Ctx", "Guard", "Reader", "Refused", "create_app"]
 
 
 @dataclass
@@ -50,12 +65,6 @@ class Console:
     secure_cookies: bool = False
 
 
-class Refused(Exception):
-    def __init__(self, status: int, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.hint = status, message, hint
-
-
 @dataclass
 class Ctx:
     """Who asks, through which session, about which cluster (resolved and allowed)."""
@@ -70,6 +79,21 @@ class Ctx:
         return self.entry.spec
 
 
+@dataclass
+class Pending:
+    """The audit record a request owes: opened by its guard, written once (done, failed or refused)."""
+
+    action: str
+    client: str
+    user: str | None = None
+    cluster: str | None = None
+    target: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+    written: bool = False
+    reading: bool = False  # a read: only the decisions' refusals (403, 404) are recorded
+
+
 def _console(request: Request) -> Console:
     return request.app.state.console  # type: ignore[no-any-return]
 
@@ -78,29 +102,73 @@ def _is_api(request: Request) -> bool:
     return request.url.path.startswith("/api/")
 
 
+def client_of(request: Request) -> str:
+    return request.client.host if request.client else "?"
+
+
+def _pending(scope_or_request: Any) -> Pending | None:
+    state = scope_or_request.get("state") if isinstance(scope_or_request, dict) else \
+        scope_or_request.scope.get("state")
+    return (state or {}).get("kctl_audit")
+
+
+def _open_record(request: Request, action: str, *, reading: bool = False) -> Pending:
+    p = Pending(action, client_of(request), cluster=request.path_params.get("cluster"),
+                target=request.path_params.get("topic") or request.path_params.get("group")
+                or request.path_params.get("name"), reading=reading)
+    request.scope.setdefault("state", {})["kctl_audit"] = p
+    return p
+
+
+def _write(audit: AuditLog, p: Pending | None, result: str, message: str = "", status: int | None = None) -> None:
+    """Write the request's record once; a read's only for the refusals of a decision."""
+    if p is None or p.written:
+        return
+    if p.reading and (result != "refused" or status not in (403, 404) or p.user is None):
+        return
+    p.written = True
+    audit.append(user=p.user, action=p.action, result=result, cluster=p.cluster, target=p.target, params=p.params,
+                 message=message or p.message, client=p.client, anonymous=p.user is None)
+
+
+def record(request: Request, result: str, message: str = "", status: int | None = None) -> None:
+    _write(_console(request).audit, _pending(request), result, message, status)
+
+
 def _session(request: Request) -> tuple[User, Session] | None:
     c = _console(request)
-    s = c.sessions.get(request.cookies.get(COOKIE))
+    token = request.cookies.get(COOKIE)
+    s = c.sessions.peek(token)
     if s is None:
         return None
     user = c.users.get(s.user)
     if user is None:  # removed while logged in
         c.sessions.close(s.token)
         return None
-    return user, s
+    s = c.sessions.get(token, user.fingerprint())  # ends when the password, role or scope changed
+    return (user, s) if s is not None else None
 
 
-def _resolve(request: Request, user: User) -> Entry | None:
-    """The cluster and topic the path names, refused as missing when the user may not see them."""
+def _path_resource(request: Request) -> authz.Resource | None:
     name = request.path_params.get("cluster")
     if name is None:
         return None
-    entry = _console(request).registry.get(name) if user.may_see_cluster(name) else None
+    topic = request.path_params.get("topic")
+    return authz.Topic(name, topic) if topic is not None else authz.Cluster(name)
+
+
+def _resolve(request: Request, user: User, role: Role = Role.viewer) -> Entry | None:
+    """The cluster (and topic) the path names, refused as missing when the user may not see them."""
+    res = _path_resource(request)
+    if res is None:
+        if user.role < role:
+            authz.require(user, "see", authz.Console(), role)
+        return None
+    authz.require(user, "see", res, role)
+    name = request.path_params["cluster"]
+    entry = _console(request).registry.get(name)
     if entry is None:
         raise Refused(404, f"no cluster {name!r}")
-    topic = request.path_params.get("topic")
-    if topic is not None and not user.may_see_topic(topic):
-        raise Refused(404, f"no topic {topic!r} in cluster {name!r}")
     return entry
 
 
@@ -108,10 +176,12 @@ class Reader:
     """A route that only reads: a session and, for a cluster's routes, the right to see it."""
 
     async def __call__(self, request: Request) -> Ctx:
+        p = _open_record(request, "read " + request.url.path[:200], reading=True)
         found = _session(request)
         if found is None:
             raise Refused(401, "log in first")
         user, session = found
+        p.user = user.name
         return Ctx(user, session, _resolve(request, user))
 
 
@@ -123,35 +193,23 @@ class Guard:
 
     async def __call__(self, request: Request) -> Ctx:
         c = _console(request)
-        cluster = request.path_params.get("cluster")
-        target = request.path_params.get("topic") or request.path_params.get("name")
+        p = _open_record(request, self.action)
         found = _session(request)
-
-        def refuse(status: int, message: str, user: str | None) -> Refused:
-            c.audit.append(user=user, action=self.action, result="refused", cluster=cluster, target=target,
-                           message=message)
-            return Refused(status, message)
-
         if found is None:
-            raise refuse(401, "log in first", None)
+            raise Refused(401, "log in first")
         user, session = found
+        p.user = user.name
         token = request.headers.get("x-csrf-token")
         if token is None and request.headers.get("content-type", "").startswith(
                 ("application/x-www-form-urlencoded", "multipart/form-data")):
             token = str((await request.form()).get("csrf") or "")
         if not same(token, session.csrf):
-            raise refuse(403, "missing or wrong CSRF token", user.name)
+            raise Refused(403, "missing or wrong CSRF token")
         if c.config.read_only:
-            raise refuse(403, "the console is read-only", user.name)
-        if user.role < self.role:
-            raise refuse(403, f"{self.action} needs the {self.role.name} role; {user.name} is {user.role.name}",
-                         user.name)
-        try:
-            entry = _resolve(request, user)
-        except Refused as r:
-            raise refuse(r.status, r.message, user.name) from None
+            raise Refused(403, "the console is read-only")
+        entry = _resolve(request, user, self.role)
         if entry is not None and entry.spec is None:
-            raise refuse(409, f"cluster {entry.name!r} cannot be read: {entry.error}", user.name)
+            raise Refused(409, f"cluster {entry.name!r} cannot be read: {entry.error}")
         return Ctx(user, session, entry)
 
 
@@ -163,17 +221,81 @@ def guard(role: Role, action: str) -> Any:
 
 
 def _done(request: Request, ctx: Ctx, action: str, target: str | None, params: dict[str, Any], fn: Any) -> Any:
-    """Run a change and audit its result (done, or failed with the error's message)."""
-    c = _console(request)
-    cluster = ctx.entry.name if ctx.entry else None
+    """Run a change and audit its result (done, failed with the error's message, refused)."""
+    p = _pending(request) or _open_record(request, action)
+    p.user, p.action = ctx.user.name, action
+    p.cluster = ctx.entry.name if ctx.entry else p.cluster
+    p.target, p.params = target, dict(params)
     try:
         result = fn()
+    except Refused as r:
+        record(request, "refused", r.message)
+        raise
     except KctlError as exc:
-        c.audit.append(user=ctx.user.name, action=action, result="failed", cluster=cluster, target=target,
-                       params=params, message=exc.message)
+        record(request, "failed", exc.message)
         raise Refused(400 if exc.exit_code == 2 else 409, exc.message, exc.hint) from None
-    c.audit.append(user=ctx.user.name, action=action, result="done", cluster=cluster, target=target, params=params)
+    except Exception as exc:
+        record(request, "failed", f"unexpected {type(exc).__name__} (the console's log has it)")
+        raise
+    record(request, "done")
     return result
+
+
+def refusal(request: Request, r: Refused | KctlError | str) -> str:
+    """A form route that answers a refusal with its page: the record first; the message for the page."""
+    message = r if isinstance(r, str) else r.message
+    record(request, "failed" if isinstance(r, KctlError) else "refused", message)
+    return message
+
+
+class Headers:
+    """Pure ASGI middleware: the security headers of every answer, and the audit record a request still owes
+    when it ends in a 4xx/5xx page or an unexpected error."""
+
+    def __init__(self, app: ASGIApp, audit: Callable[[], AuditLog], tls: bool) -> None:
+        self.app, self.audit, self.tls = app, audit, tls
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = [0]
+        static = str(scope.get("path", "")).startswith("/static/")
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+                headers = list(message.get("headers", []))
+                names = {k.lower() for k, _ in headers}
+                for k, v in _security_headers(self.tls, static):
+                    if k.encode() not in names:
+                        headers.append((k.encode(), v.encode()))
+                message["headers"] = headers
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception:
+            _write(self.audit(), _pending(scope), "failed", "unexpected error (the console's log has it)", 500)
+            raise
+        if status[0] >= 400:
+            _write(self.audit(), _pending(scope), "failed" if status[0] >= 500 else "refused",
+                   f"answered HTTP {status[0]}", status[0])
+
+
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self';"
+       " font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+
+def _security_headers(tls: bool, static: bool) -> list[tuple[str, str]]:
+    out = [("content-security-policy", CSP), ("x-frame-options", "DENY"), ("x-content-type-options", "nosniff"),
+           ("referrer-policy", "same-origin"), ("cross-origin-opener-policy", "same-origin"),
+           ("permissions-policy", "camera=(), microphone=(), geolocation=()")]
+    if not static:
+        out.append(("cache-control", "no-store"))
+    if tls:
+        out.append(("strict-transport-security", "max-age=31536000"))
+    return out
 
 
 # ----- request bodies ----------------------------------------------------------------------------------
@@ -184,35 +306,13 @@ class LoginBody(BaseModel):
     password: str = Field(..., min_length=1, max_length=1024)
 
 
-class TopicBody(BaseModel):
-    name: str = Field(..., min_length=1, max_length=249)
-    partitions: int | None = Field(None, ge=1, le=100_000)
-    replication_factor: int | None = Field(None, ge=1, le=32)
-    configs: dict[str, str] = Field(default_factory=dict)
-
-
-class PartitionsBody(BaseModel):
-    partitions: int = Field(..., ge=1, le=100_000)
-
-
-class ClusterBody(BaseModel):
-    path: str = Field(..., min_length=1)
-
-
-class UserBody(BaseModel):
-    name: str = Field(..., min_length=1, max_length=64)
-    role: str
-    password: str = Field(..., min_length=8, max_length=1024)
-    clusters: list[str] = Field(default_factory=list)
-    topic_prefixes: list[str] = Field(default_factory=list)
-
-
 # ----- the application ---------------------------------------------------------------------------------
 
 
 def create_app(console: Console) -> FastAPI:
     app = FastAPI(title="kctl console", docs_url=None, redoc_url=None, openapi_url="/api/openapi.json")
     app.state.console = console
+    app.add_middleware(Headers, audit=lambda: console.audit, tls=console.secure_cookies)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["datetime"] = _utc
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
@@ -228,34 +328,62 @@ def create_app(console: Console) -> FastAPI:
     def fragment(request: Request, name: str, ctx: Ctx | None, **data: Any) -> str:
         return str(templates.get_template(name).render({"request": request, **context(ctx, data)}))
 
-    # ----- errors: JSON under /api/, a page elsewhere; never a stack trace -----------------------------
+    # ----- errors: JSON under /api/, a page elsewhere; never a stack trace; each refusal audited -------------
 
     @app.exception_handler(Refused)
     async def refused(request: Request, exc: Refused) -> Response:
+        record(request, "refused", exc.message, exc.status)
         if _is_api(request):
             return JSONResponse({"error": exc.message, "hint": exc.hint}, status_code=exc.status)
         if exc.status == 401:
             return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
         found = _session(request)
         ctx = Ctx(*found) if found else None
-        return page(request, "error.html", ctx, exc.status, message=exc.message, hint=exc.hint)
+        return page(request, "error.html", ctx, exc.status, message=exc.message, hint=exc.hint, title="Not done")
+
+    def invalid_fields(errors: Any) -> list[dict[str, str]]:
+        return [{"field": ".".join(str(p) for p in e["loc"] if p not in ("body", "query", "path")),
+                 "error": e["msg"]} for e in errors]
+
+    def invalid_answer(request: Request, fields: list[dict[str, str]]) -> Response:
+        text = "; ".join(f"{f['field']}: {f['error']}" for f in fields)
+        record(request, "refused", "invalid request: " + text, 422)
+        if _is_api(request):
+            return JSONResponse({"error": "invalid request", "fields": fields}, status_code=422)
+        return PlainTextResponse("invalid request: " + text, status_code=422)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
-        fields = [{"field": ".".join(str(p) for p in e["loc"][1:]), "error": e["msg"]} for e in exc.errors()]
+        return invalid_answer(request, invalid_fields(exc.errors()))
+
+    @app.exception_handler(ValidationError)
+    async def invalid_model(request: Request, exc: ValidationError) -> Response:
+        return invalid_answer(request, invalid_fields(exc.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        message = str(exc.detail)
+        if message == "There was an error parsing the body":  # FastAPI's words for a JSON body it cannot read
+            message = "the request's body cannot be read as JSON"
+        record(request, "refused", message, exc.status_code)
         if _is_api(request):
-            return JSONResponse({"error": "invalid request", "fields": fields}, status_code=422)
-        return PlainTextResponse("invalid request: " + "; ".join(f"{f['field']}: {f['error']}" for f in fields),
-                                 status_code=422)
+            return JSONResponse({"error": message, "hint": None}, status_code=exc.status_code)
+        return PlainTextResponse(message, status_code=exc.status_code)
+
+    @app.exception_handler(RecursionError)
+    async def too_deep(request: Request, exc: RecursionError) -> Response:
+        message = "the request nests too deep"
+        record(request, "refused", message, 400)
+        if _is_api(request):
+            return JSONResponse({"error": message, "hint": "send a flat document"}, status_code=400)
+        return PlainTextResponse(message, status_code=400)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:
-        import logging
-        import uuid
-
         ref = uuid.uuid4().hex[:8]
-        logging.getLogger("kctl.console").exception("error %s on %s %s", ref, request.method, request.url.path)
+        log.exception("error %s on %s %s", ref, request.method, request.url.path)
         message = f"the console failed on this request (reference {ref} in its log)"
+        record(request, "failed", message, 500)
         if _is_api(request):
             return JSONResponse({"error": message, "hint": None}, status_code=500)
         return PlainTextResponse(message, status_code=500)
@@ -263,34 +391,40 @@ def create_app(console: Console) -> FastAPI:
     @app.exception_handler(KctlError)
     async def kctl_error(request: Request, exc: KctlError) -> Response:
         status = 400 if exc.exit_code == 2 else 502
+        record(request, "failed", exc.message, status)
         if _is_api(request):
             return JSONResponse({"error": exc.message, "hint": exc.hint}, status_code=status)
         found = _session(request)
         return page(request, "error.html", Ctx(*found) if found else None, status, message=exc.message,
-                    hint=exc.hint)
+                    hint=exc.hint, title="Not done")
 
     # ----- login -------------------------------------------------------------------------------------------
 
     def _login(request: Request, username: str, password: str) -> tuple[User | None, float]:
-        addr = request.client.host if request.client else "?"
+        """Runs in a thread (argon2 is slow on purpose): never on the event loop."""
+        p = _open_record(request, "login")
+        p.user = username
+        addr = client_of(request)
         keys = (f"user:{username}", f"addr:{addr}")
-        wait = console.guard.wait_seconds(*keys)
-        if wait > 0:
-            console.audit.append(user=username, action="login", result="refused",
-                                 message=f"locked for {wait:.0f} s after failed logins")
+        allowed, wait = console.guard.attempt(*keys)
+        if not allowed:
+            p.message = f"locked for {wait:.0f} s after failed logins"
+            _write(console.audit, p, "refused")
             return None, wait
-        user = console.users.verify(username, password)
+        user = console.users.verify(username, password) if len(username) <= 64 else None
         if user is None:
-            wait = console.guard.failed(*keys)
-            console.audit.append(user=username, action="login", result="refused", message="wrong name or password")
+            _write(console.audit, p, "refused", "wrong name or password")
             return None, wait
-        console.guard.succeeded(*keys)
-        console.audit.append(user=user.name, action="login", result="done")
+        console.guard.succeeded(keys[0], refund=keys[1:])
+        _write(console.audit, p, "done")
         return user, 0.0
 
     def _set_cookie(resp: Response, session: Session) -> None:
         resp.set_cookie(COOKIE, session.token, httponly=True, samesite="strict", secure=console.secure_cookies,
                         path="/")
+
+    def _open(user: User) -> Session:
+        return console.sessions.open(user.name, user.fingerprint())
 
     @app.post("/api/login")
     def api_login(request: Request, body: LoginBody) -> Response:
@@ -300,7 +434,7 @@ def create_app(console: Console) -> FastAPI:
             return JSONResponse({"error": "wrong name or password" if not headers else
                                  f"too many failed logins: wait {wait:.0f} s"},
                                 status_code=429 if headers else 401, headers=headers)
-        s = console.sessions.open(user.name)
+        s = _open(user)
         resp = JSONResponse({"csrf": s.csrf, "user": user.public()})
         _set_cookie(resp, s)
         return resp
@@ -324,19 +458,20 @@ def create_app(console: Console) -> FastAPI:
     @app.post("/login")
     async def login_form(request: Request) -> Response:
         form = await request.form()
-        username, password = str(form.get("username") or ""), str(form.get("password") or "")
+        username, password = str(form.get("username") or "")[:1024], str(form.get("password") or "")[:1024]
         nxt = _safe_next(str(form.get("next") or "/"))
         if not same(str(form.get("csrf") or ""), request.cookies.get(LOGIN_COOKIE)):
-            console.audit.append(user=username or None, action="login", result="refused",
-                                 message="missing or wrong CSRF token")
+            p = _open_record(request, "login")
+            p.user = username or None
+            _write(console.audit, p, "refused", "missing or wrong CSRF token")
             return page(request, "login.html", None, 403, next=nxt, login_csrf=request.cookies.get(LOGIN_COOKIE),
                         error="the form expired: try again")
-        user, wait = _login(request, username, password)
+        user, wait = await run_in_threadpool(_login, request, username, password)
         if user is None:
             error = f"too many failed logins: wait {wait:.0f} s" if wait > 0 else "wrong name or password"
             return page(request, "login.html", None, 429 if wait > 0 else 401, next=nxt,
                         login_csrf=request.cookies.get(LOGIN_COOKIE), error=error)
-        s = console.sessions.open(user.name)
+        s = _open(user)
         resp = RedirectResponse(nxt, status_code=303)
         _set_cookie(resp, s)
         resp.delete_cookie(LOGIN_COOKIE)
@@ -355,101 +490,71 @@ def create_app(console: Console) -> FastAPI:
     def api_me(ctx: Ctx = read) -> dict[str, Any]:
         return {**ctx.user.public(), "read_only": console.config.read_only}
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:  # browsers ask for it whatever the page links: no 404 in their console
+        return Response((HERE / "static" / "favicon.svg").read_bytes(), media_type="image/svg+xml",
+                        headers={"Cache-Control": "public, max-age=86400"})
+
     # ----- clusters ----------------------------------------------------------------------------------------
 
     def visible(ctx: Ctx) -> list[Entry]:
-        return [e for e in console.registry.entries() if ctx.user.may_see_cluster(e.name)]
+        return [e for e in console.registry.entries() if authz.may(ctx.user, "see", authz.Cluster(e.name))]
+
+    def cards(ctx: Ctx) -> list[dict[str, Any]]:
+        out = ops.cluster_cards(visible(ctx))
+        if not (ctx.user.role >= Role.admin and authz.unlimited(ctx.user)):
+            out = [{k: v for k, v in c.items() if k != "path"} for c in out]  # a file on the console's host
+        return out
 
     @app.get("/api/clusters")
     def api_clusters(ctx: Ctx = read) -> list[dict[str, Any]]:
-        return ops.cluster_cards(visible(ctx))
+        return cards(ctx)
 
     @app.get("/", response_class=HTMLResponse)
     def clusters_page(request: Request, ctx: Ctx = read) -> Response:
-        return page(request, "clusters.html", ctx, cards=ops.cluster_cards(visible(ctx)))
+        return page(request, "clusters.html", ctx, cards=cards(ctx), title="Clusters")
 
     @app.get("/clusters/cards", response_class=HTMLResponse)
     def cluster_cards_fragment(request: Request, ctx: Ctx = read) -> Response:
-        return page(request, "_cards.html", ctx, cards=ops.cluster_cards(visible(ctx)))
+        return page(request, "_cards.html", ctx, cards=cards(ctx))
 
-    def add_cluster(request: Request, ctx: Ctx, path: str) -> dict[str, Any]:
-        entry = _done(request, ctx, "cluster.add", path, {"path": path}, lambda: console.registry.add(Path(path)))
-        return {"name": entry.name, "path": str(entry.path)}
-
-    @app.post("/api/clusters", status_code=201)
-    def api_add_cluster(request: Request, body: ClusterBody, ctx: Ctx = guard(Role.admin, "cluster.add")) -> Any:
-        return add_cluster(request, ctx, body.path)
-
-    @app.post("/clusters")
-    def form_add_cluster(request: Request, path: str = _form(), ctx: Ctx = guard(Role.admin, "cluster.add")) -> Any:
-        add_cluster(request, ctx, path)
-        return RedirectResponse("/", status_code=303)
-
-    @app.delete("/api/clusters/{cluster}")
-    def api_remove_cluster(request: Request, ctx: Ctx = guard(Role.admin, "cluster.remove")) -> Any:
-        _done(request, ctx, "cluster.remove", None, {}, lambda: console.registry.remove(ctx.entry.name))  # type: ignore[union-attr]
-        return {"removed": ctx.entry.name}  # type: ignore[union-attr]
-
-    @app.post("/clusters/{cluster}/remove")
-    def form_remove_cluster(request: Request, ctx: Ctx = guard(Role.admin, "cluster.remove")) -> Any:
-        _done(request, ctx, "cluster.remove", None, {}, lambda: console.registry.remove(ctx.entry.name))  # type: ignore[union-attr]
-        return RedirectResponse("/", status_code=303)
+    def cluster_doc(ctx: Ctx) -> dict[str, Any]:
+        doc = ops.cluster_detail(_readable(ctx))
+        name = ctx.entry.name  # type: ignore[union-attr]
+        for k in ("under_replicated", "offline"):
+            doc[k] = authz.visible_partitions(ctx.user, name, doc.get(k) or [])
+        return doc
 
     @app.get("/api/clusters/{cluster}")
     def api_cluster(ctx: Ctx = read) -> dict[str, Any]:
-        return ops.cluster_detail(_readable(ctx))
+        return cluster_doc(ctx)
 
     @app.get("/clusters/{cluster}", response_class=HTMLResponse)
     def cluster_page(request: Request, ctx: Ctx = read) -> Response:
-        return page(request, "cluster.html", ctx, doc=ops.cluster_detail(_readable(ctx)))
+        return page(request, "cluster.html", ctx, doc=cluster_doc(ctx), title=f"{ctx.entry.name} · cluster")  # type: ignore[union-attr]
 
     # ----- topics ------------------------------------------------------------------------------------------
 
+    def topic_rows(ctx: Ctx, internal: bool) -> list[dict[str, Any]]:
+        name = ctx.entry.name  # type: ignore[union-attr]
+
+        def keep(topic: str) -> bool:
+            return authz.may(ctx.user, "see", authz.Topic(name, topic))
+
+        return [t for t in ops.topic_list(_readable(ctx), internal, keep) if keep(str(t["name"]))]
+
     @app.get("/api/clusters/{cluster}/topics")
     def api_topics(internal: bool = False, ctx: Ctx = read) -> list[dict[str, Any]]:
-        return ops.topic_list(_readable(ctx), ctx.user, internal)
+        return topic_rows(ctx, internal)
 
     @app.get("/clusters/{cluster}/topics", response_class=HTMLResponse)
     def topics_page(request: Request, q: str = "", internal: bool = False, ctx: Ctx = read) -> Response:
-        rows = [t for t in ops.topic_list(_readable(ctx), ctx.user, internal) if q.lower() in t["name"].lower()]
-        return page(request, "topics.html", ctx, topics=rows, q=q, internal=internal, errors={}, form={})
+        rows = [t for t in topic_rows(ctx, internal) if q.lower() in t["name"].lower()]
+        return page(request, "topics.html", ctx, topics=rows, q=q, internal=internal, errors={}, form={},
+                    title=f"topics · {ctx.entry.name}")  # type: ignore[union-attr]
 
-    def create_topic(request: Request, ctx: Ctx, body: TopicBody) -> dict[str, Any]:
-        if not ctx.user.may_see_topic(body.name):
-            c = console
-            c.audit.append(user=ctx.user.name, action="topic.create", result="refused", cluster=ctx.entry.name,  # type: ignore[union-attr]
-                           target=body.name, message="outside the user's topic prefixes")
-            raise Refused(403, f"{ctx.user.name} may create only topics starting with "
-                               + ", ".join(ctx.user.topic_prefixes))
-        return _done(request, ctx, "topic.create", body.name, body.model_dump(exclude={"name"}),  # type: ignore[no-any-return]
-                     lambda: ops.create_topic(ctx.spec, body.name, body.partitions, body.replication_factor,
-                                              body.configs))
-
-    @app.post("/api/clusters/{cluster}/topics", status_code=201)
-    def api_create_topic(request: Request, body: TopicBody,
-                         ctx: Ctx = guard(Role.operator, "topic.create")) -> dict[str, Any]:
-        return create_topic(request, ctx, body)
-
-    @app.post("/clusters/{cluster}/topics")
-    async def form_create_topic(request: Request, ctx: Ctx = guard(Role.operator, "topic.create")) -> Response:
-        form = dict(await request.form())
-        raw = {"name": str(form.get("name") or "").strip(), "configs": _pairs(str(form.get("configs") or ""))}
-        for k in ("partitions", "replication_factor"):
-            if str(form.get(k) or "").strip():
-                raw[k] = str(form[k]).strip()
-        try:
-            body = TopicBody.model_validate(raw)
-        except ValidationError as exc:
-            errors = {str(e["loc"][0]): e["msg"] for e in exc.errors()}
-            return page(request, "topics.html", ctx, 422, topics=ops.topic_list(ctx.spec, ctx.user), q="",
-                        internal=False, errors=errors, form=form)
-        try:
-            create_topic(request, ctx, body)
-        except Refused as r:
-            return page(request, "topics.html", ctx, r.status, topics=ops.topic_list(ctx.spec, ctx.user), q="",
-                        internal=False, errors={"name": r.message}, form=form)
-        return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/topics/{quote(body.name)}",  # type: ignore[union-attr]
-                                status_code=303)
+    def topic_title(ctx: Ctx, topic: str) -> str:
+        return f"{topic} · topic · {ctx.entry.name}"  # type: ignore[union-attr]
 
     @app.get("/api/clusters/{cluster}/topics/{topic}")
     def api_topic(topic: str, ctx: Ctx = read) -> dict[str, Any]:
@@ -457,67 +562,44 @@ def create_app(console: Console) -> FastAPI:
 
     @app.get("/clusters/{cluster}/topics/{topic}", response_class=HTMLResponse)
     def topic_page(request: Request, topic: str, ctx: Ctx = read) -> Response:
-        return page(request, "topic.html", ctx, doc=ops.topic_detail(_readable(ctx), topic), error=None)
-
-    @app.delete("/api/clusters/{cluster}/topics/{topic}")
-    def api_delete_topic(request: Request, topic: str, ctx: Ctx = guard(Role.admin, "topic.delete")) -> Any:
-        return _done(request, ctx, "topic.delete", topic, {}, lambda: ops.delete_topic(ctx.spec, topic))
-
-    @app.post("/clusters/{cluster}/topics/{topic}/delete")
-    def form_delete_topic(request: Request, topic: str, confirm: str = _form(""),
-                          ctx: Ctx = guard(Role.admin, "topic.delete")) -> Response:
-        if confirm != topic:
-            return page(request, "topic.html", ctx, 400, doc=ops.topic_detail(ctx.spec, topic),
-                        error="type the topic's name to confirm its deletion")
-        _done(request, ctx, "topic.delete", topic, {}, lambda: ops.delete_topic(ctx.spec, topic))
-        return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/topics", status_code=303)  # type: ignore[union-attr]
-
-    @app.post("/api/clusters/{cluster}/topics/{topic}/partitions")
-    def api_add_partitions(request: Request, topic: str, body: PartitionsBody,
-                           ctx: Ctx = guard(Role.operator, "topic.partitions")) -> Any:
-        return _done(request, ctx, "topic.partitions", topic, {"partitions": body.partitions},
-                     lambda: ops.add_partitions(ctx.spec, topic, body.partitions))
-
-    @app.post("/clusters/{cluster}/topics/{topic}/partitions")
-    def form_add_partitions(request: Request, topic: str, partitions: str = _form(""),
-                            ctx: Ctx = guard(Role.operator, "topic.partitions")) -> Response:
-        try:
-            body = PartitionsBody(partitions=partitions)
-        except ValidationError:
-            return page(request, "topic.html", ctx, 422, doc=ops.topic_detail(ctx.spec, topic),
-                        error="partitions: a whole number of at least 1")
-        try:
-            _done(request, ctx, "topic.partitions", topic, {"partitions": body.partitions},
-                  lambda: ops.add_partitions(ctx.spec, topic, body.partitions))
-        except Refused as r:
-            return page(request, "topic.html", ctx, r.status, doc=ops.topic_detail(ctx.spec, topic), error=r.message)
-        return RedirectResponse(f"/clusters/{quote(ctx.entry.name)}/topics/{quote(topic)}",  # type: ignore[union-attr]
-                                status_code=303)
+        return page(request, "topic.html", ctx, doc=ops.topic_detail(_readable(ctx), topic), error=None,
+                    title=topic_title(ctx, topic))
 
     # ----- consumer groups ---------------------------------------------------------------------------------
 
+    def group_rows(ctx: Ctx) -> list[dict[str, Any]]:
+        name = ctx.entry.name  # type: ignore[union-attr]
+        rows = ops.group_list(_readable(ctx), with_topics=bool(ctx.user.topic_prefixes))
+        return [{k: v for k, v in g.items() if k != "topics"} for g in rows
+                if authz.may(ctx.user, "see", authz.Group(name, str(g["group"]), _topics(g.get("topics"))))]
+
+    def group_doc(ctx: Ctx, group: str) -> dict[str, Any]:
+        """The group's detail, refused as missing when the user may not see it (the one check of a group)."""
+        doc = ops.group_detail(_readable(ctx), group)
+        topics = None if doc is None else tuple(sorted({str(p["topic"]) for p in doc.get("partitions") or []}))
+        if doc is None:
+            raise Refused(404, f"no group {group!r} in cluster {ctx.entry.name!r}")  # type: ignore[union-attr]
+        authz.require(ctx.user, "see", authz.Group(ctx.entry.name, group, topics))  # type: ignore[union-attr]
+        return doc
+
     @app.get("/api/clusters/{cluster}/groups")
     def api_groups(ctx: Ctx = read) -> list[dict[str, Any]]:
-        return ops.group_list(_readable(ctx), ctx.user)
+        return group_rows(ctx)
 
     @app.get("/clusters/{cluster}/groups", response_class=HTMLResponse)
     def groups_page(request: Request, ctx: Ctx = read) -> Response:
-        return page(request, "groups.html", ctx, groups=ops.group_list(_readable(ctx), ctx.user))
+        return page(request, "groups.html", ctx, groups=group_rows(ctx),
+                    title=f"consumer groups · {ctx.entry.name}")  # type: ignore[union-attr]
 
     @app.get("/api/clusters/{cluster}/groups/{group}")
     def api_group(group: str, ctx: Ctx = read) -> dict[str, Any]:
-        doc = ops.group_detail(_readable(ctx), group, ctx.user)
-        if doc is None:
-            raise Refused(404, f"no group {group!r}")
-        return doc
+        return group_doc(ctx, group)
 
     @app.get("/clusters/{cluster}/groups/{group}", response_class=HTMLResponse)
     def group_page(request: Request, group: str, ctx: Ctx = read) -> Response:
         from kctl.console import charts
 
-        doc = ops.group_detail(_readable(ctx), group, ctx.user)
-        if doc is None:
-            raise Refused(404, f"no group {group!r}")
+        doc = group_doc(ctx, group)
         ev = doc.get("evaluation")
         marks = (ev or {}).get("by_partition") or {}
         lag = {"group": group, "state": doc["state"], "total_lag": doc["total_lag"],
@@ -526,17 +608,16 @@ def create_app(console: Console) -> FastAPI:
         hist = ops.group_history(ctx.spec, group, 3600)
         chart = charts.line([(r["ts_ms"] / 1000, r["total_lag"]) for r in hist], title="total lag, last hour")
         topics = sorted({p["topic"] for p in doc["partitions"]})
-        return page(request, "group.html", ctx, doc=doc, lag=lag, chart=chart, topics=topics)
+        return page(request, "group.html", ctx, doc=doc, lag=lag, chart=chart, topics=topics,
+                    title=f"{group} · group · {ctx.entry.name}")  # type: ignore[union-attr]
 
     # ----- audit log -----------------------------------------------------------------------------------------
 
     def audit_rows(ctx: Ctx, user: str | None, cluster: str | None, action: str | None, result: str | None,
                    limit: int) -> list[dict[str, Any]]:
-        mine = {e.name for e in visible(ctx)} if ctx.user.clusters else None
-        if ctx.user.role < Role.admin:
-            user = ctx.user.name  # a viewer or operator sees their own records only
-        return console.audit.query(user=user, cluster=cluster, action=action, result=result, clusters=mine,
-                                   limit=limit)
+        users = console.users.users()
+        return console.audit.query(user=user, cluster=cluster, action=action, result=result, limit=limit,
+                                   keep=lambda r: authz.audit_visible(ctx.user, r, users))
 
     @app.get("/api/audit")
     def api_audit(user: str | None = None, cluster: str | None = None, action: str | None = None,
@@ -547,91 +628,46 @@ def create_app(console: Console) -> FastAPI:
     def audit_page(request: Request, user: str | None = None, cluster: str | None = None,
                    action: str | None = None, result: str | None = None, ctx: Ctx = read) -> Response:
         rows = audit_rows(ctx, user or None, cluster or None, action or None, result or None, 500)
-        return page(request, "audit.html", ctx, rows=rows, filters={"user": user or "", "cluster": cluster or "",
-                                                                    "action": action or "", "result": result or ""})
+        return page(request, "audit.html", ctx, rows=rows, title="Audit log",
+                    filters={"user": user or "", "cluster": cluster or "", "action": action or "",
+                             "result": result or ""})
 
     @app.get("/audit.csv")
     def audit_csv(user: str | None = None, cluster: str | None = None, action: str | None = None,
                   result: str | None = None, ctx: Ctx = read) -> Response:
-        rows = audit_rows(ctx, user or None, cluster or None, action or None, result or None, 1_000_000)
+        rows = audit_rows(ctx, user or None, cluster or None, action or None, result or None, AUDIT_CSV_ROWS)
         return PlainTextResponse(to_csv(rows), media_type="text/csv",
                                  headers={"Content-Disposition": 'attachment; filename="kctl-console-audit.csv"'})
 
-    # ----- console users (admin) -----------------------------------------------------------------------------
+    # ----- console users (admins, each within their own scope) ---------------------------------------------
 
-    def _admin(ctx: Ctx) -> None:
-        if ctx.user.role < Role.admin:
-            raise Refused(403, "console users are managed by admins")
+    def user_rows(ctx: Ctx) -> list[dict[str, Any]]:
+        authz.require(ctx.user, "see", authz.Console(), Role.admin)
+        return [u.public() for u in console.users.users().values()
+                if authz.may(ctx.user, "see", authz.ConsoleUser.of(u), Role.admin)]
 
     @app.get("/api/users")
     def api_users(ctx: Ctx = read) -> list[dict[str, Any]]:
-        _admin(ctx)
-        return [u.public() for u in console.users.users().values()]
+        return user_rows(ctx)
 
     @app.get("/users", response_class=HTMLResponse)
     def users_page(request: Request, ctx: Ctx = read) -> Response:
-        _admin(ctx)
-        return page(request, "users.html", ctx, users=[u.public() for u in console.users.users().values()],
-                    error=None)
+        return page(request, "users.html", ctx, users=user_rows(ctx), error=None, title="Console users")
 
-    def add_user(request: Request, ctx: Ctx, body: UserBody) -> dict[str, Any]:
-        params = {"role": body.role, "clusters": body.clusters, "topic_prefixes": body.topic_prefixes}
+    from kctl.console import actions, views
 
-        def put() -> dict[str, Any]:
-            u = new_user(body.name, body.role, body.password, body.clusters, body.topic_prefixes)
-            console.users.put(u)
-            console.sessions.close_user(u.name)  # a changed role takes effect at once
-            return u.public()
-
-        return _done(request, ctx, "user.add", body.name, params, put)  # type: ignore[no-any-return]
-
-    @app.post("/api/users", status_code=201)
-    def api_add_user(request: Request, body: UserBody, ctx: Ctx = guard(Role.admin, "user.add")) -> Any:
-        return add_user(request, ctx, body)
-
-    @app.post("/users")
-    async def form_add_user(request: Request, ctx: Ctx = guard(Role.admin, "user.add")) -> Response:
-        form = await request.form()
-        try:
-            body = UserBody(name=str(form.get("name") or ""), role=str(form.get("role") or ""),
-                            password=str(form.get("password") or ""),
-                            clusters=_words(str(form.get("clusters") or "")),
-                            topic_prefixes=_words(str(form.get("topic_prefixes") or "")))
-            add_user(request, ctx, body)
-        except ValidationError as exc:
-            error = "; ".join(f"{e['loc'][0]}: {e['msg']}" for e in exc.errors())
-        except Refused as r:
-            error = r.message
-        else:
-            return RedirectResponse("/users", status_code=303)
-        return page(request, "users.html", ctx, 422, users=[u.public() for u in console.users.users().values()],
-                    error=error)
-
-    def remove_user(request: Request, ctx: Ctx, name: str) -> dict[str, Any]:
-        def rm() -> dict[str, Any]:
-            if name == ctx.user.name:
-                raise KctlError("an admin cannot remove themselves", hint="ask another admin")
-            if not console.users.remove(name):
-                raise KctlError(f"no console user {name!r}")
-            console.sessions.close_user(name)
-            return {"removed": name}
-
-        return _done(request, ctx, "user.remove", name, {}, rm)  # type: ignore[no-any-return]
-
-    @app.delete("/api/users/{name}")
-    def api_remove_user(request: Request, name: str, ctx: Ctx = guard(Role.admin, "user.remove")) -> Any:
-        return remove_user(request, ctx, name)
-
-    @app.post("/users/{name}/delete")
-    def form_remove_user(request: Request, name: str, ctx: Ctx = guard(Role.admin, "user.remove")) -> Response:
-        remove_user(request, ctx, name)
-        return RedirectResponse("/users", status_code=303)
-
-    from kctl.console import actions
-
-    actions.register(app, actions.Helpers(page=page, fragment=fragment, read=read, guard=guard, done=_done,
-                                          Refused=Refused, readable=_readable))
+    helpers = views.Helpers(page=page, fragment=fragment, read=read, guard=guard, done=_done, readable=_readable,
+                            group_doc=group_doc, refusal=refusal, topic_rows=topic_rows, user_rows=user_rows)
+    views.register(app, helpers)
+    actions.register(app, helpers)  # every change: the table's rows, each as a JSON route and a form route
     return app
+
+
+AUDIT_CSV_ROWS = 50_000
+
+
+def _topics(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else tuple(str(t) for t in value)
 
 
 def _form(default: Any = ...) -> Any:

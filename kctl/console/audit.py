@@ -1,8 +1,19 @@
 """The console's audit log: one JSON object per line, appended under a lock, never rewritten (0600).
 
-Every mutating request is recorded, whether it was done, failed or refused (a viewer's attempt, a wrong CSRF
-token, a read-only console), and every login attempt: time (UTC, ISO 8601), user, cluster, action, target,
-parameters (passwords never: the handlers pass only what identifies the change), result and a message.
+Every mutating request is recorded, whether it was done, failed or refused (401, 403, 404 for what the user may
+not see, 409, 422, 500), every login attempt, and the CLI's changes of console users: time (UTC, ISO 8601),
+user, client (the address it came from; ``cli`` for the command line), cluster, action, target, parameters
+(passwords never: the handlers pass only what identifies the change), result and a message.
+
+What a record may cost is bounded, since anyone may cause one (a failed login): each text field is cut at
+:data:`LIMITS` (marked with ``…``), the parameters at :data:`PARAMS_LIMIT` bytes of JSON, and the records of
+requests without a session are counted per address: beyond :data:`ANON_BURST` in a minute, they are no longer
+written one by one, and the next one written says how many were left out.
+
+Reading is bounded too: :meth:`AuditLog.query` reads the file backwards from its end, block by block, and stops
+at ``limit`` matching records or after :data:`SCAN_LIMIT` bytes.
+
+Lines written before the ``client`` field existed read as they are (``client`` absent).
 """
 
 from __future__ import annotations
@@ -13,66 +24,156 @@ import io
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-FIELDS = ("time", "user", "cluster", "action", "target", "params", "result", "message")
+FIELDS = ("time", "user", "client", "cluster", "action", "target", "params", "result", "message")
 RESULTS = ("done", "failed", "refused")
+LIMITS = {"user": 128, "client": 64, "cluster": 128, "action": 64, "target": 512, "message": 1000}
+PARAMS_LIMIT = 4000
+SCAN_LIMIT = 64 * 1024 * 1024
+BLOCK = 64 * 1024
+ANON_BURST = 60  # records of requests without a session, per address and minute, written one by one
+
+
+def _cut(value: Any, limit: int) -> Any:
+    if value is None:
+        return None
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass
 class AuditLog:
     path: Path
+    clock: Callable[[], float] = time.monotonic
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _anon: dict[str, tuple[float, int, int]] = field(default_factory=dict)  # addr -> (window start, n, left out)
 
     def append(self, *, user: str | None, action: str, result: str, cluster: str | None = None,
-               target: str | None = None, params: Mapping[str, Any] | None = None, message: str = "") -> dict[str, Any]:
+               target: str | None = None, params: Mapping[str, Any] | None = None, message: str = "",
+               client: str | None = None, anonymous: bool = False) -> dict[str, Any] | None:
+        """Write one record (None when an anonymous one is left out: see the module's docstring)."""
         assert result in RESULTS, result
-        rec = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), "user": user,
-               "cluster": cluster, "action": action, "target": target, "params": dict(params or {}),
-               "result": result, "message": message}
+        if anonymous:
+            left_out = self._anonymous(client or "?")
+            if left_out is None:
+                return None
+            if left_out:
+                message = f"{message} ({left_out} similar record(s) from {client} left out before this one)"
+        p = json.dumps(dict(params or {}), default=str)
+        rec = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+               "user": _cut(user, LIMITS["user"]), "client": _cut(client, LIMITS["client"]),
+               "cluster": _cut(cluster, LIMITS["cluster"]), "action": _cut(action, LIMITS["action"]),
+               "target": _cut(target, LIMITS["target"]),
+               "params": json.loads(p) if len(p) <= PARAMS_LIMIT else {"cut": _cut(p, PARAMS_LIMIT)},
+               "result": result, "message": _cut(message, LIMITS["message"])}
         line = (json.dumps(rec, sort_keys=False, default=str) + "\n").encode()
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)  # another console on the same file
+                fcntl.flock(fd, fcntl.LOCK_EX)  # another console, or the CLI, on the same file
                 os.write(fd, line)
             finally:
                 os.close(fd)
         return rec
 
+    def _anonymous(self, addr: str) -> int | None:
+        """None: leave this record out; else how many were left out before it."""
+        now = self.clock()
+        with self._lock:
+            start, n, left = self._anon.get(addr, (now, 0, 0))
+            if now - start >= 60:
+                start, n = now, 0
+            if n >= ANON_BURST:
+                self._anon[addr] = (start, n, left + 1)
+                return None
+            self._anon[addr] = (start, n + 1, 0)
+            if len(self._anon) > 10_000:  # addresses quiet for a minute are forgotten
+                for a in [a for a, v in self._anon.items() if now - v[0] >= 60 and not v[2]]:
+                    del self._anon[a]
+            return left
+
     def records(self) -> Iterator[dict[str, Any]]:
+        """Every record, oldest first (the whole file: for tests and tools, not for the pages)."""
         try:
-            fh = self.path.open(encoding="utf-8")
+            fh = self.path.open(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             return
         with fh:
             for line in fh:
-                line = line.strip()
-                if line:
-                    try:
-                        yield json.loads(line)
-                    except ValueError:
-                        continue  # a line cut by a crash mid-write: skip it, keep the rest
+                rec = _parse(line)
+                if rec is not None:
+                    yield rec
+
+    def newest(self, scan_limit: int = SCAN_LIMIT) -> Iterator[dict[str, Any]]:
+        """Records newest first, read backwards from the end of the file, at most ``scan_limit`` bytes."""
+        try:
+            fh = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        with fh:
+            pos = fh.seek(0, os.SEEK_END)
+            stop = max(0, pos - scan_limit)
+            tail = b""
+            while pos > stop:
+                step = min(BLOCK, pos - stop)
+                pos -= step
+                fh.seek(pos)
+                chunk = fh.read(step) + tail
+                lines = chunk.split(b"\n")
+                tail = lines[0]  # maybe the end of a line that starts in the block before
+                for line in reversed(lines[1:]):
+                    rec = _parse(line.decode("utf-8", "replace"))
+                    if rec is not None:
+                        yield rec
+            if pos == 0 and tail:
+                rec = _parse(tail.decode("utf-8", "replace"))
+                if rec is not None:
+                    yield rec
 
     def query(self, *, user: str | None = None, cluster: str | None = None, action: str | None = None,
-              result: str | None = None, clusters: set[str] | None = None, limit: int = 200) -> list[dict[str, Any]]:
-        """Newest first. ``clusters``: only records about these clusters (or none), for a limited user."""
+              result: str | None = None, keep: Callable[[dict[str, Any]], bool] | None = None,
+              limit: int = 200, scan_limit: int = SCAN_LIMIT) -> list[dict[str, Any]]:
+        """Newest first, at most ``limit``; ``keep``: which records the asking user may read."""
         out = []
-        for r in self.records():
+        for r in self.newest(scan_limit):
             if user and r.get("user") != user or cluster and r.get("cluster") != cluster:
                 continue
             if action and not str(r.get("action", "")).startswith(action) or result and r.get("result") != result:
                 continue
-            if clusters is not None and r.get("cluster") not in clusters and r.get("cluster") is not None:
+            if keep is not None and not keep(r):
                 continue
             out.append(r)
-        out.reverse()
-        return out[:limit]
+            if len(out) >= limit:
+                break
+        return out
+
+
+def _parse(line: str) -> dict[str, Any] | None:
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None  # a line cut by a crash mid-write: skip it, keep the rest
+    return rec if isinstance(rec, dict) else None
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> str:
+    """A cell a spreadsheet shows as text: one starting with = + - @ tab or CR gets a leading ``'`` (OWASP's
+    advice on CSV injection), so ``=HYPERLINK(...)`` in a user name or a topic is never run as a formula."""
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(FORMULA_START) else text
 
 
 def to_csv(records: list[dict[str, Any]]) -> str:
@@ -80,5 +181,6 @@ def to_csv(records: list[dict[str, Any]]) -> str:
     w = csv.writer(buf)
     w.writerow(FIELDS)
     for r in records:
-        w.writerow([json.dumps(r.get(f), sort_keys=True) if f == "params" else r.get(f) or "" for f in FIELDS])
+        w.writerow([csv_cell(json.dumps(r.get(f), sort_keys=True) if f == "params" else r.get(f) or "")
+                    for f in FIELDS])
     return buf.getvalue()

@@ -10,6 +10,7 @@ users and audit log in that cluster's state dir (``.kctl/NAME/console/``). A con
     audit_file: console-audit.jsonl   # default: beside this file
     read_only: false              # true: every change is refused, for everyone
     idle_minutes: 480             # a session ends after this long without a request
+    session_hours: 12             # and this long after the login, however busy
     masking:                      # what viewers see of message values on these topics
       - topic_prefix: payments.
         roles: [viewer]
@@ -50,6 +51,7 @@ class ConsoleFile(_Model):
     audit_file: Path | None = None
     read_only: bool = False
     idle_minutes: int = Field(480, ge=1, le=7 * 24 * 60)
+    session_hours: float = Field(12, gt=0, le=7 * 24)
     masking: list[MaskRule] = Field(default_factory=list)
 
 
@@ -62,6 +64,7 @@ class ConsoleConfig:
     read_only: bool = False
     idle_minutes: int = 480
     masking: list[MaskRule] = field(default_factory=list)
+    session_hours: float = 12.0
 
 
 def load_config(config: Path | None, spec_file: Path = Path("kctl.yaml")) -> ConsoleConfig:
@@ -87,7 +90,7 @@ def load_config(config: Path | None, spec_file: Path = Path("kctl.yaml")) -> Con
     users = base / (doc.users_file or "console-users.yaml")
     return ConsoleConfig([(base / c.path).resolve() for c in doc.clusters], users,
                          base / (doc.audit_file or "console-audit.jsonl"), users.parent / "console-clusters.yaml",
-                         doc.read_only, doc.idle_minutes, doc.masking)
+                         doc.read_only, doc.idle_minutes, doc.masking, doc.session_hours)
 
 
 @dataclass

@@ -24,6 +24,7 @@ class Job:
     state: str = "running"  # running, done, failed
     error: str | None = None
     ended: float | None = None
+    topics: tuple[str, ...] = ()  # what it moves (whose users may read its log)
 
     def public(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "user": self.user, "kind": self.kind, "state": self.state,
@@ -50,7 +51,7 @@ class Jobs:
             if running is not None and running.state == "running":
                 raise KctlError(f"a {running.kind} started by {running.user} still runs on {spec.name}",
                                 hint="wait for it, or cancel the reassignment")
-            job = Job(spec.name, user, "reassignment", time.time())
+            job = Job(spec.name, user, "reassignment", time.time(), topics=tuple(sorted({t for t, _ in plan})))
             self._by_cluster[spec.name] = job
         started = threading.Event()
         failure: list[BaseException] = []

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kctl.console.config import Entry
-from kctl.console.users import User
 from kctl.errors import KctlError
 from kctl.spec import ClusterSpec, state_dir_for
 
@@ -125,14 +124,16 @@ def _latest_broker_figures(spec: ClusterSpec) -> dict[int, dict[str, Any]]:
     return {int(b["id"]): b for b in rep.get("brokers") or []}
 
 
-def topic_list(spec: ClusterSpec, user: User, internal: bool = False) -> list[dict[str, Any]]:
+def topic_list(spec: ClusterSpec, internal: bool = False,
+               keep: Callable[[str], bool] | None = None) -> list[dict[str, Any]]:
     """Topics with their records (log end minus log start, summed over partitions: two ListOffsets asks for
-    every partition at once) and whether they are marked for deletion (ZooKeeper's /admin/delete_topics)."""
+    every partition at once) and whether they are marked for deletion (ZooKeeper's /admin/delete_topics);
+    ``keep``: the names to look at (the ones the asking user may see; the console filters again)."""
     import concurrent.futures as cf
 
     from kctl.kafka import topics
 
-    rows = [dataclasses.asdict(t) for t in topics.list_topics(spec, internal) if user.may_see_topic(t.name)]
+    rows = [dataclasses.asdict(t) for t in topics.list_topics(spec, internal) if keep is None or keep(t.name)]
     with cf.ThreadPoolExecutor(max_workers=2) as pool:
         counts = pool.submit(_records, spec, [(r["name"], r["partitions"]) for r in rows])
         marked = pool.submit(_marked_for_deletion, spec)
@@ -245,35 +246,28 @@ def add_partitions(spec: ClusterSpec, name: str, partitions: int) -> dict[str, A
     return dataclasses.asdict(topics.add_partitions(spec, name, partitions))
 
 
-def group_list(spec: ClusterSpec, user: User) -> list[dict[str, Any]]:
-    """Every group with its state and, where the monitor keeps history, its last Burrow status and lag."""
+def group_list(spec: ClusterSpec, with_topics: bool = False) -> list[dict[str, Any]]:
+    """Every group with its state and, where the monitor keeps history, its last Burrow status and lag;
+    ``with_topics``: also the topics each has offsets for (one describe per group: the console asks for them
+    for a user limited to topic prefixes, whose groups are the ones reading their topics)."""
     from kctl.kafka import groups
 
     latest = _from_store(spec, lambda store: store.latest_groups()) or {}
     out = []
     for g in groups.list_groups(spec):
         seen = latest.get(g.group) or {}
-        out.append({"group": g.group, "state": g.state, "type": g.type, "status": seen.get("status"),
-                    "total_lag": seen.get("total_lag")})
-    if not user.topic_prefixes:
-        return out
-    # A user limited to topic prefixes sees only the groups that read nothing but their topics.
-    return [g for g in out if _group_topics_visible(spec, str(g["group"]), user)]
+        row: dict[str, Any] = {"group": g.group, "state": g.state, "type": g.type, "status": seen.get("status"),
+                               "total_lag": seen.get("total_lag")}
+        if with_topics:
+            row["topics"] = sorted({p.topic for p in groups.describe(spec, g.group).partitions})
+        out.append(row)
+    return out
 
 
-def _group_topics_visible(spec: ClusterSpec, group: str, user: User) -> bool:
+def group_detail(spec: ClusterSpec, group: str) -> dict[str, Any] | None:
     from kctl.kafka import groups
 
     d = groups.describe(spec, group)
-    return bool(d.partitions) and all(user.may_see_topic(p.topic) for p in d.partitions)
-
-
-def group_detail(spec: ClusterSpec, group: str, user: User) -> dict[str, Any] | None:
-    from kctl.kafka import groups
-
-    d = groups.describe(spec, group)
-    if user.topic_prefixes and not (d.partitions and all(user.may_see_topic(p.topic) for p in d.partitions)):
-        return None
     return {**dataclasses.asdict(d), "evaluation": group_evaluation(spec, group)}
 
 

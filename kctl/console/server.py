@@ -25,10 +25,13 @@ def build(config: ConsoleConfig, *, tls: bool = False) -> Any:
 
     def ended(job: Job) -> None:  # a background job's outcome, audited as its starter's
         audit.append(user=job.user, action=f"{job.kind}.finish", result="done" if job.state == "done" else "failed",
-                     cluster=job.cluster, message=job.error or (job.log[-1] if job.log else ""))
+                     cluster=job.cluster, client="console", params={"topics": list(job.topics)},
+                     message=job.error or (job.log[-1] if job.log else ""))
 
     console = Console(config=config, registry=Registry(config), users=UserStore(config.users_file),
-                      sessions=Sessions(idle_seconds=config.idle_minutes * 60.0), guard=LoginGuard(),
+                      sessions=Sessions(idle_seconds=config.idle_minutes * 60.0,
+                                                        max_seconds=config.session_hours * 3600.0),
+                      guard=LoginGuard(),
                       audit=audit, jobs=Jobs(ended), secure_cookies=tls)
     return create_app(console)
 

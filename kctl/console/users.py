@@ -13,8 +13,13 @@ A user may be limited to named clusters (``clusters``) and to topics whose names
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import fcntl
+import hashlib
+import os
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +30,10 @@ from kctl.errors import KctlError
 from kctl.security.store import check_user, write_secret
 
 MIN_PASSWORD = 8
+# argon2id takes 64 MiB and tens of milliseconds per check: at most this many at once, whatever the number of
+# logins in flight (the others queue in their threads, never on the event loop).
+VERIFY_AT_ONCE = 2
+_verifying = threading.BoundedSemaphore(VERIFY_AT_ONCE)
 
 
 class Role(enum.IntEnum):
@@ -59,6 +68,11 @@ class User:
         return {"name": self.name, "role": self.role.name, "clusters": list(self.clusters),
                 "topic_prefixes": list(self.topic_prefixes)}
 
+    def fingerprint(self) -> str:
+        """What a session was opened for: a new password, role or scope ends the user's sessions."""
+        raw = "\0".join([self.password_hash, self.role.name, *self.clusters, "\0", *self.topic_prefixes])
+        return hashlib.sha256(raw.encode()).hexdigest()
+
 
 def _hasher() -> Any:
     from argon2 import PasswordHasher
@@ -75,11 +89,15 @@ def hash_password(password: str) -> str:
 
 @dataclass
 class UserStore:
-    """The users file; reads it again when it changed on disk (``kctl console user`` beside a running console)."""
+    """The users file; read again when it changed on disk (``kctl console user`` beside a running console).
+
+    Changes (:meth:`put`, :meth:`remove`, :meth:`change`) hold an exclusive ``fcntl`` lock on ``FILE.lock``,
+    read the file afresh under it and replace it atomically: concurrent changes, from threads of one console,
+    several consoles or the CLI, are applied one after another and none is lost."""
 
     path: Path
     _users: dict[str, User] = field(default_factory=dict)
-    _mtime: float = -1.0
+    _seen: tuple[int, int, int] = (-1, -1, -1)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # A fixed hash to verify against when the name is unknown: the answer takes as long as for a known name.
     _dummy: str = ""
@@ -87,13 +105,14 @@ class UserStore:
     def users(self) -> dict[str, User]:
         with self._lock:
             try:
-                mtime = self.path.stat().st_mtime
+                st = self.path.stat()
             except FileNotFoundError:
-                self._users, self._mtime = {}, -1.0
+                self._users, self._seen = {}, (-1, -1, -1)
                 return {}
-            if mtime != self._mtime:
+            seen = (st.st_mtime_ns, st.st_ino, st.st_size)
+            if seen != self._seen:
                 self._users = _parse(self.path)
-                self._mtime = mtime
+                self._seen = seen
             return dict(self._users)
 
     def get(self, name: str) -> User | None:
@@ -105,37 +124,58 @@ class UserStore:
 
         user = self.get(name)
         hasher = _hasher()
-        if not self._dummy:
-            self._dummy = hasher.hash("not-a-password-of-anyone")
-        try:
-            hasher.verify(user.password_hash if user else self._dummy, password)
-        except (VerificationError, InvalidHashError):
-            return None
+        with _verifying:
+            if not self._dummy:
+                self._dummy = hasher.hash("not-a-password-of-anyone")
+            try:
+                hasher.verify(user.password_hash if user else self._dummy, password)
+            except (VerificationError, InvalidHashError):
+                return None
         return user
 
-    def put(self, user: User) -> None:
-        users = self.users()
-        users[user.name] = user
-        self._write(users)
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def change(self, fn: Callable[[dict[str, User]], Any]) -> Any:
+        """``fn(users)`` on the file's current users, under the lock; the users it leaves are written back."""
+        with self._locked():
+            users = _parse(self.path) if self.path.exists() else {}
+            before = dict(users)
+            result = fn(users)
+            if users != before:
+                self._write(users)
+            return result
+
+    def put(self, user: User) -> User | None:
+        """Add or replace a user; returns the one it replaced."""
+        def put(users: dict[str, User]) -> User | None:
+            old = users.get(user.name)
+            users[user.name] = user
+            return old
+
+        return self.change(put)  # type: ignore[no-any-return]
 
     def remove(self, name: str) -> bool:
-        users = self.users()
-        if users.pop(name, None) is None:
-            return False
-        self._write(users)
-        return True
+        return bool(self.change(lambda users: users.pop(name, None) is not None))
 
     def _write(self, users: dict[str, User]) -> None:
         doc = {"users": [{"name": u.name, "role": u.role.name, "password_hash": u.password_hash,
                           "clusters": list(u.clusters), "topic_prefixes": list(u.topic_prefixes)}
                          for u in sorted(users.values(), key=lambda u: u.name)]}
         write_secret(self.path, "# kctl console users (kctl console user add|remove|list)\n"
-                     + yaml.safe_dump(doc, sort_keys=False))
+                     + yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False))
 
 
 def _parse(path: Path) -> dict[str, User]:
     try:
-        doc = yaml.safe_load(path.read_text()) or {}
+        doc = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     except yaml.YAMLError as exc:
         raise KctlError(f"{path} is not a console users file: {exc}", hint="fix it or remove it") from None
     out: dict[str, User] = {}

@@ -50,16 +50,15 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
         "name": spec.name, "health": "healthy", "quorum": "ok", "leader": "logger1", "controller": 1,
         "zookeeper": [], "brokers": [], "problems": [], "bootstrap_servers": "x", "under_replicated": [],
         "offline": []}))
-    monkeypatch.setattr(ops, "topic_list", lambda spec, user, internal=False: [
-        t for t in topics if user.may_see_topic(t["name"])])
+    monkeypatch.setattr(ops, "topic_list", lambda spec, internal=False, keep=None: [dict(t) for t in topics])
     monkeypatch.setattr(ops, "topic_detail", fake("topic_detail", lambda spec, name: {
         "name": name, "partition_count": 3, "replication_factor": 3, "partitions": [], "configs": [],
         "distribution": [], "leader_skew": 0, "under_replicated": 0, "offline": 0}))
     monkeypatch.setattr(ops, "create_topic", fake("create_topic", {"topic": "t", "action": "created"}))
     monkeypatch.setattr(ops, "delete_topic", fake("delete_topic", {"topic": "t", "action": "deleted"}))
     monkeypatch.setattr(ops, "add_partitions", fake("add_partitions", {"topic": "t", "action": "altered"}))
-    monkeypatch.setattr(ops, "group_list", lambda spec, user: [])
-    monkeypatch.setattr(ops, "group_detail", lambda spec, group, user: {"group": group, "state": "Stable",
+    monkeypatch.setattr(ops, "group_list", lambda spec, with_topics=False: [])
+    monkeypatch.setattr(ops, "group_detail", lambda spec, group: {"group": group, "state": "Stable",
                                                                         "coordinator": 1, "assignor": "range",
                                                                         "members": [], "partitions": [],
                                                                         "total_lag": 0})
