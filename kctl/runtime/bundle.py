@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kctl import contract, properties
+from kctl import cache, contract, properties
 from kctl.errors import KctlError
 from kctl.render import environment, node_files, template
 from kctl.spec import ClusterSpec, Engine, NodeSpec
@@ -192,25 +192,22 @@ def dist_archive(spec: ClusterSpec, progress: Progress | None = None) -> DistArc
     name = distmod.dist_name(spec.versions.kafka, spec.versions.scala)
     identity = hashlib.sha256(
         f"{dist.identity}\0{_tree_digest(monitoring) if monitoring else '-'}".encode()).hexdigest()[:24]
-    cache = distmod.cache_root().parent / "host"
-    cache.mkdir(parents=True, exist_ok=True)
-    target = cache / f"{name}-{identity}.tar"
-    if target.is_file():
-        os.chmod(target, 0o644)  # hard-linked into every bundle: readable, as any other file of it
-    else:
+    target = cache.root() / "host" / f"{name}-{identity}.tar"
+
+    def pack(tmp: Path) -> None:
         if progress:
             progress(f"packing {name} for the hosts ({target})")
-        fd, tmp = tempfile.mkstemp(dir=cache, prefix=".tar-")
-        os.close(fd)
-        try:
-            with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-                tar.add(str(dist.path), arcname=name)
-                if monitoring is not None:
-                    tar.add(str(monitoring), arcname="monitoring")
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+            tar.add(str(dist.path), arcname=name)
+            if monitoring is not None:
+                tar.add(str(monitoring), arcname="monitoring")
+
+    # Under the entry's lock, written beside it and renamed into place (kctl.cache): two bundles at once
+    # pack it once, and a bundle never links a half-written tar. 0644: hard-linked into every bundle,
+    # readable as any other file of it.
+    cache.fill_file(target, pack, mode=0o644, progress=progress)
+    if target.stat().st_mode & 0o777 != 0o644:
+        os.chmod(target, 0o644)
     return DistArchive(path=target, name=name, identity=identity)
 
 
