@@ -231,6 +231,10 @@ def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> 
         "image": spec.image_ref,
         # supervisord stops Kafka (controlled shutdown, up to 120 s) and then ZooKeeper (30 s).
         "stop_grace_period": "180s",
+        # A Docker daemon restart or a host reboot starts the node again, as it does the mirrors; `kctl down`
+        # and `kctl stop` (docker stop) keep it stopped until kctl starts it: Docker never restarts a container
+        # it was told to stop until the daemon itself restarts.
+        "restart": "unless-stopped",
         "environment": dict(sorted(env.items())),
         "labels": dict(sorted(labels.items())),
         "ports": ports,
@@ -287,8 +291,8 @@ def _swarm_top_level(spec: ClusterSpec, plans: list[ContainerPlan]) -> dict[str,
     return {"network_options": {"driver": "overlay", "attachable": True}, "volumes": volumes, "configs": configs}
 
 
-_SERVICE_KEYS = ("image", "hostname", "init", "stop_grace_period", "environment", "labels", "ports", "volumes",
-                 "configs", "cap_add", "networks", "healthcheck", "deploy")
+_SERVICE_KEYS = ("image", "hostname", "init", "stop_grace_period", "restart", "environment", "labels", "ports",
+                 "volumes", "configs", "cap_add", "networks", "healthcheck", "deploy")
 
 
 def compose_document(spec: ClusterSpec, plans: list[ContainerPlan], state_dir: Path | None) -> dict[str, Any]:
