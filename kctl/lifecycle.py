@@ -223,8 +223,14 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     if volumes:
         from kctl.render import remove_state
 
-        remove_state(state_dir)
-        say(f"removed {state_dir}")
+        # Host keys are the operator's trust, not the cluster's data: a known-hosts file in the state dir (named
+        # by ssh.known_hosts_file, or where an earlier kctl kept its own) stays.
+        hosts_files = [state_dir / "known_hosts"]
+        if spec.ssh.known_hosts_file:
+            hosts_files.append(Path(spec.ssh.known_hosts_file).expanduser())
+        kept = remove_state(state_dir, keep=hosts_files)
+        say(f"removed {state_dir}" + (f" but for {', '.join(map(str, kept))} (host keys are never deleted)"
+                                      if kept else ""))
     return len(infos) or removed
 
 

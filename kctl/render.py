@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -421,7 +422,30 @@ def write_text_files(files: dict[str, str], out: Path) -> list[Path]:
     return changed
 
 
-def remove_state(out: Path) -> None:
-    """Delete a state dir (data included). Used by ``down --volumes``."""
-    if out.exists():
+def remove_state(out: Path, keep: Iterable[Path] = ()) -> list[Path]:
+    """Delete a state dir (data included), but for the files in ``keep`` that lie inside it (known-hosts files:
+    ``down --volumes`` never deletes one, so the next ``up`` cannot trust any key). Used by ``down --volumes``;
+    returns the files kept."""
+    if not out.exists():
+        return []
+    root = out.resolve()
+    kept = sorted({k.resolve() for k in keep if k.is_file() and root in k.resolve().parents})
+    if not kept:
         shutil.rmtree(out)
+        return []
+
+    def prune(d: Path) -> None:
+        for child in sorted(d.iterdir()):
+            real = child.resolve() if not child.is_symlink() else child
+            if real in kept:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                if any(real in k.parents for k in kept):
+                    prune(child)
+                else:
+                    shutil.rmtree(child)
+            else:
+                child.unlink()
+
+    prune(root)
+    return kept

@@ -215,7 +215,19 @@ class HostsEngine(Engine):
 
     def preflight(self, spec: ClusterSpec, existing: dict[str, ContainerInfo], dc: Any, say: Progress,
                   strict_spread: bool = False) -> None:
-        """:meth:`host_problems` before any host is changed; one KctlError lists every host's problem."""
+        """:meth:`host_problems` before any host is changed; one KctlError lists every host's problem. First, with
+        ssh.trust_on_first_use, each host whose key no known-hosts file holds has it recorded, said per host
+        with its fingerprint (one at a time: they may share one file)."""
+        ssh = Ssh(spec)
+        ssh.check_known_hosts()  # once, not once per host: /dev/null or a directory is refused before any login
+        ssh.control_dir()
+        if spec.ssh.trust_on_first_use:
+            from kctl.properties import services_of
+
+            for _h, node, _s in services_of(spec):
+                said = ssh.trust_new(node)
+                if said:
+                    say(said)
         found = self.host_problems(spec)
         problems = [p for _n, p in found if p]
         if problems:
