@@ -176,7 +176,12 @@ class HostsEngine(Engine):
         return out.strip()
 
     def stop_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
-        return self._systemctl(spec, host, "stop", service, self.STOP_TIMEOUT)
+        from kctl.runtime.bundle import stop_seconds
+
+        # `systemctl stop` returns when the unit stopped, at most its TimeoutStopSec= (a broker's is derived from
+        # its controlled shutdown's bounds) and SIGKILL's moment later: ssh waits that long, and some more.
+        limit = max(self.STOP_TIMEOUT, stop_seconds(spec, spec.node(host), service) + 30)
+        return self._systemctl(spec, host, "stop", service, limit)
 
     def start_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
         return self._systemctl(spec, host, "start", service, self.START_TIMEOUT)
