@@ -254,9 +254,10 @@ def _stop_kafka(spec: ClusterSpec, c: ContainerInfo, dc: Any, say: Progress) -> 
 # ----- one node's container (kctl node add / remove) ----------------------------------------------------
 
 
-def start_node(spec: ClusterSpec, state_dir: Path, host: str) -> None:
-    """Create and start one node's container from the rendered files, touching no other container."""
-    rc.start_one(spec, state_dir, host)
+def start_node(spec: ClusterSpec, state_dir: Path, host: str, progress: Progress | None = None) -> None:
+    """Create and start one node's container from the rendered files, touching no other container (engine hosts:
+    ``progress`` hears of a host key trusted on first use)."""
+    rc.start_one(spec, state_dir, host, progress)
 
 
 def remove_node(spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:

@@ -112,7 +112,7 @@ class ComposeEngine(Engine):
             run_compose(spec, state_dir, *args, check=False)
         return api.remove_by_label(spec.name, dc, volumes=True)
 
-    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
+    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str, say: Progress | None = None) -> None:
         run_compose(spec, state_dir, "up", "-d", "--no-deps", "--no-build", "--pull", "never", host)
 
     def recreate_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:

@@ -326,8 +326,8 @@ class HostsEngine(Engine):
                             f" {UNINSTALL} there")
         return done
 
-    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
-        self.preflight(spec, {}, None, lambda _m: None)
+    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str, say: Progress | None = None) -> None:
+        self.preflight(spec, {}, None, say or (lambda _m: None))  # a key trusted on first use is said there
         self.deploy(spec, state_dir, lambda _m: None, [host])
 
     def recreate_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:

@@ -297,3 +297,20 @@ def test_doctor_checks_the_hosts_not_docker(monkeypatch: pytest.MonkeyPatch, tmp
     assert names == ["ssh", "host logger1", "host logger2", "host logger3", "disk"]  # no Docker, Compose, ports
     assert [c.ok for c in checks[1:4]] == [True, False, True]
     assert checks[2].detail == "logger2 (10.9.0.2:22): no answer"
+
+
+def test_node_add_says_a_host_key_trusted_on_first_use_too(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`kctl node add` reaches HostsEngine.start_one through lifecycle.start_node: the fingerprint line of its
+    preflight reaches the command's progress, not a no-op."""
+    from kctl import lifecycle
+    from kctl.runtime import engines
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    eng = hosts.HostsEngine()
+    monkeypatch.setattr(engines, "for_spec", lambda _spec: eng)
+    monkeypatch.setattr(ssh.Ssh, "trust_new", lambda self, node: f"{node.hostname}: trusted" if node.id == 3 else None)
+    monkeypatch.setattr(hosts.HostsEngine, "host_problems", lambda self, sp: [(n, None) for n in sp.nodes])
+    monkeypatch.setattr(hosts.HostsEngine, "deploy", lambda self, sp, state, say, services: None)
+    said: list[str] = []
+    lifecycle.start_node(spec(trust_on_first_use=True), tmp_path, "logger3", progress=said.append)
+    assert "logger3: trusted" in said
