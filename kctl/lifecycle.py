@@ -247,8 +247,14 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     if volumes:
         from kctl.render import remove_state
 
-        remove_state(state_dir)
-        say(f"removed {state_dir}")
+        # Host keys are the operator's trust, not the cluster's data: a known-hosts file in the state dir (named
+        # by ssh.known_hosts_file, or where an earlier kctl kept its own) stays.
+        hosts_files = [state_dir / "known_hosts"]
+        if spec.ssh.known_hosts_file:
+            hosts_files.append(Path(spec.ssh.known_hosts_file).expanduser())
+        kept = remove_state(state_dir, keep=hosts_files)
+        say(f"removed {state_dir}" + (f" but for {', '.join(map(str, kept))} (host keys are never deleted)"
+                                      if kept else ""))
     return len(infos) or removed
 
 
@@ -272,9 +278,10 @@ def _stop_kafka(spec: ClusterSpec, c: ContainerInfo, dc: Any, say: Progress) -> 
 # ----- one node's container (kctl node add / remove) ----------------------------------------------------
 
 
-def start_node(spec: ClusterSpec, state_dir: Path, host: str) -> None:
-    """Create and start one node's container from the rendered files, touching no other container."""
-    rc.start_one(spec, state_dir, host)
+def start_node(spec: ClusterSpec, state_dir: Path, host: str, progress: Progress | None = None) -> None:
+    """Create and start one node's container from the rendered files, touching no other container (engine hosts:
+    ``progress`` hears of a host key trusted on first use)."""
+    rc.start_one(spec, state_dir, host, progress)
 
 
 def remove_node(spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:

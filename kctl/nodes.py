@@ -371,7 +371,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
                 steps.done("secrets of the new node written", 0.0,
                            ", ".join(m for m in made if host in m) or "already there")
             t = time.monotonic()
-            lifecycle.start_node(new_spec, state_dir, host)
+            lifecycle.start_node(new_spec, state_dir, host, progress=say)
             steps.done("container started", time.monotonic() - t, host)
             if joiner is not None:
                 # The joiner starts with the current ensemble plus itself and syncs with the leader first.

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -231,6 +232,10 @@ def _service(spec: ClusterSpec, plan: ContainerPlan, state_dir: Path | None) -> 
         "image": spec.image_ref,
         # supervisord stops Kafka (controlled shutdown, up to 120 s) and then ZooKeeper (30 s).
         "stop_grace_period": "180s",
+        # A Docker daemon restart or a host reboot starts the node again, as it does the mirrors; `kctl down`
+        # and `kctl stop` (docker stop) keep it stopped until kctl starts it: Docker never restarts a container
+        # it was told to stop until the daemon itself restarts.
+        "restart": "unless-stopped",
         "environment": dict(sorted(env.items())),
         "labels": dict(sorted(labels.items())),
         "ports": ports,
@@ -287,8 +292,8 @@ def _swarm_top_level(spec: ClusterSpec, plans: list[ContainerPlan]) -> dict[str,
     return {"network_options": {"driver": "overlay", "attachable": True}, "volumes": volumes, "configs": configs}
 
 
-_SERVICE_KEYS = ("image", "hostname", "init", "stop_grace_period", "environment", "labels", "ports", "volumes",
-                 "configs", "cap_add", "networks", "healthcheck", "deploy")
+_SERVICE_KEYS = ("image", "hostname", "init", "stop_grace_period", "restart", "environment", "labels", "ports",
+                 "volumes", "configs", "cap_add", "networks", "healthcheck", "deploy")
 
 
 def compose_document(spec: ClusterSpec, plans: list[ContainerPlan], state_dir: Path | None) -> dict[str, Any]:
@@ -418,7 +423,30 @@ def write_text_files(files: dict[str, str], out: Path) -> list[Path]:
     return changed
 
 
-def remove_state(out: Path) -> None:
-    """Delete a state dir (data included). Used by ``down --volumes``."""
-    if out.exists():
+def remove_state(out: Path, keep: Iterable[Path] = ()) -> list[Path]:
+    """Delete a state dir (data included), but for the files in ``keep`` that lie inside it (known-hosts files:
+    ``down --volumes`` never deletes one, so the next ``up`` cannot trust any key). Used by ``down --volumes``;
+    returns the files kept."""
+    if not out.exists():
+        return []
+    root = out.resolve()
+    kept = sorted({k.resolve() for k in keep if k.is_file() and root in k.resolve().parents})
+    if not kept:
         shutil.rmtree(out)
+        return []
+
+    def prune(d: Path) -> None:
+        for child in sorted(d.iterdir()):
+            real = child.resolve() if not child.is_symlink() else child
+            if real in kept:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                if any(real in k.parents for k in kept):
+                    prune(child)
+                else:
+                    shutil.rmtree(child)
+            else:
+                child.unlink()
+
+    prune(root)
+    return kept

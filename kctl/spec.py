@@ -856,9 +856,31 @@ class SshSpec(_Model):
     key_file: str | None = Field(None, description="The private key to log in with (default: ssh's own keys and"
                                                    " agent); relative paths are from kctl.yaml's directory.")
     known_hosts_file: str | None = Field(
-        None, description="The known-hosts file kctl checks host keys against (default: known_hosts in the state"
-                          " dir; a host seen for the first time is added, a changed key is refused).")
+        None, description="The known-hosts file kctl checks host keys against (default: OpenSSH's own, your"
+                          " ~/.ssh/known_hosts and /etc/ssh/ssh_known_hosts, or what ~/.ssh/config names). A host"
+                          " whose key is not there, or differs, is refused (StrictHostKeyChecking=yes); a regular"
+                          " file only (not /dev/null); relative paths are from kctl.yaml's directory; `kctl down"
+                          " --volumes` never deletes it.")
+    trust_on_first_use: bool = Field(
+        False, description="Trust a host whose key is in no known-hosts file on first use: `kctl up` (and `kctl"
+                           " node add`) records its key in the known-hosts file (StrictHostKeyChecking=accept-new)"
+                           " and prints its fingerprint; a changed key is still refused. `kctl up"
+                           " --accept-new-host-keys` does the same once. Off: add the keys yourself, fingerprints"
+                           " checked (ssh-keyscan).")
     connect_timeout: int = Field(10, ge=1, le=120, description="Seconds to wait for a host to answer.")
+
+    @field_validator("known_hosts_file")
+    @classmethod
+    def _known_hosts(cls, v: str | None) -> str | None:
+        if v is not None:
+            if not v.strip():
+                raise ValueError("an empty path is no known-hosts file (leave it out for OpenSSH's own)")
+            path = Path(v).expanduser()
+            device = path.is_absolute() and str(path.resolve()).startswith(("/dev/", "/proc/"))
+            if device or v.strip().lower() == "none":
+                raise ValueError(f"{v!r} checks no host key: kctl needs a real known-hosts file (leave"
+                                 " ssh.known_hosts_file out for OpenSSH's own ~/.ssh/known_hosts)")
+        return v
 
 
 def _default_nodes() -> list[NodeSpec]:

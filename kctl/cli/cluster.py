@@ -51,6 +51,10 @@ def up(
                                                              " `kctl down --volumes`)."),
     strict_spread: bool = typer.Option(False, "--strict-spread", help="engine swarm: refuse to deploy when two"
                                                                       " kctl nodes would share a Swarm node."),
+    accept_new_host_keys: bool = typer.Option(
+        False, "--accept-new-host-keys", help="engine hosts: trust each host whose key is in no known-hosts file"
+                                              " on first use (its fingerprint printed), this once; as"
+                                              " ssh.trust_on_first_use. A changed key is still refused."),
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Render, start the ensemble, and wait until it is verified healthy."""
@@ -75,6 +79,11 @@ def up(
             raise UsageError(f"cluster {spec.name} runs on engine {spec.engine.value}: it cannot move to {kind.value}"
                              " while it runs", hint="`kctl down` first (data on the old engine is not moved)")
         spec = spec.model_copy(update={"engine": kind})
+    if accept_new_host_keys:
+        if spec.engine is not Engine.hosts:
+            raise UsageError("--accept-new-host-keys is for engine hosts (the hosts kctl logs in to over ssh)",
+                             hint=f"cluster {spec.name} runs on engine {spec.engine.value}: leave it out")
+        spec = spec.model_copy(update={"ssh": spec.ssh.model_copy(update={"trust_on_first_use": True})})
     identity.check_containers(spec, state)  # same name, other directory: never touch its containers
     identity.check_ports(spec, state)
     with output.waiting() as (stage, say):

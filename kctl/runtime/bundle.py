@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kctl import contract, properties
+from kctl import cache, contract, properties
 from kctl.errors import KctlError
 from kctl.render import environment, node_files, template
 from kctl.spec import ClusterSpec, Engine, NodeSpec
@@ -48,9 +48,73 @@ BUNDLE_ENV = "bundle.env"
 START_LIMIT_BURST = 5
 START_LIMIT_SECONDS = 120
 RESTART_SECONDS = 2
-KAFKA_STOP_SECONDS = 120
 ZOOKEEPER_STOP_SECONDS = 30
 NOFILE = 100000
+# After its controlled shutdown a broker closes every log (flushed, indexes and checkpoints written) and its
+# ZooKeeper session: the room TimeoutStopSec= gives that on top of the controlled shutdown's own bound.
+SHUTDOWN_MARGIN_SECONDS = 60
+# Kafka's defaults for what bounds a controlled shutdown (KafkaServer.controlledShutdown), where the rendered
+# server.properties does not say.
+_SHUTDOWN_DEFAULTS = {"controlled.shutdown.enable": "true", "controlled.shutdown.max.retries": "3",
+                      "controlled.shutdown.retry.backoff.ms": "5000", "controller.socket.timeout.ms": "30000",
+                      "request.timeout.ms": "30000"}
+
+
+@dataclass(frozen=True)
+class ControlledShutdown:
+    """What bounds a broker's controlled shutdown, from its server.properties: each of ``retries`` attempts waits
+    up to ``socket_ms`` to reach the controller and ``request_ms`` for its answer, then ``backoff_ms``."""
+
+    retries: int
+    socket_ms: int
+    request_ms: int
+    backoff_ms: int
+    margin_s: int = SHUTDOWN_MARGIN_SECONDS
+
+    @property
+    def controlled_s(self) -> int:
+        return -(-self.retries * (self.socket_ms + self.request_ms + self.backoff_ms) // 1000)
+
+    @property
+    def stop_seconds(self) -> int:
+        """The unit's TimeoutStopSec=: the controlled shutdown's worst case, and the close after it."""
+        return self.controlled_s + self.margin_s
+
+
+def controlled_shutdown(server: dict[str, str]) -> ControlledShutdown:
+    def get(key: str) -> str:
+        return str(server.get(key, _SHUTDOWN_DEFAULTS[key])).strip()
+
+    def ms(key: str) -> int:
+        try:
+            return max(0, int(get(key)))
+        except ValueError:
+            return int(_SHUTDOWN_DEFAULTS[key])
+
+    enabled = get("controlled.shutdown.enable").lower() != "false"
+    return ControlledShutdown(retries=ms("controlled.shutdown.max.retries") if enabled else 0,
+                              socket_ms=ms("controller.socket.timeout.ms"), request_ms=ms("request.timeout.ms"),
+                              backoff_ms=ms("controlled.shutdown.retry.backoff.ms"))
+
+
+def stop_seconds(spec: ClusterSpec, node: NodeSpec, service: str) -> int:
+    """How long the unit of ``service`` may take to stop (its TimeoutStopSec=)."""
+    if service == "kafka":
+        return controlled_shutdown(properties.server_properties(spec, node)).stop_seconds
+    return ZOOKEEPER_STOP_SECONDS
+
+
+def writable_paths(spec: ClusterSpec, node: NodeSpec, service: str) -> list[str]:
+    """What the JVM of ``service`` writes (ReadWritePaths= of its unit under ProtectSystem=strict): kctl's data
+    and log roots, and the data directories of the rendered files where they lie elsewhere."""
+    if service == "kafka":
+        server = properties.server_properties(spec, node)
+        dirs = (server.get("log.dirs") or server.get("log.dir") or "").split(",")
+    else:
+        zoo = properties.zoo_cfg(spec, node)
+        dirs = [zoo.get(properties.DATA_DIR, ""), zoo.get(properties.DATA_LOG_DIR, "")]
+    paths = sorted({str(Path(d.strip())) for d in (contract.DATA_ROOT, contract.LOG_ROOT, *dirs) if d.strip()})
+    return [p for p in paths if not any(Path(p).is_relative_to(q) and p != q for q in paths)]
 
 
 @dataclass(frozen=True)
@@ -105,12 +169,15 @@ def unit_env(spec: ClusterSpec, host: str, node: NodeSpec, services: tuple[str, 
 
 
 def _unit(spec: ClusterSpec, host: str, node: NodeSpec, service: str) -> str:
+    shutdown = controlled_shutdown(properties.server_properties(spec, node)) if service == "kafka" else None
     return template(f"host/kctl-{service}.service.j2", cluster=spec.name, host=host, node_id=node.id,
+                service=service, rw_paths=writable_paths(spec, node, service),
+                rw_source="server.properties" if service == "kafka" else "zoo.cfg", shutdown=shutdown,
                 conf_dir=contract.CONF_DIR, user=contract.SERVICE_USER, env_file=contract.HOST_ENV_FILE,
                 supervisor_env=contract.SUPERVISOR_ENV, kafka_home=contract.HOST_KAFKA_HOME,
                 bin_dir=contract.HOST_BIN, data_root=contract.DATA_ROOT, nofile=NOFILE,
                 restart_seconds=RESTART_SECONDS, start_limit_burst=START_LIMIT_BURST,
-                start_limit_seconds=START_LIMIT_SECONDS, kafka_stop_seconds=KAFKA_STOP_SECONDS,
+                start_limit_seconds=START_LIMIT_SECONDS, kafka_stop_seconds=stop_seconds(spec, node, "kafka"),
                 zookeeper_stop_seconds=ZOOKEEPER_STOP_SECONDS)
 
 
@@ -192,25 +259,22 @@ def dist_archive(spec: ClusterSpec, progress: Progress | None = None) -> DistArc
     name = distmod.dist_name(spec.versions.kafka, spec.versions.scala)
     identity = hashlib.sha256(
         f"{dist.identity}\0{_tree_digest(monitoring) if monitoring else '-'}".encode()).hexdigest()[:24]
-    cache = distmod.cache_root().parent / "host"
-    cache.mkdir(parents=True, exist_ok=True)
-    target = cache / f"{name}-{identity}.tar"
-    if target.is_file():
-        os.chmod(target, 0o644)  # hard-linked into every bundle: readable, as any other file of it
-    else:
+    target = cache.root() / "host" / f"{name}-{identity}.tar"
+
+    def pack(tmp: Path) -> None:
         if progress:
             progress(f"packing {name} for the hosts ({target})")
-        fd, tmp = tempfile.mkstemp(dir=cache, prefix=".tar-")
-        os.close(fd)
-        try:
-            with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-                tar.add(str(dist.path), arcname=name)
-                if monitoring is not None:
-                    tar.add(str(monitoring), arcname="monitoring")
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+            tar.add(str(dist.path), arcname=name)
+            if monitoring is not None:
+                tar.add(str(monitoring), arcname="monitoring")
+
+    # Under the entry's lock, written beside it and renamed into place (kctl.cache): two bundles at once
+    # pack it once, and a bundle never links a half-written tar. 0644: hard-linked into every bundle,
+    # readable as any other file of it.
+    cache.fill_file(target, pack, mode=0o644, progress=progress)
+    if target.stat().st_mode & 0o777 != 0o644:
+        os.chmod(target, 0o644)
     return DistArchive(path=target, name=name, identity=identity)
 
 

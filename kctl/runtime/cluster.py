@@ -239,12 +239,12 @@ def require_image(dc: Any, ref: str) -> None:
 # ----- one node's container (kctl node add / remove) ---------------------------------------------------
 
 
-def start_one(spec: ClusterSpec, state_dir: Path, host: str) -> None:
+def start_one(spec: ClusterSpec, state_dir: Path, host: str, progress: Callable[[str], None] | None = None) -> None:
     """Create and start one service of the rendered compose file, touching no other container."""
     eng = engines.for_spec(spec)
     if eng.uses_image:
         require_image(eng.client(), spec.local_image_ref)
-    eng.start_one(spec, state_dir, host)
+    eng.start_one(spec, state_dir, host, progress)
 
 
 def recreate_one(spec: ClusterSpec, state_dir: Path, host: str) -> None:

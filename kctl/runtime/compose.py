@@ -55,6 +55,26 @@ def compose_project(project: str, compose_file: Path, *args: str, timeout: float
     return proc
 
 
+RESTART_POLICY = "unless-stopped"  # the Compose file's `restart:` of every node (kctl.render)
+
+
+def keep_restarting(spec: ClusterSpec, dc: Any) -> list[str]:
+    """The cluster's node containers made before kctl gave them ``restart: unless-stopped`` get it now, in place
+    (``docker update``: no restart, no recreate), so a daemon restart or a reboot brings them back; their hosts.
+    Nothing else changes them: their config hash leaves the Compose-only keys out."""
+    from kctl.contract import LABEL_NODE
+
+    done: list[str] = []
+    for c in api.sdk_containers(spec.name, dc):
+        if not (c.labels or {}).get(LABEL_NODE):
+            continue  # not a node: Prometheus, a mirror (which have their own policy)
+        policy = (((c.attrs or {}).get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name") or "no"
+        if policy != RESTART_POLICY:
+            c.update(restart_policy={"Name": RESTART_POLICY})
+            done.append(api.host_of(c))
+    return sorted(done)
+
+
 class ComposeEngine(Engine):
     """Every container on this Docker engine, through Docker Compose (the project ``kctl-<name>``)."""
 
@@ -71,6 +91,9 @@ class ComposeEngine(Engine):
         chk = doctor.check_ports(spec, owned)
         if not chk.ok:
             raise KctlError(f"cannot start {spec.name}: host ports {chk.detail}", hint=chk.hint)
+        if existing:
+            for host in keep_restarting(spec, dc):
+                say(f"{host}: restart policy unless-stopped (docker update; the container keeps running)")
 
     def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
         run_compose(spec, state_dir, "up", "-d", "--no-deps", "--remove-orphans", "--no-build",
@@ -89,7 +112,7 @@ class ComposeEngine(Engine):
             run_compose(spec, state_dir, *args, check=False)
         return api.remove_by_label(spec.name, dc, volumes=True)
 
-    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
+    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str, say: Progress | None = None) -> None:
         run_compose(spec, state_dir, "up", "-d", "--no-deps", "--no-build", "--pull", "never", host)
 
     def recreate_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:

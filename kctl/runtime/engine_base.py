@@ -217,7 +217,7 @@ class Engine(abc.ABC):
         """Remove the cluster's containers (and its volumes with ``volumes``); processes already stopped."""
 
     @abc.abstractmethod
-    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
+    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str, say: Progress | None = None) -> None:
         """Create and start one node's container (``kctl node add``), the others untouched."""
 
     @abc.abstractmethod

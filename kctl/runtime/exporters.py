@@ -20,8 +20,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from kctl import cache
 from kctl.runtime import maven
-from kctl.runtime.dist.layout import cache_root
 
 Progress = Callable[[str], None]
 
@@ -49,17 +49,18 @@ def identity() -> str:
 
 
 def cache_dir() -> Path:
-    return cache_root().parent / "exporters" / identity()[:16]
+    return cache.root() / "exporters" / identity()[:16]
+
+
+def _complete(entry: Path) -> bool:
+    return cache.is_complete(entry) and (entry / AGENT_JAR).is_file() and any((entry / ZOOKEEPER_DIR).glob("*.jar"))
 
 
 def prepare(progress: Progress | None = None) -> Path:
-    """A directory with ``jmx_prometheus_javaagent.jar`` and ``zookeeper/*.jar``, from the cache or Maven."""
-    final = cache_dir()
-    if (final / AGENT_JAR).is_file() and any((final / ZOOKEEPER_DIR).glob("*.jar")):
-        return final
-    work = final.with_name(final.name + ".partial")
-    shutil.rmtree(work, ignore_errors=True)
-    try:
+    """A directory with ``jmx_prometheus_javaagent.jar`` and ``zookeeper/*.jar``, from the cache or Maven (filled
+    beside the entry under its lock and renamed into place whole: a second kctl waits, then uses it)."""
+
+    def make(work: Path) -> None:
         agent = maven.copy_dependencies([maven.Artifact.parse(JMX_EXPORTER, ["*:*"])], work / "agent",
                                         what="the Prometheus JMX exporter", hint=HINT, progress=progress)
         (work / "agent" / agent[0].name).rename(work / AGENT_JAR)
@@ -67,12 +68,9 @@ def prepare(progress: Progress | None = None) -> Path:
         maven.copy_dependencies([maven.Artifact.parse(c, ZOOKEEPER_EXCLUSIONS) for c in ZOOKEEPER_METRICS],
                                 work / ZOOKEEPER_DIR, what="ZooKeeper's Prometheus metrics provider", hint=HINT,
                                 progress=progress)
-        if final.exists():
-            shutil.rmtree(final)
-        work.rename(final)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return final
+
+    return cache.fill_dir(cache_dir(), make, complete=_complete, note=lambda: "\n".join(
+        (JMX_EXPORTER, *ZOOKEEPER_METRICS)), progress=progress)
 
 
 _VERSIONED = re.compile(r"^(?P<name>.+?)-\d[\w.+-]*\.jar$")

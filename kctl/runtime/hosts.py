@@ -176,7 +176,12 @@ class HostsEngine(Engine):
         return out.strip()
 
     def stop_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
-        return self._systemctl(spec, host, "stop", service, self.STOP_TIMEOUT)
+        from kctl.runtime.bundle import stop_seconds
+
+        # `systemctl stop` returns when the unit stopped, at most its TimeoutStopSec= (a broker's is derived from
+        # its controlled shutdown's bounds) and SIGKILL's moment later: ssh waits that long, and some more.
+        limit = max(self.STOP_TIMEOUT, stop_seconds(spec, spec.node(host), service) + 30)
+        return self._systemctl(spec, host, "stop", service, limit)
 
     def start_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
         return self._systemctl(spec, host, "start", service, self.START_TIMEOUT)
@@ -215,7 +220,19 @@ class HostsEngine(Engine):
 
     def preflight(self, spec: ClusterSpec, existing: dict[str, ContainerInfo], dc: Any, say: Progress,
                   strict_spread: bool = False) -> None:
-        """:meth:`host_problems` before any host is changed; one KctlError lists every host's problem."""
+        """:meth:`host_problems` before any host is changed; one KctlError lists every host's problem. First, with
+        ssh.trust_on_first_use, each host whose key no known-hosts file holds has it recorded, said per host
+        with its fingerprint (one at a time: they may share one file)."""
+        ssh = Ssh(spec)
+        ssh.check_known_hosts()  # once, not once per host: /dev/null or a directory is refused before any login
+        ssh.control_dir()
+        if spec.ssh.trust_on_first_use:
+            from kctl.properties import services_of
+
+            for _h, node, _s in services_of(spec):
+                said = ssh.trust_new(node)
+                if said:
+                    say(said)
         found = self.host_problems(spec)
         problems = [p for _n, p in found if p]
         if problems:
@@ -309,8 +326,8 @@ class HostsEngine(Engine):
                             f" {UNINSTALL} there")
         return done
 
-    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
-        self.preflight(spec, {}, None, lambda _m: None)
+    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str, say: Progress | None = None) -> None:
+        self.preflight(spec, {}, None, say or (lambda _m: None))  # a key trusted on first use is said there
         self.deploy(spec, state_dir, lambda _m: None, [host])
 
     def recreate_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:

@@ -438,7 +438,7 @@ class SwarmEngine(Engine):
                     n.update(spec_)
         return len(names)
 
-    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
+    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str, say: Progress | None = None) -> None:
         """A node added to the running stack (``kctl node add``): a stack file of its service alone, deployed
         without ``--prune``, so Swarm creates that one service and leaves every other one as it runs (their
         rendered files, which now list the new node, wait for the next ``kctl up``)."""

@@ -28,17 +28,16 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+from kctl import cache
 from kctl.errors import KctlError
 from kctl.extras import require
 from kctl.runtime import maven
 
 KAFKA_SOURCE_GROUP = "org.apache.spark"
-_COMPLETE = ".complete"
 _NAME_VERSION = re.compile(r"^(?P<name>.+?)-(?P<version>\d[\w.\-]*)\.jar$")
 
 
@@ -64,8 +63,7 @@ def kafka_source_coordinate(version: str | None = None) -> str:
 
 
 def cache_dir(version: str | None = None) -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "kctl" / "jars" / f"spark-sql-kafka-{version or spark_version()}"
+    return cache.root() / "jars" / f"spark-sql-kafka-{version or spark_version()}"
 
 
 def _artifact_name(jar: str) -> str:
@@ -73,12 +71,24 @@ def _artifact_name(jar: str) -> str:
     return m.group("name") if m else jar
 
 
+def _has_jars(d: Path) -> bool:
+    return cache.is_complete(d) and any(d.glob("*.jar"))
+
+
 def cached_jars(version: str | None = None) -> list[Path] | None:
     d = cache_dir(version)
-    if not (d / _COMPLETE).exists():
-        return None
-    jars = sorted(d.glob("*.jar"))
-    return jars or None
+    return sorted(d.glob("*.jar")) if _has_jars(d) else None
+
+
+def _copy_unshipped(artifacts: list[maven.Artifact], work: Path, shipped: set[str], *, what: str,
+                    timeout_s: float, hint: str) -> None:
+    """The artifacts' runtime closure resolved into ``work``, but for the jars pyspark ships (one copy of
+    each on the classpath)."""
+    out = work / ".resolved"
+    for jar in maven.copy_dependencies(artifacts, out, what=what, timeout_s=timeout_s, hint=hint):
+        if _artifact_name(jar.name) not in shipped:
+            shutil.copy2(jar, work / jar.name)
+    shutil.rmtree(out)
 
 
 _OFFLINE_HINT = "pass the jars with --jars (spark-sql-kafka-0-10 and its dependencies), or use --packages"
@@ -138,7 +148,6 @@ def resolve_kafka_jars(*, version: str | None = None, timeout_s: float = 600.0) 
               f"spark-sql-kafka {src_version} and spark-token-provider-kafka {token_version} "
               f"with Spark {version}", file=sys.stderr)
     dest = cache_dir(version)
-    dest.mkdir(parents=True, exist_ok=True)
     shipped = {_artifact_name(j.name) for j in (spark_home() / "jars").glob("*.jar")}
     source = f"spark-sql-kafka-0-10_{scala}"
     token = f"spark-token-provider-kafka-0-10_{scala}"
@@ -148,17 +157,14 @@ def resolve_kafka_jars(*, version: str | None = None, timeout_s: float = 600.0) 
                              exclusions=[f"{KAFKA_SOURCE_GROUP}:{token}"]),
         maven.Artifact.parse(f"{KAFKA_SOURCE_GROUP}:{token}:{token_version}"),
     ]
-    with tempfile.TemporaryDirectory(prefix="kctl-jars-") as tmp:
-        out = Path(tmp) / "jars"
-        resolved = maven.copy_dependencies(
-            artifacts, out, what=kafka_source_coordinate(version), timeout_s=timeout_s,
-            hint=_OFFLINE_HINT)
-        for jar in resolved:
-            if _artifact_name(jar.name) in shipped:
-                continue  # pyspark ships its own copy; keep one per classpath
-            shutil.copy2(jar, dest / jar.name)
-    (dest / _COMPLETE).write_text(
-        f"spark={version} spark-sql-kafka={src_version} spark-token-provider-kafka={token_version}\n")
+
+    def make(work: Path) -> None:
+        _copy_unshipped(artifacts, work, shipped, what=kafka_source_coordinate(version), timeout_s=timeout_s,
+                        hint=_OFFLINE_HINT)
+
+    # Filled beside the entry under its lock and renamed into place whole, .complete last (kctl.cache).
+    cache.fill_dir(dest, make, complete=_has_jars, note=lambda: (
+        f"spark={version} spark-sql-kafka={src_version} spark-token-provider-kafka={token_version}"))
     jars = cached_jars(version)
     if not jars:
         raise KctlError(f"resolution of {kafka_source_coordinate(version)} produced no jars in {dest}")
@@ -183,32 +189,25 @@ def delta_coordinates(version: str | None = None) -> list[str]:
 
 
 def delta_cache_dir(version: str | None = None) -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "kctl" / "jars" / f"delta-{version or delta_version()}"
+    return cache.root() / "jars" / f"delta-{version or delta_version()}"
 
 
 def resolve_delta_jars(*, version: str | None = None, timeout_s: float = 600.0) -> list[Path]:
     """Return the Delta Lake jars (delta-spark, delta-storage), resolving them into the cache on first use."""
     version = version or delta_version()
     dest = delta_cache_dir(version)
-    if (dest / _COMPLETE).exists():
-        hit = sorted(dest.glob("*.jar"))
-        if hit:
-            return hit
+    if _has_jars(dest):
+        return sorted(dest.glob("*.jar"))
     what = delta_coordinates(version)[0]
     maven.mvn_or_fail(f"Delta Lake {version} (not cached in {dest})", _DELTA_HINT)
-    dest.mkdir(parents=True, exist_ok=True)
     shipped = {_artifact_name(j.name) for j in (spark_home() / "jars").glob("*.jar")}
-    with tempfile.TemporaryDirectory(prefix="kctl-jars-") as tmp:
-        out = Path(tmp) / "jars"
-        resolved = maven.copy_dependencies(
-            [maven.Artifact.parse(c) for c in delta_coordinates(version)], out, what=what,
-            timeout_s=timeout_s, hint=_DELTA_HINT)
-        for jar in resolved:
-            if _artifact_name(jar.name) in shipped:
-                continue  # scala-library, antlr4-runtime: pyspark ships them
-            shutil.copy2(jar, dest / jar.name)
-    (dest / _COMPLETE).write_text(f"delta={version}\n")
+
+    def make(work: Path) -> None:
+        # scala-library, antlr4-runtime: pyspark ships them
+        _copy_unshipped([maven.Artifact.parse(c) for c in delta_coordinates(version)], work, shipped, what=what,
+                        timeout_s=timeout_s, hint=_DELTA_HINT)
+
+    cache.fill_dir(dest, make, complete=_has_jars, note=lambda: f"delta={version}")
     jars = sorted(dest.glob("*.jar"))
     if not jars:
         raise KctlError(f"resolution of {what} produced no jars in {dest}")

@@ -44,10 +44,13 @@ def fleet() -> Iterator[Any]:
 
 
 def write_spec(path: Path, fleet: Any, *, addresses: dict[str, str] | None = None, key: Path | None = None,
-               **extra: Any) -> Path:
+               known_hosts: Path | None = None, trust: bool = True, **extra: Any) -> Path:
     addresses = addresses or {h.hostname: h.ip for h in fleet}
     spec = {"name": "hl", "engine": "hosts",
-            "ssh": {"user": "ops", "key_file": str(key or fleet.key_path), "connect_timeout": 3},
+            # Throwaway hosts whose keys no one checked: trusted on first use, explicitly, into a file of the
+            # test's own (never the user's ~/.ssh/known_hosts); every later command checks them strictly.
+            "ssh": {"user": "ops", "key_file": str(key or fleet.key_path), "connect_timeout": 3,
+                    "known_hosts_file": str(known_hosts or path.parent / "known_hosts"), "trust_on_first_use": trust},
             "nodes": [{"id": i, "hostname": h, "advertised_host": addresses[h]} for i, h in enumerate(HOSTS, 1)],
             **extra}
     path.write_text(yaml.safe_dump(with_quick_jit(spec), sort_keys=False))
@@ -123,9 +126,16 @@ def test_an_unreachable_host_a_wrong_key_or_no_systemd_stop_up_before_any_host_c
                       "the host refused the login (wrong user or key)"),
         "no systemd": (write_spec(d / "no-systemd.yaml", fleet, addresses={**ips, "logger3": plain.ip}),
                        "the host does not run systemd as PID 1"),
+        # OpenSSH's default: a host key no known-hosts file holds is refused unless trust on first use is asked for
+        "unknown host key": (write_spec(d / "strict.yaml", fleet, known_hosts=d / "empty_known_hosts", trust=False),
+                             "the host's key is in no known-hosts file (StrictHostKeyChecking)"),
     }
     for what, (path, message) in cases.items():
         done = kctl(path, "up", timeout=120)
+        if what == "unreachable":  # the first `up`: the hosts that answer are trusted, each said with its key
+            for h in ("logger1", "logger2"):
+                assert re.search(rf"{h} \({re.escape(ips[h])}\): host key \S+ SHA256:\S+ trusted on first use",
+                                 done.stderr), done.stderr
         assert done.returncode != 0, (what, done.stdout, done.stderr)
         assert "cannot deploy to the hosts; nothing was changed on any host" in done.stderr, (what, done.stderr)
         assert message in done.stderr, (what, done.stderr)

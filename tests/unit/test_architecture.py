@@ -86,7 +86,7 @@ def violations() -> set[tuple[str, str]]:
 # above; a name stands for the module and everything below it (the longest name that matches wins).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("kctl", "kctl.contract", "kctl.errors", "kctl.deferred", "kctl.extras", "kctl.resources",
-              "kctl.output", "kctl.wait", "kctl.files")),
+              "kctl.output", "kctl.wait", "kctl.files", "kctl.cache")),
     ("spec", ("kctl.spec", "kctl.kraft.phases")),
     ("render", ("kctl.properties", "kctl.render", "kctl.kraft")),
     ("security", ("kctl.security",)),

@@ -376,3 +376,26 @@ def test_a_controller_its_supervisor_gave_up_on_is_failed_where_the_phase_runs_o
     assert failed in health.process_problems(spec.with_kraft("dual-write", "id"), "logger1", procs)
     # on ZooKeeper, no migration: the node runs no controller, so its program's state is no problem
     assert [p for p in health.process_problems(spec, "logger1", procs) if "controller" in p] == []
+
+
+def test_nodes_made_before_the_restart_policy_get_it_in_place_and_nothing_else_is_touched() -> None:
+    """`kctl up` on a cluster whose node containers have no restart policy (made by an older kctl): each gets
+    unless-stopped through `docker update`, no recreate; a node that has it and a non-node container are left."""
+    from kctl.runtime import compose
+
+    def container(host: str, policy: str, node: bool = True) -> Any:
+        c = mock.create_autospec(docker.models.containers.Container, instance=True)
+        c.labels = {contract.LABEL_CLUSTER: "logger", contract.LABEL_SERVICE: host,
+                    **({contract.LABEL_NODE: host} if node else {})}
+        c.attrs = {"HostConfig": {"RestartPolicy": {"Name": policy, "MaximumRetryCount": 0}}}
+        return c
+
+    old, new, other = container("logger1", ""), container("logger2", "unless-stopped"), container("prom", "no", False)
+    dc = sdk_client()
+    dc.containers.list.return_value = [old, new, other]
+    assert compose.keep_restarting(ClusterSpec(), dc) == ["logger1"]
+    old.update.assert_called_once_with(restart_policy={"Name": "unless-stopped"})
+    new.update.assert_not_called()
+    other.update.assert_not_called()
+    old.restart.assert_not_called()
+    old.stop.assert_not_called()

@@ -345,7 +345,8 @@ def test_prepare_dist_falls_back_to_maven_then_uses_cache(
     assert json.loads((d.path / "kctl-dist.json").read_text())["origin"] == "Maven Central"
     assert distmod.prepare_dist() == d
     assert len(calls) == 1
-    assert not [p for p in cache.iterdir() if p.name.startswith(".")]  # no leftovers
+    # no leftovers: only the entry's lock file beside it (kctl.cache)
+    assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == [".kafka_2.13-3.9.1.lock"]
 
 
 def test_resolve_maven_without_mvn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -230,3 +230,19 @@ def test_jvm_options_refuse_what_is_not_one_flag_the_heap_or_a_secret(flag: str,
         parse_spec({"kafka": {"jvm_options": [flag]}})
     assert words in str(err.value)
     assert "hunter2" not in str(err.value)
+
+
+def test_node_containers_come_back_after_a_daemon_restart_but_not_after_a_stop() -> None:
+    """Compose: `restart: unless-stopped` on every node (a daemon restart or a reboot starts it again; `docker
+    stop` keeps it stopped); Swarm: its own restart_policy, and no Compose-only `restart` key it would ignore."""
+    import yaml
+
+    for case in ("default", "split", "zk-only"):
+        spec, _ = parse_spec(CASES[case])
+        doc = yaml.safe_load(render(spec).files[COMPOSE_FILE])
+        assert {name: svc.get("restart") for name, svc in doc["services"].items()} == {
+            name: "unless-stopped" for name in doc["services"]}, case
+    spec, _ = parse_spec(CASES["swarm"])
+    doc = yaml.safe_load(render(spec).files[COMPOSE_FILE])
+    for svc in doc["services"].values():
+        assert "restart" not in svc and svc["deploy"]["restart_policy"]["condition"] == "any"

@@ -13,7 +13,6 @@ answers, checks the result and installs it in the cache (:mod:`.layout`).
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,8 +28,7 @@ from kctl.runtime.dist.layout import (
     cache_root,
     dist_name,
     finish_dist,
-    fresh_dir,
-    install,
+    intact,
     read_dist,
     say,
 )
@@ -65,14 +63,17 @@ def prepare_dist(
 
 def _prepare(name: str, sources: Sequence[Source], kafka_version: str, scala_version: str, *, refresh: bool,
              progress: Progress | None) -> Dist:
+    """The cache entry ``name``: used when it is whole and current, else made by the first source that answers
+    (filled beside the entry under its lock and renamed into place whole: :func:`kctl.cache.fill_dir`)."""
+    from kctl import cache
+
     cached = cache_root() / name
-    if not refresh:
-        dist = read_dist(cached)
-        if dist is not None and dist.kafka_version == kafka_version and dist.current:
-            say(progress, f"using the cached Kafka distribution {cached} (source: {dist.source})")
-            return dist
-    work = fresh_dir(cache_root(), f".{name}-")
-    try:
+
+    def usable(root: Path) -> bool:
+        dist = read_dist(root)
+        return dist is not None and dist.kafka_version == kafka_version and dist.current and intact(root)
+
+    def make(work: Path) -> Path:
         for source in sources:
             found = source.fetch(work, kafka_version, scala_version, progress)
             if found is not None:
@@ -83,9 +84,15 @@ def _prepare(name: str, sources: Sequence[Source], kafka_version: str, scala_ver
         root, origin = found
         finish_dist(root, kafka_version=kafka_version, scala_version=scala_version, source=source.name,
                     origin=origin)
-        install(root, cached)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    dist = read_dist(cached)
-    assert dist is not None
-    return dist
+        return root
+
+    for attempt in range(3):
+        if not (refresh and attempt == 0) and usable(cached):
+            dist = read_dist(cached)
+            if dist is not None:  # (None: another process swapped a new entry in this very moment)
+                if attempt == 0:
+                    say(progress, f"using the cached Kafka distribution {cached} (source: {dist.source})")
+                return dist
+        cache.fill_dir(cached, make, complete=usable, refresh=refresh and attempt == 0, progress=progress)
+    raise KctlError(f"the cached Kafka distribution {cached} keeps changing under this kctl",
+                    hint="another kctl keeps refreshing it (--refresh-dist?); run this again once it is done")

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
-import tempfile
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -84,9 +81,10 @@ def dist_name(kafka_version: str, scala_version: str) -> str:
 
 
 def cache_root() -> Path:
-    """``${XDG_CACHE_HOME:-~/.cache}/kctl/dist``."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kctl" / "dist"
+    """``${XDG_CACHE_HOME:-~/.cache}/kctl/dist`` (entries filled through :mod:`kctl.cache`)."""
+    from kctl import cache
+
+    return cache.root() / "dist"
 
 
 _ZK_JAR = re.compile(r"^zookeeper-(\d+\.\d+\.\d+)\.jar$")
@@ -198,13 +196,11 @@ def finish_dist(root: Path, *, kafka_version: str, scala_version: str, source: s
     return dist
 
 
-def fresh_dir(parent: Path, prefix: str) -> Path:
-    parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-
-
-def install(tmp_root: Path, final: Path) -> None:
-    """Move a finished distribution into place (atomic rename within the cache)."""
-    if final.exists():
-        shutil.rmtree(final)
-    tmp_root.rename(final)
+def intact(root: Path) -> bool:
+    """Whether the distribution at ``root`` is still what its manifest recorded (bin/ and config/ byte for
+    byte, libs/ by name and size): a cache entry that lost files (a cleanup cut short) is made again."""
+    m = read_manifest(root)
+    try:
+        return m is not None and m.get("content_sha256") == content_digest(root)
+    except OSError:
+        return False
