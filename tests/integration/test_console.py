@@ -5,6 +5,7 @@ read back with confluent-kafka's AdminClient, not with the console's code."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -215,6 +216,8 @@ def _shot(page: Any, name: str) -> None:
 
 def test_in_a_browser_operator_creates_viewer_cannot_delete_admin_reads_the_audit(
         console: Console, kafka_cluster: Any, browser: Any) -> None:
+    from playwright.sync_api import expect  # locator waits: the page's CSP refuses the eval a string function needs
+
     name = kafka_cluster.spec.name
     topic = f"browser-{uuid.uuid4().hex[:6]}"
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -264,7 +267,7 @@ def test_in_a_browser_operator_creates_viewer_cannot_delete_admin_reads_the_audi
     assert "leader(s) moved" in page.inner_text("#election-result")
     page.goto(f"{console.url}/clusters/{name}/topics")
     page.fill("input[name=q]", topic[:10])  # htmx filters the table as one types
-    page.wait_for_function("document.querySelectorAll('#topics tr[data-topic]').length === 1")
+    expect(page.locator("#topics tr[data-topic]")).to_have_count(1)
     assert page.locator("#topics tr[data-topic]").first.get_attribute("data-topic") == topic
     _shot(page, "topics")
     page.click("header button[type=submit]")  # log out
@@ -397,6 +400,7 @@ def test_in_a_browser_a_groups_lag_rises_while_its_consumer_pauses_and_falls_aft
     import threading
 
     from confluent_kafka import Consumer, Producer
+    from playwright.sync_api import expect
 
     name = kafka_cluster.spec.name
     topic, group = f"console-lag-{uuid.uuid4().hex[:6]}", f"console-lag-{uuid.uuid4().hex[:6]}"
@@ -432,17 +436,17 @@ def test_in_a_browser_a_groups_lag_rises_while_its_consumer_pauses_and_falls_aft
         page = ctx.new_page()
         _login(page, console.url, "otto")
         page.goto(f"{console.url}/clusters/{name}/groups/{group}")
-        page.wait_for_function("document.querySelector('#total-lag').textContent.trim() === '0'", timeout=60_000)
+        expect(page.locator("#total-lag")).to_have_text("0", timeout=60_000)
         paused.set()
         time.sleep(1)
         for i in range(500):  # bounded: 500 records
             p.produce(topic, f"late-{i}".encode())
         p.flush(10)
         # the live part of the page (server-sent events) shows the lag without a reload
-        page.wait_for_function("parseInt(document.querySelector('#total-lag').textContent) >= 500", timeout=30_000)
+        expect(page.locator("#total-lag")).to_have_text(re.compile(r"^\s*([5-9]\d\d|[1-9]\d{3,})\s*$"), timeout=30_000)
         _shot(page, "group")
         paused.clear()
-        page.wait_for_function("document.querySelector('#total-lag').textContent.trim() === '0'", timeout=60_000)
+        expect(page.locator("#total-lag")).to_have_text("0", timeout=60_000)
         ctx.close()
     finally:
         stop.set()
@@ -483,16 +487,17 @@ def test_brokers_charts_and_alerts_come_from_the_monitors_history(console: Conso
     assert p.returncode == 0, p.stderr
     try:
         vera, _ = console.client("vera")
-        deadline = time.monotonic() + 90
+        # Every broker with two points of a series: a scrape that timed out on a busy machine leaves its broker
+        # out of that round's report (the report's errors name it), so the wait is for the figures, not rounds.
+        deadline = time.monotonic() + 120
         while True:
             r = vera.get(f"/api/clusters/{name}/brokers")
-            if r.status_code == 200 and r.json()["reports"] >= 3:
+            doc = r.json() if r.status_code == 200 else {}
+            if doc.get("reports", 0) >= 3 and sorted(doc["latest"]) == ["1", "2", "3"] and all(
+                    len(doc["series"][b]["request_handler_idle_pct"]) >= 2 for b in ("1", "2", "3")):
                 break
-            assert time.monotonic() < deadline, r.text
+            assert time.monotonic() < deadline, r.text[:2000]
             time.sleep(1)
-        doc = r.json()
-        assert sorted(doc["latest"]) == ["1", "2", "3"]
-        assert all(len(doc["series"][b]["request_handler_idle_pct"]) >= 2 for b in ("1", "2", "3"))
         ctx = browser.new_context(viewport={"width": 1280, "height": 900})
         page = ctx.new_page()
         _login(page, console.url, "vera")

@@ -33,7 +33,7 @@ def test_plan_and_execute_a_reassignment_onto_a_new_broker_and_watch_it_finish(
         cluster: KafkaCluster, tmp_path: Any) -> None:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     p = Producer({**cluster.client_config(), "acks": "all", "enable.idempotence": True})
     sent = {f"r{i}".encode() for i in range(3000)}
@@ -81,9 +81,7 @@ def test_plan_and_execute_a_reassignment_onto_a_new_broker_and_watch_it_finish(
             # the request returns once Kafka's tool (a JVM started in a node) has started the move
             page.click("#execute-plan button[type=submit]", timeout=180_000)
             # live: the status part is replaced by server-sent events until the job says done
-            page.wait_for_function("document.querySelector('#job-state') &&"
-                                   " document.querySelector('#job-state').textContent.trim() === 'done'",
-                                   timeout=300_000)
+            expect(page.locator("#job-state")).to_have_text("done", timeout=300_000)
             assert "verified" in page.inner_text("#job-log")
             _shot(page, "reassignment-done")
             browser.close()
