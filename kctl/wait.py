@@ -7,12 +7,20 @@ naming what it waited for, what it saw last and, when a stage knows where to loo
 the tail of the relevant log. A probe that finds the awaited state can no longer
 come (the process it waits for exited) raises :class:`GiveUp`, which ends the wait
 at once; any other exception of a probe counts as "not yet".
+
+A loop that does its work on a schedule rather than waiting for a state (a sampling
+round, a load's pace, a drill's planned fault length) is paced here too: ``ticks``
+(every ``period`` seconds, ended by a count, a deadline or a stop event, which wakes
+it at once), ``aticks`` (the same in an event loop) and ``pause_until`` (one moment
+of a schedule). No other module sleeps inside a loop (tests/unit/test_wait.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kctl.errors import KctlError, TimeoutReached
@@ -106,3 +114,55 @@ def wait_until(
     """
     return wait_for_stages([Stage(description, probe, log_tail)], timeout=timeout, poll=poll,
                            on_progress=on_progress, clock=clock, sleep=sleep, hint=hint)[0]
+
+
+def pause_until(moment: float, *, stop: threading.Event | None = None,
+                clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Wait until ``clock()`` reaches ``moment`` (a schedule's next point, not a state of the cluster); True
+    then, False at once when ``stop`` is set first (its wait wakes on the set, not after the rest)."""
+    while True:
+        left = moment - clock()
+        if stop is not None and stop.is_set():
+            return False
+        if left <= 0:
+            return True
+        if stop is not None:
+            if stop.wait(left):
+                return False
+        else:
+            sleep(left)
+
+
+def ticks(period: float, *, count: int | None = None, until: float | None = None,
+          stop: threading.Event | None = None, clock: Callable[[], float] = time.monotonic,
+          sleep: Callable[[float], None] = time.sleep) -> Iterator[int]:
+    """0, 1, 2, ... one every ``period`` seconds of ``clock``, the first at once (even past ``until``, as a
+    wait's probe runs at least once, unless ``stop`` is set): the loop body runs at each
+    tick, and a body that took longer than ``period`` is followed by the next tick at once (the schedule goes
+    on from that late tick; ticks never bunch up to catch up). Ends after ``count`` ticks, when ``until`` (a
+    time of ``clock``) comes before the next tick, or when ``stop`` is set (its wait wakes at once)."""
+    n = 0
+    due = clock()
+    while count is None or n < count:
+        if n and until is not None and due >= until:
+            return
+        if not pause_until(due, stop=stop, clock=clock, sleep=sleep):
+            return
+        started = clock()
+        yield n
+        n += 1
+        due = max(started + period, clock())
+
+
+async def aticks(period: float, *, until: float | None = None) -> AsyncIterator[int]:
+    """``ticks`` in an event loop (its own clock, ``loop.time()``): a server-sent stream's refresh."""
+    loop = asyncio.get_running_loop()
+    n = 0
+    due = loop.time()
+    while until is None or due < until:
+        if (left := due - loop.time()) > 0:
+            await asyncio.sleep(left)
+        started = loop.time()
+        yield n
+        n += 1
+        due = max(started + period, loop.time())

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl.bench.doc import add_output_args, publish
+from kctl.wait import ticks
 
 SECTION = "## Console"
 TOPICS, GROUPS, TARGET_MS = 500, 50, 300.0
@@ -78,11 +79,11 @@ def measure(repeat: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             client = TestClient(server.build(cfg), base_url="http://127.0.0.1")
             assert client.post("/api/login", json={"username": "ada", "password": PASSWORD}).status_code == 200
             n = c.spec.name
-            deadline = time.monotonic() + 120  # two rounds of history for the groups and brokers pages
-            while (r := client.get(f"/api/clusters/{n}/brokers")).status_code != 200 or r.json()["reports"] < 2:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"the monitor kept no history in 120 s: {r.text[:300]}")
-                time.sleep(1)
+            for _ in ticks(1.0, until=time.monotonic() + 120):  # two rounds of history for the groups and brokers pages
+                if (r := client.get(f"/api/clusters/{n}/brokers")).status_code == 200 and r.json()["reports"] >= 2:
+                    break
+            else:
+                raise SystemExit(f"the monitor kept no history in 120 s: {r.text[:300]}")
             t, g = "bench-console-000", "bench-console-g00"
             paths = ["/", "/api/clusters", f"/clusters/{n}", f"/api/clusters/{n}", f"/clusters/{n}/topics",
                      f"/api/clusters/{n}/topics", f"/clusters/{n}/topics/{t}", f"/api/clusters/{n}/topics/{t}",

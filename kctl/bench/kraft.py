@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from kctl.bench.doc import add_output_args, publish
+from kctl.wait import pause_until
 
 TOPIC = "bench-kraft"
 PARTITIONS = 6
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
                 wall, result = _migrate(c.spec_file, c.workdir, action)
                 runs.append({"what": what, "wall": wall, "start": start, "end": load.elapsed(), "result": result})
                 print(f"bench:   {wall:.1f} s", file=sys.stderr, flush=True)
-                time.sleep(args.settle)
+                pause_until(time.monotonic() + args.settle)
             what = f"kraft (3.9.1) -> Kafka {args.upgrade_to} (`kctl apply`)"
             print(f"bench: {what}", file=sys.stderr, flush=True)
             start = load.elapsed()

@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from kctl.bench.doc import add_output_args, publish
+from kctl.wait import ticks
 
 TOPIC = "bench-mm"
 ALIAS = "src"
@@ -83,11 +84,11 @@ def main(argv: list[str] | None = None) -> None:
             produced_s = time.monotonic() - t0
             if p.returncode != 0:
                 raise SystemExit(f"kctl produce failed:\n{p.stderr}")
-            deadline = time.monotonic() + 900
-            while _ends(target.bootstrap_servers, remote) < args.records:  # bounded: 900 s
-                if time.monotonic() > deadline:
-                    raise SystemExit("the replica did not catch up within 900 s")
-                time.sleep(0.2)
+            for _ in ticks(0.2, until=time.monotonic() + 900):
+                if _ends(target.bootstrap_servers, remote) >= args.records:
+                    break
+            else:
+                raise SystemExit("the replica did not catch up within 900 s")
             replicated_s = time.monotonic() - t0
             # ---- latency at a steady rate
             lags: list[float] = []
@@ -116,9 +117,9 @@ def main(argv: list[str] | None = None) -> None:
                     prod.poll(min(0.01, max(0.0, due - time.monotonic())))
                 prod.produce(TOPIC, value=f"t={time.time():.6f}".encode())
             prod.flush(60)
-            deadline = time.monotonic() + 60
-            while len(lags) < n and time.monotonic() < deadline:
-                time.sleep(0.2)
+            for _ in ticks(0.2, until=time.monotonic() + 60):  # every timed record read, or a minute
+                if len(lags) >= n:
+                    break
             stop.set()
             reader.join(10)
             status = json.loads(subprocess.run([sys.executable, "-m", "kctl", "mirror", "status", "-o", "json", "-f",

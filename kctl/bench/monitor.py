@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl.bench.doc import add_output_args, publish, table
+from kctl.wait import ticks
 
 SECTION = "## Monitoring"
 TOPICS, PARTITIONS, GROUPS = 50, 20, 50
@@ -76,7 +77,7 @@ def monitor_cost(seconds: float) -> dict[str, Any]:
         port = c.spec.monitoring.monitor_port
         try:
             deadline = time.monotonic() + 120
-            while True:  # bounded: two minutes for the first full round
+            for _ in ticks(0.5):  # bounded: two minutes for the first full round
                 try:
                     if _health(port)["groups"] >= GROUPS:
                         break
@@ -84,13 +85,13 @@ def monitor_cost(seconds: float) -> dict[str, Any]:
                     pass
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise SystemExit(f"the monitor did not judge {GROUPS} groups in time: {log.read_text()[-2000:]}")
-                time.sleep(0.5)
             cpu0, _, _ = _proc(proc.pid)
             h0 = _health(port)
             t0 = time.monotonic()
             rounds, groups_s = [], []
-            while time.monotonic() - t0 < seconds:
-                time.sleep(5)
+            for n in ticks(5.0, until=t0 + seconds + 5):
+                if not n:
+                    continue  # a reading every 5 s, the first 5 s in
                 h = _health(port)
                 rounds.append(h["round_seconds"])
                 groups_s.append(h["groups_seconds"])
@@ -138,7 +139,9 @@ def exporter_cost(records: int, rounds: int) -> dict[str, list[float]]:
         eps = endpoints_of(clusters["on"].spec)
 
         def scrape() -> None:
-            while not stop.wait(5.0):
+            for n in ticks(5.0, stop=stop):
+                if not n:
+                    continue
                 t = time.monotonic()
                 mx.scrape_all(eps)
                 got["scrape_s"].append(time.monotonic() - t)

@@ -32,6 +32,7 @@ from typing import Any
 from kctl.bench.doc import add_output_args, publish
 from kctl.drill.load import Second
 from kctl.roll.plan import GATE_URP, URP_STABLE_S
+from kctl.wait import pause_until
 
 TOPIC = "bench-roll"
 PARTITIONS = 6
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
                 wall, result = _roll(c.spec_file, c.workdir, *extra)
                 runs[mode] = {"start": start, "end": load.elapsed(), "wall": wall, "result": result,
                               "window": (since, time.time())}
-                time.sleep(args.settle)
+                pause_until(time.monotonic() + args.settle)
         finally:
             rec = load.stop()
         for r in runs.values():

@@ -41,6 +41,7 @@ from kctl.stream.config import JobConfig
 from kctl.stream.jars import jars_for_job
 from kctl.stream.progress import job_progress
 from kctl.stream.submit import submit
+from kctl.wait import ticks
 
 
 def _topic(bootstrap: str, partitions: int = 3) -> str:
@@ -191,12 +192,10 @@ def latency(bootstrap: str, base: JobConfig, rate: float, seconds: float, trigge
     for e in generate(int(rate * 3), seed=98, hosts=4, rate=rate):
         p.produce(topic, key=f"{e.key}#-1".encode(), value=e.value.encode(), on_delivery=warm_cb)
     p.flush(30)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
+    for _ in ticks(0.05, until=time.monotonic() + 180):
         poll()
         if seen and all(seen[-1][1].get(pa, -1) > off for pa, off in warm_ends.items()):
             break
-        time.sleep(0.05)
     events = generate(int(rate * seconds), seed=99, hosts=4, rate=rate)
     t0 = time.monotonic()
     next_poll = 0.0
@@ -210,12 +209,10 @@ def latency(bootstrap: str, base: JobConfig, rate: float, seconds: float, trigge
         p.produce(topic, key=f"{e.key}#{i}".encode(), value=e.value.encode(), on_delivery=cb)
         p.poll(0)
     p.flush(30)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    for _ in ticks(0.05, until=time.monotonic() + 60):
         poll()
         if seen and all(seen[-1][1].get(pa, -1) > off for (pa, off) in delivered):
             break
-        time.sleep(0.05)
     stop(cfg.checkpoint)
     _drop(bootstrap, topic)
     first = next((p for p in job_progress(cfg.checkpoint) if p.get("numInputRows")), None)

@@ -36,6 +36,7 @@ import docker
 import yaml
 
 from kctl.bench.doc import add_output_args, publish, table
+from kctl.wait import ticks
 
 SECTION = "## Multi-host on Docker Swarm"
 INNER_IMAGE = "kctl/dind:bookworm"
@@ -125,14 +126,13 @@ class Check:
             self.addrs.append(c.attrs["NetworkSettings"]["Networks"][self.net_name]["IPAddress"])
         deadline = time.monotonic() + 90
         for name, c in zip(self.names, self.containers, strict=True):
-            while True:
+            for _ in ticks(0.5):  # bounded: deadline
                 if sh(["docker", "exec", name, "docker", "info"], check=False, timeout=30).returncode == 0:
                     break
                 c.reload()
                 if c.status != "running" or time.monotonic() > deadline:
                     out = sh(["docker", "exec", name, "tail", "-20", "/var/log/dockerd.log"], check=False)
                     raise RuntimeError(f"{name}: dockerd did not start ({c.status}):\n{c.logs()[-2000:]!r}{out.stdout}")
-                time.sleep(0.5)
         return time.monotonic() - t
 
     def load_image(self, image: str) -> float:

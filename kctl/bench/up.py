@@ -28,6 +28,7 @@ from kctl.kafka.client import round_trip
 from kctl.render import render, write
 from kctl.runtime import compose, docker_api
 from kctl.spec import ClusterSpec, parse_spec
+from kctl.wait import ticks
 
 SECTION = "## Cluster lifecycle"
 
@@ -106,15 +107,13 @@ def measure(log: Any, rounds: int = 5) -> dict[str, Any]:
             write(render(spec), state)
             t = time.monotonic()
             compose.run_compose(spec, state, "up", "-d")
-            deadline = t + 300
-            while time.monotonic() < deadline:
+            for _ in ticks(0.1, until=t + 300):
                 try:
                     ok, _ = round_trip(spec, timeout=2.0)
                 except Exception:  # noqa: BLE001 - not ready yet
                     ok = False
                 if ok:
                     break
-                time.sleep(0.1)
             floor = time.monotonic() - t
             log(f"  {floor:.1f} s")
         finally:

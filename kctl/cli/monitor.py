@@ -109,6 +109,7 @@ def lag(
 
     from kctl.kafka import groups as kgroups
     from kctl.monitor import sampler
+    from kctl.wait import ticks
 
     if groups and groups[0] == "history":
         _lag_history(groups[1:], since, plot, file, fmt)
@@ -124,21 +125,18 @@ def lag(
         raise UsageError(f"--samples {samples} is more than the window of {window}",
                          hint="raise --window, or take fewer samples")
     windows = sampler.Windows(size=window, allowed_lag=spec.monitoring.allowed_lag)
-    taken = 0
     reports = 0
-    while True:
-        started = time.monotonic()
+    docs: list[dict[str, Any]] = []
+    for done in ticks(interval):  # ends after --count reports (or the first without --watch)
         for g in names:
             windows.observe(sampler.snapshot_of(kgroups.describe(spec, g, bootstrap), int(time.time() * 1000)))
-        taken += 1
-        if taken >= samples:
+        if done + 1 >= samples:
             docs = [sampler.to_json(windows.evaluate(g), state=windows.states.get(g), window=window,
                                     source="fresh sampling") for g in names]
             _emit_lag(docs, window, fmt, single=len(groups or []) == 1, watch=watch)
             reports += 1
             if not watch or (count and reports >= count):
                 break
-        time.sleep(max(0.0, interval - (time.monotonic() - started)))
     raise typer.Exit(0 if all(d["status"] == "OK" for d in docs) else 1)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from kctl.errors import KctlError
 from kctl.spec import ClusterSpec
+from kctl.wait import ticks
 
 SAMPLE = 10  # how many lost / duplicated values a verdict names
 
@@ -113,7 +114,7 @@ def settle(spec: ClusterSpec, topic: str, want: Mapping[int, int], timeout: floa
     c = consumer(spec)
     short: dict[int, tuple[int, int]] = {}
     try:
-        while True:
+        for _ in ticks(0.25, until=started + timeout):
             short = {}
             for p, need in sorted(want.items()):
                 try:
@@ -122,9 +123,9 @@ def settle(spec: ClusterSpec, topic: str, want: Mapping[int, int], timeout: floa
                     high = -1
                 if high < need:
                     short[p] = (int(high), need)
-            if not short or time.monotonic() - started > timeout:
-                return Settled(round(time.monotonic() - started, 2), short)
-            time.sleep(0.25)
+            if not short:
+                break
+        return Settled(round(time.monotonic() - started, 2), short)
     finally:
         c.close()
 
@@ -139,14 +140,15 @@ def _watermarks(c: Any, tp: Any, deadline: float) -> tuple[int, int]:
     ``deadline`` (a drill's read-back starts right after a heal)."""
     from confluent_kafka import KafkaException
 
-    while True:  # bounded: deadline
+    for _ in ticks(0.5, until=deadline):
         try:
             low, high = c.get_watermark_offsets(tp, timeout=10, cached=False)
             return int(low), int(high)
         except KafkaException as exc:
-            if exc.args[0].name() not in MOVED_LEADER or time.monotonic() > deadline:
+            if exc.args[0].name() not in MOVED_LEADER:
                 raise
-            time.sleep(0.5)
+    low, high = c.get_watermark_offsets(tp, timeout=10, cached=False)  # the last ask: its error is the answer
+    return int(low), int(high)
 
 
 def read_topic(spec: ClusterSpec, topic: str, timeout: float = 120.0) -> dict[int, list[tuple[int, int]]]:

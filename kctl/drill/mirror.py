@@ -30,8 +30,9 @@ from typing import Any
 from kctl.drill import check
 from kctl.drill.load import Load
 from kctl.drill.run import DrillNotRun, Verdict, create_topic, pre_check_cluster
-from kctl.errors import KctlError
+from kctl.errors import KctlError, TimeoutReached
 from kctl.spec import ClusterSpec, MirrorSpec
+from kctl.wait import pause_until, ticks, wait_until
 
 Progress = Callable[[str], None]
 SCENARIO = "mirror-failover"
@@ -139,16 +140,16 @@ def run(target: ClusterSpec, spec_path: Path, *, mirror_name: str | None = None,
         # A group can fail over only once the replica holds a checkpoint of it: MirrorMaker reads the group's
         # offsets from the primary, so one not checkpointed before the loss never will be. The loss waits for
         # the first one (bounded), then for the schedule.
-        deadline = time.monotonic() + gate_timeout
-        while not failover.checkpoints(target, mirror, group):  # bounded: gate_timeout
-            if time.monotonic() > deadline:
-                raise KctlError(f"MirrorMaker did not checkpoint {group} into {target.name} within"
-                                f" {gate_timeout:.0f}s, so no failover was tried; nothing was injected",
-                                hint="`kctl mirror status`; mirrors[].checkpoint_seconds")
-            time.sleep(0.5)
+        try:
+            wait_until(f"a checkpoint of {group} on {target.name}",
+                       lambda: (bool(failover.checkpoints(target, mirror, group)), "no checkpoint yet"),
+                       gate_timeout, poll=0.5)
+        except TimeoutReached:
+            raise KctlError(f"MirrorMaker did not checkpoint {group} into {target.name} within"
+                            f" {gate_timeout:.0f}s, so no failover was tried; nothing was injected",
+                            hint="`kctl mirror status`; mirrors[].checkpoint_seconds") from None
         marks.append((clock(), f"the first checkpoint of {group} is on {target.name}"))
-        while clock() < duration / 2:
-            time.sleep(0.2)
+        pause_until(duration / 2, clock=clock)
         hosts = [primary.kafka_host(n) for n in primary.brokers]
         marks.append((clock(), f"the primary {primary.name} is lost: every broker stopped"))
         say(f"[{clock():6.1f}s] the primary is lost: stopping every broker of {primary.name}")
@@ -168,8 +169,9 @@ def run(target: ClusterSpec, spec_path: Path, *, mirror_name: str | None = None,
         say(f"[{clock():6.1f}s] failover of {group}: {len(plan.moves)} partition(s) at their translated offsets")
         after = _App(base_config(target), group, remote)
         after.start()
-        while time.monotonic() - after.last < QUIET_S and time.monotonic() < deadline:
-            time.sleep(0.2)
+        for _ in ticks(0.2, until=deadline):  # until the group has read nothing for QUIET_S
+            if time.monotonic() - after.last >= QUIET_S:
+                break
         after.stop()
         marks.append((clock(), f"the group read {len(after.seen)} record(s) on {target.name}"))
         report = faults.heal()

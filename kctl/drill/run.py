@@ -30,7 +30,7 @@ from kctl.kafka import describe as kmd
 from kctl.runtime.faults import Faults, HostFaults, interruptible, open_faults
 from kctl.security.store import client_settings  # a secured cluster: SASL_SSL as its admin user
 from kctl.spec import ClusterSpec
-from kctl.wait import Probe, wait_until
+from kctl.wait import Probe, pause_until, ticks, wait_until
 
 Progress = Callable[[str], None]
 PRE_CHECK_TIMEOUT = 20.0
@@ -212,7 +212,9 @@ class Monitor:
             self.zk_leader = leaders[0]
 
     def _run(self) -> None:
-        while not self._stop.wait(1.0):
+        for n in ticks(1.0, stop=self._stop):
+            if not n:
+                continue  # the first observation a second after the start, as each after it
             try:
                 self._observe()
             except Exception:  # noqa: BLE001 - a missed observation is not a drill failure
@@ -246,9 +248,7 @@ class _Bounce:
 
     def wait_hold(self) -> None:
         # The fault's planned length (a schedule, not a wait for a state of the cluster).
-        end = time.monotonic() + self.hold
-        while time.monotonic() < end:
-            time.sleep(min(0.2, max(0.0, end - time.monotonic())))
+        pause_until(time.monotonic() + self.hold)
 
     def healed(self, what: str, *, by_itself: bool = False) -> None:
         """The fault is over: healed by the drill, or (``by_itself``) the process's supervisor restarted it
@@ -275,15 +275,13 @@ class _Bounce:
         if outlast_session and self.windows:
             until = self.windows[-1]["start"] + self.spec.kafka.zookeeper_session_timeout_ms / 1000 + 2.0
             probe = health.healthy(self.spec, docker=False)
-            while self.clock() < until:
+            for _ in ticks(0.5, until=until, clock=self.clock):
                 ok, why = probe()
                 if not ok:
                     self.marks.append((self.clock(), f"unhealthy again: {why}"))
                     self.say(f"[{self.clock():6.1f}s] unhealthy again: {why}")
                     health.wait_until_healthy(self.spec, timeout=self.gate_timeout)
                     took = self.clock() - started
-                else:
-                    time.sleep(0.5)
         self.recoveries.append(took)
         self.marks.append((self.clock(), "healthy"))
         self.say(f"[{self.clock():6.1f}s] healthy again ({took:.1f}s after the heal)")
@@ -378,9 +376,7 @@ def run(spec: ClusterSpec, state_dir: Path, scenario: str, *, duration: float = 
                 bounce = _Bounce(spec, state_dir, faults, name, hold, gate_timeout, clock, say)
                 try:
                     for i in range(bounces):
-                        due = duration * (i + 0.5) / bounces - hold / 2
-                        while clock() < due:
-                            time.sleep(min(0.2, due - clock()))
+                        pause_until(duration * (i + 0.5) / bounces - hold / 2, clock=clock)
                         say(f"[{clock():6.1f}s] bounce {i + 1}/{bounces}")
                         sc.bounce(bounce)
                 except TimeoutReached as exc:
@@ -394,8 +390,7 @@ def run(spec: ClusterSpec, state_dir: Path, scenario: str, *, duration: float = 
                     health.wait_until_healthy(spec, timeout=gate_timeout)
                 except TimeoutReached as exc:
                     verdict.failures.append(f"still not healthy after healing: {exc.message.splitlines()[-1]}")
-            while clock() < duration:
-                time.sleep(min(0.2, duration - clock()))
+            pause_until(duration, clock=clock)
     finally:
         if monitor is not None:
             monitor.stop()

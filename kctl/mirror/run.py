@@ -9,11 +9,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kctl.errors import KctlError
+from kctl.errors import KctlError, TimeoutReached
 from kctl.mirror import config
 from kctl.mirror.config import Login, Source
 from kctl.runtime import mirrors
 from kctl.spec import ClusterSpec, MirrorPolicy, MirrorSpec
+from kctl.wait import wait_until
 
 Progress = Callable[[str], None]
 UP_TIMEOUT = 180.0
@@ -202,16 +203,17 @@ def up(spec: ClusterSpec, spec_path: Path, state_dir: Path, progress: Progress |
     seen: dict[str, str] = {}
     deadline = time.monotonic() + timeout
     for m in spec.mirrors:
-        while True:  # bounded: timeout
-            ok, saw = status.running(spec, m)
-            seen[m.name] = saw
-            if ok:
-                say(f"mirror {m.name} -> {spec.name}: {saw}")
-                break
-            if time.monotonic() > deadline:
-                raise KctlError(f"mirror {m.name} did not start replicating within {timeout:.0f}s: {saw}",
-                                hint=f"`kctl mirror status`; its log: {d / m.name / 'logs' / 'mirrormaker'}")
-            time.sleep(1.0)
+        def probe(m: MirrorSpec = m) -> tuple[bool, str]:
+            ok, seen[m.name] = status.running(spec, m)
+            return ok, seen[m.name]
+
+        try:
+            wait_until(f"mirror {m.name} replicating", probe, max(0.0, deadline - time.monotonic()), poll=1.0)
+        except TimeoutReached:
+            raise KctlError(f"mirror {m.name} did not start replicating within {timeout:.0f}s:"
+                            f" {seen.get(m.name, 'no answer')}",
+                            hint=f"`kctl mirror status`; its log: {d / m.name / 'logs' / 'mirrormaker'}") from None
+        say(f"mirror {m.name} -> {spec.name}: {seen[m.name]}")
     return seen
 
 

@@ -27,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from kctl.wait import ticks
+
 Labels = Mapping[str, str]
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -258,13 +260,10 @@ def measure(endpoints: list[Endpoint], window_s: float = DEFAULT_WINDOW_S, *, re
             sleep: Callable[[float], None] = time.sleep) -> Iterator[dict[str, Any]]:
     """Scrapes of every endpoint ``window_s`` apart, and the figures between each two in a row: ``reports``
     reports (0: until the caller stops), each window starting where the one before ended."""
-    started = time.monotonic()
+    rounds = ticks(window_s, count=reports + 1 if reports else None, sleep=sleep)
+    next(rounds)
     first = scrape_all(endpoints, fetcher=fetcher)
-    made = 0
-    while not reports or made < reports:
-        sleep(max(0.0, window_s - (time.monotonic() - started)))
-        started = time.monotonic()
+    for _ in rounds:
         second = scrape_all(endpoints, fetcher=fetcher)
         yield report(first, second)
-        made += 1
         first = second

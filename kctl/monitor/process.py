@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl.errors import KctlError
+from kctl.wait import ticks
 
 STOP_GRACE_S = 15.0
 START_TIMEOUT_S = 60.0
@@ -111,8 +112,7 @@ def start_detached(spec_file: Path, state_dir: Path, args: list[str]) -> Running
         child = subprocess.Popen([sys.executable, "-m", "kctl", "monitor", "start", "-f", str(spec_file), *args],
                                  stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                  start_new_session=True)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
+    for _ in ticks(0.2, until=time.monotonic() + START_TIMEOUT_S):
         if child.poll() is not None:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-10:])
             raise KctlError(f"the monitor exited at once (exit {child.returncode}):\n{tail}",
@@ -120,7 +120,6 @@ def start_detached(spec_file: Path, state_dir: Path, args: list[str]) -> Running
         rec = running(state_dir)
         if rec is not None and rec.pid == child.pid and health(rec.port, 1.0) is not None:
             return rec
-        time.sleep(0.2)
     child.terminate()
     raise KctlError(f"the monitor did not answer within {START_TIMEOUT_S:.0f} s; stopped it", hint=f"its log: {log}")
 
@@ -130,9 +129,9 @@ def stop(state_dir: Path, name: str) -> Running:
     if rec is None:
         raise not_running_error(name)
     os.kill(rec.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
-    while time.monotonic() < deadline and _is_monitor(rec.pid):
-        time.sleep(0.1)
+    for _ in ticks(0.1, until=time.monotonic() + STOP_GRACE_S):
+        if not _is_monitor(rec.pid):
+            break
     if _is_monitor(rec.pid):
         os.kill(rec.pid, signal.SIGKILL)
     clear_record(state_dir, rec.pid)

@@ -46,6 +46,7 @@ from kctl.monitor.lag import GroupStatus
 from kctl.monitor.sampler import Windows, snapshot_of, to_json
 from kctl.monitor.store import Store, db_path
 from kctl.spec import ClusterSpec
+from kctl.wait import ticks
 
 DELIVERY_PERIOD_S = 2.0
 PRUNE_EVERY = 30  # rounds
@@ -202,13 +203,11 @@ class Monitor:
     def groups_loop(self) -> None:
         """Groups on their own thread: with a broker down, listing groups waits out a request timeout, and the
         rounds (the exporters, ZooKeeper, the alerts) must not wait with it."""
-        while not self.stopping.is_set():
-            started = time.monotonic()
+        for _ in ticks(self.interval_s, stop=self.stopping):
             try:
                 self.groups_round()
             except Exception as exc:  # noqa: BLE001
                 self.log(f"monitor: group sampling failed: {type(exc).__name__}: {exc}")
-            self.stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
 
     def sample_groups(self, now: float) -> dict[str, list[Any]]:
         from kctl.errors import KctlError
@@ -330,8 +329,7 @@ class Monitor:
         self.log(f"monitor: cluster {self.spec.name}, every {self.interval_s:g} s, window {self.window}, "
                  f"store {self.store.path}, API http://127.0.0.1:{self.spec.monitoring.monitor_port}")
         try:
-            while not self.stopping.is_set():
-                started = time.monotonic()
+            for _ in ticks(self.interval_s, stop=self.stopping):
                 try:
                     self.round(with_groups=False)
                 except sqlite3.Error as exc:
@@ -342,7 +340,6 @@ class Monitor:
 
                     where = traceback.extract_tb(exc.__traceback__)[-1]
                     self.log(f"monitor: round failed: {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})")
-                self.stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
         finally:
             server.shutdown()
             deliverer.join(timeout=DELIVERY_PERIOD_S * 2)
@@ -467,7 +464,7 @@ class Monitor:
     def deliver_loop(self) -> None:
         store = Store(self.store.path, timeout=self.store_timeout_s)
         try:
-            while not self.stopping.wait(DELIVERY_PERIOD_S):
+            for _ in ticks(DELIVERY_PERIOD_S, stop=self.stopping):
                 try:
                     self.deliver_once(store)
                 except Exception as exc:  # noqa: BLE001

@@ -31,7 +31,7 @@ from kctl import contract
 from kctl.errors import KctlError
 from kctl.runtime import docker_api, engines
 from kctl.spec import ClusterSpec
-from kctl.wait import Stage, wait_for_stages
+from kctl.wait import Stage, ticks, wait_for_stages
 
 # Bracketed first letters: the pattern must not match the command line of the
 # `timeout ... pkill` that carries it.
@@ -45,7 +45,7 @@ LOSS_CHAIN = "KCTL_LOSS"
 # how long a killed node's container may take to come back (engine swarm: its replacement task, after the
 # restart_policy's delay of 5 s)
 REPLACE_TIMEOUT = 120.0
-# pausing a node: tries while the freezer gives up on busy processes (Faults.pause)
+# pausing a node: tries, 0.5 s apart, while the freezer gives up on busy processes (Faults.pause)
 PAUSE_ATTEMPTS = 5
 
 
@@ -223,24 +223,21 @@ class Faults:
         """Freeze every process of a node (SIGSTOP through the freezer: a hung host). cgroup v1's freezer gives
         up while the node's processes are busy being scheduled ("unable to freeze", seen on two loaded cores)
         and leaves them running: tried again, up to PAUSE_ATTEMPTS times; still refused, nothing is paused."""
-        import time
-
         from docker.errors import APIError
 
         c = self.container(host)
         self._remember("pause", host, f"{host} paused", lambda: self.unpause(host))
-        for attempt in range(1, PAUSE_ATTEMPTS + 1):
+        for attempt in ticks(0.5, count=PAUSE_ATTEMPTS):
             try:
                 c.pause()
                 return
             except APIError as exc:
                 said = str(getattr(exc, "explanation", None) or exc)
-                if "unable to freeze" not in said or attempt == PAUSE_ATTEMPTS:
+                if "unable to freeze" not in said or attempt == PAUSE_ATTEMPTS - 1:
                     self.unpause(host)  # (runc thaws what it froze; this makes sure, and forgets the fault)
                     raise KctlError(f"cannot pause {host}: {said}",
                                     hint="the node was left running; try again when the machine is less busy"
                                     ) from None
-                time.sleep(0.2 * attempt)
 
     def unpause(self, host: str) -> None:
         c = self.container(host)

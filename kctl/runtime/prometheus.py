@@ -28,6 +28,7 @@ import yaml
 
 from kctl.errors import KctlError
 from kctl.spec import ClusterSpec
+from kctl.wait import ticks
 
 Progress = Callable[[str], None]
 
@@ -238,9 +239,8 @@ def up(spec: ClusterSpec, state_dir: Path, progress: Progress | None = None,
         _compose(spec, state_dir, "restart")  # a changed configuration: both read it at start
     if wait_s <= 0:
         return []
-    deadline = time.monotonic() + wait_s
     last: Any = None
-    while time.monotonic() < deadline:  # bounded: wait_s
+    for _ in ticks(1.0, until=time.monotonic() + wait_s):
         try:
             ts = targets(spec)
             exporters = [t for t in ts if t["job"] in ("kafka", "zookeeper")]
@@ -252,7 +252,6 @@ def up(spec: ClusterSpec, state_dir: Path, progress: Progress | None = None,
             last = [f"{t['job']} {t['node']}: {t['health']}" for t in exporters if t["health"] != "up"]
         except (OSError, urllib.error.URLError, ValueError, KeyError) as exc:
             last = str(exc)
-        time.sleep(1.0)
     raise KctlError(f"Prometheus did not report every exporter up within {wait_s:.0f} s (last: {last})",
                     hint=f"`docker compose -p {project(spec)} logs`; its files: {d}")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -147,3 +148,101 @@ def test_give_up_ends_the_wait_at_once() -> None:
     with pytest.raises(GiveUp) as ei:
         wait_until("stream job running", exited, timeout=60, poll=1, clock=clock, sleep=clock.sleep)
     assert ei.value.message == "stream job exited at start with code 1" and calls[0] == 2 and clock.now == 1
+
+
+# ----- pacing: ticks, pause_until, aticks -----------------------------------------------------------------
+
+
+class ScheduleClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.slept.append(round(s, 6))
+        self.now += s
+
+
+def test_ticks_keep_their_period_from_each_start_and_do_not_bunch_after_a_slow_body() -> None:
+    from kctl.wait import ticks
+
+    clock, at = ScheduleClock(), []
+    for n in ticks(1.0, count=5, clock=clock, sleep=clock.sleep):
+        at.append(round(clock.now - 100, 6))
+        clock.now += {1: 0.25, 2: 3.0}.get(n, 0.0)  # the body's own time: a quarter, then three periods
+    # 0; 1 (a period after 0); 2 (after a 0.25 s body: 0.75 s asleep); 5 (at once after the slow body); 6
+    assert at == [0.0, 1.0, 2.0, 5.0, 6.0]
+    assert clock.slept == [1.0, 0.75, 1.0]
+
+
+def test_ticks_end_at_until_yet_run_once_and_at_a_stop_at_once() -> None:
+    from kctl.wait import ticks
+
+    clock = ScheduleClock()
+    assert list(ticks(1.0, until=103.5, clock=clock, sleep=clock.sleep)) == [0, 1, 2, 3]
+    assert list(ticks(1.0, until=0.0, clock=clock, sleep=clock.sleep)) == [0]  # like a probe: once at least
+    stop = threading.Event()
+    t0 = time.monotonic()
+    threading.Timer(0.2, stop.set).start()
+    got = list(ticks(30.0, stop=stop))
+    assert got == [0] and time.monotonic() - t0 < 5  # woken by the set, not after 30 s
+    assert list(ticks(0.01, stop=stop)) == []  # already set: nothing
+
+
+def test_pause_until_a_moment_of_the_schedule() -> None:
+    from kctl.wait import pause_until
+
+    clock = ScheduleClock()
+    assert pause_until(102.5, clock=clock, sleep=clock.sleep) and clock.now == 102.5
+    assert pause_until(50.0, clock=clock, sleep=clock.sleep) and clock.slept == [2.5]  # past: at once
+    stop = threading.Event()
+    stop.set()
+    assert pause_until(time.monotonic() + 30, stop=stop) is False
+
+
+def test_aticks_pace_an_event_loop() -> None:
+    import asyncio
+
+    from kctl.wait import aticks
+
+    async def run() -> list[float]:
+        loop = asyncio.get_running_loop()
+        t0, at = loop.time(), []
+        async for n in aticks(0.05, until=t0 + 30):
+            at.append(loop.time() - t0)
+            if n == 3:
+                break
+        return at
+
+    at = asyncio.run(run())
+    assert len(at) == 4 and at[0] < 0.05 and all(b - a >= 0.045 for a, b in zip(at, at[1:]))
+
+
+def test_no_module_but_kctl_wait_sleeps_inside_a_loop() -> None:
+    """Every poll and every schedule goes through kctl.wait: a loop elsewhere that calls a ``sleep`` (time's,
+    asyncio's, an injected one) or waits on an event with a timeout is a wait of its own, without a deadline's
+    message or a stop that wakes it."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "kctl"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel == "kctl/wait.py":
+            continue
+        tree = ast.parse(path.read_text(), filename=rel)
+        for loop in ast.walk(tree):
+            if not isinstance(loop, (ast.While, ast.For, ast.AsyncFor)):
+                continue
+            for node in ast.walk(loop):
+                if not isinstance(node, ast.Call):
+                    continue
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+                if name == "sleep" or (name == "wait" and isinstance(f, ast.Attribute) and (node.args or node.keywords)):
+                    found.append(f"{rel}:{node.lineno}: {ast.unparse(f)}")
+    assert sorted(set(found)) == [], "wait through kctl.wait (ticks, pause_until, wait_until) instead"
