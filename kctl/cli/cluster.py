@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
     app.command()(down)
     app.command()(status)
     app.command()(logs)
+    app.command("support-bundle")(support_bundle)
 
 
 def image_build(
@@ -222,3 +223,21 @@ def logs(
         out.flush()
     except KeyboardInterrupt:  # the way to stop --follow
         pass
+
+
+def support_bundle(
+    out: Path = typer.Option(..., "--out", "-o", help="The archive to write (.tar.gz), mode 0600."),
+    lines: int = typer.Option(2000, "--log-lines", min=0, help="Lines from the end of each node's log."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing archive of that name."),
+    file: Path = SpecOpt,
+) -> None:
+    """One archive for a support request: kctl.yaml, the rendered files and records, each node's logs, status,
+    topics, groups, ACLs, the monitor's alerts, the engine's view and versions; every password, key and token
+    redacted. Made also when the cluster is down (errors.txt says what could not be read)."""
+    from kctl import support
+    from kctl.spec import state_dir_for
+
+    spec = load(file)
+    b = support.make(spec, file, state_dir_for(spec, file), out, log_lines=lines, force=force, say=output.info)
+    output.info(f"{out}: {len(b.files)} file(s), {b.redacted} value(s) redacted"
+                + (f"; not read: {len(b.errors)} part(s), listed in errors.txt" if b.errors else ""))

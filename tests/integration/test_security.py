@@ -363,3 +363,36 @@ def test_monitoring_on_the_secured_profile(secure: KafkaCluster) -> None:
         with urllib.request.urlopen(e["url"], timeout=10) as resp:  # noqa: S310 - the test cluster's own exporter
             text = resp.read().decode()
         assert not [s for s in secrets if s in text], e["url"]
+
+
+def test_support_bundle_of_the_secured_cluster_holds_its_answers_and_none_of_its_secrets(
+        secure: KafkaCluster, tmp_path: Path) -> None:
+    import tarfile
+
+    topic = f"bundle-{uuid.uuid4().hex[:6]}"
+    ok(kctl(secure, "topic", "create", topic, "-p", "2", "-r", "3"))
+    out = tmp_path / "support.tar.gz"
+    p = kctl(secure, "support-bundle", "--out", str(out), "--log-lines", "300", timeout=300)
+    assert p.returncode == 0, p.stderr
+    # Every secret, read here from the secrets dir itself: the passwords and each text file's lines.
+    secrets = {v for v in store.passwords(secure.spec, secure.state_dir).values() if len(v) >= 6}
+    for f in (secure.state_dir / contract.HOST_SECRETS).rglob("*"):
+        if f.is_file() and b"\0" not in f.read_bytes()[:4096]:
+            for line in f.read_text(errors="replace").splitlines():
+                if "password" in line.lower() and '"' in line:
+                    secrets.update(part for part in line.split('"')[1::2] if len(part) >= 6)
+    assert secrets
+    with tarfile.open(out, "r:gz") as tar:
+        files = {m.name.split("/", 1)[1]: tar.extractfile(m).read().decode()  # type: ignore[union-attr]
+                 for m in tar.getmembers() if m.isfile()}
+    leaks = sorted({name for name, text in files.items() for s in secrets if s in text})
+    assert leaks == [], leaks
+    assert json.loads(files["status.json"])["health"] == "healthy"
+    assert topic in files["topics.json"] and "acls.json" in files and "scram-users.json" in files
+    for n in secure.spec.nodes:
+        assert len(files[f"logs/{n.hostname}/kafka.log"].splitlines()) > 10
+    assert "kctl" in json.loads(files["versions.json"]) and files["errors.txt"].startswith("nothing")
+    assert not [n for n in files if n.startswith("state/secrets")]
+    again = kctl(secure, "support-bundle", "--out", str(out))
+    assert again.returncode != 0 and "exists" in again.stderr and "Traceback" not in again.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["support.tar.gz"]

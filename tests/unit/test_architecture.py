@@ -97,7 +97,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("health/lifecycle", ("kctl.health", "kctl.lifecycle", "kctl.kraft.quorum", "kctl.kraft.features")),
     ("monitor", ("kctl.monitor",)),
     ("roll/testing", ("kctl.roll", "kctl.testing")),
-    ("drill/nodes/mirror", ("kctl.drill", "kctl.nodes", "kctl.mirror", "kctl.migrate")),
+    ("drill/nodes/mirror", ("kctl.drill", "kctl.nodes", "kctl.mirror", "kctl.migrate", "kctl.support")),
     ("console", ("kctl.console",)),
     ("cli", ("kctl.cli", "kctl.__main__", "kctl.docgen")),
     ("bench", ("kctl.bench",)),

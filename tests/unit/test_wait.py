@@ -218,7 +218,7 @@ def test_aticks_pace_an_event_loop() -> None:
         return at
 
     at = asyncio.run(run())
-    assert len(at) == 4 and at[0] < 0.05 and all(b - a >= 0.045 for a, b in zip(at, at[1:]))
+    assert len(at) == 4 and at[0] < 0.05 and all(b - a >= 0.045 for a, b in zip(at, at[1:], strict=False))
 
 
 def test_no_module_but_kctl_wait_sleeps_inside_a_loop() -> None:
@@ -243,6 +243,7 @@ def test_no_module_but_kctl_wait_sleeps_inside_a_loop() -> None:
                     continue
                 f = node.func
                 name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-                if name == "sleep" or (name == "wait" and isinstance(f, ast.Attribute) and (node.args or node.keywords)):
+                timed_wait = name == "wait" and isinstance(f, ast.Attribute) and bool(node.args or node.keywords)
+                if name == "sleep" or timed_wait:
                     found.append(f"{rel}:{node.lineno}: {ast.unparse(f)}")
     assert sorted(set(found)) == [], "wait through kctl.wait (ticks, pause_until, wait_until) instead"
