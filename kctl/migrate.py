@@ -9,7 +9,8 @@ the step it was in; every step is safe to do twice):
   node's controller, wait for the controller quorum (a leader, every voter caught up).
 - ``controllers -> dual-write``: render the brokers' migration settings, roll the brokers through the same gates
   as `kctl restart --rolling --service kafka`, wait for the active controller to log that it migrated
-  ZooKeeper's metadata (Kafka: "Completed migration of metadata from Zookeeper to KRaft").
+  ZooKeeper's metadata (the ``/migration`` znode records the metadata log's offset after the migration's
+  records: :func:`kctl.zk.migration.migrated_by`).
 - ``dual-write -> kraft-brokers``: render the brokers as KRaft brokers, roll them, wait until each started as one.
 - a rollback to ``zookeeper`` (Kafka's "Reverting to ZooKeeper mode During the Migration"): from kraft-brokers,
   first roll the brokers back to ZooKeeper mode with the migration settings kept; then stop the controllers,
@@ -45,7 +46,6 @@ CONTROLLER_FILES = ("controller.properties", "cluster-id", "log4j-controller.pro
 CONTROLLER_DATA = str(Path(kc.METADATA_DIR).parent)  # the metadata log and anything else a controller keeps
 QUORUM_TIMEOUT = 180.0
 MIGRATION_TIMEOUT = 300.0
-LOG = contract.container_log("controller")
 
 # The steps of each transition, in order (the record names the ones done).
 FORWARD: dict[tuple[Phase, Phase], tuple[str, ...]] = {
@@ -61,7 +61,8 @@ STEP_WORDS = {
     "start-controllers": "start the KRaft controller beside each ZooKeeper (it formats its metadata log first)",
     "controller-quorum": "wait until the controller quorum has a leader and every voter has caught up",
     "roll-brokers": "roll the brokers one at a time through kctl restart's gates",
-    "metadata-migrated": "wait until the active controller logs that it migrated ZooKeeper's metadata",
+    "metadata-migrated": "wait until the active controller has migrated ZooKeeper's metadata (/migration in"
+                         " ZooKeeper records the metadata log's offset after it)",
     "brokers-in-kraft": "wait until every broker's log says it started as a KRaft broker",
     "roll-brokers-to-zookeeper-with-migration": "render the brokers in ZooKeeper mode, the migration settings kept,"
                                                 " and roll them",
@@ -120,18 +121,14 @@ def _steps(action: str, source: Phase, target: Phase) -> list[str]:
 
 
 def migrated(spec: ClusterSpec) -> str | None:
-    """The controller whose log says it migrated ZooKeeper's metadata (Kafka's line), or None."""
-    from kctl.runtime import engines
+    """Who migrated ZooKeeper's metadata, read in the ``/migration`` znode (:func:`kctl.zk.migration.migrated_by`),
+    or None while no controller has (or ZooKeeper does not answer)."""
+    from kctl.zk import migration as zkm
 
-    for host in controller_hosts(spec):
-        try:
-            code, out = engines.exec_in(spec, host, ["sh", "-c", f"cat {LOG}* 2>/dev/null | grep -c 'Completed"
-                                                     " migration of metadata' || true"], timeout=30)
-        except KctlError:
-            continue
-        if out.strip().isdigit() and int(out.strip()) > 0:
-            return host
-    return None
+    try:
+        return zkm.migrated_by(zkm.migration_state(spec))
+    except KctlError:
+        return None
 
 
 def _settled(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
@@ -177,7 +174,7 @@ def _brokers_in_kraft(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
 def _migrated_probe(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
     def probe() -> tuple[bool, str]:
         host = migrated(spec)
-        return (True, f"logged by {host}'s controller") if host else (False, "no controller has logged it yet")
+        return (True, f"by {host}") if host else (False, "no controller has finished it yet (/migration)")
     return probe
 
 
@@ -482,14 +479,16 @@ def status(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
             out["quorum"] = {"error": exc.message}
         from kctl.zk import migration as zkm
 
-        out["metadata_migrated_by"] = migrated(spec)
         if record.phase is Phase.kraft:
+            out["metadata_migrated_by"] = "the migration, finalized since (ZooKeeper is retired)"
             out["zookeeper_migration_znode"] = {"error": "ZooKeeper is retired: the migration is finalized"}
         else:
             try:
                 out["zookeeper_migration_znode"] = zkm.migration_state(spec)
             except KctlError as exc:
                 out["zookeeper_migration_znode"] = {"error": exc.message}
+            znode = out["zookeeper_migration_znode"]
+            out["metadata_migrated_by"] = zkm.migrated_by(znode if znode and "error" not in znode else None)
     return out
 
 

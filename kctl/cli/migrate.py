@@ -55,7 +55,7 @@ def kraft_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
         rows.append({"what": "controller quorum", "value": q.get("error") or
                      f"leader {q['leader']} (epoch {q['epoch']}), voters {q['voters']}, max follower lag"
                      f" {q['max_follower_lag']}"})
-        rows.append({"what": "metadata migrated", "value": (f"yes (logged by {st['metadata_migrated_by']})"
+        rows.append({"what": "metadata migrated", "value": (f"yes (by {st['metadata_migrated_by']})"
                                                             if st["metadata_migrated_by"] else "not yet")})
     output.emit(st, fmt, rows=rows, columns=["what", "value"], title=f"{spec.name}: migration to KRaft",
                 footer=(f"next: `kctl migrate kraft next` ({st['next']})" if st["next"] else

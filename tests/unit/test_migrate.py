@@ -103,3 +103,35 @@ def test_clusters_it_cannot_migrate_yet_are_refused_before_anything(settings: di
     migrate.check_can_migrate(parse_spec({})[0])  # the default cluster may migrate, and a secured one
     migrate.check_can_migrate(parse_spec({"security": {"enabled": True}})[0])
     migrate.check_can_migrate(parse_spec({"engine": "swarm"})[0])
+
+
+def test_metadata_migrated_is_read_in_the_migration_znode_not_in_a_log() -> None:
+    from kctl.zk import migration as zkm
+
+    # what Kafka 3.9's controller writes: -1 while it has only claimed the migration, the offset after it
+    claimed = {"version": 0, "kraft_controller_id": 3001, "kraft_controller_epoch": 1,
+               "kraft_metadata_offset": -1, "kraft_metadata_epoch": -1}
+    assert zkm.migrated_by(claimed) is None
+    done = dict(claimed, kraft_metadata_offset=57, kraft_metadata_epoch=1)
+    assert zkm.migrated_by(done) == "controller 3001, ZooKeeper in step with the metadata log at offset 57"
+    # no znode (never migrated, or deleted by a rollback), an unreadable one, or no answer: not migrated
+    for state in (None, {"raw": "garbage"}, {"kraft_metadata_offset": None}, {"kraft_metadata_offset": "x"}):
+        assert zkm.migrated_by(state) is None
+
+
+def test_the_gate_asks_zookeeper_and_a_zookeeper_that_does_not_answer_is_not_migrated(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl.zk import migration as zkm
+
+    asked = []
+
+    def state(spec: object) -> dict[str, object]:
+        asked.append(spec)
+        return {"kraft_controller_id": 3002, "kraft_metadata_offset": 0}
+
+    monkeypatch.setattr(zkm, "migration_state", state)
+    probe = migrate._migrated_probe("spec")  # type: ignore[arg-type]
+    assert probe() == (True, "by controller 3002, ZooKeeper in step with the metadata log at offset 0")
+    assert asked == ["spec"]
+    monkeypatch.setattr(zkm, "migration_state", lambda spec: (_ for _ in ()).throw(KctlError("no quorum")))
+    assert probe() == (False, "no controller has finished it yet (/migration)")
