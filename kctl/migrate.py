@@ -58,7 +58,8 @@ BUILT_ROLLBACKS = (Phase.controllers, Phase.dual_write, Phase.kraft_brokers)
 STEP_WORDS = {
     "read-cluster-id": "read the cluster's id in ZooKeeper (/cluster/id): the controllers format with it",
     "write-files": "render the nodes' files for the target phase into the state dir",
-    "start-controllers": "start the KRaft controller beside each ZooKeeper (it formats its metadata log first)",
+    "start-controllers": "start the KRaft controller beside each ZooKeeper (kctl permits it to format its new"
+                         " metadata log first)",
     "controller-quorum": "wait until the controller quorum has a leader and every voter has caught up",
     "roll-brokers": "roll the brokers one at a time through kctl restart's gates",
     "metadata-migrated": "wait until the active controller has migrated ZooKeeper's metadata (/migration in"
@@ -201,6 +202,15 @@ def _controller_state(spec: ClusterSpec, host: str) -> str:
     except KctlError as exc:
         return f"unknown ({exc.message})"
     return out.strip() or "unknown"
+
+
+def _permit_controllers(spec: ClusterSpec) -> None:
+    """kctl makes each node's controller storage now: its first start may format it (kctl.contract.format_permit;
+    an empty metadata log kctl did not make is refused)."""
+    from kctl.runtime import services
+
+    for host in controller_hosts(spec):
+        services.permit_format(spec, host, "controller")
 
 
 def _remove_controller_files(spec: ClusterSpec, state_dir: Path) -> None:
@@ -347,10 +357,12 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                 _write_files(before, after, state_dir, roll_follows=target in (Phase.dual_write, Phase.kraft_brokers))
             elif step == "start-controllers" and _new_tasks(spec):
                 # the controllers' files come with each node's new task; the gates judge the cluster as it is
+                _permit_controllers(spec)
                 rolls.append(_recreate_nodes(before, state_dir, step, gate_timeout, say, rendered=after))
             elif step == "start-controllers":
                 from kctl.runtime import engines
 
+                _permit_controllers(spec)
                 for host in controller_hosts(spec):
                     engines.for_spec(spec).start_service(spec, host, "controller")
             elif step == "controller-quorum":
