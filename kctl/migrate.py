@@ -480,6 +480,9 @@ def status(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
         "next": following.value if following else None,
         # what kctl.yaml must keep until the migration ends, and the metadata.version kctl raised
         "kept": dict(record.pins), "metadata_version": record.metadata_version,
+        # a raise `kctl apply` of a new release owes the cluster (killed, or the raise failed): the command
+        "metadata_version_pending": ({"release": record.metadata_version_pending, "run": ph.RAISE_COMMAND}
+                                     if record.metadata_version_pending else None),
     }
     if ph.rank(record.phase) >= ph.rank(Phase.controllers) or record.target is not None:
         out["controllers"] = {h: _controller_state(spec, h) for h in controller_hosts(spec)}
@@ -502,6 +505,21 @@ def status(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
             znode = out["zookeeper_migration_znode"]
             out["metadata_migrated_by"] = zkm.migrated_by(znode if znode and "error" not in znode else None)
     return out
+
+
+def raise_metadata_version(spec: ClusterSpec, state_dir: Path, *, progress: Progress | None = None
+                           ) -> tuple[str | None, str | None]:
+    """`kctl migrate kraft raise-metadata-version`: metadata.version up to the newest level every node's release
+    supports (what `kctl apply` of a new release does last, and owes the cluster while it is not done), under the
+    roll lock; the level recorded, the owed raise cleared. Kafka refuses it while a node runs an older release."""
+    from kctl.roll import apply as roll_apply
+    from kctl.roll import run as roll_run
+
+    if not spec.on_kraft:
+        raise UsageError(f"cluster {spec.name} keeps its metadata in ZooKeeper: metadata.version is a KRaft"
+                         " cluster's", hint="`kctl migrate kraft status` shows the phase")
+    with roll_run.roll_lock(state_dir, ph.RAISE_COMMAND):
+        return roll_apply.raise_metadata_version(spec, state_dir, progress or (lambda _m: None))
 
 
 def describe_plan(record: ph.Record) -> list[dict[str, str]]:

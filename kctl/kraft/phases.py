@@ -102,6 +102,10 @@ class Record:
     # Kafka release that raised it: no older release can read the metadata afterwards.
     metadata_version: str | None = None
     metadata_version_release: str | None = None
+    # A raise of metadata.version kctl owes the cluster: the Kafka release `kctl apply` rolled onto, recorded
+    # before the roll and cleared only once the raise is done (a kill or a failed raise leaves it: the next
+    # `kctl apply` or `kctl up` raises it, or `kctl migrate kraft raise-metadata-version`).
+    metadata_version_pending: str | None = None
 
     @property
     def migrating(self) -> bool:
@@ -123,7 +127,8 @@ class Record:
                        history=list(data.get("history") or []), cluster_id=data.get("cluster_id"),
                        pins={str(k): str(v) for k, v in (data.get("pins") or {}).items()},
                        metadata_version=data.get("metadata_version"),
-                       metadata_version_release=data.get("metadata_version_release"))
+                       metadata_version_release=data.get("metadata_version_release"),
+                       metadata_version_pending=data.get("metadata_version_pending"))
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise KctlError(f"{STATE_FILE}: not a record of a KRaft migration ({type(exc).__name__}: {exc})",
                             hint="it is kctl's own file in the state dir; do not edit it") from None
@@ -260,12 +265,26 @@ def check_downgrade(record: Record, kafka_version: str) -> None:
 
 
 def record_metadata_version(state_dir: Path, level: str | None, release: str) -> None:
-    """Record the finalized metadata.version kctl raised the cluster to (``level``, e.g. 4.1-IV1)."""
+    """Record the finalized metadata.version kctl raised the cluster to (``level``, e.g. 4.1-IV1); a raise that
+    was pending is done."""
     if not level:
         return
     record = read(state_dir)
-    if (record.metadata_version, record.metadata_version_release) != (level, release):
-        write(state_dir, record.replace(metadata_version=level, metadata_version_release=release))
+    if (record.metadata_version, record.metadata_version_release, record.metadata_version_pending) != (
+            level, release, None):
+        write(state_dir, record.replace(metadata_version=level, metadata_version_release=release,
+                                        metadata_version_pending=None))
+
+
+def metadata_version_owed(state_dir: Path, release: str) -> None:
+    """Record, before anything is rolled, that the cluster's metadata.version is to be raised once every node
+    runs Kafka ``release`` (:attr:`Record.metadata_version_pending`)."""
+    record = read(state_dir)
+    if record.metadata_version_pending != release:
+        write(state_dir, record.replace(metadata_version_pending=release))
+
+
+RAISE_COMMAND = "kctl migrate kraft raise-metadata-version"
 
 
 def begin(record: Record, action: str, target: Phase) -> Record:

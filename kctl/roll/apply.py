@@ -364,6 +364,13 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
 
             ensure_image(engines.client(spec, timeout=600), kafka_version=spec.versions.kafka,
                          scala_version=spec.versions.scala, progress=say)
+        owed = None
+        if spec.on_kraft:
+            from kctl.kraft import phases as kraft_record
+
+            if new_image:  # before anything is written or rolled: a kill from here on leaves the raise owed
+                kraft_record.metadata_version_owed(state_dir, spec.versions.kafka)
+            owed = kraft_record.read(state_dir).metadata_version_pending
         made = store.ensure(spec, state_dir)  # a step towards the secured profile: its secrets before its roll
         if made:
             say(f"secrets: {len(made)} file(s) written in {store.secrets_dir(state_dir)} (mode 0600)")
@@ -387,7 +394,7 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
                                   progress=say, lock=False, recreate=hosts, command="kctl apply"))
         _record(state_dir, {c.name: c.config_hash for c in rendered.containers})
         metadata_version = None
-        if new_image and spec.on_kraft:
+        if owed:  # this apply's new release, or a raise an earlier one did not finish
             metadata_version = raise_metadata_version(spec, state_dir, say)
         if spec.security_phase == 3 and spec.security.zookeeper.sasl and spec.security.zookeeper.set_acl:
             # Every broker now writes znodes with ACLs: those made before get them too (Kafka's sequence).
@@ -402,7 +409,13 @@ def raise_metadata_version(spec: ClusterSpec, state_dir: Path, say: Any) -> tupl
     from kctl.kraft import features
     from kctl.kraft import phases as kraft_record
 
-    before, after = features.raise_metadata_version(spec)
+    try:
+        before, after = features.raise_metadata_version(spec)
+    except KctlError as exc:
+        raise KctlError(f"every node runs Kafka {spec.versions.kafka}, but raising metadata.version failed:"
+                        f" {exc.message}",
+                        hint=f"the raise stays owed (kraft.json): `{kraft_record.RAISE_COMMAND}` (or the next"
+                             f" `kctl apply` / `kctl up`) raises it; {exc.hint or '`kctl status` first'}") from None
     kraft_record.record_metadata_version(state_dir, after, spec.versions.kafka)
     say(f"metadata.version: {before} (already the newest {spec.versions.kafka} supports)" if before == after
         else f"metadata.version: {before} -> {after} (every node runs Kafka {spec.versions.kafka};"
