@@ -187,10 +187,10 @@ def _raise_owed_metadata_version(spec: ClusterSpec, state_dir: Path, say: Progre
 
     if ph.read(state_dir).metadata_version_pending is None:
         return
-    from kctl.roll import apply as roll_apply
+    from kctl.kraft import features
 
     try:
-        roll_apply.raise_metadata_version(spec, state_dir, say)
+        features.raise_and_record(spec, state_dir, say)
     except KctlError as exc:
         say(f"warning: {exc.message} ({exc.hint})")
 

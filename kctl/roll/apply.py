@@ -403,21 +403,8 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
 
 
 def raise_metadata_version(spec: ClusterSpec, state_dir: Path, say: Any) -> tuple[str | None, str | None]:
-    """Every node runs the new release now: Kafka's metadata.version up to it (Kafka's last upgrade step), and the
-    level recorded in kraft.json, so that a later kctl.yaml with an older release is refused before anything is
-    rendered (kctl.kraft.phases.check_downgrade)."""
+    """Every node runs the new release now: Kafka's metadata.version up to it, recorded
+    (:func:`kctl.kraft.features.raise_and_record`)."""
     from kctl.kraft import features
-    from kctl.kraft import phases as kraft_record
 
-    try:
-        before, after = features.raise_metadata_version(spec)
-    except KctlError as exc:
-        raise KctlError(f"every node runs Kafka {spec.versions.kafka}, but raising metadata.version failed:"
-                        f" {exc.message}",
-                        hint=f"the raise stays owed (kraft.json): `{kraft_record.RAISE_COMMAND}` (or the next"
-                             f" `kctl apply` / `kctl up`) raises it; {exc.hint or '`kctl status` first'}") from None
-    kraft_record.record_metadata_version(state_dir, after, spec.versions.kafka)
-    say(f"metadata.version: {before} (already the newest {spec.versions.kafka} supports)" if before == after
-        else f"metadata.version: {before} -> {after} (every node runs Kafka {spec.versions.kafka};"
-             " a raised metadata.version is not lowered again)")
-    return before, after
+    return features.raise_and_record(spec, state_dir, say)
