@@ -17,6 +17,10 @@ the step it was in; every step is safe to do twice):
   delete ``/controller`` and ``/migration`` in ZooKeeper, roll the brokers without the migration settings (not
   from controllers: they never had them), remove the controllers' files and metadata.
 
+- a rollback of a ``next`` under way (stuck at a step that keeps timing out: the controllers' quorum, the
+  metadata's migration): the ``next`` stops, the record stands at its target phase (marked as never reached in
+  the history), and the rollback from that phase undoes whatever it may have done.
+
 - ``kraft-brokers -> kraft`` (``finalize``, which cannot be undone): render the controllers without the migration
   and without ZooKeeper, restart them one at a time (the quorum's leader last, the quorum whole again after each),
   retire each node's ZooKeeper (its program runs the image's ``retired``; its data stays), wait until the
@@ -82,10 +86,15 @@ def plan(record: ph.Record, action: str) -> tuple[Phase, list[str]]:
     """Pure: (target, steps) of ``action`` (next, rollback or finalize) from the record's phase; a transition under way
     is that one's. UsageError/KctlError when there is nothing to do or it is not built."""
     if record.target is not None:
+        if ph.can_abort(record, action):
+            # a `next` stuck under way: stopped, and everything its target phase may have done undone
+            return Phase.zookeeper, _steps("rollback", record.target, Phase.zookeeper)
         if record.action != action:
             raise KctlError(f"a {record.action} to {record.target.value} is under way (steps done:"
                             f" {', '.join(record.done) or 'none'}); it must finish first",
-                            hint=f"`kctl migrate kraft {record.action}` resumes it")
+                            hint=f"`kctl migrate kraft {record.action}` resumes it"
+                                 + ("; `kctl migrate kraft rollback` stops it and goes back to ZooKeeper"
+                                    if record.action == "next" else ""))
         return record.target, _steps(action, record.phase, record.target)
     if action == "finalize":
         if record.phase is not Phase.kraft_brokers:
@@ -323,9 +332,16 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
     with roll_run.roll_lock(state_dir, "kctl migrate kraft"):
         record = ph.read(state_dir)
         ph.check_pins(record, spec.migration_pins)  # the record as it is now, under the lock
-        source = record.phase
         target, steps = plan(record, action)
-        if record.target is None:
+        resuming = record.target is not None
+        if ph.can_abort(record, action):
+            stuck = record.target.value if record.target else "?"
+            say(f"stopping the next to {stuck} (steps done: {', '.join(record.done) or 'none'}); rolling back"
+                f" from {stuck}")
+            record = ph.abort_next(record)
+            ph.write(state_dir, record)
+        source = record.phase
+        if not resuming:
             roll_run.check_before_roll(spec, progress=say)  # healthy first, or nothing is touched
         else:
             # Resuming: a kctl killed in a roll may have left a broker stopping, or stopped between its stop and
@@ -367,7 +383,7 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                     engines.for_spec(spec).start_service(spec, host, "controller")
             elif step == "controller-quorum":
                 wait_until("the KRaft controller quorum has a leader and every voter caught up",
-                           quorum_ready(spec, record.cluster_id), QUORUM_TIMEOUT, poll=1.0)
+                           quorum_ready(spec, record.cluster_id), min(QUORUM_TIMEOUT, gate_timeout), poll=1.0)
             elif step in ("roll-brokers", "roll-brokers-without-migration", "roll-brokers-to-zookeeper-with-migration"):
                 if step == "roll-brokers-to-zookeeper-with-migration":
                     after = spec.with_kraft(Phase.dual_write.value, record.cluster_id)
@@ -386,7 +402,7 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                                   "services": [f"{s.host} {s.service}" for s in res.steps]})
             elif step == "metadata-migrated":
                 found = wait_until("the active controller migrated ZooKeeper's metadata", _migrated_probe(spec),
-                                   MIGRATION_TIMEOUT, poll=1.0)
+                                   min(MIGRATION_TIMEOUT, gate_timeout), poll=1.0)
                 say(f"metadata migrated ({found.saw})")
             elif step == "brokers-in-kraft":
                 found = wait_until("every broker started as a KRaft broker", _brokers_in_kraft(spec),

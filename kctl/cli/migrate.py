@@ -114,8 +114,12 @@ def _run(action: str, yes: bool, timeout: float, file: Path, fmt: output.Format)
     target, steps = migrate.plan(record, action)  # refusals before the question
     if not yes:
         final = " This cannot be undone: no rollback to ZooKeeper afterwards." if action == "finalize" else ""
-        typer.confirm(f"{action}: {spec.name} from {record.phase.value} to {target.value} ({', '.join(steps)})?"
-                      f"{final}", abort=True)
+        source, stop = record.phase.value, ""
+        if phases.can_abort(record, action) and record.target:
+            source = record.target.value
+            stop = f" (stopping the next to it under way: steps done {', '.join(record.done) or 'none'})"
+        typer.confirm(f"{action}: {spec.name} from {source}{stop} to {target.value} ({', '.join(steps)})?{final}",
+                      abort=True)
     res = migrate.run(spec, state_dir, action, progress=output.info, gate_timeout=timeout)
     output.emit_change(res, fmt, f"{spec.name}: {action} from {res.source} to {res.phase} in {res.seconds:.1f}s")
 

@@ -298,6 +298,30 @@ def begin(record: Record, action: str, target: Phase) -> Record:
     return record
 
 
+ABORTABLE = (Phase.controllers, Phase.dual_write, Phase.kraft_brokers)  # targets of a `next` a rollback may stop
+
+
+def can_abort(record: Record, action: str) -> bool:
+    """Pure: ``action`` is a rollback of a `next` under way (one stuck at a step that keeps timing out, such as
+    the controllers' quorum or the metadata's migration), which Kafka's "Reverting to ZooKeeper mode During the
+    Migration" reverts from whatever that phase had reached."""
+    return action == "rollback" and record.action == "next" and record.target in ABORTABLE
+
+
+def abort_next(record: Record, now: float | None = None) -> Record:
+    """The `next` under way stops where it is, and the rollback that follows undoes everything its target phase
+    may have done (the controllers started, the brokers' migration settings, the claim on /controller and
+    /migration): the record stands at the target, marked as never reached, with nothing under way."""
+    if record.target is None or record.action != "next":
+        return record
+    at = time.time() if now is None else now
+    return record.replace(phase=record.target, target=None, action=None, done=[],
+                          history=[*record.history, {"phase": record.target.value, "at": at,
+                                                     "aborted": f"next from {record.phase.value} stopped at"
+                                                                f" {', '.join(record.done) or 'its first step'};"
+                                                                " rolled back from here"}])
+
+
 def step_done(record: Record, step: str) -> Record:
     return record.replace(done=[*record.done, step], history=list(record.history))
 
