@@ -41,14 +41,15 @@ COPY monitoring/ /opt/kctl/monitoring/
 COPY node/ /usr/local/lib/kctl/
 RUN chmod 0755 /usr/local/lib/kctl/entrypoint.sh /usr/local/lib/kctl/zookeeper-start \
       /usr/local/lib/kctl/kafka-start /usr/local/lib/kctl/controller-start /usr/local/lib/kctl/mirrormaker-start \
-      /usr/local/lib/kctl/held /usr/local/lib/kctl/idle /usr/local/lib/kctl/retired \
+      /usr/local/lib/kctl/held /usr/local/lib/kctl/idle /usr/local/lib/kctl/retired /usr/local/lib/kctl/unformatted \
       /usr/local/lib/kctl/healthcheck \
  && chmod 0644 /usr/local/lib/kctl/jvm-common.sh /usr/local/lib/kctl/*.conf \
  && ln -sf /usr/local/lib/kctl/entrypoint.sh /usr/local/bin/kctl-entrypoint \
  && ln -sf /usr/local/lib/kctl/healthcheck /usr/local/bin/kctl-healthcheck \
  && cp /usr/local/lib/kctl/supervisord.conf /etc/supervisor/supervisord.conf \
  && mkdir -p /etc/kctl /var/opt/kctl /var/log/kctl \
- && chown 555:555 /var/opt/kctl /var/log/kctl
+ && touch /var/opt/kctl/.kctl-format-kafka /var/opt/kctl/.kctl-format-controller \
+ && chown -R 555:555 /var/opt/kctl /var/log/kctl
 
 ENV PATH=/opt/kafka/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     KAFKA_HOME=/opt/kafka \

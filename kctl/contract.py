@@ -42,6 +42,18 @@ HEALTHCHECK = "/usr/local/bin/kctl-healthcheck"
 CAP_ADD = ("NET_ADMIN",)
 
 
+# KRaft storage is formatted only where kctl made it (kraft_storage in the image's jvm-common.sh): kctl leaves
+# this permit in the node's data root when it makes the storage (a new node's data dir, a migration's controllers,
+# `kctl node format-storage`); the service's first start on formatted storage takes it away. Without one, an
+# empty metadata or log dir is refused: the service's program runs the image's `unformatted` (UNFORMATTED).
+FORMAT_PERMIT_PREFIX = ".kctl-format-"
+
+
+def format_permit(service: str) -> str:
+    """The permit to format ``service``'s (controller, kafka) KRaft storage, in the container."""
+    return f"{DATA_ROOT}/{FORMAT_PERMIT_PREFIX}{service}"
+
+
 def hold_file(service: str) -> str:
     """While this file exists in a node, its supervisor does not start ``service`` again (jvm-common.sh)."""
     return f"/tmp/kctl-hold-{service}"

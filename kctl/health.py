@@ -273,6 +273,11 @@ def process_problems(spec: ClusterSpec, host: str, procs: dict[str, str]) -> lis
         if st == "FAILED":  # kctl.runtime.docker_api.GAVE_UP
             return (f"{proc} FAILED: its supervisor gave up restarting it (see `kctl logs {host} --service {proc}`;"
                     f" `kctl up` starts it again)")
+        if st == "UNFORMATTED":  # the image's `unformatted`
+            return (f"{proc} UNFORMATTED: its KRaft storage is empty and kctl did not make it (a lost, wiped or"
+                    f" unmounted disk?), so it is not formatted: mount or restore the disk, or `kctl node"
+                    f" format-storage {host} --service {proc}` (docs/runbooks/replace-failed-node.md, \"KRaft"
+                    f" storage\")")
         return f"{proc} {st}"
 
     from kctl.kraft import config as kc

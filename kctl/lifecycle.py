@@ -162,6 +162,7 @@ def up(
         stages = [*health.readiness_stages(spec, state_dir), *health.healthy_stages(spec)[-1:]]
         result.stages = wait_for_stages(stages, timeout=timeout, poll=POLL_S, on_progress=on_stage)
         _record_identity(spec, state_dir)
+        _raise_owed_metadata_version(spec, state_dir, progress or (lambda _m: None))
         if _forget_interrupted_roll(state_dir):
             (progress or (lambda _m: None))("every service serves: the record of an interrupted roll's stopped"
                                             f" services ({contract.ROLL_RECORD_FILE}) is cleared")
@@ -175,6 +176,23 @@ def up(
         (progress or (lambda _m: None))("monitoring.prometheus is off: stopped Prometheus and Alertmanager")
     result.seconds = time.monotonic() - started
     return result
+
+
+def _raise_owed_metadata_version(spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
+    """A raise of metadata.version an interrupted `kctl apply` owes the cluster (kraft.json): done now that every
+    node serves; one that fails again is said, with the command, and left owed (the cluster is up as it is)."""
+    if not spec.on_kraft:
+        return
+    from kctl.kraft import phases as ph
+
+    if ph.read(state_dir).metadata_version_pending is None:
+        return
+    from kctl.kraft import features
+
+    try:
+        features.raise_and_record(spec, state_dir, say)
+    except KctlError as exc:
+        say(f"warning: {exc.message} ({exc.hint})")
 
 
 def _forget_interrupted_roll(state_dir: Path) -> bool:

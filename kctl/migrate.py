@@ -9,12 +9,17 @@ the step it was in; every step is safe to do twice):
   node's controller, wait for the controller quorum (a leader, every voter caught up).
 - ``controllers -> dual-write``: render the brokers' migration settings, roll the brokers through the same gates
   as `kctl restart --rolling --service kafka`, wait for the active controller to log that it migrated
-  ZooKeeper's metadata (Kafka: "Completed migration of metadata from Zookeeper to KRaft").
+  ZooKeeper's metadata (the ``/migration`` znode records the metadata log's offset after the migration's
+  records: :func:`kctl.zk.migration.migrated_by`).
 - ``dual-write -> kraft-brokers``: render the brokers as KRaft brokers, roll them, wait until each started as one.
 - a rollback to ``zookeeper`` (Kafka's "Reverting to ZooKeeper mode During the Migration"): from kraft-brokers,
   first roll the brokers back to ZooKeeper mode with the migration settings kept; then stop the controllers,
   delete ``/controller`` and ``/migration`` in ZooKeeper, roll the brokers without the migration settings (not
   from controllers: they never had them), remove the controllers' files and metadata.
+
+- a rollback of a ``next`` under way (stuck at a step that keeps timing out: the controllers' quorum, the
+  metadata's migration): the ``next`` stops, the record stands at its target phase (marked as never reached in
+  the history), and the rollback from that phase undoes whatever it may have done.
 
 - ``kraft-brokers -> kraft`` (``finalize``, which cannot be undone): render the controllers without the migration
   and without ZooKeeper, restart them one at a time (the quorum's leader last, the quorum whole again after each),
@@ -45,7 +50,6 @@ CONTROLLER_FILES = ("controller.properties", "cluster-id", "log4j-controller.pro
 CONTROLLER_DATA = str(Path(kc.METADATA_DIR).parent)  # the metadata log and anything else a controller keeps
 QUORUM_TIMEOUT = 180.0
 MIGRATION_TIMEOUT = 300.0
-LOG = contract.container_log("controller")
 
 # The steps of each transition, in order (the record names the ones done).
 FORWARD: dict[tuple[Phase, Phase], tuple[str, ...]] = {
@@ -58,10 +62,12 @@ BUILT_ROLLBACKS = (Phase.controllers, Phase.dual_write, Phase.kraft_brokers)
 STEP_WORDS = {
     "read-cluster-id": "read the cluster's id in ZooKeeper (/cluster/id): the controllers format with it",
     "write-files": "render the nodes' files for the target phase into the state dir",
-    "start-controllers": "start the KRaft controller beside each ZooKeeper (it formats its metadata log first)",
+    "start-controllers": "start the KRaft controller beside each ZooKeeper (kctl permits it to format its new"
+                         " metadata log first)",
     "controller-quorum": "wait until the controller quorum has a leader and every voter has caught up",
     "roll-brokers": "roll the brokers one at a time through kctl restart's gates",
-    "metadata-migrated": "wait until the active controller logs that it migrated ZooKeeper's metadata",
+    "metadata-migrated": "wait until the active controller has migrated ZooKeeper's metadata (/migration in"
+                         " ZooKeeper records the metadata log's offset after it)",
     "brokers-in-kraft": "wait until every broker's log says it started as a KRaft broker",
     "roll-brokers-to-zookeeper-with-migration": "render the brokers in ZooKeeper mode, the migration settings kept,"
                                                 " and roll them",
@@ -80,10 +86,15 @@ def plan(record: ph.Record, action: str) -> tuple[Phase, list[str]]:
     """Pure: (target, steps) of ``action`` (next, rollback or finalize) from the record's phase; a transition under way
     is that one's. UsageError/KctlError when there is nothing to do or it is not built."""
     if record.target is not None:
+        if ph.can_abort(record, action):
+            # a `next` stuck under way: stopped, and everything its target phase may have done undone
+            return Phase.zookeeper, _steps("rollback", record.target, Phase.zookeeper)
         if record.action != action:
             raise KctlError(f"a {record.action} to {record.target.value} is under way (steps done:"
                             f" {', '.join(record.done) or 'none'}); it must finish first",
-                            hint=f"`kctl migrate kraft {record.action}` resumes it")
+                            hint=f"`kctl migrate kraft {record.action}` resumes it"
+                                 + ("; `kctl migrate kraft rollback` stops it and goes back to ZooKeeper"
+                                    if record.action == "next" else ""))
         return record.target, _steps(action, record.phase, record.target)
     if action == "finalize":
         if record.phase is not Phase.kraft_brokers:
@@ -120,18 +131,14 @@ def _steps(action: str, source: Phase, target: Phase) -> list[str]:
 
 
 def migrated(spec: ClusterSpec) -> str | None:
-    """The controller whose log says it migrated ZooKeeper's metadata (Kafka's line), or None."""
-    from kctl.runtime import engines
+    """Who migrated ZooKeeper's metadata, read in the ``/migration`` znode (:func:`kctl.zk.migration.migrated_by`),
+    or None while no controller has (or ZooKeeper does not answer)."""
+    from kctl.zk import migration as zkm
 
-    for host in controller_hosts(spec):
-        try:
-            code, out = engines.exec_in(spec, host, ["sh", "-c", f"cat {LOG}* 2>/dev/null | grep -c 'Completed"
-                                                     " migration of metadata' || true"], timeout=30)
-        except KctlError:
-            continue
-        if out.strip().isdigit() and int(out.strip()) > 0:
-            return host
-    return None
+    try:
+        return zkm.migrated_by(zkm.migration_state(spec))
+    except KctlError:
+        return None
 
 
 def _settled(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
@@ -177,7 +184,7 @@ def _brokers_in_kraft(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
 def _migrated_probe(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
     def probe() -> tuple[bool, str]:
         host = migrated(spec)
-        return (True, f"logged by {host}'s controller") if host else (False, "no controller has logged it yet")
+        return (True, f"by {host}") if host else (False, "no controller has finished it yet (/migration)")
     return probe
 
 
@@ -204,6 +211,15 @@ def _controller_state(spec: ClusterSpec, host: str) -> str:
     except KctlError as exc:
         return f"unknown ({exc.message})"
     return out.strip() or "unknown"
+
+
+def _permit_controllers(spec: ClusterSpec) -> None:
+    """kctl makes each node's controller storage now: its first start may format it (kctl.contract.format_permit;
+    an empty metadata log kctl did not make is refused)."""
+    from kctl.runtime import services
+
+    for host in controller_hosts(spec):
+        services.permit_format(spec, host, "controller")
 
 
 def _remove_controller_files(spec: ClusterSpec, state_dir: Path) -> None:
@@ -316,9 +332,16 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
     with roll_run.roll_lock(state_dir, "kctl migrate kraft"):
         record = ph.read(state_dir)
         ph.check_pins(record, spec.migration_pins)  # the record as it is now, under the lock
-        source = record.phase
         target, steps = plan(record, action)
-        if record.target is None:
+        resuming = record.target is not None
+        if ph.can_abort(record, action):
+            stuck = record.target.value if record.target else "?"
+            say(f"stopping the next to {stuck} (steps done: {', '.join(record.done) or 'none'}); rolling back"
+                f" from {stuck}")
+            record = ph.abort_next(record)
+            ph.write(state_dir, record)
+        source = record.phase
+        if not resuming:
             roll_run.check_before_roll(spec, progress=say)  # healthy first, or nothing is touched
         else:
             # Resuming: a kctl killed in a roll may have left a broker stopping, or stopped between its stop and
@@ -350,15 +373,17 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                 _write_files(before, after, state_dir, roll_follows=target in (Phase.dual_write, Phase.kraft_brokers))
             elif step == "start-controllers" and _new_tasks(spec):
                 # the controllers' files come with each node's new task; the gates judge the cluster as it is
+                _permit_controllers(spec)
                 rolls.append(_recreate_nodes(before, state_dir, step, gate_timeout, say, rendered=after))
             elif step == "start-controllers":
                 from kctl.runtime import engines
 
+                _permit_controllers(spec)
                 for host in controller_hosts(spec):
                     engines.for_spec(spec).start_service(spec, host, "controller")
             elif step == "controller-quorum":
                 wait_until("the KRaft controller quorum has a leader and every voter caught up",
-                           quorum_ready(spec, record.cluster_id), QUORUM_TIMEOUT, poll=1.0)
+                           quorum_ready(spec, record.cluster_id), min(QUORUM_TIMEOUT, gate_timeout), poll=1.0)
             elif step in ("roll-brokers", "roll-brokers-without-migration", "roll-brokers-to-zookeeper-with-migration"):
                 if step == "roll-brokers-to-zookeeper-with-migration":
                     after = spec.with_kraft(Phase.dual_write.value, record.cluster_id)
@@ -377,7 +402,7 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                                   "services": [f"{s.host} {s.service}" for s in res.steps]})
             elif step == "metadata-migrated":
                 found = wait_until("the active controller migrated ZooKeeper's metadata", _migrated_probe(spec),
-                                   MIGRATION_TIMEOUT, poll=1.0)
+                                   min(MIGRATION_TIMEOUT, gate_timeout), poll=1.0)
                 say(f"metadata migrated ({found.saw})")
             elif step == "brokers-in-kraft":
                 found = wait_until("every broker started as a KRaft broker", _brokers_in_kraft(spec),
@@ -471,6 +496,9 @@ def status(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
         "next": following.value if following else None,
         # what kctl.yaml must keep until the migration ends, and the metadata.version kctl raised
         "kept": dict(record.pins), "metadata_version": record.metadata_version,
+        # a raise `kctl apply` of a new release owes the cluster (killed, or the raise failed): the command
+        "metadata_version_pending": ({"release": record.metadata_version_pending, "run": ph.RAISE_COMMAND}
+                                     if record.metadata_version_pending else None),
     }
     if ph.rank(record.phase) >= ph.rank(Phase.controllers) or record.target is not None:
         out["controllers"] = {h: _controller_state(spec, h) for h in controller_hosts(spec)}
@@ -482,15 +510,32 @@ def status(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
             out["quorum"] = {"error": exc.message}
         from kctl.zk import migration as zkm
 
-        out["metadata_migrated_by"] = migrated(spec)
         if record.phase is Phase.kraft:
+            out["metadata_migrated_by"] = "the migration, finalized since (ZooKeeper is retired)"
             out["zookeeper_migration_znode"] = {"error": "ZooKeeper is retired: the migration is finalized"}
         else:
             try:
                 out["zookeeper_migration_znode"] = zkm.migration_state(spec)
             except KctlError as exc:
                 out["zookeeper_migration_znode"] = {"error": exc.message}
+            znode = out["zookeeper_migration_znode"]
+            out["metadata_migrated_by"] = zkm.migrated_by(znode if znode and "error" not in znode else None)
     return out
+
+
+def raise_metadata_version(spec: ClusterSpec, state_dir: Path, *, progress: Progress | None = None
+                           ) -> tuple[str | None, str | None]:
+    """`kctl migrate kraft raise-metadata-version`: metadata.version up to the newest level every node's release
+    supports (what `kctl apply` of a new release does last, and owes the cluster while it is not done), under the
+    roll lock; the level recorded, the owed raise cleared. Kafka refuses it while a node runs an older release."""
+    from kctl.roll import apply as roll_apply
+    from kctl.roll import run as roll_run
+
+    if not spec.on_kraft:
+        raise UsageError(f"cluster {spec.name} keeps its metadata in ZooKeeper: metadata.version is a KRaft"
+                         " cluster's", hint="`kctl migrate kraft status` shows the phase")
+    with roll_run.roll_lock(state_dir, ph.RAISE_COMMAND):
+        return roll_apply.raise_metadata_version(spec, state_dir, progress or (lambda _m: None))
 
 
 def describe_plan(record: ph.Record) -> list[dict[str, str]]:

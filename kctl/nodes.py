@@ -547,3 +547,41 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
     change.next = ("the other nodes' rendered files no longer list it (zookeeper.connect, the ensemble);"
                    " that takes effect at their next restart")
     return change
+
+
+# ----- KRaft storage kctl refused to format (`kctl node format-storage`) -------------------------------------------
+# A KRaft controller's metadata log and a KRaft broker's log dirs are formatted only where kctl made them (the
+# permit of kctl.contract.format_permit, read by the image's `kraft_storage`): an empty one it did not make is a
+# lost, wiped or unmounted disk, and its service waits as UNFORMATTED. format_storage gives the permit for one
+# service that waits so, once the operator has decided that the node starts on new empty storage.
+
+FORMAT_SERVICES = ("controller", "kafka")
+
+
+def format_storage(spec: ClusterSpec, node: str, service: str, *, timeout: float = 120.0,
+                   progress: Callable[[str], None] | None = None) -> str:
+    """Permit ``service`` on ``node`` to format its empty storage and wait until it runs; UsageError unless it
+    waits as UNFORMATTED (a permit left for a service that runs would format the next disk it loses)."""
+    from kctl import contract
+    from kctl.runtime import services
+    from kctl.wait import wait_until
+
+    say = progress or (lambda _m: None)
+    if service not in FORMAT_SERVICES:
+        raise UsageError(f"--service {service}: only a KRaft controller's or broker's storage is formatted",
+                         hint="--service controller or --service kafka (the one `kctl status` shows UNFORMATTED)")
+    n = spec.node(node)
+    host = spec.zk_host(n) if service == "controller" else spec.kafka_host(n)
+    state = services.process_state(spec, host, service)
+    if state != "UNFORMATTED":
+        raise UsageError(f"{host}'s {service} is {state}, not UNFORMATTED: nothing to format, no permit written",
+                         hint="`kctl status` names a service whose empty storage kctl refused")
+    services.permit_format(spec, host, service)
+    say(f"{host}: permit written ({contract.format_permit(service)}); its {service} formats its storage and starts")
+
+    def running() -> tuple[bool, str]:
+        st = services.process_state(spec, host, service)
+        return st == "RUNNING", f"{host} {service} {st}"
+
+    wait_until(f"{host}'s {service} running on its new storage", running, timeout, poll=1.0)
+    return f"{host}: {service} formatted its new storage and runs; it copies its metadata back from the others"

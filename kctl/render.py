@@ -390,14 +390,37 @@ def write(rendered: Rendered, out: Path) -> list[Path]:
     reader never sees a half-written config. Returns the paths that changed.
     """
     try:
+        applied = _applied_hosts(out)
         changed = write_text_files(rendered.files, out)
         for c in rendered.containers:
+            data = out / c.name / contract.HOST_DATA
+            if not data.exists() and c.name not in applied:
+                # kctl makes this node's storage now: its KRaft storage may be formatted at its first start (an
+                # existing node's data dir that is gone is a lost disk: refused, docs/runbooks/replace-failed-node.md)
+                data.mkdir(parents=True)
+                for service in format_permits(c):
+                    (data / f"{contract.FORMAT_PERMIT_PREFIX}{service}").write_text("", encoding="utf-8")
             for sub in (contract.HOST_DATA, contract.HOST_LOGS):
                 (out / c.name / sub).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise KctlError(f"cannot write the cluster's files under {out}: {exc.strerror or exc}",
                         hint="check the permissions of the directory, or pass --out DIR") from None
     return changed
+
+
+def format_permits(plan: ContainerPlan) -> list[str]:
+    """Pure: the services of a new node whose KRaft storage kctl may format (contract.FORMAT_PERMIT_PREFIX): its
+    broker, and its controller when it has one (a migration's controllers get theirs when they start)."""
+    return [s for s, has in (("controller", "conf/controller.properties" in plan.files),
+                             ("kafka", "kafka" in plan.services)) if has]
+
+
+def _applied_hosts(out: Path) -> set[str]:
+    """The hosts applied.json names (nodes kctl made before), none when it is missing or unreadable."""
+    try:
+        return set(json.loads((out / contract.APPLIED_FILE).read_text(encoding="utf-8")).get("hashes") or {})
+    except (OSError, ValueError, AttributeError):
+        return set()
 
 
 def write_text_files(files: dict[str, str], out: Path) -> list[Path]:

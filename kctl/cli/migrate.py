@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
     kraft_app.command("next")(kraft_next)
     kraft_app.command("rollback")(kraft_rollback)
     kraft_app.command("finalize")(kraft_finalize)
+    kraft_app.command("raise-metadata-version")(kraft_raise_metadata_version)
     migrate_app.add_typer(kraft_app, name="kraft")
     app.add_typer(migrate_app, name="migrate")
 
@@ -48,6 +49,10 @@ def kraft_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
         rows.append({"what": "kctl.yaml keeps", "value": f"{kept} (until the migration is finalized or rolled back)"})
     if st["metadata_version"]:
         rows.append({"what": "metadata.version", "value": f"{st['metadata_version']} (no older release runs it)"})
+    if st["metadata_version_pending"]:
+        owed = st["metadata_version_pending"]
+        rows.append({"what": "metadata.version raise", "value": f"owed (the roll onto Kafka {owed['release']} did not"
+                                                               f" raise it): run `{owed['run']}`"})
     for host, state in (st.get("controllers") or {}).items():
         rows.append({"what": f"controller on {host}", "value": state})
     if "quorum" in st:
@@ -55,7 +60,7 @@ def kraft_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
         rows.append({"what": "controller quorum", "value": q.get("error") or
                      f"leader {q['leader']} (epoch {q['epoch']}), voters {q['voters']}, max follower lag"
                      f" {q['max_follower_lag']}"})
-        rows.append({"what": "metadata migrated", "value": (f"yes (logged by {st['metadata_migrated_by']})"
+        rows.append({"what": "metadata migrated", "value": (f"yes (by {st['metadata_migrated_by']})"
                                                             if st["metadata_migrated_by"] else "not yet")})
     output.emit(st, fmt, rows=rows, columns=["what", "value"], title=f"{spec.name}: migration to KRaft",
                 footer=(f"next: `kctl migrate kraft next` ({st['next']})" if st["next"] else
@@ -109,7 +114,24 @@ def _run(action: str, yes: bool, timeout: float, file: Path, fmt: output.Format)
     target, steps = migrate.plan(record, action)  # refusals before the question
     if not yes:
         final = " This cannot be undone: no rollback to ZooKeeper afterwards." if action == "finalize" else ""
-        typer.confirm(f"{action}: {spec.name} from {record.phase.value} to {target.value} ({', '.join(steps)})?"
-                      f"{final}", abort=True)
+        source, stop = record.phase.value, ""
+        if phases.can_abort(record, action) and record.target:
+            source = record.target.value
+            stop = f" (stopping the next to it under way: steps done {', '.join(record.done) or 'none'})"
+        typer.confirm(f"{action}: {spec.name} from {source}{stop} to {target.value} ({', '.join(steps)})?{final}",
+                      abort=True)
     res = migrate.run(spec, state_dir, action, progress=output.info, gate_timeout=timeout)
     output.emit_change(res, fmt, f"{spec.name}: {action} from {res.source} to {res.phase} in {res.seconds:.1f}s")
+
+
+def kraft_raise_metadata_version(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
+    """Raise metadata.version to the newest level every node's release supports (cannot be undone): what `kctl
+    apply` of a new release does last; `kctl migrate kraft status` says when one is owed."""
+    from kctl import migrate
+    from kctl.spec import state_dir_for
+
+    spec = connect(file)
+    before, after = migrate.raise_metadata_version(spec, state_dir_for(spec, file), progress=output.info)
+    said = f"{before} -> {after}" if after != before else f"{before} (the newest Kafka {spec.versions.kafka} supports)"
+    output.emit({"cluster": spec.name, "before": before, "after": after}, fmt,
+                rows=[{"what": "metadata.version", "value": said}], columns=["what", "value"], title=spec.name)

@@ -15,6 +15,7 @@ def register(app: typer.Typer) -> None:
                            no_args_is_help=True)
     node_app.command("add")(node_add)
     node_app.command("remove")(node_remove)
+    node_app.command("format-storage")(node_format_storage)
     app.add_typer(node_app, name="node")
 
 
@@ -76,3 +77,21 @@ def node_remove(
                       progress=output.info)
     _report(ch, fmt, f"{spec.name}: node {ch.node_id} ({ch.host}) removed in {ch.seconds:.1f}s"
                      f" ({ch.moved_partitions} partition(s) moved off it first)")
+
+
+def node_format_storage(
+    node: str = typer.Argument(..., help="The node (loggerN or id) whose service refused its empty storage."),
+    service: str = typer.Option(..., "--service", help="controller or kafka: the service shown UNFORMATTED."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+    timeout: float = typer.Option(120, "--timeout", min=1, help="Seconds to wait for the service to run."),
+    file: Path = SpecOpt,
+) -> None:
+    """Format a KRaft controller's or broker's empty storage that kctl refused (UNFORMATTED in `kctl status`)."""
+    from kctl import nodes
+
+    spec = connect(file)
+    n = spec.node(node)  # an unknown node stops here
+    if not yes:
+        typer.confirm(f"format {n.hostname}'s {service} storage empty? It starts with no metadata of its own and"
+                      " copies it back from the others (docs/runbooks/replace-failed-node.md)", abort=True)
+    output.info(nodes.format_storage(spec, n.hostname, service, timeout=timeout, progress=output.info))

@@ -5,10 +5,12 @@ supports (`upgrade --feature metadata.version=N`), which `kctl apply` makes once
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from kctl import contract
-from kctl.errors import ClusterError
+from kctl.errors import ClusterError, KctlError
 from kctl.spec import ClusterSpec
 
 FEATURES_TOOL = "kafka-features.sh"
@@ -80,3 +82,24 @@ def raise_metadata_version(spec: ClusterSpec) -> tuple[str | None, str | None]:
     _tool(spec, host, "upgrade", "--feature", f"{METADATA_VERSION}={level}")
     after = describe(spec).get(METADATA_VERSION)
     return mv.finalized, after.finalized if after else None
+
+
+def raise_and_record(spec: ClusterSpec, state_dir: Path, say: Callable[[str], None]
+                     ) -> tuple[str | None, str | None]:
+    """Every node runs the new release now: Kafka's metadata.version up to it (Kafka's last upgrade step), and the
+    level recorded in kraft.json, so that a later kctl.yaml with an older release is refused before anything is
+    rendered (kctl.kraft.phases.check_downgrade)."""
+    from kctl.kraft import phases as kraft_record
+
+    try:
+        before, after = raise_metadata_version(spec)
+    except KctlError as exc:
+        raise KctlError(f"every node runs Kafka {spec.versions.kafka}, but raising metadata.version failed:"
+                        f" {exc.message}",
+                        hint=f"the raise stays owed (kraft.json): `{kraft_record.RAISE_COMMAND}` (or the next"
+                             f" `kctl apply` / `kctl up`) raises it; {exc.hint or '`kctl status` first'}") from None
+    kraft_record.record_metadata_version(state_dir, after, spec.versions.kafka)
+    say(f"metadata.version: {before} (already the newest {spec.versions.kafka} supports)" if before == after
+        else f"metadata.version: {before} -> {after} (every node runs Kafka {spec.versions.kafka};"
+             " a raised metadata.version is not lowered again)")
+    return before, after

@@ -102,6 +102,10 @@ class Record:
     # Kafka release that raised it: no older release can read the metadata afterwards.
     metadata_version: str | None = None
     metadata_version_release: str | None = None
+    # A raise of metadata.version kctl owes the cluster: the Kafka release `kctl apply` rolled onto, recorded
+    # before the roll and cleared only once the raise is done (a kill or a failed raise leaves it: the next
+    # `kctl apply` or `kctl up` raises it, or `kctl migrate kraft raise-metadata-version`).
+    metadata_version_pending: str | None = None
 
     @property
     def migrating(self) -> bool:
@@ -123,7 +127,8 @@ class Record:
                        history=list(data.get("history") or []), cluster_id=data.get("cluster_id"),
                        pins={str(k): str(v) for k, v in (data.get("pins") or {}).items()},
                        metadata_version=data.get("metadata_version"),
-                       metadata_version_release=data.get("metadata_version_release"))
+                       metadata_version_release=data.get("metadata_version_release"),
+                       metadata_version_pending=data.get("metadata_version_pending"))
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise KctlError(f"{STATE_FILE}: not a record of a KRaft migration ({type(exc).__name__}: {exc})",
                             hint="it is kctl's own file in the state dir; do not edit it") from None
@@ -260,12 +265,26 @@ def check_downgrade(record: Record, kafka_version: str) -> None:
 
 
 def record_metadata_version(state_dir: Path, level: str | None, release: str) -> None:
-    """Record the finalized metadata.version kctl raised the cluster to (``level``, e.g. 4.1-IV1)."""
+    """Record the finalized metadata.version kctl raised the cluster to (``level``, e.g. 4.1-IV1); a raise that
+    was pending is done."""
     if not level:
         return
     record = read(state_dir)
-    if (record.metadata_version, record.metadata_version_release) != (level, release):
-        write(state_dir, record.replace(metadata_version=level, metadata_version_release=release))
+    if (record.metadata_version, record.metadata_version_release, record.metadata_version_pending) != (
+            level, release, None):
+        write(state_dir, record.replace(metadata_version=level, metadata_version_release=release,
+                                        metadata_version_pending=None))
+
+
+def metadata_version_owed(state_dir: Path, release: str) -> None:
+    """Record, before anything is rolled, that the cluster's metadata.version is to be raised once every node
+    runs Kafka ``release`` (:attr:`Record.metadata_version_pending`)."""
+    record = read(state_dir)
+    if record.metadata_version_pending != release:
+        write(state_dir, record.replace(metadata_version_pending=release))
+
+
+RAISE_COMMAND = "kctl migrate kraft raise-metadata-version"
 
 
 def begin(record: Record, action: str, target: Phase) -> Record:
@@ -277,6 +296,30 @@ def begin(record: Record, action: str, target: Phase) -> Record:
     if record.target is None:
         return record.replace(target=target, action=action, done=[], history=list(record.history))
     return record
+
+
+ABORTABLE = (Phase.controllers, Phase.dual_write, Phase.kraft_brokers)  # targets of a `next` a rollback may stop
+
+
+def can_abort(record: Record, action: str) -> bool:
+    """Pure: ``action`` is a rollback of a `next` under way (one stuck at a step that keeps timing out, such as
+    the controllers' quorum or the metadata's migration), which Kafka's "Reverting to ZooKeeper mode During the
+    Migration" reverts from whatever that phase had reached."""
+    return action == "rollback" and record.action == "next" and record.target in ABORTABLE
+
+
+def abort_next(record: Record, now: float | None = None) -> Record:
+    """The `next` under way stops where it is, and the rollback that follows undoes everything its target phase
+    may have done (the controllers started, the brokers' migration settings, the claim on /controller and
+    /migration): the record stands at the target, marked as never reached, with nothing under way."""
+    if record.target is None or record.action != "next":
+        return record
+    at = time.time() if now is None else now
+    return record.replace(phase=record.target, target=None, action=None, done=[],
+                          history=[*record.history, {"phase": record.target.value, "at": at,
+                                                     "aborted": f"next from {record.phase.value} stopped at"
+                                                                f" {', '.join(record.done) or 'its first step'};"
+                                                                " rolled back from here"}])
 
 
 def step_done(record: Record, step: str) -> Record:

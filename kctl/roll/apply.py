@@ -364,6 +364,13 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
 
             ensure_image(engines.client(spec, timeout=600), kafka_version=spec.versions.kafka,
                          scala_version=spec.versions.scala, progress=say)
+        owed = None
+        if spec.on_kraft:
+            from kctl.kraft import phases as kraft_record
+
+            if new_image:  # before anything is written or rolled: a kill from here on leaves the raise owed
+                kraft_record.metadata_version_owed(state_dir, spec.versions.kafka)
+            owed = kraft_record.read(state_dir).metadata_version_pending
         made = store.ensure(spec, state_dir)  # a step towards the secured profile: its secrets before its roll
         if made:
             say(f"secrets: {len(made)} file(s) written in {store.secrets_dir(state_dir)} (mode 0600)")
@@ -387,7 +394,7 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
                                   progress=say, lock=False, recreate=hosts, command="kctl apply"))
         _record(state_dir, {c.name: c.config_hash for c in rendered.containers})
         metadata_version = None
-        if new_image and spec.on_kraft:
+        if owed:  # this apply's new release, or a raise an earlier one did not finish
             metadata_version = raise_metadata_version(spec, state_dir, say)
         if spec.security_phase == 3 and spec.security.zookeeper.sasl and spec.security.zookeeper.set_acl:
             # Every broker now writes znodes with ACLs: those made before get them too (Kafka's sequence).
@@ -396,15 +403,8 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
 
 
 def raise_metadata_version(spec: ClusterSpec, state_dir: Path, say: Any) -> tuple[str | None, str | None]:
-    """Every node runs the new release now: Kafka's metadata.version up to it (Kafka's last upgrade step), and the
-    level recorded in kraft.json, so that a later kctl.yaml with an older release is refused before anything is
-    rendered (kctl.kraft.phases.check_downgrade)."""
+    """Every node runs the new release now: Kafka's metadata.version up to it, recorded
+    (:func:`kctl.kraft.features.raise_and_record`)."""
     from kctl.kraft import features
-    from kctl.kraft import phases as kraft_record
 
-    before, after = features.raise_metadata_version(spec)
-    kraft_record.record_metadata_version(state_dir, after, spec.versions.kafka)
-    say(f"metadata.version: {before} (already the newest {spec.versions.kafka} supports)" if before == after
-        else f"metadata.version: {before} -> {after} (every node runs Kafka {spec.versions.kafka};"
-             " a raised metadata.version is not lowered again)")
-    return before, after
+    return features.raise_and_record(spec, state_dir, say)

@@ -222,8 +222,9 @@ NOT_RUNNING = ("STOPPED", "FAILED")
 
 
 def process_states(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, str]:
-    """RUNNING, STOPPED, FAILED (see :data:`GAVE_UP`) or WAITING-FOR-QUORUM per service, from a container's
-    command lines; RETIRED for a ZooKeeper of a cluster that left it (the image's ``retired``); and
+    """RUNNING, STOPPED, FAILED (see :data:`GAVE_UP`), WAITING-FOR-QUORUM or UNFORMATTED (KRaft storage kctl did
+    not make, refused: the image's ``unformatted``) per service, from a container's command lines; RETIRED for
+    a ZooKeeper of a cluster that left it (the image's ``retired``); and
     ``controller`` RUNNING where a KRaft controller's JVM runs (a node without one, or whose controller waits
     idle, has no entry: whether it should run one is the spec's phase, which the health assessment reads)."""
     procs = _states(cmdlines, services)
@@ -240,6 +241,15 @@ def process_states(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, 
 
 
 def _states(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, str]:
+    procs = _states_run(cmdlines, services)
+    # the image's `unformatted` SERVICE: storage without meta.properties that kctl did not make, refused
+    for service in ("controller", "kafka"):
+        if any(f"kctl/unformatted {service}" in c for c in cmdlines):
+            procs[service] = "UNFORMATTED"
+    return procs
+
+
+def _states_run(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, str]:
     procs: dict[str, str] = {}
     if "zookeeper" in services:
         procs["zookeeper"] = ("RUNNING" if any("QuorumPeerMain" in c for c in cmdlines) else

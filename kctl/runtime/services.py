@@ -44,3 +44,17 @@ def process_state(spec: ClusterSpec, host: str, service: str, timeout: float = 5
     if found[0].state != "running":
         return f"container {found[0].state}"
     return eng.processes(found[0], timeout).get(service, "unknown")
+
+
+def permit_format(spec: ClusterSpec, host: str, service: str) -> None:
+    """Leave the permit to format ``service``'s KRaft storage on ``host`` (:func:`kctl.contract.format_permit`):
+    its program formats the storage at its next start, or at once if it waits as UNFORMATTED."""
+    from kctl import contract
+    from kctl.errors import ClusterError
+
+    path = contract.format_permit(service)
+    code, out = engines.exec_in(spec, host, ["sh", "-c", f"touch {path} && chown 555:555 {path}"], user="root",
+                                timeout=30)
+    if code != 0:
+        raise ClusterError(f"{host}: cannot write {path}: {out.strip()[-300:]}",
+                           hint=f"`kctl status`; `kctl logs {host} --service {service}`")

@@ -44,6 +44,24 @@ def migration_state(spec: ClusterSpec) -> dict[str, object] | None:
     return data if isinstance(data, dict) else {"raw": data}
 
 
+def migrated_by(state: dict[str, object] | None) -> str | None:
+    """Pure: who migrated ZooKeeper's metadata, as the ``/migration`` znode says, or None while none has. The
+    active controller creates the znode with ``kraft_metadata_offset`` -1 when it claims the migration, and sets
+    it to the offset of the metadata log after the migration's records only once it has written them all (Kafka:
+    "Finished initial migration of ZK metadata to KRaft"); dual-write moves it on. A rollback deletes the znode,
+    so a migration after one starts from none: unlike a log line, this cannot be an earlier migration's."""
+    if not isinstance(state, dict):
+        return None
+    try:
+        offset = int(str(state.get("kraft_metadata_offset")))
+    except ValueError:
+        return None
+    if offset < 0:
+        return None
+    controller = state.get("kraft_controller_id")
+    return f"controller {controller}, ZooKeeper in step with the metadata log at offset {offset}"
+
+
 def delete_controller_and_migration(spec: ClusterSpec) -> list[str]:
     """Delete ``/controller`` and ``/migration`` (each if present); the paths deleted."""
     gone = []

@@ -722,10 +722,14 @@ def test_node_scripts_pass_the_cluster_id_as_one_argument() -> None:
     # A ZooKeeper-mode cluster's id is random URL-safe base64 and may start with '-' (1 in 64): given as its own
     # argument, kafka-storage.sh takes it for an option ("argument --cluster-id/-t: expected one argument") and the
     # controller never formats (seen in a migration's test). `--cluster-id=ID` keeps it a value.
+    # Both format through jvm-common.sh's kraft_storage (only storage kctl made: tests/unit/test_kraft_storage.py).
     for name in ("controller-start", "kafka-start"):
+        assert "kraft_storage " in (NODE / name).read_text(), name
+    for name in ("controller-start", "kafka-start", "jvm-common.sh"):
         text = (NODE / name).read_text()
         formats = [line for line in text.splitlines() if "kafka-storage.sh\" format" in line]
-        assert formats and all('--cluster-id="$cluster_id"' in line for line in formats), (name, formats)
+        assert (formats or name != "jvm-common.sh") and all('--cluster-id="$cluster_id"' in line
+                                                              for line in formats), (name, formats)
 
 
 def test_release_and_kraft_only_read_major_and_minor() -> None:

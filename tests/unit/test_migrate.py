@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kctl import migrate
@@ -46,11 +48,12 @@ def test_next_and_rollback_take_kafkas_steps_and_resume_where_they_stopped() -> 
     assert migrate.plan(ph.Record(Phase.dual_write), "next") == (
         Phase.kraft_brokers, ["write-files", "roll-brokers", "brokers-in-kraft"])
     assert migrate.plan(ph.Record(Phase.kraft_brokers), "rollback")[1][0] == "roll-brokers-to-zookeeper-with-migration"
-    # a transition under way is resumed by the same command, refused to another
+    # a transition under way is resumed by the same command, refused to another (but a next's rollback)
     busy = ph.Record(Phase.zookeeper, Phase.controllers, "next", ["read-cluster-id"])
     assert migrate.plan(busy, "next")[0] is Phase.controllers
-    with pytest.raises(KctlError, match="a next to controllers is under way"):
-        migrate.plan(busy, "rollback")
+    with pytest.raises(KctlError, match="a next to controllers is under way") as refused:
+        migrate.plan(busy, "finalize")
+    assert "`kctl migrate kraft rollback` stops it" in (refused.value.hint or "")
 
 
 def test_what_is_not_possible_or_not_built_is_refused_with_the_reason() -> None:
@@ -103,3 +106,131 @@ def test_clusters_it_cannot_migrate_yet_are_refused_before_anything(settings: di
     migrate.check_can_migrate(parse_spec({})[0])  # the default cluster may migrate, and a secured one
     migrate.check_can_migrate(parse_spec({"security": {"enabled": True}})[0])
     migrate.check_can_migrate(parse_spec({"engine": "swarm"})[0])
+
+
+def test_metadata_migrated_is_read_in_the_migration_znode_not_in_a_log() -> None:
+    from kctl.zk import migration as zkm
+
+    # what Kafka 3.9's controller writes: -1 while it has only claimed the migration, the offset after it
+    claimed = {"version": 0, "kraft_controller_id": 3001, "kraft_controller_epoch": 1,
+               "kraft_metadata_offset": -1, "kraft_metadata_epoch": -1}
+    assert zkm.migrated_by(claimed) is None
+    done = dict(claimed, kraft_metadata_offset=57, kraft_metadata_epoch=1)
+    assert zkm.migrated_by(done) == "controller 3001, ZooKeeper in step with the metadata log at offset 57"
+    # no znode (never migrated, or deleted by a rollback), an unreadable one, or no answer: not migrated
+    for state in (None, {"raw": "garbage"}, {"kraft_metadata_offset": None}, {"kraft_metadata_offset": "x"}):
+        assert zkm.migrated_by(state) is None
+
+
+def test_the_gate_asks_zookeeper_and_a_zookeeper_that_does_not_answer_is_not_migrated(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl.zk import migration as zkm
+
+    asked = []
+
+    def state(spec: object) -> dict[str, object]:
+        asked.append(spec)
+        return {"kraft_controller_id": 3002, "kraft_metadata_offset": 0}
+
+    monkeypatch.setattr(zkm, "migration_state", state)
+    probe = migrate._migrated_probe("spec")  # type: ignore[arg-type]
+    assert probe() == (True, "by controller 3002, ZooKeeper in step with the metadata log at offset 0")
+    assert asked == ["spec"]
+    monkeypatch.setattr(zkm, "migration_state", lambda spec: (_ for _ in ()).throw(KctlError("no quorum")))
+    assert probe() == (False, "no controller has finished it yet (/migration)")
+
+
+@pytest.mark.parametrize(("source", "target", "done", "steps"), [
+    (Phase.zookeeper, Phase.controllers, ["read-cluster-id", "write-files", "start-controllers"],
+     ["stop-controllers", "remove-controllers"]),
+    (Phase.zookeeper, Phase.controllers, [], ["stop-controllers", "remove-controllers"]),
+    (Phase.controllers, Phase.dual_write, ["write-files", "roll-brokers"],
+     ["stop-controllers", "delete-controller-and-migration-znodes", "roll-brokers-without-migration",
+      "remove-controllers"]),
+    (Phase.dual_write, Phase.kraft_brokers, ["write-files"],
+     ["roll-brokers-to-zookeeper-with-migration", "stop-controllers", "delete-controller-and-migration-znodes",
+      "roll-brokers-without-migration", "remove-controllers"]),
+])
+def test_a_stuck_next_is_rolled_back_from_the_phase_it_was_heading_for(source: Phase, target: Phase,
+                                                                      done: list[str], steps: list[str]) -> None:
+    stuck = ph.Record(source, target, "next", done, cluster_id="x")
+    assert ph.can_abort(stuck, "rollback") and not ph.can_abort(stuck, "next")
+    assert migrate.plan(stuck, "rollback") == (Phase.zookeeper, steps)
+    aborted = ph.abort_next(stuck, now=5.0)
+    assert (aborted.phase, aborted.target, aborted.action, aborted.done) == (target, None, None, [])
+    assert aborted.history[-1]["phase"] == target.value and "aborted" in aborted.history[-1]
+    assert (done[-1] if done else "its first step") in str(aborted.history[-1]["aborted"])
+    assert ph.begin(aborted, "rollback", Phase.zookeeper).target is Phase.zookeeper
+    assert migrate.plan(aborted, "rollback") == (Phase.zookeeper, steps)  # the same steps, as a rollback
+
+
+def test_what_a_rollback_does_not_stop_is_still_refused() -> None:
+    finalizing = ph.Record(Phase.kraft_brokers, Phase.kraft, "finalize", ["write-files", "roll-controllers"])
+    assert not ph.can_abort(finalizing, "rollback")
+    with pytest.raises(KctlError, match="a finalize to kraft is under way"):
+        migrate.plan(finalizing, "rollback")
+    rolling_back = ph.Record(Phase.dual_write, Phase.zookeeper, "rollback", ["stop-controllers"])
+    assert migrate.plan(rolling_back, "rollback")[1][0] == "stop-controllers"  # resumed, not restarted
+    with pytest.raises(KctlError, match="a rollback to zookeeper is under way"):
+        migrate.plan(rolling_back, "next")
+
+
+def test_the_rollback_of_a_next_stuck_at_the_controllers_quorum_runs_kafkas_steps(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kctl migrate kraft rollback` while `next` is stuck at controller-quorum (a controller held down): the
+    next is stopped, the controllers are stopped and removed, and the cluster is on ZooKeeper again with nothing
+    under way; a kctl killed in the rollback resumes it."""
+    import yaml
+
+    from kctl import lifecycle
+    from kctl.runtime import engines
+    from kctl.spec import ClusterSpec, load_cluster
+
+    spec_file = tmp_path / "kctl.yaml"
+    spec_file.write_text(yaml.safe_dump({"name": "logger"}))
+    state = tmp_path / ".kctl" / "logger"
+    ph.write(state, ph.Record(Phase.zookeeper, Phase.controllers, "next",
+                              ["read-cluster-id", "write-files", "start-controllers"], cluster_id="Xy7kQ2fnT3a1bC9dE0",
+                              pins=dict(ClusterSpec().migration_pins)))
+    conf = state / "logger1" / "conf"
+    conf.mkdir(parents=True)
+    for name in migrate.CONTROLLER_FILES:
+        (conf / name).write_text("x\n")
+    calls: list[tuple[str, ...]] = []
+
+    class Engine:
+        files_reach_a_restart = True
+
+        def stop_service(self, spec: object, host: str, service: str, dc: object = None) -> str:
+            calls.append(("stop", host, service))
+            return ""
+
+        def start_service(self, spec: object, host: str, service: str, dc: object = None) -> str:
+            calls.append(("start", host, service))
+            return ""
+
+    def exec_in(spec: object, host: str, argv: list[str], **kw: object) -> tuple[int, str]:
+        calls.append(("exec", host, *argv))
+        return 0, ""
+
+    monkeypatch.setattr(engines, "for_spec", lambda spec: Engine())
+    monkeypatch.setattr(engines, "exec_in", exec_in)
+    monkeypatch.setattr(migrate, "_settled", lambda spec: lambda: (True, "settled"))
+    monkeypatch.setattr(lifecycle, "start_stopped_processes", lambda *a, **k: [])
+    said: list[str] = []
+    spec = load_cluster(spec_file)[0]
+    out = migrate.run(spec, state, "rollback", progress=said.append)
+    assert (out.source, out.phase) == ("controllers", "zookeeper")
+    assert [s["step"] for s in out.steps] == ["stop-controllers", "remove-controllers"]
+    hosts = ["logger1", "logger2", "logger3"]
+    assert calls[:3] == [("stop", h, "controller") for h in hosts]  # stopped first, then removed
+    assert calls[3:] == [c for h in hosts for c in (("exec", h, "rm", "-rf", migrate.CONTROLLER_DATA),
+                                                    ("start", h, "controller"))]
+    assert not any((conf / name).exists() for name in migrate.CONTROLLER_FILES)
+    assert "stopping the next to controllers (steps done: read-cluster-id, write-files, start-controllers)" in said[0]
+    record = ph.read(state)
+    assert (record.phase, record.target, record.pins) == (Phase.zookeeper, None, {})
+    assert [h["phase"] for h in record.history] == ["controllers", "zookeeper"] and "aborted" in record.history[0]
+    assert not record.migrating
+    with pytest.raises(ph.RollbackRefused, match="no migration to roll back"):
+        migrate.plan(record, "rollback")

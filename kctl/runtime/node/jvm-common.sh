@@ -74,3 +74,33 @@ supervise() {
     sleep "$delay"
   fi
 }
+
+# kraft_storage SERVICE CONF DIR...: the KRaft storage of SERVICE (controller: its metadata log; kafka: a KRaft
+# broker's log dirs) formatted with the cluster's id (/etc/kctl/cluster-id), only where kctl made it. kctl leaves
+# a permit, /var/opt/kctl/.kctl-format-SERVICE on the node's data storage, when it makes that storage (a new
+# node's data dir: `kctl up` of a new cluster, `kctl node add`; a migration's controllers; `kctl node
+# format-storage`); the first start that finds the storage formatted takes the permit away. A DIR without
+# meta.properties and no permit is a lost, wiped or unmounted disk: Kafka refuses such storage, and so does
+# this (the image's `unformatted` says so in the service's log and waits).
+KCTL_FORMAT_PERMIT_DIR="${KCTL_FORMAT_PERMIT_DIR:-/var/opt/kctl}"
+kraft_storage() {
+  local svc="$1" conf="$2" d cluster_id
+  shift 2
+  local permit="$KCTL_FORMAT_PERMIT_DIR/.kctl-format-$svc" missing=()
+  for d in "$@"; do [ -e "$d/meta.properties" ] || missing+=("$d"); done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    rm -f "$permit"
+    return 0
+  fi
+  if [ ! -e "$permit" ]; then
+    exec "${KCTL_LIB_DIR:-/usr/local/lib/kctl}/unformatted" "$svc" "${missing[@]}"
+  fi
+  cluster_id="$(tr -d '[:space:]' < "${KCTL_CLUSTER_ID_FILE:-/etc/kctl/cluster-id}" 2>/dev/null || true)"
+  [ -n "$cluster_id" ] || { echo "kctl: ${KCTL_CLUSTER_ID_FILE:-/etc/kctl/cluster-id} is missing or empty" >&2; exit 64; }
+  mkdir -p "${missing[@]}"
+  echo "kctl: formatting ${missing[*]} for cluster $cluster_id (storage kctl made: $permit)"
+  env -u KAFKA_JMX_PORT -u KAFKA_OPTS KAFKA_HEAP_OPTS="-Xmx128m" LOG_DIR="$LOG_DIR" \
+    KAFKA_LOG4J_OPTS="-Dlog4j.configuration=file:$KAFKA_HOME/config/tools-log4j.properties" \
+    "$KAFKA_HOME/bin/kafka-storage.sh" format --cluster-id="$cluster_id" --config "$conf" --ignore-formatted
+  rm -f "$permit"
+}
