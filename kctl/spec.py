@@ -340,11 +340,14 @@ ALERT_RULES = {
     "group-status": "a consumer group's status WARN or worse",
     "disk": "a broker's data disk fuller than monitoring.disk_percent (85 %)",
     "exporter": "an exporter not answering",
+    "certificate": "a certificate of the secured profile expired or expiring within"
+                   " monitoring.certificate_warn_days (30); repeated daily",
 }
 
 
 def _default_alerts() -> dict[str, AlertRuleSpec]:
-    return {name: AlertRuleSpec(threshold_seconds=30.0 if name == "under-replicated" else 0.0)
+    return {name: AlertRuleSpec(threshold_seconds=30.0 if name == "under-replicated" else 0.0,
+                                repeat_seconds=86400.0 if name == "certificate" else 3600.0)
             for name in ALERT_RULES}
 
 
@@ -524,6 +527,8 @@ class MonitoringSpec(_Model):
     retention_hours: float = Field(24.0, gt=0, le=24 * 366, description="How long the monitor keeps its history.")
     disk_percent: float = Field(85.0, gt=0, le=100, description="The `disk` rule: a broker's data disk fuller"
                                                                 " than this.")
+    certificate_warn_days: float = Field(30.0, gt=0, le=3650, description="The `certificate` rule and `kctl cert"
+                                         " status`: a certificate expiring within this many days.")
     prometheus: bool = Field(
         False, description="Also run a Prometheus (scraping every exporter and the kctl monitor, with alert rules"
                            " equal to kctl's) and an Alertmanager (sending to the notifiers), built from Debian's"

@@ -40,6 +40,11 @@ def register(app: typer.Typer) -> None:
     quota_app.command("delete")(quota_delete)
     app.add_typer(quota_app, name="quota")
     app.command("client-config")(client_config)
+    cert_app = typer.Typer(help="The secured profile's certificates: their expiry and their renewal.",
+                           no_args_is_help=True)
+    cert_app.command("status")(cert_status)
+    cert_app.command("renew")(cert_renew)
+    app.add_typer(cert_app, name="cert")
 
 
 def _read_password(stdin: bool) -> str | None:
@@ -206,3 +211,61 @@ def client_config(
 
     store.write_secret(out, text)
     output.info(f"wrote {out} (mode 0600)")
+
+
+def cert_status(
+    file: Path = SpecOpt,
+    fmt: Format = OutputOpt,
+) -> None:
+    """The CA and every container's certificate: names, validity, days left, signed by the CA, the keystore
+    Kafka serves, the CA each container trusts. Exit 1 when one is expired, expiring within
+    monitoring.certificate_warn_days, or does not match."""
+    from kctl.security import certs
+    from kctl.spec import state_dir_for
+
+    spec = load(file)
+    found = certs.inventory(spec, state_dir_for(spec, file), warn_days=spec.monitoring.certificate_warn_days)
+    rows = [{"certificate": c.name, "not_after": c.not_after[:19].replace("T", " "), "days_left": round(c.days_left),
+             "signed_by_ca": c.signed_by_ca, "keystore": c.keystore or "-",
+             "trusts_ca": "-" if c.trusts_ca is None else c.trusts_ca,
+             "problems": "; ".join(c.problems) or "-", "sans": ", ".join(c.sans)} for c in found]
+    bad = [c for c in found if c.problems]
+    footer = (f"{len(bad)} certificate(s) need attention: `kctl cert renew` issues new ones from the same CA"
+              if bad else f"every certificate valid for more than {spec.monitoring.certificate_warn_days:g} days")
+    output.emit(found, fmt, rows=rows, columns=["certificate", "not_after", "days_left", "signed_by_ca", "keystore",
+                                                "trusts_ca", "problems"], wide_columns=["sans"],
+                title=f"certificates of {spec.name}", footer=footer)
+    raise typer.Exit(1 if bad else 0)
+
+
+def cert_renew(
+    nodes: list[str] = typer.Argument(None, help="Containers whose certificate to renew (default: every one)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    timeout: float = typer.Option(300, "--timeout", min=1, help="Seconds each gate of the roll may wait."),
+    file: Path = SpecOpt,
+) -> None:
+    """New certificates from the same CA (clients that trust it go on trusting the brokers), served after a
+    gated rolling restart of the brokers that hold them. Interrupted, a rerun renews and rolls again."""
+    from kctl.properties import services_of
+    from kctl.roll import run
+    from kctl.security import certs
+    from kctl.spec import state_dir_for
+
+    spec = connect(file, write=True)
+    if not spec.security.enabled:
+        raise UsageError(f"cluster {spec.name!r} is not secured: it has no certificates",
+                         hint="security.enabled in kctl.yaml (docs/security.md)")
+    containers = [(h, n) for h, n, _services in services_of(spec)]
+    hosts = sorted({h for ref in nodes for h, n in containers if h == ref or n.id == spec.node(ref).id}) \
+        if nodes else None
+    if not yes and not typer.confirm(f"renew the certificates of {', '.join(hosts or ['every container'])} and"
+                                     " restart their brokers one at a time?"):
+        raise typer.Exit(1)
+    state = state_dir_for(spec, file)
+    made = certs.renew(spec, state, hosts)
+    output.info(f"made: {', '.join(made)}")
+    brokers = [h for h, n, services in services_of(spec) if "kafka" in services and (hosts is None or h in hosts)]
+    if brokers:
+        result = run.roll(spec, state, service="kafka", nodes=brokers, gate_timeout=timeout, progress=output.info,
+                          command="kctl cert renew")
+        output.info(f"renewed and served: {len(result.plan.steps)} broker(s) restarted")

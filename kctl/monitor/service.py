@@ -39,12 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kctl import contract
 from kctl.monitor import metrics as mx
 from kctl.monitor import notify
 from kctl.monitor.alerts import Rule, Tracker
 from kctl.monitor.lag import GroupStatus
 from kctl.monitor.sampler import Windows, snapshot_of, to_json
 from kctl.monitor.store import Store, db_path
+from kctl.security import certs
 from kctl.spec import ClusterSpec
 from kctl.wait import ticks
 
@@ -52,6 +54,7 @@ DELIVERY_PERIOD_S = 2.0
 PRUNE_EVERY = 30  # rounds
 BACKOFF_BASE_S = 2.0  # the first retry's delay; doubled at each failure ...
 BACKOFF_CAP_S = 300.0  # ... up to this
+CERTIFICATES_EVERY_S = 3600.0  # how often a round reads the certificates again (they change only through kctl)
 MAX_REFUSALS = 3  # a notification the receiver refused this often is marked failed
 
 
@@ -84,6 +87,7 @@ class Observation:
     participants: int
     groups: dict[str, dict[str, Any]]  # group -> to_json
     disks: dict[str, float] = field(default_factory=dict)  # "broker N" -> used percent
+    certificates: dict[str, str] = field(default_factory=dict)  # "certificate HOST" -> what is wrong (expiry)
 
 
 def firing(obs: Observation, disk_percent: float) -> dict[tuple[str, str], str]:
@@ -121,6 +125,8 @@ def firing(obs: Observation, disk_percent: float) -> dict[tuple[str, str], str]:
             out[("disk", subject)] = f"data disk {pct:.1f} % full (rule: above {disk_percent:g} %)"
     for e in obs.report.get("errors", []):
         out[("exporter", f"{e['node']} {e['service']}")] = e["error"]
+    for subject, details in obs.certificates.items():
+        out[("certificate", subject)] = details
     return out
 
 
@@ -133,6 +139,7 @@ class Monitor:
                  store_timeout_s: float = 10.0) -> None:
         self.spec = spec
         self.state_dir = state_dir
+        self._certs_read: tuple[float, tuple[int, ...], dict[str, str]] | None = None
         self.interval_s = interval_s or spec.monitoring.interval_seconds
         self.window = window or spec.monitoring.window
         # Every line on one line: a group id or a receiver's answer may hold line breaks (a forged log line).
@@ -259,6 +266,26 @@ class Monitor:
                 out[f"broker {n.id}"] = 100.0 * u.used / u.total if u.total else 0.0
         return out
 
+    def certificates(self) -> dict[str, str]:
+        """The secured profile's certificates expired or expiring soon, read from the state dir's secrets hourly
+        and whenever they changed (`kctl cert renew` writes them: its alert closes at the next round)."""
+        if not self.spec.security.enabled:
+            return {}
+        now = time.monotonic()
+        where = self.state_dir / contract.HOST_SECRETS
+        try:
+            stamp = tuple(p.stat().st_mtime_ns for p in (where / "certs", where / contract.CA_FILE))
+        except OSError:
+            stamp = ()
+        if self._certs_read is None or self._certs_read[1] != stamp or \
+                now - self._certs_read[0] >= CERTIFICATES_EVERY_S:
+            try:
+                found = certs.expiring(self.spec, self.state_dir, self.spec.monitoring.certificate_warn_days)
+            except Exception as exc:  # noqa: BLE001 - unreadable secrets are said, the round goes on
+                found = {"certificates": f"cannot read the certificates: {type(exc).__name__}: {exc}"}
+            self._certs_read = (now, stamp, found)
+        return dict(self._certs_read[2])
+
     def round(self, *, with_groups: bool = True) -> list[Any]:
         """One round; ``with_groups``: sample the groups in it too (else :meth:`groups_loop` does, beside)."""
         started = time.monotonic()
@@ -271,7 +298,8 @@ class Monitor:
         scrapes = mx.scrape_all(self.endpoints)
         report = mx.report(self.last_scrapes or scrapes, scrapes)
         self.last_scrapes = scrapes
-        obs = Observation(report, self.zookeeper_modes(), len(self.spec.participants), docs, self.disks())
+        obs = Observation(report, self.zookeeper_modes(), len(self.spec.participants), docs, self.disks(),
+                          self.certificates())
         step = self.tracker.step(now, firing(obs, self.spec.monitoring.disk_percent))
         notes = step.notes
         ts_ms = int(now * 1000)

@@ -396,3 +396,67 @@ def test_support_bundle_of_the_secured_cluster_holds_its_answers_and_none_of_its
     again = kctl(secure, "support-bundle", "--out", str(out))
     assert again.returncode != 0 and "exists" in again.stderr and "Traceback" not in again.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == ["support.tar.gz"]
+
+
+@pytest.mark.long
+def test_cert_renew_rolls_a_broker_onto_its_new_certificate_and_no_client_is_refused(
+        secure: KafkaCluster, tmp_path: Path) -> None:
+    """logger2's certificate renewed under an acks=all producer that trusts only the CA: after the gated roll
+    the broker's listener serves the new certificate (read with Python's ssl, not kctl), and every record the
+    producer sent was acknowledged."""
+    import socket
+    import ssl
+    import threading
+
+    from confluent_kafka import Producer
+    from cryptography import x509
+
+    node = secure.spec.node("logger2")
+    port = secure.spec.client_port(node)
+
+    def served() -> x509.Certificate:
+        ctx = ssl.create_default_context(cafile=str(store.secrets_dir(secure.state_dir) / contract.CA_FILE))
+        ctx.check_hostname = False
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10)) as s:
+            return x509.load_der_x509_certificate(s.getpeercert(binary_form=True) or b"")
+
+    before = served()
+    topic = f"renew-{uuid.uuid4().hex[:6]}"
+    ok(kctl(secure, "topic", "create", topic, "-p", "3", "-r", "3"))
+    errors: list[str] = []
+    acked = [0]
+    stop = threading.Event()
+
+    def produce() -> None:
+        p = Producer({**secure.client_config(), "acks": "all", "linger.ms": 5})
+
+        def cb(err: Any, _m: Any) -> None:
+            if err is None:
+                acked[0] += 1
+            else:
+                errors.append(str(err))
+
+        sent = 0
+        deadline = time.monotonic() + 600
+        while not stop.is_set() and time.monotonic() < deadline and sent < 100_000:  # bounded
+            p.produce(topic, str(sent).encode(), on_delivery=cb)
+            sent += 1
+            p.poll(0.01)
+        p.flush(60)
+
+    t = threading.Thread(target=produce, daemon=True)
+    t.start()
+    try:
+        p = kctl(secure, "cert", "renew", "logger2", "--yes", timeout=900)
+        assert p.returncode == 0, p.stderr
+    finally:
+        stop.set()
+        t.join(120)
+    after = served()
+    on_disk = x509.load_pem_x509_certificate(
+        (store.secrets_dir(secure.state_dir) / "certs" / "logger2.pem").read_bytes())
+    assert after.serial_number != before.serial_number and after == on_disk
+    assert errors == [] and acked[0] > 0
+    st = kctl(secure, "cert", "status", "-o", "json")
+    assert st.returncode == 0, st.stdout
+    assert {c["name"]: c["keystore"] for c in json.loads(st.stdout)}["logger2"] == "current"
