@@ -221,11 +221,12 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     from kctl.runtime import mirrors, prometheus
 
     say = progress or (lambda _m: None)
+    eng = engines.for_spec(spec)
+    eng.check_before_down(spec, state_dir, volumes=volumes)  # engine hosts: each one this cluster's node, or bare
     if prometheus.down(spec, state_dir, volumes=volumes):
         say("stopped Prometheus and Alertmanager")
     if mirrors.down(spec, state_dir):
         say("stopped and removed the mirrors into this cluster")
-    eng = engines.for_spec(spec)
     dc = eng.client()
     infos = eng.containers(spec, dc)
     if graceful and any(c.state == "running" for c in infos) and not _zookeeper_quorum(spec):

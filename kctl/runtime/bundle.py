@@ -34,6 +34,7 @@ from pathlib import Path
 from kctl import cache, contract, properties
 from kctl.errors import KctlError
 from kctl.render import environment, node_files, template
+from kctl.runtime import host_identity
 from kctl.spec import ClusterSpec, Engine, NodeSpec
 
 Progress = Callable[[str], None]
@@ -207,11 +208,13 @@ def _bundle_env(spec: ClusterSpec, host: str, services: tuple[str, ...], dist: D
 
 
 def bundle_files(spec: ClusterSpec, dist: DistArchive, secrets: dict[str, dict[str, bytes]],
-                 hashes: dict[str, str] | None = None) -> dict[str, dict[str, BundleFile]]:
+                 hashes: dict[str, str] | None = None, uid: str | None = None) -> dict[str, dict[str, BundleFile]]:
     """Every node's bundle, ``{host: {relative path: file}}`` (the distribution's tar aside). Pure.
 
     ``hashes``: each node's config hash (:func:`kctl.render.render`), installed as /etc/kctl/config-hash: what
-    kctl compares to decide whether a host's bundle is up to date, as a container's label elsewhere."""
+    kctl compares to decide whether a host's bundle is up to date, as a container's label elsewhere.
+    ``uid``: the cluster's uid (:mod:`kctl.runtime.host_identity`), installed with the node's name and id as
+    /etc/kctl/identity; install.sh refuses a host whose identity, or data, is another's."""
     require_hosts(spec)
     node_dir = Path(__file__).resolve().parent / "node"
     host_dir = Path(__file__).resolve().parent / "host"
@@ -231,6 +234,8 @@ def bundle_files(spec: ClusterSpec, dist: DistArchive, secrets: dict[str, dict[s
             files[f"secrets/{name}"] = BundleFile(data, 0o400)
         if hashes and host in hashes:
             files["conf/config-hash"] = BundleFile(f"{hashes[host]}\n".encode(), 0o644)
+        if uid is not None:
+            files["conf/identity"] = BundleFile(host_identity.identity_text(spec, uid, host, node).encode(), 0o644)
         files[BUNDLE_ENV] = BundleFile(_bundle_env(spec, host, services, dist).encode(), 0o644)
         out[host] = dict(sorted(files.items()))
     return out
@@ -335,7 +340,8 @@ def write_bundles(spec: ClusterSpec, state_dir: Path, out: Path,
     hashes = {c.name: c.config_hash for c in render(spec, state_dir).containers}
     made: list[NodeBundle] = []
     try:
-        every = bundle_files(spec, dist, _secrets_of(spec, state_dir), hashes)
+        uid = host_identity.ensure_uid(state_dir)  # the first install of this cluster on hosts makes it
+        every = bundle_files(spec, dist, _secrets_of(spec, state_dir), hashes, uid)
         for host, files in every.items():
             write_node(out / host, files, dist)
             made.append(NodeBundle(host, tuple(s for s in contract.SERVICES if f"units/{contract.unit_name(s)}"

@@ -210,6 +210,108 @@ def test_installing_again_changes_nothing(fleet: Any, spec_file: Path) -> None:
     assert {h: (jvm_pid(fleet, h, "QuorumPeerMain"), jvm_pid(fleet, h, "kafka.Kafka")) for h in HOSTS} == before
 
 
+def host_state(fleet: Any, host: str) -> str:
+    """What a refused command must leave as it was on a host, read there: kctl's files (names, sizes, times),
+    the data directories' markers, myid and meta.properties (the data itself changes as the cluster runs), the
+    JVMs' process ids, and what is in /var/tmp."""
+    return on(fleet, host, as_root(
+        "find /etc/kctl /opt/kctl/bin /opt/kctl/bundle.env /etc/systemd/system/kctl-zookeeper.service"
+        " /etc/systemd/system/kctl-kafka.service -printf '%p %s %T@\\n' 2>/dev/null | sort;"
+        " find /var/opt/kctl \\( -name .kctl-identity -o -name myid -o -name meta.properties \\)"
+        " -printf '%p %s %T@\\n' 2>/dev/null | sort; pgrep -f '[Q]uorumPeerMain|[k]afka.Kafka' | sort;"
+        " ls -a /var/tmp; true"))
+
+
+def test_a_host_of_another_cluster_or_node_or_with_foreign_data_is_refused_with_nothing_written(
+        fleet: Any, spec_file: Path) -> None:
+    d = spec_file.parent
+    ips = {h: fleet[h].ip for h in HOSTS}
+    before = {h: host_state(fleet, h) for h in HOSTS}
+    assert "/etc/kctl/identity" in before["logger1"] and "/var/opt/kctl/.kctl-identity" in before["logger1"]
+    ident = on(fleet, "logger2", "cat /etc/kctl/identity")
+    assert "cluster=hl\n" in ident and "node=logger2\nid=2\n" in ident
+    assert on(fleet, "logger2", "sudo -n cat /var/opt/kctl/zookeeper/snapshots/.kctl-identity") == ident
+    spare = fleet["logger4"].ip  # bare: nothing of kctl on it
+    # another cluster (its own directory, so its own state dir) naming this cluster's hosts
+    other_dir = d / "other"
+    other_dir.mkdir(exist_ok=True)
+    other = write_spec(other_dir / "kctl.yaml", fleet, known_hosts=d / "known_hosts",
+                       addresses={"logger1": spare, "logger2": ips["logger2"], "logger3": ips["logger3"]})
+    other.write_text(other.read_text().replace("name: hl", "name: hx"))
+    # this cluster with two nodes' addresses swapped
+    swapped = write_spec(d / "swapped.yaml", fleet, addresses={**ips, "logger1": ips["logger2"],
+                                                               "logger2": ips["logger1"]})
+    cases = [
+        (other, ["up"], "refusing to install",
+         [f"logger2 ({ips['logger2']}): /etc/kctl/identity says it is node logger2 (id 2) of cluster 'hl'",
+          "another cluster than this state dir's (no uid yet"]),
+        (other, ["down", "--volumes"], "refusing to uninstall and delete the data",
+         [f"logger3 ({ips['logger3']}): /etc/kctl/identity says it is node logger3 (id 3) of cluster 'hl'"]),
+        (other, ["down"], "refusing to uninstall", ["of cluster 'hl'"]),
+        (swapped, ["up"], "refusing to install",
+         [f"logger1 ({ips['logger2']}): /etc/kctl/identity says it is node logger2 (id 2) of cluster 'hl'",
+          "another node of this cluster, not logger1 (id 1)",
+          "/var/opt/kctl/kafka/data holds the data of node logger2 (id 2)"]),
+        (swapped, ["down", "--volumes"], "refusing to uninstall and delete the data",
+         ["another node of this cluster, not logger2 (id 2)"]),
+    ]
+    for path, args, head, lines in cases:
+        done = kctl(path, *args, timeout=120)
+        assert done.returncode != 0, (args, done.stderr)
+        assert f"{head}: the hosts are not all this cluster's nodes; nothing was changed on any host" in done.stderr
+        for line in lines:
+            assert line in done.stderr, (args, line, done.stderr)
+        assert "hint: check nodes[].advertised_host" in done.stderr and "Traceback" not in done.stderr
+    assert installed(fleet, "logger4") == []
+    # by hand: another node's bundle run on a host is refused by install.sh itself, before it writes anything
+    assert kctl(spec_file, "bundle", "--out", str(d / "bundle")).returncode == 0
+    tar = subprocess.run(["tar", "-C", str(d / "bundle" / "logger3"), "-cf", "-", "."], capture_output=True,
+                         check=True, timeout=60).stdout
+    by_hand = subprocess.run([*fleet.ssh_argv("logger1"), "rm -rf b && mkdir b && tar -C b -xf - &&"
+                              " sudo -n ./b/install.sh; rc=$?; rm -rf b; exit $rc"], input=tar, capture_output=True,
+                             timeout=300)
+    assert by_hand.returncode == 1, by_hand.stdout
+    assert b"install.sh: this host is cluster=hl" in by_hand.stderr and b"refusing to install" in by_hand.stderr
+    assert {h: host_state(fleet, h) for h in HOSTS} == before  # nothing written, deleted, stopped or started
+
+    # a bare host with someone's ZooKeeper data where kctl's would go, and a host reached by two addresses
+    on(fleet, "logger4", as_root("mkdir -p /var/opt/kctl/zookeeper/snapshots/version-2 && echo 9 >"
+                                 " /var/opt/kctl/zookeeper/snapshots/myid"))
+    import docker
+
+    client = docker.from_env()
+    net = client.networks.create(f"kctl-hosts-second-{uuid.uuid4().hex[:8]}", labels=dict(fleet.labels))
+    try:
+        net.connect(fleet.container("logger4"))
+        fleet.container("logger4").reload()
+        second = fleet.container("logger4").attrs["NetworkSettings"]["Networks"][net.name]["IPAddress"]
+        twice_dir = d / "twice"
+        twice_dir.mkdir(exist_ok=True)
+        twice = write_spec(twice_dir / "kctl.yaml", fleet, known_hosts=d / "known_hosts",
+                           addresses={"logger1": spare, "logger2": second, "logger3": ips["logger3"]})
+        twice.write_text(twice.read_text().replace("name: hl", "name: hy"))
+        done = kctl(twice, "up", timeout=120)
+        assert done.returncode != 0, done.stderr
+        assert (f"logger1 ({spare}): /var/opt/kctl/zookeeper/snapshots holds data that kctl did not install there"
+                in done.stderr), done.stderr
+        assert f"logger1 ({spare}) and logger2 ({second}) are one machine (/etc/machine-id " in done.stderr
+        done = kctl(twice, "down", "--volumes", timeout=120)
+        assert done.returncode != 0 and "holds data that kctl did not install there" in done.stderr, done.stderr
+        # kctl node add onto it: refused before kctl.yaml or any host changes
+        text = spec_file.read_text()
+        done = kctl(spec_file, "node", "add", "--address", spare, "--role", "observer", timeout=300)
+        assert done.returncode != 0 and "holds data that kctl did not install there" in done.stderr, done.stderr
+        assert spec_file.read_text() == text
+        assert installed(fleet, "logger4") == []
+        assert on(fleet, "logger4", "sudo -n cat /var/opt/kctl/zookeeper/snapshots/myid").strip() == "9"
+    finally:
+        net.disconnect(fleet.container("logger4"), force=True)
+        net.remove()
+        client.close()
+        on(fleet, "logger4", "sudo -n rm -rf /var/opt/kctl")
+    assert {h: host_state(fleet, h) for h in HOSTS} == before
+
+
 # long: make test keeps the roll of `kctl apply` (gated, every broker) and the leader-kill drill under load.
 @pytest.mark.long
 def test_rolling_restart_under_load_loses_nothing(fleet: Any, spec_file: Path) -> None:

@@ -36,6 +36,36 @@ JAVA="$(command -v java || true)"
 java_major="$("$JAVA" -version 2>&1 | sed -n -E '1s/.*version "([0-9]+).*/\1/p')"
 [ "${java_major:-0}" -ge 17 ] || die "java on PATH is version ${java_major:-unknown}; Kafka $KCTL_KAFKA_VERSION here needs 17 or newer"
 
+# --- whose host this is, before anything is written (kctl up asks the same over ssh first): a host whose
+# /etc/kctl/identity, installed bundle or data is another cluster's or another node's is refused, and so is a
+# data directory with data but no kctl marker where this node is not installed (kctl never writes over it).
+ident() { grep -v '^#' "$1" | tr '\n' ' '; }
+if [ -f "$HERE/conf/identity" ]; then
+  want="$(ident "$HERE/conf/identity")"
+  ours=0
+  if [ -f /etc/kctl/identity ]; then
+    [ "$(ident /etc/kctl/identity)" = "$want" ] || die "this host is $(ident /etc/kctl/identity)(/etc/kctl/identity), not ${want}: refusing to install another cluster's or node's bundle over it; nothing was changed"
+    ours=1
+  elif [ -r /opt/kctl/bundle.env ]; then
+    have="$(. /opt/kctl/bundle.env; echo "$KCTL_CLUSTER $KCTL_NODE")"
+    [ "$have" = "$KCTL_CLUSTER $KCTL_NODE" ] || die "this host holds kctl's install of node ${have#* } of cluster ${have%% *} (/opt/kctl/bundle.env), not of node $KCTL_NODE of $KCTL_CLUSTER; nothing was changed"
+    ours=1
+  fi
+  prop() {
+    [ -r "$1" ] || return 0
+    sed -n -E "s/^[[:space:]]*$2[[:space:]]*[=:][[:space:]]*(.*[^[:space:]])[[:space:]]*$/\1/p" "$1" | tail -n 1
+  }
+  dirs="/var/opt/kctl $(prop "$HERE/conf/zoo.cfg" dataDir) $(prop "$HERE/conf/zoo.cfg" dataLogDir)"
+  dirs="$dirs $(prop "$HERE/conf/server.properties" log.dirs | tr ',' ' ')"
+  for d in $dirs; do
+    if [ -f "$d/.kctl-identity" ]; then
+      [ "$(ident "$d/.kctl-identity")" = "$want" ] || die "$d holds the data of $(ident "$d/.kctl-identity")not of ${want}: refusing to install over it; nothing was changed"
+    elif [ "$ours" -eq 0 ] && [ -d "$d" ] && [ -n "$(ls -A "$d")" ]; then
+      die "$d holds data that kctl did not install here (no .kctl-identity): refusing to install over it; move it away first; nothing was changed"
+    fi
+  done
+fi
+
 CHANGED=0
 RESTART=""
 changed() { echo "changed: $1"; CHANGED=$((CHANGED + 1)); }
@@ -101,6 +131,7 @@ for f in "$HERE"/conf/*; do
   case "$name" in
     zoo.cfg|zoo.cfg.dynamic|myid|log4j-zookeeper.properties) svcs=zookeeper ;;
     server.properties|log4j-kafka.properties|jmx-exporter.yaml) svcs=kafka ;;
+    identity) svcs="" ;;  # read by kctl-prepare at the next start; no process reads it
     *) svcs="$KCTL_BUNDLE_SERVICES" ;;
   esac
   install_file "$f" "/etc/kctl/$name" 0644 root:root $svcs
