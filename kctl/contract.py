@@ -208,6 +208,10 @@ HOST_UNIT_DIR = "/etc/systemd/system"
 SERVICE_USER = "logger"  # the seed's service user (uid and gid 555 where free), as in the node image
 SUPERVISOR_ENV = "KCTL_SUPERVISOR"  # "systemd" on a host: the wrappers leave restarts to systemd
 HOST_IDENTITY_FILE = f"{CONF_DIR}/identity"  # which cluster (its uid) and node this host is (install.sh)
+# A file per service whose running process predates the files install.sh has just installed for it (install.sh
+# writes it, kctl-prepare removes it at the service's next start; /run: a reboot restarts everything anyway):
+# what `kctl up` restarts through the roll.
+HOST_PENDING_DIR = "/run/kctl/restart-pending"
 DATA_MARKER = ".kctl-identity"  # a copy of it in each data directory kctl-prepare makes (and the data root)
 
 

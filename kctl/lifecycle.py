@@ -48,6 +48,7 @@ class UpResult:
     seconds: float
     state_dir: str
     started: list[str] = field(default_factory=list)  # host/service of each process `up` started again
+    restarted: list[str] = field(default_factory=list)  # host/service of each step of the roll after (kctl.roll.up)
 
 
 def converge(

@@ -169,13 +169,19 @@ def unit_env(spec: ClusterSpec, host: str, node: NodeSpec, services: tuple[str, 
     return dict(sorted(env.items()))
 
 
-def _unit(spec: ClusterSpec, host: str, node: NodeSpec, service: str) -> str:
+def dist_home(dist: DistArchive) -> str:
+    """Where install.sh unpacks a distribution on a host: a directory per identity, beside the others, so that
+    a new one is installed while the JVMs run from the old one (/opt/kctl/kafka links to the newest)."""
+    return f"{contract.HOST_ROOT}/dists/{dist.identity}/{dist.name}"
+
+
+def _unit(spec: ClusterSpec, host: str, node: NodeSpec, service: str, dist: DistArchive) -> str:
     shutdown = controlled_shutdown(properties.server_properties(spec, node)) if service == "kafka" else None
     return template(f"host/kctl-{service}.service.j2", cluster=spec.name, host=host, node_id=node.id,
                 service=service, rw_paths=writable_paths(spec, node, service),
                 rw_source="server.properties" if service == "kafka" else "zoo.cfg", shutdown=shutdown,
                 conf_dir=contract.CONF_DIR, user=contract.SERVICE_USER, env_file=contract.HOST_ENV_FILE,
-                supervisor_env=contract.SUPERVISOR_ENV, kafka_home=contract.HOST_KAFKA_HOME,
+                supervisor_env=contract.SUPERVISOR_ENV, kafka_home=dist_home(dist),
                 bin_dir=contract.HOST_BIN, data_root=contract.DATA_ROOT, nofile=NOFILE,
                 restart_seconds=RESTART_SECONDS, start_limit_burst=START_LIMIT_BURST,
                 start_limit_seconds=START_LIMIT_SECONDS, kafka_stop_seconds=stop_seconds(spec, node, "kafka"),
@@ -229,7 +235,8 @@ def bundle_files(spec: ClusterSpec, dist: DistArchive, secrets: dict[str, dict[s
         files["conf/kctl.env"] = BundleFile(_env_file(unit_env(spec, host, node, services)).encode(), 0o644)
         files["conf/README"] = BundleFile(_readme(spec, host, node, services).encode(), 0o644)
         for svc in services:
-            files[f"units/{contract.unit_name(svc)}"] = BundleFile(_unit(spec, host, node, svc).encode(), 0o644)
+            files[f"units/{contract.unit_name(svc)}"] = BundleFile(_unit(spec, host, node, svc, dist).encode(),
+                                                                   0o644)
         for name, data in sorted(secrets.get(host, {}).items()):
             files[f"secrets/{name}"] = BundleFile(data, 0o400)
         if hashes and host in hashes:

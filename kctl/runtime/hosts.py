@@ -7,8 +7,10 @@ container's (:func:`kctl.runtime.docker_api.process_states`); its config hash is
 was rendered with (/etc/kctl/config-hash). Commands that speak to ZooKeeper and Kafka reach the hosts'
 listeners at each node's ``advertised_host``, as they reach published ports elsewhere.
 
-``kctl up`` checks every host before it changes any (ssh login, ``sudo -n``, systemd as PID 1, Java 17),
-installs the bundles of the hosts whose config changed, then starts ZooKeeper everywhere before Kafka.
+``kctl up`` checks every host before it changes any (ssh login, ``sudo -n``, systemd as PID 1, Java 17, and that
+each one is this cluster's node or bare: :mod:`kctl.runtime.host_identity`), installs the bundles of the hosts
+whose config changed, then starts what is not running, ZooKeeper everywhere before Kafka; a running service whose
+files changed is left to the gated roll that follows (:mod:`kctl.roll.up`), never restarted here.
 ``kctl down`` stops the brokers (controlled shutdowns), then runs the installed uninstall.sh on every host
 (``--volumes``: the data too).
 """
@@ -307,31 +309,53 @@ class HostsEngine(Engine):
         return made, restarts
 
     def deliver(self, spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
-        """Every host's bundle installed; nothing restarted (the roll that follows restarts what must)."""
+        """Every host's bundle installed; nothing restarted (the roll that follows restarts what must: `kctl
+        apply` decides from what each process runs, so install.sh's record of pending restarts is cleared)."""
         from kctl.properties import services_of
 
         hosts = [h for h, _n, _s in services_of(spec)]
         _made, restarts = self._install_all(spec, state_dir, hosts, say)
+        with _pool(len(hosts)) as pool:
+            list(pool.map(lambda h: Ssh(spec).check(spec.node(h), ["rm", "-rf", contract.HOST_PENDING_DIR],
+                                                     timeout=60), hosts))
         changed = [h for h in hosts if restarts[h]]
         if changed:
             say(f"installed the new files on {', '.join(changed)}: they take effect as the roll restarts each"
                 " service")
 
     def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
+        """Install the bundles of ``services`` (hosts) and start every service that is not running, ZooKeeper on
+        every host before any broker. A running service whose files changed is not restarted here: install.sh
+        records it as pending on its host (:meth:`pending_restarts`), and `kctl up` restarts those through the
+        gated roll, one node at a time (:mod:`kctl.roll.up`)."""
         made, restarts = self._install_all(spec, state_dir, services, say)
         for host, again in restarts.items():
-            say(f"{host}: bundle installed" + (f"; restarting {', '.join(again)} (its files changed)" if again
-                                                else ""))
+            say(f"{host}: bundle installed" + (f"; {', '.join(again)} to restart through the roll (its files"
+                                                f" changed)" if again else ""))
         for svc in contract.SERVICES:  # ZooKeeper on every host before any broker
-            todo = [h for h in services if svc in made[h].services]
-
-            def go(host: str, svc: str = svc) -> str:
-                if svc in restarts[host]:
-                    self.stop_service(spec, host, svc)
-                return self.start_service(spec, host, svc)
-
+            todo = [h for h in services if svc in made[h].services and svc not in restarts[h]]
             with _pool(len(todo)) as pool:
-                list(pool.map(go, todo))
+                list(pool.map(lambda host, svc=svc: self.start_service(spec, host, svc), todo))
+
+    def pending_restarts(self, spec: ClusterSpec) -> dict[str, list[str]]:
+        """host -> its running services that install.sh recorded as pending (their process predates the files
+        installed for them; kctl-prepare clears the record when the service starts again)."""
+        from kctl.properties import services_of
+
+        found = [(h, n) for h, n, _s in services_of(spec)]
+        shell = "; ".join(f"[ -e {contract.HOST_PENDING_DIR}/{s} ] && systemctl is-active --quiet"
+                          f" {contract.unit_name(s)} && echo {s}" for s in contract.SERVICES) + "; true"
+
+        def look(node: NodeSpec) -> list[str]:
+            try:
+                code, out = Ssh(spec).run(node, ["sh", "-c", shell], timeout=30, stderr=False)
+            except SshError:
+                return []
+            return [s for s in out.split() if s in contract.SERVICES] if code == 0 else []
+
+        with _pool(len(found)) as pool:
+            seen = list(pool.map(lambda item: look(item[1]), found))
+        return {h: svcs for (h, _n), svcs in zip(found, seen, strict=True) if svcs}
 
     def ps(self, spec: ClusterSpec, state_dir: Path) -> str:
         units = " ".join(contract.unit_name(s) for s in contract.SERVICES)
@@ -401,8 +425,9 @@ class HostsEngine(Engine):
         self.deploy(spec, state_dir, lambda _m: None, [host])
 
     def recreate_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
-        """A host is not made again: its bundle is installed again and its services started (ZooKeeper, then
-        Kafka); one that runs and whose files changed is restarted."""
+        """A host is not made again: its bundle is installed again and its stopped services started (ZooKeeper,
+        then Kafka; the roll's step has stopped them); one that runs and whose files changed is left recorded as
+        pending for the roll (:meth:`pending_restarts`)."""
         self.deploy(spec, state_dir, lambda _m: None, [host])
 
     def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
