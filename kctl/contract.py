@@ -166,6 +166,10 @@ ROLL_RECORD_FILE = "roll.json"
 # The engine a cluster was deployed with when kctl.yaml does not say (`kctl up --engine swarm`), so that later
 # commands on that state dir use it too; removed with the state dir (`kctl down --volumes`).
 ENGINE_FILE = "engine"
+# engine hosts: the id kctl gives a cluster the first time it installs it on hosts (before Kafka has a cluster id
+# of its own), written on every host with the node's own id (HOST_IDENTITY_FILE): a host that holds another's
+# is refused before anything is written or deleted there (kctl.runtime.host_identity).
+CLUSTER_UID_FILE = "cluster-uid"
 
 # ----- image and versions ----------------------------------------------------------------------
 IMAGE_REPO = "kctl/node"
@@ -215,6 +219,12 @@ HOST_SECRETS_STORE = f"{CONF_DIR}/secrets"  # 0700, files 0400, owned by SERVICE
 HOST_UNIT_DIR = "/etc/systemd/system"
 SERVICE_USER = "logger"  # the seed's service user (uid and gid 555 where free), as in the node image
 SUPERVISOR_ENV = "KCTL_SUPERVISOR"  # "systemd" on a host: the wrappers leave restarts to systemd
+HOST_IDENTITY_FILE = f"{CONF_DIR}/identity"  # which cluster (its uid) and node this host is (install.sh)
+# A file per service whose running process predates the files install.sh has just installed for it (install.sh
+# writes it, kctl-prepare removes it at the service's next start; /run: a reboot restarts everything anyway):
+# what `kctl up` restarts through the roll.
+HOST_PENDING_DIR = "/run/kctl/restart-pending"
+DATA_MARKER = ".kctl-identity"  # a copy of it in each data directory kctl-prepare makes (and the data root)
 
 
 def unit_name(service: str) -> str:

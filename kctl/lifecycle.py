@@ -48,6 +48,7 @@ class UpResult:
     seconds: float
     state_dir: str
     started: list[str] = field(default_factory=list)  # host/service of each process `up` started again
+    restarted: list[str] = field(default_factory=list)  # host/service of each step of the roll after (kctl.roll.up)
 
 
 def converge(
@@ -239,11 +240,12 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     from kctl.runtime import mirrors, prometheus
 
     say = progress or (lambda _m: None)
+    eng = engines.for_spec(spec)
+    eng.check_before_down(spec, state_dir, volumes=volumes)  # engine hosts: each one this cluster's node, or bare
     if prometheus.down(spec, state_dir, volumes=volumes):
         say("stopped Prometheus and Alertmanager")
     if mirrors.down(spec, state_dir):
         say("stopped and removed the mirrors into this cluster")
-    eng = engines.for_spec(spec)
     dc = eng.client()
     infos = eng.containers(spec, dc)
     if graceful and any(c.state == "running" for c in infos) and not _zookeeper_quorum(spec):

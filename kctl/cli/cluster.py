@@ -59,7 +59,7 @@ def up(
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Render, start the ensemble, and wait until it is verified healthy."""
-    from kctl import identity, lifecycle
+    from kctl import identity
     from kctl.errors import UsageError
     from kctl.runtime import engines
     from kctl.spec import Engine, record_engine, state_dir_for
@@ -87,13 +87,18 @@ def up(
         spec = spec.model_copy(update={"ssh": spec.ssh.model_copy(update={"trust_on_first_use": True})})
     identity.check_containers(spec, state)  # same name, other directory: never touch its containers
     identity.check_ports(spec, state)
+    from kctl.roll import up as rolling
+
     with output.waiting() as (stage, say):
-        result = lifecycle.up(spec, state, wait=not no_wait, timeout=timeout, kafka_dist=kafka_dist,
-                              progress=say, on_stage=stage, strict_spread=strict_spread)
+        # engine hosts: the services whose files changed under them restarted through the roll afterwards
+        result = rolling.up(spec, state, wait=not no_wait, timeout=timeout, kafka_dist=kafka_dist,
+                            progress=say, on_stage=stage, strict_spread=strict_spread)
     if engine is not None:
         record_engine(state, spec.engine)
     for s in result.stages:
         output.info(f"ok  {s.name} ({s.seconds:.1f}s): {s.saw}")
+    if result.restarted:
+        output.info(f"restarted one at a time through the roll's gates: {', '.join(result.restarted)}")
     if no_wait:
         output.info(f"{spec.name}: started in {result.seconds:.1f}s (not waiting; see `kctl status`)")
     else:

@@ -34,6 +34,7 @@ from pathlib import Path
 from kctl import cache, contract, properties
 from kctl.errors import KctlError
 from kctl.render import environment, node_files, template
+from kctl.runtime import host_identity
 from kctl.spec import ClusterSpec, Engine, NodeSpec
 
 Progress = Callable[[str], None]
@@ -168,13 +169,19 @@ def unit_env(spec: ClusterSpec, host: str, node: NodeSpec, services: tuple[str, 
     return dict(sorted(env.items()))
 
 
-def _unit(spec: ClusterSpec, host: str, node: NodeSpec, service: str) -> str:
+def dist_home(dist: DistArchive) -> str:
+    """Where install.sh unpacks a distribution on a host: a directory per identity, beside the others, so that
+    a new one is installed while the JVMs run from the old one (/opt/kctl/kafka links to the newest)."""
+    return f"{contract.HOST_ROOT}/dists/{dist.identity}/{dist.name}"
+
+
+def _unit(spec: ClusterSpec, host: str, node: NodeSpec, service: str, dist: DistArchive) -> str:
     shutdown = controlled_shutdown(properties.server_properties(spec, node)) if service == "kafka" else None
     return template(f"host/kctl-{service}.service.j2", cluster=spec.name, host=host, node_id=node.id,
                 service=service, rw_paths=writable_paths(spec, node, service),
                 rw_source="server.properties" if service == "kafka" else "zoo.cfg", shutdown=shutdown,
                 conf_dir=contract.CONF_DIR, user=contract.SERVICE_USER, env_file=contract.HOST_ENV_FILE,
-                supervisor_env=contract.SUPERVISOR_ENV, kafka_home=contract.HOST_KAFKA_HOME,
+                supervisor_env=contract.SUPERVISOR_ENV, kafka_home=dist_home(dist),
                 bin_dir=contract.HOST_BIN, data_root=contract.DATA_ROOT, nofile=NOFILE,
                 restart_seconds=RESTART_SECONDS, start_limit_burst=START_LIMIT_BURST,
                 start_limit_seconds=START_LIMIT_SECONDS, kafka_stop_seconds=stop_seconds(spec, node, "kafka"),
@@ -207,11 +214,13 @@ def _bundle_env(spec: ClusterSpec, host: str, services: tuple[str, ...], dist: D
 
 
 def bundle_files(spec: ClusterSpec, dist: DistArchive, secrets: dict[str, dict[str, bytes]],
-                 hashes: dict[str, str] | None = None) -> dict[str, dict[str, BundleFile]]:
+                 hashes: dict[str, str] | None = None, uid: str | None = None) -> dict[str, dict[str, BundleFile]]:
     """Every node's bundle, ``{host: {relative path: file}}`` (the distribution's tar aside). Pure.
 
     ``hashes``: each node's config hash (:func:`kctl.render.render`), installed as /etc/kctl/config-hash: what
-    kctl compares to decide whether a host's bundle is up to date, as a container's label elsewhere."""
+    kctl compares to decide whether a host's bundle is up to date, as a container's label elsewhere.
+    ``uid``: the cluster's uid (:mod:`kctl.runtime.host_identity`), installed with the node's name and id as
+    /etc/kctl/identity; install.sh refuses a host whose identity, or data, is another's."""
     require_hosts(spec)
     node_dir = Path(__file__).resolve().parent / "node"
     host_dir = Path(__file__).resolve().parent / "host"
@@ -226,11 +235,14 @@ def bundle_files(spec: ClusterSpec, dist: DistArchive, secrets: dict[str, dict[s
         files["conf/kctl.env"] = BundleFile(_env_file(unit_env(spec, host, node, services)).encode(), 0o644)
         files["conf/README"] = BundleFile(_readme(spec, host, node, services).encode(), 0o644)
         for svc in services:
-            files[f"units/{contract.unit_name(svc)}"] = BundleFile(_unit(spec, host, node, svc).encode(), 0o644)
+            files[f"units/{contract.unit_name(svc)}"] = BundleFile(_unit(spec, host, node, svc, dist).encode(),
+                                                                   0o644)
         for name, data in sorted(secrets.get(host, {}).items()):
             files[f"secrets/{name}"] = BundleFile(data, 0o400)
         if hashes and host in hashes:
             files["conf/config-hash"] = BundleFile(f"{hashes[host]}\n".encode(), 0o644)
+        if uid is not None:
+            files["conf/identity"] = BundleFile(host_identity.identity_text(spec, uid, host, node).encode(), 0o644)
         files[BUNDLE_ENV] = BundleFile(_bundle_env(spec, host, services, dist).encode(), 0o644)
         out[host] = dict(sorted(files.items()))
     return out
@@ -335,7 +347,8 @@ def write_bundles(spec: ClusterSpec, state_dir: Path, out: Path,
     hashes = {c.name: c.config_hash for c in render(spec, state_dir).containers}
     made: list[NodeBundle] = []
     try:
-        every = bundle_files(spec, dist, _secrets_of(spec, state_dir), hashes)
+        uid = host_identity.ensure_uid(state_dir)  # the first install of this cluster on hosts makes it
+        every = bundle_files(spec, dist, _secrets_of(spec, state_dir), hashes, uid)
         for host, files in every.items():
             write_node(out / host, files, dist)
             made.append(NodeBundle(host, tuple(s for s in contract.SERVICES if f"units/{contract.unit_name(s)}"

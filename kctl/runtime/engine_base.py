@@ -191,6 +191,17 @@ class Engine(abc.ABC):
         restarting anything (``kctl apply``, before its roll). Compose: already there (a bind mount)."""
         return None
 
+    def pending_restarts(self, spec: ClusterSpec) -> dict[str, list[str]]:
+        """host -> the running services whose process predates the files installed for it since (engine hosts:
+        what ``kctl up`` restarts through the roll, :mod:`kctl.roll.up`). Compose and Swarm: none, a changed
+        node's container is made again."""
+        return {}
+
+    def check_before_down(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool) -> None:
+        """What ``kctl down`` refuses before it stops or removes anything (KctlError). Compose and Swarm: the
+        containers' labels say whose they are (kctl.identity.check_containers, before this)."""
+        return None
+
     def purge_node_data(self, spec: ClusterSpec, host: str) -> None:
         """Remove a removed node's data (``kctl node remove``). Compose and Swarm: it is in the state dir or a
         volume, which the caller and :meth:`remove_one` remove."""

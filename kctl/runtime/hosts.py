@@ -7,8 +7,10 @@ container's (:func:`kctl.runtime.docker_api.process_states`); its config hash is
 was rendered with (/etc/kctl/config-hash). Commands that speak to ZooKeeper and Kafka reach the hosts'
 listeners at each node's ``advertised_host``, as they reach published ports elsewhere.
 
-``kctl up`` checks every host before it changes any (ssh login, ``sudo -n``, systemd as PID 1, Java 17),
-installs the bundles of the hosts whose config changed, then starts ZooKeeper everywhere before Kafka.
+``kctl up`` checks every host before it changes any (ssh login, ``sudo -n``, systemd as PID 1, Java 17, and that
+each one is this cluster's node or bare: :mod:`kctl.runtime.host_identity`), installs the bundles of the hosts
+whose config changed, then starts what is not running, ZooKeeper everywhere before Kafka; a running service whose
+files changed is left to the gated roll that follows (:mod:`kctl.roll.up`), never restarted here.
 ``kctl down`` stops the brokers (controlled shutdowns), then runs the installed uninstall.sh on every host
 (``--volumes``: the data too).
 """
@@ -23,8 +25,10 @@ from typing import Any
 
 from kctl import contract
 from kctl.errors import KctlError
+from kctl.runtime import host_identity as hid
 from kctl.runtime.docker_api import GAVE_UP, Container, ContainerInfo, process_states
 from kctl.runtime.engine_base import Engine, Progress
+from kctl.runtime.host_identity import HostFacts
 from kctl.runtime.ssh import Ssh, SshError
 from kctl.spec import ClusterSpec, NodeSpec
 from kctl.spec import Engine as EngineKind
@@ -41,6 +45,7 @@ _OBSERVE = "; ".join([f"cat {CONFIG_HASH_FILE} 2>/dev/null || echo -", "echo ---
 # Checked on every host before `kctl up` changes any: sudo without a password, systemd as PID 1, Java 17+.
 _PREFLIGHT = ("echo sudo-ok; if [ -d /run/systemd/system ] && [ \"$(ps -o comm= -p 1)\" = systemd ]; then"
               " echo systemd-ok; fi; java -version 2>&1 | head -n 1")
+_FACTS = "---kctl-host-facts---"  # what follows it: the host's identity and data (kctl.runtime.host_identity)
 
 
 def _pool(n: int) -> cf.ThreadPoolExecutor:
@@ -188,35 +193,69 @@ class HostsEngine(Engine):
 
     # ----- lifecycle ----------------------------------------------------------------------------
 
-    def host_problems(self, spec: ClusterSpec) -> list[tuple[NodeSpec, str | None]]:
+    def host_checks(self, spec: ClusterSpec) -> list[tuple[NodeSpec, str | None, HostFacts | None]]:
         """Each host's problem for kctl, or None: it answers over ssh, runs `sudo -n`, boots systemd and has Java
-        17 or newer (asked of every host at once)."""
+        17 or newer; and what it holds of kctl (:mod:`kctl.runtime.host_identity`), read in the same round trip
+        (asked of every host at once)."""
         from kctl.properties import services_of
 
-        nodes = [n for _h, n, _s in services_of(spec)]
+        found = [(n, s) for _h, n, s in services_of(spec)]
 
-        def check(node: NodeSpec) -> str | None:
+        def check(item: tuple[NodeSpec, tuple[str, ...]]) -> tuple[str | None, HostFacts | None]:
+            node, services = item
+            shell = f"{_PREFLIGHT}; echo {_FACTS}; {hid.observe_script(hid.data_dirs(spec, node, services))}"
             try:
-                code, out = Ssh(spec).run(node, ["sh", "-c", _PREFLIGHT], timeout=spec.ssh.connect_timeout + 20)
+                code, out = Ssh(spec).run(node, ["sh", "-c", shell], timeout=spec.ssh.connect_timeout + 20)
             except SshError as exc:
-                return f"{exc.message}: {exc.hint}" if exc.hint else exc.message
+                return (f"{exc.message}: {exc.hint}" if exc.hint else exc.message), None
+            out, _, facts_out = out.partition(f"{_FACTS}\n")
+            facts = hid.parse_facts(facts_out) if "sudo-ok" in out else None
             where = f"{node.hostname} ({spec.node_address(node)})"
             if "sudo-ok" not in out:
                 return (f"{where}: `sudo -n` does not run commands for {spec.ssh.user or 'the login user'}"
-                        f" without a password: {out.strip()[-200:]}")
+                        f" without a password: {out.strip()[-200:]}"), None
             if "systemd-ok" not in out:
-                return f"{where}: the host does not run systemd as PID 1 (kctl installs systemd units)"
+                return f"{where}: the host does not run systemd as PID 1 (kctl installs systemd units)", facts
             version = out.strip().splitlines()[-1] if out.strip() else ""
             major = _java_major(version)
             if major is None:
                 return (f"{where}: no java on the PATH (install a Java 17 runtime: apt-get install"
-                        " openjdk-17-jre-headless)")
+                        " openjdk-17-jre-headless)"), facts
             if major < 17:
-                return f"{where}: java is version {major}; kctl runs Kafka {spec.versions.kafka} on Java 17 or newer"
-            return None
+                return (f"{where}: java is version {major}; kctl runs Kafka {spec.versions.kafka} on Java 17 or"
+                        " newer"), facts
+            return None, facts
 
-        with _pool(len(nodes)) as pool:
-            return list(zip(nodes, pool.map(check, nodes), strict=True))
+        with _pool(len(found)) as pool:
+            return [(n, *r) for (n, _s), r in zip(found, pool.map(check, found), strict=True)]
+
+    def host_problems(self, spec: ClusterSpec) -> list[tuple[NodeSpec, str | None]]:
+        """:meth:`host_checks` without what the hosts hold."""
+        return [(n, p) for n, p, _f in self.host_checks(spec)]
+
+    def identity_problems(self, spec: ClusterSpec, facts: list[tuple[NodeSpec, HostFacts | None]], *,
+                          data: bool = True) -> list[str]:
+        """Every host that is not its node of this cluster (:func:`kctl.runtime.host_identity.problems`), and
+        every machine two nodes reach: one line each."""
+        from kctl.properties import services_of
+
+        uid = hid.read_uid(Path(spec.state_dir)) if spec.state_dir else None
+        names = {n.hostname: h for h, n, _s in services_of(spec)}
+        out: list[str] = []
+        seen: list[tuple[str, str | None]] = []
+        for node, f in facts:
+            if f is None:
+                continue
+            where = f"{node.hostname} ({spec.node_address(node)})"
+            want = hid.Expected(spec.name, uid, names.get(node.hostname, node.hostname), node.id)
+            out += [f"{where}: {why}" for why in hid.problems(want, f, data=data)]
+            seen.append((where, f.machine_id))
+        return out + hid.same_machines(seen)
+
+    def _refuse_foreign(self, problems: list[str], doing: str) -> None:
+        if problems:
+            raise KctlError(f"refusing to {doing}: the hosts are not all this cluster's nodes; nothing was changed"
+                            " on any host:\n  - " + "\n  - ".join(problems), hint=hid.HINT)
 
     def preflight(self, spec: ClusterSpec, existing: dict[str, ContainerInfo], dc: Any, say: Progress,
                   strict_spread: bool = False) -> None:
@@ -233,14 +272,16 @@ class HostsEngine(Engine):
                 said = ssh.trust_new(node)
                 if said:
                     say(said)
-        found = self.host_problems(spec)
-        problems = [p for _n, p in found if p]
+        found = self.host_checks(spec)
+        problems = [p for _n, p, _f in found if p]
         if problems:
             raise KctlError("cannot deploy to the hosts; nothing was changed on any host:\n  - "
                             + "\n  - ".join(problems),
                             hint="fix each host (or nodes[].advertised_host and ssh: in kctl.yaml), then run"
                                  " `kctl up` again")
-        say(f"hosts: {len(found)} reachable over ssh, with sudo, systemd and Java 17+")
+        self._refuse_foreign(self.identity_problems(spec, [(n, f) for n, _p, f in found]), "install")
+        say(f"hosts: {len(found)} reachable over ssh, with sudo, systemd and Java 17+; each one this cluster's node"
+            " or bare")
 
     def _install(self, spec: ClusterSpec, node: NodeSpec, local: Path) -> list[str]:
         """Ship one node's bundle and run its install.sh; the services it says need a restart."""
@@ -268,31 +309,53 @@ class HostsEngine(Engine):
         return made, restarts
 
     def deliver(self, spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
-        """Every host's bundle installed; nothing restarted (the roll that follows restarts what must)."""
+        """Every host's bundle installed; nothing restarted (the roll that follows restarts what must: `kctl
+        apply` decides from what each process runs, so install.sh's record of pending restarts is cleared)."""
         from kctl.properties import services_of
 
         hosts = [h for h, _n, _s in services_of(spec)]
         _made, restarts = self._install_all(spec, state_dir, hosts, say)
+        with _pool(len(hosts)) as pool:
+            list(pool.map(lambda h: Ssh(spec).check(spec.node(h), ["rm", "-rf", contract.HOST_PENDING_DIR],
+                                                     timeout=60), hosts))
         changed = [h for h in hosts if restarts[h]]
         if changed:
             say(f"installed the new files on {', '.join(changed)}: they take effect as the roll restarts each"
                 " service")
 
     def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
+        """Install the bundles of ``services`` (hosts) and start every service that is not running, ZooKeeper on
+        every host before any broker. A running service whose files changed is not restarted here: install.sh
+        records it as pending on its host (:meth:`pending_restarts`), and `kctl up` restarts those through the
+        gated roll, one node at a time (:mod:`kctl.roll.up`)."""
         made, restarts = self._install_all(spec, state_dir, services, say)
         for host, again in restarts.items():
-            say(f"{host}: bundle installed" + (f"; restarting {', '.join(again)} (its files changed)" if again
-                                                else ""))
+            say(f"{host}: bundle installed" + (f"; {', '.join(again)} to restart through the roll (its files"
+                                                f" changed)" if again else ""))
         for svc in contract.SERVICES:  # ZooKeeper on every host before any broker
-            todo = [h for h in services if svc in made[h].services]
-
-            def go(host: str, svc: str = svc) -> str:
-                if svc in restarts[host]:
-                    self.stop_service(spec, host, svc)
-                return self.start_service(spec, host, svc)
-
+            todo = [h for h in services if svc in made[h].services and svc not in restarts[h]]
             with _pool(len(todo)) as pool:
-                list(pool.map(go, todo))
+                list(pool.map(lambda host, svc=svc: self.start_service(spec, host, svc), todo))
+
+    def pending_restarts(self, spec: ClusterSpec) -> dict[str, list[str]]:
+        """host -> its running services that install.sh recorded as pending (their process predates the files
+        installed for them; kctl-prepare clears the record when the service starts again)."""
+        from kctl.properties import services_of
+
+        found = [(h, n) for h, n, _s in services_of(spec)]
+        shell = "; ".join(f"[ -e {contract.HOST_PENDING_DIR}/{s} ] && systemctl is-active --quiet"
+                          f" {contract.unit_name(s)} && echo {s}" for s in contract.SERVICES) + "; true"
+
+        def look(node: NodeSpec) -> list[str]:
+            try:
+                code, out = Ssh(spec).run(node, ["sh", "-c", shell], timeout=30, stderr=False)
+            except SshError:
+                return []
+            return [s for s in out.split() if s in contract.SERVICES] if code == 0 else []
+
+        with _pool(len(found)) as pool:
+            seen = list(pool.map(lambda item: look(item[1]), found))
+        return {h: svcs for (h, _n), svcs in zip(found, seen, strict=True) if svcs}
 
     def ps(self, spec: ClusterSpec, state_dir: Path) -> str:
         units = " ".join(contract.unit_name(s) for s in contract.SERVICES)
@@ -306,7 +369,38 @@ class HostsEngine(Engine):
             lines.append(f"== {n.hostname} ({spec.node_address(n)})\n{out.rstrip()}")
         return "\n".join(lines) + "\n"
 
+    def host_facts(self, spec: ClusterSpec, nodes: list[NodeSpec]) -> list[tuple[NodeSpec, HostFacts | None]]:
+        """What each host holds of kctl (None: ssh failed there), asked of every host at once."""
+        from kctl.properties import services_of
+
+        services = {n.hostname: s for _h, n, s in services_of(spec)}
+
+        def look(node: NodeSpec) -> HostFacts | None:
+            script = hid.observe_script(hid.data_dirs(spec, node, services.get(node.hostname, contract.SERVICES)))
+            try:
+                code, out = Ssh(spec).run(node, ["sh", "-c", script], timeout=spec.ssh.connect_timeout + 20,
+                                          stderr=False)
+            except SshError:
+                return None
+            return hid.parse_facts(out) if code == 0 else None
+
+        with _pool(len(nodes)) as pool:
+            return list(zip(nodes, pool.map(look, nodes), strict=True))
+
+    def check_before_down(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool) -> None:
+        """Every host that answers is this cluster's node, or holds nothing of kctl (``volumes``: nor data that
+        kctl did not install): else nothing is stopped, uninstalled or deleted anywhere."""
+        doing = "uninstall and delete the data" if volumes else "uninstall"
+        self._refuse_foreign(self.identity_problems(spec, self.host_facts(spec, list(spec.nodes)), data=volumes),
+                             doing)
+
+    def _require_own(self, spec: ClusterSpec, node: NodeSpec, *, data: bool) -> None:
+        self._refuse_foreign(self.identity_problems(spec, self.host_facts(spec, [node]), data=data),
+                             f"change {node.hostname}'s host")
+
     def _uninstall(self, spec: ClusterSpec, node: NodeSpec, *, volumes: bool) -> bool:
+        """Run the installed uninstall.sh (``volumes``: with --purge-data; on a host without an install, the data
+        root alone). Its caller has checked the host is this node's (:meth:`identity_problems`)."""
         flag = " --purge-data" if volumes else ""
         shell = f"if [ -x {UNINSTALL} ]; then exec {UNINSTALL}{flag}; else echo not-installed; fi"
         out = Ssh(spec).check(node, shell=shell, timeout=300, what="uninstall.sh")
@@ -331,12 +425,14 @@ class HostsEngine(Engine):
         self.deploy(spec, state_dir, lambda _m: None, [host])
 
     def recreate_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
-        """A host is not made again: its bundle is installed again and its services started (ZooKeeper, then
-        Kafka); one that runs and whose files changed is restarted."""
+        """A host is not made again: its bundle is installed again and its stopped services started (ZooKeeper,
+        then Kafka; the roll's step has stopped them); one that runs and whose files changed is left recorded as
+        pending for the roll (:meth:`pending_restarts`)."""
         self.deploy(spec, state_dir, lambda _m: None, [host])
 
     def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
         node = spec.node(host)
+        self._require_own(spec, node, data=False)
         if stop_timeout > 0:
             for svc in ("kafka", "zookeeper"):
                 try:
@@ -347,6 +443,7 @@ class HostsEngine(Engine):
 
     def purge_node_data(self, spec: ClusterSpec, host: str) -> None:
         node = spec.node(host)
+        self._require_own(spec, node, data=True)
         Ssh(spec).check(node, shell=f"rm -rf {shlex.quote(contract.DATA_ROOT)}", timeout=120,
                         what=f"removing {contract.DATA_ROOT}")
 

@@ -364,6 +364,10 @@ class Fleet:
 
     # ----- inside -------------------------------------------------------------------------------
 
+    def container(self, hostname: str) -> Any:
+        """The Docker container of a host (its networks, for a test that gives it a second address)."""
+        return self.client.containers.get(self._container_name(self.host(hostname).hostname))
+
     def _container_name(self, hostname: str) -> str:
         return f"kctl-testhost-{self.run_id}-{hostname}"
 

@@ -210,6 +210,108 @@ def test_installing_again_changes_nothing(fleet: Any, spec_file: Path) -> None:
     assert {h: (jvm_pid(fleet, h, "QuorumPeerMain"), jvm_pid(fleet, h, "kafka.Kafka")) for h in HOSTS} == before
 
 
+def host_state(fleet: Any, host: str) -> str:
+    """What a refused command must leave as it was on a host, read there: kctl's files (names, sizes, times),
+    the data directories' markers, myid and meta.properties (the data itself changes as the cluster runs), the
+    JVMs' process ids, and what is in /var/tmp."""
+    return on(fleet, host, as_root(
+        "find /etc/kctl /opt/kctl/bin /opt/kctl/bundle.env /etc/systemd/system/kctl-zookeeper.service"
+        " /etc/systemd/system/kctl-kafka.service -printf '%p %s %T@\\n' 2>/dev/null | sort;"
+        " find /var/opt/kctl \\( -name .kctl-identity -o -name myid -o -name meta.properties \\)"
+        " -printf '%p %s %T@\\n' 2>/dev/null | sort; pgrep -f '[Q]uorumPeerMain|[k]afka.Kafka' | sort;"
+        " ls -a /var/tmp; true"))
+
+
+def test_a_host_of_another_cluster_or_node_or_with_foreign_data_is_refused_with_nothing_written(
+        fleet: Any, spec_file: Path) -> None:
+    d = spec_file.parent
+    ips = {h: fleet[h].ip for h in HOSTS}
+    before = {h: host_state(fleet, h) for h in HOSTS}
+    assert "/etc/kctl/identity" in before["logger1"] and "/var/opt/kctl/.kctl-identity" in before["logger1"]
+    ident = on(fleet, "logger2", "cat /etc/kctl/identity")
+    assert "cluster=hl\n" in ident and "node=logger2\nid=2\n" in ident
+    assert on(fleet, "logger2", "sudo -n cat /var/opt/kctl/zookeeper/snapshots/.kctl-identity") == ident
+    spare = fleet["logger4"].ip  # bare: nothing of kctl on it
+    # another cluster (its own directory, so its own state dir) naming this cluster's hosts
+    other_dir = d / "other"
+    other_dir.mkdir(exist_ok=True)
+    other = write_spec(other_dir / "kctl.yaml", fleet, known_hosts=d / "known_hosts",
+                       addresses={"logger1": spare, "logger2": ips["logger2"], "logger3": ips["logger3"]})
+    other.write_text(other.read_text().replace("name: hl", "name: hx"))
+    # this cluster with two nodes' addresses swapped
+    swapped = write_spec(d / "swapped.yaml", fleet, addresses={**ips, "logger1": ips["logger2"],
+                                                               "logger2": ips["logger1"]})
+    cases = [
+        (other, ["up"], "refusing to install",
+         [f"logger2 ({ips['logger2']}): /etc/kctl/identity says it is node logger2 (id 2) of cluster 'hl'",
+          "another cluster than this state dir's (no uid yet"]),
+        (other, ["down", "--volumes"], "refusing to uninstall and delete the data",
+         [f"logger3 ({ips['logger3']}): /etc/kctl/identity says it is node logger3 (id 3) of cluster 'hl'"]),
+        (other, ["down"], "refusing to uninstall", ["of cluster 'hl'"]),
+        (swapped, ["up"], "refusing to install",
+         [f"logger1 ({ips['logger2']}): /etc/kctl/identity says it is node logger2 (id 2) of cluster 'hl'",
+          "another node of this cluster, not logger1 (id 1)",
+          "/var/opt/kctl/kafka/data holds the data of node logger2 (id 2)"]),
+        (swapped, ["down", "--volumes"], "refusing to uninstall and delete the data",
+         ["another node of this cluster, not logger2 (id 2)"]),
+    ]
+    for path, args, head, lines in cases:
+        done = kctl(path, *args, timeout=120)
+        assert done.returncode != 0, (args, done.stderr)
+        assert f"{head}: the hosts are not all this cluster's nodes; nothing was changed on any host" in done.stderr
+        for line in lines:
+            assert line in done.stderr, (args, line, done.stderr)
+        assert "hint: check nodes[].advertised_host" in done.stderr and "Traceback" not in done.stderr
+    assert installed(fleet, "logger4") == []
+    # by hand: another node's bundle run on a host is refused by install.sh itself, before it writes anything
+    assert kctl(spec_file, "bundle", "--out", str(d / "bundle")).returncode == 0
+    tar = subprocess.run(["tar", "-C", str(d / "bundle" / "logger3"), "-cf", "-", "."], capture_output=True,
+                         check=True, timeout=60).stdout
+    by_hand = subprocess.run([*fleet.ssh_argv("logger1"), "rm -rf b && mkdir b && tar -C b -xf - &&"
+                              " sudo -n ./b/install.sh; rc=$?; rm -rf b; exit $rc"], input=tar, capture_output=True,
+                             timeout=300)
+    assert by_hand.returncode == 1, by_hand.stdout
+    assert b"install.sh: this host is cluster=hl" in by_hand.stderr and b"refusing to install" in by_hand.stderr
+    assert {h: host_state(fleet, h) for h in HOSTS} == before  # nothing written, deleted, stopped or started
+
+    # a bare host with someone's ZooKeeper data where kctl's would go, and a host reached by two addresses
+    on(fleet, "logger4", as_root("mkdir -p /var/opt/kctl/zookeeper/snapshots/version-2 && echo 9 >"
+                                 " /var/opt/kctl/zookeeper/snapshots/myid"))
+    import docker
+
+    client = docker.from_env()
+    net = client.networks.create(f"kctl-hosts-second-{uuid.uuid4().hex[:8]}", labels=dict(fleet.labels))
+    try:
+        net.connect(fleet.container("logger4"))
+        fleet.container("logger4").reload()
+        second = fleet.container("logger4").attrs["NetworkSettings"]["Networks"][net.name]["IPAddress"]
+        twice_dir = d / "twice"
+        twice_dir.mkdir(exist_ok=True)
+        twice = write_spec(twice_dir / "kctl.yaml", fleet, known_hosts=d / "known_hosts",
+                           addresses={"logger1": spare, "logger2": second, "logger3": ips["logger3"]})
+        twice.write_text(twice.read_text().replace("name: hl", "name: hy"))
+        done = kctl(twice, "up", timeout=120)
+        assert done.returncode != 0, done.stderr
+        assert (f"logger1 ({spare}): /var/opt/kctl/zookeeper/snapshots holds data that kctl did not install there"
+                in done.stderr), done.stderr
+        assert f"logger1 ({spare}) and logger2 ({second}) are one machine (/etc/machine-id " in done.stderr
+        done = kctl(twice, "down", "--volumes", timeout=120)
+        assert done.returncode != 0 and "holds data that kctl did not install there" in done.stderr, done.stderr
+        # kctl node add onto it: refused before kctl.yaml or any host changes
+        text = spec_file.read_text()
+        done = kctl(spec_file, "node", "add", "--address", spare, "--role", "observer", timeout=300)
+        assert done.returncode != 0 and "holds data that kctl did not install there" in done.stderr, done.stderr
+        assert spec_file.read_text() == text
+        assert installed(fleet, "logger4") == []
+        assert on(fleet, "logger4", "sudo -n cat /var/opt/kctl/zookeeper/snapshots/myid").strip() == "9"
+    finally:
+        net.disconnect(fleet.container("logger4"), force=True)
+        net.remove()
+        client.close()
+        on(fleet, "logger4", "sudo -n rm -rf /var/opt/kctl")
+    assert {h: host_state(fleet, h) for h in HOSTS} == before
+
+
 # long: make test keeps the roll of `kctl apply` (gated, every broker) and the leader-kill drill under load.
 @pytest.mark.long
 def test_rolling_restart_under_load_loses_nothing(fleet: Any, spec_file: Path) -> None:
@@ -262,6 +364,119 @@ def test_apply_installs_the_new_files_and_rolls_only_the_brokers(fleet: Any, spe
     assert {h: jvm_pid(fleet, h, "QuorumPeerMain") for h in HOSTS} == zk_before  # ZooKeeper untouched
     diff = kctl(spec_file, "diff")
     assert diff.returncode == 0 and "no drift" in diff.stderr + diff.stdout, diff.stdout + diff.stderr
+
+
+def down_intervals(fleet: Any, since: float) -> list[tuple[float, float, str]]:
+    """(stopping, started again, host) of every broker restart since ``since``, from each host's journal."""
+    out = []
+    for h in HOSTS:
+        lines = on(fleet, h, f"sudo -n journalctl -u kctl-kafka --since @{int(since)} -o short-unix --no-pager")
+        stop = None
+        for line in lines.splitlines():
+            stamp = line.split(" ", 1)[0]
+            if "Stopping kctl-kafka.service" in line:
+                stop = float(stamp)
+            elif "Started kctl-kafka.service" in line and stop is not None:
+                out.append((stop, float(stamp), h))
+                stop = None
+    return sorted(out)
+
+
+# long: make test keeps the planner and the install that restarts no running service
+# (tests/unit/test_hosts_rolling_up.py).
+@pytest.mark.long
+def test_up_after_an_edit_restarts_the_brokers_one_at_a_time_through_the_roll(fleet: Any, spec_file: Path) -> None:
+    if kctl(spec_file, "status").returncode != 0:  # make test-long runs this without the tests before it
+        assert kctl(spec_file, "up").returncode == 0
+    zk_before = {h: jvm_pid(fleet, h, "QuorumPeerMain") for h in HOSTS}
+    kafka_before = {h: jvm_pid(fleet, h, "kafka.Kafka") for h in HOSTS}
+    data = yaml.safe_load(spec_file.read_text())
+    data["kafka"] = {**data.get("kafka", {}), "overrides": {**data.get("kafka", {}).get("overrides", {}),
+                                                           "queued.max.requests": 700}}
+    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    since = time.time() - 1
+    done = kctl(spec_file, "up", timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert all(f"{h}: recreate (config changed" in done.stderr for h in HOSTS), done.stderr
+    said = " ".join(done.stderr.split())  # a long line may be wrapped
+    assert "files changed under running services: logger1 kafka, logger2 kafka, logger3 kafka" in said, said
+    assert re.search(r"restarted one at a time through the roll's gates: logger\d/kafka, logger\d/kafka,"
+                     r" logger\d/kafka", said), said
+    for h in HOSTS:
+        assert "queued.max.requests=700" in on(fleet, h, "cat /etc/kctl/server.properties")
+        assert jvm_pid(fleet, h, "kafka.Kafka") not in ("", kafka_before[h])
+        assert fleet.ssh(h, "test -e /run/kctl/restart-pending/kafka").returncode == 1  # cleared by the start
+    assert {h: jvm_pid(fleet, h, "QuorumPeerMain") for h in HOSTS} == zk_before
+    # at every moment at most one broker down: each one's stop and start again, read in the hosts' journals, come
+    # one after the other (the roll's gates in between), never overlapping
+    downs = down_intervals(fleet, since)
+    assert sorted(h for _a, _b, h in downs) == sorted(HOSTS), downs
+    for (_a1, end, h1), (start, _b2, h2) in zip(downs, downs[1:], strict=False):
+        assert end < start, f"{h1} was still down when {h2} stopped: {downs}"
+    again = kctl(spec_file, "up")
+    assert again.returncode == 0 and "restarted one at a time" not in again.stderr, again.stderr
+    assert all(f"{h}: noop (up to date)" in again.stderr for h in HOSTS), again.stderr
+
+
+def install_by_hand(fleet: Any, host: str, bundle: Path) -> subprocess.CompletedProcess[bytes]:
+    tar = subprocess.run(["tar", "-C", str(bundle), "-cf", "-", "."], capture_output=True, check=True,
+                         timeout=120).stdout
+    return subprocess.run([*fleet.ssh_argv(host), "rm -rf b && mkdir b && tar -C b -xf - && sudo -n ./b/install.sh;"
+                           " rc=$?; rm -rf b; exit $rc"], input=tar, capture_output=True, timeout=300)
+
+
+# long: make test keeps the bundle's units naming their distribution's own directory (tests/unit/test_bundle.py).
+@pytest.mark.long
+def test_a_failed_unpack_leaves_the_running_distribution_and_a_new_one_goes_in_beside_it(
+        fleet: Any, spec_file: Path) -> None:
+    import shutil
+
+    if kctl(spec_file, "status").returncode != 0:  # make test-long runs this without the tests before it
+        assert kctl(spec_file, "up").returncode == 0
+    d = spec_file.parent
+    assert kctl(spec_file, "bundle", "--out", str(d / "bundle")).returncode == 0
+    link = on(fleet, "logger1", "readlink /opt/kctl/kafka").strip()
+    assert re.fullmatch(r"dists/\w+/kafka_2\.13-[\d.]+", link), link
+    pid = jvm_pid(fleet, "logger1", "kafka.Kafka")
+    assert f"/opt/kctl/{link}/libs/" in on(fleet, "logger1", f"tr '\\0' ' ' < /proc/{pid}/cmdline")
+
+    def bundle_with(identity: str, truncate: bool) -> Path:
+        work = d / f"bundle-{identity}"
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(d / "bundle" / "logger1", work)
+        env = work / "bundle.env"
+        env.write_text(re.sub(r'KCTL_DIST_IDENTITY="\w+"', f'KCTL_DIST_IDENTITY="{identity}"', env.read_text()))
+        if truncate:  # a copy that broke off: tar fails part way through
+            with open(work / "kafka.tar", "r+b") as f:
+                f.truncate(8 * 1024 * 1024)
+        return work
+
+    broken = install_by_hand(fleet, "logger1", bundle_with("broken0", truncate=True))
+    assert broken.returncode == 1, broken.stdout
+    assert b"install.sh: cannot unpack" in broken.stderr and b"left as it was" in broken.stderr, broken.stderr
+    assert on(fleet, "logger1", "readlink /opt/kctl/kafka").strip() == link
+    assert on(fleet, "logger1", "ls -a /opt/kctl/dists").split() == [".", "..", link.split("/")[1]]  # no leftover
+    assert on(fleet, "logger1", "sudo -n test -r /opt/kctl/kafka/libs/kafka_2.13-3.9.1.jar && echo ok").strip() == "ok"
+    assert jvm_pid(fleet, "logger1", "kafka.Kafka") == pid
+
+    fresh = install_by_hand(fleet, "logger1", bundle_with("fresh0", truncate=False))
+    out = fresh.stdout.decode()
+    assert fresh.returncode == 0, fresh.stderr
+    assert "changed: /opt/kctl/dists/fresh0" in out and "changed: /opt/kctl/kafka -> dists/fresh0/" in out, out
+    assert "restart: kafka" in out
+    # the broker runs on, from the directory it started from, which stays
+    assert jvm_pid(fleet, "logger1", "kafka.Kafka") == pid
+    assert on(fleet, "logger1", "ls /opt/kctl/dists").split() == sorted(["fresh0", link.split("/")[1]])
+    # kctl's own bundle back, by hand too; then `kctl up` rolls what the installs left pending on logger1
+    back = install_by_hand(fleet, "logger1", d / "bundle" / "logger1")
+    assert back.returncode == 0, back.stderr
+    assert on(fleet, "logger1", "readlink /opt/kctl/kafka").strip() == link
+    done = kctl(spec_file, "up", timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "restarted one at a time through the roll's gates: logger1/zookeeper, logger1/kafka" in done.stderr
+    new_pid = jvm_pid(fleet, "logger1", "kafka.Kafka")
+    assert new_pid not in ("", pid)
+    assert f"/opt/kctl/{link}/libs/" in on(fleet, "logger1", f"tr '\\0' ' ' < /proc/{new_pid}/cmdline")
 
 
 def test_node_add_and_remove_on_a_host_of_its_own(fleet: Any, spec_file: Path) -> None:

@@ -49,6 +49,9 @@ def test_fleet_of_systemd_hosts_over_ssh() -> None:
             assert name == host.hostname
             assert state in ("running", "degraded"), login.stdout
         assert fleet.ssh("logger1", "getent hosts logger2").stdout.split() == [fleet["logger2"].ip, "logger2"]
+        # each host its own machine id, as real hosts (kctl refuses two nodes on one machine)
+        ids = {fleet.ssh(h.hostname, "cat /etc/machine-id", check=True).stdout.strip() for h in fleet}
+        assert len(ids) == 2 and all(len(i) == 32 for i in ids), ids
         keys = fleet.exec("logger1", ["stat", "-c", "%U %a %n", "/home/ops/.ssh", "/home/ops/.ssh/authorized_keys"])
         assert keys.stdout.split("\n")[:2] == ["ops 700 /home/ops/.ssh", "ops 600 /home/ops/.ssh/authorized_keys"]
         # no password login: the key alone

@@ -192,14 +192,14 @@ def test_preflight_trusts_new_hosts_only_when_opted_in_and_says_so_per_host(monk
     asked: list[str] = []
     monkeypatch.setattr(ssh.Ssh, "trust_new", lambda self, node: asked.append(node.hostname) or
                         (f"{node.hostname}: trusted" if node.id != 2 else None))
-    monkeypatch.setattr(hosts.HostsEngine, "host_problems", lambda self, sp: [(n, None) for n in sp.nodes])
+    monkeypatch.setattr(hosts.HostsEngine, "host_checks", lambda self, sp: [(n, None, None) for n in sp.nodes])
     said: list[str] = []
+    ready = "hosts: 3 reachable over ssh, with sudo, systemd and Java 17+; each one this cluster's node or bare"
     hosts.HostsEngine().preflight(spec(), {}, None, said.append)
-    assert asked == [] and said == ["hosts: 3 reachable over ssh, with sudo, systemd and Java 17+"]
+    assert asked == [] and said == [ready]
     hosts.HostsEngine().preflight(spec(trust_on_first_use=True), {}, None, said.append)
     assert asked == ["logger1", "logger2", "logger3"]
-    assert said[1:] == ["logger1: trusted", "logger3: trusted",
-                        "hosts: 3 reachable over ssh, with sudo, systemd and Java 17+"]
+    assert said[1:] == ["logger1: trusted", "logger3: trusted", ready]
 
 
 def test_an_unknown_host_key_is_named_with_the_way_to_add_it_and_an_old_kctl_file_pointed_at(
@@ -235,6 +235,9 @@ def test_down_volumes_never_deletes_a_known_hosts_file(tmp_path: Path, monkeypat
 
         def remove(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool, dc: object) -> int:
             return 0
+
+        def check_before_down(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool) -> None:
+            return None
 
     monkeypatch.setattr(engines, "for_spec", lambda _spec: Gone())
     state = tmp_path / "state"
@@ -309,7 +312,7 @@ def test_node_add_says_a_host_key_trusted_on_first_use_too(monkeypatch: pytest.M
     eng = hosts.HostsEngine()
     monkeypatch.setattr(engines, "for_spec", lambda _spec: eng)
     monkeypatch.setattr(ssh.Ssh, "trust_new", lambda self, node: f"{node.hostname}: trusted" if node.id == 3 else None)
-    monkeypatch.setattr(hosts.HostsEngine, "host_problems", lambda self, sp: [(n, None) for n in sp.nodes])
+    monkeypatch.setattr(hosts.HostsEngine, "host_checks", lambda self, sp: [(n, None, None) for n in sp.nodes])
     monkeypatch.setattr(hosts.HostsEngine, "deploy", lambda self, sp, state, say, services: None)
     said: list[str] = []
     lifecycle.start_node(spec(trust_on_first_use=True), tmp_path, "logger3", progress=said.append)

@@ -63,6 +63,9 @@ class FakeEngine:
     def deploy(self, spec: ClusterSpec, state_dir: Path, say: Any, services: list[str]) -> None:
         self.calls.append(("deploy", tuple(services)))
 
+    def check_before_down(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool) -> None:
+        return None
+
     def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
         self.calls.append(("remove_one", host, stop_timeout))
         return True

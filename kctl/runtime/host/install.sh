@@ -3,7 +3,7 @@
 # over ssh). Idempotent: a second run changes nothing and says so.
 #
 #   service user and group   logger (uid/gid 555 where free, as in the seed), no login shell
-#   Kafka and exporters      /opt/kctl/<dist> (kafka_<scala>-<version>), /opt/kctl/kafka -> it, /opt/kctl/monitoring
+#   Kafka and exporters      /opt/kctl/dists/<identity>/{<dist>,monitoring}; /opt/kctl/kafka, monitoring -> them
 #   wrappers                 /opt/kctl/bin
 #   configuration            /etc/kctl (root, 0644), secrets /etc/kctl/secrets (service user, 0700, files 0400)
 #   data, logs               /var/opt/kctl, /var/log/kctl (service user, 0750)
@@ -11,8 +11,8 @@
 #                            enabled; started by `kctl up`, or here with --start
 #
 # Every line "changed: WHAT" names what this run changed; "restart: SERVICE" a service whose running process
-# predates a change it reads (kctl restarts it through the cluster's gates); the last line is
-# "kctl-install: N changed".
+# predates a change it reads (recorded in /run/kctl/restart-pending until it starts again; kctl restarts it
+# through the cluster's gates); the last line is "kctl-install: N changed".
 set -euo pipefail
 HERE="$(cd "$(dirname "$(readlink -f "$0")")" && pwd)"
 START=0
@@ -35,6 +35,36 @@ JAVA="$(command -v java || true)"
 [ -n "$JAVA" ] || die "no java on PATH: install a Java 17 or newer runtime first (Debian: apt-get install openjdk-17-jre-headless)"
 java_major="$("$JAVA" -version 2>&1 | sed -n -E '1s/.*version "([0-9]+).*/\1/p')"
 [ "${java_major:-0}" -ge 17 ] || die "java on PATH is version ${java_major:-unknown}; Kafka $KCTL_KAFKA_VERSION here needs 17 or newer"
+
+# --- whose host this is, before anything is written (kctl up asks the same over ssh first): a host whose
+# /etc/kctl/identity, installed bundle or data is another cluster's or another node's is refused, and so is a
+# data directory with data but no kctl marker where this node is not installed (kctl never writes over it).
+ident() { grep -v '^#' "$1" | tr '\n' ' '; }
+if [ -f "$HERE/conf/identity" ]; then
+  want="$(ident "$HERE/conf/identity")"
+  ours=0
+  if [ -f /etc/kctl/identity ]; then
+    [ "$(ident /etc/kctl/identity)" = "$want" ] || die "this host is $(ident /etc/kctl/identity)(/etc/kctl/identity), not ${want}: refusing to install another cluster's or node's bundle over it; nothing was changed"
+    ours=1
+  elif [ -r /opt/kctl/bundle.env ]; then
+    have="$(. /opt/kctl/bundle.env; echo "$KCTL_CLUSTER $KCTL_NODE")"
+    [ "$have" = "$KCTL_CLUSTER $KCTL_NODE" ] || die "this host holds kctl's install of node ${have#* } of cluster ${have%% *} (/opt/kctl/bundle.env), not of node $KCTL_NODE of $KCTL_CLUSTER; nothing was changed"
+    ours=1
+  fi
+  prop() {
+    [ -r "$1" ] || return 0
+    sed -n -E "s/^[[:space:]]*$2[[:space:]]*[=:][[:space:]]*(.*[^[:space:]])[[:space:]]*$/\1/p" "$1" | tail -n 1
+  }
+  dirs="/var/opt/kctl $(prop "$HERE/conf/zoo.cfg" dataDir) $(prop "$HERE/conf/zoo.cfg" dataLogDir)"
+  dirs="$dirs $(prop "$HERE/conf/server.properties" log.dirs | tr ',' ' ')"
+  for d in $dirs; do
+    if [ -f "$d/.kctl-identity" ]; then
+      [ "$(ident "$d/.kctl-identity")" = "$want" ] || die "$d holds the data of $(ident "$d/.kctl-identity")not of ${want}: refusing to install over it; nothing was changed"
+    elif [ "$ours" -eq 0 ] && [ -d "$d" ] && [ -n "$(ls -A "$d")" ]; then
+      die "$d holds data that kctl did not install here (no .kctl-identity): refusing to install over it; move it away first; nothing was changed"
+    fi
+  done
+fi
 
 CHANGED=0
 RESTART=""
@@ -71,26 +101,61 @@ for d in /var/opt/kctl /var/log/kctl; do
   if [ ! -d "$d" ] || [ "$(stat -c '%U' "$d")" != "$U" ]; then install -d -m 0750 -o "$U" -g "$U" "$d"; changed "$d"; fi
 done
 
-# --- the Kafka distribution and the exporters, replaced whole when their identity differs
-marker="/opt/kctl/$KCTL_DIST/.kctl-identity"
-if [ "$(cat "$marker" 2>/dev/null || true)" != "$KCTL_DIST_IDENTITY" ]; then
-  tmp="$(mktemp -d /opt/kctl/.install.XXXXXX)"
-  tar -C "$tmp" -xf "$HERE/kafka.tar"
+# --- the Kafka distribution and the exporters: each identity in a directory of its own, /opt/kctl/dists/<identity>,
+# unpacked beside the running one and renamed into place whole; then /opt/kctl/kafka and /opt/kctl/monitoring
+# switched to it by renaming a new symlink over each (rename(2): whoever looks sees the old target or the new,
+# never none). A failed unpack leaves the installed distribution as it was, and its temporary directory is
+# removed. The units name the versioned directory itself, so a running JVM keeps reading the jars it started
+# from until its restart; the distribution it runs on is kept (the current one and the one before stay).
+DISTS=/opt/kctl/dists
+new_dist="$DISTS/$KCTL_DIST_IDENTITY"
+if [ ! -d "$DISTS" ]; then install -d -m 0755 "$DISTS"; changed "$DISTS"; fi
+if [ "$(cat "$new_dist/$KCTL_DIST/.kctl-identity" 2>/dev/null || true)" != "$KCTL_DIST_IDENTITY" ]; then
+  tmp="$(mktemp -d "$DISTS/.unpack.XXXXXX")"
+  trap 'rm -rf "$tmp"' EXIT
+  tar -C "$tmp" -xf "$HERE/kafka.tar" \
+    || die "cannot unpack $HERE/kafka.tar; the installed distribution is left as it was (/opt/kctl/kafka -> $(readlink /opt/kctl/kafka 2>/dev/null || echo none))"
+  compgen -G "$tmp/$KCTL_DIST/libs/kafka_*.jar" >/dev/null \
+    || die "$HERE/kafka.tar holds no $KCTL_DIST distribution; the installed one is left as it was"
   echo "$KCTL_DIST_IDENTITY" > "$tmp/$KCTL_DIST/.kctl-identity"
   chown -R root:root "$tmp"
   chmod -R go-w,a+rX "$tmp"
-  rm -rf "/opt/kctl/$KCTL_DIST" /opt/kctl/monitoring
-  mv "$tmp/$KCTL_DIST" "/opt/kctl/$KCTL_DIST"
-  if [ -d "$tmp/monitoring" ]; then mv "$tmp/monitoring" /opt/kctl/monitoring; fi
-  rm -rf "$tmp"
-  changed "/opt/kctl/$KCTL_DIST"
+  rm -rf "$new_dist"  # an unpack of this identity that did not finish
+  mv -T "$tmp" "$new_dist"
+  trap - EXIT
+  changed "$new_dist"
   restart $KCTL_BUNDLE_SERVICES
 fi
-if [ "$(readlink /opt/kctl/kafka 2>/dev/null || true)" != "$KCTL_DIST" ]; then
-  ln -sfn "$KCTL_DIST" /opt/kctl/kafka
-  changed /opt/kctl/kafka
+# switch_link NAME TARGET: /opt/kctl/NAME -> TARGET by renaming a new symlink over it; an earlier kctl's real
+# directory there is moved into $DISTS first (its JVMs still read it). Says nothing when it points there already.
+switch_link() {
+  local link="/opt/kctl/$1" target="$2"
+  [ "$(readlink "$link" 2>/dev/null || true)" != "$target" ] || return 0
+  if [ -d "$link" ] && [ ! -L "$link" ]; then aside="$DISTS/.earlier-$1-$(date +%s)"; mv -T "$link" "$aside"; fi
+  ln -sfn "$target" "$link.kctl-new"
+  mv -T "$link.kctl-new" "$link"
+  changed "$link -> $target"
   restart $KCTL_BUNDLE_SERVICES
+}
+before="$(readlink -f /opt/kctl/kafka 2>/dev/null || true)"
+aside=""
+switch_link kafka "dists/$KCTL_DIST_IDENTITY/$KCTL_DIST"
+if [ -d "$new_dist/monitoring" ]; then
+  switch_link monitoring "dists/$KCTL_DIST_IDENTITY/monitoring"
+elif [ -e /opt/kctl/monitoring ] || [ -L /opt/kctl/monitoring ]; then
+  rm -rf /opt/kctl/monitoring
+  changed "/opt/kctl/monitoring (removed)"
 fi
+# Distributions that are neither the new one, nor the one /opt/kctl/kafka named until now, nor one a running
+# process names (an earlier kctl's /opt/kctl/kafka_* directories included).
+for d in "$DISTS"/* "$DISTS"/.earlier-* "$DISTS"/.unpack.* /opt/kctl/kafka_*; do
+  [ -e "$d" ] && [ ! -L "$d" ] || continue
+  case "$before/" in "$d"/*) continue ;; esac
+  [ "$d" = "$new_dist" ] || [ "$d" = "$aside" ] && continue
+  grep -qsaF "$d/" /proc/[0-9]*/cmdline && continue  # a JVM still runs from it (not restarted since)
+  rm -rf "$d"
+  changed "$d (removed)"
+done
 
 # --- wrappers, configuration, secrets
 for f in "$HERE"/bin/*; do
@@ -101,6 +166,7 @@ for f in "$HERE"/conf/*; do
   case "$name" in
     zoo.cfg|zoo.cfg.dynamic|myid|log4j-zookeeper.properties) svcs=zookeeper ;;
     server.properties|log4j-kafka.properties|jmx-exporter.yaml) svcs=kafka ;;
+    config-hash|README|identity) svcs="" ;;  # for kctl and the operator: no process reads them
     *) svcs="$KCTL_BUNDLE_SERVICES" ;;
   esac
   install_file "$f" "/etc/kctl/$name" 0644 root:root $svcs
@@ -155,9 +221,14 @@ for svc in $KCTL_BUNDLE_SERVICES; do
   fi
 done
 
-# A change matters to a running process only: one that is not running reads it when it starts.
+# A change matters to a running process only: one that is not running reads it when it starts. The record in
+# /run/kctl/restart-pending is what `kctl up` restarts through its roll; kctl-prepare clears it at the next start.
 for svc in $RESTART; do
-  if systemctl is-active --quiet "kctl-$svc.service"; then echo "restart: $svc"; fi
+  if systemctl is-active --quiet "kctl-$svc.service"; then
+    echo "restart: $svc"
+    install -d -m 0755 /run/kctl /run/kctl/restart-pending
+    : > "/run/kctl/restart-pending/$svc"
+  fi
 done
 if [ "$START" -eq 1 ]; then
   for svc in $KCTL_BUNDLE_SERVICES; do systemctl start "kctl-$svc.service"; done
