@@ -107,6 +107,10 @@ def prometheus_text(monitor: Monitor) -> bytes:
                  ["cluster", "broker"], registry=reg)
     for subject, pct in monitor.disk_usage().items():
         disk.labels(cluster, subject).set(round(pct, 2))
+    days = Gauge("kctl_certificate_days_left", "Days until a certificate of the secured profile expires (the CA"
+                 " or a container's)", ["cluster", "certificate"], registry=reg)
+    for name, left in monitor.certificate_days().items():
+        days.labels(cluster, name).set(left)
     Gauge("kctl_monitor_rounds", "Sampling rounds done by this monitor's store", ["cluster"],
           registry=reg).labels(cluster).set(monitor.rounds)
     Gauge("kctl_monitor_last_round_timestamp_seconds", "When the last round ended", ["cluster"],

@@ -139,7 +139,7 @@ class Monitor:
                  store_timeout_s: float = 10.0) -> None:
         self.spec = spec
         self.state_dir = state_dir
-        self._certs_read: tuple[float, tuple[int, ...], dict[str, str]] | None = None
+        self._certs_read: tuple[float, tuple[int, ...], dict[str, str], dict[str, float]] | None = None
         self.interval_s = interval_s or spec.monitoring.interval_seconds
         self.window = window or spec.monitoring.window
         # Every line on one line: a group id or a receiver's answer may hold line breaks (a forged log line).
@@ -279,12 +279,23 @@ class Monitor:
             stamp = ()
         if self._certs_read is None or self._certs_read[1] != stamp or \
                 now - self._certs_read[0] >= CERTIFICATES_EVERY_S:
-            try:
-                found = certs.expiring(self.spec, self.state_dir, self.spec.monitoring.certificate_warn_days)
-            except Exception as exc:  # noqa: BLE001 - unreadable secrets are said, the round goes on
-                found = {"certificates": f"cannot read the certificates: {type(exc).__name__}: {exc}"}
-            self._certs_read = (now, stamp, found)
+            days: dict[str, float] = {}
+            if not stamp:
+                found: dict[str, str] = {}
+            else:
+                try:
+                    inv = certs.inventory(self.spec, self.state_dir,
+                                          warn_days=self.spec.monitoring.certificate_warn_days)
+                    found, days = certs.late_of(inv), {c.name: c.days_left for c in inv if c.not_after}
+                except Exception as exc:  # noqa: BLE001 - unreadable secrets are said, the round goes on
+                    found = {"certificates": f"cannot read the certificates: {type(exc).__name__}: {exc}"}
+            self._certs_read = (now, stamp, found, days)
         return dict(self._certs_read[2])
+
+    def certificate_days(self) -> dict[str, float]:
+        """Days left of each certificate, as the last round read them (the monitor's /metrics)."""
+        read = self._certs_read
+        return dict(read[3]) if read else {}
 
     def round(self, *, with_groups: bool = True) -> list[Any]:
         """One round; ``with_groups``: sample the groups in it too (else :meth:`groups_loop` does, beside)."""

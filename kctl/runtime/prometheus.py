@@ -98,6 +98,8 @@ def alert_rules(spec: ClusterSpec) -> dict[str, Any]:
                  "{{ $labels.broker }}: data disk {{ $value }} % full"),
         "exporter": ("KafkaExporterDown", 'up{job=~"kafka|zookeeper"} == 0',
                      "{{ $labels.job }} exporter on {{ $labels.node }} does not answer"),
+        "certificate": ("KafkaCertificateExpiring", f"kctl_certificate_days_left < {mon.certificate_warn_days:g}",
+                        "certificate {{ $labels.certificate }}: {{ $value }} days left"),
     }
     rules = []
     for name, rule in mon.alerts.items():

@@ -140,8 +140,13 @@ def expiring(spec: ClusterSpec, state_dir: Path, warn_days: float,
     ``warn_days``; nothing for a cluster without security or without secrets here."""
     if not spec.security.enabled or not (state_dir / contract.HOST_SECRETS / contract.CA_FILE).exists():
         return {}
+    return late_of(inventory(spec, state_dir, warn_days=warn_days, now=now))
+
+
+def late_of(found: list[CertInfo]) -> dict[str, str]:
+    """Of an inventory, the certificates expired or expiring within its warning: subject -> details."""
     out = {}
-    for c in inventory(spec, state_dir, warn_days=warn_days, now=now):
+    for c in found:
         late = [p for p in c.problems if p.startswith(("expired", "expires"))]
         if late:
             out[f"certificate {c.name}"] = f"{c.subject}: {late[0]}"

@@ -102,3 +102,22 @@ def test_a_plain_cluster_has_no_certificates_to_show(tmp_path: Path) -> None:
     assert p.returncode != 0 and "is not secured" in p.stderr and "Traceback" not in p.stderr
     spec, _ = parse_spec({"name": "plain"})
     assert certs.expiring(spec, tmp_path, 30) == {}
+
+
+def test_the_monitor_reads_them_again_once_renewed_and_exports_their_days(secured: Any) -> None:
+    from kctl.monitor import api
+    from kctl.monitor.service import Monitor
+
+    spec, _, state = secured
+    _short_lived(state, "logger1", 3)
+    mon = Monitor(spec, state, interval_s=2, window=5, log=lambda _line: None)
+    try:
+        assert list(mon.certificates()) == ["certificate logger1"]
+        text = api.prometheus_text(mon).decode()
+        assert 'kctl_certificate_days_left{certificate="logger1",cluster="certs"} 2.99' in text or \
+            'kctl_certificate_days_left{certificate="logger1",cluster="certs"} 3.0' in text
+        certs.renew(spec, state, ["logger1"])
+        assert mon.certificates() == {}  # the renewal changed the files: read again at once, not in an hour
+        assert mon.certificate_days()["logger1"] > 820
+    finally:
+        mon.store.close()
