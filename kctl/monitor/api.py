@@ -52,6 +52,8 @@ class Monitor(Protocol):
 
     def disk_usage(self) -> dict[str, float]: ...
 
+    def certificate_days(self) -> dict[str, float]: ...
+
 
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True

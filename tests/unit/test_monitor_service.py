@@ -99,6 +99,9 @@ class FakeMonitor:
     def disk_usage(self) -> dict[str, float]:
         return {"broker 1": 42.123}
 
+    def certificate_days(self) -> dict[str, float]:
+        return {}
+
 
 def get(path: str) -> tuple[str, Any]:
     seen: dict[str, Any] = {}
