@@ -133,7 +133,7 @@ def test_runbook_on_one_node_loses_nothing_and_changes_no_metadata(single: Kafka
     runbook_under_load(single)
 
 
-@pytest.mark.long  # two more phases and a rollback (about 100 s): `make test-long`
+@pytest.mark.long  # two more phases and a rollback, each killed once (about 150 s): `make test-long`
 def test_a_kctl_killed_mid_phase_resumes_and_completes(cluster: KafkaCluster) -> None:
     cluster.create_topic(LOAD_TOPIC, partitions=6, replication_factor=cluster.spec.kafka.default_replication_factor)
     with Load(cluster.bootstrap_servers, LOAD_TOPIC, max_seconds=400) as load:
@@ -157,9 +157,19 @@ def test_a_kctl_killed_mid_phase_resumes_and_completes(cluster: KafkaCluster) ->
         assert st["phase"] == "dual-write" and st["under_way"] is None and st["metadata_migrated_by"]
         assert st["quorum"]["voters"] == [3001, 3002, 3003] and st["quorum"]["max_follower_lag"] == 0
         assert json.loads(kctl(cluster, "status", "-o", "json").stdout)["health"] == "healthy"
-        # back to ZooKeeper for the modules after this one
+        # 3. back to ZooKeeper for the modules after this one, the rollback killed once the controllers are
+        # stopped (among its brokers' roll): the record says so, and the rerun resumes it from there
+        out = _kill_when(cluster, lambda rec, _o: "stop-controllers" in (rec.get("done") or []), action="rollback")
+        rec = _record(cluster)
+        assert rec["action"] == "rollback" and rec["target"] == "zookeeper", (rec, out[-2000:])
+        assert "remove-controllers" not in rec["done"], (rec, out[-2000:])
+        p = kctl(cluster, "migrate", "kraft", "status")
+        assert "rollback" in p.stdout + p.stderr, p.stdout + p.stderr
         p = kctl(cluster, "migrate", "kraft", "rollback", "--yes")
         assert p.returncode == 0, p.stderr[-3000:]
+        assert "resuming the rollback to zookeeper" in p.stderr and "stop-controllers" in p.stderr
+        assert _record(cluster)["phase"] == "zookeeper" and _record(cluster).get("target") is None
+        assert json.loads(kctl(cluster, "status", "-o", "json").stdout)["health"] == "healthy"
     print(f"\nload: {len(load.acked)} acknowledged, longest stall {load.stall:.1f} s, errors {load.errors[:3]}")
     assert not load.errors
     read = kcat_values(cluster.bootstrap_servers, LOAD_TOPIC)
@@ -282,11 +292,11 @@ def _record(cluster: KafkaCluster) -> dict[str, Any]:
         return {}
 
 
-def _kill_when(cluster: KafkaCluster, ready: Any, timeout: float = 300) -> str:
-    """Start `kctl migrate kraft next --yes`, SIGKILL it once ``ready(record, output so far)`` holds."""
+def _kill_when(cluster: KafkaCluster, ready: Any, timeout: float = 300, action: str = "next") -> str:
+    """Start `kctl migrate kraft ACTION --yes`, SIGKILL it once ``ready(record, output so far)`` holds."""
     log = cluster.workdir / f"migrate-{time.monotonic_ns()}.log"
     with open(log, "w") as out:
-        p = subprocess.Popen([sys.executable, "-m", "kctl", "migrate", "kraft", "next", "--yes",
+        p = subprocess.Popen([sys.executable, "-m", "kctl", "migrate", "kraft", action, "--yes",
                               "-f", str(cluster.spec_file)], stdout=out, stderr=subprocess.STDOUT,
                              start_new_session=True)
         deadline = time.monotonic() + timeout
