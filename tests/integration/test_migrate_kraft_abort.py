@@ -57,3 +57,58 @@ def test_a_next_stuck_at_the_controller_quorum_is_rolled_back(single: KafkaClust
     assert "kafka.Kafka /etc/kctl/controller.properties" not in procs and "idle controller" in procs, procs
     healthy = kctl(single, "status", "--wait", "120", "-o", "json")
     assert healthy.returncode == 0 and json.loads(healthy.stdout)["health"] == "healthy", healthy.stdout[-2000:]
+
+
+@pytest.mark.long  # three forward steps and a finalize on one node (about 5 min): `make test-long`
+def test_a_finalize_killed_between_its_steps_is_resumed_and_ends_on_kraft(single: KafkaCluster) -> None:
+    """Finalize is the one transition with no way back: a kctl SIGKILLed during it (once the controllers are
+    rolled) leaves the record naming it, every other action refused but the finalize itself, which resumes
+    from the step it reached and ends on KRaft, healthy, with every record written before it still readable."""
+    import os
+    import signal
+    import time
+
+    single.create_topic("before-finalize", partitions=2, replication_factor=1)
+    from confluent_kafka import Producer
+
+    p = Producer(single.client_config())
+    for i in range(200):
+        p.produce("before-finalize", str(i).encode())
+    assert p.flush(30) == 0
+    for _ in range(3):
+        step = kctl(single, "migrate", "kraft", "next", "--yes")
+        assert step.returncode == 0, step.stderr[-3000:]
+    kraft_json = single.state_dir / "kraft.json"
+    log = single.workdir / "finalize.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kctl", "migrate", "kraft", "finalize", "--yes", "-f",
+                                 str(single.spec_file)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 600
+        try:
+            while time.monotonic() < deadline and proc.poll() is None:  # bounded: 600 s
+                try:
+                    done = json.loads(kraft_json.read_text()).get("done") or []
+                except ValueError:
+                    done = []
+                if "roll-controllers" in done:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    break
+                time.sleep(0.2)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    rec = json.loads(kraft_json.read_text())
+    assert rec["action"] == "finalize" and rec["target"] == "kraft", (rec, log.read_text()[-2000:])
+    refused = kctl(single, "migrate", "kraft", "rollback", "--yes")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    again = kctl(single, "migrate", "kraft", "finalize", "--yes")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resuming the finalize to kraft" in again.stderr and "roll-controllers" in again.stderr
+    st = json.loads(kctl(single, "migrate", "kraft", "status", "-o", "json").stdout)
+    assert st["phase"] == "kraft" and st["under_way"] is None
+    healthy = kctl(single, "status", "--wait", "120", "-o", "json")
+    assert healthy.returncode == 0 and json.loads(healthy.stdout)["health"] == "healthy", healthy.stdout[-2000:]
+    out = subprocess.run(["kcat", "-b", single.bootstrap_servers, "-C", "-t", "before-finalize", "-e", "-q"],
+                         capture_output=True, text=True, timeout=60)
+    assert sorted(int(v) for v in out.stdout.split()) == list(range(200))
