@@ -242,6 +242,15 @@ def _live(spec: ClusterSpec, state_dir: Path) -> Iterable[tuple[str, Callable[[]
     yield "engine.txt", engine
 
 
+def _own_cluster(spec: ClusterSpec, state_dir: Path) -> bool:
+    """Whether the cluster answering on the spec's ports is this state dir's (ForeignCluster or NotRunning
+    otherwise): a bundle never holds another cluster's topics or status under this one's name."""
+    from kctl import identity
+
+    identity.verify(spec, state_dir)
+    return True
+
+
 def _versions(spec: ClusterSpec) -> dict[str, Any]:
     out: dict[str, Any] = {"kctl": __version__, "python": sys.version.split()[0], "platform": platform.platform(),
                            "engine": spec.engine.value, "cluster": spec.name,
@@ -301,7 +310,12 @@ def make(spec: ClusterSpec, spec_file: Path, state_dir: Path, out: Path, *, log_
                 except Exception as exc:  # noqa: BLE001 - a node's log that cannot be read is an error line
                     bundle.errors.append(f"{name}: {_one_line(exc)}")
             say("the nodes' logs")
-            for name, ask in _live(spec, state_dir):
+            try:
+                own = _own_cluster(spec, state_dir)
+            except Exception as exc:  # noqa: BLE001 - another cluster answers, or none: its answers stay out
+                own = False
+                bundle.errors.append(f"the cluster's answers: {_one_line(exc)}")
+            for name, ask in (_live(spec, state_dir) if own else ()):
                 try:
                     got = ask()
                     put(name, got if isinstance(got, str) else output.dump_json(got) + "\n")

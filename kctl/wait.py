@@ -11,8 +11,8 @@ at once; any other exception of a probe counts as "not yet".
 A loop that does its work on a schedule rather than waiting for a state (a sampling
 round, a load's pace, a drill's planned fault length) is paced here too: ``ticks``
 (every ``period`` seconds, ended by a count, a deadline or a stop event, which wakes
-it at once), ``aticks`` (the same in an event loop) and ``pause_until`` (one moment
-of a schedule). No other module sleeps inside a loop (tests/unit/test_wait.py).
+it at once), ``pause_until`` (one moment of a schedule) and ``apause_until`` (the
+same in an event loop). No other module sleeps inside a loop (tests/unit/test_wait.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kctl.errors import KctlError, TimeoutReached
@@ -154,15 +154,7 @@ def ticks(period: float, *, count: int | None = None, until: float | None = None
         due = max(started + period, clock())
 
 
-async def aticks(period: float, *, until: float | None = None) -> AsyncIterator[int]:
-    """``ticks`` in an event loop (its own clock, ``loop.time()``): a server-sent stream's refresh."""
-    loop = asyncio.get_running_loop()
-    n = 0
-    due = loop.time()
-    while until is None or due < until:
-        if (left := due - loop.time()) > 0:
-            await asyncio.sleep(left)
-        started = loop.time()
-        yield n
-        n += 1
-        due = max(started + period, loop.time())
+async def apause_until(moment: float) -> None:
+    """``pause_until`` in an event loop (its clock, ``loop.time()``): the next moment of a server-sent stream."""
+    if (left := moment - asyncio.get_running_loop().time()) > 0:
+        await asyncio.sleep(left)

@@ -23,7 +23,7 @@ from kctl.console.config import masked
 from kctl.console.users import Role
 from kctl.errors import KctlError
 from kctl.spec import ClusterSpec
-from kctl.wait import aticks
+from kctl.wait import apause_until
 
 LIVE_SECONDS = 2.0  # how often a live part (SSE) sends its fragment
 LIVE_MAX_SECONDS = 3600.0  # a live stream ends after this; the page's htmx reconnects
@@ -284,14 +284,16 @@ def _sse(request: Request, event: str, fragment: Callable[[], str]) -> Streaming
     """Server-sent events: ``event`` with the fragment's HTML now and every LIVE_SECONDS, until the page goes."""
 
     async def stream() -> AsyncIterator[str]:
-        async for _ in aticks(LIVE_SECONDS, until=asyncio.get_running_loop().time() + LIVE_MAX_SECONDS):
-            if await request.is_disconnected():
-                break
+        loop = asyncio.get_running_loop()
+        end = loop.time() + LIVE_MAX_SECONDS
+        while loop.time() < end and not await request.is_disconnected():
+            started = loop.time()
             try:
                 html = await run_in_threadpool(fragment)
             except KctlError as exc:
                 html = f'<p class="error">{_escape(exc.message)} at {datetime.now(timezone.utc):%H:%M:%S} UTC</p>'
             yield f"event: {event}\n" + "".join(f"data: {line}\n" for line in html.splitlines()) + "\n"
+            await apause_until(started + LIVE_SECONDS)
 
     return StreamingResponse(stream(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})

@@ -63,6 +63,8 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("console", "user", "add"): ["sweep-c", "--role", "admin"],
     ("console", "user", "remove"): ["sweep-c"],
     ("mirror", "failover"): [GROUP, "--yes"],
+    ("support-bundle",): ["--out", "sweep-bundle.tar.gz"],
+    ("node", "format-storage"): ["1", "--service", "kafka", "--yes"],
 }
 
 # Commands the sweep does not run, and why.
@@ -83,7 +85,11 @@ OFFLINE = {("render",), ("doctor",), ("zk", "storage"), ("drill", "list"), ("cli
            # the monitor's record and store in this kctl.yaml's state dir
            ("monitor", "status"), ("monitor", "stop"), ("alerts",),
            # the console's users file in this kctl.yaml's state dir
-           ("console", "user", "add"), ("console", "user", "remove"), ("console", "user", "list")}
+           ("console", "user", "add"), ("console", "user", "remove"), ("console", "user", "list"),
+           # the certificates in this kctl.yaml's state dir (a plain cluster has none: refused with its hint)
+           ("cert", "status"),
+           # this kctl.yaml's files and logs; the live answers only from its own cluster (errors.txt says why not)
+           ("support-bundle",)}
 # Commands whose report is a table of checks, each with its hint (on stdout): exit 1 is their verdict.
 REPORTS = {("doctor",)}
 # Per case, the commands that may exit 0 because they are right to: nothing of another cluster is touched.

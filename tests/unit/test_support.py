@@ -82,6 +82,7 @@ def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Path,
 
     monkeypatch.setattr(support, "_live", live)
     monkeypatch.setattr(support, "_docker_version", lambda: "29.0 (test)")
+    monkeypatch.setattr(support, "_own_cluster", lambda _spec, _state: True)
     secrets = [TOKEN, HEADER, SMTP, SMTP + "-env", ADMIN, KEYSTORE, "json-5ecret-a1b2",
                "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"]
     return spec, spec_file, state, secrets
@@ -143,3 +144,20 @@ def test_an_interrupted_bundle_leaves_no_archive_and_an_existing_one_is_kept(pla
 def test_what_looks_like_a_secret_is_taken_out(text: str, kept: str) -> None:
     clean, n = support.redact(text, set())
     assert "abc123xyz" not in clean and "SMTP_PW" not in clean and kept in clean and n >= 1
+
+
+def test_another_cluster_answering_leaves_the_answers_out_and_says_so(planted: Any, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl.identity import ForeignCluster
+
+    spec, spec_file, state, _ = planted
+
+    def foreign(_spec: Any, _state: Path) -> bool:
+        raise ForeignCluster("another Kafka cluster (id Xyz) answers on cluster 'sup''s ports")
+
+    monkeypatch.setattr(support, "_own_cluster", foreign)
+    out = tmp_path / "b.tar.gz"
+    support.make(spec, spec_file, state, out)
+    files = _archive(out)
+    assert "status.json" not in files and "topics.json" not in files and "kctl.yaml" in files
+    assert "another Kafka cluster (id Xyz) answers" in files["errors.txt"]

@@ -150,7 +150,7 @@ def test_give_up_ends_the_wait_at_once() -> None:
     assert ei.value.message == "stream job exited at start with code 1" and calls[0] == 2 and clock.now == 1
 
 
-# ----- pacing: ticks, pause_until, aticks -----------------------------------------------------------------
+# ----- pacing: ticks, pause_until, apause_until -----------------------------------------------------------------
 
 
 class ScheduleClock:
@@ -203,22 +203,22 @@ def test_pause_until_a_moment_of_the_schedule() -> None:
     assert pause_until(time.monotonic() + 30, stop=stop) is False
 
 
-def test_aticks_pace_an_event_loop() -> None:
+def test_apause_until_a_moment_of_the_event_loop() -> None:
     import asyncio
 
-    from kctl.wait import aticks
+    from kctl.wait import apause_until
 
-    async def run() -> list[float]:
+    async def run() -> tuple[float, float]:
         loop = asyncio.get_running_loop()
-        t0, at = loop.time(), []
-        async for n in aticks(0.05, until=t0 + 30):
-            at.append(loop.time() - t0)
-            if n == 3:
-                break
-        return at
+        t0 = loop.time()
+        await apause_until(t0 + 0.1)
+        waited = loop.time() - t0
+        t1 = loop.time()
+        await apause_until(t1 - 5)  # past: at once
+        return waited, loop.time() - t1
 
-    at = asyncio.run(run())
-    assert len(at) == 4 and at[0] < 0.05 and all(b - a >= 0.045 for a, b in zip(at, at[1:], strict=False))
+    waited, past = asyncio.run(run())
+    assert waited >= 0.095 and past < 0.05
 
 
 def test_no_module_but_kctl_wait_sleeps_inside_a_loop() -> None:
