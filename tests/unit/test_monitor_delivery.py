@@ -191,6 +191,10 @@ def test_a_refused_notification_blocks_none_behind_it_and_ends_failed_with_a_log
 def test_a_receiver_that_is_down_keeps_its_queue_in_order_with_a_growing_delay(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: Hook) -> None:
     hook.answer = lambda m, p, body: (503, {})
+    # The jitter at its top (each delay whole): sampled on a coarse grid, a drawn jitter can make one gap look
+    # shorter than the one before; the jitter itself is test_backoff_doubles_up_to_its_cap_with_jitter's.
+    whole = service.backoff
+    monkeypatch.setattr(service, "backoff", lambda attempts: whole(attempts, rng=lambda: 1.0))
     mon = monitor(tmp_path, monkeypatch, [{"type": "webhook", "url": hook.url()}])
     key = mon.spec.monitoring.notifiers[0].key
     with mon.store.round():
