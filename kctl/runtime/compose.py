@@ -75,6 +75,25 @@ def keep_restarting(spec: ClusterSpec, dc: Any) -> list[str]:
     return sorted(done)
 
 
+def start_left_created(spec: ClusterSpec, dc: Any, services: list[str]) -> None:
+    """A node container that `docker compose up -d` left Created (it answered 0, but the engine never started
+    the container: a CI run saw one sit so until `kctl up`'s 300 s wait ran out) is started here, so that the
+    engine's own reason (a host port another process took since the preflight, most often) is the error the
+    operator reads at once."""
+    import docker.errors
+
+    for c in api.sdk_containers(spec.name, dc):
+        if api.host_of(c) not in services or c.status != "created":
+            continue
+        try:
+            c.start()
+        except docker.errors.APIError as exc:
+            reason = str(getattr(exc, "explanation", None) or exc)
+            raise KctlError(f"{api.host_of(c)}: the Docker engine did not start its container: {reason}",
+                            hint="a host port taken since the preflight? `kctl doctor` checks the ports; then"
+                                 " `kctl up` again (or `kctl down` removes what was created)") from None
+
+
 class ComposeEngine(Engine):
     """Every container on this Docker engine, through Docker Compose (the project ``kctl-<name>``)."""
 
@@ -98,6 +117,7 @@ class ComposeEngine(Engine):
     def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
         run_compose(spec, state_dir, "up", "-d", "--no-deps", "--remove-orphans", "--no-build",
                     "--pull", "never", *services)
+        start_left_created(spec, self.client(), services)
 
     def ps(self, spec: ClusterSpec, state_dir: Path) -> str:
         return run_compose(spec, state_dir, "ps", "-a", check=False).stdout

@@ -300,11 +300,19 @@ def test_a_consumer_that_stops_while_its_producer_goes_on_is_not_ok(kafka_cluste
     assert started.returncode == 0, started.stderr
     try:
         join([d])
-        keep_up_until = time.monotonic() + 7  # three or four rounds of lag 0
-        while time.monotonic() < keep_up_until:
+        # Three or four rounds of lag 0, and until the monitor has stored the group (a detached monitor on two busy
+        # cores may take longer than that to start and finish its first round: a CI run's first answer after the
+        # stop came from a fresh sampling). Bounded.
+        keep_up_from = time.monotonic()
+        seen_by_monitor = False
+        while time.monotonic() - keep_up_from < 7 or not seen_by_monitor:
+            assert time.monotonic() - keep_up_from < 90, "the monitor never answered for the group in 90 s"
             d.produce(5)
             d.commit(d.end)
             d.tick()
+            if not seen_by_monitor:
+                p = kctl(kafka_cluster, "lag", d.group, "-o", "json")
+                seen_by_monitor = p.returncode in (0, 1) and json.loads(p.stdout)["source"] == "the monitor"
             time.sleep(0.5)
         d.close()  # gone: leaves its group; its producer goes on
         stopped_at = time.monotonic()

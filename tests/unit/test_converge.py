@@ -81,6 +81,7 @@ def test_up_names_only_the_containers_it_creates(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(docker_api, "client", lambda timeout=None, version="auto": object())
     monkeypatch.setattr(compose, "compose_binary", lambda: ["docker", "compose"])
     monkeypatch.setattr(compose, "run_compose", lambda _s, _d, *args, **_k: calls.append(args))
+    monkeypatch.setattr(compose, "start_left_created", lambda *_a: None)  # nothing left Created
     monkeypatch.setattr(docker_api, "listed", lambda _cluster, _sc: [])  # no process to start again
     preflight = mock.create_autospec(compose.ComposeEngine.preflight)  # the host ports and Docker are not asked
     monkeypatch.setattr(compose.ComposeEngine, "preflight", preflight)
@@ -92,3 +93,35 @@ def test_up_names_only_the_containers_it_creates(tmp_path: Path, monkeypatch: py
     assert len(calls) == 1 and calls[0][:2] == ("up", "-d") and "--no-deps" in calls[0]
     assert calls[0][-1] == "logger4" and not {"logger1", "logger2", "logger3"} & set(calls[0])
     preflight.assert_called_once()
+
+
+class _Created:
+    """An SDK container object that compose left Created; its start fails as the engine's does."""
+
+    def __init__(self, host: str, status: str, error: str | None) -> None:
+        self.labels = {"com.docker.compose.service": host, "io.kctl.service": host}
+        self.name, self.status, self.error, self.started = host, status, error, False
+
+    def start(self) -> None:
+        import docker.errors
+
+        if self.error:
+            raise docker.errors.APIError("500 Server Error", explanation=self.error)
+        self.started = True
+
+
+def test_a_container_compose_left_created_is_started_or_its_engine_error_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl.errors import KctlError
+
+    ok, running = _Created("logger2", "created", None), _Created("logger3", "running", None)
+    monkeypatch.setattr(docker_api, "sdk_containers", lambda _n, _dc: [ok, running])
+    monkeypatch.setattr(docker_api, "host_of", lambda c: c.name)
+    compose.start_left_created(THREE, object(), ["logger2", "logger3"])
+    assert ok.started and not running.started
+    taken = _Created("logger1", "created", "Bind for 127.0.0.1:41000 failed: port is already allocated")
+    monkeypatch.setattr(docker_api, "sdk_containers", lambda _n, _dc: [taken])
+    with pytest.raises(KctlError) as exc:
+        compose.start_left_created(THREE, object(), ["logger1"])
+    assert "logger1" in exc.value.message and "port is already allocated" in exc.value.message
+    assert "kctl doctor" in (exc.value.hint or "")
+    compose.start_left_created(THREE, object(), ["logger2"])  # not named: not touched
