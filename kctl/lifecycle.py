@@ -68,7 +68,7 @@ def converge(
     if spec.on_kraft and spec.kraft_cluster_id is None:  # made on KRaft (metadata: kraft), first `kctl up`
         from kctl.kraft import phases
 
-        record = phases.made_on_kraft(state_dir)
+        record = phases.made_on_kraft(state_dir, spec.versions.kafka)
         spec = spec.with_kraft(record.phase.value, record.cluster_id)
         say(f"metadata: kraft: cluster id {record.cluster_id} (the controllers and brokers format with it)")
 

@@ -496,6 +496,9 @@ def status(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
         "next": following.value if following else None,
         # what kctl.yaml must keep until the migration ends, and the metadata.version kctl raised
         "kept": dict(record.pins), "metadata_version": record.metadata_version,
+        # the level a cluster made on KRaft was formatted at, and by which release (no older release starts on it)
+        "formatted": ({"metadata_version": record.formatted_metadata_version, "release": record.formatted_release}
+                      if record.formatted_release else None),
         # a raise `kctl apply` of a new release owes the cluster (killed, or the raise failed): the command
         "metadata_version_pending": ({"release": record.metadata_version_pending, "run": ph.RAISE_COMMAND}
                                      if record.metadata_version_pending else None),

@@ -137,8 +137,9 @@ class Versions(_Model):
         + " (ZooKeeper is the one that Kafka release ships; with `image:` set, any 3.9.x). Kafka 4 has no"
         " ZooKeeper mode: a 4.x release needs a cluster on KRaft (`metadata: kraft`, or a finalized"
         " `kctl migrate kraft`). From a migration's first step to its end it stays the release the migration"
-        " started on, and it never goes below the release whose metadata.version `kctl apply` raised"
-        " (both recorded in the state dir's kraft.json; docs/runbooks/migrate-to-kraft.md).",
+        " started on, and it never goes below the release of the cluster's metadata.version: the one its storage"
+        " was formatted at (a cluster made on KRaft) or `kctl apply` raised, whichever is newer (all recorded in"
+        " the state dir's kraft.json; docs/runbooks/migrate-to-kraft.md).",
     )
     scala: str = Field(SCALA_VERSION, description="Scala build of Kafka: " + " or ".join(SCALA_VERSIONS) + ".")
 

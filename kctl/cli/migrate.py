@@ -49,6 +49,11 @@ def kraft_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
         rows.append({"what": "kctl.yaml keeps", "value": f"{kept} (until the migration is finalized or rolled back)"})
     if st["metadata_version"]:
         rows.append({"what": "metadata.version", "value": f"{st['metadata_version']} (no older release runs it)"})
+    if st.get("formatted"):
+        made = st["formatted"]
+        level = made["metadata_version"] or "(its default)"
+        rows.append({"what": "storage formatted", "value": f"at metadata.version {level} by Kafka {made['release']}"
+                                                           " (no older release starts on it)"})
     if st["metadata_version_pending"]:
         owed = st["metadata_version_pending"]
         rows.append({"what": "metadata.version raise", "value": f"owed (the roll onto Kafka {owed['release']} did not"

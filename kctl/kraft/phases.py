@@ -106,6 +106,13 @@ class Record:
     # before the roll and cleared only once the raise is done (a kill or a failed raise leaves it: the next
     # `kctl apply` or `kctl up` raises it, or `kctl migrate kraft raise-metadata-version`).
     metadata_version_pending: str | None = None
+    # The metadata.version the cluster's storage was formatted with, and the Kafka release that formatted it: a
+    # cluster made on KRaft (:func:`made_on_kraft`) starts at its release's level (:func:`format_level`), which no
+    # older release can start on either. None in a record of a cluster made on ZooKeeper (its controllers were
+    # formatted by the one release that migrates, 3.9, the oldest kctl runs), in a record kctl wrote before it
+    # kept these, and (the level) for a release :data:`FORMAT_LEVELS` does not name.
+    formatted_metadata_version: str | None = None
+    formatted_release: str | None = None
 
     @property
     def migrating(self) -> bool:
@@ -128,7 +135,9 @@ class Record:
                        pins={str(k): str(v) for k, v in (data.get("pins") or {}).items()},
                        metadata_version=data.get("metadata_version"),
                        metadata_version_release=data.get("metadata_version_release"),
-                       metadata_version_pending=data.get("metadata_version_pending"))
+                       metadata_version_pending=data.get("metadata_version_pending"),
+                       formatted_metadata_version=data.get("formatted_metadata_version"),
+                       formatted_release=data.get("formatted_release"))
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise KctlError(f"{STATE_FILE}: not a record of a KRaft migration ({type(exc).__name__}: {exc})",
                             hint="it is kctl's own file in the state dir; do not edit it") from None
@@ -247,21 +256,70 @@ def release_of(version: str) -> tuple[int, ...]:
     return (int(m.group(1)), int(m.group(2))) if m else ()
 
 
+# The metadata.version `kafka-storage.sh format` writes when it is given none (kctl gives none:
+# kctl/runtime/node/jvm-common.sh), by release: the release's newest production level (Kafka's
+# MetadataVersion.LATEST_PRODUCTION). The bound a downgrade is held to is the level's release (major, minor), so a
+# release missing here is held to its own (major, minor) all the same (:func:`formatted_floor`).
+FORMAT_LEVELS: dict[tuple[int, ...], str] = {(3, 9): "3.9-IV0", (4, 0): "4.0-IV3", (4, 1): "4.1-IV1"}
+
+
+def format_level(kafka_version: str) -> str | None:
+    """Pure: the metadata.version Kafka ``kafka_version`` formats new storage with, if :data:`FORMAT_LEVELS`
+    names it."""
+    return FORMAT_LEVELS.get(release_of(kafka_version))
+
+
+def formatted_floor(record: Record) -> tuple[str, str] | None:
+    """Pure: (what, release) for the level the cluster's storage was formatted at -- ``what`` names it in a
+    message, ``release`` is what :func:`release_of` compares -- or None when the record cannot tell.
+
+    A record written before kctl kept the formatted level (``formatted_*`` absent) is held to the release it
+    names, if any: a migration under way pins the release its controllers were formatted by. Otherwise (a cluster
+    made on KRaft by an older kctl) nothing is refused on this ground: kctl.yaml's version cannot stand in for
+    the one that formatted the storage (it is exactly what a downgrade changed), and a guess would refuse a
+    cluster that is fine. The level `kctl apply` raises the cluster to is still recorded and held
+    (:attr:`Record.metadata_version`)."""
+    if record.formatted_metadata_version:
+        by = f" by Kafka {record.formatted_release}" if record.formatted_release else ""
+        return f"{record.formatted_metadata_version} (its storage was formatted at it{by})", \
+            record.formatted_metadata_version
+    release = record.formatted_release or record.pins.get("versions.kafka")
+    if release and release_of(release):
+        return (f"{'.'.join(map(str, release_of(release)))} (its storage was formatted by Kafka {release}, at that"
+                " release's metadata.version)"), release
+    return None
+
+
 def check_downgrade(record: Record, kafka_version: str) -> None:
-    """UsageError when ``kafka_version`` is older than the release whose metadata.version kctl raised the cluster
-    to: Kafka cannot read metadata newer than it knows, and a raised metadata.version is not lowered again."""
+    """UsageError when ``kafka_version`` cannot run the cluster's metadata.version: the highest level it supports
+    (its own release's) is below the level the storage was formatted at (:func:`formatted_floor`) or the one kctl
+    raised the cluster to (:attr:`Record.metadata_version`), whichever is newer. Kafka cannot start an older
+    release on metadata newer than it knows, and a metadata.version is not lowered again."""
     from kctl.errors import UsageError
 
-    mv = record.metadata_version
-    if not mv or not release_of(mv) or release_of(kafka_version) >= release_of(mv):
+    floors: list[tuple[str, str]] = []
+    if record.metadata_version and release_of(record.metadata_version):
+        by = f" by Kafka {record.metadata_version_release}" if record.metadata_version_release else ""
+        floors.append((f"{record.metadata_version} (raised{by})", record.metadata_version))
+    formatted = formatted_floor(record)
+    if formatted:
+        floors.append(formatted)
+    if not floors or not release_of(kafka_version):
         return
-    by = f" by Kafka {record.metadata_version_release}" if record.metadata_version_release else ""
-    raise UsageError(f"versions.kafka: {kafka_version} is older than the cluster's metadata.version {mv} (raised{by}:"
-                     " a raised metadata.version is not lowered again, and an older release cannot read it); nothing"
-                     " was rendered or written",
-                     hint=f"keep versions.kafka at {'.'.join(map(str, release_of(mv)))}.x or later"
+    what, level = max(floors, key=lambda f: release_of(f[1]))
+    if release_of(kafka_version) >= release_of(level):
+        return
+    newest = ".".join(map(str, release_of(level)))
+    raise UsageError(f"versions.kafka: {kafka_version} is older than the cluster's metadata.version {what}: an older"
+                     " release cannot start on metadata newer than it knows, and a metadata.version is not lowered"
+                     " again; nothing was rendered or written",
+                     hint=f"keep versions.kafka at {newest}.x or later"
                           + (f" (it was {record.metadata_version_release})" if record.metadata_version_release
-                             else ""))
+                             and release_of(record.metadata_version_release) == release_of(level)
+                             else f" (it was {record.formatted_release})" if record.formatted_release
+                             and release_of(record.formatted_release) == release_of(level) else "")
+                          + "; an older release runs only on a new cluster (`kctl down --volumes` deletes this one's"
+                            " data)")
 
 
 def record_metadata_version(state_dir: Path, level: str | None, release: str) -> None:
@@ -349,9 +407,11 @@ def new_cluster_id() -> str:
             return text
 
 
-def made_on_kraft(state_dir: Path, now: float | None = None) -> Record:
+def made_on_kraft(state_dir: Path, kafka_version: str, now: float | None = None) -> Record:
     """The record of a cluster made on KRaft (``metadata: kraft``): phase ``kraft`` from the start, with a new
-    cluster id that its controllers and brokers format their storage with. Written once; afterwards read."""
+    cluster id that its controllers and brokers format their storage with, and the release ``kafka_version`` that
+    formats it with the metadata.version it records (:func:`format_level`; :func:`check_downgrade` holds kctl.yaml
+    to it). Written once, before any node is made; afterwards read."""
     record = read(state_dir)
     if record.phase is Phase.kraft and record.cluster_id:
         return record
@@ -361,6 +421,7 @@ def made_on_kraft(state_dir: Path, now: float | None = None) -> Record:
                         hint="`kctl migrate kraft status`; a cluster made on ZooKeeper keeps `metadata: zookeeper`")
     at = time.time() if now is None else now
     made = Record(Phase.kraft, history=[{"phase": Phase.kraft.value, "at": at, "made": "on KRaft"}],
-                  cluster_id=new_cluster_id())
+                  cluster_id=new_cluster_id(), formatted_metadata_version=format_level(kafka_version),
+                  formatted_release=kafka_version)
     write(state_dir, made)
     return made

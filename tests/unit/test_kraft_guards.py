@@ -208,6 +208,109 @@ def test_a_downgrade_below_the_raised_metadata_version_is_refused(tmp_path: Path
         assert render(load_cluster(spec_file)[0], state).files
 
 
+def test_a_cluster_made_on_kraft_is_never_rendered_with_a_release_older_than_its_format(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Made on KRaft by Kafka 4.1.1 (`kctl init --kraft`): its storage is formatted at 4.1-IV1 with no raise kctl
+    records, and Kafka 4.0.0 cannot start on it. The first `kctl up` records the level; 4.0.0 is then refused."""
+    from kctl import lifecycle
+    from kctl import render as render_mod
+    from kctl.render import render
+
+    spec_file, state = cluster(tmp_path, None, metadata="kraft", versions={"kafka": "4.1.1"})
+    spec, _ = load_cluster(spec_file)
+
+    class Stop(Exception):
+        pass
+
+    def stop(*_a: object, **_k: object) -> None:
+        raise Stop  # the first `kctl up` up to its render: the record is written first, before any node is made
+
+    monkeypatch.setattr(render_mod, "render", stop)
+    with pytest.raises(Stop):
+        lifecycle.converge(spec, state, build=False)
+    monkeypatch.undo()
+    made = ph.read(state)
+    assert (made.phase, made.metadata_version) == (Phase.kraft, None)  # nothing raised
+    assert (made.formatted_metadata_version, made.formatted_release) == ("4.1-IV1", "4.1.1")
+    before = state_files(state)
+    for older in ("4.0.0", "3.9.1"):
+        spec_file.write_text(yaml.safe_dump({"name": "logger", "metadata": "kraft", "versions": {"kafka": older},
+                                             "image": {"ref": f"example/kafka:{older}"}}))
+        with pytest.raises(UsageError) as refused:
+            render(load_cluster(spec_file)[0], state)
+        assert refused.value.message.startswith(f"versions.kafka: {older} is older than the cluster's"
+                                                " metadata.version 4.1-IV1 (its storage was formatted at it by"
+                                                " Kafka 4.1.1)"), refused.value.message
+        assert "nothing was rendered or written" in refused.value.message
+        assert "keep versions.kafka at 4.1.x or later (it was 4.1.1)" in (refused.value.hint or "")
+        assert state_files(state) == before
+    for same_or_newer, image in (("4.1.0", {"image": {"ref": "example/kafka:4.1.0"}}), ("4.3.1", {})):
+        spec_file.write_text(yaml.safe_dump({"name": "logger", "metadata": "kraft",
+                                             "versions": {"kafka": same_or_newer}, **image}))
+        assert render(load_cluster(spec_file)[0], state).files
+
+
+@pytest.mark.parametrize(("release", "level"), [("3.9.1", "3.9-IV0"), ("4.0.0", "4.0-IV3"), ("4.1.1", "4.1-IV1"),
+                                                ("4.3.1", None)])
+def test_made_on_kraft_records_the_level_its_release_formats_with(tmp_path: Path, release: str,
+                                                                  level: str | None) -> None:
+    made = ph.made_on_kraft(tmp_path, release)
+    assert (made.formatted_metadata_version, made.formatted_release) == (level, release)
+    assert ph.read(tmp_path) == made
+    # a release the table does not name is held to its own release all the same
+    ph.check_downgrade(made, release)
+    if release != "3.9.1":
+        with pytest.raises(UsageError, match="versions.kafka: 3.9.1 is older than the cluster's metadata.version"):
+            ph.check_downgrade(made, "3.9.1")
+
+
+def test_the_newer_of_the_formatted_and_the_raised_level_holds() -> None:
+    made = ph.Record(Phase.kraft, cluster_id="x", formatted_metadata_version="4.0-IV3", formatted_release="4.0.0")
+    raised = made.replace(metadata_version="4.1-IV1", metadata_version_release="4.1.1")
+    ph.check_downgrade(made, "4.0.0")
+    with pytest.raises(UsageError, match="3.9.1 is older than the cluster's metadata.version 4.0-IV3 "):
+        ph.check_downgrade(made, "3.9.1")
+    for older in ("4.0.0", "3.9.1"):  # raised above its format: the raise is the bound
+        with pytest.raises(UsageError, match=rf"{older} is older than the cluster's metadata.version 4.1-IV1 \(raised"
+                                             r" by Kafka 4.1.1\)") as refused:
+            ph.check_downgrade(raised, older)
+        assert "4.1.x or later (it was 4.1.1)" in (refused.value.hint or "")
+    ph.check_downgrade(raised, "4.1.1")
+    # formatted newer than a raise kctl recorded earlier (a state dir kept across a rebuild): the format holds
+    newer = ph.Record(Phase.kraft, cluster_id="x", formatted_metadata_version="4.1-IV1", formatted_release="4.1.1",
+                      metadata_version="4.0-IV3", metadata_version_release="4.0.0")
+    with pytest.raises(UsageError, match="4.0.0 is older than the cluster's metadata.version 4.1-IV1 \\(its storage"):
+        ph.check_downgrade(newer, "4.0.0")
+
+
+def test_a_record_from_before_the_formatted_level_was_kept(tmp_path: Path) -> None:
+    """kraft.json of a cluster made on KRaft by an older kctl names no formatted level: held to a release the
+    record names (a migration's pinned one), else nothing is refused on this ground (kctl.yaml's own version is
+    what a downgrade changes, so it cannot stand in); a raise it recorded still holds."""
+    state = tmp_path / "state"
+    state.mkdir()
+    old = {"phase": "kraft", "target": None, "action": None, "done": [], "cluster_id": "Xy7kQ2fnT3a1bC9dE0fG1h",
+           "history": [{"phase": "kraft", "at": 1.0, "made": "on KRaft"}], "pins": {}, "metadata_version": None,
+           "metadata_version_release": None, "metadata_version_pending": None}
+    (state / ph.STATE_FILE).write_text(json.dumps(old))
+    record = ph.read(state)
+    assert (record.formatted_metadata_version, record.formatted_release) == (None, None)
+    assert ph.formatted_floor(record) is None
+    for version in ("3.9.1", "4.0.0", "4.1.1"):
+        ph.check_downgrade(record, version)
+    assert ph.made_on_kraft(state, "4.1.1") == record  # read, never rewritten with kctl.yaml's release
+    # a migration under way: its pinned release formatted the controllers
+    migrating = ph.Record(Phase.controllers, cluster_id="x", pins={"versions.kafka": "4.1.1"})
+    assert ph.formatted_floor(migrating) is not None
+    with pytest.raises(UsageError, match="4.0.0 is older than the cluster's metadata.version 4.1 \\(its storage was"
+                                         " formatted by Kafka 4.1.1"):
+        ph.check_downgrade(migrating, "4.0.0")
+    # the raise an older kctl recorded still holds
+    ph.check_downgrade(record.replace(metadata_version="4.1-IV1"), "4.1.1")
+    with pytest.raises(UsageError, match="older than the cluster's metadata.version 4.1-IV1 \\(raised\\)"):
+        ph.check_downgrade(record.replace(metadata_version="4.1-IV1"), "4.0.0")
+
+
 def test_the_apply_that_raises_metadata_version_records_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The one place kctl raises metadata.version (kctl apply, after a new release's roll) records the level."""
     from kctl.kraft import features

@@ -20,14 +20,14 @@ def test_a_cluster_id_is_kafkas_shape() -> None:
 
 
 def test_made_on_kraft_writes_its_record_once(tmp_path: Path) -> None:
-    first = ph.made_on_kraft(tmp_path)
+    first = ph.made_on_kraft(tmp_path, "3.9.1")
     assert first.phase is Phase.kraft and first.cluster_id and first.history[0]["made"] == "on KRaft"
-    assert ph.made_on_kraft(tmp_path).cluster_id == first.cluster_id  # never a second id
+    assert ph.made_on_kraft(tmp_path, "3.9.1").cluster_id == first.cluster_id  # never a second id
     # a state dir with a migration under way holds a cluster made on ZooKeeper: refused, the record kept
     other = tmp_path / "other"
     ph.write(other, ph.Record(Phase.controllers, cluster_id="abc"))
     with pytest.raises(Exception, match="migration to KRaft under way"):
-        ph.made_on_kraft(other)
+        ph.made_on_kraft(other, "3.9.1")
     assert ph.read(other).phase is Phase.controllers
 
 
@@ -35,7 +35,7 @@ def test_metadata_kraft_resolves_to_a_cluster_on_kraft(tmp_path: Path) -> None:
     spec, _ = parse_spec({"metadata": "kraft"})
     resolved = resolve_cluster(spec, tmp_path / "kctl.yaml")
     assert resolved.on_kraft and resolved.kraft_cluster_id is None  # its id comes with the first `kctl up`
-    record = ph.made_on_kraft(Path(resolved.state_dir or ""))
+    record = ph.made_on_kraft(Path(resolved.state_dir or ""), resolved.versions.kafka)
     again = resolve_cluster(spec, tmp_path / "kctl.yaml")
     assert again.on_kraft and again.kraft_cluster_id == record.cluster_id
     (tmp_path / "zk").mkdir()

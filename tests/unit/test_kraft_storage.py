@@ -156,7 +156,7 @@ def test_a_new_node_gets_permits_and_a_lost_data_dir_of_a_known_node_none(tmp_pa
 
     spec, _ = parse_spec({"versions": {"kafka": "4.1.1"}, "metadata": "kraft"})
     resolved = resolve_cluster(spec, tmp_path / "kctl.yaml")
-    ph.made_on_kraft(Path(resolved.state_dir or ""))
+    ph.made_on_kraft(Path(resolved.state_dir or ""), resolved.versions.kafka)
     spec = resolve_cluster(spec, tmp_path / "kctl.yaml")
     rendered = render(spec, tmp_path)
     write(rendered, tmp_path)
