@@ -13,6 +13,14 @@ through :func:`fill_dir` or :func:`fill_file`, which
 - sweep, under the lock, what a process killed mid-fill left (its ``.partial-*`` sibling): the next fill
   starts afresh and completes the entry.
 
+Readers hold the same lock shared (``LOCK_SH``: :func:`reading`, :func:`use_dir`, :func:`use_file`,
+:func:`hold_for_process`) for as long as they read, copy or hard-link from an entry: a refill of an entry that
+exists (a refresh, an entry an older kctl left without its marker, a distribution that is no longer current)
+takes the lock exclusive, so it waits until no reader is left, and no reader starts while it swaps the entry.
+A reader sees the whole old entry or the whole new one, never a file missing under it. A lock waited for is
+polled (``LOCK_NB``), so a fill waiting for readers never blocks another reader, and a fill never waits on a
+reader of its own thread (:func:`locked` refuses that at once instead of waiting for itself).
+
 Neutral: imports nothing but the error type and kctl's one wait.
 """
 
@@ -22,15 +30,18 @@ import fcntl
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from kctl.errors import KctlError, TimeoutReached
 
 MARKER = ".complete"
 # How long a fill waits for another process's fill of the same entry (a Kafka download or a Maven resolve
-# of a few minutes on a slow link); the lock is a live process's (flock dies with its holder).
+# of a few minutes on a slow link) or its readers, and a reader for a fill; the lock is a live process's (flock
+# dies with its holder).
 LOCK_WAIT_S = 1800.0
 
 Progress = Callable[[str], None]
@@ -51,34 +62,75 @@ def lock_path(entry: Path) -> Path:
     return entry.with_name(f".{entry.name}.lock")
 
 
-@contextmanager
-def locked(entry: Path, *, progress: Progress | None = None, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
-    """Hold the entry's lock (exclusive); says so once when another process holds it and this one waits."""
+_held = threading.local()  # the entries this thread holds shared: {str(entry): count}
+
+
+def _reads() -> Counter[str]:
+    if not hasattr(_held, "reads"):
+        _held.reads = Counter()
+    reads: Counter[str] = _held.reads
+    return reads
+
+
+def _acquire(entry: Path, *, shared: bool, progress: Progress | None, wait_s: float, path: Path,
+             what: str | None) -> int:
+    """A descriptor of ``path`` holding its flock (shared or exclusive), waited for up to ``wait_s``."""
     from kctl.wait import wait_until
 
-    path = lock_path(entry)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        def take() -> tuple[bool, str]:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False, f"{path} is held by another kctl"
-            return True, "taken"
+    fd = os.open(path, (os.O_RDONLY if shared else os.O_RDWR) | os.O_CREAT, 0o644)
+    doing = what or ("filling" if shared else "filling or reading")
 
+    def take() -> tuple[bool, str]:
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False, f"{path} is held by another kctl"
+        return True, "taken"
+
+    try:
         if not take()[0]:
             if progress:
-                progress(f"waiting for another kctl that is filling {entry}")
+                progress(f"waiting for another kctl that is {doing} {entry}")
             try:
                 wait_until(f"the lock of {entry}", take, wait_s, poll=0.2, hint=None)
             except TimeoutReached:
-                raise KctlError(f"another kctl has been filling {entry} for {wait_s:.0f}s", hint=(
+                raise KctlError(f"another kctl has been {doing} {entry} for {wait_s:.0f}s", hint=(
                     f"is a `kctl` (or `make`) still running? `fuser {path}` names it; once it ends,"
                     " run this again")) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextmanager
+def locked(entry: Path, *, shared: bool = False, progress: Progress | None = None, wait_s: float = LOCK_WAIT_S,
+           path: Path | None = None, what: str | None = None) -> Iterator[None]:
+    """Hold the entry's lock (``path``, default :func:`lock_path`): exclusive to fill it, ``shared`` to read
+    it. Says so once when this one waits (``what``: what the other kctl does, for the message). Exclusive
+    while this thread reads the entry is refused at once (a flock on another descriptor would wait for this
+    very thread)."""
+    key = str(entry)
+    if not shared and _reads()[key]:
+        raise KctlError(f"internal: this kctl reads {entry} and would wait for itself to fill it again",
+                        hint="report this as a bug in kctl")
+    fd = _acquire(entry, shared=shared, progress=progress, wait_s=wait_s, path=path or lock_path(entry), what=what)
+    if shared:
+        _reads()[key] += 1
+    try:
         yield
     finally:
+        if shared:
+            _reads()[key] -= 1
         os.close(fd)  # releases the lock
+
+
+def reading(entry: Path, *, progress: Progress | None = None, wait_s: float = LOCK_WAIT_S
+            ) -> AbstractContextManager[None]:
+    """Hold ``entry`` for reading (its lock shared): no other kctl swaps it out until the block ends; a fill
+    under way is waited for first. The caller checks the entry is (still) whole once inside."""
+    return locked(entry, shared=True, progress=progress, wait_s=wait_s)
 
 
 def _sweep(entry: Path) -> None:
@@ -163,3 +215,78 @@ def fill_file(entry: Path, make: Callable[[Path], None], *, mode: int = 0o644,
         finally:
             tmp.unlink(missing_ok=True)
     return entry
+
+
+ATTEMPTS = 3  # fills a reader makes before it gives up on an entry other kctl processes keep swapping
+
+
+@contextmanager
+def use_dir(entry: Path, make: Callable[[Path], Path | None], *,
+            complete: Callable[[Path], bool] | None = None, note: Callable[[], str] | None = None,
+            refresh: bool = False, progress: Progress | None = None) -> Iterator[Path]:
+    """:func:`fill_dir`, then the entry held for reading (:func:`reading`) until the block ends, whole: it is
+    checked again under the shared lock, and made again if a fill killed between its two renames left none."""
+    done = complete or is_complete
+    for attempt in range(ATTEMPTS):
+        fill_dir(entry, make, complete=done, note=note, refresh=refresh and attempt == 0, progress=progress)
+        with reading(entry, progress=progress):
+            if done(entry):
+                yield entry
+                return
+    raise KctlError(f"the cache entry {entry} keeps changing under this kctl",
+                    hint="another kctl keeps filling it again; run this again once it is done")
+
+
+@contextmanager
+def use_file(entry: Path, make: Callable[[Path], None], *, mode: int = 0o644,
+             progress: Progress | None = None) -> Iterator[Path]:
+    """:func:`fill_file`, then the file held for reading (:func:`reading`) until the block ends."""
+    for _ in range(ATTEMPTS):
+        fill_file(entry, make, mode=mode, progress=progress)
+        with reading(entry, progress=progress):
+            if entry.is_file():
+                yield entry
+                return
+    raise KctlError(f"the cache file {entry} keeps disappearing under this kctl",
+                    hint="is something cleaning kctl's cache? run this again once it is done")
+
+
+def entry_of(path: Path) -> Path | None:
+    """The cache directory entry that holds ``path`` (the nearest directory above it with :data:`MARKER`,
+    inside :func:`root`), or None for a path outside kctl's cache."""
+    try:
+        rel = path.resolve().relative_to(root().resolve())
+    except ValueError:
+        return None
+    here = root().resolve()
+    found: Path | None = None
+    for part in rel.parts[:-1]:
+        here = here / part
+        if is_complete(here):
+            found = here
+    return found
+
+
+_process_holds: list[int] = []  # descriptors holding shared locks until this process ends (the kernel drops them)
+
+
+def hold_for_process(paths: Iterable[str | Path], *, progress: Progress | None = None) -> list[Path]:
+    """Hold, until this process ends, every cache entry one of ``paths`` lies in, for reading: for a reader
+    that hands the paths on to something that reads them for its whole life (Spark's ``spark.jars``). Returns
+    the entries held; KctlError when one of ``paths`` is gone once its entry is held (another kctl made the
+    entry again in between): resolving them again gives the new ones."""
+    paths = list(paths)
+    held: list[Path] = []
+    for p in paths:
+        entry = entry_of(Path(p))
+        if entry is None or entry in held:
+            continue
+        _process_holds.append(_acquire(entry, shared=True, progress=progress, wait_s=LOCK_WAIT_S,
+                                       path=lock_path(entry), what=None))
+        _reads()[str(entry)] += 1  # never released: a fill of it from this thread is refused, not waited for
+        held.append(entry)
+    gone = [str(p) for p in paths if not Path(p).exists()]
+    if gone:
+        raise KctlError(f"{', '.join(gone)}: no longer in kctl's cache (another kctl made the entry again)",
+                        hint="run the command again: it resolves the jars anew")
+    return held

@@ -75,7 +75,9 @@ def measure(client: docker.DockerClient, *, with_base: bool, log: Callable[[str]
     tags = [contract.image_tag(f"bench-{kind}") for kind in ("cold", "warm", "edit")]
     try:
         with tempfile.TemporaryDirectory(prefix="bench-", dir=distmod.cache_root().parent) as tmp:
-            ctx = image.assemble_context(Path(tmp) / "ctx", dist, exporters.prepare())
+            # held for reading while laid out (kctl.cache): another kctl's refill of either waits
+            with distmod.using_dist(progress=_quiet) as held, exporters.prepared(_quiet) as monitoring:
+                ctx = image.assemble_context(Path(tmp) / "ctx", held, monitoring)
             log("cold build (no layer cache)")
             cold, secs = _timed(lambda: image.build_from_context(
                 client, ctx, tag=tags[0], base_image=base, labels=labels, nocache=True, progress=_quiet))

@@ -27,7 +27,8 @@ import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -259,35 +260,41 @@ def _tree_digest(root: Path) -> str:
     return h.hexdigest()
 
 
-def dist_archive(spec: ClusterSpec, progress: Progress | None = None) -> DistArchive:
+@contextmanager
+def dist_archive(spec: ClusterSpec, progress: Progress | None = None) -> Iterator[DistArchive]:
     """The Kafka distribution of ``versions`` and the exporters' jars as one uncompressed tar, made once per
-    identity in kctl's cache (a second bundle of the same versions reuses it)."""
+    identity in kctl's cache (a second bundle of the same versions reuses it), held for reading until the block
+    ends (kctl.cache). The distribution and the exporters are held for reading while the tar's identity is taken
+    and it is packed from them: another kctl's refill of either waits."""
     from kctl.runtime import dist as distmod
     from kctl.runtime import exporters
 
-    dist = distmod.prepare_dist(kafka_version=spec.versions.kafka, scala_version=spec.versions.scala,
-                                kafka_dist=None, progress=progress)
-    monitoring = exporters.prepare(progress) if spec.monitoring.enabled else None
-    name = distmod.dist_name(spec.versions.kafka, spec.versions.scala)
-    identity = hashlib.sha256(
-        f"{dist.identity}\0{_tree_digest(monitoring) if monitoring else '-'}".encode()).hexdigest()[:24]
-    target = cache.root() / "host" / f"{name}-{identity}.tar"
+    with ExitStack() as tar_held:
+        with ExitStack() as sources:
+            dist = sources.enter_context(distmod.using_dist(kafka_version=spec.versions.kafka,
+                                                            scala_version=spec.versions.scala, kafka_dist=None,
+                                                            progress=progress))
+            monitoring = sources.enter_context(exporters.prepared(progress)) if spec.monitoring.enabled else None
+            name = distmod.dist_name(spec.versions.kafka, spec.versions.scala)
+            identity = hashlib.sha256(
+                f"{dist.identity}\0{_tree_digest(monitoring) if monitoring else '-'}".encode()).hexdigest()[:24]
+            target = cache.root() / "host" / f"{name}-{identity}.tar"
 
-    def pack(tmp: Path) -> None:
-        if progress:
-            progress(f"packing {name} for the hosts ({target})")
-        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-            tar.add(str(dist.path), arcname=name)
-            if monitoring is not None:
-                tar.add(str(monitoring), arcname="monitoring")
+            def pack(tmp: Path) -> None:
+                if progress:
+                    progress(f"packing {name} for the hosts ({target})")
+                with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+                    tar.add(str(dist.path), arcname=name)
+                    if monitoring is not None:
+                        tar.add(str(monitoring), arcname="monitoring")
 
-    # Under the entry's lock, written beside it and renamed into place (kctl.cache): two bundles at once
-    # pack it once, and a bundle never links a half-written tar. 0644: hard-linked into every bundle,
-    # readable as any other file of it.
-    cache.fill_file(target, pack, mode=0o644, progress=progress)
-    if target.stat().st_mode & 0o777 != 0o644:
-        os.chmod(target, 0o644)
-    return DistArchive(path=target, name=name, identity=identity)
+            # Under the entry's lock, written beside it and renamed into place (kctl.cache): two bundles at
+            # once pack it once, and a bundle never links a half-written tar. 0644: hard-linked into every
+            # bundle, readable as any other file of it.
+            tar_held.enter_context(cache.use_file(target, pack, mode=0o644, progress=progress))
+        if target.stat().st_mode & 0o777 != 0o644:
+            os.chmod(target, 0o644)
+        yield DistArchive(path=target, name=name, identity=identity)
 
 
 # ----- writing -------------------------------------------------------------------------------------
@@ -343,17 +350,18 @@ def write_bundles(spec: ClusterSpec, state_dir: Path, out: Path,
     require_hosts(spec)
     from kctl.render import render
 
-    dist = dist_archive(spec, progress)
-    hashes = {c.name: c.config_hash for c in render(spec, state_dir).containers}
     made: list[NodeBundle] = []
-    try:
-        uid = host_identity.ensure_uid(state_dir)  # the first install of this cluster on hosts makes it
-        every = bundle_files(spec, dist, _secrets_of(spec, state_dir), hashes, uid)
-        for host, files in every.items():
-            write_node(out / host, files, dist)
-            made.append(NodeBundle(host, tuple(s for s in contract.SERVICES if f"units/{contract.unit_name(s)}"
-                                               in files), out / host, len(files) + 1))
-    except OSError as exc:
-        raise KctlError(f"cannot write the bundles under {out}: {exc.strerror or exc}",
-                        hint="check the directory's permissions and free space, or pass --out DIR") from None
+    with dist_archive(spec, progress) as dist:  # held for reading while it is linked into every bundle
+        hashes = {c.name: c.config_hash for c in render(spec, state_dir).containers}
+        try:
+            uid = host_identity.ensure_uid(state_dir)  # the first install of this cluster on hosts makes it
+            every = bundle_files(spec, dist, _secrets_of(spec, state_dir), hashes, uid)
+            for host, files in every.items():
+                write_node(out / host, files, dist)
+                made.append(NodeBundle(host, tuple(s for s in contract.SERVICES
+                                                   if f"units/{contract.unit_name(s)}" in files),
+                                       out / host, len(files) + 1))
+        except OSError as exc:
+            raise KctlError(f"cannot write the bundles under {out}: {exc.strerror or exc}",
+                            hint="check the directory's permissions and free space, or pass --out DIR") from None
     return made

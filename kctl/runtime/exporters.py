@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kctl import cache
@@ -58,8 +59,24 @@ def _complete(entry: Path) -> bool:
 
 def prepare(progress: Progress | None = None) -> Path:
     """A directory with ``jmx_prometheus_javaagent.jar`` and ``zookeeper/*.jar``, from the cache or Maven (filled
-    beside the entry under its lock and renamed into place whole: a second kctl waits, then uses it)."""
+    beside the entry under its lock and renamed into place whole: a second kctl waits, then uses it). To read
+    from it, :func:`prepared`: this only makes sure it is there."""
+    return cache.fill_dir(cache_dir(), _make(progress), complete=_complete, note=_note, progress=progress)
 
+
+@contextmanager
+def prepared(progress: Progress | None = None) -> Iterator[Path]:
+    """:func:`prepare`, and the directory held for reading until the block ends (:func:`kctl.cache.use_dir`):
+    another kctl's refill of the entry waits, so what is copied or packed from it is all there."""
+    with cache.use_dir(cache_dir(), _make(progress), complete=_complete, note=_note, progress=progress) as entry:
+        yield entry
+
+
+def _note() -> str:
+    return "\n".join((JMX_EXPORTER, *ZOOKEEPER_METRICS))
+
+
+def _make(progress: Progress | None) -> Callable[[Path], None]:
     def make(work: Path) -> None:
         agent = maven.copy_dependencies([maven.Artifact.parse(JMX_EXPORTER, ["*:*"])], work / "agent",
                                         what="the Prometheus JMX exporter", hint=HINT, progress=progress)
@@ -69,8 +86,7 @@ def prepare(progress: Progress | None = None) -> Path:
                                 work / ZOOKEEPER_DIR, what="ZooKeeper's Prometheus metrics provider", hint=HINT,
                                 progress=progress)
 
-    return cache.fill_dir(cache_dir(), make, complete=_complete, note=lambda: "\n".join(
-        (JMX_EXPORTER, *ZOOKEEPER_METRICS)), progress=progress)
+    return make
 
 
 _VERSIONED = re.compile(r"^(?P<name>.+?)-\d[\w.+-]*\.jar$")

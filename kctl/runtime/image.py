@@ -434,19 +434,17 @@ def ensure_image(
     """Return the node image for ``kafka_version``, building it if missing or stale.
 
     Two kctl processes that need the image at once (two `kctl up`, two test workers) build it once: the
-    second waits on a lock in the cache directory, then finds the first one's image up to date.
+    second waits on a lock in the cache directory (said once, and bounded: :func:`kctl.cache.locked`), then
+    finds the first one's image up to date. The build holds the cached distribution and exporters for reading
+    only while it lays out its context (:func:`_ensure_image`).
     """
-    import fcntl
+    from kctl import cache
 
-    lock_path = distmod.cache_root().parent / f"image-{kafka_version}.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            return _ensure_image(client, kafka_version=kafka_version, scala_version=scala_version,
-                                 kafka_dist=kafka_dist, rebuild=rebuild, progress=progress)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    root = distmod.cache_root().parent
+    with cache.locked(root / f"image-{kafka_version}", path=root / f"image-{kafka_version}.lock",
+                      what="building the node image", progress=progress):
+        return _ensure_image(client, kafka_version=kafka_version, scala_version=scala_version,
+                             kafka_dist=kafka_dist, rebuild=rebuild, progress=progress)
 
 
 def _ensure_image(
@@ -485,24 +483,26 @@ def _ensure_image(
             return _info(existing, tag, built=False)
         _say(progress, f"image {tag} is out of date; rebuilding")
 
-    if dist is None:
-        dist = distmod.prepare_dist(kafka_version=kafka_version, scala_version=scala_version,
-                                    kafka_dist=kafka_dist, progress=progress)
-    if dist.zookeeper_version != zk_pinned:
-        raise KctlError(
-            f"the Kafka distribution ships ZooKeeper {dist.zookeeper_version}, kctl pins {zk_pinned} "
-            f"for Kafka {kafka_version}",
-            f"is {dist.path} a genuine Kafka {kafka_version} distribution?",
-        )
-    monitoring = exporters.prepare(progress)
     try:
         base = resolve_base_image(client, progress)
-        labels = image_labels(dist, recipe, base)
         work_parent = distmod.cache_root().parent
         work_parent.mkdir(parents=True, exist_ok=True)
-        # Same file system as the dist cache, so kafka/ is hard-linked, not copied.
+        # Same file system as the dist cache, so kafka/ is hard-linked, not copied. The distribution and the
+        # exporters are held for reading while the context is laid out (kctl.cache): another kctl's refill of
+        # either waits, so the context holds the whole entry its labels name; the links and copies made, the
+        # build reads only the context.
         with tempfile.TemporaryDirectory(prefix="build-", dir=work_parent) as tmp:
-            context = assemble_context(Path(tmp) / "context", dist, monitoring)
+            with distmod.using_dist(kafka_version=kafka_version, scala_version=scala_version,
+                                    kafka_dist=kafka_dist, progress=progress) as dist:
+                if dist.zookeeper_version != zk_pinned:
+                    raise KctlError(
+                        f"the Kafka distribution ships ZooKeeper {dist.zookeeper_version}, kctl pins {zk_pinned} "
+                        f"for Kafka {kafka_version}",
+                        f"is {dist.path} a genuine Kafka {kafka_version} distribution?",
+                    )
+                with exporters.prepared(progress) as monitoring:
+                    labels = image_labels(dist, recipe, base)
+                    context = assemble_context(Path(tmp) / "context", dist, monitoring)
             _say(progress, f"building {tag} from {base} (Kafka {dist.kafka_version}, source: {dist.source})")
             image = build_from_context(client, context, tag=tag, base_image=base, labels=labels,
                                        progress=progress)

@@ -361,6 +361,11 @@ def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
     if cfg.master.startswith("spark://"):
         b = b.config("spark.cores.max", "2").config("spark.executor.cores", "1")
     if cfg.jars:
+        from kctl import cache
+
+        # Spark reads the jars for as long as the session lives: their cache entries (kctl.cache) are held for
+        # reading until this process ends, so another kctl's refill of one waits instead of swapping it out.
+        cache.hold_for_process(cfg.jars)
         b = b.config("spark.jars", ",".join(cfg.jars))
     if cfg.packages:
         b = b.config("spark.jars.packages", ",".join(cfg.packages))

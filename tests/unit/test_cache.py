@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kctl import cache
+from kctl.errors import KctlError
 
 CTX = multiprocessing.get_context("fork")
 FILES = 6
@@ -178,3 +179,261 @@ def test_two_kctl_commands_preparing_the_exporters_at_once_both_get_the_agent_ja
     for p in procs:
         p.join(60)
     assert [p.exitcode for p in procs] == [0, 0]
+
+
+# ----- readers during a refill (issue 43, point 20): each holds the entry shared while it reads -------------
+# A refill of an entry that exists (a refresh, an entry that is no longer current or lost its marker) used to
+# rename it aside while another process read or hard-linked from it: FileNotFoundError half-way through. A
+# reader in the middle of an entry now sees all of the old one or (started after the swap) all of the new one.
+
+READ_PAUSE = 0.01
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _fake_dist_source(tag: str) -> object:
+    from kctl.runtime.dist import layout, scripts
+
+    class Fake:
+        name = "maven"
+
+        def fetch(self, work: Path, kafka_version: str, scala_version: str, progress: object) -> tuple[Path, str]:
+            import zipfile
+
+            root = work / f"kafka_{scala_version}-{kafka_version}"
+            libs = root / "libs"
+            libs.mkdir(parents=True)
+            with zipfile.ZipFile(libs / f"kafka_{scala_version}-{kafka_version}.jar", "w") as zf:
+                for cls in layout.REQUIRED_CLASSES:
+                    zf.writestr(cls.replace(".", "/") + ".class", b"")
+            with zipfile.ZipFile(libs / "zookeeper-3.8.4.jar", "w") as zf:
+                zf.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+            for i in range(FILES):
+                (libs / f"part-{i}.jar").write_text(f"{tag}-{i}")
+            scripts.write_bin_scripts(root, overwrite=True, kafka_version=kafka_version)
+            return root, f"fake {tag}"
+
+    return Fake()
+
+
+def _use(kind: str, xdg: str, tag: str, refill: bool) -> object:
+    """The context manager a kctl reader of ``kind`` reads through (refill=False), or a refill of the same
+    entry that makes its ``tag`` version (refill=True: returns the entry)."""
+    os.environ["XDG_CACHE_HOME"] = xdg
+    from kctl.runtime import dist as distmod
+    from kctl.runtime import exporters, maven
+
+    def make(work: Path) -> None:
+        for i in range(FILES):
+            (work / f"part-{i}").write_text(f"{tag}-{i}")
+
+    if kind == "dist":
+        distmod.DEFAULT_SOURCES = (_fake_dist_source(tag),)  # type: ignore[assignment]
+        if refill:
+            return distmod.prepare_dist(kafka_version="3.9.1", refresh=True).path
+        return distmod.using_dist(kafka_version="3.9.1")
+    if kind == "exporters":
+        def copy_dependencies(artifacts: list[object], out: Path, **_kw: object) -> list[Path]:
+            out.mkdir(parents=True)
+            made = [out / f"{str(a).split(':')[1]}-{tag}.jar" for a in artifacts]
+            for jar in made:
+                jar.write_text(tag)
+            return made
+
+        maven.copy_dependencies = copy_dependencies  # type: ignore[assignment]
+        if refill:  # an entry filled again over one that exists (what a refill of a lost marker does)
+            return cache.fill_dir(exporters.cache_dir(), exporters._make(None), complete=exporters._complete,
+                                  refresh=True)
+        return exporters.prepared()
+    entry = Path(xdg) / "kctl" / "jars" / "e"
+    return cache.fill_dir(entry, make, refresh=True) if refill else cache.use_dir(entry, make)
+
+
+def _read_slowly(kind: str, xdg: str, inside: str, out: str) -> None:
+    """Hold the entry as a kctl reader of ``kind`` does and read every file of it, one at a time, while
+    another process refills it; write what was read (or the error) to ``out``."""
+    import json
+
+    view: dict[str, str] = {}
+    try:
+        with _use(kind, xdg, "old", refill=False) as got:  # type: ignore[attr-defined]
+            root = got.path if kind == "dist" else got
+            Path(inside).write_text(str(root))
+            time.sleep(0.3)  # the refill starts meanwhile, and waits
+            for p in sorted(root.rglob("*")):
+                if p.is_file():
+                    time.sleep(READ_PAUSE)
+                    view[str(p.relative_to(root))] = p.read_bytes().decode("latin-1")
+            done = time.monotonic()
+    except Exception as exc:  # reported to the test
+        Path(out).write_text(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+        raise
+    Path(out).write_text(json.dumps({"view": view, "done": done}))
+
+
+def _refill(kind: str, xdg: str, inside: str, out: str) -> None:
+    import json
+
+    while not Path(inside).exists():
+        time.sleep(0.01)
+    time.sleep(0.05)
+    _use(kind, xdg, "new", refill=True)
+    Path(out).write_text(json.dumps({"swapped": time.monotonic()}))
+
+
+@pytest.mark.parametrize("kind", ["cache", "dist", "exporters"])
+def test_a_reader_in_the_middle_of_an_entry_during_a_refill_sees_all_of_the_old_one(tmp_path: Path,
+                                                                                    kind: str) -> None:
+    import json
+
+    xdg = str(tmp_path / "xdg")
+    first = CTX.Process(target=_made, args=(kind, xdg))  # the old entry, made whole first
+    first.start()
+    first.join(30)
+    assert first.exitcode == 0
+    entry = Path((tmp_path / "xdg" / "entry").read_text())
+    old = _snapshot(entry)
+    assert any("old" in v.decode("latin-1") for v in old.values())
+    inside, seen, swapped = tmp_path / "inside", tmp_path / "seen.json", tmp_path / "swapped.json"
+    reader = CTX.Process(target=_read_slowly, args=(kind, xdg, str(inside), str(seen)))
+    refill = CTX.Process(target=_refill, args=(kind, xdg, str(inside), str(swapped)))
+    reader.start()
+    refill.start()
+    for p in (reader, refill):
+        p.join(60)
+    got = json.loads(seen.read_text())
+    assert "error" not in got, got["error"]  # never a file gone under the reader
+    assert reader.exitcode == 0 and refill.exitcode == 0
+    assert got["view"] == {k: v.decode("latin-1") for k, v in old.items()}  # all of the old entry, only it
+    assert json.loads(swapped.read_text())["swapped"] > got["done"]  # the refill waited for the reader
+    new = _snapshot(entry)
+    assert new != old and any("new" in v.decode("latin-1") for v in new.values())  # and then swapped it whole
+    # a reader after the refill reads all of the new one
+    reader = CTX.Process(target=_read_slowly, args=(kind, xdg, str(tmp_path / "inside2"), str(seen)))
+    reader.start()
+    reader.join(30)
+    assert json.loads(seen.read_text())["view"] == {k: v.decode("latin-1") for k, v in new.items()}
+    leftovers = [p.name for p in entry.parent.iterdir() if ".partial-" in p.name or ".old-" in p.name]
+    assert not leftovers
+
+
+def _made(kind: str, xdg: str) -> None:
+    with _use(kind, xdg, "old", refill=False) as got:  # type: ignore[attr-defined]
+        (Path(xdg) / "entry").write_text(str(got.path if kind == "dist" else got))
+
+
+def _hold_jars(xdg: str, jar: str, inside: str, out: str) -> None:
+    """What a Spark job does with its jars (its Spark session, kctl.stream.job): held until the process ends."""
+    import json
+
+    os.environ["XDG_CACHE_HOME"] = xdg
+    cache.hold_for_process([jar])
+    Path(inside).write_text("held")
+    read = []
+    for _ in range(5):
+        time.sleep(0.1)
+        read.append(Path(jar).read_text())
+    Path(out).write_text(json.dumps({"read": read, "done": time.monotonic()}))
+    os._exit(0)  # no cleanup: the kernel drops the lock with the process
+
+
+def _refill_jars(xdg: str, entry: str, inside: str, out: str) -> None:
+    import json
+
+    os.environ["XDG_CACHE_HOME"] = xdg
+    while not Path(inside).exists():
+        time.sleep(0.01)
+    cache.fill_dir(Path(entry), lambda work: (work / "a.jar").write_text("new") and None, refresh=True)
+    Path(out).write_text(json.dumps({"swapped": time.monotonic()}))
+
+
+def test_jars_a_spark_job_uses_are_held_until_its_process_ends(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    entry = cache.root() / "jars" / "spark-sql-kafka-4.0.0"
+    cache.fill_dir(entry, lambda work: (work / "a.jar").write_text("old") and None)
+    jar = entry / "a.jar"
+    assert cache.entry_of(jar) == entry.resolve() and cache.entry_of(tmp_path / "elsewhere.jar") is None
+    inside, seen, swapped = tmp_path / "inside", tmp_path / "seen.json", tmp_path / "swapped.json"
+    job = CTX.Process(target=_hold_jars, args=(str(tmp_path / "xdg"), str(jar), str(inside), str(seen)))
+    refill = CTX.Process(target=_refill_jars, args=(str(tmp_path / "xdg"), str(entry), str(inside), str(swapped)))
+    job.start()
+    refill.start()
+    for p in (job, refill):
+        p.join(30)
+    assert (job.exitcode, refill.exitcode) == (0, 0)
+    got = json.loads(seen.read_text())
+    assert got["read"] == ["old"] * 5 and json.loads(swapped.read_text())["swapped"] > got["done"]
+    assert jar.read_text() == "new"
+    # a jar gone by the time its entry is held (made again in between): said, to resolve them anew
+    with pytest.raises(KctlError, match="no longer in kctl's cache"):
+        cache.hold_for_process([entry / "gone.jar"])
+
+
+def test_a_fill_under_its_own_read_is_refused_at_once_not_waited_for(tmp_path: Path) -> None:
+    entry = tmp_path / "e"
+    cache.fill_dir(entry, lambda work: (work / "v1").write_text("1") and None)
+    started = time.monotonic()
+    with cache.reading(entry), pytest.raises(KctlError, match="would wait for itself"):
+        cache.fill_dir(entry, lambda work: None, refresh=True)
+    assert time.monotonic() - started < 5
+    with cache.use_dir(entry, lambda work: None) as held, cache.reading(entry):  # two reads share an entry
+        assert (held / "v1").read_text() == "1"
+    cache.fill_dir(entry, lambda work: (work / "v2").write_text("2") and None, refresh=True)  # no read left
+    assert sorted(x.name for x in entry.iterdir()) == [cache.MARKER, "v2"]
+
+
+def _try_exclusive(lock: str, out: str) -> None:
+    import fcntl
+
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        Path(out).write_text("free")
+    except BlockingIOError:
+        Path(out).write_text("held")
+
+
+def _probe(lock: Path, tmp_path: Path) -> str:
+    """From another process: could a refill take ``lock`` now?"""
+    out = tmp_path / f"probe-{time.monotonic_ns()}"
+    p = CTX.Process(target=_try_exclusive, args=(str(lock), str(out)))
+    p.start()
+    p.join(10)
+    return out.read_text()
+
+
+def test_a_bundle_holds_the_host_tar_while_it_links_it_and_the_dist_while_it_packs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tarfile
+    from typing import Any
+
+    from kctl.runtime import bundle
+    from kctl.runtime import dist as distmod
+    from kctl.spec import ClusterSpec
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(distmod, "DEFAULT_SOURCES", (_fake_dist_source("old"),))
+    nodes = [{"id": i, "hostname": f"logger{i}", "advertised_host": f"10.9.0.{i}"} for i in (1, 2, 3)]
+    spec = ClusterSpec.model_validate({"name": "hl", "engine": "hosts", "ssh": {"user": "ops"}, "nodes": nodes,
+                                       "monitoring": {"enabled": False}})
+    dist_lock = cache.lock_path(distmod.cache_root() / "kafka_2.13-3.9.1")
+    seen: list[str] = []
+    real_add = tarfile.TarFile.add
+
+    def add(self: tarfile.TarFile, name: str, arcname: str | None = None, *a: Any, **kw: Any) -> None:
+        if arcname == "kafka_2.13-3.9.1":
+            seen.append(_probe(dist_lock, tmp_path))  # while packing: the dist is held
+        real_add(self, name, arcname, *a, **kw)
+
+    monkeypatch.setattr(tarfile.TarFile, "add", add)
+    with bundle.dist_archive(spec) as arch:
+        assert arch.path.is_file()
+        assert _probe(cache.lock_path(arch.path), tmp_path) == "held"  # no refill while bundles link it
+        assert _probe(dist_lock, tmp_path) == "free"  # packed: the dist is no longer needed
+    assert seen == ["held"]
+    assert _probe(cache.lock_path(arch.path), tmp_path) == "free"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import contextlib
 import hashlib
 import http.server
 import io
@@ -517,7 +518,7 @@ def test_ensure_image_builds_when_recipe_changed(tmp_path: Path, cache: Path, mo
     mon = tmp_path / "exporters"
     (mon / "zookeeper").mkdir(parents=True)
     (mon / "jmx_prometheus_javaagent.jar").write_bytes(b"agent")
-    monkeypatch.setattr(image.exporters, "prepare", lambda progress=None: mon)
+    monkeypatch.setattr(image.exporters, "prepared", lambda progress=None: contextlib.nullcontext(mon))
     client = fake_client()
     stale = fake_image(labels={"io.kctl.recipe-hash": "old"}, id="sha256:old", attrs={"Size": 1})
     built = fake_image(id="sha256:new", attrs={"Size": 2})

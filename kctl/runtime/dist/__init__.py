@@ -13,7 +13,8 @@ answers, checks the result and installs it in the cache (:mod:`.layout`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from kctl import contract
@@ -34,7 +35,7 @@ from kctl.runtime.dist.layout import (
 )
 from kctl.runtime.dist.local import LocalDist
 
-__all__ = ["MANIFEST", "Dist", "Source", "cache_root", "cached_dist", "dist_name", "prepare_dist"]
+__all__ = ["MANIFEST", "Dist", "Source", "cache_root", "cached_dist", "dist_name", "prepare_dist", "using_dist"]
 
 DEFAULT_SOURCES: tuple[Source, ...] = (ApacheTarball(), MavenCentral())
 
@@ -59,6 +60,33 @@ def prepare_dist(
                         progress=progress)
     return _prepare(dist_name(kafka_version, scala_version), DEFAULT_SOURCES, kafka_version, scala_version,
                     refresh=refresh, progress=progress)
+
+
+@contextmanager
+def using_dist(
+    *,
+    kafka_version: str = contract.DEFAULT_KAFKA_VERSION,
+    scala_version: str = "2.13",
+    kafka_dist: Path | None = None,
+    refresh: bool = False,
+    progress: Progress | None = None,
+) -> Iterator[Dist]:
+    """:func:`prepare_dist`, and the distribution held for reading until the block ends (its cache entry's lock
+    shared: :func:`kctl.cache.reading`): whatever copies, links or packs from it sees the whole of it, and a
+    refill by another kctl (a refresh, an entry no longer current) waits. Read again under the lock, so the
+    Dist yielded describes the files there."""
+    from kctl import cache
+
+    for attempt in range(cache.ATTEMPTS):
+        dist = prepare_dist(kafka_version=kafka_version, scala_version=scala_version, kafka_dist=kafka_dist,
+                            refresh=refresh and attempt == 0, progress=progress)
+        with cache.reading(dist.path, progress=progress):
+            held = read_dist(dist.path)
+            if held is not None and held.kafka_version == dist.kafka_version and held.current and intact(dist.path):
+                yield held
+                return
+    raise KctlError(f"the cached Kafka distribution {dist.path} keeps changing under this kctl",
+                    hint="another kctl keeps refreshing it (--refresh-dist?); run this again once it is done")
 
 
 def _prepare(name: str, sources: Sequence[Source], kafka_version: str, scala_version: str, *, refresh: bool,
