@@ -17,6 +17,7 @@ writes it on the way out (:class:`Headers` below, which also sets the security h
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import uuid
 from collections.abc import Callable
@@ -92,6 +93,8 @@ class Pending:
     message: str = ""
     written: bool = False
     reading: bool = False  # a read: only the decisions' refusals (403, 404) are recorded
+    anonymous: bool = False  # made without a session (a login): counted against its address's budget, named or not
+    always: bool = False  # written whatever that budget (a lockout)
 
 
 def _console(request: Request) -> Console:
@@ -128,7 +131,8 @@ def _write(audit: AuditLog, p: Pending | None, result: str, message: str = "", s
         return
     p.written = True
     audit.append(user=p.user, action=p.action, result=result, cluster=p.cluster, target=p.target, params=p.params,
-                 message=message or p.message, client=p.client, anonymous=p.user is None)
+                 message=message or p.message, client=p.client, anonymous=p.user is None or p.anonymous,
+                 always=p.always)
 
 
 def record(request: Request, result: str, message: str = "", status: int | None = None) -> None:
@@ -401,19 +405,29 @@ def create_app(console: Console) -> FastAPI:
     # ----- login -------------------------------------------------------------------------------------------
 
     def _login(request: Request, username: str, password: str) -> tuple[User | None, float]:
-        """Runs in a thread (argon2 is slow on purpose): never on the event loop."""
+        """Runs in a thread (argon2 is slow on purpose): never on the event loop.
+
+        What it costs the audit log: anyone may try, so a failed attempt counts against its address's budget as
+        any request without a session; an attempt refused unchecked while locked is only counted (the next
+        record of the address says how many); the failure that sets a lock is always written (the lockout)."""
         p = _open_record(request, "login")
-        p.user = username
+        p.user, p.anonymous = username, True
         addr = client_of(request)
         keys = (f"user:{username}", f"addr:{addr}")
         allowed, wait = console.guard.attempt(*keys)
         if not allowed:
-            p.message = f"locked for {wait:.0f} s after failed logins"
-            _write(console.audit, p, "refused")
+            p.written = True
+            console.audit.locked_attempt(addr)
             return None, wait
         user = console.users.verify(username, password) if len(username) <= 64 else None
         if user is None:
-            _write(console.audit, p, "refused", "wrong name or password")
+            message = "wrong name or password"
+            if wait > 0:
+                what = " and ".join(w for k, w in zip(keys, ("the name", "the address"), strict=True)
+                                    if console.guard.wait_seconds(k) > 0)
+                message += f"; {what} locked for {math.ceil(wait)} s (attempts until then are refused unchecked)"
+                p.always = True
+            _write(console.audit, p, "refused", message)
             return None, wait
         console.guard.succeeded(keys[0], refund=keys[1:])
         _write(console.audit, p, "done")
@@ -432,7 +446,7 @@ def create_app(console: Console) -> FastAPI:
         if user is None:
             headers = {"Retry-After": str(int(wait + 0.999))} if wait > 0 else {}
             return JSONResponse({"error": "wrong name or password" if not headers else
-                                 f"too many failed logins: wait {wait:.0f} s"},
+                                 f"too many failed logins: wait {math.ceil(wait)} s"},
                                 status_code=429 if headers else 401, headers=headers)
         s = _open(user)
         resp = JSONResponse({"csrf": s.csrf, "user": user.public()})
@@ -462,13 +476,13 @@ def create_app(console: Console) -> FastAPI:
         nxt = _safe_next(str(form.get("next") or "/"))
         if not same(str(form.get("csrf") or ""), request.cookies.get(LOGIN_COOKIE)):
             p = _open_record(request, "login")
-            p.user = username or None
+            p.user, p.anonymous = username or None, True
             _write(console.audit, p, "refused", "missing or wrong CSRF token")
             return page(request, "login.html", None, 403, next=nxt, login_csrf=request.cookies.get(LOGIN_COOKIE),
                         error="the form expired: try again")
         user, wait = await run_in_threadpool(_login, request, username, password)
         if user is None:
-            error = f"too many failed logins: wait {wait:.0f} s" if wait > 0 else "wrong name or password"
+            error = f"too many failed logins: wait {math.ceil(wait)} s" if wait > 0 else "wrong name or password"
             return page(request, "login.html", None, 429 if wait > 0 else 401, next=nxt,
                         login_csrf=request.cookies.get(LOGIN_COOKIE), error=error)
         s = _open(user)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 import threading
 import time
@@ -87,9 +88,21 @@ def test_parallel_wrong_passwords_are_counted_before_any_is_checked(config: Cons
     free = app.state.console.guard.free_failures
     assert len(checked) == free + 1, checked  # the free failures, and the one that locks
     assert codes.count(401) == free and codes.count(429) == 30 - free
+    # each checked attempt is recorded, the one that locked saying so; the ones refused unchecked are counted
     logins = [a for a in audit_of(config) if a["action"] == "login"]
-    assert len(logins) == 30 and sum("locked" in a["message"] for a in logins) == 30 - free - 1
-    assert {a["client"] for a in logins} == {"testclient"}
+    assert len(logins) == free + 1 and sum("locked for" in a["message"] for a in logins) == 1
+    assert {a["client"] for a in logins} == {"testclient"} and {a["user"] for a in logins} == {"all-op"}
+    app.state.console.guard.clock = lambda: time.monotonic() + 3600  # the lock over: the next failure says so
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        assert c.post("/api/login", json={"username": "all-op", "password": "wrong again"}).status_code == 429
+    assert locked_told(audit_of(config)) == 30 - free - 1  # in the lockout's record, or in this one's
+    assert "locked for" in audit_of(config)[-1]["message"]
+
+
+def locked_told(recs: list[dict[str, Any]], client: str = "testclient") -> int:
+    """How many attempts refused unchecked while locked the records say were left out."""
+    pattern = re.compile(rf"(\d+) login attempt\(s\) from {client} refused unchecked while locked")
+    return sum(int(m.group(1)) for r in recs for m in [pattern.search(r["message"] or "")] if m)
 
 
 def test_a_right_password_clears_the_names_count_not_the_addresss(config: ConsoleConfig) -> None:
@@ -131,6 +144,45 @@ def test_requests_without_a_session_are_recorded_up_to_a_budget_per_address(conf
     log.clock = lambda: time.monotonic() + 61  # a minute later: the next one says how many were left out
     c.post("/api/clusters/alpha/topics", json={"name": "x"})
     assert "40 similar record(s)" in audit_of(config)[-1]["message"]
+
+
+def test_an_anonymous_flood_of_wrong_logins_writes_a_bounded_number_of_records(config: ConsoleConfig) -> None:
+    """500 wrong logins from one address without a session, as fast as they come and spread over minutes:
+    the checked failures count against the address's budget, a lockout is recorded once, and the attempts it
+    refuses are summarised in the next record, never written one by one."""
+    for spread in (0.0, 1.0):  # seconds between two attempts
+        config.audit_file.unlink(missing_ok=True)
+        app = server.build(config)
+        now = [1000.0]
+        app.state.console.guard.clock = app.state.console.audit.clock = lambda now=now: now[0]
+        c = TestClient(app, base_url="http://127.0.0.1")
+        for i in range(500):
+            name = f"guess-{i}" if i % 2 else "root-adm"  # other names, and an existing one
+            assert c.post("/api/login", json={"username": name, "password": "nope nope"}).status_code in (401, 429)
+            now[0] += spread
+        recs = audit_of(config)
+        assert all(r["action"] == "login" and r["result"] == "refused" for r in recs)
+        # quick: 3 free failures and the one that locks; over 500 s, a lock per back-off step (1, 2, 4 ... s)
+        assert len(recs) <= (4 if not spread else 3 + 12), (spread, len(recs), [r["message"] for r in recs])
+        lockouts = [r for r in recs if "locked for" in r["message"]]
+        assert lockouts and all("refused unchecked" in r["message"] for r in lockouts)
+        assert not any("locked for 0 s" in r["message"] for r in recs)
+        told = locked_told(recs)
+        pending = app.state.console.audit._anon["testclient"].locked
+        assert len(recs) + told + pending == 500  # every attempt written, or counted in a later record
+
+    # the budget holds even without a lockout (a guard that never locks)
+    config.audit_file.unlink()
+    app = server.build(config)
+    app.state.console.guard.free_failures = 10_000
+    c = TestClient(app, base_url="http://127.0.0.1")
+    for _ in range(audit_mod.ANON_BURST + 50):  # a known name: its hash is the cheap one of these tests
+        assert c.post("/api/login", json={"username": "root-adm", "password": "nope nope"}).status_code == 401
+    r = c.get("/login")
+    token = r.cookies.get("kctl_console_login") or c.cookies.get("kctl_console_login")
+    for _ in range(10):  # the form's CSRF refusals too, named or not
+        c.post("/login", data={"username": "root-adm", "password": "x", "csrf": "wrong"})
+    assert token and len(audit_of(config)) == audit_mod.ANON_BURST
 
 
 def app_audit(c: TestClient) -> AuditLog:
