@@ -189,11 +189,19 @@ class Reader:
         return Ctx(user, session, _resolve(request, user))
 
 
-class Guard:
-    """A route that changes something: session, CSRF token, read-only switch, role and scope, audited."""
+def unreadable(user: User, entry: Entry) -> str:
+    """Why a cluster cannot be served, in the words this user may read: the reason with its file's path for an
+    admin without limits, who sees the paths anyway; for everyone else words without a path (the console's log
+    has the reason)."""
+    return f"cluster {entry.name!r} cannot be read: {entry.detail if authz.sees_paths(user) else entry.error}"
 
-    def __init__(self, role: Role, action: str) -> None:
-        self.role, self.action = role, action
+
+class Guard:
+    """A route that changes something: session, CSRF token, read-only switch, role and scope, audited.
+    ``needs_spec``: the change reads the cluster's kctl.yaml (all but removing a cluster from the console)."""
+
+    def __init__(self, role: Role, action: str, needs_spec: bool = True) -> None:
+        self.role, self.action, self.needs_spec = role, action, needs_spec
 
     async def __call__(self, request: Request) -> Ctx:
         c = _console(request)
@@ -212,16 +220,16 @@ class Guard:
         if c.config.read_only:
             raise Refused(403, "the console is read-only")
         entry = _resolve(request, user, self.role)
-        if entry is not None and entry.spec is None:
-            raise Refused(409, f"cluster {entry.name!r} cannot be read: {entry.error}")
+        if entry is not None and entry.spec is None and self.needs_spec:
+            raise Refused(409, unreadable(user, entry))
         return Ctx(user, session, entry)
 
 
 read = Depends(Reader())
 
 
-def guard(role: Role, action: str) -> Any:
-    return Depends(Guard(role, action))
+def guard(role: Role, action: str, needs_spec: bool = True) -> Any:
+    return Depends(Guard(role, action, needs_spec))
 
 
 def _done(request: Request, ctx: Ctx, action: str, target: str | None, params: dict[str, Any], fn: Any) -> Any:
@@ -515,9 +523,21 @@ def create_app(console: Console) -> FastAPI:
         return [e for e in console.registry.entries() if authz.may(ctx.user, "see", authz.Cluster(e.name))]
 
     def cards(ctx: Ctx) -> list[dict[str, Any]]:
-        out = ops.cluster_cards(visible(ctx))
-        if not (ctx.user.role >= Role.admin and authz.unlimited(ctx.user)):
-            out = [{k: v for k, v in c.items() if k != "path"} for c in out]  # a file on the console's host
+        entries = visible(ctx)
+        out = ops.cluster_cards(entries)
+        by_name = {e.name: e for e in entries}
+        for c in out:
+            e = by_name.get(str(c.get("name")))
+            if e is None:
+                continue
+            if authz.sees_paths(ctx.user):
+                if e.detail:
+                    c["error"] = e.detail
+                continue
+            c.pop("path", None)  # a file on the console's host
+            for k, v in c.items():  # an error of the cluster's own may name its directory
+                if isinstance(v, str):
+                    c[k] = _no_paths(v, e)
         return out
 
     @app.get("/api/clusters")
@@ -697,10 +717,22 @@ def _utc(ms: int) -> str:
 
 
 def _readable(ctx: Ctx) -> Any:
-    if ctx.entry is None or ctx.entry.spec is None:
-        raise Refused(409, f"cluster {ctx.entry.name if ctx.entry else '?'} cannot be read: "
-                           f"{ctx.entry.error if ctx.entry else ''}")
+    if ctx.entry is None:
+        raise Refused(409, "no cluster named")
+    if ctx.entry.spec is None:
+        raise Refused(409, unreadable(ctx.user, ctx.entry))
     return ctx.entry.spec
+
+
+def _no_paths(text: str, entry: Entry) -> str:
+    """``text`` without the cluster's directories (its kctl.yaml's, its state dir): for users who do not see
+    the paths."""
+    dirs = [str(entry.path.parent)]
+    if entry.spec is not None and entry.spec.state_dir:
+        dirs.append(str(entry.spec.state_dir))
+    for d in sorted((d for d in dirs if len(d) > 1), key=len, reverse=True):
+        text = text.replace(d, "…")
+    return text
 
 
 def _safe_next(nxt: str) -> str:

@@ -155,6 +155,12 @@ def unlimited(user: User) -> bool:
     return not user.clusters and not user.topic_prefixes
 
 
+def sees_paths(user: User) -> bool:
+    """Whether answers may hold the console host's file paths (a cluster's kctl.yaml, why it cannot be read):
+    for an admin without limits, who may serve any file of the host as a cluster anyway."""
+    return user.role >= Role.admin and unlimited(user)
+
+
 def _limits(user: User) -> str:
     parts = []
     if user.clusters:
@@ -310,14 +316,21 @@ def audit_visible(user: User, rec: Mapping[str, Any], users: Mapping[str, User])
     a limited admin, also what the users they manage (within their scope) did or failed to do on clusters they
     see. Others' *refused* attempts go to admins without limits only: they may name what the reader may not
     see (a topic typed by hand, a name tried at the login); of their own refused attempts, a limited user reads
-    back the ones naming what they see (a probe of another cluster or topic is kept for the admins)."""
+    back the ones naming what they see (a probe of another cluster, topic or console user is kept for the
+    admins: a name beyond their scope reads as one that does not exist, in the log as in the answer)."""
     cluster = rec.get("cluster")
     if rec.get("user") == user.name:
         if cluster is not None and not may(user, "see", Cluster(str(cluster))):
             return False
         target, action = rec.get("target"), str(rec.get("action", ""))
-        probe = action.startswith(("topic.", "leaders.", "group.", "read "))  # a topic's or a group's name
-        return not (rec.get("result") == "refused" and probe and target and not _topic_in(str(target), user))
+        if rec.get("result") != "refused" or not target:
+            return True
+        if action.startswith(("topic.", "leaders.", "group.", "read ")):  # a topic's or a group's name
+            return _topic_in(str(target), user)
+        if action.startswith("user.") and not unlimited(user) and target != user.name:
+            other = users.get(str(target))  # one they may not see, or none at all: the same to them
+            return other is not None and may(user, "see", ConsoleUser.of(other))
+        return True
     if user.role < Role.admin:
         return False
     if unlimited(user):

@@ -483,3 +483,32 @@ def test_every_answer_carries_the_security_headers(config: ConsoleConfig, world:
     # the pages hold no inline script or style for the policy to refuse
     page = c.get("/").text
     assert "<script>" not in page and "style=" not in page and "javascript:" not in page
+
+
+# ----- 3: a file path of the console's host is for admins without limits only ---------------------------------
+
+
+def test_a_clusters_error_naming_its_directory_reaches_only_unlimited_admins(config: ConsoleConfig,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl import health
+    from kctl.errors import KctlError
+
+    root = str(config.cluster_files[0].parent.parent)  # every cluster's directory is under it
+
+    def status(spec: Any, timeout: float = 0) -> Any:
+        raise KctlError(f"cannot read the secrets in {spec.state_dir}/secrets: permission denied")
+
+    monkeypatch.setattr(health, "status", status)
+    for name, shown in (("root-adm", True), ("alpha-adm", False), ("all-op", False), ("all-view", False)):
+        c = client(config)
+        login(c, name)
+        cards = {card["name"]: card for card in c.get("/api/clusters").json()}
+        assert "cannot read the secrets in" in cards["alpha"]["error"], cards
+        assert (root in cards["alpha"]["error"]) is shown and ("path" in cards["alpha"]) is shown, (name, cards)
+        if "gamma" in cards:  # the cluster whose kctl.yaml is missing (no cluster limit)
+            assert cards["gamma"]["health"] == "unreadable"
+            assert (str(config.cluster_files[2]) in cards["gamma"]["error"]) is shown, (name, cards["gamma"])
+            if not shown:
+                assert cards["gamma"]["error"] == "its kctl.yaml cannot be read (see the console's log)"
+        for text in (c.get("/").text, c.get("/clusters/cards").text, c.get("/api/clusters").text):
+            assert (root in text) is shown, name

@@ -176,8 +176,10 @@ def make_world(monkeypatch: pytest.MonkeyPatch) -> World:
 
     topics = ["team-a.events", "hidden-orders", "hidden-pay"]
     group_topics = {"g-team-a": ["team-a.events"], "hidden-group": ["hidden-orders"]}
+    real_card = ops.cluster_card  # an unreadable cluster's card asks nothing of a cluster: the real one
     monkeypatch.setattr(ops, "cluster_cards", lambda entries: [
-        {"name": e.name, "path": str(e.path), "health": "healthy"} for e in entries])
+        real_card(e) if e.spec is None else {"name": e.name, "path": str(e.path), "health": "healthy"}
+        for e in entries])
     monkeypatch.setattr(ops, "cluster_detail", lambda spec: {
         "name": spec.name, "health": "healthy", "quorum": "ok", "leader": "n1", "controller": 1, "zookeeper": [],
         "brokers": [], "problems": [], "bootstrap_servers": "x",
@@ -286,8 +288,11 @@ def config(tmp_path: Path, users_yaml: bytes) -> ConsoleConfig:
     return make_config(tmp_path, users_yaml)
 
 
+UNREADABLE = "gamma"  # a cluster whose kctl.yaml cannot be read (the file is missing)
+
+
 def make_config(tmp_path: Path, users_yaml: bytes) -> ConsoleConfig:
-    files = [_cluster(tmp_path, "alpha"), _cluster(tmp_path, "beta")]
+    files = [_cluster(tmp_path, "alpha"), _cluster(tmp_path, "beta"), tmp_path / UNREADABLE / "kctl.yaml"]
     home = tmp_path / "console"
     home.mkdir(mode=0o700)
     cfg = ConsoleConfig(files, home / "users.yaml", home / "audit.jsonl", home / "clusters.yaml")
@@ -319,6 +324,8 @@ def leaks(user: str, text: str, tmp: Path) -> list[str]:
     found = []
     if clusters and "beta" in text:
         found.append("beta")
+    if clusters and UNREADABLE in text:
+        found.append(UNREADABLE)
     if prefixes:
         found += sorted({w for w in (HIDDEN + "-orders", HIDDEN + "-pay", HIDDEN + "-group", HIDDEN + "-lit",
                                      HIDDEN + "-star", HIDDEN + "-pre", HIDDEN + "-cl", HIDDEN + "-scram",
@@ -394,24 +401,37 @@ def test_every_route_for_every_role_and_scope(user: str, config: ConsoleConfig, 
         if config.users_file.read_bytes() != users_before:
             config.users_file.write_bytes(users_before)
 
+        # The cluster whose kctl.yaml cannot be read, to those who see it: refused (or removed from the console),
+        # never a 500, and its file's path in no answer but an unlimited admin's.
+        if not clusters and "{cluster}" in path:
+            world.calls.clear()
+            r = _call(c, csrf, method, fill(path, cluster=UNREADABLE), row, tmp_path)
+            where = (user, method, path, UNREADABLE, r.status_code, r.text[:300])
+            if row.calls == "registry.remove" and allowed(user, row):
+                assert r.status_code < 400 and world.calls == ["registry.remove"], where
+            else:
+                assert r.status_code in (403, 409), where
+                assert world.calls == [], where
+            assert leaks(user, r.text, tmp_path) == [], where
+
         # What the path names, hidden from this user: the answer of one that does not exist, nothing done.
-        hidden = {}
+        hidden: list[tuple[str, str, str]] = []
         if clusters and "{cluster}" in path:
-            hidden = {"cluster": ("beta", "nope")}
+            hidden = [("cluster", "beta", "nope"), ("cluster", UNREADABLE, "nope")]
         elif prefixes and "{topic}" in path:
-            hidden = {"topic": ("hidden-orders", "team-b.nope")}
+            hidden = [("topic", "hidden-orders", "team-b.nope")]
         elif prefixes and "{group}" in path:
-            hidden = {"group": ("hidden-group", "nope-group")}
-        if not hidden:
-            continue
-        (k, (name, nope)), = hidden.items()
-        world.calls.clear()
-        r = _call(c, csrf, method, fill(path, **{k: name}), row, tmp_path)
-        r2 = _call(c, csrf, method, fill(path, **{k: nope}), row, tmp_path)
-        where = (user, method, path, k, r.status_code, r.text[:300])
-        assert r.status_code == 404 or r.status_code == 303 and "/login" in r.headers.get("location", ""), where
-        assert (r.status_code, r.text.replace(name, "X")) == (r2.status_code, r2.text.replace(nope, "X")), where
-        assert world.calls == [] and config.users_file.read_bytes() == users_before, where
+            hidden = [("group", "hidden-group", "nope-group")]
+        elif (clusters or prefixes) and USERS[user][0] == "admin" and "{name}" in path and "/security/" not in path:
+            hidden = [("name", "root-adm", "nobody-x")]  # a console user beyond the limited admin's scope
+        for k, name, nope in hidden:
+            world.calls.clear()
+            r = _call(c, csrf, method, fill(path, **{k: name}), row, tmp_path)
+            r2 = _call(c, csrf, method, fill(path, **{k: nope}), row, tmp_path)
+            where = (user, method, path, k, r.status_code, r.text[:300])
+            assert r.status_code == 404 or r.status_code == 303 and "/login" in r.headers.get("location", ""), where
+            assert (r.status_code, r.text.replace(name, "X")) == (r2.status_code, r2.text.replace(nope, "X")), where
+            assert world.calls == [] and config.users_file.read_bytes() == users_before, where
     assert c.get("/api/me").status_code == 200  # the session lived through it all
 
 
