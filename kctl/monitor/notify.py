@@ -40,6 +40,11 @@ from kctl.spec import NotifierSpec
 
 # HTTP statuses that say "not now" rather than "never": the notification is tried again (with back-off).
 RETRYABLE_HTTP = frozenset({408, 425, 429})
+# 4xx statuses about the receiver, or kctl's access to it, not about this notification: the URL, the headers and
+# the credentials are the same for every notification (a token rotated: 401, 403, 407; a wrong or removed URL:
+# 404, 405, 410, 414, 421; 426, 431). The receiver is as good as down: its queue waits, in order, with back-off.
+RECEIVER_HTTP = frozenset({401, 403, 404, 405, 407, 410, 414, 421, 426, 431})
+# Every other 4xx (400, 413, 415, 422 above all) refuses this notification's body: the ones behind it go on.
 
 
 @dataclass(frozen=True)
@@ -212,6 +217,9 @@ def _webhook(n: NotifierSpec, body: dict[str, Any]) -> Outcome:
         status = exc.code
         if 300 <= status < 400:
             return Outcome(f"HTTP {status} {exc.reason} (a redirect, not followed: set the url it points to)")
+        if status in RECEIVER_HTTP:
+            return Outcome(f"HTTP {status} {exc.reason} (the receiver refuses kctl, not this notification: check"
+                           " the URL and its credentials; kept and tried again)")
         return Outcome(f"HTTP {status} {exc.reason}",
                        permanent=400 <= status < 500 and status not in RETRYABLE_HTTP)
     except urllib.error.URLError as exc:

@@ -59,8 +59,10 @@ def test_a_webhook_delivery_and_its_failures_as_outcomes(hook: Hook) -> None:
     n = webhook(hook.url())
     assert notify.send(n, BODY) == notify.Outcome()
     assert hook.requests == [("POST", "/hook", BODY)]
-    for status, permanent in ((400, True), (404, True), (422, True), (408, False), (429, False), (500, False),
-                              (503, False)):
+    # refusals of this notification's body; "not now"; the receiver refusing kctl itself (its URL, its token)
+    for status, permanent in ((400, True), (413, True), (415, True), (422, True), (408, False), (429, False),
+                              (500, False), (503, False), (401, False), (403, False), (404, False), (405, False),
+                              (407, False), (410, False)):
         hook.answer = lambda m, p, b, s=status: (s, {})  # type: ignore[misc]
         out = notify.send(n, BODY)
         assert not out.ok and out.permanent is permanent and f"HTTP {status}" in (out.error or ""), status
