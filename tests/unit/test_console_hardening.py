@@ -5,6 +5,7 @@ tests/unit/test_console_matrix.py (its fixtures)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -223,6 +224,8 @@ def test_every_kind_of_refusal_and_failure_is_recorded_with_who_what_and_where(
     adm = login(adm_c, "root-adm")
     viewer_c = client(config)
     viewer = login(viewer_c, "all-view")
+    ro_c = client(dataclasses.replace(config, read_only=True))  # the same audit log, a read-only console
+    ro = login(ro_c, "root-adm")
     cases = [
         (c.post("/api/clusters/alpha/topics", json={"name": "team-a.x"}, headers={}), 403, "topic.create",
          "teama-op"),  # CSRF
@@ -246,6 +249,10 @@ def test_every_kind_of_refusal_and_failure_is_recorded_with_who_what_and_where(
         (c.post("/clusters/alpha/topics", data={"csrf": op["X-CSRF-Token"], "name": "team-a.x",
                                                 "partitions": "many"}), 422, "topic.create", "teama-op"),
         (TestClient(c.app, base_url="http://127.0.0.1").post("/api/users", json={}), 401, "user.add", None),
+        (ro_c.post("/api/clusters/alpha/topics", json={"name": "x"}, headers=ro), 403, "topic.create",
+         "root-adm"),  # the read-only switch, for everyone
+        (ro_c.post("/clusters/alpha/topics/orders/delete", data={"csrf": ro["X-CSRF-Token"], "confirm": "orders"}),
+         403, "topic.delete", "root-adm"),
     ]
     recs = audit_of(config)
     assert len([r for r in recs if r["action"] != "login"]) == len(cases)
@@ -254,6 +261,8 @@ def test_every_kind_of_refusal_and_failure_is_recorded_with_who_what_and_where(
         assert (rec["action"], rec["user"], rec["client"]) == (action, user, "testclient"), rec
         assert rec["result"] == ("failed" if status in (409, 500) else "refused"), rec
         assert rec["message"], rec
+    assert [r["message"] for r in recs if r["user"] == "root-adm" and r["action"] != "login"][-2:] == [
+        "the console is read-only"] * 2
     assert "disk on fire" not in json.dumps(recs)  # the log has the exception; the audit says what failed
     assert {r["cluster"] for r in recs if r["action"] == "group.reset-offsets"} == {"alpha"}
     assert [r["target"] for r in recs if r["action"] == "group.reset-offsets"] == ["hidden-group", "g-team-a"]
