@@ -16,11 +16,13 @@ What a security reviewer asks of it:
   consumer group named ``"x\\r\\nBcc: ..."`` (any client may choose its group id) is one valid e-mail with that
   name visible in its subject, not an injected header;
 - the SMTP password comes from a file or an environment variable named in kctl.yaml, never from kctl.yaml
-  itself, and is never logged.
+  itself, and is never logged: a server's refusal quoting it (or the base64 of AUTH LOGIN or PLAIN) is
+  redacted like a webhook's token before it reaches a log line, the store or ``kctl alerts``.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -71,7 +73,12 @@ _URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{1,15}://)(?:[^\s/?#@]*@)?([^\s/?#]*)
 
 def redact(text: str, n: NotifierSpec | None = None) -> str:
     """``text`` with every URL cut to its scheme and host (``https://hooks.example.org/…``): a webhook's path and
-    query often carry its token, and its user info a password. With ``n``, also any stray piece of its URL."""
+    query often carry its token, and its user info a password. With ``n``, also any stray piece of its URL, and
+    its SMTP password as sent (plain, and base64 as AUTH LOGIN and AUTH PLAIN send it): a server's refusal of
+    the login may quote what it was given."""
+    if n is not None and n.type == "email" and n.username:
+        for form in sorted(_password_forms(n), key=len, reverse=True):
+            text = text.replace(form, "…")
     if n is not None:
         try:
             url = webhook_url(n) if n.type == "webhook" else None
@@ -88,6 +95,18 @@ def redact(text: str, n: NotifierSpec | None = None) -> str:
             for piece in sorted([p for p in whole if len(p) > 1] + tokenish, key=len, reverse=True):
                 text = text.replace(piece, "…")
     return _URL.sub(_cut, text)
+
+
+def _password_forms(n: NotifierSpec) -> list[str]:
+    try:
+        secret = password(n)
+    except _Setup:
+        return []
+    if not secret:
+        return []
+    b64 = base64.b64encode
+    forms = {secret, b64(secret.encode()).decode(), b64(f"\0{n.username}\0{secret}".encode()).decode()}
+    return [f.rstrip("=") for f in forms if len(f) > 1]  # without padding: a quote may leave it out
 
 
 def _cut(m: re.Match[str]) -> str:
