@@ -150,6 +150,7 @@ class Action:
     after: Callable[[Helpers, Call, Any], Response] = lambda h, c, r: RedirectResponse("/", status_code=303)
     on_error: FormPage | None = None  # the page that shows a form's refusal (default: the error page)
     audited: Callable[[Call], bool] = lambda c: True  # False: a preview, nothing changes
+    needs_spec: bool = True  # False: done without reading the cluster's kctl.yaml (removing it from the console)
 
 
 def _cluster_page(c: Call, rest: str = "") -> str:
@@ -393,7 +394,7 @@ ACTIONS: tuple[Action, ...] = (
            touches=lambda c: [authz.Console()], run=_add_cluster, status=201, target=lambda c: c.body.path,
            from_form=lambda f: ({"path": str(f.get("path") or "")}, {})),
     Action("cluster.remove", Role.admin, "DELETE", "/api/clusters/{cluster}", "/clusters/{cluster}/remove", None,
-           touches=lambda c: [authz.Cluster(c.cluster)], run=_remove_cluster),
+           touches=lambda c: [authz.Cluster(c.cluster)], run=_remove_cluster, needs_spec=False),
     Action("topic.create", Role.operator, "POST", "/api/clusters/{cluster}/topics", "/clusters/{cluster}/topics",
            TopicBody, touches=lambda c: [authz.NewTopic(c.cluster, c.body.name)],
            run=lambda c: ops.create_topic(c.spec, c.body.name, c.body.partitions, c.body.replication_factor,
@@ -518,7 +519,7 @@ def _json_route(app: FastAPI, h: Helpers, action: Action) -> None:
     # FastAPI reads the signature: the guard as a dependency, the body validated by the row's model
     kw = inspect.Parameter.KEYWORD_ONLY
     params = [inspect.Parameter("request", kw, annotation=Request),
-              inspect.Parameter("ctx", kw, default=h.guard(action.role, action.name))]
+              inspect.Parameter("ctx", kw, default=h.guard(action.role, action.name, action.needs_spec))]
     if action.body is not None:
         params.append(inspect.Parameter("body", kw, annotation=action.body))
     endpoint.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
@@ -528,7 +529,7 @@ def _json_route(app: FastAPI, h: Helpers, action: Action) -> None:
 
 
 def _form_route(app: FastAPI, h: Helpers, first: Action) -> None:
-    async def endpoint(request: Request, ctx: Any = h.guard(first.role, first.name)) -> Response:
+    async def endpoint(request: Request, ctx: Any = h.guard(first.role, first.name, first.needs_spec)) -> Response:
         form = {k: str(v) for k, v in (await request.form()).items()}
         action = first
         switch = FORM_SWITCH.get(first.name)

@@ -17,6 +17,7 @@ writes it on the way out (:class:`Headers` below, which also sets the security h
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import uuid
 from collections.abc import Callable
@@ -92,6 +93,8 @@ class Pending:
     message: str = ""
     written: bool = False
     reading: bool = False  # a read: only the decisions' refusals (403, 404) are recorded
+    anonymous: bool = False  # made without a session (a login): counted against its address's budget, named or not
+    always: bool = False  # written whatever that budget (a lockout)
 
 
 def _console(request: Request) -> Console:
@@ -128,7 +131,8 @@ def _write(audit: AuditLog, p: Pending | None, result: str, message: str = "", s
         return
     p.written = True
     audit.append(user=p.user, action=p.action, result=result, cluster=p.cluster, target=p.target, params=p.params,
-                 message=message or p.message, client=p.client, anonymous=p.user is None)
+                 message=message or p.message, client=p.client, anonymous=p.user is None or p.anonymous,
+                 always=p.always)
 
 
 def record(request: Request, result: str, message: str = "", status: int | None = None) -> None:
@@ -185,11 +189,19 @@ class Reader:
         return Ctx(user, session, _resolve(request, user))
 
 
-class Guard:
-    """A route that changes something: session, CSRF token, read-only switch, role and scope, audited."""
+def unreadable(user: User, entry: Entry) -> str:
+    """Why a cluster cannot be served, in the words this user may read: the reason with its file's path for an
+    admin without limits, who sees the paths anyway; for everyone else words without a path (the console's log
+    has the reason)."""
+    return f"cluster {entry.name!r} cannot be read: {entry.detail if authz.sees_paths(user) else entry.error}"
 
-    def __init__(self, role: Role, action: str) -> None:
-        self.role, self.action = role, action
+
+class Guard:
+    """A route that changes something: session, CSRF token, read-only switch, role and scope, audited.
+    ``needs_spec``: the change reads the cluster's kctl.yaml (all but removing a cluster from the console)."""
+
+    def __init__(self, role: Role, action: str, needs_spec: bool = True) -> None:
+        self.role, self.action, self.needs_spec = role, action, needs_spec
 
     async def __call__(self, request: Request) -> Ctx:
         c = _console(request)
@@ -208,16 +220,16 @@ class Guard:
         if c.config.read_only:
             raise Refused(403, "the console is read-only")
         entry = _resolve(request, user, self.role)
-        if entry is not None and entry.spec is None:
-            raise Refused(409, f"cluster {entry.name!r} cannot be read: {entry.error}")
+        if entry is not None and entry.spec is None and self.needs_spec:
+            raise Refused(409, unreadable(user, entry))
         return Ctx(user, session, entry)
 
 
 read = Depends(Reader())
 
 
-def guard(role: Role, action: str) -> Any:
-    return Depends(Guard(role, action))
+def guard(role: Role, action: str, needs_spec: bool = True) -> Any:
+    return Depends(Guard(role, action, needs_spec))
 
 
 def _done(request: Request, ctx: Ctx, action: str, target: str | None, params: dict[str, Any], fn: Any) -> Any:
@@ -401,19 +413,29 @@ def create_app(console: Console) -> FastAPI:
     # ----- login -------------------------------------------------------------------------------------------
 
     def _login(request: Request, username: str, password: str) -> tuple[User | None, float]:
-        """Runs in a thread (argon2 is slow on purpose): never on the event loop."""
+        """Runs in a thread (argon2 is slow on purpose): never on the event loop.
+
+        What it costs the audit log: anyone may try, so a failed attempt counts against its address's budget as
+        any request without a session; an attempt refused unchecked while locked is only counted (the next
+        record of the address says how many); the failure that sets a lock is always written (the lockout)."""
         p = _open_record(request, "login")
-        p.user = username
+        p.user, p.anonymous = username, True
         addr = client_of(request)
         keys = (f"user:{username}", f"addr:{addr}")
         allowed, wait = console.guard.attempt(*keys)
         if not allowed:
-            p.message = f"locked for {wait:.0f} s after failed logins"
-            _write(console.audit, p, "refused")
+            p.written = True
+            console.audit.locked_attempt(addr)
             return None, wait
         user = console.users.verify(username, password) if len(username) <= 64 else None
         if user is None:
-            _write(console.audit, p, "refused", "wrong name or password")
+            message = "wrong name or password"
+            if wait > 0:
+                what = " and ".join(w for k, w in zip(keys, ("the name", "the address"), strict=True)
+                                    if console.guard.wait_seconds(k) > 0)
+                message += f"; {what} locked for {math.ceil(wait)} s (attempts until then are refused unchecked)"
+                p.always = True
+            _write(console.audit, p, "refused", message)
             return None, wait
         console.guard.succeeded(keys[0], refund=keys[1:])
         _write(console.audit, p, "done")
@@ -432,7 +454,7 @@ def create_app(console: Console) -> FastAPI:
         if user is None:
             headers = {"Retry-After": str(int(wait + 0.999))} if wait > 0 else {}
             return JSONResponse({"error": "wrong name or password" if not headers else
-                                 f"too many failed logins: wait {wait:.0f} s"},
+                                 f"too many failed logins: wait {math.ceil(wait)} s"},
                                 status_code=429 if headers else 401, headers=headers)
         s = _open(user)
         resp = JSONResponse({"csrf": s.csrf, "user": user.public()})
@@ -462,13 +484,13 @@ def create_app(console: Console) -> FastAPI:
         nxt = _safe_next(str(form.get("next") or "/"))
         if not same(str(form.get("csrf") or ""), request.cookies.get(LOGIN_COOKIE)):
             p = _open_record(request, "login")
-            p.user = username or None
+            p.user, p.anonymous = username or None, True
             _write(console.audit, p, "refused", "missing or wrong CSRF token")
             return page(request, "login.html", None, 403, next=nxt, login_csrf=request.cookies.get(LOGIN_COOKIE),
                         error="the form expired: try again")
         user, wait = await run_in_threadpool(_login, request, username, password)
         if user is None:
-            error = f"too many failed logins: wait {wait:.0f} s" if wait > 0 else "wrong name or password"
+            error = f"too many failed logins: wait {math.ceil(wait)} s" if wait > 0 else "wrong name or password"
             return page(request, "login.html", None, 429 if wait > 0 else 401, next=nxt,
                         login_csrf=request.cookies.get(LOGIN_COOKIE), error=error)
         s = _open(user)
@@ -501,9 +523,21 @@ def create_app(console: Console) -> FastAPI:
         return [e for e in console.registry.entries() if authz.may(ctx.user, "see", authz.Cluster(e.name))]
 
     def cards(ctx: Ctx) -> list[dict[str, Any]]:
-        out = ops.cluster_cards(visible(ctx))
-        if not (ctx.user.role >= Role.admin and authz.unlimited(ctx.user)):
-            out = [{k: v for k, v in c.items() if k != "path"} for c in out]  # a file on the console's host
+        entries = visible(ctx)
+        out = ops.cluster_cards(entries)
+        by_name = {e.name: e for e in entries}
+        for c in out:
+            e = by_name.get(str(c.get("name")))
+            if e is None:
+                continue
+            if authz.sees_paths(ctx.user):
+                if e.detail:
+                    c["error"] = e.detail
+                continue
+            c.pop("path", None)  # a file on the console's host
+            for k, v in c.items():  # an error of the cluster's own may name its directory
+                if isinstance(v, str):
+                    c[k] = _no_paths(v, e)
         return out
 
     @app.get("/api/clusters")
@@ -683,10 +717,22 @@ def _utc(ms: int) -> str:
 
 
 def _readable(ctx: Ctx) -> Any:
-    if ctx.entry is None or ctx.entry.spec is None:
-        raise Refused(409, f"cluster {ctx.entry.name if ctx.entry else '?'} cannot be read: "
-                           f"{ctx.entry.error if ctx.entry else ''}")
+    if ctx.entry is None:
+        raise Refused(409, "no cluster named")
+    if ctx.entry.spec is None:
+        raise Refused(409, unreadable(ctx.user, ctx.entry))
     return ctx.entry.spec
+
+
+def _no_paths(text: str, entry: Entry) -> str:
+    """``text`` without the cluster's directories (its kctl.yaml's, its state dir): for users who do not see
+    the paths."""
+    dirs = [str(entry.path.parent)]
+    if entry.spec is not None and entry.spec.state_dir:
+        dirs.append(str(entry.spec.state_dir))
+    for d in sorted((d for d in dirs if len(d) > 1), key=len, reverse=True):
+        text = text.replace(d, "…")
+    return text
 
 
 def _safe_next(nxt: str) -> str:

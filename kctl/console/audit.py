@@ -1,14 +1,17 @@
 """The console's audit log: one JSON object per line, appended under a lock, never rewritten (0600).
 
 Every mutating request is recorded, whether it was done, failed or refused (401, 403, 404 for what the user may
-not see, 409, 422, 500), every login attempt, and the CLI's changes of console users: time (UTC, ISO 8601),
-user, client (the address it came from; ``cli`` for the command line), cluster, action, target, parameters
-(passwords never: the handlers pass only what identifies the change), result and a message.
+not see, 409, 422, 500), the login attempts (bounded: see below), and the CLI's changes of console users: time
+(UTC, ISO 8601), user, client (the address it came from; ``cli`` for the command line), cluster, action, target,
+parameters (passwords never: the handlers pass only what identifies the change), result and a message.
 
 What a record may cost is bounded, since anyone may cause one (a failed login): each text field is cut at
 :data:`LIMITS` (marked with ``…``), the parameters at :data:`PARAMS_LIMIT` bytes of JSON, and the records of
-requests without a session are counted per address: beyond :data:`ANON_BURST` in a minute, they are no longer
-written one by one, and the next one written says how many were left out.
+requests without a session (a failed login among them) are counted per address: beyond :data:`ANON_BURST` in a
+minute, they are no longer written one by one, and the next one written says how many were left out. A login
+refused unchecked because its name or address is locked is not written at all (:meth:`AuditLog.locked_attempt`):
+the failure that set the lock was (``always``, whatever the budget: the back-off itself spaces those out), and
+the next record of that address says how many locked attempts came since.
 
 Reading is bounded too: :meth:`AuditLog.query` reads the file backwards from its end, block by block, and stops
 at ``limit`` matching records or after :data:`SCAN_LIMIT` bytes.
@@ -48,23 +51,35 @@ def _cut(value: Any, limit: int) -> Any:
 
 
 @dataclass
+class _Budget:
+    """One address's records without a session: this minute's, and what was not written since the last one."""
+
+    start: float  # the minute's start
+    n: int = 0  # records written in it
+    left: int = 0  # records left out (beyond the budget) since the last one written
+    locked: int = 0  # login attempts refused while locked since the last one written
+
+
+@dataclass
 class AuditLog:
     path: Path
     clock: Callable[[], float] = time.monotonic
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _anon: dict[str, tuple[float, int, int]] = field(default_factory=dict)  # addr -> (window start, n, left out)
+    _anon: dict[str, _Budget] = field(default_factory=dict)  # by address
 
     def append(self, *, user: str | None, action: str, result: str, cluster: str | None = None,
                target: str | None = None, params: Mapping[str, Any] | None = None, message: str = "",
-               client: str | None = None, anonymous: bool = False) -> dict[str, Any] | None:
-        """Write one record (None when an anonymous one is left out: see the module's docstring)."""
+               client: str | None = None, anonymous: bool = False, always: bool = False) -> dict[str, Any] | None:
+        """Write one record (None when an anonymous one is left out: see the module's docstring). ``anonymous``:
+        a request without a session, counted against its address's budget; ``always``: written even beyond it
+        (a lockout, which the back-off makes rare), still counted and still saying what was left out."""
         assert result in RESULTS, result
         if anonymous:
-            left_out = self._anonymous(client or "?")
-            if left_out is None:
+            note = self._anonymous(client or "?", always)
+            if note is None:
                 return None
-            if left_out:
-                message = f"{message} ({left_out} similar record(s) from {client} left out before this one)"
+            if note:
+                message = f"{message} ({note})"
         p = json.dumps(dict(params or {}), default=str)
         rec = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
                "user": _cut(user, LIMITS["user"]), "client": _cut(client, LIMITS["client"]),
@@ -83,21 +98,43 @@ class AuditLog:
                 os.close(fd)
         return rec
 
-    def _anonymous(self, addr: str) -> int | None:
-        """None: leave this record out; else how many were left out before it."""
+    def _anonymous(self, addr: str, always: bool = False) -> str | None:
+        """None: leave this record out; else what its message adds (what was left out before it, or "")."""
         now = self.clock()
         with self._lock:
-            start, n, left = self._anon.get(addr, (now, 0, 0))
-            if now - start >= 60:
-                start, n = now, 0
-            if n >= ANON_BURST:
-                self._anon[addr] = (start, n, left + 1)
+            b = self._budget(addr, now)
+            if b.n >= ANON_BURST and not always:
+                b.left += 1
                 return None
-            self._anon[addr] = (start, n + 1, 0)
-            if len(self._anon) > 10_000:  # addresses quiet for a minute are forgotten
-                for a in [a for a, v in self._anon.items() if now - v[0] >= 60 and not v[2]]:
+            b.n += 1
+            notes = []
+            if b.left:
+                notes.append(f"{b.left} similar record(s) from {addr} left out before this one")
+            if b.locked:
+                notes.append(f"{b.locked} login attempt(s) from {addr} refused unchecked while locked since the last"
+                             " record")
+            b.left = b.locked = 0
+            return "; ".join(notes)
+
+    def locked_attempt(self, client: str | None) -> None:
+        """A login refused unchecked while its name or address is locked: not written, counted; the next record
+        of the address says how many."""
+        with self._lock:
+            self._budget(client or "?", self.clock()).locked += 1
+
+    def _budget(self, addr: str, now: float) -> _Budget:
+        b = self._anon.get(addr)
+        if b is None:
+            if len(self._anon) >= 10_000:  # addresses quiet for a minute are forgotten (with nothing owed first)
+                quiet = [a for a, v in self._anon.items() if now - v.start >= 60]
+                for a in sorted(quiet, key=lambda a: bool(self._anon[a].left or self._anon[a].locked)):
                     del self._anon[a]
-            return left
+                    if len(self._anon) < 5_000:
+                        break
+            b = self._anon[addr] = _Budget(now)
+        elif now - b.start >= 60:
+            b.start, b.n = now, 0
+        return b
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every record, oldest first (the whole file: for tests and tools, not for the pages)."""

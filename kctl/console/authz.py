@@ -155,6 +155,12 @@ def unlimited(user: User) -> bool:
     return not user.clusters and not user.topic_prefixes
 
 
+def sees_paths(user: User) -> bool:
+    """Whether answers may hold the console host's file paths (a cluster's kctl.yaml, why it cannot be read):
+    for an admin without limits, who may serve any file of the host as a cluster anyway."""
+    return user.role >= Role.admin and unlimited(user)
+
+
 def _limits(user: User) -> str:
     parts = []
     if user.clusters:
@@ -294,37 +300,51 @@ def visible_partitions(user: User, cluster: str, rows: Iterable[Mapping[str, Any
     return out
 
 
+def _sees_all_users(user: User) -> bool:
+    return user.role >= Role.admin and unlimited(user)
+
+
 def may_name_user(user: User, name: str, users: Mapping[str, User]) -> bool:
-    """Whether an answer may name console user ``name`` to ``user`` (who started a job, say): for a limited
-    admin, only the users they manage; users without limits see every name, as before scopes."""
-    if name == user.name or unlimited(user):
+    """Whether an answer may name console user ``name`` to ``user`` (who started a job, say): their own name to
+    everyone; others' to an admin without limits, and to a limited admin the users they manage. Console users
+    are an admin's business: a viewer or operator reads no other login name (one less name to guess a password
+    for)."""
+    if name == user.name or _sees_all_users(user):
         return True
     other = users.get(name)
-    if user.role < Role.admin:
-        return not user.clusters and not user.topic_prefixes
-    return other is not None and may(user, "see", ConsoleUser.of(other))
+    return user.role >= Role.admin and other is not None and may(user, "see", ConsoleUser.of(other))
+
+
+_NAMES_TOPIC = ("topic.", "leaders.", "group.", "read ")  # actions whose target is a topic's or a group's name
 
 
 def audit_visible(user: User, rec: Mapping[str, Any], users: Mapping[str, User]) -> bool:
     """Whether an audit record is the user's to read: their own; for an admin without limits, every record; for
-    a limited admin, also what the users they manage (within their scope) did or failed to do on clusters they
-    see. Others' *refused* attempts go to admins without limits only: they may name what the reader may not
-    see (a topic typed by hand, a name tried at the login); of their own refused attempts, a limited user reads
-    back the ones naming what they see (a probe of another cluster or topic is kept for the admins)."""
+    a limited admin, also what the users they manage (within their scope) did. Others' *refused* attempts go to
+    admins without limits only: they may name what the reader may not see (a topic typed by hand, a name tried
+    at the login). And a limited user reads no record naming what they may not see, their own included: a
+    cluster, a topic or group beyond their prefixes (done before their scope was narrowed, or a probe), a
+    console user they may not name (a viewer or operator names no other; a refused attempt on a name beyond
+    the scope reads as one on a name that does not exist, so it is hidden alike)."""
     cluster = rec.get("cluster")
-    if rec.get("user") == user.name:
-        if cluster is not None and not may(user, "see", Cluster(str(cluster))):
+    target, action = rec.get("target"), str(rec.get("action", ""))
+    if rec.get("user") != user.name:
+        if user.role < Role.admin:
             return False
-        target, action = rec.get("target"), str(rec.get("action", ""))
-        probe = action.startswith(("topic.", "leaders.", "group.", "read "))  # a topic's or a group's name
-        return not (rec.get("result") == "refused" and probe and target and not _topic_in(str(target), user))
-    if user.role < Role.admin:
-        return False
-    if unlimited(user):
-        return True
-    if rec.get("result") == "refused":
-        return False
+        if unlimited(user):
+            return True
+        if rec.get("result") == "refused":
+            return False
+        actor = users.get(str(rec.get("user")))
+        if actor is None or not may(user, "see", ConsoleUser.of(actor)):
+            return False
     if cluster is not None and not may(user, "see", Cluster(str(cluster))):
         return False
-    actor = users.get(str(rec.get("user")))
-    return actor is not None and may(user, "see", ConsoleUser.of(actor))
+    if not target:
+        return True
+    if action.startswith(_NAMES_TOPIC):
+        return _topic_in(str(target), user)
+    named = action.startswith("user.") and target != user.name  # a console user's name
+    if named and (rec.get("result") == "refused" or str(target) in users):
+        return may_name_user(user, str(target), users)
+    return True

@@ -21,6 +21,7 @@ file; the ones the console file names can be removed only there.
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kctl.errors import KctlError, UsageError
 from kctl.spec import ClusterSpec
+
+log = logging.getLogger("kctl.console")
 
 
 class _Model(BaseModel):
@@ -93,14 +96,21 @@ def load_config(config: Path | None, spec_file: Path = Path("kctl.yaml")) -> Con
                          doc.read_only, doc.idle_minutes, doc.masking, doc.session_hours)
 
 
+UNREADABLE = "its kctl.yaml cannot be read (see the console's log)"
+INVALID = "its kctl.yaml is not a valid cluster spec (see the console's log)"
+
+
 @dataclass
 class Entry:
-    """One cluster as the console knows it: its spec, or why it could not be read."""
+    """One cluster as the console knows it: its spec, or why it could not be read: ``error`` in words without a
+    file's path (what every user may be shown), ``detail`` the reason itself (the console's log, and admins
+    without limits, who see the paths anyway)."""
 
     path: Path
     spec: ClusterSpec | None
     error: str | None
     fixed: bool  # named by the console file (removable only there)
+    detail: str | None = None
 
     @property
     def name(self) -> str:
@@ -114,6 +124,7 @@ class Registry:
     config: ConsoleConfig
     _cache: dict[Path, tuple[float, Entry]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _told: dict[Path, str | None] = field(default_factory=dict)  # the reason last logged of an unreadable one
 
     def _added(self) -> list[Path]:
         try:
@@ -128,19 +139,29 @@ class Registry:
         try:
             mtime = path.stat().st_mtime
         except OSError as exc:
-            return Entry(path, None, f"cannot read {path}: {exc.strerror}", fixed)
+            return self._unreadable(Entry(path, None, UNREADABLE, fixed, f"cannot read {path}: {exc.strerror}"))
         with self._lock:
             hit = self._cache.get(path)
             if hit and hit[0] == mtime:
-                return Entry(path, hit[1].spec, hit[1].error, fixed)
+                return Entry(path, hit[1].spec, hit[1].error, fixed, hit[1].detail)
         try:
             spec, _ = load_cluster(path)
             spec = spec.model_copy(update={"state_dir": str(state_dir_for(spec, path))})
             entry = Entry(path, spec, None, fixed)
         except KctlError as exc:
-            entry = Entry(path, None, exc.message.splitlines()[0], fixed)
+            reason = " ".join(line.strip() for line in exc.message.splitlines())  # with its problems
+            entry = self._unreadable(Entry(path, None, INVALID, fixed, reason[:1000]))
         with self._lock:
             self._cache[path] = (mtime, entry)
+        return entry
+
+    def _unreadable(self, entry: Entry) -> Entry:
+        """The reason to the console's log, once for each change of it (the entries are read at every request)."""
+        with self._lock:
+            told = self._told.get(entry.path) == entry.detail
+            self._told[entry.path] = entry.detail
+        if not told:
+            log.warning("cluster %s: %s", entry.name, entry.detail)
         return entry
 
     def entries(self) -> list[Entry]:
@@ -157,7 +178,7 @@ class Registry:
         path = path.expanduser().resolve()
         entry = self._entry(path, False)
         if entry.spec is None:
-            raise UsageError(f"{path} is not a cluster's kctl.yaml: {entry.error}", hint="give the path of a"
+            raise UsageError(f"{path} is not a cluster's kctl.yaml: {entry.detail}", hint="give the path of a"
                              " kctl.yaml that `kctl status -f PATH` reads")
         if self.get(entry.name) is not None:
             raise UsageError(f"a cluster named {entry.name!r} is already served", hint="remove it first")

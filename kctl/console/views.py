@@ -43,7 +43,7 @@ class Helpers:
     page: Callable[..., HTMLResponse]
     fragment: Callable[..., str]
     read: Any  # Depends(Reader())
-    guard: Callable[[Role, str], Any]
+    guard: Callable[..., Any]  # (role, action, needs_spec=True)
     done: Callable[..., Any]
     readable: Callable[[Any], ClusterSpec]
     group_doc: Callable[[Any, str], dict[str, Any]]  # the group's detail, or 404 when the user may not see it
@@ -99,11 +99,13 @@ def register(app: FastAPI, h: Helpers) -> None:
     @app.get("/clusters/{cluster}/topics/{topic}/messages", response_class=HTMLResponse)
     def messages_page(request: Request, topic: str, ctx: Any = read) -> Response:
         q = dict(request.query_params)
+        status = 200
         try:
             doc, error = browse(ctx, topic, q), None
         except (Refused, KctlError) as exc:
             doc, error = None, exc.message
-        return page(request, "messages.html", ctx, 200 if error is None else 422, topic=topic, doc=doc, q=q,
+            status = exc.status if isinstance(exc, Refused) else 422
+        return page(request, "messages.html", ctx, status, topic=topic, doc=doc, q=q,
                     error=error, produced=q.get("produced"), title=f"messages of {topic} · {ctx.entry.name}")
 
     # ----- reassignment ----------------------------------------------------------------------------------
@@ -157,6 +159,8 @@ def register(app: FastAPI, h: Helpers) -> None:
 
     @app.get("/clusters/{cluster}/reassignment/events")
     async def reassignment_events(request: Request, ctx: Any = read) -> StreamingResponse:
+        readable(ctx)  # a cluster that cannot be read is refused before the stream starts (no status after it)
+
         def fragment() -> str:
             return h.fragment(request, "_reassign_status.html", ctx, rs=status(ctx))
 
@@ -290,7 +294,7 @@ def _sse(request: Request, event: str, fragment: Callable[[], str]) -> Streaming
             started = loop.time()
             try:
                 html = await run_in_threadpool(fragment)
-            except KctlError as exc:
+            except (KctlError, Refused) as exc:
                 html = f'<p class="error">{_escape(exc.message)} at {datetime.now(timezone.utc):%H:%M:%S} UTC</p>'
             yield f"event: {event}\n" + "".join(f"data: {line}\n" for line in html.splitlines()) + "\n"
             await apause_until(started + LIVE_SECONDS)

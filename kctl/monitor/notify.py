@@ -16,11 +16,13 @@ What a security reviewer asks of it:
   consumer group named ``"x\\r\\nBcc: ..."`` (any client may choose its group id) is one valid e-mail with that
   name visible in its subject, not an injected header;
 - the SMTP password comes from a file or an environment variable named in kctl.yaml, never from kctl.yaml
-  itself, and is never logged.
+  itself, and is never logged: a server's refusal quoting it (or the base64 of AUTH LOGIN or PLAIN) is
+  redacted like a webhook's token before it reaches a log line, the store or ``kctl alerts``.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -40,6 +42,11 @@ from kctl.spec import NotifierSpec
 
 # HTTP statuses that say "not now" rather than "never": the notification is tried again (with back-off).
 RETRYABLE_HTTP = frozenset({408, 425, 429})
+# 4xx statuses about the receiver, or kctl's access to it, not about this notification: the URL, the headers and
+# the credentials are the same for every notification (a token rotated: 401, 403, 407; a wrong or removed URL:
+# 404, 405, 410, 414, 421; 426, 431). The receiver is as good as down: its queue waits, in order, with back-off.
+RECEIVER_HTTP = frozenset({401, 403, 404, 405, 407, 410, 414, 421, 426, 431})
+# Every other 4xx (400, 413, 415, 422 above all) refuses this notification's body: the ones behind it go on.
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,12 @@ _URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{1,15}://)(?:[^\s/?#@]*@)?([^\s/?#]*)
 
 def redact(text: str, n: NotifierSpec | None = None) -> str:
     """``text`` with every URL cut to its scheme and host (``https://hooks.example.org/…``): a webhook's path and
-    query often carry its token, and its user info a password. With ``n``, also any stray piece of its URL."""
+    query often carry its token, and its user info a password. With ``n``, also any stray piece of its URL, and
+    its SMTP password as sent (plain, and base64 as AUTH LOGIN and AUTH PLAIN send it): a server's refusal of
+    the login may quote what it was given."""
+    if n is not None and n.type == "email" and n.username:
+        for form in sorted(_password_forms(n), key=len, reverse=True):
+            text = text.replace(form, "…")
     if n is not None:
         try:
             url = webhook_url(n) if n.type == "webhook" else None
@@ -83,6 +95,18 @@ def redact(text: str, n: NotifierSpec | None = None) -> str:
             for piece in sorted([p for p in whole if len(p) > 1] + tokenish, key=len, reverse=True):
                 text = text.replace(piece, "…")
     return _URL.sub(_cut, text)
+
+
+def _password_forms(n: NotifierSpec) -> list[str]:
+    try:
+        secret = password(n)
+    except _Setup:
+        return []
+    if not secret:
+        return []
+    b64 = base64.b64encode
+    forms = {secret, b64(secret.encode()).decode(), b64(f"\0{n.username}\0{secret}".encode()).decode()}
+    return [f.rstrip("=") for f in forms if len(f) > 1]  # without padding: a quote may leave it out
 
 
 def _cut(m: re.Match[str]) -> str:
@@ -212,6 +236,9 @@ def _webhook(n: NotifierSpec, body: dict[str, Any]) -> Outcome:
         status = exc.code
         if 300 <= status < 400:
             return Outcome(f"HTTP {status} {exc.reason} (a redirect, not followed: set the url it points to)")
+        if status in RECEIVER_HTTP:
+            return Outcome(f"HTTP {status} {exc.reason} (the receiver refuses kctl, not this notification: check"
+                           " the URL and its credentials; kept and tried again)")
         return Outcome(f"HTTP {status} {exc.reason}",
                        permanent=400 <= status < 500 and status not in RETRYABLE_HTTP)
     except urllib.error.URLError as exc:

@@ -17,8 +17,10 @@ Every ``monitoring.interval_seconds`` a round:
 Beside the rounds, a delivery thread empties the outbox (:meth:`Monitor.deliver_once`): each notifier's queue in
 order, on a thread of its own (a slow receiver holds up no other). A receiver that is down, slow or answers 5xx
 keeps its notification at the head of its queue, tried again after a delay that doubles (with jitter) up to
-:data:`BACKOFF_CAP_S`; a notification the receiver refuses (an HTTP 4xx but 408/425/429, an SMTP 5xx for the
-message) is set aside while the ones behind it go on, and after :data:`MAX_REFUSALS` refusals is marked failed
+:data:`BACKOFF_CAP_S`; so does one that refuses kctl itself, whatever the notification (401, 403, 404 and the
+others of :data:`notify.RECEIVER_HTTP`: a rotated token, a wrong URL). A notification the receiver refuses (an
+HTTP 4xx about its body: 400, 413, 415, 422 ..., an SMTP 5xx for the message) is set aside while the ones behind
+it go on, and after :data:`MAX_REFUSALS` refusals is marked failed
 (logged, shown by ``kctl alerts``, sent again by ``kctl alerts --retry-failed``). A notification still undelivered
 after the retention is given up with a log line. An HTTP server on 127.0.0.1 answers Burrow's consumer endpoints
 and ``/metrics`` (:mod:`.api`). After a restart (a kill -9 included), the windows and the

@@ -5,8 +5,10 @@ tests/unit/test_console_matrix.py (its fixtures)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
+import re
 import sys
 import threading
 import time
@@ -87,9 +89,21 @@ def test_parallel_wrong_passwords_are_counted_before_any_is_checked(config: Cons
     free = app.state.console.guard.free_failures
     assert len(checked) == free + 1, checked  # the free failures, and the one that locks
     assert codes.count(401) == free and codes.count(429) == 30 - free
+    # each checked attempt is recorded, the one that locked saying so; the ones refused unchecked are counted
     logins = [a for a in audit_of(config) if a["action"] == "login"]
-    assert len(logins) == 30 and sum("locked" in a["message"] for a in logins) == 30 - free - 1
-    assert {a["client"] for a in logins} == {"testclient"}
+    assert len(logins) == free + 1 and sum("locked for" in a["message"] for a in logins) == 1
+    assert {a["client"] for a in logins} == {"testclient"} and {a["user"] for a in logins} == {"all-op"}
+    app.state.console.guard.clock = lambda: time.monotonic() + 3600  # the lock over: the next failure says so
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        assert c.post("/api/login", json={"username": "all-op", "password": "wrong again"}).status_code == 429
+    assert locked_told(audit_of(config)) == 30 - free - 1  # in the lockout's record, or in this one's
+    assert "locked for" in audit_of(config)[-1]["message"]
+
+
+def locked_told(recs: list[dict[str, Any]], client: str = "testclient") -> int:
+    """How many attempts refused unchecked while locked the records say were left out."""
+    pattern = re.compile(rf"(\d+) login attempt\(s\) from {client} refused unchecked while locked")
+    return sum(int(m.group(1)) for r in recs for m in [pattern.search(r["message"] or "")] if m)
 
 
 def test_a_right_password_clears_the_names_count_not_the_addresss(config: ConsoleConfig) -> None:
@@ -133,6 +147,45 @@ def test_requests_without_a_session_are_recorded_up_to_a_budget_per_address(conf
     assert "40 similar record(s)" in audit_of(config)[-1]["message"]
 
 
+def test_an_anonymous_flood_of_wrong_logins_writes_a_bounded_number_of_records(config: ConsoleConfig) -> None:
+    """500 wrong logins from one address without a session, as fast as they come and spread over minutes:
+    the checked failures count against the address's budget, a lockout is recorded once, and the attempts it
+    refuses are summarised in the next record, never written one by one."""
+    for spread in (0.0, 1.0):  # seconds between two attempts
+        config.audit_file.unlink(missing_ok=True)
+        app = server.build(config)
+        now = [1000.0]
+        app.state.console.guard.clock = app.state.console.audit.clock = lambda now=now: now[0]
+        c = TestClient(app, base_url="http://127.0.0.1")
+        for i in range(500):
+            name = f"guess-{i}" if i % 2 else "root-adm"  # other names, and an existing one
+            assert c.post("/api/login", json={"username": name, "password": "nope nope"}).status_code in (401, 429)
+            now[0] += spread
+        recs = audit_of(config)
+        assert all(r["action"] == "login" and r["result"] == "refused" for r in recs)
+        # quick: 3 free failures and the one that locks; over 500 s, a lock per back-off step (1, 2, 4 ... s)
+        assert len(recs) <= (4 if not spread else 3 + 12), (spread, len(recs), [r["message"] for r in recs])
+        lockouts = [r for r in recs if "locked for" in r["message"]]
+        assert lockouts and all("refused unchecked" in r["message"] for r in lockouts)
+        assert not any("locked for 0 s" in r["message"] for r in recs)
+        told = locked_told(recs)
+        pending = app.state.console.audit._anon["testclient"].locked
+        assert len(recs) + told + pending == 500  # every attempt written, or counted in a later record
+
+    # the budget holds even without a lockout (a guard that never locks)
+    config.audit_file.unlink()
+    app = server.build(config)
+    app.state.console.guard.free_failures = 10_000
+    c = TestClient(app, base_url="http://127.0.0.1")
+    for _ in range(audit_mod.ANON_BURST + 50):  # a known name: its hash is the cheap one of these tests
+        assert c.post("/api/login", json={"username": "root-adm", "password": "nope nope"}).status_code == 401
+    r = c.get("/login")
+    token = r.cookies.get("kctl_console_login") or c.cookies.get("kctl_console_login")
+    for _ in range(10):  # the form's CSRF refusals too, named or not
+        c.post("/login", data={"username": "root-adm", "password": "x", "csrf": "wrong"})
+    assert token and len(audit_of(config)) == audit_mod.ANON_BURST
+
+
 def app_audit(c: TestClient) -> AuditLog:
     return c.app.state.console.audit  # type: ignore[attr-defined,no-any-return]
 
@@ -171,6 +224,8 @@ def test_every_kind_of_refusal_and_failure_is_recorded_with_who_what_and_where(
     adm = login(adm_c, "root-adm")
     viewer_c = client(config)
     viewer = login(viewer_c, "all-view")
+    ro_c = client(dataclasses.replace(config, read_only=True))  # the same audit log, a read-only console
+    ro = login(ro_c, "root-adm")
     cases = [
         (c.post("/api/clusters/alpha/topics", json={"name": "team-a.x"}, headers={}), 403, "topic.create",
          "teama-op"),  # CSRF
@@ -194,6 +249,10 @@ def test_every_kind_of_refusal_and_failure_is_recorded_with_who_what_and_where(
         (c.post("/clusters/alpha/topics", data={"csrf": op["X-CSRF-Token"], "name": "team-a.x",
                                                 "partitions": "many"}), 422, "topic.create", "teama-op"),
         (TestClient(c.app, base_url="http://127.0.0.1").post("/api/users", json={}), 401, "user.add", None),
+        (ro_c.post("/api/clusters/alpha/topics", json={"name": "x"}, headers=ro), 403, "topic.create",
+         "root-adm"),  # the read-only switch, for everyone
+        (ro_c.post("/clusters/alpha/topics/orders/delete", data={"csrf": ro["X-CSRF-Token"], "confirm": "orders"}),
+         403, "topic.delete", "root-adm"),
     ]
     recs = audit_of(config)
     assert len([r for r in recs if r["action"] != "login"]) == len(cases)
@@ -202,6 +261,8 @@ def test_every_kind_of_refusal_and_failure_is_recorded_with_who_what_and_where(
         assert (rec["action"], rec["user"], rec["client"]) == (action, user, "testclient"), rec
         assert rec["result"] == ("failed" if status in (409, 500) else "refused"), rec
         assert rec["message"], rec
+    assert [r["message"] for r in recs if r["user"] == "root-adm" and r["action"] != "login"][-2:] == [
+        "the console is read-only"] * 2
     assert "disk on fire" not in json.dumps(recs)  # the log has the exception; the audit says what failed
     assert {r["cluster"] for r in recs if r["action"] == "group.reset-offsets"} == {"alpha"}
     assert [r["target"] for r in recs if r["action"] == "group.reset-offsets"] == ["hidden-group", "g-team-a"]
@@ -431,3 +492,32 @@ def test_every_answer_carries_the_security_headers(config: ConsoleConfig, world:
     # the pages hold no inline script or style for the policy to refuse
     page = c.get("/").text
     assert "<script>" not in page and "style=" not in page and "javascript:" not in page
+
+
+# ----- 3: a file path of the console's host is for admins without limits only ---------------------------------
+
+
+def test_a_clusters_error_naming_its_directory_reaches_only_unlimited_admins(config: ConsoleConfig,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl import health
+    from kctl.errors import KctlError
+
+    root = str(config.cluster_files[0].parent.parent)  # every cluster's directory is under it
+
+    def status(spec: Any, timeout: float = 0) -> Any:
+        raise KctlError(f"cannot read the secrets in {spec.state_dir}/secrets: permission denied")
+
+    monkeypatch.setattr(health, "status", status)
+    for name, shown in (("root-adm", True), ("alpha-adm", False), ("all-op", False), ("all-view", False)):
+        c = client(config)
+        login(c, name)
+        cards = {card["name"]: card for card in c.get("/api/clusters").json()}
+        assert "cannot read the secrets in" in cards["alpha"]["error"], cards
+        assert (root in cards["alpha"]["error"]) is shown and ("path" in cards["alpha"]) is shown, (name, cards)
+        if "gamma" in cards:  # the cluster whose kctl.yaml is missing (no cluster limit)
+            assert cards["gamma"]["health"] == "unreadable"
+            assert (str(config.cluster_files[2]) in cards["gamma"]["error"]) is shown, (name, cards["gamma"])
+            if not shown:
+                assert cards["gamma"]["error"] == "its kctl.yaml cannot be read (see the console's log)"
+        for text in (c.get("/").text, c.get("/clusters/cards").text, c.get("/api/clusters").text):
+            assert (root in text) is shown, name

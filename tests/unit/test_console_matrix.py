@@ -9,6 +9,7 @@ what its scope needs), not from kctl.console.authz."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,8 +177,10 @@ def make_world(monkeypatch: pytest.MonkeyPatch) -> World:
 
     topics = ["team-a.events", "hidden-orders", "hidden-pay"]
     group_topics = {"g-team-a": ["team-a.events"], "hidden-group": ["hidden-orders"]}
+    real_card = ops.cluster_card  # an unreadable cluster's card asks nothing of a cluster: the real one
     monkeypatch.setattr(ops, "cluster_cards", lambda entries: [
-        {"name": e.name, "path": str(e.path), "health": "healthy"} for e in entries])
+        real_card(e) if e.spec is None else {"name": e.name, "path": str(e.path), "health": "healthy"}
+        for e in entries])
     monkeypatch.setattr(ops, "cluster_detail", lambda spec: {
         "name": spec.name, "health": "healthy", "quorum": "ok", "leader": "n1", "controller": 1, "zookeeper": [],
         "brokers": [], "problems": [], "bootstrap_servers": "x",
@@ -286,8 +289,11 @@ def config(tmp_path: Path, users_yaml: bytes) -> ConsoleConfig:
     return make_config(tmp_path, users_yaml)
 
 
+UNREADABLE = "gamma"  # a cluster whose kctl.yaml cannot be read (the file is missing)
+
+
 def make_config(tmp_path: Path, users_yaml: bytes) -> ConsoleConfig:
-    files = [_cluster(tmp_path, "alpha"), _cluster(tmp_path, "beta")]
+    files = [_cluster(tmp_path, "alpha"), _cluster(tmp_path, "beta"), tmp_path / UNREADABLE / "kctl.yaml"]
     home = tmp_path / "console"
     home.mkdir(mode=0o700)
     cfg = ConsoleConfig(files, home / "users.yaml", home / "audit.jsonl", home / "clusters.yaml")
@@ -319,15 +325,19 @@ def leaks(user: str, text: str, tmp: Path) -> list[str]:
     found = []
     if clusters and "beta" in text:
         found.append("beta")
+    if clusters and UNREADABLE in text:
+        found.append(UNREADABLE)
     if prefixes:
         found += sorted({w for w in (HIDDEN + "-orders", HIDDEN + "-pay", HIDDEN + "-group", HIDDEN + "-lit",
                                      HIDDEN + "-star", HIDDEN + "-pre", HIDDEN + "-cl", HIDDEN + "-scram",
                                      "kafka-cluster") if w in text})
     if (clusters or prefixes or USERS[user][0] != "admin") and str(tmp) in text:
         found.append("a cluster's file path")
-    outside = [u for u in USERS if u != user and not _within(u, user)]
-    if USERS[user][0] == "admin" and (clusters or prefixes):
-        found += [f"user {u}" for u in outside if f'"{u}"' in text or f">{u}<" in text]
+    if USERS[user][0] == "admin":
+        outside = [u for u in USERS if u != user and not _within(u, user)] if clusters or prefixes else []
+    else:  # console users are an admin's business: a viewer or operator reads no other login name
+        outside = [u for u in USERS if u != user]
+    found += [f"user {u}" for u in outside if f'"{u}"' in text or f">{u}<" in text or f",{u}," in text]
     return found
 
 
@@ -394,25 +404,124 @@ def test_every_route_for_every_role_and_scope(user: str, config: ConsoleConfig, 
         if config.users_file.read_bytes() != users_before:
             config.users_file.write_bytes(users_before)
 
+        # The cluster whose kctl.yaml cannot be read, to those who see it: refused (or removed from the console),
+        # never a 500, and its file's path in no answer but an unlimited admin's.
+        if not clusters and "{cluster}" in path:
+            world.calls.clear()
+            r = _call(c, csrf, method, fill(path, cluster=UNREADABLE), row, tmp_path)
+            where = (user, method, path, UNREADABLE, r.status_code, r.text[:300])
+            if row.calls == "registry.remove" and allowed(user, row):
+                assert r.status_code < 400 and world.calls == ["registry.remove"], where
+            else:
+                assert r.status_code in (403, 409), where
+                assert world.calls == [], where
+            assert leaks(user, r.text, tmp_path) == [], where
+
         # What the path names, hidden from this user: the answer of one that does not exist, nothing done.
-        hidden = {}
+        hidden: list[tuple[str, str, str]] = []
         if clusters and "{cluster}" in path:
-            hidden = {"cluster": ("beta", "nope")}
+            hidden = [("cluster", "beta", "nope"), ("cluster", UNREADABLE, "nope")]
         elif prefixes and "{topic}" in path:
-            hidden = {"topic": ("hidden-orders", "team-b.nope")}
+            hidden = [("topic", "hidden-orders", "team-b.nope")]
         elif prefixes and "{group}" in path:
-            hidden = {"group": ("hidden-group", "nope-group")}
-        if not hidden:
-            continue
-        (k, (name, nope)), = hidden.items()
-        world.calls.clear()
-        r = _call(c, csrf, method, fill(path, **{k: name}), row, tmp_path)
-        r2 = _call(c, csrf, method, fill(path, **{k: nope}), row, tmp_path)
-        where = (user, method, path, k, r.status_code, r.text[:300])
-        assert r.status_code == 404 or r.status_code == 303 and "/login" in r.headers.get("location", ""), where
-        assert (r.status_code, r.text.replace(name, "X")) == (r2.status_code, r2.text.replace(nope, "X")), where
-        assert world.calls == [] and config.users_file.read_bytes() == users_before, where
+            hidden = [("group", "hidden-group", "nope-group")]
+        elif (clusters or prefixes) and USERS[user][0] == "admin" and "{name}" in path and "/security/" not in path:
+            hidden = [("name", "root-adm", "nobody-x")]  # a console user beyond the limited admin's scope
+        for k, name, nope in hidden:
+            world.calls.clear()
+            r = _call(c, csrf, method, fill(path, **{k: name}), row, tmp_path)
+            r2 = _call(c, csrf, method, fill(path, **{k: nope}), row, tmp_path)
+            where = (user, method, path, k, r.status_code, r.text[:300])
+            assert r.status_code == 404 or r.status_code == 303 and "/login" in r.headers.get("location", ""), where
+            assert (r.status_code, r.text.replace(name, "X")) == (r2.status_code, r2.text.replace(nope, "X")), where
+            assert world.calls == [] and config.users_file.read_bytes() == users_before, where
     assert c.get("/api/me").status_code == 200  # the session lived through it all
+
+
+# ----- the audit log: whose records each role and scope reads ------------------------------------------------
+
+OTHERS = ("cli:ops", "gone-user")  # the command line, and a console user since removed
+
+
+def _seed(log: Any) -> list[dict[str, Any]]:
+    """Records of every user, of the CLI and of a removed user: done and refused, on both clusters, on topics
+    inside and outside team-a., on console users, and their failed logins. Each message is a unique marker."""
+    recs = []
+    for actor in (*USERS, *OTHERS):
+        admin = actor not in USERS or USERS[actor][0] == "admin"
+        for cluster in ("alpha", "beta"):
+            recs += [(actor, cluster, "topic.create", "team-a.x", "done"),
+                     (actor, cluster, "topic.delete", "hidden-orders", "refused"),
+                     (actor, cluster, "topic.config", "hidden-pay", "done"),  # before a scope was narrowed
+                     (actor, cluster, "group.reset-offsets", "g-team-a", "refused")]
+        recs += [(actor, None, "user.add", "teama-view", "done" if admin else "refused"),
+                 (actor, None, "user.remove", "root-adm", "refused"),
+                 (actor, None, "user.remove", "nobody-x", "refused"),
+                 (actor, None, "login", None, "refused")]
+    out = []
+    for i, (actor, cluster, action, target, result) in enumerate(recs):
+        out.append(log.append(user=actor, action=action, result=result, cluster=cluster, target=target,
+                              message=f"seed-{i:03d}", client="10.0.0.9"))
+    return out
+
+
+def _may_read(reader: str, rec: dict[str, Any]) -> bool:
+    """docs/console.md's rule, written out here (not kctl.console.authz's code)."""
+    role, clusters, prefixes = USERS[reader]
+    actor, cluster, action, target = rec["user"], rec["cluster"], rec["action"], rec["target"]
+    unlimited = not clusters and not prefixes
+
+    def topic_seen(name: str) -> bool:
+        return not prefixes or any(name.startswith(p) for p in prefixes)
+
+    def user_named(name: str) -> bool:  # a console user's name, to this reader
+        if name == reader or role == "admin" and unlimited:
+            return True
+        return role == "admin" and name in USERS and _within(name, reader)
+
+    if actor != reader:
+        if role != "admin":
+            return False
+        if unlimited:
+            return True
+        if rec["result"] == "refused" or actor not in USERS or not _within(actor, reader):
+            return False
+    if cluster and clusters and cluster not in clusters:
+        return False
+    if not target:
+        return True
+    if action.startswith(("topic.", "group.")):
+        return topic_seen(target)
+    if action.startswith("user.") and target != reader and (rec["result"] == "refused" or target in USERS):
+        return user_named(target)
+    return True
+
+
+@pytest.mark.parametrize("user", list(USERS))
+def test_each_role_and_scope_reads_the_audit_records_it_may(user: str, config: ConsoleConfig, world: World,
+                                                           tmp_path: Path) -> None:
+    from kctl.console.audit import AuditLog
+
+    seeded = _seed(AuditLog(config.audit_file))
+    want = sorted(r["message"] for r in seeded if _may_read(user, r))
+    c = TestClient(server.build(config), base_url="http://127.0.0.1")
+    assert c.post("/api/login", json={"username": user, "password": PASSWORD}).status_code == 200
+    api = c.get("/api/audit", params={"limit": 10_000})
+    page = c.get("/audit")
+    csv_text = c.get("/audit.csv").text
+    got_api = sorted(r["message"] for r in api.json() if r["message"].startswith("seed-"))
+    assert got_api == want, (user, sorted(set(got_api) ^ set(want)))
+    for text in (page.text, csv_text):
+        assert sorted(set(re.findall(r"seed-\d{3}", text))) == want, user
+    for text in (api.text, page.text, csv_text):
+        assert leaks(user, text, tmp_path) == [], (user, leaks(user, text, tmp_path))
+        if USERS[user][0] != "admin" or USERS[user][1] or USERS[user][2]:
+            assert not any(o in text for o in OTHERS), user  # the CLI's and a removed user's: unlimited admins'
+    # every shape reads something of its own, and the unlimited admin everything
+    assert want and (len(want) == len(seeded)) is (user == "root-adm")
+    # what a user's own session adds (its login) is theirs too; no one else's login appears
+    logins = [r for r in api.json() if r["action"] == "login" and not r["message"].startswith("seed-")]
+    assert {r["user"] for r in logins} == {user}
 
 
 # ----- user management bounded by the admin's scope ---------------------------------------------------------

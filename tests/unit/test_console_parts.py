@@ -75,11 +75,23 @@ def test_the_registry_serves_the_console_files_clusters_and_added_ones(tmp_path:
         load_config(cfg_file)
 
 
-def test_an_unreadable_kctl_yaml_is_an_entry_with_its_error(tmp_path: Path) -> None:
+def test_an_unreadable_kctl_yaml_is_an_entry_with_its_error(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     gone = tmp_path / "gone" / "kctl.yaml"
-    cfg = ConsoleConfig([gone], tmp_path / "u.yaml", tmp_path / "a.jsonl", tmp_path / "c.yaml")
-    (entry,) = Registry(cfg).entries()
-    assert entry.spec is None and "cannot read" in (entry.error or "")
+    bad = tmp_path / "bad" / "kctl.yaml"
+    bad.parent.mkdir()
+    bad.write_text("nope: 1\n")
+    cfg = ConsoleConfig([gone, bad], tmp_path / "u.yaml", tmp_path / "a.jsonl", tmp_path / "c.yaml")
+    reg = Registry(cfg)
+    with caplog.at_level("WARNING", logger="kctl.console"):
+        first, second = reg.entries()
+        reg.entries()  # read at every request: logged once
+    # words without a path for the answers; the reason, with its path, for the log and unlimited admins
+    assert first.spec is None and first.error == "its kctl.yaml cannot be read (see the console's log)"
+    assert first.detail is not None and first.detail.startswith(f"cannot read {gone}")
+    assert second.error == "its kctl.yaml is not a valid cluster spec (see the console's log)"
+    assert second.detail is not None and "nope: unknown setting" in second.detail
+    assert [r.getMessage() for r in caplog.records] == [f"cluster gone: {first.detail}",
+                                                        f"cluster bad: {second.detail}"]
 
 
 def test_the_audit_log_appends_from_threads_filters_and_exports(tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
 """The monitor loses no alert and sends none twice or elsewhere: a round the store cannot record (a locked
 database, a full disk) is made again by the next one, whose notification is delivered once; a notification a
-receiver refuses blocks none behind it and ends failed with a log line; a receiver that is down keeps its queue
-in order with a back-off; queued notifications stay with their notifier by name, across a reordered kctl.yaml
-and an old store's migration; a notification past the retention is given up with a log line. Real SQLite files
-and real HTTP receivers on 127.0.0.1."""
+receiver refuses blocks none behind it and ends failed with a log line; a receiver that is down, or refuses kctl
+itself (401, 403, 404: a rotated token, a wrong URL), keeps its queue in order with a back-off; queued
+notifications stay with their notifier by name, across a reordered kctl.yaml and an old store's migration; a
+notification past the retention is given up with a log line. Real SQLite files and real HTTP receivers on
+127.0.0.1."""
 
 from __future__ import annotations
 
@@ -216,6 +217,62 @@ def test_a_receiver_that_is_down_keeps_its_queue_in_order_with_a_growing_delay(
     hook.answer = lambda m, p, body: (200, {})
     assert mon.deliver_once(mon.store, now=t + 3600) == 3
     assert [b["subject"] for b in hook.bodies()][-3:] == ["a", "b", "c"]
+    mon.store.close()
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 405, 407, 410])
+def test_a_receiver_that_refuses_kctl_itself_is_down_not_a_refusal_of_each_notification(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: Hook, status: int) -> None:
+    """A rotated token or a wrong URL refuses every notification alike: the queue waits in order with back-off,
+    nothing is marked failed however long it lasts, and all of it goes out once the receiver is fixed."""
+    hook.answer = lambda m, p, body: (status, {})
+    lines: list[str] = []
+    mon = monitor(tmp_path, monkeypatch, [{"type": "webhook", "url": hook.url()}], lines)
+    key = mon.spec.monitoring.notifiers[0].key
+    with mon.store.round():
+        for subject in ("a", "b", "c"):
+            mon.store.enqueue(key, {"alert": "disk", "state": "open", "subject": subject})
+    t = mon.store.outbox()[0]["created"]
+    for dt in range(0, 3600, 7):  # an hour of passes every 7 s
+        mon.deliver_once(mon.store, now=t + dt)
+    assert {b["subject"] for b in hook.bodies()} == {"a"}  # b and c never overtook a
+    tries = len(hook.bodies())
+    assert 8 <= tries <= 40, tries  # delays growing to 150-300 s: not a try in each of the 515 passes
+    rows = mon.store.outbox()
+    assert [(r["body"]["subject"], r["state"], r["refusals"], r["permanent"]) for r in rows] == [
+        ("a", "pending", 0, False), ("b", "pending", 0, False), ("c", "pending", 0, False)]
+    assert f"HTTP {status}" in rows[0]["last_error"] and "the receiver refuses kctl" in rows[0]["last_error"]
+    assert not any("given up" in line for line in lines)
+    hook.answer = lambda m, p, body: (200, {})  # the token replaced
+    with mon.store.round():
+        mon.store.enqueue(key, {"alert": "disk", "state": "resolved", "subject": "a"})
+    assert mon.deliver_once(mon.store, now=t + 7200) == 4 and mon.store.outbox() == []
+    assert [(b["subject"], b["state"]) for b in hook.bodies()][tries:] == [
+        ("a", "open"), ("b", "open"), ("c", "open"), ("a", "resolved")]
+    mon.store.close()
+
+
+@pytest.mark.parametrize("status", [400, 413, 415, 422])
+def test_a_refusal_of_one_notifications_body_sets_it_aside_and_the_later_ones_are_delivered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook: Hook, status: int) -> None:
+    hook.answer = lambda m, p, body: (status, {}) if body and body["subject"] == "poison" else (200, {})
+    mon = monitor(tmp_path, monkeypatch, [{"type": "webhook", "url": hook.url()}])
+    mon.spec = mon.spec.model_copy(update={"monitoring": mon.spec.monitoring.model_copy(
+        update={"retention_hours": 24 * 366})})
+    key = mon.spec.monitoring.notifiers[0].key
+    with mon.store.round():
+        for subject in ("poison", "later"):
+            mon.store.enqueue(key, {"alert": "disk", "state": "open", "subject": subject})
+    t = 1_000_000.0
+    assert mon.deliver_once(mon.store, now=t) == 1
+    with mon.store.round():
+        mon.store.enqueue(key, {"alert": "disk", "state": "open", "subject": "after"})
+    assert mon.deliver_once(mon.store, now=t + 0.5) == 1  # the refused one waits its delay, the next goes
+    for i in range(1, service.MAX_REFUSALS):
+        mon.deliver_once(mon.store, now=t + 1000 * i)
+    (row,) = mon.store.outbox()
+    assert row["body"]["subject"] == "poison" and row["state"] == "failed" and row["refusals"] == service.MAX_REFUSALS
+    assert [b["subject"] for b in hook.bodies() if b["subject"] != "poison"] == ["later", "after"]
     mon.store.close()
 
 

@@ -59,8 +59,10 @@ def test_a_webhook_delivery_and_its_failures_as_outcomes(hook: Hook) -> None:
     n = webhook(hook.url())
     assert notify.send(n, BODY) == notify.Outcome()
     assert hook.requests == [("POST", "/hook", BODY)]
-    for status, permanent in ((400, True), (404, True), (422, True), (408, False), (429, False), (500, False),
-                              (503, False)):
+    # refusals of this notification's body; "not now"; the receiver refusing kctl itself (its URL, its token)
+    for status, permanent in ((400, True), (413, True), (415, True), (422, True), (408, False), (429, False),
+                              (500, False), (503, False), (401, False), (403, False), (404, False), (405, False),
+                              (407, False), (410, False)):
         hook.answer = lambda m, p, b, s=status: (s, {})  # type: ignore[misc]
         out = notify.send(n, BODY)
         assert not out.ok and out.permanent is permanent and f"HTTP {status}" in (out.error or ""), status
@@ -359,3 +361,69 @@ def test_secret_headers_come_from_a_file_never_from_kctl_yaml(tmp_path: Path, ho
     for name in ("Authorization", "cookie", "X-Api-Key"):
         got = parse_problems([{"type": "webhook", "url": "https://h/x", "headers": {name: "Bearer x"}}])
         assert any("holds a secret" in p and "headers_file" in p for p in got), got
+
+
+def test_an_smtp_password_is_in_no_log_line_store_row_or_kctl_alerts_output(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A server that refuses the login and echoes what it was sent (the password, and the base64 of AUTH PLAIN
+    and AUTH LOGIN), as a broken or hostile one may: the password is in no outcome, monitor.log line, store row,
+    nor `kctl alerts` output (-o json and the table)."""
+    import base64
+
+    from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import AuthResult, LoginPassword
+
+    from kctl.cli.main import main
+
+    secret = "pw-" + TOKEN
+    seen: list[tuple[str, str]] = []
+
+    def authenticate(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:
+        assert isinstance(data, LoginPassword)
+        login, password = data.login.decode(), data.password.decode()
+        seen.append((login, password))
+        plain = base64.b64encode(f"\0{login}\0{password}".encode()).decode()
+        return AuthResult(success=False, handled=False,
+                          message=f"535 5.7.8 {mechanism} {login}:{password} refused ({plain}"
+                                  f" {base64.b64encode(password.encode()).decode()})")
+
+    port = closed_port()
+    controller = Controller(Mailbox(), hostname="127.0.0.1", port=port, authenticator=authenticate,
+                            auth_require_tls=False)
+    controller.start()
+    try:
+        (tmp_path / "smtp-password").write_text(secret + "\n")
+        notifier = {"type": "email", "host": "127.0.0.1", "port": port, "tls": "none", "from": "kctl@example.org",
+                    "to": ["ops@example.org"], "username": "kctl", "password_file": str(tmp_path / "smtp-password"),
+                    "timeout_seconds": 5}
+        spec_file = tmp_path / "kctl.yaml"
+        spec_file.write_text(json.dumps({"name": "logger", "state_dir": str(tmp_path / "state"), "monitoring": {
+            "notifiers": [notifier], "alerts": {"exporter": False}}}))
+        lines: list[str] = []
+        mon = monitor(tmp_path, monkeypatch, [notifier], lines)
+        mon.group_docs = {"billing": group_doc("STOP")}
+        mon.round(with_groups=False)
+        assert mon.deliver_once(mon.store) == 0
+        (row,) = mon.store.outbox()
+        mon.store.close()
+    finally:
+        controller.stop()
+    assert seen and set(seen) == {("kctl", secret)}  # the password was sent (PLAIN, then LOGIN), and refused
+    assert "535" in row["last_error"] and "kctl:" in row["last_error"]  # the server's words, less the secret
+    dump = subprocess.run([sys.executable, "-m", "sqlite3", str(db_path(tmp_path / "state")), ".dump"],
+                          capture_output=True, text=True).stdout
+    outs = []
+    for args in (["-o", "json"], []):
+        capsys.readouterr()
+        try:
+            main(["alerts", "-f", str(spec_file), *args])
+        except SystemExit as exc:
+            assert not exc.code
+        out, err = capsys.readouterr()
+        outs.append(out + err)
+    assert json.loads(outs[0])["undelivered"][0]["last_error"] == row["last_error"]
+    assert "535" in outs[1]
+    forms = [secret, base64.b64encode(secret.encode()).decode(),
+             base64.b64encode(f"\0kctl\0{secret}".encode()).decode(), TOKEN]
+    for text in (*lines, row["last_error"], dump, *outs):
+        assert not any(f in text for f in forms), text
