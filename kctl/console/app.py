@@ -740,18 +740,5 @@ def _safe_next(nxt: str) -> str:
     return nxt if nxt.startswith("/") and not nxt.startswith("//") and "\\" not in nxt else "/"
 
 
-def _pairs(text: str) -> dict[str, str]:
-    """``key=value`` pairs, one per line or separated by commas (the create form's configs field)."""
-    out: dict[str, str] = {}
-    for part in text.replace(",", "\n").splitlines():
-        part = part.strip()
-        if part:
-            key, sep, value = part.partition("=")
-            if not sep or not key.strip():
-                raise Refused(422, f"configs: {part!r} is not key=value")
-            out[key.strip()] = value.strip()
-    return out
-
-
 def _words(text: str) -> list[str]:
     return [w for w in text.replace(",", " ").split() if w]

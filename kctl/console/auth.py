@@ -126,15 +126,19 @@ class LoginGuard:
                 return False, locked
             if len(self._seen) >= self.max_keys:
                 self._forget(now)
-            wait = 0.0
-            for k in keys:
-                f = self._seen.setdefault(k, _Failures())
-                f.count += 1
-                over = f.count - self.free_failures
-                if over > 0:
-                    f.locked_until = now + min(self.max_lock_seconds, 2.0 ** (over - 1))
-                    wait = max(wait, f.locked_until - now)
-            return True, wait
+            return True, self._count(keys, now)
+
+    def _count(self, keys: tuple[str, ...], now: float) -> float:
+        """One more failure for each key (the lock held); the longest wait it imposes from ``now``."""
+        wait = 0.0
+        for k in keys:
+            f = self._seen.setdefault(k, _Failures())
+            f.count += 1
+            over = f.count - self.free_failures
+            if over > 0:
+                f.locked_until = now + min(self.max_lock_seconds, 2.0 ** (over - 1))
+                wait = max(wait, f.locked_until - now)
+        return wait
 
     def _forget(self, now: float) -> None:
         for k in [k for k, f in self._seen.items() if f.locked_until <= now]:
@@ -145,16 +149,8 @@ class LoginGuard:
     def failed(self, *keys: str) -> float:
         """Count a failure outside :meth:`attempt`; returns the wait it imposes from now."""
         now = self._now()
-        wait = 0.0
         with self._lock:
-            for k in keys:
-                f = self._seen.setdefault(k, _Failures())
-                f.count += 1
-                over = f.count - self.free_failures
-                if over > 0:
-                    f.locked_until = now + min(self.max_lock_seconds, 2.0 ** (over - 1))
-                    wait = max(wait, f.locked_until - now)
-        return wait
+            return self._count(keys, now)
 
     def succeeded(self, *keys: str, refund: tuple[str, ...] = ()) -> None:
         """A right password: these keys' counts start again; the ``refund`` ones (an address) only lose the
