@@ -29,7 +29,7 @@ import docker
 import docker.errors
 from docker.models.images import Image
 
-from kctl import contract
+from kctl import cache, contract
 from kctl.contract import (
     LABEL_BASE_IMAGE,
     LABEL_BUILD_HASH,
@@ -438,7 +438,6 @@ def ensure_image(
     finds the first one's image up to date. The build holds the cached distribution and exporters for reading
     only while it lays out its context (:func:`_ensure_image`).
     """
-    from kctl import cache
 
     root = distmod.cache_root().parent
     with cache.locked(root / f"image-{kafka_version}", path=root / f"image-{kafka_version}.lock",

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kctl import cache
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.progress import HISTORY, ProgressHistory
 
@@ -361,7 +362,6 @@ def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
     if cfg.master.startswith("spark://"):
         b = b.config("spark.cores.max", "2").config("spark.executor.cores", "1")
     if cfg.jars:
-        from kctl import cache
 
         # Spark reads the jars for as long as the session lives: their cache entries (kctl.cache) are held for
         # reading until this process ends, so another kctl's refill of one waits instead of swapping it out.

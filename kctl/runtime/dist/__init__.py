@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from kctl import cache
 from kctl import contract
 from kctl.errors import KctlError
 from kctl.runtime.dist.apache import ApacheTarball
@@ -75,7 +76,6 @@ def using_dist(
     shared: :func:`kctl.cache.reading`): whatever copies, links or packs from it sees the whole of it, and a
     refill by another kctl (a refresh, an entry no longer current) waits. Read again under the lock, so the
     Dist yielded describes the files there."""
-    from kctl import cache
 
     for attempt in range(cache.ATTEMPTS):
         dist = prepare_dist(kafka_version=kafka_version, scala_version=scala_version, kafka_dist=kafka_dist,
@@ -93,7 +93,6 @@ def _prepare(name: str, sources: Sequence[Source], kafka_version: str, scala_ver
              progress: Progress | None) -> Dist:
     """The cache entry ``name``: used when it is whole and current, else made by the first source that answers
     (filled beside the entry under its lock and renamed into place whole: :func:`kctl.cache.fill_dir`)."""
-    from kctl import cache
 
     cached = cache_root() / name
 
