@@ -342,14 +342,19 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
             ph.write(state_dir, record)
         source = record.phase
         if not resuming:
-            roll_run.check_before_roll(spec, progress=say)  # healthy first, or nothing is touched
+            # what an interrupted roll (a restart, an apply) recorded as stopped is started again first, as
+            # `kctl restart` and `kctl apply` do; then healthy first, or nothing is touched
+            roll_run.put_back_left(spec, state_dir, gate_timeout, say)
+            roll_run.check_before_roll(spec, progress=say)
         else:
             # Resuming: a kctl killed in a roll may have left a broker stopping, or stopped between its stop and
-            # its start: let a stop under way end, then start what is down (as `kctl up` does).
+            # its start (the roll's record names it): let a stop under way end, put back what the record names
+            # through its start gates, then start anything else that is down (as `kctl up` does).
             from kctl import lifecycle
             from kctl.runtime import engines
 
             wait_until("no process of the cluster is stopping or starting", _settled(spec), 180.0, poll=1.0)
+            roll_run.put_back_left(spec, state_dir, gate_timeout, say)
             lifecycle.start_stopped_processes(spec, engines.for_spec(spec), skip=set(), say=say)
         record = ph.current_pins(ph.begin(record, action, target), spec.migration_pins)
         ph.write(state_dir, record)

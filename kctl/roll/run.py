@@ -38,7 +38,7 @@ Progress = Callable[[str], None]
 LOCK_FILE = contract.ROLL_LOCK_FILE
 RECORD_FILE = contract.ROLL_RECORD_FILE
 # The commands that run a roll, and so put back what an interrupted one left down before anything else.
-ROLLERS = ("kctl restart", "kctl apply")
+ROLLERS = ("kctl restart", "kctl apply", "kctl migrate kraft")  # each puts back what a killed roll left down
 PRE_CHECK_TIMEOUT = 30.0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -217,9 +218,23 @@ def test_the_rollback_of_a_next_stuck_at_the_controllers_quorum_runs_kafkas_step
     monkeypatch.setattr(engines, "exec_in", exec_in)
     monkeypatch.setattr(migrate, "_settled", lambda spec: lambda: (True, "settled"))
     monkeypatch.setattr(lifecycle, "start_stopped_processes", lambda *a, **k: [])
+    # the kctl killed in its roll left a broker stopped, which the roll's record names: the resumed migration
+    # puts it back (through its start gates) before its steps, instead of refusing as other changes do
+    from kctl.roll import run as roll_run
+
+    roll_run.record_path(state).write_text(json.dumps({"command": "kctl migrate kraft", "pid": 1,
+                                                       "down": [["logger2", "kafka"]]}))
+
+    def put_back(spec: object, state_dir: Path, timeout: float, say: object) -> list[tuple[str, str]]:
+        calls.append(("put back", *roll_run.read_record(state_dir)["down"][0]))
+        roll_run.clear_record(state_dir)
+        return [("logger2", "kafka")]
+
+    monkeypatch.setattr(roll_run, "put_back_left", put_back)
     said: list[str] = []
     spec = load_cluster(spec_file)[0]
     out = migrate.run(spec, state, "rollback", progress=said.append)
+    assert calls.pop(0) == ("put back", "logger2", "kafka") and not roll_run.record_path(state).exists()
     assert (out.source, out.phase) == ("controllers", "zookeeper")
     assert [s["step"] for s in out.steps] == ["stop-controllers", "remove-controllers"]
     hosts = ["logger1", "logger2", "logger3"]
