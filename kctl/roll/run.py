@@ -208,7 +208,8 @@ def left_down_refusal(rec: dict[str, Any], wanted: str, state_dir: Path) -> Clus
     return ClusterError(
         f"{wanted} refused, nothing was changed: an interrupted roll ({_holder_text(rec)}) left {_down_text(rec)}"
         " stopped",
-        hint="`kctl restart --rolling` (or `kctl apply`) starts them first and finishes the roll; `kctl up`"
+        hint="`kctl restart --rolling` (or `kctl apply`, or the migration step under way) starts them first and"
+             " finishes the roll; `kctl up`"
              f" starts them without a roll (then remove {record_path(state_dir)})")
 
 
