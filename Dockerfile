@@ -1,9 +1,9 @@
 # kctl node image: ZooKeeper + Kafka 3.9 (ZooKeeper mode) on Java 17, run by
-# supervisord. Built by kctl/runtime/image.py from an assembled context:
+# supervisord. Built by kctl/runtime/image/build.py from an assembled context:
 #   Dockerfile   this file
-#   node/        kctl/runtime/node/* (entrypoint, supervisord config, wrappers)
+#   node/        kctl/runtime/image/node/* (entrypoint, supervisord config, wrappers)
 #   kafka/       the Kafka distribution (bin/, libs/, config/, kctl-dist.json)
-#   monitoring/  the metrics exporters' jars (kctl/runtime/exporters.py)
+#   monitoring/  the metrics exporters' jars (kctl/runtime/image/exporters.py)
 # BASE_IMAGE defaults to the registry image; kctl passes a locally imported
 # debootstrap image where no registry is reachable.
 ARG BASE_IMAGE=debian:bookworm-slim
@@ -34,7 +34,7 @@ COPY kafka/ /opt/kafka/
 COPY node/cds-archive /usr/local/lib/kctl/cds-archive
 RUN chmod 0755 /usr/local/lib/kctl/cds-archive && /usr/local/lib/kctl/cds-archive /opt/kafka/cds
 
-# The metrics exporters (kctl/runtime/exporters.py): the JMX exporter agent of the brokers, and ZooKeeper's
+# The metrics exporters (kctl/runtime/image/exporters.py): the JMX exporter agent of the brokers, and ZooKeeper's
 # Prometheus metrics provider with what it needs beyond Kafka's libs/.
 COPY monitoring/ /opt/kctl/monitoring/
 

@@ -34,7 +34,7 @@ ZOOKEEPER_RETIRED = "zookeeper-retired"
 SUPERVISORCTL = ["supervisorctl", "-c", "/etc/supervisor/supervisord.conf"]
 # Kafka's admin tools that kctl runs in a node (kctl.runtime.cluster.run_kafka_tool) are client JVMs of a few
 # seconds, not the broker whose environment the node carries: Kafka's own heap for its tools, not the broker's
-# -Xms/-Xmx, and the JIT stopped at C1 (a run ends before C2's compiles would pay off). kctl.properties.tool_env.
+# -Xms/-Xmx, and the JIT stopped at C1 (a run ends before C2's compiles would pay off). kctl.model.properties.tool_env.
 TOOL_HEAP = "-Xmx256m"
 TOOL_JIT = "-XX:TieredStopAtLevel=1"
 HEALTHCHECK = "/usr/local/bin/kctl-healthcheck"
@@ -168,7 +168,7 @@ ROLL_RECORD_FILE = "roll.json"
 ENGINE_FILE = "engine"
 # engine hosts: the id kctl gives a cluster the first time it installs it on hosts (before Kafka has a cluster id
 # of its own), written on every host with the node's own id (HOST_IDENTITY_FILE): a host that holds another's
-# is refused before anything is written or deleted there (kctl.runtime.host_identity).
+# is refused before anything is written or deleted there (kctl.runtime.engine.host_identity).
 CLUSTER_UID_FILE = "cluster-uid"
 
 # ----- image and versions ----------------------------------------------------------------------

@@ -20,7 +20,7 @@ from kctl.files import follow_lines
 from kctl.kafka.client import producer as kafka_producer
 from kctl.kafka.client import require_topics
 from kctl.kafka.produce import ProduceResult, Record, send, singles
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 # The Java client's murmur2 partitioner and idempotence come from the client factory;
 # the agent adds compression (JSON events shrink well) for its own records.

@@ -34,7 +34,7 @@ from kctl.bench.doc import write_section
 from kctl.errors import KctlError
 from kctl.kafka import topics
 from kctl.kafka.console import FETCH_BACKOFF_MS
-from kctl.spec import ClusterSpec, load_cluster
+from kctl.model.spec import ClusterSpec, load_cluster
 
 RECORD_SIZE = 100
 MAX_RECORDS = 2_000_000
@@ -332,7 +332,7 @@ def run(spec: ClusterSpec, spec_file: Path, records: int) -> tuple[list[Side], l
 
 
 def _exec(spec: ClusterSpec, argv: list[str]) -> str:
-    from kctl.runtime import engines
+    from kctl.runtime.engine import engines
 
     rc, out = engines.exec_in(spec, spec.kafka_host(spec.nodes[0]), argv, timeout=STEP_TIMEOUT)
     if rc != 0:

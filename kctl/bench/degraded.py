@@ -34,7 +34,7 @@ def _timed(argv: list[str]) -> tuple[float, int, str]:
 
 
 def measure(n: int, log: Callable[[str], None]) -> dict[str, dict[str, float]]:
-    from kctl.runtime import services
+    from kctl.runtime.engine import services
     from kctl.testing.cluster import KafkaCluster
 
     out: dict[str, dict[str, float]] = {}

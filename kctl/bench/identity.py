@@ -1,7 +1,7 @@
 """Benchmark of the identity check every connecting command pays (issue 14).
 
 Against a one-node test cluster (kctl.testing), in one process, medians of N runs:
-- the check alone (``kctl.identity.verify``: one Metadata request, Docker not asked);
+- the check alone (``kctl.cluster.identity.verify``: one Metadata request, Docker not asked);
 - ``topic list``'s domain call without the check, and with it (what `kctl topic list` now does).
 Printed only: ``python -m kctl.bench.identity [-n N]``.
 """
@@ -13,7 +13,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from kctl import identity
+from kctl.cluster import identity
 from kctl.kafka import topics
 
 

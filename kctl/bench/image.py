@@ -32,8 +32,9 @@ import docker.errors
 
 from kctl import contract
 from kctl.bench.doc import add_output_args, publish, table
-from kctl.runtime import dist as distmod
-from kctl.runtime import exporters, image
+from kctl.runtime.image import artifacts as distmod
+from kctl.runtime.image import build as image
+from kctl.runtime.image import exporters
 
 SECTION = "## Node image"
 T = TypeVar("T")
@@ -133,7 +134,7 @@ def render_section(r: dict[str, str], client_version: str) -> str:
         *table(("What", "Time / size"), rows),
         "",
         "The apt layer (Java 17, supervisor, netcat, procps) comes first and the Kafka",
-        "distribution second, so editing a script under `kctl/runtime/node/` rebuilds only",
+        "distribution second, so editing a script under `kctl/runtime/image/node/` rebuilds only",
         "the last layers. Builds are reused while the `io.kctl.build-hash` label matches.",
         "",
     ]

@@ -75,7 +75,8 @@ rm -rf $w
 
 def measure(rounds: int = 5, log: Any = None) -> dict[str, list[float]]:
     """{"zookeeper on": [seconds...], "zookeeper off": [...], "kafka on": [...], "kafka off": [...]}."""
-    from kctl.runtime import docker_api, image
+    from kctl.runtime import docker_api
+    from kctl.runtime.image import build as image
 
     dc = docker_api.client()
     tag = image.image_tag()
@@ -129,7 +130,7 @@ def render_section(got: dict[str, list[float]]) -> str:
         "",
         *table(("measure", "value"), rows),
         "",
-        "The archives (`kctl/runtime/node/cds-archive`, made at image build) hold the classes ZooKeeper and a",
+        "The archives (`kctl/runtime/image/node/cds-archive`, made at image build) hold the classes ZooKeeper and a",
         "broker load while starting and serving a topic, a produce and a consumer group; the JVM maps them",
         "parsed and verified instead of reading them from the jars. This is the floor under `kctl up`, which",
         "starts three such nodes at once on the same CPUs (\"## Cluster lifecycle\").",

@@ -120,7 +120,7 @@ def catch_up_seconds(result: Mapping[str, Any], stable_s: float = URP_STABLE_S) 
 
 def _brokers_own(spec: Any, window: tuple[float, float]) -> tuple[float, float]:
     """The summed (stop, start) seconds of every broker's restart within ``window``, from its node's logs."""
-    from kctl.runtime import engines
+    from kctl.runtime.engine import engines
 
     stop = start = 0.0
     for node in spec.brokers:

@@ -90,7 +90,7 @@ class Check:
         self.addrs: list[str] = []
 
     def inner_image(self) -> float:
-        from kctl.runtime.image import resolve_base_image
+        from kctl.runtime.image.build import resolve_base_image
 
         t = time.monotonic()
         try:
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     add_output_args(ap)
     args = ap.parse_args(argv)
     if args.image is None:
-        from kctl.spec import parse_spec
+        from kctl.model.spec import parse_spec
 
         args.image = parse_spec(_spec(["127.0.0.1"] * NODES))[0].image_ref  # the tag kctl up deploys
     # Ctrl-C and a plain kill both unwind through the teardown.

@@ -22,12 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kctl import health, lifecycle
 from kctl.bench.doc import add_output_args, publish, table
+from kctl.cluster import health, lifecycle
 from kctl.kafka.client import round_trip
-from kctl.render import render, write
-from kctl.runtime import compose, docker_api
-from kctl.spec import ClusterSpec, parse_spec
+from kctl.model.render import render, write
+from kctl.model.spec import ClusterSpec, parse_spec
+from kctl.runtime import docker_api
+from kctl.runtime.engine import compose
 from kctl.wait import ticks
 
 SECTION = "## Cluster lifecycle"

@@ -25,8 +25,8 @@ def diff(
 
     Exit 1 when anything differs (or a node cannot be asked), 0 when all agree: fit for a cron job.
     """
-    from kctl import drift
-    from kctl.spec import state_dir_for
+    from kctl.cluster import drift
+    from kctl.model.spec import state_dir_for
 
     spec = connect(file)
     res = drift.diff(spec, state_dir_for(spec, file), all_keys=all_keys)
@@ -68,9 +68,9 @@ def apply(
 ) -> None:
     """Bring the running cluster to kctl.yaml: dynamic broker configs at run time (no restart), and a gated
     rolling restart of only the services whose start-time config changed."""
+    from kctl.model.spec import state_dir_for
     from kctl.roll import apply as ap
     from kctl.roll import migration, run
-    from kctl.spec import state_dir_for
 
     # A skipped step towards the secured profile is refused from the files alone, before kctl talks to the
     # cluster with credentials the skipped steps would have made.

@@ -28,9 +28,9 @@ def image_build(
     file: Path = SpecOpt,
 ) -> None:
     """Build the node image (up also builds it when missing)."""
-    from kctl.runtime import engines
-    from kctl.runtime.image import ensure_image
-    from kctl.spec import ClusterSpec
+    from kctl.model.spec import ClusterSpec
+    from kctl.runtime.engine import engines
+    from kctl.runtime.image.build import ensure_image
 
     spec = load(file) if file.exists() else ClusterSpec()
     info = ensure_image(engines.client(spec, timeout=600), kafka_version=spec.versions.kafka,
@@ -59,10 +59,10 @@ def up(
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Render, start the ensemble, and wait until it is verified healthy."""
-    from kctl import identity
+    from kctl.cluster import identity
     from kctl.errors import UsageError
-    from kctl.runtime import engines
-    from kctl.spec import Engine, record_engine, state_dir_for
+    from kctl.model.spec import Engine, record_engine, state_dir_for
+    from kctl.runtime.engine import engines
 
     spec = load(file)
     state = state_dir_for(spec, file)
@@ -112,8 +112,8 @@ def down(
     volumes: bool = typer.Option(False, "--volumes", "-v", help="Also delete data, logs and rendered files."),
 ) -> None:
     """Stop Kafka, then ZooKeeper, and remove the containers; data is kept unless --volumes."""
-    from kctl import identity, lifecycle
-    from kctl.spec import state_dir_for
+    from kctl.cluster import identity, lifecycle
+    from kctl.model.spec import state_dir_for
 
     spec = load(file)
     state = state_dir_for(spec, file)
@@ -124,7 +124,7 @@ def down(
         rec = process.stop(state, spec.name)  # it would report a cluster that is gone as down
         output.info(f"stopped the monitor of {spec.name} (pid {rec.pid}); its history stays in {state}")
     n = lifecycle.down(spec, state, volumes=volumes, progress=output.info)
-    from kctl.spec import Engine
+    from kctl.model.spec import Engine
 
     if spec.engine is Engine.hosts:
         output.info(f"{spec.name}: uninstalled from {n} host(s)" + (
@@ -141,9 +141,9 @@ def status(
                                                        " every broker, no under-replicated partition) first."),
 ) -> None:
     """One view of the ensemble. Exit 0 healthy, 1 degraded, 2 not running (or another cluster answers)."""
-    from kctl import health
+    from kctl.cluster import health
     from kctl.errors import TimeoutReached
-    from kctl.spec import state_dir_for
+    from kctl.model.spec import state_dir_for
 
     spec = load(file)
     if wait:
@@ -153,7 +153,7 @@ def status(
             output.warn(f"not healthy after {wait:g}s")
     # Raises (exit 2) when the cluster is not running, or what answers on its ports is another one.
     st = health.status(spec, state_dir_for(spec, file))
-    from kctl.spec import Engine
+    from kctl.model.spec import Engine
 
     where = "host" if spec.engine is Engine.hosts else "container"  # engine hosts: a host's state, no container
     rows = []
@@ -192,7 +192,7 @@ def status(
                 wide_columns=["processes", "outstanding", "latency_ms", "connections"],
                 title=f"cluster {st.cluster}", footer=footer)
     if st.running is False:
-        from kctl.identity import NotRunning
+        from kctl.cluster.identity import NotRunning
 
         raise NotRunning(f"cluster {spec.name!r} is not running: none of its containers runs",
                          hint="`kctl up` starts it")
@@ -208,8 +208,8 @@ def logs(
     file: Path = SpecOpt,
 ) -> None:
     """Show a node's ZooKeeper, Kafka or supervisord log, read from the state dir (stopped nodes too)."""
+    from kctl.model.spec import state_dir_for
     from kctl.runtime import logs as node_logs
-    from kctl.spec import state_dir_for
 
     spec = load(file)
     log = node_logs.locate(spec, state_dir_for(spec, file), node, service)
@@ -239,8 +239,8 @@ def support_bundle(
     """One archive for a support request: kctl.yaml, the rendered files and records, each node's logs, status,
     topics, groups, ACLs, the monitor's alerts, the engine's view and versions; every password, key and token
     redacted. Made also when the cluster is down (errors.txt says what could not be read)."""
-    from kctl import support
-    from kctl.spec import state_dir_for
+    from kctl.cluster import support
+    from kctl.model.spec import state_dir_for
 
     spec = load(file)
     b = support.make(spec, file, state_dir_for(spec, file), out, log_lines=lines, force=force, say=output.info)

@@ -15,7 +15,7 @@ import typer
 from kctl.output import Format, info, warn
 
 if TYPE_CHECKING:
-    from kctl.spec import ClusterSpec
+    from kctl.model.spec import ClusterSpec
 
 SpecOpt = typer.Option(
     Path("kctl.yaml"), "--file", "-f", help="Cluster spec to use.", envvar="KCTL_FILE", show_default=True
@@ -34,10 +34,10 @@ def connect(path: Path, bootstrap: str | None = None, *, write: bool = False,
     With ``--bootstrap-server`` a read-only command talks to whatever cluster is there
     (a kctl.yaml is then optional) and says on stderr which cluster id answered; a
     command that changes something must reach this kctl.yaml's own recorded cluster
-    (:func:`kctl.identity.check_write`).
+    (:func:`kctl.cluster.identity.check_write`).
     """
-    from kctl import identity
-    from kctl.spec import ClusterSpec, state_dir_for
+    from kctl.cluster import identity
+    from kctl.model.spec import ClusterSpec, state_dir_for
 
     if bootstrap:
         # A secured kctl.yaml's credentials go with --bootstrap-server too (identity check and command).
@@ -63,11 +63,11 @@ def connect_by_metadata(path: Path, bootstrap: str | None = None) -> tuple[Clust
     the cluster id that Metadata gave (None: no broker answered), before anything is read or printed.
 
     One Metadata round trip instead of two on the way to the first record; what is refused and how
-    it is said are :func:`kctl.identity.verify`'s, as with :func:`connect`. With ``--bootstrap-server``
+    it is said are :func:`kctl.cluster.identity.verify`'s, as with :func:`connect`. With ``--bootstrap-server``
     it is :func:`connect` itself, and the check does nothing.
     """
-    from kctl import identity
-    from kctl.spec import state_dir_for
+    from kctl.cluster import identity
+    from kctl.model.spec import state_dir_for
 
     if bootstrap:
         return connect(path, bootstrap), lambda _cid: None
@@ -77,8 +77,8 @@ def connect_by_metadata(path: Path, bootstrap: str | None = None) -> tuple[Clust
 
 
 def load(path: Path) -> ClusterSpec:
-    """The cluster of ``path`` (:func:`kctl.spec.load_cluster`); its warnings go to stderr."""
-    from kctl.spec import load_cluster
+    """The cluster of ``path`` (:func:`kctl.model.spec.load_cluster`); its warnings go to stderr."""
+    from kctl.model.spec import load_cluster
 
     spec, warnings = load_cluster(path)
     for w in warnings:

@@ -47,7 +47,7 @@ def drill_run(
 ) -> None:
     """Inject a fault under load, heal it, read the topic back and judge: exit 0 holds, 1 fails, 2 not run."""
     from kctl.drill import report, run
-    from kctl.spec import state_dir_for
+    from kctl.model.spec import state_dir_for
 
     seconds, hold_s = run.parse_seconds(duration), run.parse_seconds(hold)
     run.validate(scenario, rate, seconds, bounces, hold_s)  # before touching anything

@@ -12,7 +12,7 @@ from kctl import output
 from kctl.cli.common import OutputOpt, SpecOpt, connect
 
 if TYPE_CHECKING:
-    from kctl.spec import ClusterSpec
+    from kctl.model.spec import ClusterSpec
 
 YesOpt = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
 TimeoutOpt = typer.Option(300, "--timeout", min=1, help="Seconds each roll gate may wait before the roll stops.")
@@ -34,8 +34,8 @@ def register(app: typer.Typer) -> None:
 
 def kraft_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     """The phase (the state dir's record), a step under way, and what the controllers and ZooKeeper say."""
-    from kctl import migrate
-    from kctl.spec import state_dir_for
+    from kctl.migrate import kraft as migrate
+    from kctl.model.spec import state_dir_for
 
     spec = connect(file)
     st = migrate.status(spec, state_dir_for(spec, file))
@@ -75,9 +75,9 @@ def kraft_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
 
 def kraft_plan(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     """Every step from the cluster's phase to KRaft; changes nothing."""
-    from kctl import migrate
     from kctl.kraft import phases
-    from kctl.spec import state_dir_for
+    from kctl.migrate import kraft as migrate
+    from kctl.model.spec import state_dir_for
 
     spec = connect(file)
     rows = migrate.describe_plan(phases.read(state_dir_for(spec, file)))
@@ -105,9 +105,9 @@ def kraft_finalize(yes: bool = YesOpt, timeout: float = TimeoutOpt, file: Path =
 
 
 def _run(action: str, yes: bool, timeout: float, file: Path, fmt: output.Format) -> None:
-    from kctl import migrate
     from kctl.kraft import phases
-    from kctl.spec import state_dir_for
+    from kctl.migrate import kraft as migrate
+    from kctl.model.spec import state_dir_for
 
     def refusals(s: ClusterSpec) -> None:  # from kctl.yaml and the record alone: before any cluster is asked
         s.check_migration()  # kctl.yaml changed under a migration under way: named as such, first
@@ -132,8 +132,8 @@ def _run(action: str, yes: bool, timeout: float, file: Path, fmt: output.Format)
 def kraft_raise_metadata_version(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     """Raise metadata.version to the newest level every node's release supports (cannot be undone): what `kctl
     apply` of a new release does last; `kctl migrate kraft status` says when one is owed."""
-    from kctl import migrate
-    from kctl.spec import state_dir_for
+    from kctl.migrate import kraft as migrate
+    from kctl.model.spec import state_dir_for
 
     spec = connect(file)
     before, after = migrate.raise_metadata_version(spec, state_dir_for(spec, file), progress=output.info)

@@ -32,7 +32,7 @@ def mirror_up(
 ) -> None:
     """Start every mirror of kctl.yaml (a changed one restarts) and wait until its tasks run."""
     from kctl.mirror import loops, run
-    from kctl.spec import state_dir_for
+    from kctl.model.spec import state_dir_for
 
     spec = connect(file, write=True, before=lambda s: loops.check(s, file))  # a loop: refused before any cluster
     if not spec.mirrors:
@@ -46,7 +46,7 @@ def mirror_up(
 def mirror_down(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     """Stop and remove the mirror containers (the replicas and MirrorMaker's topics stay in this cluster)."""
     from kctl.mirror import run
-    from kctl.spec import state_dir_for
+    from kctl.model.spec import state_dir_for
 
     spec = connect(file, write=True)
     removed = run.down(spec, state_dir_for(spec, file))
@@ -115,7 +115,7 @@ def mirror_failover(
     no longer syncs the group's offsets here."""
     from kctl.errors import UsageError
     from kctl.mirror import config, failover, run
-    from kctl.spec import state_dir_for
+    from kctl.model.spec import state_dir_for
 
     try:
         how = failover.Untranslated(untranslated)

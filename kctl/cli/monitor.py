@@ -178,9 +178,9 @@ def _lag_from_monitor(spec: Any, file: Path, groups: list[str], window: int, fmt
     moment of its latest stored snapshot with the monitor's own parameters (what its API answers for that
     moment); False when the monitor does not run or has no snapshot of a group yet (a fresh sampling then)."""
     from kctl.kafka import groups as kgroups
+    from kctl.model.spec import state_dir_for
     from kctl.monitor import process, sampler
     from kctl.monitor.store import Store, db_path
-    from kctl.spec import state_dir_for
 
     state_dir = state_dir_for(spec, file)
     rec = process.running(state_dir)
@@ -219,8 +219,8 @@ def parse_since(text: str) -> float:
 
 
 def _open_store(file: Path) -> tuple[Any, Any, Path]:
+    from kctl.model.spec import state_dir_for
     from kctl.monitor.store import Store, db_path
-    from kctl.spec import state_dir_for
 
     spec = load(file)
     path = db_path(state_dir_for(spec, file))
@@ -300,8 +300,8 @@ def monitor_start(
     import signal
     import time
 
+    from kctl.model.spec import state_dir_for
     from kctl.monitor import process
-    from kctl.spec import state_dir_for
 
     spec = connect(file)
     if not spec.monitoring.enabled:
@@ -311,7 +311,7 @@ def monitor_start(
     if rec is not None:
         raise UsageError(f"the monitor of {spec.name!r} already runs (pid {rec.pid}, port {rec.port})",
                          hint="`kctl monitor stop` stops it")
-    from kctl.doctor import port_free
+    from kctl.runtime.doctor import port_free
 
     if not port_free(spec.monitoring.monitor_port):
         raise UsageError(f"port {spec.monitoring.monitor_port} (monitoring.monitor_port) is in use on 127.0.0.1",
@@ -338,8 +338,8 @@ def monitor_start(
 
 def monitor_stop(file: Path = SpecOpt) -> None:
     """Stop the cluster's monitor (SIGTERM; its history stays in the state dir)."""
+    from kctl.model.spec import state_dir_for
     from kctl.monitor import process
-    from kctl.spec import state_dir_for
 
     spec = load(file)
     rec = process.stop(state_dir_for(spec, file), spec.name)
@@ -348,9 +348,9 @@ def monitor_stop(file: Path = SpecOpt) -> None:
 
 def monitor_status(file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
     """Whether the monitor runs, its last round, groups and open alerts. Exit 0 running, 1 not."""
+    from kctl.model.spec import state_dir_for
     from kctl.monitor import process
     from kctl.monitor.store import db_path
-    from kctl.spec import state_dir_for
 
     spec = load(file)
     state_dir = state_dir_for(spec, file)

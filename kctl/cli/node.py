@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _report(change: object, fmt: output.Format, line: str) -> None:
-    from kctl.nodes import NodeChange
+    from kctl.cluster.nodes import NodeChange
 
     assert isinstance(change, NodeChange)
     for w in change.warnings:
@@ -43,8 +43,8 @@ def node_add(
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Write a node to kctl.yaml, start it, add its ZooKeeper by dynamic reconfig and wait for its broker."""
-    from kctl import nodes
-    from kctl.spec import state_dir_for
+    from kctl.cluster import nodes
+    from kctl.model.spec import state_dir_for
 
     spec = connect(file, write=True)
     ch = nodes.add(spec, file, state_dir_for(spec, file), node_id=node_id, role=role, broker=not no_broker,
@@ -63,9 +63,9 @@ def node_remove(
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Move every replica off the node, remove its ZooKeeper from the ensemble, then its container and data."""
-    from kctl import nodes
+    from kctl.cluster import nodes
     from kctl.kafka.balance import parse_rate
-    from kctl.spec import state_dir_for
+    from kctl.model.spec import state_dir_for
 
     rate = parse_rate(throttle) if throttle else None
     spec = connect(file, write=True)
@@ -87,7 +87,7 @@ def node_format_storage(
     file: Path = SpecOpt,
 ) -> None:
     """Format a KRaft controller's or broker's empty storage that kctl refused (UNFORMATTED in `kctl status`)."""
-    from kctl import nodes
+    from kctl.cluster import nodes
 
     spec = connect(file)
     n = spec.node(node)  # an unknown node stops here

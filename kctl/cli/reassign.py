@@ -90,8 +90,8 @@ def reassign_execute(
     spec = connect(file, write=True)  # never move the partitions of a cluster this kctl.yaml did not make
     text, source = _read_plan(plan_file)
     target = reassign.load_plan(text, source)  # a malformed file stops here, before anything changes
-    from kctl.roll.run import roll_lock
-    from kctl.spec import state_dir_for
+    from kctl.cluster.lock import roll_lock
+    from kctl.model.spec import state_dir_for
 
     # not while a rolling restart or a node change runs
     with roll_lock(state_dir_for(spec, file), "kctl reassign execute"):

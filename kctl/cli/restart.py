@@ -34,9 +34,9 @@ def restart(
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Restart nodes one at a time, each step gated on the cluster's health (never on sleeps)."""
+    from kctl.model.spec import state_dir_for
     from kctl.roll import plan as rp
     from kctl.roll import run
-    from kctl.spec import state_dir_for
 
     if not nodes and not rolling:
         raise UsageError("name the nodes to restart, or pass --rolling to restart every node",

@@ -220,8 +220,8 @@ def cert_status(
     """The CA and every container's certificate: names, validity, days left, signed by the CA, the keystore
     Kafka serves, the CA each container trusts. Exit 1 when one is expired, expiring within
     monitoring.certificate_warn_days, or does not match."""
+    from kctl.model.spec import state_dir_for
     from kctl.security import certs
-    from kctl.spec import state_dir_for
 
     spec = load(file)
     found = certs.inventory(spec, state_dir_for(spec, file), warn_days=spec.monitoring.certificate_warn_days)
@@ -246,10 +246,10 @@ def cert_renew(
 ) -> None:
     """New certificates from the same CA (clients that trust it go on trusting the brokers), served after a
     gated rolling restart of the brokers that hold them. Interrupted, a rerun renews and rolls again."""
-    from kctl.properties import services_of
+    from kctl.model.properties import services_of
+    from kctl.model.spec import state_dir_for
     from kctl.roll import run
     from kctl.security import certs
-    from kctl.spec import state_dir_for
 
     spec = connect(file, write=True)
     if not spec.security.enabled:

@@ -33,8 +33,8 @@ def init(
     """Write a kctl.yaml with every default spelled out (cluster "logger", nodes logger1..logger3)."""
     import yaml
 
-    from kctl import identity
-    from kctl.spec import ClusterSpec, default_spec_yaml, parse_spec, state_dir_for
+    from kctl.cluster import identity
+    from kctl.model.spec import ClusterSpec, default_spec_yaml, parse_spec, state_dir_for
 
     if file.exists() and not force:
         raise KctlError(f"{file} already exists", hint="pass --force to overwrite it, or -f OTHER.yaml")
@@ -66,8 +66,8 @@ def render_cmd(
     out: Path | None = typer.Option(None, "--out", help="Directory to write to; default .kctl/<name>."),
 ) -> None:
     """Render zoo.cfg, myid, server.properties, log4j and the Compose file into the state dir."""
-    from kctl.render import COMPOSE_FILE, render, write
-    from kctl.spec import state_dir_for
+    from kctl.model.render import COMPOSE_FILE, render, write
+    from kctl.model.spec import state_dir_for
 
     spec = load(file)
     target = out or state_dir_for(spec, file)
@@ -84,8 +84,8 @@ def bundle(
     out: Path | None = typer.Option(None, "--out", help="Directory to write to; default <state dir>/bundle."),
 ) -> None:
     """engine hosts: each node as a directory that installs it on its host (systemd units, install.sh)."""
-    from kctl.runtime.bundle import require_hosts, write_bundles
-    from kctl.spec import state_dir_for
+    from kctl.model.spec import state_dir_for
+    from kctl.runtime.engine.bundle import require_hosts, write_bundles
 
     spec = load(file)
     require_hosts(spec)
@@ -102,8 +102,8 @@ def bundle(
 
 def doctor(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     """Check the prerequisites: Docker engine, Compose, Java, free ports, disk, memory."""
-    from kctl import doctor as doctor_mod
-    from kctl.spec import ClusterSpec, state_dir_for
+    from kctl.model.spec import ClusterSpec, state_dir_for
+    from kctl.runtime import doctor as doctor_mod
 
     spec: ClusterSpec | None = None
     problems: list[str] = []
@@ -115,7 +115,7 @@ def doctor(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     state = state_dir_for(spec, file) if spec else Path.cwd()
     owned: list[int] = []
     if spec is not None:
-        from kctl.runtime.engines import running_host_ports
+        from kctl.runtime.engine.engines import running_host_ports
 
         owned = running_host_ports(spec)
     checks = doctor_mod.run_checks(spec, state, owned)

@@ -34,9 +34,9 @@ CheckpointOpt = typer.Option(None, "--checkpoint", help="Checkpoint dir [default
 
 def _bootstrap(flag: str | None, spec: Path) -> str:
     """The bootstrap servers: the flag's (saying which cluster id answers there), or those of the
-    kctl.yaml's own cluster, checked to be that cluster (kctl.identity)."""
+    kctl.yaml's own cluster, checked to be that cluster (kctl.cluster.identity)."""
     if flag:
-        from kctl import identity
+        from kctl.cluster import identity
 
         cid = identity.answering(flag, spec=load(spec) if spec.exists() else None)
         info(f"talking to Kafka cluster id {cid or 'unknown (no answer yet)'} at {flag}"

@@ -25,8 +25,8 @@ def label(
     """Label the Swarm's nodes for this cluster (nodes[].swarm_node, else round-robin); `up` does it too."""
     from kctl import contract
     from kctl.errors import UsageError
-    from kctl.runtime import swarm
-    from kctl.spec import Engine
+    from kctl.model.spec import Engine
+    from kctl.runtime.engine import swarm
 
     spec = load(file)
     if spec.engine is not Engine.swarm:

@@ -183,7 +183,7 @@ def _storage_rows(nodes: list[Any]) -> list[dict[str, Any]]:
 
 def zk_storage(file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
     """Snapshot (dataDir) and transaction-log (dataLogDir) counts and sizes per node, from the state dir."""
-    from kctl.spec import state_dir_for
+    from kctl.model.spec import state_dir_for
     from kctl.zk import storage
 
     spec = require_zookeeper(load(file), "`kctl zk`")
@@ -200,7 +200,7 @@ def zk_purge(node: str = typer.Argument(None, help="Node whose ZooKeeper storage
                                                               " (at least 3)."),
              file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
     """Delete old snapshots and txn logs with ZooKeeper's own PurgeTxnLog, run in the node."""
-    from kctl.spec import state_dir_for
+    from kctl.model.spec import state_dir_for
     from kctl.zk import storage
 
     # PurgeTxnLog runs in this cluster's own containers only
@@ -244,8 +244,8 @@ def zk_reconfig(
     servers = [reconfig.parse_server(a) for a in add or []]  # a malformed line stops before any connection
     if not servers and not remove:
         raise UsageError("nothing to change", hint="--add 'server.N=HOST:2888:3888:ROLE;2181' or --remove N")
-    from kctl.roll.run import roll_lock
-    from kctl.spec import state_dir_for
+    from kctl.cluster.lock import roll_lock
+    from kctl.model.spec import state_dir_for
 
     spec = require_zookeeper(connect(file, write=True), "`kctl zk`")
     with roll_lock(state_dir_for(spec, file), "kctl zk reconfig"):  # not while a roll or a node change runs

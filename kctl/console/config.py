@@ -30,7 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kctl.errors import KctlError, UsageError
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 log = logging.getLogger("kctl.console")
 
@@ -72,7 +72,7 @@ class ConsoleConfig:
 
 def load_config(config: Path | None, spec_file: Path = Path("kctl.yaml")) -> ConsoleConfig:
     """The console file's settings, or the defaults around one cluster's kctl.yaml (``-f``, default ./kctl.yaml)."""
-    from kctl.spec import load_cluster, state_dir_for
+    from kctl.model.spec import load_cluster, state_dir_for
 
     if config is None:
         if not spec_file.exists():
@@ -134,7 +134,7 @@ class Registry:
         return [Path(p) for p in doc.get("clusters") or []]
 
     def _entry(self, path: Path, fixed: bool) -> Entry:
-        from kctl.spec import load_cluster, state_dir_for
+        from kctl.model.spec import load_cluster, state_dir_for
 
         try:
             mtime = path.stat().st_mtime

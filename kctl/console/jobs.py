@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """What the console's pages show and do, as plain data: each function calls the same domain module as the CLI
-(kctl.health, kctl.kafka.topics, kctl.kafka.groups, kctl.monitor's store) and returns JSON-ready dicts, which
+(kctl.cluster.health, kctl.kafka.topics, kctl.kafka.groups, kctl.monitor's store) and returns JSON-ready dicts, which
 the JSON API returns as they are and the pages render. No Kafka or Docker operation is written here.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from kctl.console.config import Entry
 from kctl.errors import KctlError
-from kctl.spec import ClusterSpec, state_dir_for
+from kctl.model.spec import ClusterSpec, state_dir_for
 
 STATUS_TIMEOUT = 1.5
 T = TypeVar("T")
@@ -49,7 +49,7 @@ def open_alerts(spec: ClusterSpec) -> list[dict[str, Any]] | None:
 def cluster_card(entry: Entry) -> dict[str, Any]:
     """One cluster's card: health, brokers, under-replicated and offline partitions, open alerts. A cluster
     that does not answer is a card saying so, never an error of the page."""
-    from kctl import health
+    from kctl.cluster import health
 
     card: dict[str, Any] = {"name": entry.name, "path": str(entry.path), "error": entry.error}
     spec = entry.spec
@@ -86,7 +86,7 @@ def cluster_detail(spec: ClusterSpec) -> dict[str, Any]:
     """ZooKeeper ensemble and brokers as `kctl status` sees them, each broker with the partitions and leaders it
     holds (one metadata answer) and, when a monitor runs, its latest messages in/s and log size; the partitions
     that need attention."""
-    from kctl import health
+    from kctl.cluster import health
     from kctl.kafka.client import require_reachable
 
     st = health.status(spec, timeout=STATUS_TIMEOUT)

@@ -22,7 +22,7 @@ from kctl.console.authz import Refused
 from kctl.console.config import masked
 from kctl.console.users import Role
 from kctl.errors import KctlError
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 from kctl.wait import apause_until
 
 LIVE_SECONDS = 2.0  # how often a live part (SSE) sends its fragment

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 from kctl.wait import ticks
 
 SAMPLE = 10  # how many lost / duplicated values a verdict names

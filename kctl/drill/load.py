@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 FLUSH_MARGIN = 5.0
 

@@ -31,7 +31,7 @@ from kctl.drill import check
 from kctl.drill.load import Load
 from kctl.drill.run import DrillNotRun, Verdict, create_topic, pre_check_cluster
 from kctl.errors import KctlError, TimeoutReached
-from kctl.spec import ClusterSpec, MirrorSpec
+from kctl.model.spec import ClusterSpec, MirrorSpec
 from kctl.wait import pause_until, ticks, wait_until
 
 Progress = Callable[[str], None]
@@ -92,7 +92,7 @@ class _App(threading.Thread):
 
 def run(target: ClusterSpec, spec_path: Path, *, mirror_name: str | None = None, duration: float = 30.0,
         rate: float = 200.0, gate_timeout: float = 180.0, progress: Progress | None = None) -> Verdict:
-    from kctl import health
+    from kctl.cluster import health
     from kctl.kafka.client import base_config
     from kctl.mirror import config, failover, status
     from kctl.mirror import run as mirror_run

@@ -5,7 +5,7 @@
 2. the drill's own topic (3 partitions, RF 3, min.insync.replicas=2) unless ``topic`` is given;
 3. the load (:mod:`kctl.drill.load`) and a monitor of partition and ZooKeeper leaders;
 4. ``bounces`` faults spread over ``duration``, each healed and followed by a wait, through
-   :mod:`kctl.health`, until the cluster is healthy and the topic fully replicated again;
+   :mod:`kctl.cluster.health`, until the cluster is healthy and the topic fully replicated again;
    every fault still in place is removed on the way out, Ctrl-C and SIGTERM included;
 5. the load stops, a fresh consumer reads every partition back (:mod:`kctl.drill.check`), and the
    :class:`Verdict` compares the two.
@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kctl import health
+from kctl.cluster import health
 from kctl.drill import check
 from kctl.drill.load import Load
 from kctl.drill.scenarios import SCENARIOS, Scenario
 from kctl.errors import KctlError, TimeoutReached, UsageError
 from kctl.kafka import describe as kmd
+from kctl.model.spec import ClusterSpec
 from kctl.runtime.faults import Faults, HostFaults, interruptible, open_faults
 from kctl.security.store import client_settings  # a secured cluster: SASL_SSL as its admin user
-from kctl.spec import ClusterSpec
 from kctl.wait import Probe, pause_until, ticks, wait_until
 
 Progress = Callable[[str], None]
@@ -265,7 +265,7 @@ class _Bounce:
         self.say(f"[{t:6.1f}s] healed: {what}")
 
     def recover(self, *, outlast_session: bool = False) -> None:
-        """Wait until healthy (as kctl.health judges it: no under-replicated partition left, the drill topic's
+        """Wait until healthy (as kctl.cluster.health judges it: no under-replicated partition left, the drill topic's
         included). ``outlast_session``: a broker cut off or paused for less than its ZooKeeper session timeout
         looks healthy at once, and its session can still expire a moment later if it reconnects late; then it
         must also stay healthy until that session would have expired, counted from the fault's start."""
@@ -324,7 +324,7 @@ def run(spec: ClusterSpec, state_dir: Path, scenario: str, *, duration: float = 
     if acks not in ("all", "-1", "1"):
         raise DrillNotRun(f"--acks {acks!r}: all or 1", hint="acks=0 has no acknowledgement to check")
     sc = validate(scenario, rate, duration, bounces, hold)
-    from kctl.spec import Engine
+    from kctl.model.spec import Engine
 
     if spec.engine is Engine.hosts and scenario in HostFaults.UNSUPPORTED:
         raise DrillNotRun(f"{scenario} does not run on engine hosts: it {HostFaults.UNSUPPORTED[scenario]}, which"

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from kctl import health
+from kctl.cluster import health
 from kctl.errors import KctlError
+from kctl.model.spec import ClusterSpec
 from kctl.runtime.faults import Faults
-from kctl.spec import ClusterSpec
 from kctl.wait import Probe
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from kctl.errors import KctlError, UsageError
 from kctl.kafka.client import consumer as make_consumer
 from kctl.kafka.client import kafka_error, producer, require_topics
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 MAX_VALUE_CHARS = 10_000
 MAX_LIMIT = 1000

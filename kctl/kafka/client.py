@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 from kctl.errors import ClusterError, KctlError, TimeoutReached
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 HEALTH_TOPIC = "__kctl_health"
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from kctl.errors import KctlError, UsageError
 from kctl.kafka.client import admin, kafka_error, require_reachable
-from kctl.properties import parse_properties
-from kctl.spec import ClusterSpec
+from kctl.model.properties import parse_properties
+from kctl.model.spec import ClusterSpec
 
 TIMEOUT = 15.0
 
@@ -98,7 +98,7 @@ def source_name(source: str) -> str:
 
 def spec_setting(key: str) -> str:
     """The kctl.yaml setting that changes a server.properties key."""
-    from kctl.properties import KAFKA_SPEC_FIELDS
+    from kctl.model.properties import KAFKA_SPEC_FIELDS
 
     return KAFKA_SPEC_FIELDS.get(key, f"kafka.overrides[{key!r}] (or nodes[].overrides.kafka)")
 
@@ -363,7 +363,7 @@ def running_static(spec: ClusterSpec, broker: int) -> RunningStatic:
     (without `kctl up`), so the spec alone can show values the broker does not have.
     """
     from kctl import contract
-    from kctl.render import render
+    from kctl.model.render import render
     from kctl.runtime.cluster import mounted_conf
 
     try:

@@ -18,7 +18,7 @@ from typing import IO, Any
 from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kafka.client import CONNECT_TIMEOUT, MESSAGE_TIMEOUT, consumer, require_reachable, require_topics
 from kctl.kafka.produce import ProduceResult, Record, Values, send
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 BLOCK = 1 << 20  # input bytes per read
 FETCH_BACKOFF_MS = 20

@@ -8,7 +8,7 @@ from typing import Any
 
 from kctl.errors import KctlError, UsageError
 from kctl.kafka.client import REQUEST_TIMEOUT, admin, group_missing, kafka_error, require_reachable, topic_missing
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 TIMEOUT = REQUEST_TIMEOUT
 

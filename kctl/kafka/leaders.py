@@ -9,7 +9,7 @@ from typing import Any
 
 from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kafka.client import REQUEST_TIMEOUT, admin, error_code, kafka_error, require_topics
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 ELECTION_TYPES = ("preferred", "unclean")
 ANSWER_MARGIN = 10.0  # seconds the election's future waits beyond the request timeout (socket.timeout.ms)

@@ -18,7 +18,7 @@ from typing import Any
 
 from kctl.errors import KctlError, UsageError
 from kctl.kafka.client import MESSAGE_TIMEOUT, error_code, kafka_error, producer, require_topics
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 ACKS = ("all", "-1", "0", "1")
 QUEUE_MESSAGES = 1_000_000  # librdkafka's local queue: room for a whole input block and more

@@ -20,7 +20,7 @@ from typing import Any
 
 from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kafka import balance as bal
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 Progress = Callable[[str], None]
 TOOL = "kafka-reassign-partitions.sh"

@@ -14,7 +14,7 @@ from typing import Any
 
 from kctl.errors import KctlError, UsageError
 from kctl.kafka.client import REQUEST_TIMEOUT, admin, kafka_error
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 SCRAM_ITERATIONS = 8192
 OPERATIONS = ("read", "write", "create", "delete", "alter", "describe", "describe_configs", "alter_configs",

@@ -18,7 +18,7 @@ from kctl.kafka.client import (
     topic_missing,
     wait_for_topic,
 )
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 # Kafka's own rule (org.apache.kafka.common.internals.Topic): at most 249 of [a-zA-Z0-9._-], not "." or "..".
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")

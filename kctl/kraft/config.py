@@ -30,8 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kctl.kraft.phases import Phase, rank
-from kctl.properties import server_properties
-from kctl.spec import ClusterSpec, NodeSpec
+from kctl.model.properties import server_properties
+from kctl.model.spec import ClusterSpec, NodeSpec
 
 CONTROLLER_ID_BASE = 3000
 CONTROLLER_LISTENER = "CONTROLLER"
@@ -95,7 +95,7 @@ def voters(spec: ClusterSpec) -> str:
 
 def controller_protocol(spec: ClusterSpec) -> str:
     """The CONTROLLER listener's security protocol: the brokers' on the secured profile, else PLAINTEXT."""
-    from kctl.properties import security_protocol
+    from kctl.model.properties import security_protocol
 
     return security_protocol(spec) if spec.security.enabled else "PLAINTEXT"
 

@@ -219,7 +219,7 @@ MIGRATING_RELEASE = "3.9."  # the one Kafka release that migrates (its last with
 
 def check_pins(record: Record, pins: dict[str, str]) -> None:
     """UsageError (nothing rendered or written) when kctl.yaml changed what a migration under way must keep:
-    ``pins`` are kctl.yaml's values now (:attr:`kctl.spec.ClusterSpec.migration_pins`). A record written before
+    ``pins`` are kctl.yaml's values now (:attr:`kctl.model.spec.ClusterSpec.migration_pins`). A record written before
     kctl kept pins is held to the one release that migrates."""
     from kctl.errors import UsageError
 
@@ -257,7 +257,7 @@ def release_of(version: str) -> tuple[int, ...]:
 
 
 # The metadata.version `kafka-storage.sh format` writes when it is given none (kctl gives none:
-# kctl/runtime/node/jvm-common.sh), by release: the release's newest production level (Kafka's
+# kctl/runtime/image/node/jvm-common.sh), by release: the release's newest production level (Kafka's
 # MetadataVersion.LATEST_PRODUCTION). The bound a downgrade is held to is the level's release (major, minor), so a
 # release missing here is held to its own (major, minor) all the same (:func:`formatted_floor`).
 FORMAT_LEVELS: dict[tuple[int, ...], str] = {(3, 9): "3.9-IV0", (4, 0): "4.0-IV3", (4, 1): "4.1-IV1"}

@@ -21,7 +21,7 @@ from typing import Any
 
 from kctl.errors import KctlError
 from kctl.mirror.config import Login
-from kctl.spec import ClusterSpec, MirrorPolicy, MirrorSpec
+from kctl.model.spec import ClusterSpec, MirrorPolicy, MirrorSpec
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def ensure_user(spec: ClusterSpec, user: str, grants: list[Grant]) -> str:
 def login_of(spec: ClusterSpec, user: str, password: str) -> Login:
     """MirrorMaker's login to the secured cluster ``spec`` that kctl runs."""
     from kctl import contract
-    from kctl.properties import security_protocol
+    from kctl.model.properties import security_protocol
     from kctl.security import store
 
     ca = store.secrets_dir(store.state_dir_of(spec)) / contract.CA_FILE

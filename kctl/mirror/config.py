@@ -29,8 +29,8 @@ import yaml
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.runtime.mirrors import directory, project
-from kctl.spec import ClusterSpec, MirrorPolicy, MirrorSpec
+from kctl.mirror.stack import directory, project
+from kctl.model.spec import ClusterSpec, MirrorPolicy, MirrorSpec
 
 # What MirrorMaker leaves out whatever the spec says (its defaults, kept when the spec adds its own excludes).
 DEFAULT_TOPICS_EXCLUDE = r".*[\-\.]internal, .*\.replica, __.*"

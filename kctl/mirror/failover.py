@@ -38,7 +38,7 @@ from kctl.errors import KctlError
 from kctl.mirror import config, records
 from kctl.mirror.config import Source
 from kctl.mirror.status import read_whole
-from kctl.spec import ClusterSpec, MirrorSpec
+from kctl.model.spec import ClusterSpec, MirrorSpec
 
 SOURCE_TIMEOUT = 5.0  # seconds the source may take to answer before it counts as unreachable
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kctl.spec import ClusterSpec, MirrorPolicy
+from kctl.model.spec import ClusterSpec, MirrorPolicy
 
 MAX_CLUSTERS = 64  # the walk over kctl.yaml files stops there (bounded however the files point at each other)
 
@@ -136,7 +136,7 @@ def flows(spec: ClusterSpec, spec_path: Path) -> tuple[list[Flow], list[str]]:
     through it are not seen). A ``bootstrap_servers`` source that is one of these clusters (its bootstrap
     servers) is that cluster."""
     from kctl.errors import KctlError
-    from kctl.spec import load_spec
+    from kctl.model.spec import load_spec
 
     found: dict[Path, ClusterSpec] = {spec_path.resolve(): spec}
     todo = [spec_path.resolve()]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from kctl.errors import KctlError, TimeoutReached
 from kctl.mirror import config
+from kctl.mirror import stack as mirrors
 from kctl.mirror.config import Login, Source
-from kctl.runtime import mirrors
-from kctl.spec import ClusterSpec, MirrorPolicy, MirrorSpec
+from kctl.model.spec import ClusterSpec, MirrorPolicy, MirrorSpec
 from kctl.wait import wait_until
 
 Progress = Callable[[str], None]
@@ -24,7 +24,7 @@ def sources(spec: ClusterSpec, spec_path: Path) -> dict[str, Source]:
     """Each mirror's source: another kctl.yaml (loaded and checked like any cluster's), or bootstrap servers with
     their client settings. kctl's own readers of a kctl source use its admin user; MirrorMaker's login there is
     made by :func:`kctl.mirror.access.provision` at `kctl mirror up`."""
-    from kctl.spec import load_cluster
+    from kctl.model.spec import load_cluster
 
     out: dict[str, Source] = {}
     if spec.security.migration is not None:
@@ -160,8 +160,8 @@ def up(spec: ClusterSpec, spec_path: Path, state_dir: Path, progress: Progress |
     """Start every mirror (a changed configuration restarts its container) and wait until each one's source
     connector and tasks report RUNNING in the target cluster; returns mirror -> what it saw."""
     from kctl.mirror import access, status
-    from kctl.runtime import engines
-    from kctl.runtime.image import ensure_image
+    from kctl.runtime.engine import engines
+    from kctl.runtime.image.build import ensure_image
     from kctl.security.store import client_settings, write_secret
 
     say = progress or (lambda _m: None)

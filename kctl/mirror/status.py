@@ -16,8 +16,8 @@ from typing import Any
 
 from kctl.errors import KctlError
 from kctl.mirror import config, records
-from kctl.runtime import mirrors
-from kctl.spec import ClusterSpec, MirrorSpec
+from kctl.mirror import stack as mirrors
+from kctl.model.spec import ClusterSpec, MirrorSpec
 
 READ_TIMEOUT = 20.0
 # A heartbeat is emitted every second; older than this, the flow is reported stalled.

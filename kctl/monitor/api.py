@@ -29,8 +29,8 @@ from socketserver import ThreadingMixIn
 from typing import Any, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from kctl.model.spec import ClusterSpec
 from kctl.monitor.lag import Status
-from kctl.spec import ClusterSpec
 
 StartResponse = Callable[..., Any]
 STATUS_VALUE = {s.name: int(s) for s in Status}

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from kctl.spec import NotifierSpec
+from kctl.model.spec import NotifierSpec
 
 # HTTP statuses that say "not now" rather than "never": the notification is tried again (with back-off).
 RETRYABLE_HTTP = frozenset({408, 425, 429})

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl import contract
+from kctl.model.spec import ClusterSpec
 from kctl.monitor import metrics as mx
 from kctl.monitor import notify
 from kctl.monitor.alerts import Rule, Tracker
@@ -49,7 +50,6 @@ from kctl.monitor.lag import GroupStatus
 from kctl.monitor.sampler import Windows, snapshot_of, to_json
 from kctl.monitor.store import Store, db_path
 from kctl.security import certs
-from kctl.spec import ClusterSpec
 from kctl.wait import ticks
 
 DELIVERY_PERIOD_S = 2.0
@@ -256,7 +256,7 @@ class Monitor:
 
     def disks(self) -> dict[str, float]:
         """Each broker's data disk, from its data dir bind-mounted from the state dir (engine compose)."""
-        from kctl.spec import Engine
+        from kctl.model.spec import Engine
 
         out: dict[str, float] = {}
         if self.spec.engine is not Engine.compose:

@@ -1,6 +1,6 @@
 """kctl apply: bring a running cluster to an edited kctl.yaml with as little disruption as Kafka allows.
 
-1. Render the new spec in memory and compare it with what runs (:mod:`kctl.drift` observes every node):
+1. Render the new spec in memory and compare it with what runs (:mod:`kctl.cluster.drift` observes every node):
    per node, the config hash the container was made from (its label, or the last apply's record) against
    the new render's, and per key the new value against the value the process reports.
 2. A broker key that Kafka can change at run time (a dynamic broker config, per broker or cluster-wide)
@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from kctl import contract
-from kctl.drift import NodeObs, norm, recreate_needed
+from kctl.cluster import lock as state_lock
+from kctl.cluster.drift import NodeObs, norm, recreate_needed
 from kctl.errors import KctlError
-from kctl.properties import services_of
-from kctl.spec import ClusterSpec, Topology
+from kctl.model.properties import services_of
+from kctl.model.spec import ClusterSpec, Topology
 
 # The files of a node whose change needs that service restarted (besides the main config file's keys).
 RESTART_FILES = {
@@ -157,7 +158,7 @@ def by_new_tasks(spec: ClusterSpec, plan: ApplyPlan) -> ApplyPlan:
     return dataclasses.replace(plan, restarts=[], recreate={h: again[h] for h, _n, _s in hosts if h in again})
 
 
-# The variables of the node's environment that one service alone reads (kctl.render.environment): a change of
+# The variables of the node's environment that one service alone reads (kctl.model.render.environment): a change of
 # only these restarts only that service where each service reads the environment at its own start.
 ENV_OWNERS = {
     contract.ENV_ZK_HEAP: "zookeeper", contract.ENV_ZK_OPTS: "zookeeper",
@@ -218,11 +219,11 @@ def _record(state_dir: Path, hashes: Mapping[str, str]) -> None:
 
 def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:
     """The plan for the cluster as it runs now, and the new render (to write)."""
-    from kctl import drift
+    from kctl.cluster import drift
     from kctl.kafka.configs import update_mode
-    from kctl.render import COMPOSE_FILE, render
+    from kctl.model.render import COMPOSE_FILE, render
     from kctl.roll import migration
-    from kctl.runtime import engines
+    from kctl.runtime.engine import engines
 
     running_phase, _target = migration.check_step(spec, state_dir)  # a skipped step: refused, nothing done
     rendered = render(spec, state_dir)
@@ -305,13 +306,13 @@ def phases(spec: ClusterSpec, plan: ApplyPlan) -> list[tuple[str, list[str], tup
 def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, progress: Any = None) -> ApplyResult:
     """Apply kctl.yaml: dynamic changes first, then the files, then a gated roll of what must restart."""
     from kctl.kafka import configs
-    from kctl.render import write
+    from kctl.model.render import write
     from kctl.roll import run
     from kctl.runtime.faults import interruptible
 
     say = progress or (lambda _m: None)
     started = time.monotonic()
-    with interruptible(), run.roll_lock(state_dir, "kctl apply"):
+    with interruptible(), state_lock.roll_lock(state_dir, "kctl apply"):
         # what an earlier roll, killed mid-step, left down: started first, or nothing below could pass its checks
         run.put_back_left(spec, state_dir, gate_timeout, say)
         the_plan, rendered = plan(spec, state_dir)
@@ -354,13 +355,13 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
                 say(f"broker {broker}: dynamic override removed, no restart: {', '.join(gone)}")
             done += [d for d in the_plan.dynamic if d.broker == broker]
         from kctl.roll import migration
-        from kctl.runtime import engines
+        from kctl.runtime.engine import engines
         from kctl.security import store
 
         new_image = any(w.startswith("image:") for what in the_plan.recreate.values() for w in what)
         if new_image and engines.for_spec(spec).uses_image and spec.image.ref is None:
             # A new release: its node image before anything is written or stopped (built when missing).
-            from kctl.runtime.image import ensure_image
+            from kctl.runtime.image.build import ensure_image
 
             ensure_image(engines.client(spec, timeout=600), kafka_version=spec.versions.kafka,
                          scala_version=spec.versions.scala, progress=say)
@@ -377,7 +378,7 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
         written = [str(p.relative_to(state_dir)) for p in write(rendered, state_dir)]
         if written:
             say(f"wrote {len(written)} file(s) in {state_dir}: {', '.join(written)}")
-            from kctl.runtime import engines
+            from kctl.runtime.engine import engines
 
             engines.for_spec(spec).deliver(spec, state_dir, say)  # engine hosts: onto the hosts, nothing restarted
         rolls = []
@@ -404,7 +405,7 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
 
 def raise_metadata_version(spec: ClusterSpec, state_dir: Path, say: Any) -> tuple[str | None, str | None]:
     """Every node runs the new release now: Kafka's metadata.version up to it, recorded
-    (:func:`kctl.kraft.features.raise_and_record`)."""
-    from kctl.kraft import features
+    (:func:`kctl.cluster.features.raise_and_record`)."""
+    from kctl.cluster import features
 
     return features.raise_and_record(spec, state_dir, say)

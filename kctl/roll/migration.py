@@ -1,7 +1,7 @@
 """Moving a running PLAINTEXT cluster to the secured profile, one ``kctl apply`` per step.
 
-The steps are ``security.migration``'s values (kctl.spec.Migration); what each renders is in
-:mod:`kctl.properties` (``kafka_security``, ``zookeeper_security``, ``listeners``, ``kafka_jaas``), and the
+The steps are ``security.migration``'s values (kctl.model.spec.Migration); what each renders is in
+:mod:`kctl.model.properties` (``kafka_security``, ``zookeeper_security``, ``listeners``, ``kafka_jaas``), and the
 runbook is docs/runbooks/secure-running-cluster.md. This module holds what apply adds around its roll:
 which step the cluster runs now (from the files it was last rendered with), the refusal of a skipped step,
 and the work after step 3's roll (Kafka's ZooKeeper ACL migration tool, the root znode's ACL).
@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from kctl.errors import KctlError
-from kctl.spec import PHASE_NAMES, PHASE_PLAIN, PHASE_SECURED, ClusterSpec, Migration
+from kctl.model.spec import PHASE_NAMES, PHASE_PLAIN, PHASE_SECURED, ClusterSpec, Migration
 
 RUNBOOK = "docs/runbooks/secure-running-cluster.md"
 
 
 def phase_of(props: dict[str, str]) -> int:
     """Pure: the step a broker's rendered server.properties belongs to (0 PLAINTEXT ... 5 secured)."""
-    from kctl.properties import INTER_BROKER_LISTENER, PROTOCOL_MAP, SASL_MECHANISMS, SECURE_INTERNAL
+    from kctl.model.properties import INTER_BROKER_LISTENER, PROTOCOL_MAP, SASL_MECHANISMS, SECURE_INTERNAL
 
     if not props.get(SASL_MECHANISMS):
         return PHASE_PLAIN
@@ -37,7 +37,7 @@ def phase_of(props: dict[str, str]) -> int:
 def running_phase(spec: ClusterSpec, state_dir: Path) -> int | None:
     """The step of the files the cluster was last rendered with (the first broker's), or None: no render."""
     from kctl import contract
-    from kctl.properties import parse_properties
+    from kctl.model.properties import parse_properties
 
     for node in spec.brokers:
         path = state_dir / spec.kafka_host(node) / contract.HOST_CONF / "server.properties"
@@ -72,7 +72,7 @@ def secure_znodes(spec: ClusterSpec, say: Any) -> None:
     """After step 3's roll: Kafka's ZooKeeper ACL migration tool (its znodes made before get the brokers'
     secure ACL), run in a broker as the brokers' ZooKeeper principal, and the root znode's ACL."""
     from kctl import contract
-    from kctl.runtime import engines
+    from kctl.runtime.engine import engines
     from kctl.zk.znodes import secure_root
 
     argv = [f"{contract.KAFKA_BIN}/zookeeper-security-migration.sh", "--zookeeper.acl=secure",

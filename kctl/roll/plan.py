@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kctl.errors import UsageError
-from kctl.spec import ClusterSpec, Topology
+from kctl.model.spec import ClusterSpec, Topology
 
 SERVICES = ("kafka", "zookeeper", "node", "controller")
 

@@ -1,7 +1,7 @@
 """Walk a rolling-restart plan through health gates: every wait is a probe of the cluster, never a sleep.
 
 Each gate is a :class:`kctl.wait.Stage` whose probe asks Docker,
-ZooKeeper or Kafka (through :mod:`kctl.health` and the modules it builds on);
+ZooKeeper or Kafka (through :mod:`kctl.cluster.health` and the modules it builds on);
 a gate that times out stops the roll with what it last saw, and the nodes not
 yet reached are left untouched. A lock file in the state dir keeps a second
 roll of the same cluster from starting meanwhile.
@@ -16,29 +16,25 @@ before its pre-checks, and any other change of the cluster is refused until then
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kctl import contract, health
+from kctl import contract
+from kctl.cluster import health
+from kctl.cluster.lock import clear_record, down_text, holder_text, lock_record, read_record, roll_lock, write_record
 from kctl.errors import ClusterError, KctlError, TimeoutReached
 from kctl.kafka import describe as kmd
+from kctl.model.spec import ClusterSpec
 from kctl.roll import plan as rp
 from kctl.runtime.faults import deferred_interrupts, interruptible
 from kctl.security.store import client_settings  # a secured cluster: SASL_SSL as its admin user
-from kctl.spec import ClusterSpec
 from kctl.wait import POLL_S, Probe, wait_until
 
 Progress = Callable[[str], None]
-LOCK_FILE = contract.ROLL_LOCK_FILE
-RECORD_FILE = contract.ROLL_RECORD_FILE
-# The commands that run a roll, and so put back what an interrupted one left down before anything else.
-ROLLERS = ("kctl restart", "kctl apply", "kctl migrate kraft")  # each puts back what a killed roll left down
 PRE_CHECK_TIMEOUT = 30.0
 
 
@@ -78,141 +74,6 @@ class RollInterrupted(ClusterError):
     exit_code = 130
 
 
-# ----- the lock ------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def roll_lock(state_dir: Path, what: str = "kctl restart") -> Iterator[Path]:
-    """Hold ``<state>/restart.lock`` (flock: released when this process exits, however it exits, so a lock
-    left by a killed process is never stale). The file records who holds it (:func:`lock_record`: the
-    command, its command line, pid and start time) so that the next one's refusal can name it."""
-    import fcntl
-
-    state_dir.mkdir(parents=True, exist_ok=True)
-    path = state_dir / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise lock_refusal(os.pread(fd, 4096, 0).decode("utf-8", "replace"), what, path) from None
-        left = read_record(state_dir)
-        if left and left.get("down") and what not in ROLLERS:
-            raise left_down_refusal(left, what, state_dir)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(lock_record(what)) + "\n").encode(), 0)
-        yield path
-    finally:
-        os.close(fd)
-
-
-def lock_record(what: str, argv: list[str] | None = None, pid: int | None = None,
-                now: float | None = None) -> dict[str, Any]:
-    """What the lock file says about its holder: the command, the command line it was started with
-    (``kctl`` and its arguments; kctl takes no secret as an argument), the pid and the start time."""
-    import shlex
-    import sys
-
-    args = list(sys.argv if argv is None else argv)
-    if args and os.path.basename(args[0]) in ("kctl", "__main__.py"):  # `kctl ...` or `python -m kctl ...`
-        args = ["kctl", *args[1:]]
-    return {"command": what, "argv": shlex.join(args) if args else what,
-            "pid": os.getpid() if pid is None else pid,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if now is None else now))}
-
-
-def lock_refusal(text: str, wanted: str, path: Path) -> ClusterError:
-    """The refusal of a second change while ``text`` (the lock file) names the one holding it. Pure."""
-    try:
-        rec = json.loads(text)
-        if not isinstance(rec, dict):
-            raise ValueError(text)
-    except ValueError:  # a file written by an older kctl ("kctl restart, pid N, since T") or an empty one
-        rec = {"command": text.strip() or "another kctl command"}
-    holder = str(rec.get("command") or "another kctl command")
-    said = ", ".join(d for d in (f"`{rec['argv']}`" if rec.get("argv") else "",
-                                 f"pid {rec['pid']}" if rec.get("pid") else "",
-                                 f"started {rec['started']}" if rec.get("started") else "") if d)
-    pid = f"pid {rec['pid']}" if rec.get("pid") else "that process"
-    return ClusterError(
-        f"{wanted} refused: {holder} is changing this cluster" + (f" ({said})" if said else "")
-        + "; one change at a time (restart, apply, node add/remove, reassign execute), nothing was changed",
-        hint=f"wait for {holder} to finish (`kctl status` shows the cluster meanwhile), then run {wanted} again;"
-             f" {path} is released the moment {pid} exits, however it exits")
-
-
-# ----- the record of what a roll has down -------------------------------------------------------------
-
-
-def record_path(state_dir: Path) -> Path:
-    return state_dir / RECORD_FILE
-
-
-def read_record(state_dir: Path) -> dict[str, Any] | None:
-    """The record an earlier roll left (None: no roll has anything down). A record that cannot be read is an
-    error: what it named is unknown, so nothing may assume every service runs."""
-    path = record_path(state_dir)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    try:
-        rec = json.loads(text)
-        if not isinstance(rec, dict) or not isinstance(rec.get("down", []), list):
-            raise ValueError("not a roll record")
-        down = [(str(h), str(s)) for h, s in rec.get("down", [])]
-    except (ValueError, TypeError) as exc:
-        raise ClusterError(f"{path} cannot be read ({exc}): an interrupted roll may have left services stopped",
-                           hint=f"`kctl status` shows every service; once each runs (`kctl up` starts what is"
-                                f" stopped), remove {path}") from None
-    return {**rec, "down": down}
-
-
-def write_record(state_dir: Path, rec: dict[str, Any]) -> None:
-    """Write the record whole or not at all: a temporary file beside it, flushed to disk, renamed over it, and
-    the directory flushed (a crash leaves the old record or the new one, never an empty file)."""
-    path = record_path(state_dir)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, (json.dumps(rec, indent=1) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(state_dir, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
-def clear_record(state_dir: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        record_path(state_dir).unlink()
-
-
-def _down_text(rec: dict[str, Any]) -> str:
-    return ", ".join(f"{h} {s}" for h, s in rec["down"])
-
-
-def _holder_text(rec: dict[str, Any]) -> str:
-    said = ", ".join(d for d in (f"`{rec['argv']}`" if rec.get("argv") else str(rec.get("command") or ""),
-                                 f"pid {rec['pid']}" if rec.get("pid") else "",
-                                 f"started {rec['started']}" if rec.get("started") else "") if d)
-    return said or "an earlier roll"
-
-
-def left_down_refusal(rec: dict[str, Any], wanted: str, state_dir: Path) -> ClusterError:
-    """The refusal of a change other than a roll while an interrupted roll's services are down. Pure."""
-    return ClusterError(
-        f"{wanted} refused, nothing was changed: an interrupted roll ({_holder_text(rec)}) left {_down_text(rec)}"
-        " stopped",
-        hint="`kctl restart --rolling` (or `kctl apply`, or the migration step under way) starts them first and"
-             " finishes the roll; `kctl up`"
-             f" starts them without a roll (then remove {record_path(state_dir)})")
-
-
 def start_gates(spec: ClusterSpec, host: str, service: str) -> list[tuple[str, Probe]]:
     """The gates that say a service the roll started again serves (its start gates in the roll's plan)."""
     if service == "kafka":
@@ -232,7 +93,7 @@ def put_back_left(spec: ClusterSpec, state_dir: Path, timeout: float, say: Progr
     if not down:
         clear_record(state_dir)
         return []
-    say(f"an interrupted roll ({_holder_text(rec)}) left {_down_text(rec)} stopped: starting it again first")
+    say(f"an interrupted roll ({holder_text(rec)}) left {down_text(rec)} stopped: starting it again first")
     runner = _Runner(spec, RollResult(rp.RollPlan(spec.name, "put back", [], [])), timeout, GATE_POLL_S, say,
                      state_dir)
     runner.down = list(down)
@@ -244,7 +105,7 @@ def put_back_left(spec: ClusterSpec, state_dir: Path, timeout: float, say: Progr
             for name, probe in start_gates(spec, host, service):
                 runner.gate(f"put back {host} {service}", name, probe)
     except TimeoutReached as exc:
-        raise ClusterError(f"the services an interrupted roll left stopped ({_down_text(rec)}) were started"
+        raise ClusterError(f"the services an interrupted roll left stopped ({down_text(rec)}) were started"
                            f" again but did not come back: {exc.message}",
                            hint="see `kctl status` and `kctl logs HOST --service SERVICE`; run the roll again"
                                 " once they serve") from None
@@ -276,7 +137,7 @@ def plan(spec: ClusterSpec, service: str | None, nodes: list[str], recreate: tup
 
 
 def pre_checks(spec: ClusterSpec) -> Probe:
-    """Healthy as kctl.health judges it, Docker aside (the containers may be on other hosts)."""
+    """Healthy as kctl.cluster.health judges it, Docker aside (the containers may be on other hosts)."""
     return health.healthy(spec, docker=False)
 
 
@@ -307,8 +168,8 @@ def min_isr_gate(spec: ClusterSpec, broker: int) -> Probe:
 
 
 def process_gate(spec: ClusterSpec, host: str, service: str, want: str) -> Probe:
-    from kctl.runtime import services
     from kctl.runtime.docker_api import NOT_RUNNING
+    from kctl.runtime.engine import services
 
     def run() -> tuple[bool, str]:
         st = services.process_state(spec, host, service)
@@ -339,7 +200,7 @@ def unregistered_gate(spec: ClusterSpec, broker: int) -> Probe:
 
 def controller_exited_gate(spec: ClusterSpec, host: str) -> Probe:
     """The node's KRaft controller JVM is gone from its process table."""
-    from kctl.runtime import services
+    from kctl.runtime.engine import services
 
     def run() -> tuple[bool, str]:
         st = services.process_state(spec, host, "controller")
@@ -348,7 +209,7 @@ def controller_exited_gate(spec: ClusterSpec, host: str) -> Probe:
 
 
 def quorum_gate(spec: ClusterSpec) -> Probe:
-    from kctl.kraft.quorum import quorum_ready
+    from kctl.cluster.quorum import quorum_ready
 
     return quorum_ready(spec, spec.kraft_cluster_id)
 
@@ -371,7 +232,7 @@ def registered_gate(spec: ClusterSpec) -> Probe:
 
 
 def urp_gate(spec: ClusterSpec, stable_s: float = rp.URP_STABLE_S) -> Probe:
-    """kctl.health's check_replicated at every check for ``stable_s`` seconds (a partition may drop out of the
+    """kctl.cluster.health's check_replicated at every check for ``stable_s`` seconds (a partition may drop out of the
     ISR again while its follower catches up)."""
     since: list[float | None] = [None]
     replicated = health.probe(spec, health.check_replicated, kafka=True, timeout=3.0)
@@ -447,20 +308,20 @@ class _Runner:
 
     def docker(self) -> Any:
         if self.dc is None:
-            from kctl.runtime import engines
+            from kctl.runtime.engine import engines
 
             self.dc = engines.client(self.spec)
         return self.dc
 
     def stop(self, label: str, host: str, service: str) -> None:
-        from kctl.runtime import services
+        from kctl.runtime.engine import services
 
         self.going_down(host, (service,))
         self.say(f"{label}: stopping {service}" + (" (SIGTERM: controlled shutdown)" if service == "kafka" else ""))
         services.stop(self.spec, host, service, self.docker())
 
     def start(self, label: str, host: str, service: str) -> None:
-        from kctl.runtime import services
+        from kctl.runtime.engine import services
 
         self.say(f"{label}: starting {service}")
         services.start(self.spec, host, service, self.docker())
@@ -586,7 +447,7 @@ def _still_down(runner: _Runner) -> str:
     if not runner.down:
         return ""
     return (f"\nstill stopped: {', '.join(f'{h} {sv}' for h, sv in runner.down)} (recorded in"
-            f" {RECORD_FILE}: the next `kctl restart` or `kctl apply` starts it first)")
+            f" {contract.ROLL_RECORD_FILE}: the next `kctl restart` or `kctl apply` starts it first)")
 
 
 def check_before_roll(spec: ClusterSpec, timeout: float = PRE_CHECK_TIMEOUT, progress: Progress | None = None) -> None:
@@ -612,7 +473,7 @@ def roll(spec: ClusterSpec, state_dir: Path, *, service: str | None = None, node
     say = progress or (lambda _m: None)
     started = time.monotonic()
     with interruptible(), roll_lock(state_dir, command) if lock else contextlib.nullcontext(state_dir):
-        from kctl.runtime import engines
+        from kctl.runtime.engine import engines
 
         engines.containers(spec)  # WrongEngine (nothing touched) when the other engine made the containers
         put_back_left(spec, state_dir, gate_timeout, say)  # what an earlier roll, killed mid-step, left down

@@ -1,6 +1,7 @@
 """``kctl up`` of a running cluster after an edit of kctl.yaml: the gated roll, never every node at once.
 
-On engine hosts ``kctl up`` (:func:`kctl.lifecycle.up`) installs the new bundle on each host whose config changed
+On engine hosts ``kctl up`` (:func:`kctl.cluster.lifecycle.up`) installs the new bundle on each host whose config
+changed
 and starts what is not running, but restarts no running service: install.sh records on the host each service
 whose running process predates its new files (/run/kctl/restart-pending, cleared by kctl-prepare at the
 service's next start). Once the cluster is healthy, :func:`up` restarts those through the roll of ``kctl
@@ -21,9 +22,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kctl import lifecycle
-from kctl.properties import services_of
-from kctl.spec import ClusterSpec
+from kctl.cluster import lifecycle
+from kctl.cluster import lock as state_lock
+from kctl.model.properties import services_of
+from kctl.model.spec import ClusterSpec
 
 
 def restart_phases(spec: ClusterSpec, pending: Mapping[str, Sequence[str]]) -> list[tuple[str, list[str]]]:
@@ -41,9 +43,9 @@ def restart_phases(spec: ClusterSpec, pending: Mapping[str, Sequence[str]]) -> l
 def up(spec: ClusterSpec, state_dir: Path, *, wait: bool = True, timeout: float = 300,
        gate_timeout: float = 300.0, progress: Callable[[str], None] | None = None,
        **kwargs: Any) -> lifecycle.UpResult:
-    """:func:`kctl.lifecycle.up`, then a gated roll of the services whose files changed under them."""
+    """:func:`kctl.cluster.lifecycle.up`, then a gated roll of the services whose files changed under them."""
     from kctl.roll import run
-    from kctl.runtime import engines
+    from kctl.runtime.engine import engines
 
     say = progress or (lambda _m: None)
     started = time.monotonic()
@@ -58,7 +60,7 @@ def up(spec: ClusterSpec, state_dir: Path, *, wait: bool = True, timeout: float 
             " restart --rolling`, restarts them through the roll's gates")
         return result
     say(f"files changed under running services: {named}; restarting them one at a time through the roll's gates")
-    with run.roll_lock(state_dir, "kctl up"):
+    with state_lock.roll_lock(state_dir, "kctl up"):
         for service, nodes in phases:
             rolled = run.roll(spec, state_dir, service=service, nodes=nodes, gate_timeout=gate_timeout,
                               progress=say, lock=False, command="kctl up")

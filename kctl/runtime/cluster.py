@@ -1,8 +1,8 @@
 """A cluster's containers, Docker only: the pure convergence plan, one node's container, Kafka's tools.
 
-Bringing a whole cluster up and down is :mod:`kctl.lifecycle`'s (it plans with
+Bringing a whole cluster up and down is :mod:`kctl.cluster.lifecycle`'s (it plans with
 :func:`convergence_plan`); waiting until it is healthy, and its status, need ZooKeeper
-and Kafka: they live in :mod:`kctl.health`.
+and Kafka: they live in :mod:`kctl.cluster.health`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.runtime import engines
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
+from kctl.runtime.engine import engines
 
 if TYPE_CHECKING:
-    from kctl.render import Rendered
+    from kctl.model.render import Rendered
     from kctl.runtime.docker_api import ContainerInfo
 
 Progress = Callable[[str], None]
@@ -130,13 +130,13 @@ def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float
                    files: dict[str, str] | None = None, stderr: bool = True, leading: list[str] | None = None,
                    skip: set[int] | None = None) -> ToolRun:
     """Run Kafka's own bin/TOOL against the INTERNAL listener in the first running broker container, as a
-    client JVM (:func:`kctl.properties.tool_env`: the tools' heap and JIT, not the broker's the node carries).
+    client JVM (:func:`kctl.model.properties.tool_env`: the tools' heap and JIT, not the broker's the node carries).
 
     ``files`` ({container path: text}) are written in that container first (a tool's input file);
     ``stderr=False`` keeps only the tool's stdout; ``leading``: arguments before ``--bootstrap-server`` (a
     tool's subcommand, as kafka-cluster.sh's); ``skip``: broker ids whose containers are not used.
     """
-    from kctl.properties import tool_env
+    from kctl.model.properties import tool_env
 
     last: KctlError | None = None
     kafka_bin = engines.for_spec(spec).kafka_bin
@@ -217,7 +217,7 @@ def carried_hashes(old: dict[str, str], new: dict[str, str], labels: dict[str, s
 
 def carry_applied(before: ClusterSpec, after: ClusterSpec, state_dir: Path, changed: set[str]) -> None:
     """Record the untouched containers as up to date with ``after``'s render (see :func:`carried_hashes`)."""
-    from kctl.render import render
+    from kctl.model.render import render
 
     old = {c.name: c.config_hash for c in render(before, state_dir).containers}
     new = {c.name: c.config_hash for c in render(after, state_dir).containers}

@@ -1,8 +1,8 @@
 """The Docker Engine API through the Docker SDK: the one client factory, a cluster's containers as data, their
 process tables, commands run in them, and the ``docker`` CLI for the deploys that have no API call.
 
-The lowest module of the engine seam: :mod:`kctl.runtime.engines` (the abstract Engine),
-:mod:`kctl.runtime.compose` and :mod:`kctl.runtime.swarm` build on it; it imports none of them.
+The lowest module of the engine seam: :mod:`kctl.runtime.engine.engines` (the abstract Engine),
+:mod:`kctl.runtime.engine.compose` and :mod:`kctl.runtime.engine.swarm` build on it; it imports none of them.
 
 ``docker`` is imported inside the functions (it costs ~100 ms): the status path imports this module.
 """
@@ -235,7 +235,7 @@ def process_states(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, 
                 procs[service] = "FAILED"
             elif service == "controller" and "controller" not in procs:
                 # a controller has no entry while not running (whether it should run is the spec's phase, which
-                # kctl.health reads); one its supervisor gave up on is FAILED, whichever the phase
+                # kctl.cluster.health reads); one its supervisor gave up on is FAILED, whichever the phase
                 procs[service] = "FAILED"
     return procs
 

@@ -13,7 +13,7 @@ Each injection records how to undo it; healing it forgets the record, and :meth:
 :func:`interruptible` turns SIGTERM into the same exception as Ctrl-C, so the undo runs for both.
 
 Every act on a container that differs between Compose and Swarm (stopping and starting a node's container,
-cutting its network) is the engine's (:class:`kctl.runtime.engines.Engine`); the faults act on the containers
+cutting its network) is the engine's (:class:`kctl.runtime.engine.engines.Engine`); the faults act on the containers
 of the engine kctl talks to (on Swarm, a node whose task runs on another Swarm node is refused with a hint).
 """
 
@@ -29,8 +29,9 @@ from typing import Any
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.runtime import docker_api, engines
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
+from kctl.runtime import docker_api
+from kctl.runtime.engine import engines
 from kctl.wait import Stage, ticks, wait_for_stages
 
 # Bracketed first letters: the pattern must not match the command line of the
@@ -402,7 +403,7 @@ class Faults:
 
 
 class HostFaults(Faults):
-    """The same faults on engine hosts, through ssh and systemd (:class:`kctl.runtime.hosts.HostsEngine`).
+    """The same faults on engine hosts, through ssh and systemd (:class:`kctl.runtime.engine.hosts.HostsEngine`).
 
     A process fault acts on the service's unit: SIGKILL or SIGTERM its JVM (systemd starts it again: the
     units' Restart=on-failure, and RestartForceExitStatus=143 for a SIGTERM that did not come from a stop), hold
@@ -539,14 +540,14 @@ class HostFaults(Faults):
 
 
 def _services_of(spec: ClusterSpec) -> list[tuple[str, Any, tuple[str, ...]]]:
-    from kctl.properties import services_of
+    from kctl.model.properties import services_of
 
     return services_of(spec)
 
 
 def open_faults(spec: ClusterSpec, dc: Any = None, state_dir: Path | None = None) -> Faults:
     """The fault injectors of ``spec``'s engine: containers (:class:`Faults`) or hosts (:class:`HostFaults`)."""
-    from kctl.spec import Engine
+    from kctl.model.spec import Engine
 
     cls = HostFaults if spec.engine is Engine.hosts else Faults
     return cls(spec, dc=dc, state_dir=state_dir)

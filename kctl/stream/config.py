@@ -84,7 +84,7 @@ class JobConfig:
         """The ClusterSpec of ``spec_file`` when its cluster is secured (kctl's client factory adds SASL_SSL)."""
         if not self.spec_file:
             return None
-        from kctl.spec import load_cluster
+        from kctl.model.spec import load_cluster
 
         spec, _ = load_cluster(self.spec_file)
         if not spec.kctl_logs_in:  # PLAINTEXT, or the first step of securing a running cluster

@@ -2,7 +2,7 @@
 
 PySpark does not ship the Kafka source. We resolve
 ``org.apache.spark:spark-sql-kafka-0-10_<scala>:<pyspark version>`` and its
-runtime closure from Maven Central once, with ``mvn dependency:copy-dependencies`` (:mod:`kctl.runtime.maven`),
+runtime closure from Maven Central once, with ``mvn dependency:copy-dependencies`` (:mod:`kctl.runtime.image.maven`),
 into ``${XDG_CACHE_HOME:-~/.cache}/kctl/jars/spark-sql-kafka-<version>/`` and pass
 the jars with ``spark.jars``. Jars that pyspark already ships (slf4j, lz4, snappy,
 zstd, hadoop client) are left out so that the classpath holds one copy of each.
@@ -35,7 +35,7 @@ from pathlib import Path
 from kctl import cache
 from kctl.errors import KctlError
 from kctl.extras import require
-from kctl.runtime import maven
+from kctl.runtime.image import maven
 
 KAFKA_SOURCE_GROUP = "org.apache.spark"
 _NAME_VERSION = re.compile(r"^(?P<name>.+?)-(?P<version>\d[\w.\-]*)\.jar$")

@@ -1,6 +1,6 @@
 """``KafkaCluster``: a real multi-node ZooKeeper + Kafka ensemble for integration tests.
 
-Brought up and down by kctl's own lifecycle (:mod:`kctl.lifecycle`: the same
+Brought up and down by kctl's own lifecycle (:mod:`kctl.cluster.lifecycle`: the same
 render, deploy and readiness stages as ``kctl up``), through the Docker SDK:
 
     with KafkaCluster(nodes=3) as cluster:
@@ -32,14 +32,12 @@ from typing import Any
 
 import yaml
 
-from kctl import contract, health
+from kctl import contract
+from kctl.cluster import health
+from kctl.cluster.health import ClusterStatus
 from kctl.contract import LABEL_CLUSTER
 from kctl.errors import KctlError, TimeoutReached
-from kctl.health import ClusterStatus
-from kctl.runtime import docker_api as rc
-from kctl.runtime.faults import Faults
-from kctl.runtime.ports import free_ports
-from kctl.spec import (
+from kctl.model.spec import (
     ClusterSpec,
     MetadataMode,
     NodeSpec,
@@ -48,6 +46,9 @@ from kctl.spec import (
     parse_spec,
     resolve_cluster,
 )
+from kctl.runtime import docker_api as rc
+from kctl.runtime.faults import Faults
+from kctl.runtime.ports import free_ports
 from kctl.wait import wait_until
 
 LABEL_TESTING = contract.LABEL_TESTING
@@ -255,7 +256,7 @@ class KafkaCluster:
         if node is not None:
             self._start_node(node, service)
             return self
-        from kctl import lifecycle
+        from kctl.cluster import lifecycle
 
         self._docker = self._client()
         remove_orphans(self._docker)
@@ -300,7 +301,7 @@ class KafkaCluster:
         if not self._started:
             return
         self._started = False
-        from kctl import lifecycle
+        from kctl.cluster import lifecycle
 
         try:
             # A test cluster's data is thrown away: no controlled shutdowns, its containers go at once.
@@ -406,7 +407,7 @@ class KafkaCluster:
 
     def exec(self, node: int | str, argv: list[str], timeout: float = 120, stderr: bool = True) -> tuple[int, str]:
         """Run a command in a node container; returns (exit code, output); ``stderr=False``: stdout only."""
-        from kctl.runtime import engines
+        from kctl.runtime.engine import engines
 
         return engines.exec_in(self.spec, self._host(node, "kafka"), argv, timeout=timeout, dc=self._client(),
                                stderr=stderr)
@@ -469,7 +470,7 @@ class KafkaCluster:
 
     def _client(self) -> Any:
         if self._docker is None:
-            from kctl.runtime import engines
+            from kctl.runtime.engine import engines
 
             self._docker = engines.client(self.spec)
         return self._docker

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from kctl.errors import UsageError
 
 if TYPE_CHECKING:
-    from kctl.spec import ClusterSpec
+    from kctl.model.spec import ClusterSpec
 
 
 def require_zookeeper(spec: ClusterSpec, what: str = "this command") -> ClusterSpec:

@@ -1,4 +1,4 @@
-"""ZooKeeper's side of a migration to KRaft (kctl.migrate): the cluster id the controllers format with, and the
+"""ZooKeeper's side of a migration to KRaft (kctl.migrate.kraft): the cluster id the controllers format with, and the
 znodes a rollback deletes (Kafka's "Reverting to ZooKeeper mode During the Migration")."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from kctl.errors import ClusterError
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 from kctl.zk import znodes
 
 CLUSTER_ID = "/cluster/id"

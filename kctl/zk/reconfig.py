@@ -3,7 +3,7 @@
 The ensemble's membership is the ``/zookeeper/config`` znode (what ``config`` in zkCli prints):
 ``server.N=host:peer:election:role;clientPort`` lines and a ``version``. A reconfig goes through
 kazoo's ``reconfig`` (incremental: joining / leaving). kctl renders ``reconfigEnabled=true`` and a
-dynamic config file (see :mod:`kctl.properties`); ZooKeeper checks a reconfig against the ACL of
+dynamic config file (see :mod:`kctl.model.properties`); ZooKeeper checks a reconfig against the ACL of
 ``/zookeeper/config``, so a plain cluster runs with ``skipACL=yes`` and a secured one names a SASL
 super user (``superUser=zkadmin`` in zoo.cfg, its password in the JAAS Server section and the state
 dir) that the reconfig logs in as. Before asking, kctl checks what ZooKeeper would accept anyway
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kctl.errors import ClusterError, KctlError, UsageError
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 _LINE = re.compile(r"^server\.(\d+)=([^:;=\s]+):(\d+):(\d+)(?::(participant|observer))?(?:;(?:([^;:\s]+):)?(\d+))?$")
 
@@ -200,7 +200,7 @@ def live_servers(spec: ClusterSpec, extra: Mapping[int, tuple[str, int]] | None 
 def require_reconfigurable(spec: ClusterSpec) -> str | None:
     """The ZooKeeper principal a reconfig logs in as: None (skipACL, plain clusters) or, on a secured
     ensemble, ZooKeeper's super user (zoo.cfg superUser), whose password must be in the state dir."""
-    from kctl.properties import ZK_SUPER_PRINCIPAL, zk_super_user
+    from kctl.model.properties import ZK_SUPER_PRINCIPAL, zk_super_user
 
     principal = zk_super_user(spec)
     if principal is None:

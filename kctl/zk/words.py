@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import UsageError
-from kctl.spec import ClusterSpec, NodeSpec
+from kctl.model.spec import ClusterSpec, NodeSpec
 from kctl.zk import fourlw
 
 # What each word is for, shown in `kctl zk --help` and in the docs.

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import ClusterError, KctlError
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 # kazoo logs every connection failure at WARNING; kctl reports them itself.
 logging.getLogger("kazoo").setLevel(logging.CRITICAL)
@@ -21,7 +21,7 @@ def sasl_options(spec: ClusterSpec, principal: str | None = None) -> dict[str, A
     """kazoo's DIGEST-MD5 login for a secured cluster (kctl's own read principal unless ``principal``)."""
     if not (spec.kctl_logs_in and spec.security.zookeeper.sasl):
         return {}
-    from kctl.properties import ZK_KCTL_PRINCIPAL
+    from kctl.model.properties import ZK_KCTL_PRINCIPAL
     from kctl.security import store
 
     name = principal or ZK_KCTL_PRINCIPAL
@@ -67,7 +67,7 @@ def guarded_reader(spec: ClusterSpec) -> str | None:
     may hold passwords, so zookeeper.set.acl leaves them to the brokers' principal), or None: kctl's own."""
     sec = spec.security
     if sec.zookeeper.sasl and sec.zookeeper.set_acl and spec.security_phase >= 3:
-        from kctl.properties import ZK_BROKER_PRINCIPAL
+        from kctl.model.properties import ZK_BROKER_PRINCIPAL
 
         return ZK_BROKER_PRINCIPAL
     return None
@@ -77,10 +77,10 @@ def secure_root(spec: ClusterSpec) -> tuple[bool, str]:
     """Give the root znode Kafka's secure ACL (the brokers' principal all rights, everyone else read), as
     the brokers' principal; idempotent. With ``zookeeper.set_acl`` Kafka guards its own znodes, but "/"
     keeps ZooKeeper's open ACL: any session could create znodes beside Kafka's. A readiness stage of
-    ``kctl up`` (kctl.health)."""
+    ``kctl up`` (kctl.cluster.health)."""
     from kazoo.security import ACL, Id, Permissions
 
-    from kctl.properties import ZK_BROKER_PRINCIPAL
+    from kctl.model.properties import ZK_BROKER_PRINCIPAL
 
     want = [ACL(Permissions.ALL, Id("sasl", ZK_BROKER_PRINCIPAL)), ACL(Permissions.READ, Id("world", "anyone"))]
 

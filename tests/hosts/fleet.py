@@ -122,7 +122,7 @@ def ensure_image(client: docker.DockerClient, *, base_image: str | None = None, 
     from another Dockerfile (its label ``io.kctl.testhost.dockerfile-sha256``), or when ``rebuild``.
 
     ``base_image`` defaults to kctl's own choice (a local debian:bookworm-slim or kctl/debian:bookworm, else a pull,
-    else debootstrap: kctl.runtime.image.resolve_base_image). The Dockerfile copies nothing, so it is sent alone
+    else debootstrap: kctl.runtime.image.build.resolve_base_image). The Dockerfile copies nothing, so it is sent alone
     (no build context). Two processes that need the image at once build it once (a lock file).
     """
     digest = dockerfile_sha256()
@@ -137,7 +137,7 @@ def ensure_image(client: docker.DockerClient, *, base_image: str | None = None, 
                     return str(image.id)
                 old = str(image.id)
             if base_image is None:
-                from kctl.runtime.image import resolve_base_image
+                from kctl.runtime.image.build import resolve_base_image
 
                 base_image = resolve_base_image(client)
             try:

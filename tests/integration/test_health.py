@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from kctl.health import ClusterStatus
+from kctl.cluster.health import ClusterStatus
 from kctl.testing.cluster import KafkaCluster
 
 pytestmark = pytest.mark.integration

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kctl.spec import load_cluster
+from kctl.model.spec import load_cluster
 from kctl.testing.cluster import with_quick_jit
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ import docker.errors
 import pytest
 from docker.models.containers import Container
 
-from kctl.runtime import image
+from kctl.runtime.image import build as image
 
 pytestmark = pytest.mark.integration
 

@@ -36,7 +36,7 @@ def kctl(cluster: KafkaCluster, *args: str, timeout: float = 300) -> subprocess.
 
 
 def root(cluster: KafkaCluster, script: str) -> str:
-    from kctl.runtime import engines
+    from kctl.runtime.engine import engines
 
     code, out = engines.exec_in(cluster.spec, "logger1", ["sh", "-c", script], user="root", timeout=60)
     assert code == 0, out
@@ -44,7 +44,7 @@ def root(cluster: KafkaCluster, script: str) -> str:
 
 
 def state(cluster: KafkaCluster, service: str) -> str:
-    from kctl.runtime import services
+    from kctl.runtime.engine import services
 
     return services.process_state(cluster.spec, "logger1", service)
 
@@ -59,7 +59,7 @@ def wait_state(cluster: KafkaCluster, service: str, want: str, timeout: float = 
 @pytest.mark.parametrize(("service", "storage"), [("controller", META), ("kafka", LOGS)])
 def test_empty_storage_kctl_did_not_make_is_refused_until_the_disk_is_back(cluster: KafkaCluster, service: str,
                                                                             storage: str) -> None:
-    from kctl.runtime import engines
+    from kctl.runtime.engine import engines
 
     # the first `kctl up` formatted both and took the permits away
     assert root(cluster, f"ls -a {contract.DATA_ROOT} | grep -c '^{contract.FORMAT_PERMIT_PREFIX}' || true").strip() \

@@ -109,7 +109,7 @@ def produce_read(cluster: KafkaCluster, topic: str, n: int) -> tuple[set[bytes],
 def test_node_add_reassign_apply_and_remove_on_a_secured_cluster(cluster: KafkaCluster) -> None:
     from kazoo.exceptions import NoAuthError
 
-    from kctl.properties import ZK_KCTL_PRINCIPAL
+    from kctl.model.properties import ZK_KCTL_PRINCIPAL
     from kctl.security import store
     from kctl.zk import znodes
 
@@ -152,7 +152,7 @@ def test_node_add_reassign_apply_and_remove_on_a_secured_cluster(cluster: KafkaC
     import docker
 
     from kctl import contract
-    from kctl.runtime import engines
+    from kctl.runtime.engine import engines
 
     code, ps = engines.exec_in(cluster.spec, "logger4", ["ps", "-eo", "args"])
     assert code == 0 and "QuorumPeerMain" in ps and "kafka.Kafka" in ps

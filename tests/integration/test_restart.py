@@ -366,8 +366,8 @@ def _roll_frozen_after_first_stop(cluster: KafkaCluster) -> tuple[subprocess.Pop
     already under way): an interruption sent now lands between the broker's stop and its start, whatever the
     machine's speed."""
     from kctl.roll.plan import kafka_order
-    from kctl.runtime import services
     from kctl.runtime.docker_api import NOT_RUNNING
+    from kctl.runtime.engine import services
 
     first = f"logger{kafka_order(cluster.brokers(), cluster.controller())[0][0]}"
     p = subprocess.Popen([sys.executable, "-m", "kctl", "restart", "--rolling", "--service", "kafka", "--yes",
@@ -388,7 +388,7 @@ def _roll_frozen_after_first_stop(cluster: KafkaCluster) -> tuple[subprocess.Pop
 
 
 def test_sigterm_between_a_brokers_stop_and_start_starts_it_again(cluster: KafkaCluster) -> None:
-    from kctl.runtime import services
+    from kctl.runtime.engine import services
 
     p, first, said = _roll_frozen_after_first_stop(cluster)
     try:

@@ -292,7 +292,7 @@ def test_bootstrap_server_commands_use_the_specs_credentials_or_say_what_is_miss
     # a write command through --bootstrap-server: the kctl.yaml's admin user for the identity check and the call
     p = kctl(secure, "topic", "create", t, "-p", "1", "-r", "3", "--bootstrap-server", bs)
     assert p.returncode == 0, p.stderr
-    from kctl import identity
+    from kctl.cluster import identity
 
     rec = identity.read(secure.state_dir)
     assert rec is not None and f"cluster id {rec.cluster_id} at {bs} (the cluster of" in p.stderr

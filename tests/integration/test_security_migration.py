@@ -25,7 +25,7 @@ def test_plaintext_cluster_moves_to_the_secured_profile_without_losing_data(tmp_
     from kazoo.client import KazooClient
     from kazoo.exceptions import NoAuthError
 
-    from kctl.spec import load_spec, state_dir_for
+    from kctl.model.spec import load_spec, state_dir_for
     from kctl.zk.znodes import sasl_options
 
     name = f"mig{uuid.uuid4().hex[:6]}"

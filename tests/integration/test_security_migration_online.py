@@ -220,7 +220,7 @@ def _secure_under_load(cluster: KafkaCluster, tmp_path: Path) -> None:
     from kazoo.client import KazooClient
     from kazoo.exceptions import NoAuthError
 
-    from kctl.spec import load_spec, state_dir_for
+    from kctl.model.spec import load_spec, state_dir_for
     from kctl.zk.znodes import sasl_options
 
     spec, _ = load_spec(cluster.spec_file)

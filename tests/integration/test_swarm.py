@@ -270,8 +270,8 @@ def test_swarm_life(stack: Stacks, tmp_path: Path) -> None:
         assert len(values) == v["read"] and len(set(values)) == len(values)
         assert len(set(values)) == v["acked"] + v["unacked_present"]
     assert any("disconnect" in e["event"] for e in v["events"])
+    from kctl.model.spec import load_spec
     from kctl.runtime.faults import Faults
-    from kctl.spec import load_spec
 
     assert Faults(load_spec(spec_file)[0]).restore() == []  # nothing left paused, stopped, frozen or cut off
 
@@ -357,8 +357,8 @@ def test_swarm_node_container_killed_and_replaced(stack: Stacks) -> None:
     from confluent_kafka import Producer
 
     from kctl.errors import KctlError
+    from kctl.model.spec import load_spec
     from kctl.runtime.faults import Faults
-    from kctl.spec import load_spec
 
     name, ports, spec_file = stack.make("sk")
     stack.init()

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from kctl.model.spec import parse_spec
 from kctl.monitor import service
 from kctl.monitor.service import Monitor
-from kctl.spec import parse_spec
 
 Answer = Callable[[str, str, dict[str, Any] | None], tuple[int, dict[str, str]]]
 

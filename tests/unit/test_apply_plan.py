@@ -3,7 +3,7 @@ exactly the services whose start-time config changed, and a refusal for containe
 
 from __future__ import annotations
 
-from kctl.drift import NodeObs, recreate_needed
+from kctl.cluster.drift import NodeObs, recreate_needed
 from kctl.kafka.configs import update_mode
 from kctl.roll.apply import DynamicChange, plan_apply
 
@@ -99,8 +99,8 @@ def test_container_settings_that_need_the_container_made_again() -> None:
 
 
 def test_phases_remake_a_colocated_node_with_both_services_last() -> None:
+    from kctl.model.spec import ClusterSpec
     from kctl.roll.apply import ApplyPlan, Restart, phases
-    from kctl.spec import ClusterSpec
 
     p = ApplyPlan("c", [], [], restarts=[Restart("logger1", "kafka", ["x"]), Restart("logger2", "kafka", ["x"])],
                   recreate={"logger2": ["environment.KAFKA_JMX_PORT: None -> 19999"]})
@@ -110,8 +110,8 @@ def test_phases_remake_a_colocated_node_with_both_services_last() -> None:
 def test_engine_hosts_restarts_only_the_service_whose_environment_changed() -> None:
     """Each systemd unit reads the node's environment at its own start: a broker's new heap or JVM options
     restart the broker alone, not its ZooKeeper (a container's environment makes the whole node again)."""
+    from kctl.model.spec import ClusterSpec
     from kctl.roll.apply import ApplyPlan, Restart, by_units, phases
-    from kctl.spec import ClusterSpec
 
     spec = ClusterSpec.model_validate({"name": "h", "engine": "hosts", "nodes": [
         {"id": i, "hostname": f"logger{i}", "advertised_host": f"10.0.0.{i}"} for i in (1, 2, 3)]})

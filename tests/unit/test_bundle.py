@@ -1,4 +1,4 @@
-"""engine hosts in the spec, and `kctl bundle`'s files (kctl/runtime/bundle.py): pure, no host touched."""
+"""engine hosts in the spec, and `kctl bundle`'s files (kctl/runtime/engine/bundle.py): pure, no host touched."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.runtime import bundle as b
-from kctl.spec import ClusterSpec, check_rules
+from kctl.model.spec import ClusterSpec, check_rules
+from kctl.runtime.engine import bundle as b
 
 
 def hosts_spec(**extra: object) -> ClusterSpec:
@@ -160,7 +160,7 @@ def test_the_brokers_stop_timeout_outlasts_its_controlled_shutdown(tmp_path: Pat
 
 
 def test_kctl_waits_for_a_brokers_stop_longer_than_systemd_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl.runtime import hosts
+    from kctl.runtime.engine import hosts
 
     waited: list[float] = []
     monkeypatch.setattr(hosts.HostsEngine, "_systemctl",

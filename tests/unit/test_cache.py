@@ -154,7 +154,7 @@ def test_two_processes_packing_one_file_write_it_once_and_whole(tmp_path: Path) 
 def _prepare_exporters(xdg: str) -> None:
     """exporters.prepare() with Maven replaced by a slow copy (so two processes overlap inside it)."""
     os.environ["XDG_CACHE_HOME"] = xdg
-    from kctl.runtime import exporters, maven
+    from kctl.runtime.image import exporters, maven
 
     def copy_dependencies(artifacts: list[object], out: Path, **_kw: object) -> list[Path]:
         out.mkdir(parents=True)
@@ -194,7 +194,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 
 
 def _fake_dist_source(tag: str) -> object:
-    from kctl.runtime.dist import layout, scripts
+    from kctl.runtime.image.artifacts import layout, scripts
 
     class Fake:
         name = "maven"
@@ -222,8 +222,8 @@ def _use(kind: str, xdg: str, tag: str, refill: bool) -> object:
     """The context manager a kctl reader of ``kind`` reads through (refill=False), or a refill of the same
     entry that makes its ``tag`` version (refill=True: returns the entry)."""
     os.environ["XDG_CACHE_HOME"] = xdg
-    from kctl.runtime import dist as distmod
-    from kctl.runtime import exporters, maven
+    from kctl.runtime.image import artifacts as distmod
+    from kctl.runtime.image import exporters, maven
 
     def make(work: Path) -> None:
         for i in range(FILES):
@@ -412,9 +412,9 @@ def test_a_bundle_holds_the_host_tar_while_it_links_it_and_the_dist_while_it_pac
     import tarfile
     from typing import Any
 
-    from kctl.runtime import bundle
-    from kctl.runtime import dist as distmod
-    from kctl.spec import ClusterSpec
+    from kctl.model.spec import ClusterSpec
+    from kctl.runtime.engine import bundle
+    from kctl.runtime.image import artifacts as distmod
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setattr(distmod, "DEFAULT_SOURCES", (_fake_dist_source("old"),))

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from kctl.model.spec import parse_spec
 from kctl.monitor.service import Observation, firing
 from kctl.security import certs, store
-from kctl.spec import parse_spec
 
 
 @pytest.fixture

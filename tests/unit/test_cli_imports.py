@@ -17,7 +17,7 @@ import kctl.cli
 # Third-party packages and kctl domain packages that no command may import before it runs.
 HEAVY = ("docker", "kazoo", "confluent_kafka", "pyspark", "delta", "pyarrow", "deltalake", "duckdb", "testcontainers",
          "jinja2", "yaml", "pydantic", "rich")
-DOMAIN = ("kctl.spec", "kctl.properties", "kctl.render", "kctl.doctor", "kctl.runtime", "kctl.kafka", "kctl.zk",
+DOMAIN = ("kctl.model", "kctl.kraft", "kctl.cluster", "kctl.migrate", "kctl.runtime", "kctl.kafka", "kctl.zk",
           "kctl.stream", "kctl.agent")
 
 CLI_DIR = Path(kctl.cli.__file__).parent
@@ -137,12 +137,12 @@ def test_tables_print_emoji_codes_as_data(capsys: object) -> None:
 def test_the_spec_does_not_import_package_metadata_until_used() -> None:
     # pydantic takes importlib.metadata.entry_points at import time; with plugins disabled it never calls it.
     modules = loaded_after("import os\nos.environ['PYDANTIC_DISABLE_PLUGINS'] = '__all__'\n"
-                           "from kctl.spec import ClusterSpec\nClusterSpec()\n")
+                           "from kctl.model.spec import ClusterSpec\nClusterSpec()\n")
     assert "pydantic.main" in modules and "importlib.metadata._adapters" not in modules
 
 
 def test_deferred_package_metadata_works_when_used() -> None:
-    modules = loaded_after("import kctl.spec\nimport importlib.metadata\n"
+    modules = loaded_after("import kctl.model.spec\nimport importlib.metadata\n"
                            "from importlib.metadata import entry_points, version\n"
                            "assert version('pydantic') == importlib.metadata.version('pydantic')\n"
                            "assert isinstance(entry_points(group='console_scripts'), importlib.metadata.EntryPoints)\n"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from kctl.kafka import configs
-from kctl.render import render
+from kctl.model.render import render
+from kctl.model.spec import parse_spec
 from kctl.runtime import cluster as rc
-from kctl.spec import parse_spec
 
 OLD = parse_spec({})[0]
 NEW = parse_spec({"kafka": {"min_insync_replicas": 1, "log_retention_hours": 12}})[0]

@@ -499,7 +499,7 @@ def test_every_answer_carries_the_security_headers(config: ConsoleConfig, world:
 
 def test_a_clusters_error_naming_its_directory_reaches_only_unlimited_admins(config: ConsoleConfig,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl import health
+    from kctl.cluster import health
     from kctl.errors import KctlError
 
     root = str(config.cluster_files[0].parent.parent)  # every cluster's directory is under it

@@ -124,7 +124,7 @@ def test_the_audit_log_appends_from_threads_filters_and_exports(tmp_path: Path) 
 
 def test_one_reassignment_job_per_cluster_and_its_end_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     from kctl.kafka import reassign
-    from kctl.spec import ClusterSpec
+    from kctl.model.spec import ClusterSpec
 
     release = threading.Event()
     ended: list[Any] = []
@@ -152,7 +152,7 @@ def test_one_reassignment_job_per_cluster_and_its_end_is_reported(monkeypatch: p
 
 def test_a_plan_the_cluster_refuses_starts_no_job(monkeypatch: pytest.MonkeyPatch) -> None:
     from kctl.kafka import reassign
-    from kctl.spec import ClusterSpec
+    from kctl.model.spec import ClusterSpec
 
     def refuse(spec: Any, plan: Any) -> None:
         raise UsageError("broker 9 is not registered")

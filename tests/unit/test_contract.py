@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kctl import contract
 
-NODE = Path(__file__).resolve().parents[2] / "kctl" / "runtime" / "node"
+NODE = Path(__file__).resolve().parents[2] / "kctl" / "runtime" / "image" / "node"
 
 
 def _scripts() -> str:
@@ -26,7 +26,7 @@ def test_the_retired_marker_is_the_one_the_scripts_read() -> None:
 
 
 def test_log_files_are_where_the_log4j_and_supervisor_configs_put_them() -> None:
-    from kctl import properties
+    from kctl.model import properties
 
     text = _scripts()
     assert f"{contract.LOG_ROOT}/{contract.LOG_FILES['supervisor']}" in text

@@ -9,11 +9,12 @@ from unittest import mock
 
 import pytest
 
-from kctl import lifecycle
-from kctl.render import render
+from kctl.cluster import lifecycle
+from kctl.model.render import render
+from kctl.model.spec import ClusterSpec, NodeSpec, ZkRole
 from kctl.runtime import cluster as rcl
-from kctl.runtime import compose, docker_api
-from kctl.spec import ClusterSpec, NodeSpec, ZkRole
+from kctl.runtime import docker_api
+from kctl.runtime.engine import compose
 
 THREE = ClusterSpec(nodes=[NodeSpec(id=i, hostname=f"logger{i}") for i in (1, 2, 3)])
 FOUR = ClusterSpec(nodes=[*THREE.nodes, NodeSpec(id=4, hostname="logger4", role=ZkRole.observer)])

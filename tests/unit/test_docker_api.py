@@ -14,10 +14,11 @@ from docker.errors import APIError
 
 from kctl import contract
 from kctl.errors import DockerUnavailable, KctlError, TimeoutReached
-from kctl.runtime import docker_api, engines
-from kctl.runtime.compose import ComposeEngine
-from kctl.runtime.swarm import SwarmEngine
-from kctl.spec import ClusterSpec, Engine
+from kctl.model.spec import ClusterSpec, Engine
+from kctl.runtime import docker_api
+from kctl.runtime.engine import engines
+from kctl.runtime.engine.compose import ComposeEngine
+from kctl.runtime.engine.swarm import SwarmEngine
 
 RUNTIME = Path(__file__).resolve().parents[2] / "kctl" / "runtime"
 
@@ -140,16 +141,17 @@ def _kctl_imports(path: Path) -> set[str]:
 
 # Where naming engine swarm is the point: the Swarm engine, the pick (for_spec), the labels that tell which engine
 # made a container and the refusal that says so; the spec and what renders it; `kctl swarm`; its benchmark.
-SWARM_NAMED = {"runtime/swarm.py", "runtime/engines.py", "runtime/docker_api.py", "runtime/engine_base.py",
-               "spec.py", "render.py", "properties.py", "cli/swarm.py", "bench/swarm.py"}
+SWARM_NAMED = {"runtime/engine/swarm.py", "runtime/engine/engines.py", "runtime/docker_api.py",
+               "runtime/engine/base.py", "model/spec.py", "model/render.py", "model/properties.py", "cli/swarm.py",
+               "bench/swarm.py"}
 
 
 def test_the_seam_points_one_way() -> None:
     # docker_api <- engine_base <- compose, swarm <- engines: no module imports one above it, even in a function
-    above = {"docker_api.py": {"engine_base", "compose", "swarm", "engines", "faults"},
-             "engine_base.py": {"compose", "swarm", "engines", "faults"},
-             "compose.py": {"swarm", "engines", "faults"},
-             "swarm.py": {"compose", "engines", "faults"}}
+    above = {"docker_api.py": {"base", "compose", "swarm", "engines", "faults"},
+             "engine/base.py": {"compose", "swarm", "engines", "faults"},
+             "engine/compose.py": {"swarm", "engines", "faults"},
+             "engine/swarm.py": {"compose", "engines", "faults"}}
     for name, forbidden in above.items():
         bad = {m for m in _kctl_imports(RUNTIME / name) if m.split(".")[-1] in forbidden}
         assert not bad, f"{name} imports {sorted(bad)}"
@@ -323,8 +325,8 @@ def test_a_container_removed_between_the_list_and_its_inspect_is_left_out() -> N
 def test_a_service_its_supervisor_gave_up_on_is_failed_not_stopped() -> None:
     """supervisord's FATAL (the wrapper's crash-loop limit) is asked only when a process is missing (one exec);
     a host's failed systemd unit arrives in the process table as kctl's observe script prints it."""
-    from kctl import health
-    from kctl.runtime import hosts
+    from kctl.cluster import health
+    from kctl.runtime.engine import hosts
 
     zk = "java -cp /opt/zookeeper/lib/* org.apache.zookeeper.server.quorum.QuorumPeerMain /etc/kctl/zoo.cfg"
     broker = "java -Xmx512m -cp /opt/kafka/libs/* kafka.Kafka /etc/kctl/server.properties"
@@ -363,7 +365,7 @@ def test_a_service_its_supervisor_gave_up_on_is_failed_not_stopped() -> None:
 
 
 def test_a_controller_its_supervisor_gave_up_on_is_failed_where_the_phase_runs_one() -> None:
-    from kctl import health
+    from kctl.cluster import health
 
     procs = docker_api.process_states(["x QuorumPeerMain", f"{docker_api.GAVE_UP}controller"],
                                       ("zookeeper", "kafka"))
@@ -381,7 +383,7 @@ def test_a_controller_its_supervisor_gave_up_on_is_failed_where_the_phase_runs_o
 def test_nodes_made_before_the_restart_policy_get_it_in_place_and_nothing_else_is_touched() -> None:
     """`kctl up` on a cluster whose node containers have no restart policy (made by an older kctl): each gets
     unless-stopped through `docker update`, no recreate; a node that has it and a non-node container are left."""
-    from kctl.runtime import compose
+    from kctl.runtime.engine import compose
 
     def container(host: str, policy: str, node: bool = True) -> Any:
         c = mock.create_autospec(docker.models.containers.Container, instance=True)

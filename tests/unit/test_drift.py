@@ -1,9 +1,9 @@
-"""kctl diff's comparison (kctl/drift.py) without Docker: which layer disagrees with which."""
+"""kctl diff's comparison (kctl/cluster/drift.py) without Docker: which layer disagrees with which."""
 
 from __future__ import annotations
 
-from kctl import drift
-from kctl.drift import NOT_APPLIED, OVERRIDDEN, RUNNING, NodeObs, compare
+from kctl.cluster import drift
+from kctl.cluster.drift import NOT_APPLIED, OVERRIDDEN, RUNNING, NodeObs, compare
 
 FILE = {"log.retention.hours": "168", "num.io.threads": "8", "broker.id": "1"}
 

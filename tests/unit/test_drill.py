@@ -9,8 +9,8 @@ import pytest
 from kctl.drill import check, report
 from kctl.drill.run import DrillNotRun, parse_seconds, validate
 from kctl.errors import UsageError
+from kctl.model.spec import ClusterSpec
 from kctl.runtime.faults import Faults
-from kctl.spec import ClusterSpec
 
 
 def _clean(n: int = 30, partitions: int = 3) -> tuple[list[tuple[int, int, int]], dict[int, list[tuple[int, int]]]]:

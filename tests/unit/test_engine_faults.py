@@ -10,11 +10,11 @@ import pytest
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.runtime import engines
+from kctl.model.spec import ClusterSpec, Engine
 from kctl.runtime.docker_api import current_containers
-from kctl.runtime.engines import WrongEngine, check_engine
+from kctl.runtime.engine import engines
+from kctl.runtime.engine.engines import WrongEngine, check_engine
 from kctl.runtime.faults import Faults
-from kctl.spec import ClusterSpec, Engine
 
 
 @dataclass

@@ -12,8 +12,8 @@ import pytest
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.runtime.compose import ComposeEngine
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
+from kctl.runtime.engine.compose import ComposeEngine
 
 
 class LocalEngine(ComposeEngine):

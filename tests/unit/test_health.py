@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from kctl import health
-from kctl.health import ContainerObs, Observations, ZkState, assess
+from kctl.cluster import health
+from kctl.cluster.health import ContainerObs, Observations, ZkState, assess
 from kctl.kafka import describe as kmd
+from kctl.model.spec import ClusterSpec, parse_spec
 from kctl.runtime import docker_api
-from kctl.spec import ClusterSpec, parse_spec
 
 SPEC = ClusterSpec()  # three colocated nodes, logger1..3, brokers 1..3
 HOSTS = ("logger1", "logger2", "logger3")
@@ -264,7 +264,7 @@ def test_check_healthy_is_assess() -> None:
 
 
 def test_the_gates_ask_check_healthy(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl import nodes
+    from kctl.cluster import nodes
     from kctl.drill import run as drill
     from kctl.roll import run as roll
 

@@ -1,5 +1,5 @@
-"""engine hosts' pure parts: ssh's command lines and failure messages, the Java check (kctl/runtime/ssh.py,
-kctl/runtime/hosts.py). Nothing here reaches a host."""
+"""engine hosts' pure parts: ssh's command lines and failure messages, the Java check (kctl/runtime/engine/ssh.py,
+kctl/runtime/engine/hosts.py). Nothing here reaches a host."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kctl.errors import SpecError
-from kctl.runtime import hosts, ssh
-from kctl.spec import ClusterSpec, parse_spec
+from kctl.model.spec import ClusterSpec, parse_spec
+from kctl.runtime.engine import hosts, ssh
 
 
 def spec(**ssh_settings: object) -> ClusterSpec:
@@ -223,8 +223,8 @@ def test_an_unknown_host_key_is_named_with_the_way_to_add_it_and_an_old_kctl_fil
 
 
 def test_down_volumes_never_deletes_a_known_hosts_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl import lifecycle
-    from kctl.runtime import engines
+    from kctl.cluster import lifecycle
+    from kctl.runtime.engine import engines
 
     class Gone:
         def client(self) -> None:
@@ -289,7 +289,7 @@ def test_java_major(line: str, major: int | None) -> None:
 def test_doctor_checks_the_hosts_not_docker(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
     from pathlib import Path
 
-    from kctl import doctor
+    from kctl.runtime import doctor
 
     s = spec()
     monkeypatch.setattr(hosts.HostsEngine, "host_problems",
@@ -305,8 +305,8 @@ def test_doctor_checks_the_hosts_not_docker(monkeypatch: pytest.MonkeyPatch, tmp
 def test_node_add_says_a_host_key_trusted_on_first_use_too(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """`kctl node add` reaches HostsEngine.start_one through lifecycle.start_node: the fingerprint line of its
     preflight reaches the command's progress, not a no-op."""
-    from kctl import lifecycle
-    from kctl.runtime import engines
+    from kctl.cluster import lifecycle
+    from kctl.runtime.engine import engines
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     eng = hosts.HostsEngine()

@@ -1,4 +1,4 @@
-"""engine hosts: whose host it is (kctl/runtime/host_identity.py). The observation script runs for real in a
+"""engine hosts: whose host it is (kctl/runtime/engine/host_identity.py). The observation script runs for real in a
 shell here, on directories of the test's own; the decisions are pure. Nothing here reaches a host."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.runtime import host_identity as hid
-from kctl.runtime import hosts
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
+from kctl.runtime.engine import host_identity as hid
+from kctl.runtime.engine import hosts
 
 UID = "0f" * 16
 

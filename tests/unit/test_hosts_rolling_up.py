@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from kctl import lifecycle
+from kctl.cluster import lifecycle
+from kctl.model.spec import ClusterSpec
 from kctl.roll import run
 from kctl.roll import up as rolling
-from kctl.runtime import engines, hosts
-from kctl.spec import ClusterSpec
+from kctl.runtime.engine import engines, hosts
 
 
 def spec(**extra: Any) -> ClusterSpec:
@@ -90,7 +90,7 @@ def test_up_with_nothing_pending_takes_no_lock(rolls: list[tuple[Any, ...]], mon
 
 def test_the_install_restarts_no_running_service_and_starts_the_rest(monkeypatch: pytest.MonkeyPatch,
                                                                      tmp_path: Path) -> None:
-    from kctl.runtime.bundle import NodeBundle
+    from kctl.runtime.engine.bundle import NodeBundle
 
     s = spec()
     eng = hosts.HostsEngine()

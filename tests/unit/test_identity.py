@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from kctl import health, identity
+from kctl.cluster import health, identity
 from kctl.contract import LABEL_STATE_DIR
 from kctl.kafka import describe as kmd
-from kctl.render import render
+from kctl.model.render import render
+from kctl.model.spec import ClusterSpec
 from kctl.runtime import docker_api
-from kctl.spec import ClusterSpec
 from tests.unit.fake_zk import free_port
 from tests.unit.test_describe import fake_broker
 
@@ -138,7 +138,7 @@ def test_status_records_the_identity_of_its_own_running_cluster(tmp_path: Path,
 
 def test_init_next_to_a_running_cluster_warns_or_picks_free_ports(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl import doctor
+    from kctl.runtime import doctor
 
     d = ClusterSpec()
     zk0, kafka0 = d.zookeeper.host_port_base, d.kafka.external_port_base
@@ -159,7 +159,7 @@ def test_init_next_to_a_running_cluster_warns_or_picks_free_ports(tmp_path: Path
 
 
 def test_init_on_a_free_machine_keeps_the_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl import doctor
+    from kctl.runtime import doctor
 
     monkeypatch.setattr(docker_api, "listed", lambda cluster, sc=None: [])
     monkeypatch.setattr(doctor, "port_free", lambda port: True)

@@ -27,9 +27,10 @@ from docker.api import APIClient
 from docker.models.images import Image, ImageCollection
 
 from kctl.errors import KctlError
-from kctl.runtime import dist as distmod
-from kctl.runtime import image, maven
-from kctl.runtime.dist import apache, central, layout, scripts
+from kctl.runtime.image import artifacts as distmod
+from kctl.runtime.image import build as image
+from kctl.runtime.image import maven
+from kctl.runtime.image.artifacts import apache, central, layout, scripts
 
 NODE = image.NODE_DIR
 SHELL_FILES = ["entrypoint.sh", "healthcheck", "kafka-start", "zookeeper-start", "jvm-common.sh", "controller-start",
@@ -680,7 +681,7 @@ def test_tar_roundtrip_helper_is_sane(tmp_path: Path) -> None:
 
 
 def test_exporter_jars_are_matched_to_kafkas_by_artifact_name(tmp_path: Path) -> None:
-    from kctl.runtime import exporters
+    from kctl.runtime.image import exporters
 
     assert exporters.artifact_name("jetty-servlet-9.4.57.v20241219.jar") == "jetty-servlet"
     assert exporters.artifact_name("javax.servlet-api-3.1.0.jar") == "javax.servlet-api"

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from kctl import migrate
 from kctl.errors import KctlError, SpecError, UsageError
 from kctl.kraft import phases as ph
 from kctl.kraft.phases import Phase
-from kctl.spec import ClusterSpec, load_cluster, parse_spec
+from kctl.migrate import kraft as migrate
+from kctl.model.spec import ClusterSpec, load_cluster, parse_spec
 
 PINS_391 = ClusterSpec().migration_pins  # the default kctl.yaml: Kafka 3.9.1
 
@@ -52,7 +52,7 @@ def state_files(state: Path) -> list[str]:
                          ids=[f"{a}-{p.value}-to-{t.value}" for p, a, t, _d in UNDER_WAY])
 def test_a_version_change_under_a_transition_is_refused_before_anything_is_rendered(
         tmp_path: Path, phase: Phase, action: str, target: Phase, done: list[str]) -> None:
-    from kctl.render import render
+    from kctl.model.render import render
 
     record = ph.Record(phase, target, action, done, cluster_id="Xy7kQ2fnT3a1bC9dE0fG1h", pins=dict(PINS_391))
     spec_file, state = cluster(tmp_path, record, versions={"kafka": "4.1.1"})
@@ -79,7 +79,7 @@ def test_a_version_change_under_a_transition_is_refused_before_anything_is_rende
                                      {"image": {"ref": "example/kafka:3.9.1"}}])
 def test_every_setting_a_migration_keeps_is_held_between_its_transitions_too(
         tmp_path: Path, changed: dict[str, Any]) -> None:
-    from kctl.render import render
+    from kctl.model.render import render
 
     spec_file, state = cluster(tmp_path, ph.Record(Phase.dual_write, pins=dict(PINS_391)), **changed)
     spec, _ = load_cluster(spec_file)
@@ -89,7 +89,7 @@ def test_every_setting_a_migration_keeps_is_held_between_its_transitions_too(
 
 
 def test_a_record_from_before_pins_holds_the_cluster_to_the_release_that_migrates(tmp_path: Path) -> None:
-    from kctl.render import render
+    from kctl.model.render import render
 
     # kraft.json as an older kctl wrote it: a finalize under way, no pins
     state = tmp_path / ".kctl" / "logger"
@@ -147,7 +147,8 @@ def test_a_kafka_4_apply_of_a_split_kraft_cluster_is_refused_before_the_image_or
     before it builds an image or writes a file (before, it built the image and wrote every node's files, then its
     roll was refused at the first ZooKeeper step)."""
     from kctl.roll import apply as apply_mod
-    from kctl.runtime import engines, image
+    from kctl.runtime.engine import engines
+    from kctl.runtime.image import build as image
 
     record = ph.Record(Phase.kraft, cluster_id="Xy7kQ2fnT3a1bC9dE0fG1h")
     spec_file, state = cluster(tmp_path, record, topology="split",
@@ -169,7 +170,7 @@ def test_an_apply_whose_roll_kctl_would_refuse_is_refused_before_the_image_or_a_
     """Whatever the render: a planned roll that kctl restart would refuse (here a ZooKeeper restart on a cluster on
     KRaft, whose ZooKeeper is retired: a zookeeper.overrides edit) stops the apply before its image build, its
     secrets and its files; before, the refusal came from the roll itself, after all of them were written."""
-    from kctl.render import render
+    from kctl.model.render import render
     from kctl.roll import apply as apply_mod
     from kctl.roll import run as roll_run
 
@@ -189,7 +190,7 @@ def test_an_apply_whose_roll_kctl_would_refuse_is_refused_before_the_image_or_a_
 
 
 def test_a_downgrade_below_the_raised_metadata_version_is_refused(tmp_path: Path) -> None:
-    from kctl.render import render
+    from kctl.model.render import render
 
     state = tmp_path / ".kctl" / "logger"
     ph.write(state, ph.Record(Phase.kraft, cluster_id="x", history=[{"phase": "kraft", "at": 1.0}]))
@@ -212,9 +213,9 @@ def test_a_cluster_made_on_kraft_is_never_rendered_with_a_release_older_than_its
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Made on KRaft by Kafka 4.1.1 (`kctl init --kraft`): its storage is formatted at 4.1-IV1 with no raise kctl
     records, and Kafka 4.0.0 cannot start on it. The first `kctl up` records the level; 4.0.0 is then refused."""
-    from kctl import lifecycle
-    from kctl import render as render_mod
-    from kctl.render import render
+    from kctl.cluster import lifecycle
+    from kctl.model import render as render_mod
+    from kctl.model.render import render
 
     spec_file, state = cluster(tmp_path, None, metadata="kraft", versions={"kafka": "4.1.1"})
     spec, _ = load_cluster(spec_file)
@@ -313,8 +314,8 @@ def test_a_record_from_before_the_formatted_level_was_kept(tmp_path: Path) -> No
 
 def test_the_apply_that_raises_metadata_version_records_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The one place kctl raises metadata.version (kctl apply, after a new release's roll) records the level."""
-    from kctl.kraft import features
-    from kctl.render import render
+    from kctl.cluster import features
+    from kctl.model.render import render
     from kctl.roll import apply as apply_mod
 
     spec_file, state = cluster(tmp_path, ph.Record(Phase.kraft, cluster_id="x"), versions={"kafka": "4.1.1"})
@@ -425,14 +426,14 @@ def _write_applied(state: Path) -> None:
 
 
 def _write_identity(state: Path) -> None:
-    from kctl import identity
+    from kctl.cluster import identity
 
     identity.record(ClusterSpec(), state, "Xy7kQ2fnT3a1bC9dE0fG1h")
     assert identity.read(state) is not None and identity.read(state).cluster_id == "Xy7kQ2fnT3a1bC9dE0fG1h"  # type: ignore[union-attr]
 
 
 def _write_engine(state: Path) -> None:
-    from kctl.spec import Engine, record_engine, recorded_engine
+    from kctl.model.spec import Engine, record_engine, recorded_engine
 
     record_engine(state, Engine.swarm)
     assert recorded_engine(state) is Engine.swarm

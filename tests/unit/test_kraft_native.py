@@ -10,7 +10,7 @@ import pytest
 
 from kctl.kraft import phases as ph
 from kctl.kraft.phases import Phase
-from kctl.spec import ClusterSpec, parse_spec, resolve_cluster
+from kctl.model.spec import ClusterSpec, parse_spec, resolve_cluster
 
 
 def test_a_cluster_id_is_kafkas_shape() -> None:
@@ -57,8 +57,8 @@ def test_what_metadata_kraft_cannot_be_yet_is_refused(settings: dict[str, object
 
 
 def test_a_node_on_kraft_retires_zookeeper_and_formats_with_the_clusters_id() -> None:
-    from kctl.properties import parse_properties, services_of
-    from kctl.render import node_files
+    from kctl.model.properties import parse_properties, services_of
+    from kctl.model.render import node_files
 
     spec = ClusterSpec().with_kraft("kraft", "Xy7kQ2fnT3a1bC9dE0fG1h")
     host, node, services = services_of(spec)[0]
@@ -80,7 +80,7 @@ def test_node_changes_are_refused_mid_migration_and_on_kraft_for_a_voter(tmp_pat
     """Mid-migration every node change is refused; on KRaft a node joins as a broker alone (an observer of the
     controller quorum) and only such a node leaves: the voters of a static quorum stay. Each refusal comes before
     anything is touched (no cluster here: a change that got further would fail on Docker, not with these words)."""
-    from kctl import nodes
+    from kctl.cluster import nodes
     from kctl.errors import UsageError
 
     spec_file = tmp_path / "kctl.yaml"
@@ -115,7 +115,7 @@ def test_reassign_list_output_is_parsed_as_kafka_prints_it() -> None:
 
 def test_kafka_4_is_rendered_for_a_cluster_on_kraft_and_refused_on_zookeeper(tmp_path: Path) -> None:
     from kctl.errors import UsageError
-    from kctl.render import render
+    from kctl.model.render import render
 
     on_kraft = resolve_cluster(parse_spec({"name": "k4", "metadata": "kraft", "versions": {"kafka": "4.1.1"}})[0],
                                tmp_path / "kctl.yaml").with_kraft(Phase.kraft.value, ph.new_cluster_id())
@@ -140,7 +140,7 @@ def test_kafka_4_is_rendered_for_a_cluster_on_kraft_and_refused_on_zookeeper(tmp
 
 
 def test_features_describe_and_version_mapping_as_kafka_prints_them() -> None:
-    from kctl.kraft import features
+    from kctl.cluster import features
 
     # kafka-features.sh describe of a Kafka 3.9.1 cluster on KRaft (tab-separated, as printed)
     text = ("Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\t"
@@ -181,9 +181,9 @@ def test_the_only_broker_of_a_cluster_on_kraft_is_gone_once_its_process_exited()
 
 
 def test_the_quorum_tool_is_asked_only_once_the_quorum_state_files_agree(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl import health
-    from kctl.health import ControllerView
-    from kctl.kraft import quorum as kq
+    from kctl.cluster import health
+    from kctl.cluster import quorum as kq
+    from kctl.cluster.health import ControllerView
 
     spec = ClusterSpec.model_validate({"name": "k", "metadata": "kraft", "cluster_id": "MkU3OEVBNTcwNTJENDM2Qg"})
     files = {"logger1": (3001, 4), "logger2": (3001, 4), "logger3": (None, 5)}  # logger3 mid-election

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from kctl import properties
 from kctl.errors import KctlError
 from kctl.kraft import config as kc
 from kctl.kraft import phases as ph
 from kctl.kraft.phases import Phase
-from kctl.spec import ClusterSpec
+from kctl.model import properties
+from kctl.model.spec import ClusterSpec
 
 
 def test_next_walks_forward_and_stops_before_finalizing() -> None:
@@ -131,8 +131,8 @@ def test_a_secured_broker_moves_to_the_standard_authorizer_with_kraft() -> None:
 
 
 def test_the_render_follows_the_recorded_phase(tmp_path: Path) -> None:
-    from kctl.render import render
-    from kctl.spec import load_cluster
+    from kctl.model.render import render
+    from kctl.model.spec import load_cluster
 
     spec_file = tmp_path / "kctl.yaml"
     spec_file.write_text("name: logger\n")
@@ -200,7 +200,7 @@ def test_secured_controllers_listen_with_sasl_plain_and_log_in_as_the_brokers_do
 
 def test_secured_controllers_get_their_login_in_secret_files_only(tmp_path: Path) -> None:
     from kctl import contract
-    from kctl.render import render
+    from kctl.model.render import render
     from kctl.security import store
 
     spec = ClusterSpec.model_validate({"security": {"enabled": True}}).with_kraft("controllers", "X")

@@ -1,4 +1,4 @@
-"""KRaft storage is formatted only where kctl made it (kctl/runtime/node/jvm-common.sh `kraft_storage`, the
+"""KRaft storage is formatted only where kctl made it (kctl/runtime/image/node/jvm-common.sh `kraft_storage`, the
 image's `unformatted`), run in bash with a stand-in kafka-storage.sh; and the Python side: the permits a new
 node's data dir gets, the UNFORMATTED state, its message in the health assessment."""
 
@@ -12,7 +12,7 @@ import pytest
 from kctl import contract
 from kctl.runtime import docker_api
 
-NODE = Path(__file__).resolve().parents[2] / "kctl" / "runtime" / "node"
+NODE = Path(__file__).resolve().parents[2] / "kctl" / "runtime" / "image" / "node"
 
 # kafka-storage.sh format --cluster-id=ID --config CONF --ignore-formatted: meta.properties in each log dir
 STORAGE_TOOL = """#!/bin/bash
@@ -128,7 +128,7 @@ def test_the_scripts_use_the_contract_permit() -> None:
     for script in ("controller-start", "kafka-start"):
         assert "kraft_storage " in (NODE / script).read_text()
     assert "kafka-storage.sh\" format" not in (NODE / "controller-start").read_text()  # only through kraft_storage
-    dockerfile = (NODE.parents[2] / "Dockerfile").read_text()
+    dockerfile = (NODE.parents[3] / "Dockerfile").read_text()
     assert "/usr/local/lib/kctl/unformatted" in dockerfile and contract.format_permit("controller") in dockerfile
 
 
@@ -139,8 +139,8 @@ def test_unformatted_is_a_state_of_its_own_and_says_what_to_do() -> None:
     assert docker_api.process_states(lines, ("zookeeper", "kafka")) == {
         "zookeeper": "RUNNING", "controller": "UNFORMATTED", "kafka": "UNFORMATTED"}
     assert "UNFORMATTED" not in docker_api.NOT_RUNNING  # `kctl up` does not start it again: it waits on purpose
-    from kctl import health
-    from kctl.spec import parse_spec
+    from kctl.cluster import health
+    from kctl.model.spec import parse_spec
 
     spec, _ = parse_spec({"versions": {"kafka": "4.1.1"}, "metadata": "kraft"})
     said = health.process_problems(spec, "logger1", {"zookeeper": "RUNNING", "kafka": "UNFORMATTED"})
@@ -151,8 +151,8 @@ def test_a_new_node_gets_permits_and_a_lost_data_dir_of_a_known_node_none(tmp_pa
     import json
 
     from kctl.kraft import phases as ph
-    from kctl.render import render, write
-    from kctl.spec import ClusterSpec, parse_spec, resolve_cluster
+    from kctl.model.render import render, write
+    from kctl.model.spec import ClusterSpec, parse_spec, resolve_cluster
 
     spec, _ = parse_spec({"versions": {"kafka": "4.1.1"}, "metadata": "kraft"})
     resolved = resolve_cluster(spec, tmp_path / "kctl.yaml")

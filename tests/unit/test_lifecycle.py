@@ -1,4 +1,4 @@
-"""kctl.lifecycle (converge, up, down) and the testing API on top of it, against a fake engine: no Docker."""
+"""kctl.cluster.lifecycle (converge, up, down) and the testing API on top of it, against a fake engine: no Docker."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
-from kctl import health, lifecycle
+from kctl.cluster import health, lifecycle
 from kctl.errors import TimeoutReached
-from kctl.render import render
+from kctl.model.render import render
+from kctl.model.spec import ClusterSpec
 from kctl.runtime import cluster as rc
-from kctl.runtime import docker_api, engines
-from kctl.runtime.compose import ContainerInfo
-from kctl.spec import ClusterSpec
+from kctl.runtime import docker_api
+from kctl.runtime.engine import engines
+from kctl.runtime.engine.compose import ContainerInfo
 from kctl.wait import Stage
 
 SPEC = ClusterSpec()  # logger1..3
@@ -272,7 +273,7 @@ def test_the_quick_jit_rule_fills_kctl_inits_empty_flags_and_keeps_named_ones() 
 
 
 def test_the_testing_api_lets_followers_wait_2_s_for_data_unless_told_otherwise(tmp_path: Path) -> None:
-    from kctl.properties import server_properties
+    from kctl.model.properties import server_properties
     from kctl.testing import cluster as tc
 
     quiet = tc.KafkaCluster(nodes=1, workdir=tmp_path, kafka={"overrides": {"auto.leader.rebalance.enable": "false"}})

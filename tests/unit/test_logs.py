@@ -12,8 +12,8 @@ import pytest
 
 from kctl.errors import KctlError, UsageError
 from kctl.files import follow_lines, tail_start
+from kctl.model.spec import ClusterSpec, parse_spec
 from kctl.runtime import logs
-from kctl.spec import ClusterSpec, parse_spec
 
 
 def spec_of(**extra: object) -> ClusterSpec:

@@ -1,4 +1,4 @@
-"""kctl.runtime.maven, the one place kctl runs mvn: POM, offline first, clear errors (a fake mvn, no JVM)."""
+"""kctl.runtime.image.maven, the one place kctl runs mvn: POM, offline first, clear errors (a fake mvn, no JVM)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kctl.errors import KctlError
-from kctl.runtime import maven
+from kctl.runtime.image import maven
 
 NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
+from kctl.cluster import features
 from kctl.errors import ClusterError, KctlError, UsageError
-from kctl.kraft import features
 from kctl.kraft import phases as ph
 from kctl.kraft.phases import Phase
+from kctl.model.spec import ClusterSpec, load_cluster
 from kctl.roll import apply as apply_mod
-from kctl.spec import ClusterSpec, load_cluster
 
 
 def on_kraft(tmp_path: Path, kafka: str = "4.1.1") -> tuple[ClusterSpec, Path]:
@@ -49,7 +49,7 @@ class Stub:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, spec: ClusterSpec) -> None:
         from kctl.roll import run
-        from kctl.runtime import engines
+        from kctl.runtime.engine import engines
         from kctl.security import store
 
         self.recreate: dict[str, list[str]] = {"logger1": ["image: kctl/node:3.9.1 -> kctl/node:4.1.1"]}
@@ -85,7 +85,7 @@ class Stub:
         monkeypatch.setattr(run, "roll", roll)
         monkeypatch.setattr(apply_mod, "_record", lambda state_dir, hashes: None)
         monkeypatch.setattr(store, "ensure", lambda s, d: [])
-        monkeypatch.setattr("kctl.render.write", lambda rendered, out: [])
+        monkeypatch.setattr("kctl.model.render.write", lambda rendered, out: [])
         monkeypatch.setattr(engines.for_spec(spec).__class__, "uses_image", False, raising=False)
         monkeypatch.setattr(features, "raise_metadata_version", raise_mv)
 
@@ -117,7 +117,7 @@ def test_a_failed_raise_stays_owed_and_says_what_to_run(tmp_path: Path, monkeypa
     assert stub.rolled == ["logger1"] and "raising metadata.version failed" in failed.value.message
     assert "kctl migrate kraft raise-metadata-version" in (failed.value.hint or "")
     assert ph.read(state).metadata_version_pending == "4.1.1" and ph.read(state).metadata_version == "3.9-IV0"
-    from kctl import migrate
+    from kctl.migrate import kraft as migrate
 
     monkeypatch.setattr(migrate, "controller_hosts", lambda s: [])
     monkeypatch.setattr(migrate, "describe_quorum", lambda s: (_ for _ in ()).throw(KctlError("no quorum")))
@@ -132,7 +132,7 @@ def test_a_failed_raise_stays_owed_and_says_what_to_run(tmp_path: Path, monkeypa
 
 def test_up_raises_an_owed_raise_and_warns_when_it_fails_again(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl import lifecycle
+    from kctl.cluster import lifecycle
 
     spec, state = on_kraft(tmp_path)
     calls: list[str] = []
@@ -156,7 +156,7 @@ def test_up_raises_an_owed_raise_and_warns_when_it_fails_again(tmp_path: Path,
 
 
 def test_the_raise_by_hand_is_refused_on_zookeeper(tmp_path: Path) -> None:
-    from kctl import migrate
+    from kctl.migrate import kraft as migrate
 
     spec_file = tmp_path / "kctl.yaml"
     spec_file.write_text(yaml.safe_dump({"name": "logger"}))

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from kctl import migrate
+from kctl.cluster import lock as state_lock
+from kctl.cluster import quorum
 from kctl.errors import KctlError, UsageError
 from kctl.kraft import phases as ph
-from kctl.kraft import quorum
 from kctl.kraft.phases import Phase
+from kctl.migrate import kraft as migrate
 
 # kafka-metadata-quorum.sh describe --status of Kafka 3.9 (voters as JSON objects, KIP-853)
 VOTERS = ", ".join(f'{{"id": {i}, "directoryId": null, "endpoints": ["CONTROLLER://logger{i - 3000}:9095"]}}'
@@ -99,7 +100,7 @@ def test_the_plan_lists_every_step_to_kraft() -> None:
     ({"security": {"enabled": True, "migration": "secure-inter-broker"}}, "moving to the secured profile"),
 ])
 def test_clusters_it_cannot_migrate_yet_are_refused_before_anything(settings: dict[str, object], words: str) -> None:
-    from kctl.spec import parse_spec
+    from kctl.model.spec import parse_spec
 
     with pytest.raises(UsageError, match=words) as err:
         migrate.check_can_migrate(parse_spec(settings)[0])
@@ -183,9 +184,9 @@ def test_the_rollback_of_a_next_stuck_at_the_controllers_quorum_runs_kafkas_step
     under way; a kctl killed in the rollback resumes it."""
     import yaml
 
-    from kctl import lifecycle
-    from kctl.runtime import engines
-    from kctl.spec import ClusterSpec, load_cluster
+    from kctl.cluster import lifecycle
+    from kctl.model.spec import ClusterSpec, load_cluster
+    from kctl.runtime.engine import engines
 
     spec_file = tmp_path / "kctl.yaml"
     spec_file.write_text(yaml.safe_dump({"name": "logger"}))
@@ -222,19 +223,19 @@ def test_the_rollback_of_a_next_stuck_at_the_controllers_quorum_runs_kafkas_step
     # puts it back (through its start gates) before its steps, instead of refusing as other changes do
     from kctl.roll import run as roll_run
 
-    roll_run.record_path(state).write_text(json.dumps({"command": "kctl migrate kraft", "pid": 1,
+    state_lock.record_path(state).write_text(json.dumps({"command": "kctl migrate kraft", "pid": 1,
                                                        "down": [["logger2", "kafka"]]}))
 
     def put_back(spec: object, state_dir: Path, timeout: float, say: object) -> list[tuple[str, str]]:
-        calls.append(("put back", *roll_run.read_record(state_dir)["down"][0]))
-        roll_run.clear_record(state_dir)
+        calls.append(("put back", *state_lock.read_record(state_dir)["down"][0]))
+        state_lock.clear_record(state_dir)
         return [("logger2", "kafka")]
 
     monkeypatch.setattr(roll_run, "put_back_left", put_back)
     said: list[str] = []
     spec = load_cluster(spec_file)[0]
     out = migrate.run(spec, state, "rollback", progress=said.append)
-    assert calls.pop(0) == ("put back", "logger2", "kafka") and not roll_run.record_path(state).exists()
+    assert calls.pop(0) == ("put back", "logger2", "kafka") and not state_lock.record_path(state).exists()
     assert (out.source, out.phase) == ("controllers", "zookeeper")
     assert [s["step"] for s in out.steps] == ["stop-controllers", "remove-controllers"]
     hosts = ["logger1", "logger2", "logger3"]

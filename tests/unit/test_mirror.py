@@ -11,7 +11,7 @@ import yaml
 from kctl.errors import KctlError
 from kctl.mirror import config, records
 from kctl.mirror.config import Source
-from kctl.spec import ClusterSpec, SpecError, check_rules, parse_spec
+from kctl.model.spec import ClusterSpec, SpecError, check_rules, parse_spec
 
 
 def target(**mirror: object) -> ClusterSpec:
@@ -407,7 +407,7 @@ def test_mm2_properties_is_written_0600_from_its_creation(tmp_path: Path, monkey
 
 
 def test_the_mirror_container_reads_a_private_copy_of_mm2_properties() -> None:
-    node = Path(__file__).resolve().parents[2] / "kctl" / "runtime" / "node"
+    node = Path(__file__).resolve().parents[2] / "kctl" / "runtime" / "image" / "node"
     entry = (node / "entrypoint.sh").read_text()
     start = (node / "mirrormaker-start").read_text()
     # the 0600 file belongs to the host user: root copies it for MirrorMaker's user (uid 555), mode 0600

@@ -15,7 +15,7 @@ from kctl.errors import KctlError
 from kctl.mirror import config, failover, records, status
 from kctl.mirror.config import Source
 from kctl.mirror.failover import FailoverPlan, SourceView, Untranslated
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 
 SPEC = ClusterSpec.model_validate({"name": "dr", "mirrors": [{"name": "primary", "source": {
     "bootstrap_servers": "127.0.0.1:1"}, "topics": "orders|pay-.*", "topics_exclude": "pay-secret"}]})

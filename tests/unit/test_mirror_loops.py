@@ -15,7 +15,7 @@ import yaml
 from kctl.errors import UsageError
 from kctl.mirror import loops
 from kctl.mirror.loops import Flow
-from kctl.spec import MirrorPolicy, load_spec
+from kctl.model.spec import MirrorPolicy, load_spec
 
 P, ID = MirrorPolicy.prefix, MirrorPolicy.identity
 

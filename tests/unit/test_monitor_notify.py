@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from kctl.errors import SpecError
+from kctl.model.spec import NotifierSpec, parse_spec
 from kctl.monitor import notify
 from kctl.monitor.store import db_path
-from kctl.spec import NotifierSpec, parse_spec
 from tests.unit.monitor_receivers import Hook, group_doc, hooks, monitor
 
 BODY = {"alert": "disk", "state": "open", "cluster": "logger", "subject": "broker 1", "details": "91 %",

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from kctl.model.spec import ClusterSpec, parse_spec
 from kctl.monitor import api, process
 from kctl.monitor import metrics as mx
 from kctl.monitor.service import Monitor
-from kctl.spec import ClusterSpec, parse_spec
 
 T0 = 1_700_000_000.0
 

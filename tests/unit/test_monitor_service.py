@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from kctl.model.spec import parse_spec
 from kctl.monitor import api
 from kctl.monitor.lag import Sample
 from kctl.monitor.service import Observation, firing
 from kctl.monitor.store import Store
-from kctl.spec import parse_spec
 
 
 def broker(i: int, *, urp: int = 0, offline: int = 0, controller: bool = False) -> dict[str, Any]:

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kctl import nodes
+from kctl.cluster import nodes
 from kctl.errors import UsageError
-from kctl.runtime.engines import WrongEngine, check_engine
-from kctl.spec import Engine, load_cluster, parse_spec, record_engine
+from kctl.model.spec import Engine, load_cluster, parse_spec, record_engine
+from kctl.runtime.engine.engines import WrongEngine, check_engine
 
 TEXT = """# my cluster
 name: prod   # the name

@@ -13,7 +13,7 @@ import pytest
 from kctl.bench import clients as bench
 from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kafka import client, configs, console, groups, produce, topics
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 from kctl.zk import fourlw, words
 from tests import kafka_tools
 from tests.unit.fake_zk import free_port

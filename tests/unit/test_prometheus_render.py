@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from kctl.runtime import prometheus as prom
-from kctl.spec import parse_spec
+from kctl.model.spec import parse_spec
+from kctl.monitor import prometheus as prom
 
 
 def test_scrape_jobs_rules_and_receivers_follow_the_spec(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kctl.errors import UsageError
-from kctl.properties import zoo_cfg_dynamic
-from kctl.spec import parse_spec
+from kctl.model.properties import zoo_cfg_dynamic
+from kctl.model.spec import parse_spec
 from kctl.zk import reconfig as rc
 
 CONFIG = """server.1=logger1:2888:3888:participant;0.0.0.0:2181

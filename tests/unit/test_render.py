@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kctl.errors import SpecError
-from kctl.render import COMPOSE_FILE, render, write
-from kctl.spec import parse_spec
+from kctl.model.render import COMPOSE_FILE, render, write
+from kctl.model.spec import parse_spec
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -14,11 +14,12 @@ from unittest import mock
 
 import pytest
 
+from kctl.cluster import lock as state_lock
 from kctl.errors import ClusterError
+from kctl.model.spec import ClusterSpec, NodeSpec
 from kctl.roll import plan as rp
 from kctl.roll import run
-from kctl.runtime import engines, services
-from kctl.spec import ClusterSpec, NodeSpec
+from kctl.runtime.engine import engines, services
 
 SPEC = ClusterSpec(nodes=[NodeSpec(id=i, hostname=f"logger{i}") for i in (1, 2, 3)])
 
@@ -43,7 +44,7 @@ class Cluster:
         monkeypatch.setattr(services, "start", self.start)
 
     def stop(self, spec: object, host: str, svc: str, dc: object = None) -> str:
-        self.recorded_at_stop.append(json.loads(run.record_path(self.state_dir).read_text())["down"])
+        self.recorded_at_stop.append(json.loads(state_lock.record_path(self.state_dir).read_text())["down"])
         self.calls.append(("stop", host, svc))
         return ""
 
@@ -85,7 +86,7 @@ def test_an_interrupt_between_stop_and_start_starts_the_broker_again(
     assert msg.startswith(f"restart interrupted ({said}) at [2/3] logger2 kafka: what it had stopped was started")
     assert "restarted: logger1 kafka" in msg and "not touched: logger3 kafka" in msg and "still" not in msg
     assert err.value.exit_code == 130
-    assert not run.record_path(tmp_path).exists()  # nothing is down: no record
+    assert not state_lock.record_path(tmp_path).exists()  # nothing is down: no record
     assert signal.getsignal(signal.SIGTERM) == before  # kctl's SIGTERM handler went with the roll
     # each stop was recorded before it was asked for
     assert c.recorded_at_stop == [[["logger1", "kafka"]], [["logger2", "kafka"]]]
@@ -104,7 +105,7 @@ def test_a_second_ctrl_c_during_the_put_back_waits_for_the_start(monkeypatch: py
         run.roll(SPEC, tmp_path, service="kafka", gate_timeout=5, poll=0.01)
     assert "still" not in err.value.message
     assert c.calls == [("stop", "logger1", "kafka"), ("start", "logger1", "kafka")]
-    assert not run.record_path(tmp_path).exists()
+    assert not state_lock.record_path(tmp_path).exists()
 
 
 def test_a_zookeeper_mode_node_step_puts_back_zookeeper_and_then_kafka(monkeypatch: pytest.MonkeyPatch,
@@ -136,11 +137,11 @@ def test_a_start_that_fails_in_the_put_back_stays_recorded_and_blocks_other_chan
     with pytest.raises(run.RollInterrupted) as err:
         run.roll(SPEC, tmp_path, service="kafka", gate_timeout=5, poll=0.01)
     assert "still stopped: logger1 kafka" in err.value.message
-    assert json.loads(run.record_path(tmp_path).read_text())["down"] == [["logger1", "kafka"]]
-    with run.roll_lock(tmp_path, "kctl migrate kraft"):  # a migration puts it back itself (kctl.migrate.run)
+    assert json.loads(state_lock.record_path(tmp_path).read_text())["down"] == [["logger1", "kafka"]]
+    with state_lock.roll_lock(tmp_path, "kctl migrate kraft"):  # a migration puts it back itself (migrate.kraft.run)
         pass
     for other in ("kctl node add", "kctl reassign execute", "kctl zk reconfig"):
-        with pytest.raises(ClusterError) as refused, run.roll_lock(tmp_path, other):
+        with pytest.raises(ClusterError) as refused, state_lock.roll_lock(tmp_path, other):
             pass
         assert refused.value.message.startswith(f"{other} refused, nothing was changed: an interrupted roll")
         assert "left logger1 kafka stopped" in refused.value.message
@@ -150,8 +151,8 @@ def test_a_start_that_fails_in_the_put_back_stays_recorded_and_blocks_other_chan
 def test_the_next_roll_starts_what_a_killed_roll_left_down_before_its_pre_checks(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # what a roll killed (SIGKILL) right after its stop of logger2's broker leaves
-    run.write_record(tmp_path, {**run.lock_record("kctl apply", ["kctl", "apply"], pid=4242, now=0),
-                                "down": [["logger2", "kafka"]]})
+    state_lock.write_record(tmp_path, {**state_lock.lock_record("kctl apply", ["kctl", "apply"], pid=4242, now=0),
+        "down": [["logger2", "kafka"]]})
     c = Cluster(monkeypatch, tmp_path)
     healthy: list[bool] = []
     monkeypatch.setattr(run, "pre_checks", lambda _s: lambda: (healthy.append(("start", "logger2", "kafka")
@@ -160,35 +161,36 @@ def test_the_next_roll_starts_what_a_killed_roll_left_down_before_its_pre_checks
     result = run.roll(SPEC, tmp_path, service="kafka", gate_timeout=5, poll=0.01, progress=said.append,
                       elect=False)
     assert c.calls[0] == ("start", "logger2", "kafka") and healthy and all(healthy)
-    assert len(result.steps) == 3 and not run.record_path(tmp_path).exists()
+    assert len(result.steps) == 3 and not state_lock.record_path(tmp_path).exists()
     assert any(s.startswith("an interrupted roll (`kctl apply`, pid 4242, started 1970-01-01T00:00:00Z) left"
                             " logger2 kafka stopped: starting it again first") for s in said), said
 
 
 def test_an_unreadable_record_is_one_clear_error(tmp_path: Path) -> None:
-    run.record_path(tmp_path).write_text("")
+    state_lock.record_path(tmp_path).write_text("")
     with pytest.raises(ClusterError) as err:
-        run.read_record(tmp_path)
+        state_lock.read_record(tmp_path)
     assert "cannot be read" in err.value.message and "kctl status" in (err.value.hint or "")
 
 
 def test_the_record_is_replaced_whole(tmp_path: Path) -> None:
-    run.write_record(tmp_path, {"down": [["logger1", "kafka"]]})
-    run.write_record(tmp_path, {"down": []})
-    assert json.loads(run.record_path(tmp_path).read_text()) == {"down": []}
-    assert [p.name for p in tmp_path.iterdir()] == [run.RECORD_FILE]  # no temporary file left
+    state_lock.write_record(tmp_path, {"down": [["logger1", "kafka"]]})
+    state_lock.write_record(tmp_path, {"down": []})
+    assert json.loads(state_lock.record_path(tmp_path).read_text()) == {"down": []}
+    assert [p.name for p in tmp_path.iterdir()] == [state_lock.RECORD_FILE]  # no temporary file left
 
 
 def test_status_says_what_an_interrupted_roll_left_down_and_what_to_run(tmp_path: Path) -> None:
-    from kctl import health
+    from kctl.cluster import health
 
     def obs(kafka: str) -> health.Observations:
         return health.Observations(containers={"logger2": health.ContainerObs(
             "logger2", "running", None, {"zookeeper": "RUNNING", "kafka": kafka})})
 
     assert health.interrupted_roll(tmp_path, obs("STOPPED")) == []  # no record
-    run.write_record(tmp_path, {**run.lock_record("kctl restart", ["kctl", "restart", "--rolling"], pid=9),
-                                "down": [["logger2", "kafka"]]})
+    state_lock.write_record(tmp_path, {
+        **state_lock.lock_record("kctl restart", ["kctl", "restart", "--rolling"], pid=9),
+        "down": [["logger2", "kafka"]]})
     assert health.interrupted_roll(tmp_path, obs("STOPPED")) == [
         "an interrupted roll (`kctl restart --rolling` pid 9) left logger2 kafka stopped: `kctl restart --rolling`"
         " (or `kctl apply`) starts it first and finishes the roll"]

@@ -11,13 +11,14 @@ from unittest import mock
 
 import pytest
 
+from kctl.cluster import lock as state_lock
+from kctl.cluster.lock import roll_lock
 from kctl.errors import ClusterError, UsageError
 from kctl.kafka.describe import Partition
+from kctl.model.spec import ClusterSpec, NodeSpec, Topology
 from kctl.roll import plan as rp
 from kctl.roll import run
-from kctl.roll.run import roll_lock
-from kctl.runtime import engines
-from kctl.spec import ClusterSpec, NodeSpec, Topology
+from kctl.runtime.engine import engines
 
 SPEC = ClusterSpec(nodes=[NodeSpec(id=i, hostname=f"logger{i}") for i in (1, 2, 3)])
 
@@ -128,7 +129,7 @@ def test_second_roll_refused_while_the_lock_is_held(tmp_path: Path) -> None:
         rec = json.loads(path.read_text())
         assert rec["command"] == "kctl restart" and rec["pid"] == os.getpid() and rec["started"].endswith("Z")
         # another process, as a second `kctl restart` would be
-        code = ("import sys\nfrom pathlib import Path\nfrom kctl.roll.run import roll_lock\n"
+        code = ("import sys\nfrom pathlib import Path\nfrom kctl.cluster.lock import roll_lock\n"
                 "from kctl.errors import ClusterError\n"
                 "try:\n    with roll_lock(Path(sys.argv[1])):\n        print('got it')\n"
                 "except ClusterError as e:\n    print('refused:', e.message)\n")
@@ -206,7 +207,7 @@ def test_an_election_without_answer_is_a_clear_error(monkeypatch: pytest.MonkeyP
 def test_a_stuck_gate_stops_the_roll_restarts_what_it_stopped_and_touches_nothing_after(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from kctl.roll import run
-    from kctl.runtime import services
+    from kctl.runtime.engine import services
 
     the_plan = rp.plan_roll(SPEC, service="kafka", zk_modes={}, controller=3)
     calls: list[tuple[str, str, str]] = []
@@ -237,7 +238,7 @@ def test_a_stuck_gate_stops_the_roll_restarts_what_it_stopped_and_touches_nothin
     assert calls == [("stop", "logger1", "kafka"), ("start", "logger1", "kafka"),
                      ("stop", "logger2", "kafka"), ("start", "logger2", "kafka")]
     assert any("waiting for /brokers/ids/2 gone: /brokers/ids/2 still there" in s for s in said)
-    with run.roll_lock(tmp_path):  # the lock went with the roll
+    with state_lock.roll_lock(tmp_path):  # the lock went with the roll
         pass
     containers.assert_called_once_with(SPEC)  # the engine check came before anything was touched
 
@@ -245,7 +246,7 @@ def test_a_stuck_gate_stops_the_roll_restarts_what_it_stopped_and_touches_nothin
 def test_an_unhealthy_cluster_is_refused_before_anything_is_touched(monkeypatch: pytest.MonkeyPatch,
                                                                      tmp_path: Path) -> None:
     from kctl.roll import run
-    from kctl.runtime import services
+    from kctl.runtime.engine import services
 
     calls: list[str] = []
     monkeypatch.setattr(run, "plan", lambda *_a: rp.plan_roll(SPEC, service=None, zk_modes={}, controller=None))
@@ -271,24 +272,26 @@ def test_the_lock_names_the_command_that_holds_it(tmp_path: Path, monkeypatch: p
 
 
 def test_lock_record_and_refusal_are_pure() -> None:
-    rec = run.lock_record("kctl reassign execute", ["/x/kctl/__main__.py", "reassign", "execute", "my plan.json"],
-                          pid=42, now=0)
+    rec = state_lock.lock_record("kctl reassign execute",
+                                 ["/x/kctl/__main__.py", "reassign", "execute", "my plan.json"],
+                                 pid=42, now=0)
     assert rec == {"command": "kctl reassign execute", "argv": "kctl reassign execute 'my plan.json'", "pid": 42,
                    "started": "1970-01-01T00:00:00Z"}
-    err = run.lock_refusal(json.dumps(rec), "kctl restart", Path("/s/restart.lock"))
+    err = state_lock.lock_refusal(json.dumps(rec), "kctl restart", Path("/s/restart.lock"))
     assert err.message == ("kctl restart refused: kctl reassign execute is changing this cluster (`kctl reassign"
                            " execute 'my plan.json'`, pid 42, started 1970-01-01T00:00:00Z); one change at a time"
                            " (restart, apply, node add/remove, reassign execute), nothing was changed")
     assert "/s/restart.lock is released the moment pid 42 exits" in (err.hint or "")
     # a file left by an older kctl, or one caught empty between its truncate and its write
-    assert "kctl restart, pid 7" in run.lock_refusal("kctl restart, pid 7, since T\n", "kctl apply", Path("l")).message
-    empty = run.lock_refusal("", "kctl apply", Path("l"))
+    old = state_lock.lock_refusal("kctl restart, pid 7, since T\n", "kctl apply", Path("l"))
+    assert "kctl restart, pid 7" in old.message
+    empty = state_lock.lock_refusal("", "kctl apply", Path("l"))
     assert "another kctl command is changing this cluster;" in empty.message
     assert "that process exits" in (empty.hint or "")
 
 
 def test_recreate_marks_only_the_named_hosts_steps() -> None:
-    from kctl.spec import ClusterSpec
+    from kctl.model.spec import ClusterSpec
 
     spec = ClusterSpec()
     plan = rp.plan_roll(spec, service="node", nodes=["logger2"], zk_modes={}, controller=None, recreate=["logger2"])

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from kctl import contract, properties
+from kctl import contract
 from kctl.errors import SpecError
-from kctl.render import jaas_file, render
+from kctl.model import properties
+from kctl.model.render import jaas_file, render
+from kctl.model.spec import parse_spec
 from kctl.security import pki, store
-from kctl.spec import parse_spec
 
 GOLDEN = Path(__file__).parent / "golden" / "secure-secrets"
 SECURE: dict[str, Any] = {"security": {"enabled": True}}
@@ -101,7 +102,8 @@ def test_jvm_options_carry_paths_and_hardening_never_a_secret() -> None:
 
 def test_kafka_tools_run_in_a_node_with_a_client_jvms_environment_not_the_brokers(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl.runtime import cluster, engines
+    from kctl.runtime import cluster
+    from kctl.runtime.engine import engines
 
     ran: list[list[str]] = []
 
@@ -233,7 +235,7 @@ def test_quota_entities_and_acl_arguments() -> None:
 def test_stream_job_takes_the_security_settings_from_the_spec_at_run_time(tmp_path: Path) -> None:
     import yaml
 
-    from kctl.spec import state_dir_for
+    from kctl.model.spec import state_dir_for
     from kctl.stream.config import JobConfig
 
     spec_file = tmp_path / "kctl.yaml"

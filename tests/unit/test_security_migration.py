@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from kctl import properties as p
 from kctl.errors import KctlError, SpecError
-from kctl.render import render, write
+from kctl.model import properties as p
+from kctl.model.render import render, write
+from kctl.model.spec import ClusterSpec, load_spec
 from kctl.roll import migration
 from kctl.roll.apply import ApplyPlan, DynamicChange, Restart, by_restart
-from kctl.spec import ClusterSpec, load_spec
 
 STEPS: list[str | None] = ["plain", "secure-listeners", "secure-inter-broker", "close-plaintext",
                            "inter-broker-home", None]
@@ -175,7 +175,7 @@ def test_a_steps_dynamic_keys_go_by_restart() -> None:
 
 
 def test_node_changes_refused_while_migrating(tmp_path: Path) -> None:
-    from kctl import nodes
+    from kctl.cluster import nodes
     from kctl.errors import UsageError
 
     with pytest.raises(UsageError, match="being moved to the secured profile"):

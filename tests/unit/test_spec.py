@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kctl.errors import SpecError
-from kctl.spec import ClusterSpec, check_rules, parse_spec
+from kctl.model.spec import ClusterSpec, check_rules, parse_spec
 
 
 def problems(data: dict[str, Any]) -> list[str]:
@@ -160,9 +160,9 @@ def test_check_rules_returns_no_errors_for_default() -> None:
 
 
 def test_spec_reference_is_up_to_date() -> None:
-    from kctl.docgen import DOC, render
+    from kctl.model.docgen import DOC, render
 
-    assert DOC.read_text() == render(), "docs/spec.md is stale: run `python -m kctl.docgen`"
+    assert DOC.read_text() == render(), "docs/spec.md is stale: run `python -m kctl.model.docgen`"
 
 
 def test_kafka_version_the_image_build_cannot_produce() -> None:
@@ -209,7 +209,7 @@ def test_unbuildable_versions_exit_2_and_write_nothing(tmp_path: Path) -> None:
 
 def test_load_cluster_resolves_the_recorded_engine_and_an_absolute_state_dir(tmp_path: Path,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl.spec import Engine, load_cluster, record_engine
+    from kctl.model.spec import Engine, load_cluster, record_engine
 
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "kctl.yaml").write_text("name: c1\nstate_dir: st\n")

@@ -1,4 +1,4 @@
-"""The node wrapper's self-healing back-off (kctl/runtime/node/jvm-common.sh `supervise`), run in bash."""
+"""The node wrapper's self-healing back-off (kctl/runtime/image/node/jvm-common.sh `supervise`), run in bash."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from kctl import contract
 
-COMMON = Path(__file__).resolve().parents[2] / "kctl" / "runtime" / "node" / "jvm-common.sh"
+COMMON = Path(__file__).resolve().parents[2] / "kctl" / "runtime" / "image" / "node" / "jvm-common.sh"
 
 
 @pytest.fixture()
@@ -96,5 +96,5 @@ def test_the_wrappers_map_the_images_class_data_sharing_archive_when_it_has_one(
     node = COMMON.parent
     for wrapper, service in (("kafka-start", "kafka"), ("zookeeper-start", "zookeeper")):
         assert f"$(cds_opts {service})" in (node / wrapper).read_text()
-    dockerfile = (node.parents[2] / "Dockerfile").read_text()
+    dockerfile = (node.parents[3] / "Dockerfile").read_text()
     assert "/usr/local/lib/kctl/cds-archive /opt/kafka/cds" in dockerfile

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from kctl import support
+from kctl.cluster import support
 from kctl.errors import UsageError
-from kctl.spec import parse_spec
+from kctl.model.spec import parse_spec
 
 TOKEN = "T0k3nZ9y8x7w6v5u"  # a webhook URL's token
 HEADER = "Hdr-5ecret-4f9a1c"
@@ -148,7 +148,7 @@ def test_what_looks_like_a_secret_is_taken_out(text: str, kept: str) -> None:
 
 def test_another_cluster_answering_leaves_the_answers_out_and_says_so(planted: Any, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl.identity import ForeignCluster
+    from kctl.cluster.identity import ForeignCluster
 
     spec, spec_file, state, _ = planted
 

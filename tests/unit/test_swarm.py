@@ -12,12 +12,12 @@ import yaml
 
 from kctl import contract
 from kctl.errors import KctlError, SpecError
-from kctl.properties import server_properties
-from kctl.render import COMPOSE_FILE, render
-from kctl.runtime import engines
-from kctl.runtime.compose import ComposeEngine
-from kctl.runtime.swarm import SwarmEngine, SwarmNode, plan_placement
-from kctl.spec import Engine, parse_spec
+from kctl.model.properties import server_properties
+from kctl.model.render import COMPOSE_FILE, render
+from kctl.model.spec import Engine, parse_spec
+from kctl.runtime.engine import engines
+from kctl.runtime.engine.compose import ComposeEngine
+from kctl.runtime.engine.swarm import SwarmEngine, SwarmNode, plan_placement
 
 ONE: dict[str, Any] = {"kafka": {"default_replication_factor": 1, "offsets_topic_replication_factor": 1,
                                  "transaction_state_log_replication_factor": 1, "min_insync_replicas": 1}}
@@ -163,7 +163,7 @@ def test_offline_refusals(tmp_path: Path) -> None:
 
 def test_engine_recorded_in_the_state_dir_is_read_back(tmp_path: Path) -> None:
     from kctl.cli.common import load
-    from kctl.spec import record_engine
+    from kctl.model.spec import record_engine
 
     spec_file = tmp_path / "kctl.yaml"
     spec_file.write_text("name: rec\n")
@@ -195,7 +195,7 @@ def test_apply_on_swarm_makes_a_new_task_for_each_node_whose_files_change() -> N
 
 
 def test_secured_profile_reaches_each_task_as_swarm_secrets_of_its_own(tmp_path: Path) -> None:
-    from kctl.runtime.swarm import one_service_stack, secret_name, with_secrets
+    from kctl.runtime.engine.swarm import one_service_stack, secret_name, with_secrets
     from kctl.security import store
 
     spec = _swarm(name="sec", security={"enabled": True})
@@ -224,7 +224,7 @@ def test_secured_profile_reaches_each_task_as_swarm_secrets_of_its_own(tmp_path:
 
 
 def test_secured_swarm_stack_without_secrets_is_a_clear_error(tmp_path: Path) -> None:
-    from kctl.runtime.swarm import with_secrets
+    from kctl.runtime.engine.swarm import with_secrets
 
     spec = _swarm(name="sec", security={"enabled": True})
     data = yaml.safe_load(render(spec, tmp_path).files[COMPOSE_FILE])

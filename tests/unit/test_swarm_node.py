@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kctl.errors import KctlError
-from kctl.runtime.swarm import one_service_stack
+from kctl.runtime.engine.swarm import one_service_stack
 
 
 def _stack() -> dict:

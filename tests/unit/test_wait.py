@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from kctl.cluster.health import zk_state
 from kctl.errors import TimeoutReached
-from kctl.health import zk_state
 from kctl.wait import GiveUp, Stage, wait_for_stages, wait_until
 from kctl.zk import fourlw
 from tests.unit.fake_zk import fake_zk, free_port

@@ -53,7 +53,7 @@ def test_wait_for_topic_says_what_it_last_saw() -> None:
 def test_reassignment_wait_reports_progress_and_raises_with_what_still_moves(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from kctl.kafka import reassign
-    from kctl.spec import ClusterSpec
+    from kctl.model.spec import ClusterSpec
 
     moving = [SimpleNamespace(partition="t-0"), SimpleNamespace(partition="t-1"), SimpleNamespace(partition="u-0")]
     answers = iter([moving, moving[:1], []])

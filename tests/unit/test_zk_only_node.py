@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from kctl import nodes
+from kctl.cluster import nodes
+from kctl.cluster.health import ContainerObs, Observations, ZkState, assess, check_brokers
 from kctl.errors import SpecError
-from kctl.health import ContainerObs, Observations, ZkState, assess, check_brokers
 from kctl.kafka import describe as kmd
-from kctl.properties import services_of
-from kctl.render import render
+from kctl.model.properties import services_of
+from kctl.model.render import render
+from kctl.model.spec import ClusterSpec, parse_spec
 from kctl.roll import plan as rp
-from kctl.spec import ClusterSpec, parse_spec
 
 THREE = [{"id": i, "hostname": f"logger{i}"} for i in (1, 2, 3)]
 RAW: dict[str, Any] = {"nodes": [*THREE, {"id": 4, "hostname": "logger4", "role": "observer", "broker": False}]}

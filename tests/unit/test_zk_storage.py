@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kctl.errors import UsageError
-from kctl.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec
 from kctl.zk import storage
 
 

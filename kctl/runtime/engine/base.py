@@ -1,0 +1,270 @@
+"""The abstract :class:`Engine`: what kctl needs from Docker for one cluster's containers, whichever engine
+runs them, and the check that a command never reaches the other engine's containers.
+
+The direction: :mod:`kctl.runtime.docker_api` (the SDK) <- this module <- :mod:`kctl.runtime.engine.compose`,
+:mod:`kctl.runtime.engine.swarm` (the implementations) <- :mod:`kctl.runtime.engine.engines` (``for_spec``, the seam the
+rest of kctl calls). This module imports none of those above it.
+
+No docker SDK import at module level: the status path imports this module.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kctl import contract
+from kctl.errors import KctlError
+from kctl.model.spec import ClusterSpec
+from kctl.model.spec import Engine as EngineKind
+from kctl.runtime import docker_api as api
+from kctl.runtime.docker_api import Container, ContainerInfo, engine_of, state_dir_of
+
+Progress = Callable[[str], None]
+
+# The exit code of a start's preparation that failed (kctl's own, beside supervisorctl's 0-7 and a shell's 126-127).
+BEFORE_FAILED = 90
+# The entrypoint's copy of the secrets mount, made again before a service starts.
+REFRESH_SECRETS = (
+    f'[ -d {contract.SECRETS_MOUNT} ] || exit 0; for f in {contract.SECRETS_MOUNT}/*; do [ -f "$f" ] &&'
+    f' install -m 0600 -o {contract.JVM_UID} -g {contract.JVM_UID} "$f" {contract.SECRETS_DIR}/; done; exit 0'
+)
+
+
+class WrongEngine(KctlError):
+    """The cluster's containers were made by the other engine than the spec names; nothing was changed."""
+
+    exit_code = 2
+
+
+def check_engine(spec: ClusterSpec, found: list[tuple[str, str]]) -> None:
+    """WrongEngine when any (container host, engine that made it) of the cluster is not ``spec.engine``'s:
+    a Compose command never touches a Swarm stack's containers, nor the reverse."""
+    other = sorted({host for host, kind in found if kind != spec.engine.value})
+    if not other:
+        return
+    theirs = next(kind for _host, kind in found if kind != spec.engine.value)
+    how = f"as the Swarm stack {spec.project}" if theirs == EngineKind.swarm.value else \
+        f"as the Compose project {spec.project}"
+    raise WrongEngine(
+        f"cluster {spec.name!r} runs on engine {theirs} ({how}: {', '.join(other)}), but this kctl.yaml says engine"
+        f" {spec.engine.value}; nothing was changed",
+        hint=f"set `engine: {theirs}` in kctl.yaml (or leave `engine:` out: the state dir records what `kctl up"
+             f" --engine` chose); to move the cluster, `kctl down` it with engine {theirs} first")
+
+
+class Engine(abc.ABC):
+    """What kctl needs from Docker for one cluster's containers.
+
+    The concrete methods are plain Docker (the SDK, by the cluster's label) and hold for both engines; the
+    abstract ones are where Compose and Swarm differ.
+    """
+
+    kind = "?"
+    # Whether a file written into the state dir reaches the node's processes when they restart (Compose: the
+    # conf dir is a bind mount). Swarm delivers them as Swarm configs, which only a deploy replaces.
+    files_reach_a_restart = True
+    # Whether the nodes' log files are in the state dir on this host (Compose: a bind mount), or only in the
+    # node's container (Swarm: a volume on the Swarm node that runs it; see :meth:`log_lines`).
+    logs_in_state_dir = True
+    # Whether the nodes run kctl's node image (built or checked by `kctl up`); engine hosts runs none.
+    uses_image = True
+    # Whether each service reads the node's environment at its own start (engine hosts: each systemd unit, from
+    # the node's environment file), so that a change of one service's variables restarts that service alone. A
+    # container's environment is the container's: a change makes it again, both services with it.
+    environment_per_service = False
+    # Where Kafka's scripts are on a node (the image's distribution).
+    kafka_bin = contract.KAFKA_BIN
+
+    def __init__(self) -> None:
+        self._status: api.StatusClient | None = None
+
+    # ----- clients and containers --------------------------------------------------------
+
+    def client(self, timeout: int = 30) -> Any:
+        """A docker SDK client of the engine kctl talks to (a Swarm manager on Swarm)."""
+        return api.client(timeout)
+
+    def containers(self, spec: ClusterSpec, dc: Any | None = None) -> list[ContainerInfo]:
+        """Every container of the cluster this engine can see, running or not, in service-name order (one per
+        container host); :class:`WrongEngine` when the cluster's containers were made by the other engine."""
+        found = api.infos(spec.name, dc or self.client())
+        check_engine(spec, [(c.name, c.engine) for c in found])
+        return found
+
+    def observe(self, spec: ClusterSpec, timeout: float = 5.0) -> list[Container]:
+        """The status path's cheap view of the cluster's containers: one list call, no inspect."""
+        self._status = api.StatusClient(timeout)
+        return api.listed(spec.name, self._status)
+
+    def processes(self, c: Container, timeout: float = 5.0) -> dict[str, str]:
+        """Process state per service of one observed container ({} when Docker does not answer)."""
+        if self._status is None:
+            self._status = api.StatusClient(timeout)
+        return api.processes(self._status, c.id, c.services)
+
+    def running_host_ports(self, spec: ClusterSpec) -> list[int]:
+        """Host ports published by this cluster's own running containers (they are not 'taken')."""
+        try:
+            return sorted({p for c in self.observe(spec) if c.state == "running" for p in c.host_ports})
+        except KctlError:
+            return []
+
+    def exec_in(self, spec: ClusterSpec, name: str, argv: list[str], user: str | None = None,
+                timeout: float = 60, dc: Any | None = None, stderr: bool = True) -> tuple[int, str]:
+        """Run a command in a cluster container (by host name, e.g. logger1); (exit code, output).
+
+        ``stderr=False`` keeps only stdout: a JVM tool's log lines on stderr would otherwise interleave
+        with the table that a caller parses.
+        """
+        dc = dc or self.client()
+        # self.containers checks the engine: never a command in the other engine's containers
+        found = sorted((c for c in self.containers(spec, dc) if c.name == name), key=lambda c: c.state != "running")
+        if not found or found[0].state != "running":
+            self.not_here(spec, name)  # e.g. its current task runs on another Swarm node: says so
+        if not found:
+            raise KctlError(f"no container {name!r} in cluster {spec.name}", hint="is it up? see `kctl status`")
+        if found[0].state != "running":
+            raise KctlError(f"container {name} is {found[0].state}", hint=f"start it with `kctl up` ({name})")
+        return api.exec_run(dc, found[0].id, argv, user=user, timeout=timeout, stderr=stderr)
+
+    def not_here(self, spec: ClusterSpec, host: str) -> None:
+        """Called when this engine has no container for ``host``: a KctlError that says where it is, when the
+        engine knows (Swarm: a task on another node); else nothing."""
+        return None
+
+    def follow_lines(self, spec: ClusterSpec, host: str, path: str, tail: int) -> Iterator[str] | None:
+        """The last lines of a log file, then every new one (``kctl logs -F``), where the engine can follow a
+        node's log from here; None where it cannot."""
+        return None
+
+    def log_lines(self, spec: ClusterSpec, host: str, path: str, tail: int) -> list[str] | None:
+        """The last lines of a log file in a container, or None where the state dir has it on this host."""
+        return None
+
+    # ----- one service's process (kctl.runtime.engine.services) ------------------------------------
+
+    # supervisord's own wait for a stop (stopwaitsecs=120 for Kafka) plus a margin; a start returns after
+    # startsecs (1 s).
+    STOP_TIMEOUT = 150.0
+    START_TIMEOUT = 60.0
+
+    def _supervisorctl(self, spec: ClusterSpec, host: str, action: str, service: str, timeout: float,
+                       dc: Any, before: str = "") -> str:
+        """``supervisorctl ACTION SERVICE`` in the node, after the shell commands ``before`` (one exec: each
+        costs a container lookup and a process in the node). A command of ``before`` that fails prints its
+        own message and exits with :data:`BEFORE_FAILED`."""
+        argv = [*contract.SUPERVISORCTL, action, service]
+        if before:
+            argv = ["sh", "-c", f'{before}\nexec "$@"', "sh", *argv]
+        code, out = self.exec_in(spec, host, argv, user="root", timeout=timeout, dc=dc)
+        text = out.strip()
+        if code == BEFORE_FAILED:
+            raise KctlError(f"{host}: {text[-300:]}", hint=f"`kctl logs {host} --service supervisor`")
+        # "already started" / "not running" are the state asked for, not a failure.
+        if code != 0 and "ALREADY_STARTED" not in text and "NOT_RUNNING" not in text:
+            raise KctlError(f"{host}: `supervisorctl {action} {service}` failed (exit {code}): {text[-500:]}",
+                            hint=f"see `kctl logs {host} --service supervisor` and `kctl logs {host} --service"
+                                 f" {service}`")
+        return text
+
+    def stop_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
+        """SIGTERM ``service`` on ``host`` (a broker's controlled shutdown) and wait until it exited."""
+        return self._supervisorctl(spec, host, "stop", service, self.STOP_TIMEOUT, dc)
+
+    def start_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
+        """Start ``service`` deliberately: the wrapper's crash-loop record goes first (a start kctl asks for is
+        no crash, so it gets no back-off), and a secured node's secrets are copied again (a JAAS file that
+        `kctl apply` rewrote reaches a restarted process, not only a new container); all in one exec."""
+        starts = contract.starts_file(service)
+        before = (f'rm -f {starts} || {{ echo "cannot clear {starts} before starting {service}";'
+                  f' exit {BEFORE_FAILED}; }}')
+        if spec.security.enabled:
+            before += (f'\n( {REFRESH_SECRETS} ) || {{ echo "cannot refresh the secrets copy before starting'
+                       f' {service}"; exit {BEFORE_FAILED}; }}')
+        return self._supervisorctl(spec, host, "start", service, self.START_TIMEOUT, dc, before=before)
+
+    def deliver(self, spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
+        """Put the state dir's rendered files where the nodes' processes read them at their next start, without
+        restarting anything (``kctl apply``, before its roll). Compose: already there (a bind mount)."""
+        return None
+
+    def pending_restarts(self, spec: ClusterSpec) -> dict[str, list[str]]:
+        """host -> the running services whose process predates the files installed for it since (engine hosts:
+        what ``kctl up`` restarts through the roll, :mod:`kctl.roll.up`). Compose and Swarm: none, a changed
+        node's container is made again."""
+        return {}
+
+    def check_before_down(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool) -> None:
+        """What ``kctl down`` refuses before it stops or removes anything (KctlError). Compose and Swarm: the
+        containers' labels say whose they are (kctl.cluster.identity.check_containers, before this)."""
+        return None
+
+    def purge_node_data(self, spec: ClusterSpec, host: str) -> None:
+        """Remove a removed node's data (``kctl node remove``). Compose and Swarm: it is in the state dir or a
+        volume, which the caller and :meth:`remove_one` remove."""
+        return None
+
+    # ----- lifecycle --------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def preflight(self, spec: ClusterSpec, existing: dict[str, ContainerInfo], dc: Any, say: Progress,
+                  strict_spread: bool = False) -> None:
+        """Everything checked before anything is deployed (KctlError: nothing was touched)."""
+
+    @abc.abstractmethod
+    def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
+        """Converge the rendered files in ``state_dir`` (already written): create or make again
+        ``services``, the nodes the plan names; the others stay as they run."""
+
+    @abc.abstractmethod
+    def ps(self, spec: ClusterSpec, state_dir: Path) -> str:
+        """The engine's own view of the cluster, for a readiness timeout's report."""
+
+    @abc.abstractmethod
+    def remove(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool, dc: Any) -> int:
+        """Remove the cluster's containers (and its volumes with ``volumes``); processes already stopped."""
+
+    @abc.abstractmethod
+    def start_one(self, spec: ClusterSpec, state_dir: Path, host: str, say: Progress | None = None) -> None:
+        """Create and start one node's container (``kctl node add``), the others untouched."""
+
+    @abc.abstractmethod
+    def recreate_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
+        """Make one container again from the rendered files (the others untouched)."""
+
+    @abc.abstractmethod
+    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
+        """Remove one node's container (``kctl node remove``); False when it has none."""
+
+    # ----- faults (kctl.runtime.faults) ---------------------------------------------------
+
+    def fault_targets(self, spec: ClusterSpec, dc: Any, state_dir: str | None = None) -> list[Any]:
+        """The SDK container objects faults act on, one per host (the current one), of the cluster and, with
+        ``state_dir``, only those of that state dir; WrongEngine when the other engine made them."""
+        found = api.sdk_containers(spec.name, dc)
+        if state_dir is not None:
+            found = [c for c in found if state_dir_of(c.labels or {}) in (None, state_dir)]
+        check_engine(spec, [(api.host_of(c), engine_of(c.labels or {})) for c in found])
+        return api.current_containers(found)
+
+    @abc.abstractmethod
+    def stop_node(self, spec: ClusterSpec, host: str, container: Any) -> None:
+        """Stop a node's container so that it stays stopped until :meth:`start_node`."""
+
+    @abc.abstractmethod
+    def start_node(self, spec: ClusterSpec, host: str, container: Any, dc: Any, *, killed_id: str | None,
+                   timeout: float) -> None:
+        """Bring a stopped or killed node's container back (its processes start with it). ``killed_id``: the
+        id of the container a fault killed, if one did."""
+
+    @abc.abstractmethod
+    def cut_network(self, spec: ClusterSpec, host: str, container: Any, dc: Any) -> None:
+        """Cut a node off the cluster network (a partition of one node)."""
+
+    @abc.abstractmethod
+    def mend_network(self, spec: ClusterSpec, host: str, container: Any, dc: Any) -> bool:
+        """Undo :meth:`cut_network` (whoever cut it); whether there was a cut to undo."""
+

@@ -1,0 +1,78 @@
+"""The seam every Docker call for a cluster's containers goes through: Compose or Swarm.
+
+``for_spec(spec)`` picks the implementation of the abstract :class:`Engine` from ``spec.engine``; the rest of
+kctl asks it for the cluster's containers, runs commands in them, deploys and removes them, injects faults into
+them, and never knows which one runs.
+
+- :class:`kctl.runtime.engine.compose.ComposeEngine`: every container on this Docker engine, through
+  ``docker compose``.
+- :class:`kctl.runtime.engine.swarm.SwarmEngine`: one Swarm service per container host, deployed as a stack with
+  ``docker stack deploy`` from the same rendered file (its ``deploy:`` sections), each pinned to a
+  Swarm node by a node label.
+- :class:`kctl.runtime.engine.hosts.HostsEngine`: every node a host of its own, its systemd units installed from
+  kctl's bundle over ssh; no Docker.
+
+The direction: :mod:`kctl.runtime.docker_api` (the SDK) <- :mod:`kctl.runtime.engine.base` (the abstract
+Engine) <- compose, swarm <- this module. ``for_spec`` imports only the implementation it picks, inside the
+function (the status path never loads the other); neither implementation imports this module.
+
+No docker SDK import at module level: the status path imports this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kctl.model.spec import ClusterSpec
+from kctl.model.spec import Engine as EngineKind
+from kctl.runtime import docker_api as api
+from kctl.runtime.docker_api import Container, ContainerInfo, engine_of, process_states, state_dir_of
+from kctl.runtime.engine.base import Engine, Progress, WrongEngine, check_engine
+
+__all__ = ["Container", "ContainerInfo", "Engine", "Progress", "WrongEngine", "check_engine", "engine_of",
+           "for_spec", "process_states", "state_dir_of"]
+
+
+def for_spec(spec: ClusterSpec) -> Engine:
+    """The engine implementation of ``spec.engine`` (its module imported here, when first asked for)."""
+    if spec.engine is EngineKind.swarm:
+        from kctl.runtime.engine.swarm import SwarmEngine
+
+        return SwarmEngine()
+    if spec.engine is EngineKind.hosts:
+        from kctl.runtime.engine.hosts import HostsEngine
+
+        return HostsEngine()
+    from kctl.runtime.engine.compose import ComposeEngine
+
+    return ComposeEngine()
+
+
+# ----- the calls the rest of kctl makes (each dispatches on spec.engine) -------------------------
+
+
+def client(spec: ClusterSpec, timeout: int = 30) -> Any:
+    return for_spec(spec).client(timeout)
+
+
+def containers(spec: ClusterSpec, dc: Any | None = None) -> list[ContainerInfo]:
+    return for_spec(spec).containers(spec, dc)
+
+
+def observe(spec: ClusterSpec, timeout: float = 5.0) -> list[Container]:
+    return for_spec(spec).observe(spec, timeout)
+
+
+def exec_in(spec: ClusterSpec, name: str, argv: list[str], user: str | None = None,
+            timeout: float = 60, dc: Any | None = None, stderr: bool = True) -> tuple[int, str]:
+    return for_spec(spec).exec_in(spec, name, argv, user=user, timeout=timeout, dc=dc, stderr=stderr)
+
+
+def running_host_ports(spec: ClusterSpec) -> list[int]:
+    return for_spec(spec).running_host_ports(spec)
+
+
+def every_kctl_container(timeout: float = 5.0) -> list[Container]:
+    """The containers of every kctl cluster on this engine (which cluster holds which port)."""
+    return api.listed(None, api.StatusClient(timeout))
+
