@@ -13,6 +13,10 @@ round, a load's pace, a drill's planned fault length) is paced here too: ``ticks
 (every ``period`` seconds, ended by a count, a deadline or a stop event, which wakes
 it at once), ``pause_until`` (one moment of a schedule) and ``apause_until`` (the
 same in an event loop). No other module sleeps inside a loop (tests/unit/test_wait.py).
+
+A loop paced by something else (a consumer's poll timeout, a thread's event) that must end by a moment asks a
+:class:`Deadline`, and one that acts every so often inside it (a commit each half second) an :class:`Every`:
+no other module reads the clock inside a loop to decide when to stop or act.
 """
 
 from __future__ import annotations
@@ -114,6 +118,45 @@ def wait_until(
     """
     return wait_for_stages([Stage(description, probe, log_tail)], timeout=timeout, poll=poll,
                            on_progress=on_progress, clock=clock, sleep=sleep, hint=hint)[0]
+
+
+class Deadline:
+    """A moment to stop by, ``seconds`` from now on ``clock`` (``at`` gives an absolute moment instead)."""
+
+    def __init__(self, seconds: float = 0.0, *, at: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.at = clock() + seconds if at is None else at
+
+    def left(self) -> float:
+        """Seconds until the moment, 0 once it has come."""
+        return max(0.0, self.at - self._clock())
+
+    def passed(self, margin: float = 0.0) -> bool:
+        """The moment (less ``margin`` seconds) has come."""
+        return self._clock() >= self.at - margin
+
+
+class Every:
+    """``due()`` is True once per ``period`` seconds of ``clock``, the first time ``period`` after it was made
+    (``since(moment)``: how long ago a moment of the same clock was)."""
+
+    def __init__(self, period: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.period = period
+        self._clock = clock
+        self._next = clock() + period
+
+    def due(self) -> bool:
+        now = self._clock()
+        if now < self._next:
+            return False
+        self._next = now + self.period
+        return True
+
+
+def since(moment: float, clock: Callable[[], float] = time.monotonic) -> float:
+    """Seconds since ``moment`` (a reading of ``clock``)."""
+    return clock() - moment
 
 
 def pause_until(moment: float, *, stop: threading.Event | None = None,

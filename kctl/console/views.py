@@ -23,7 +23,7 @@ from kctl.console.config import masked
 from kctl.console.users import Role
 from kctl.errors import KctlError
 from kctl.model.spec import ClusterSpec
-from kctl.wait import apause_until
+from kctl.wait import Deadline, apause_until
 
 LIVE_SECONDS = 2.0  # how often a live part (SSE) sends its fragment
 LIVE_MAX_SECONDS = 3600.0  # a live stream ends after this; the page's htmx reconnects
@@ -289,8 +289,8 @@ def _sse(request: Request, event: str, fragment: Callable[[], str]) -> Streaming
 
     async def stream() -> AsyncIterator[str]:
         loop = asyncio.get_running_loop()
-        end = loop.time() + LIVE_MAX_SECONDS
-        while loop.time() < end and not await request.is_disconnected():
+        end = Deadline(LIVE_MAX_SECONDS, clock=loop.time)
+        while not end.passed() and not await request.is_disconnected():
             started = loop.time()
             try:
                 html = await run_in_threadpool(fragment)

@@ -17,7 +17,7 @@ from typing import Any
 
 from kctl.errors import KctlError
 from kctl.model.spec import ClusterSpec
-from kctl.wait import ticks
+from kctl.wait import Deadline, ticks
 
 SAMPLE = 10  # how many lost / duplicated values a verdict names
 
@@ -175,9 +175,9 @@ def read_topic(spec: ClusterSpec, topic: str, timeout: float = 120.0) -> dict[in
                 todo.add(p)
         out: dict[int, list[tuple[int, int]]] = {p: [] for p in ends}
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(todo)])
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)
         while todo:
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 left = {p: (out[p][-1][0] if out[p] else None, ends[p]) for p in todo}
                 raise KctlError(f"reading {topic} back did not reach the end offsets in {timeout:.0f}s: {left}",
                                 hint="is the cluster healthy? `kctl status`")

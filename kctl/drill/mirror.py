@@ -32,7 +32,7 @@ from kctl.drill.load import Load
 from kctl.drill.run import DrillNotRun, Verdict, create_topic, pre_check_cluster
 from kctl.errors import KctlError, TimeoutReached
 from kctl.model.spec import ClusterSpec, MirrorSpec
-from kctl.wait import pause_until, ticks, wait_until
+from kctl.wait import Every, pause_until, since, ticks, wait_until
 
 Progress = Callable[[str], None]
 SCENARIO = "mirror-failover"
@@ -60,7 +60,7 @@ class _App(threading.Thread):
         c = Consumer({**self.conf, "group.id": self.group, "auto.offset.reset": self.reset,
                       "enable.auto.commit": False, "session.timeout.ms": 6000})
         c.subscribe([self.topic])
-        next_commit = time.monotonic() + 0.5
+        commit = Every(0.5)
         try:
             while not self._halt.is_set():
                 for m in c.consume(200, timeout=0.2):
@@ -71,8 +71,7 @@ class _App(threading.Thread):
                         except ValueError:
                             continue
                         self.last = time.monotonic()
-                if time.monotonic() >= next_commit:
-                    next_commit = time.monotonic() + 0.5
+                if commit.due():
                     try:
                         c.commit(asynchronous=False)
                     except Exception:  # noqa: BLE001 - nothing to commit yet, or the cluster is going away
@@ -170,7 +169,7 @@ def run(target: ClusterSpec, spec_path: Path, *, mirror_name: str | None = None,
         after = _App(base_config(target), group, remote)
         after.start()
         for _ in ticks(0.2, until=deadline):  # until the group has read nothing for QUIET_S
-            if time.monotonic() - after.last >= QUIET_S:
+            if since(after.last) >= QUIET_S:
                 break
         after.stop()
         marks.append((clock(), f"the group read {len(after.seen)} record(s) on {target.name}"))

@@ -8,7 +8,6 @@ when it began. A search scans a bounded number of records (``max_scan``) in a bo
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +15,7 @@ from kctl.errors import KctlError, UsageError
 from kctl.kafka.client import consumer as make_consumer
 from kctl.kafka.client import kafka_error, producer, require_topics
 from kctl.model.spec import ClusterSpec
+from kctl.wait import Deadline
 
 MAX_VALUE_CHARS = 10_000
 MAX_LIMIT = 1000
@@ -120,10 +120,10 @@ def browse(spec: ClusterSpec, topic: str, *, partition: int | None = None, newes
         out: list[Record] = []
         scanned = 0
         stopped = "end"
-        deadline = time.monotonic() + max_seconds
+        deadline = Deadline(max_seconds)
         enough = limit if newest is None else None  # newest: read to the end, keep the newest
         while todo:
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 stopped = "time"
                 break
             for m in c.consume(500, 0.2):

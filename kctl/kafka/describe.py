@@ -54,6 +54,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kctl.wait import Deadline, since
+
 # librdkafka's codes for refused credentials and failed TLS (certificate, handshake).
 AUTH_CODES = ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "_SSL")
 GRACE = 0.5  # what the caller waits beyond ``timeout`` for a thread that is about to answer
@@ -161,13 +163,13 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
     from kctl.kafka.client import admin, error_code
 
     started = time.monotonic()
-    deadline = started + timeout
+    deadline = Deadline(at=started + timeout)
     others: list[str] = []
     while True:
         errors: list[Any] = []  # this attempt's client's (an earlier one's "all brokers down" is not its own)
         # With ``own``, an attempt that librdkafka sends to another broker, a paused one maybe, must leave
         # time for the next: each gets a third of the budget.
-        remaining = max(0.1, deadline - time.monotonic())
+        remaining = max(0.1, deadline.left())
         if own:
             remaining = min(remaining, max(0.3, timeout / 3))
         ms = int(remaining * 1000)
@@ -180,7 +182,7 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
         asked = threading.Event()
 
         def watch(client: Any = client, asked: threading.Event = asked, errors: list[Any] = errors) -> None:
-            while not asked.is_set() and time.monotonic() < deadline:
+            while not asked.is_set() and not deadline.passed():
                 client.poll(0.05)
                 failed = _failure(address, errors)
                 if failed is not None:
@@ -197,7 +199,7 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
             failed = _failure(address, errors)
             if failed is not None:
                 raise failed from None
-            if own and time.monotonic() < deadline - 0.3:
+            if own and not deadline.passed(margin=0.3):
                 continue
             if error_code(exc)[0] in AUTH_CODES:
                 raise AuthError(f"{address}: {error_code(exc)[1]}") from None
@@ -209,16 +211,15 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
         # librdkafka drops its bootstrap connection once it knows the brokers by id, and may then ask
         # another broker: a fresh client asks again, until the addressed broker answers for itself.
         others.append(answered_by)
-        if time.monotonic() >= deadline - 0.05:
+        if deadline.passed(margin=0.05):
             raise MetadataError(f"{address}: no answer of its own in {timeout:.1f}s (answered by"
                                 f" {', '.join(sorted(set(others)))})")
     cluster = None
     if cluster_f is not None:
         # The controller's answer follows the Metadata one (it names the controller) within a connection's
         # setup; a paused controller is not waited for beyond that, however long the budget.
-        now = time.monotonic()
         try:
-            cluster = cluster_f.result(max(0.0, min(deadline - now, max(DESCRIBE_WAIT, now - started))))
+            cluster = cluster_f.result(min(deadline.left(), max(DESCRIBE_WAIT, since(started))))
         except Exception:  # noqa: BLE001 - the controller did not answer in time: the broker's own view stands
             cluster = None
     return from_results(md, cluster, address)
@@ -268,17 +269,16 @@ def _spawn(target: Callable[[], None], name: str) -> None:
 def settle(limit: float) -> bool:
     """Wait at most ``limit`` seconds for every ask and watcher to end (their clients destroyed);
     whether they all did."""
-    deadline = time.monotonic() + limit
+    deadline = Deadline(limit)
     while True:
         with _asks_lock:
             _asks[:] = [t for t in _asks if t.is_alive()]
             pending = list(_asks)
         if not pending:
             return True
-        left = deadline - time.monotonic()
-        if left <= 0:
+        if deadline.passed():
             return False
-        pending[0].join(left)
+        pending[0].join(deadline.left())
 
 
 def _collect(addrs: list[str], timeout: float, settings: dict[str, str] | None, *, describe: bool,
@@ -299,16 +299,16 @@ def _collect(addrs: list[str], timeout: float, settings: dict[str, str] | None, 
     launch(1 if first else len(addrs))
     views: list[Metadata] = []
     errors: list[MetadataError] = []
-    deadline = time.monotonic() + timeout + GRACE
+    deadline = Deadline(timeout + GRACE)
     received = 0
     while received < launched:
-        wait = deadline - time.monotonic()
+        wait = deadline.left()
         if launched < len(addrs):
             wait = min(wait, HEDGE)
         try:
             got = answers.get(timeout=max(0.0, wait))
         except queue.Empty:
-            if launched < len(addrs) and time.monotonic() < deadline:
+            if launched < len(addrs) and not deadline.passed():
                 launch(len(addrs))  # the first address is slow: ask the others too
                 continue
             break

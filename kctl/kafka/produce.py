@@ -19,6 +19,7 @@ from typing import Any
 from kctl.errors import KctlError, UsageError
 from kctl.kafka.client import MESSAGE_TIMEOUT, error_code, kafka_error, producer, require_topics
 from kctl.model.spec import ClusterSpec
+from kctl.wait import Deadline
 
 ACKS = ("all", "-1", "0", "1")
 QUEUE_MESSAGES = 1_000_000  # librdkafka's local queue: room for a whole input block and more
@@ -86,11 +87,11 @@ def send(topic: str, blocks: Iterable[Sequence[Record]], *, spec: ClusterSpec | 
     produce, poll = p.produce, p.poll
     sent = rejected = 0
     t0 = time.monotonic()
-    deadline = t0 + max_seconds if max_seconds is not None else None
+    deadline = Deadline(max_seconds) if max_seconds is not None else None
     remaining = 0
     try:
         for block in blocks:
-            if deadline is not None and time.monotonic() > deadline:
+            if deadline is not None and deadline.passed():
                 break
             if not rate and len(block) > 1:
                 # One call per block: librdkafka's batch produce halves the Python work per record.
@@ -165,13 +166,13 @@ def _produce_block(p: Any, topic: str, block: Sequence[Record], res: ProduceResu
 
 
 def _produce_when_room(p: Any, topic: str, key: Any, value: Any) -> None:
-    deadline = time.monotonic() + MESSAGE_TIMEOUT
+    deadline = Deadline(MESSAGE_TIMEOUT)
     while True:
         p.poll(0.05)
         try:
             p.produce(topic, value, key)
             return
         except BufferError:
-            if time.monotonic() > deadline:
+            if deadline.passed():
                 raise KctlError(f"cannot produce to {topic}: the local queue stayed full for "
                                 f"{MESSAGE_TIMEOUT:.0f}s", hint="is the cluster healthy? `kctl status`") from None

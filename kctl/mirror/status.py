@@ -18,6 +18,7 @@ from kctl.errors import KctlError
 from kctl.mirror import config, records
 from kctl.mirror import stack as mirrors
 from kctl.model.spec import ClusterSpec, MirrorSpec
+from kctl.wait import Deadline
 
 READ_TIMEOUT = 20.0
 # A heartbeat is emitted every second; older than this, the flow is reported stalled.
@@ -81,8 +82,8 @@ def read_whole(conf: dict[str, Any], topic: str, timeout: float = READ_TIMEOUT, 
             return out
         c.assign(assign)
         todo = set(ends)
-        deadline = time.monotonic() + timeout
-        while todo and time.monotonic() < deadline:  # bounded: timeout
+        deadline = Deadline(timeout)
+        while todo and not deadline.passed():  # bounded: timeout
             for m in c.consume(1000, timeout=0.5):
                 if m.error() is not None:
                     continue

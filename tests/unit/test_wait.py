@@ -247,3 +247,47 @@ def test_no_module_but_kctl_wait_sleeps_inside_a_loop() -> None:
                 if name == "sleep" or timed_wait:
                     found.append(f"{rel}:{node.lineno}: {ast.unparse(f)}")
     assert sorted(set(found)) == [], "wait through kctl.wait (ticks, pause_until, wait_until) instead"
+
+
+def test_no_module_but_kctl_wait_reads_the_clock_to_end_or_pace_a_loop() -> None:
+    """A loop paced by something else (a consumer's poll, a thread's event) ends by a Deadline and acts by an
+    Every: a comparison with ``time.monotonic()`` (or ``time.time()``, ``loop.time()``) inside a loop elsewhere
+    is a wait of its own."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "kctl"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel == "kctl/wait.py" or rel.startswith("kctl/bench/"):
+            continue
+        for loop in ast.walk(ast.parse(path.read_text(), filename=rel)):
+            if not isinstance(loop, (ast.While, ast.For, ast.AsyncFor)):
+                continue
+            for node in ast.walk(loop):
+                if isinstance(node, ast.Compare) and any(
+                        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                        and c.func.attr in ("monotonic", "time", "perf_counter") for c in ast.walk(node)):
+                    found.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    assert sorted(set(found)) == [], "end or pace the loop through kctl.wait (Deadline, Every, ticks) instead"
+
+
+def test_a_deadline_and_an_every_on_a_given_clock() -> None:
+    from kctl.wait import Deadline, Every, since
+
+    now = [100.0]
+    d = Deadline(5, clock=lambda: now[0])
+    assert d.at == 105 and d.left() == 5 and not d.passed() and not d.passed(margin=0.3)
+    now[0] = 104.8
+    assert d.passed(margin=0.3) and not d.passed() and round(d.left(), 3) == 0.2
+    now[0] = 106
+    assert d.passed() and d.left() == 0.0
+    assert Deadline(at=3.0, clock=lambda: 1.0).left() == 2.0
+    every = Every(0.5, clock=lambda: now[0])
+    assert not every.due()
+    now[0] = 106.5
+    assert every.due() and not every.due()  # once per period
+    now[0] = 108
+    assert every.due() and not every.due()
+    assert since(100.0, clock=lambda: now[0]) == 8
