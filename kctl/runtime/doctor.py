@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kctl.model.spec import ClusterSpec
+from kctl.runtime import ports
 
 MIN_DISK_GB = 2.0
 MIN_MEMORY_GB = 4.0
@@ -65,29 +65,11 @@ def check_java() -> Check:
                  hint="the Spark job needs Java 17 on the host: `apt-get install openjdk-17-jre-headless`")
 
 
-def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def host_ports(spec: ClusterSpec) -> list[tuple[int, str]]:
-    return [(port, f"{n.hostname} {what.removesuffix('_port').replace('_', ' ')}")
-            for n in spec.nodes for port, _, what in spec.published_ports(n)]
-
-
 def check_ports(spec: ClusterSpec, owned: Iterable[int] = ()) -> Check:
-    mine = set(owned)
-    taken = [f"{port} ({what})" for port, what in host_ports(spec) if port not in mine and not port_free(port)]
+    taken = ports.taken(spec, owned)
     if taken:
-        return Check("host ports", False, "in use on 127.0.0.1: " + ", ".join(taken),
-                     hint="stop what holds them (`ss -ltnp`), or change zookeeper.host_port_base /"
-                          " kafka.external_port_base in kctl.yaml")
-    return Check("host ports", True, f"{len(host_ports(spec))} ports free on 127.0.0.1")
+        return Check("host ports", False, "in use on 127.0.0.1: " + ", ".join(taken), hint=ports.TAKEN_HINT)
+    return Check("host ports", True, f"{len(ports.host_ports(spec))} ports free on 127.0.0.1")
 
 
 def check_disk(path: Path) -> Check:
