@@ -26,7 +26,7 @@ from typing import Any
 from kctl.model.spec import ClusterSpec
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime import docker_api as api
-from kctl.runtime.docker_api import Container, ContainerInfo, engine_of, process_states, state_dir_of
+from kctl.runtime.docker_api import Container, ContainerInfo, engine_of, state_dir_of
 from kctl.runtime.engine.base import Engine, Progress, WrongEngine, check_engine
 
 __all__ = ["Container", "ContainerInfo", "Engine", "Progress", "WrongEngine", "check_engine", "engine_of",
@@ -66,6 +66,10 @@ def observe(spec: ClusterSpec, timeout: float = 5.0) -> list[Container]:
 def exec_in(spec: ClusterSpec, name: str, argv: list[str], user: str | None = None,
             timeout: float = 60, dc: Any | None = None, stderr: bool = True) -> tuple[int, str]:
     return for_spec(spec).exec_in(spec, name, argv, user=user, timeout=timeout, dc=dc, stderr=stderr)
+
+
+def process_states(spec: ClusterSpec, host: str, timeout: float = 30.0) -> dict[str, str]:
+    return for_spec(spec).process_states(spec, host, timeout)
 
 
 def running_host_ports(spec: ClusterSpec) -> list[int]:
