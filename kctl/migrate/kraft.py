@@ -43,8 +43,9 @@ from kctl.kraft import config as kc
 from kctl.kraft import phases as ph
 from kctl.kraft.phases import Phase
 from kctl.model.properties import services_of
-from kctl.model.spec import ClusterSpec, Engine, Topology
+from kctl.model.spec import ClusterSpec, Topology
 from kctl.runtime.engine import engines
+from kctl.runtime.engine.engines import Capability
 from kctl.wait import wait_until
 
 Progress = Callable[[str], None]
@@ -285,8 +286,9 @@ def check_can_migrate(spec: ClusterSpec, action: str = "next") -> None:
                          hint="migrate a colocated cluster (`topology: colocated`); docs/runbooks/migrate-to-kraft.md"
                               + (", or `kctl migrate kraft rollback` to go back to ZooKeeper"
                                  if spec.kraft_phase != "zookeeper" else ""))
-    if spec.engine is Engine.hosts:
-        raise UsageError("a migration to KRaft on engine hosts is not built yet: the hosts have no controller unit",
+    if not engines.supports(spec, Capability.KRAFT_CONTROLLERS):
+        raise UsageError(f"a migration to KRaft on engine {spec.engine.value} is not built yet: the hosts have no"
+                         " controller unit",
                          hint="docs/runbooks/migrate-to-kraft.md")
     if spec.security.migration is not None:
         raise UsageError(f"the cluster is moving to the secured profile (security.migration:"

@@ -10,7 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kctl.model.spec import ClusterSpec
-from kctl.runtime import ports
+from kctl.runtime import docker_api, ports
+from kctl.runtime.engine import engines
+from kctl.runtime.engine.engines import Capability
+from kctl.runtime.engine.hosts import HostsEngine
 
 MIN_DISK_GB = 2.0
 MIN_MEMORY_GB = 4.0
@@ -37,8 +40,6 @@ def _run(argv: list[str], timeout: float = 10) -> tuple[int, str]:
 
 def check_engine() -> Check:
     try:
-        from kctl.runtime import docker_api
-
         client = docker_api.client(5)
         version = client.version().get("Version", "?")
         client.close()
@@ -100,8 +101,6 @@ def check_hosts(spec: ClusterSpec) -> list[Check]:
     if shutil.which("ssh") is None:
         return [Check("ssh", False, "no ssh client on PATH", hint="install OpenSSH's client (apt-get install"
                                                                   " openssh-client)")]
-    from kctl.runtime.engine.hosts import HostsEngine
-
     checks = [Check("ssh", True, shutil.which("ssh") or "ssh")]
     for node, problem in HostsEngine().host_problems(spec):
         where = f"host {node.hostname}"
@@ -112,9 +111,7 @@ def check_hosts(spec: ClusterSpec) -> list[Check]:
 
 
 def run_checks(spec: ClusterSpec | None, state_dir: Path, owned_ports: Iterable[int] = ()) -> list[Check]:
-    from kctl.model.spec import Engine
-
-    if spec is not None and spec.engine is Engine.hosts:  # no Docker here: the hosts, and this machine's disk
+    if spec is not None and not engines.supports(spec, Capability.CONTAINERS):  # no Docker: the hosts, this disk
         return [*check_hosts(spec), check_disk(state_dir)]
     checks = [check_engine(), check_compose(), check_java(), check_disk(state_dir), check_memory()]
     if spec is not None:

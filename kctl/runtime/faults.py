@@ -33,6 +33,7 @@ from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec
 from kctl.runtime import docker_api
 from kctl.runtime.engine import engines
+from kctl.runtime.engine.base import Capability
 from kctl.wait import Stage, ticks, wait_for_stages
 
 # Bracketed first letters: the pattern must not match the command line of the
@@ -542,9 +543,7 @@ class HostFaults(Faults):
 
 def open_faults(spec: ClusterSpec, dc: Any = None, state_dir: Path | None = None) -> Faults:
     """The fault injectors of ``spec``'s engine: containers (:class:`Faults`) or hosts (:class:`HostFaults`)."""
-    from kctl.model.spec import Engine
-
-    cls = HostFaults if spec.engine is Engine.hosts else Faults
+    cls = Faults if engines.supports(spec, Capability.CONTAINERS) else HostFaults
     return cls(spec, dc=dc, state_dir=state_dir)
 
 

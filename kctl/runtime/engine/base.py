@@ -1,11 +1,12 @@
 """The abstract :class:`Engine`: what kctl needs from Docker for one cluster's containers, whichever engine
-runs them, and the check that a command never reaches the other engine's containers; every act on a node's
-processes (a service's stop and start, its supervisor's view of each program), supervisord's command line left to
+runs them, and the check that a command never reaches the other engine's containers; what an engine may or may
+not do (:class:`Capability`, each implementation declaring its set); every act on a node's processes (a service's
+stop and start, its supervisor's view of each program), supervisord's command line left to
 :mod:`kctl.runtime.supervisor`.
 
 The direction: :mod:`kctl.runtime.supervisor`, :mod:`kctl.runtime.docker_api` (the SDK) <- this module <-
 :mod:`kctl.runtime.engine.compose`, :mod:`kctl.runtime.engine.swarm`, :mod:`kctl.runtime.engine.hosts` (the
-implementations) <- :mod:`kctl.runtime.engine.engines` (``for_spec``, the seam the rest of kctl calls).
+implementations) <- :mod:`kctl.runtime.engine.engines` (``for_spec``, ``supports``: the seam the rest of kctl calls).
 This module imports none of those above it.
 
 No docker SDK import at module level: the status path imports this module.
@@ -15,8 +16,9 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kctl import contract
 from kctl.errors import KctlError
@@ -35,6 +37,36 @@ REFRESH_SECRETS = (
     f'[ -d {contract.SECRETS_MOUNT} ] || exit 0; for f in {contract.SECRETS_MOUNT}/*; do [ -f "$f" ] &&'
     f' install -m 0600 -o {contract.JVM_UID} -g {contract.JVM_UID} "$f" {contract.SECRETS_DIR}/; done; exit 0'
 )
+
+
+class Capability(Enum):
+    """What a caller above the engine seam may need of the engine that runs a cluster, named by that need and
+    never by an engine: the caller asks :func:`kctl.runtime.engine.engines.supports` (each engine class declares
+    the set it supports, :attr:`Engine.capabilities`), and no module outside kctl/runtime and kctl/model compares
+    ``spec.engine`` to an engine's kind (tests/unit/test_engine_seam.py)."""
+
+    # Every node is a container of a Docker engine: Docker's own checks (`kctl doctor`), the faults that act on
+    # containers (kctl.runtime.faults.Faults), a node's state reported as its container's.
+    CONTAINERS = "containers"
+    # Every node is a machine of its own that kctl logs in to over ssh at the node's address: a new node needs
+    # that address, and the hosts' keys are kctl's to trust (`kctl up --accept-new-host-keys`).
+    SSH_HOSTS = "ssh-hosts"
+    # The nodes' ports are published on one machine, each at the base port plus the node's index: removing a
+    # node would shift the ports of the nodes after it (so kctl pins theirs).
+    PORTS_BY_INDEX = "ports-by-index"
+    # Each node's service is pinned to a Swarm node by a node label (`kctl swarm label`).
+    SWARM_LABELS = "swarm-labels"
+    # The nodes' data directories are directories of the state dir on this machine (bind mounts): the monitor
+    # reads their disks' usage there.
+    DATA_IN_STATE_DIR = "data-in-state-dir"
+    # A node can run a KRaft controller beside its broker (`kctl migrate kraft`).
+    KRAFT_CONTROLLERS = "kraft-controllers"
+    # `kctl up --engine` may move a stopped cluster to or from this engine: its nodes need nothing that only
+    # kctl.yaml can say (an engine whose nodes need their addresses there is chosen in kctl.yaml alone).
+    CHOSEN_BY_FLAG = "chosen-by-flag"
+    # Faults on a whole node or its network (kill or pause a node, cut or slow its network): the failure drills
+    # that need them.
+    NODE_FAULTS = "node-faults"
 
 
 class WrongEngine(KctlError):
@@ -67,6 +99,8 @@ class Engine(abc.ABC):
     """
 
     kind = "?"
+    # What this engine supports of :class:`Capability` (each implementation declares its own set).
+    capabilities: ClassVar[frozenset[Capability]] = frozenset()
     # Whether a file written into the state dir reaches the node's processes when they restart (Compose: the
     # conf dir is a bind mount). Swarm delivers them as Swarm configs, which only a deploy replaces.
     files_reach_a_restart = True
@@ -84,6 +118,11 @@ class Engine(abc.ABC):
 
     def __init__(self) -> None:
         self._status: api.StatusClient | None = None
+
+    @classmethod
+    def supports(cls, capability: Capability) -> bool:
+        """Whether this engine supports ``capability`` (no client made: a class's declaration)."""
+        return capability in cls.capabilities
 
     # ----- clients and containers --------------------------------------------------------
 

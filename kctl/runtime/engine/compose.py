@@ -18,7 +18,7 @@ from kctl.model.spec import Engine as EngineKind
 from kctl.runtime import docker_api as api
 from kctl.runtime import ports
 from kctl.runtime.docker_api import ENGINE_HINT, ContainerInfo
-from kctl.runtime.engine.base import Engine, Progress
+from kctl.runtime.engine.base import Capability, Engine, Progress
 
 
 def compose_binary() -> list[str]:
@@ -98,6 +98,8 @@ class ComposeEngine(Engine):
     """Every container on this Docker engine, through Docker Compose (the project ``kctl-<name>``)."""
 
     kind = EngineKind.compose.value
+    capabilities = frozenset({Capability.CONTAINERS, Capability.PORTS_BY_INDEX, Capability.DATA_IN_STATE_DIR,
+                              Capability.KRAFT_CONTROLLERS, Capability.CHOSEN_BY_FLAG, Capability.NODE_FAULTS})
 
     # ----- lifecycle --------------------------------------------------------------------
 

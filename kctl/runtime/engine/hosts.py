@@ -30,7 +30,7 @@ from kctl.model.spec import ClusterSpec, NodeSpec
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime.docker_api import GAVE_UP, Container, ContainerInfo, process_states
 from kctl.runtime.engine import host_identity as hid
-from kctl.runtime.engine.base import Engine, Progress
+from kctl.runtime.engine.base import Capability, Engine, Progress
 from kctl.runtime.engine.host_identity import HostFacts
 from kctl.runtime.engine.ssh import Ssh, SshError
 
@@ -63,6 +63,9 @@ class HostsEngine(Engine):
     """Every node on a host of its own, through ssh and systemd."""
 
     kind = EngineKind.hosts.value
+    # No controller unit (a migration to KRaft is not built here), and no fault on a whole host (it would take
+    # kctl's own ssh session with it): kctl.runtime.faults.HostFaults.
+    capabilities = frozenset({Capability.SSH_HOSTS})
     # A rendered file reaches a host's processes at their next restart once :meth:`deliver` (install.sh) has put
     # it in /etc/kctl: `kctl apply` delivers first, then rolls.
     files_reach_a_restart = True

@@ -25,7 +25,7 @@ from kctl.model.spec import Engine as EngineKind
 from kctl.runtime import docker_api as api
 from kctl.runtime import ports as machine_ports
 from kctl.runtime.docker_api import Container, ContainerInfo, run_docker
-from kctl.runtime.engine.base import Engine, Progress
+from kctl.runtime.engine.base import Capability, Engine, Progress
 from kctl.wait import Stage, wait_for_stages
 
 INIT_HINT = ("make this engine a Swarm manager: `docker swarm init --advertise-addr <this host's address>` "
@@ -295,6 +295,9 @@ class SwarmEngine(Engine):
     """The cluster as a Docker stack ``kctl-<name>`` on the Swarm this engine manages."""
 
     kind = EngineKind.swarm.value
+    # Its data is in volumes on the Swarm node that runs each task, not in the state dir.
+    capabilities = frozenset({Capability.CONTAINERS, Capability.PORTS_BY_INDEX, Capability.SWARM_LABELS,
+                              Capability.KRAFT_CONTROLLERS, Capability.CHOSEN_BY_FLAG, Capability.NODE_FAULTS})
     files_reach_a_restart = False
 
     logs_in_state_dir = False
