@@ -31,7 +31,9 @@ SERVICES = ("zookeeper", "kafka")
 # In CONF_DIR of a cluster that left ZooKeeper (`kctl migrate kraft finalize`): the node's ZooKeeper program runs
 # the image's `retired` instead of a ZooKeeper (its data stays), and the healthcheck asks no ZooKeeper.
 ZOOKEEPER_RETIRED = "zookeeper-retired"
-SUPERVISORCTL = ["supervisorctl", "-c", "/etc/supervisor/supervisord.conf"]
+# supervisord's config file in the node image (the Dockerfile puts it there; it names the socket that its command line
+# talks to: kctl.runtime.supervisor).
+SUPERVISORD_CONF = "/etc/supervisor/supervisord.conf"
 # Kafka's admin tools that kctl runs in a node (kctl.runtime.cluster.run_kafka_tool) are client JVMs of a few
 # seconds, not the broker whose environment the node carries: Kafka's own heap for its tools, not the broker's
 # -Xms/-Xmx, and the JIT stopped at C1 (a run ends before C2's compiles would pay off). kctl.model.properties.tool_env.

@@ -63,6 +63,7 @@ def up(
     from kctl.errors import UsageError
     from kctl.model.spec import Engine, record_engine, state_dir_for
     from kctl.runtime.engine import engines
+    from kctl.runtime.engine.engines import Capability
 
     spec = load(file)
     state = state_dir_for(spec, file)
@@ -71,17 +72,18 @@ def up(
             kind = Engine(engine)
         except ValueError:
             raise UsageError(f"unknown engine {engine!r}", hint="--engine compose or --engine swarm") from None
-        if Engine.hosts in (kind, spec.engine) and kind is not spec.engine:
-            raise UsageError(f"--engine {kind.value}: a cluster moves to or from engine hosts in kctl.yaml, where each"
-                             " node's address is", hint="set `engine: hosts` and nodes[].advertised_host in"
-                             " kctl.yaml (docs/bare-metal.md)")
+        fixed = [k for k in (kind, spec.engine) if not engines.implementation(k).supports(Capability.CHOSEN_BY_FLAG)]
+        if fixed and kind is not spec.engine:
+            raise UsageError(f"--engine {kind.value}: a cluster moves to or from engine {fixed[0].value} in kctl.yaml,"
+                             " where each node's address is", hint=f"set `engine: {fixed[0].value}` and"
+                             " nodes[].advertised_host in kctl.yaml (docs/bare-metal.md)")
         running = [c for c in engines.observe(spec) if c.state == "running"] if kind is not spec.engine else []
         if running:
             raise UsageError(f"cluster {spec.name} runs on engine {spec.engine.value}: it cannot move to {kind.value}"
                              " while it runs", hint="`kctl down` first (data on the old engine is not moved)")
         spec = spec.model_copy(update={"engine": kind})
     if accept_new_host_keys:
-        if spec.engine is not Engine.hosts:
+        if not engines.supports(spec, Capability.SSH_HOSTS):
             raise UsageError("--accept-new-host-keys is for engine hosts (the hosts kctl logs in to over ssh)",
                              hint=f"cluster {spec.name} runs on engine {spec.engine.value}: leave it out")
         spec = spec.model_copy(update={"ssh": spec.ssh.model_copy(update={"trust_on_first_use": True})})
@@ -124,9 +126,10 @@ def down(
         rec = process.stop(state, spec.name)  # it would report a cluster that is gone as down
         output.info(f"stopped the monitor of {spec.name} (pid {rec.pid}); its history stays in {state}")
     n = lifecycle.down(spec, state, volumes=volumes, progress=output.info)
-    from kctl.model.spec import Engine
+    from kctl.runtime.engine import engines
+    from kctl.runtime.engine.engines import Capability
 
-    if spec.engine is Engine.hosts:
+    if not engines.supports(spec, Capability.CONTAINERS):
         output.info(f"{spec.name}: uninstalled from {n} host(s)" + (
             "; data removed" if volumes else f"; data kept in {contract.DATA_ROOT} on each host (--volumes"
                                             " removes it)"))
@@ -153,9 +156,10 @@ def status(
             output.warn(f"not healthy after {wait:g}s")
     # Raises (exit 2) when the cluster is not running, or what answers on its ports is another one.
     st = health.status(spec, state_dir_for(spec, file))
-    from kctl.model.spec import Engine
+    from kctl.runtime.engine import engines
+    from kctl.runtime.engine.engines import Capability
 
-    where = "host" if spec.engine is Engine.hosts else "container"  # engine hosts: a host's state, no container
+    where = "container" if engines.supports(spec, Capability.CONTAINERS) else "host"  # engine hosts: a host's state
     rows = []
     quorum = {c["node"]: c for c in st.controllers}
     for n in st.nodes:

@@ -55,7 +55,7 @@ def console_run(
     from kctl.console import server
     from kctl.console.config import load_config
     from kctl.console.users import UserStore
-    from kctl.runtime.doctor import port_free
+    from kctl.runtime.ports import port_free
 
     server.check_listen(host, tls_cert, tls_key)
     cfg = load_config(config, file)

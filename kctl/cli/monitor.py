@@ -311,7 +311,7 @@ def monitor_start(
     if rec is not None:
         raise UsageError(f"the monitor of {spec.name!r} already runs (pid {rec.pid}, port {rec.port})",
                          hint="`kctl monitor stop` stops it")
-    from kctl.runtime.doctor import port_free
+    from kctl.runtime.ports import port_free
 
     if not port_free(spec.monitoring.monitor_port):
         raise UsageError(f"port {spec.monitoring.monitor_port} (monitoring.monitor_port) is in use on 127.0.0.1",

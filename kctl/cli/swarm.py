@@ -25,11 +25,11 @@ def label(
     """Label the Swarm's nodes for this cluster (nodes[].swarm_node, else round-robin); `up` does it too."""
     from kctl import contract
     from kctl.errors import UsageError
-    from kctl.model.spec import Engine
-    from kctl.runtime.engine import swarm
+    from kctl.runtime.engine import engines, swarm
+    from kctl.runtime.engine.engines import Capability
 
     spec = load(file)
-    if spec.engine is not Engine.swarm:
+    if not engines.supports(spec, Capability.SWARM_LABELS):
         raise UsageError(f"cluster {spec.name} runs on engine {spec.engine.value}: Swarm labels are for engine swarm",
                          hint="set `engine: swarm` in kctl.yaml (or `kctl up --engine swarm`, which labels too)")
     placement = swarm.label(spec, strict_spread=strict_spread, say=output.info)

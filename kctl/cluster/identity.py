@@ -23,6 +23,7 @@ from kctl.contract import IDENTITY_FILE
 from kctl.errors import DockerUnavailable, KctlError
 from kctl.kafka import describe as kmd
 from kctl.model.spec import ClusterSpec
+from kctl.runtime import ports as machine_ports
 from kctl.runtime.engine import engines
 
 
@@ -317,8 +318,6 @@ def plan_init(name: str, state_dir: Path, *, pick_ports: bool) -> InitPlan:
     ``pick_ports``, the ports move in steps of 100 until all are free and no kctl
     container publishes them.
     """
-    from kctl.runtime import doctor
-
     try:
         found = engines.every_kctl_container()
     except DockerUnavailable:
@@ -333,8 +332,8 @@ def plan_init(name: str, state_dir: Path, *, pick_ports: bool) -> InitPlan:
 
     def busy(spec: ClusterSpec) -> list[int]:
         used = []
-        for port, _what in doctor.host_ports(spec):
-            if port in published or not doctor.port_free(port):
+        for port, _what in machine_ports.host_ports(spec):
+            if port in published or not machine_ports.port_free(port):
                 used.append(port)
         return used
 

@@ -23,7 +23,9 @@ from typing import Any
 import yaml
 
 from kctl.errors import ClusterError, KctlError, UsageError
-from kctl.model.spec import ClusterSpec, Engine, parse_cluster
+from kctl.model.spec import ClusterSpec, parse_cluster
+from kctl.runtime.engine import engines
+from kctl.runtime.engine.engines import Capability
 from kctl.runtime.ports import free_ports
 
 Progress = Callable[[str], None]
@@ -71,9 +73,9 @@ def with_node_added(raw: dict[str, Any], spec: ClusterSpec, node_id: int | None,
         entry["broker"] = False
     if address is not None:
         entry["advertised_host"] = address
-    elif spec.engine is Engine.hosts:
-        raise UsageError("engine hosts: the new node's host needs an address", hint="pass --address ADDRESS (where"
-                         " kctl reaches it over ssh and clients reach its listeners)")
+    elif engines.supports(spec, Capability.SSH_HOSTS):
+        raise UsageError(f"engine {spec.engine.value}: the new node's host needs an address",
+                         hint="pass --address ADDRESS (where kctl reaches it over ssh and clients reach its listeners)")
     # Nodes with pinned ports (a test cluster's free ports): pin the new one's too, on free ports.
     pinned = [k for k in ("zookeeper_port", "kafka_port", "zookeeper_metrics_port", "kafka_metrics_port")
               if any(getattr(n, k) for n in spec.nodes) and (broker or k not in ("kafka_port", "kafka_metrics_port"))]
@@ -90,7 +92,7 @@ def with_node_removed(raw: dict[str, Any], spec: ClusterSpec, node_id: int) -> d
     idx = next((i for i, n in enumerate(nodes) if n.get("id") == node_id), None)
     if idx is None:
         raise UsageError(f"no node {node_id} in kctl.yaml")
-    for i in range(idx + 1, len(nodes) if spec.engine is not Engine.hosts else 0):
+    for i in range(idx + 1, len(nodes) if engines.supports(spec, Capability.PORTS_BY_INDEX) else 0):
         # Default ports are base + index: removing a node would shift the ports of the ones after it (engine
         # hosts: every host listens on the base ports, nothing shifts).
         n = spec.nodes[i]
@@ -392,8 +394,6 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
                 say(f"undoing: removing {host}, restoring kctl.yaml and the rendered files")
                 _undo_add(spec, spec_path, state_dir, text, host)
             raise
-    from kctl.runtime.engine import engines
-
     # engine hosts: the other hosts' files list the new node from now on (read at each service's next restart)
     engines.for_spec(new_spec).deliver(new_spec, state_dir, say)
     others = ",".join(str(n.id) for n in new_spec.brokers)
@@ -527,8 +527,6 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
                        f" {res.after.participants}, observers {res.after.observers}")
         t = time.monotonic()
         lifecycle.remove_node(spec, host)
-        from kctl.runtime.engine import engines
-
         engines.for_spec(spec).purge_node_data(spec, host)  # engine hosts: its data dirs on its host
         steps.done("container removed", time.monotonic() - t, host)
         _write_spec(spec_path, edit.new_text)

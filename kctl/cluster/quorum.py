@@ -9,9 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kctl import contract
+from kctl.cluster import health
 from kctl.errors import ClusterError, KctlError
 from kctl.kraft import config as kc
 from kctl.model.spec import ClusterSpec
+from kctl.runtime.engine import engines
 
 QUORUM_TOOL = "kafka-metadata-quorum.sh"
 
@@ -57,8 +59,6 @@ def controller_hosts(spec: ClusterSpec) -> list[str]:
 
 def describe_quorum(spec: ClusterSpec, host: str | None = None) -> Quorum:
     """The quorum as a controller answers, asked from inside ``host`` (the first controller's node)."""
-    from kctl.runtime.engine import engines
-
     host = host or controller_hosts(spec)[0]
     bootstrap = ",".join(f"{h}:{kc.CONTROLLER_PORT}" for h in controller_hosts(spec))
     tool = f"{engines.for_spec(spec).kafka_bin}/{QUORUM_TOOL}"
@@ -75,15 +75,14 @@ def describe_quorum(spec: ClusterSpec, host: str | None = None) -> Quorum:
 
 def _controller_states(spec: ClusterSpec) -> str:
     """Each controller's program as its supervisor reports it (what a quorum that does not answer is waiting for)."""
-    from kctl.runtime.engine import engines
-
     states = []
     for host in controller_hosts(spec):
         try:
-            _code, out = engines.exec_in(spec, host, [*contract.SUPERVISORCTL, "status", "controller"], timeout=30)
+            state = engines.process_states(spec, host, timeout=30).get("controller")
+            said = f"controller {state}" if state else "no controller program"
         except KctlError as exc:
-            out = exc.message
-        states.append(f"{host}: {' '.join(out.split()[:6]) or 'no answer'}")
+            said = exc.message
+        states.append(f"{host}: {said}")
     return "controllers " + ", ".join(states)
 
 
@@ -93,11 +92,9 @@ def files_agree(spec: ClusterSpec) -> tuple[bool, str]:
     is no proof; a disagreement or a missing file is a sure "not yet"."""
     import concurrent.futures as cf
 
-    from kctl.cluster.health import controller_view
-
     nodes = kc.controller_nodes(spec)
     with cf.ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-        views = list(pool.map(lambda n: controller_view(spec, spec.zk_host(n), kc.controller_id(n), 3.0), nodes))
+        views = list(pool.map(lambda n: health.controller_view(spec, spec.zk_host(n), kc.controller_id(n), 3.0), nodes))
     named = {(v.epoch, v.leader) for v in views}
     saw = ", ".join(f"{v.node}: " + (v.error or f"leader {v.leader} (epoch {v.epoch})") for v in views)
     return all(v.error is None for v in views) and len(named) == 1, saw

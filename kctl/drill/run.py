@@ -28,6 +28,8 @@ from kctl.drill.scenarios import SCENARIOS, Scenario
 from kctl.errors import KctlError, TimeoutReached, UsageError
 from kctl.kafka import describe as kmd
 from kctl.model.spec import ClusterSpec
+from kctl.runtime.engine import engines
+from kctl.runtime.engine.engines import Capability
 from kctl.runtime.faults import Faults, HostFaults, interruptible, open_faults
 from kctl.security.store import client_settings  # a secured cluster: SASL_SSL as its admin user
 from kctl.wait import Probe, pause_until, ticks, wait_until
@@ -324,11 +326,10 @@ def run(spec: ClusterSpec, state_dir: Path, scenario: str, *, duration: float = 
     if acks not in ("all", "-1", "1"):
         raise DrillNotRun(f"--acks {acks!r}: all or 1", hint="acks=0 has no acknowledgement to check")
     sc = validate(scenario, rate, duration, bounces, hold)
-    from kctl.model.spec import Engine
-
-    if spec.engine is Engine.hosts and scenario in HostFaults.UNSUPPORTED:
-        raise DrillNotRun(f"{scenario} does not run on engine hosts: it {HostFaults.UNSUPPORTED[scenario]}, which"
-                          " kctl does not do to a host; nothing was injected",
+    if not engines.supports(spec, Capability.NODE_FAULTS) and scenario in HostFaults.UNSUPPORTED:
+        raise DrillNotRun(f"{scenario} does not run on engine {spec.engine.value}: it"
+                          f" {HostFaults.UNSUPPORTED[scenario]}, which kctl does not do to a host; nothing was"
+                          " injected",
                           hint="the process drills run there: leader-kill, leader-term, controller-kill,"
                                " zk-leader-kill, zk-quorum-loss, broker-pause, rolling-restart, baseline")
     if spec.on_kraft and scenario.startswith("zk-"):

@@ -42,7 +42,10 @@ from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kraft import config as kc
 from kctl.kraft import phases as ph
 from kctl.kraft.phases import Phase
-from kctl.model.spec import ClusterSpec, Engine, Topology
+from kctl.model.properties import services_of
+from kctl.model.spec import ClusterSpec, Topology
+from kctl.runtime.engine import engines
+from kctl.runtime.engine.engines import Capability
 from kctl.wait import wait_until
 
 Progress = Callable[[str], None]
@@ -143,19 +146,18 @@ def migrated(spec: ClusterSpec) -> str | None:
 
 
 def _settled(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
-    """No supervised process of any node is STOPPING or STARTING (supervisorctl's own view)."""
-    from kctl.model.properties import services_of
-    from kctl.runtime.engine import engines
+    """No supervised process of any node is STOPPING or STARTING (its supervisor's own view:
+    :meth:`kctl.runtime.engine.base.Engine.process_states`)."""
 
     def probe() -> tuple[bool, str]:
         busy = []
         for host, _node, _services in services_of(spec):
             try:
-                _code, out = engines.exec_in(spec, host, [*contract.SUPERVISORCTL, "status"], timeout=30)
+                states = engines.process_states(spec, host, timeout=30)
             except KctlError as exc:
                 return False, exc.message
-            busy += [f"{host} {line.split()[0]} {line.split()[1]}" for line in out.splitlines()
-                     if len(line.split()) > 1 and line.split()[1] in ("STOPPING", "STARTING")]
+            busy += [f"{host} {program} {state}" for program, state in states.items()
+                     if state in ("STOPPING", "STARTING")]
         return not busy, ", ".join(busy) or "every process RUNNING, STOPPED or EXITED"
     return probe
 
@@ -164,8 +166,6 @@ def _brokers_in_kraft(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
     """Every broker's last start, in its log, was a KRaft broker's ("[BrokerServer id=N] Transition from STARTING
     to STARTED"; a ZooKeeper-mode broker logs "[KafkaServer id=N] started"). The quorum's observers do not tell
     them apart: ZooKeeper-mode brokers in the migration follow the metadata log too."""
-    from kctl.runtime.engine import engines
-
     log = contract.container_log("kafka")
     script = (f"grep -hE '\\[(BrokerServer|KafkaServer) id=[0-9]+\\] (Transition from STARTING to STARTED|started)'"
               f" {log} 2>/dev/null | tail -n 1")
@@ -203,8 +203,6 @@ def _broker_controller(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
 
 def _controller_state(spec: ClusterSpec, host: str) -> str:
     """RUNNING (the controller's JVM), WAITING (its program waits for controller.properties) or STOPPED."""
-    from kctl.runtime.engine import engines
-
     script = ("if pgrep -f '[k]afka.Kafka /etc/kctl/controller.properties' >/dev/null; then echo RUNNING;"
               " elif pgrep -f '[i]dle controller' >/dev/null; then echo WAITING; else echo STOPPED; fi")
     try:
@@ -224,8 +222,6 @@ def _permit_controllers(spec: ClusterSpec) -> None:
 
 
 def _remove_controller_files(spec: ClusterSpec, state_dir: Path) -> None:
-    from kctl.runtime.engine import engines
-
     for host in controller_hosts(spec):
         for name in CONTROLLER_FILES:
             (state_dir / host / "conf" / name).unlink(missing_ok=True)
@@ -240,8 +236,6 @@ def _remove_controller_files(spec: ClusterSpec, state_dir: Path) -> None:
 def _roll_controllers(spec: ClusterSpec, cluster_id: str | None, say: Progress) -> list[dict[str, Any]]:
     """Restart every controller, one at a time, the quorum's leader last; after each, the quorum whole again
     (a leader, every voter caught up). Each restart reads the controller.properties rendered for the phase."""
-    from kctl.runtime.engine import engines
-
     eng = engines.for_spec(spec)
     leader = describe_quorum(spec).leader
     ids = {spec.zk_host(n): kc.controller_id(n) for n in kc.controller_nodes(spec)}
@@ -261,9 +255,6 @@ def _roll_controllers(spec: ClusterSpec, cluster_id: str | None, say: Progress) 
 
 def _retire_zookeeper(spec: ClusterSpec, say: Progress) -> None:
     """Restart each node's ZooKeeper program: with the rendered marker it runs the image's `retired`."""
-    from kctl.model.properties import services_of
-    from kctl.runtime.engine import engines
-
     eng = engines.for_spec(spec)
     for host, _node, services in services_of(spec):
         if "zookeeper" in services:
@@ -295,8 +286,9 @@ def check_can_migrate(spec: ClusterSpec, action: str = "next") -> None:
                          hint="migrate a colocated cluster (`topology: colocated`); docs/runbooks/migrate-to-kraft.md"
                               + (", or `kctl migrate kraft rollback` to go back to ZooKeeper"
                                  if spec.kraft_phase != "zookeeper" else ""))
-    if spec.engine is Engine.hosts:
-        raise UsageError("a migration to KRaft on engine hosts is not built yet: the hosts have no controller unit",
+    if not engines.supports(spec, Capability.KRAFT_CONTROLLERS):
+        raise UsageError(f"a migration to KRaft on engine {spec.engine.value} is not built yet: the hosts have no"
+                         " controller unit",
                          hint="docs/runbooks/migrate-to-kraft.md")
     if spec.security.migration is not None:
         raise UsageError(f"the cluster is moving to the secured profile (security.migration:"
@@ -352,7 +344,6 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
             # its start (the roll's record names it): let a stop under way end, put back what the record names
             # through its start gates, then start anything else that is down (as `kctl up` does).
             from kctl.cluster import lifecycle
-            from kctl.runtime.engine import engines
 
             wait_until("no process of the cluster is stopping or starting", _settled(spec), 180.0, poll=1.0)
             roll_run.put_back_left(spec, state_dir, gate_timeout, say)
@@ -382,8 +373,6 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                 _permit_controllers(spec)
                 rolls.append(_recreate_nodes(before, state_dir, step, gate_timeout, say, rendered=after))
             elif step == "start-controllers":
-                from kctl.runtime.engine import engines
-
                 _permit_controllers(spec)
                 for host in controller_hosts(spec):
                     engines.for_spec(spec).start_service(spec, host, "controller")
@@ -415,8 +404,6 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                                    QUORUM_TIMEOUT, poll=1.0)
                 say(found.saw)
             elif step == "stop-controllers":
-                from kctl.runtime.engine import engines
-
                 for host in controller_hosts(spec):
                     engines.for_spec(spec).stop_service(spec, host, "controller")
             elif step == "delete-controller-and-migration-znodes":
@@ -462,8 +449,6 @@ def _new_tasks(spec: ClusterSpec) -> bool:
     controller.properties, a broker's migration settings) reach it only with a new task, which restarts its
     ZooKeeper, broker and controller together. Each such step is a roll of whole nodes, one at a time, through
     the gates of `kctl restart --service node`."""
-    from kctl.runtime.engine import engines
-
     return not engines.for_spec(spec).files_reach_a_restart
 
 
@@ -472,7 +457,6 @@ def _recreate_nodes(spec: ClusterSpec, state_dir: Path, step: str, gate_timeout:
     """Every node's task made again from the state dir's render (``rendered``'s files; default ``spec``'s), one
     at a time through the roll's gates judged by ``spec``; the order is the roll's: the ZooKeeper leader's (on
     KRaft: the quorum leader's) node last."""
-    from kctl.model.properties import services_of
     from kctl.roll import run as roll_run
 
     hosts = tuple(host for host, _node, _services in services_of(spec))

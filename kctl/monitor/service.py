@@ -49,6 +49,8 @@ from kctl.monitor.alerts import Rule, Tracker
 from kctl.monitor.lag import GroupStatus
 from kctl.monitor.sampler import Windows, snapshot_of, to_json
 from kctl.monitor.store import Store, db_path
+from kctl.runtime.engine import engines
+from kctl.runtime.engine.engines import Capability
 from kctl.security import certs
 from kctl.wait import ticks
 
@@ -256,10 +258,8 @@ class Monitor:
 
     def disks(self) -> dict[str, float]:
         """Each broker's data disk, from its data dir bind-mounted from the state dir (engine compose)."""
-        from kctl.model.spec import Engine
-
         out: dict[str, float] = {}
-        if self.spec.engine is not Engine.compose:
+        if not engines.supports(self.spec, Capability.DATA_IN_STATE_DIR):
             return out
         for n in self.spec.brokers:
             data = self.state_dir / self.spec.kafka_host(n) / "data"

@@ -26,9 +26,9 @@ from kctl.contract import (
     LABEL_STACK_NAMESPACE,
     LABEL_STATE_DIR,
     LABEL_SWARM_SERVICE_NAME,
-    SUPERVISORCTL,
 )
 from kctl.errors import DockerUnavailable, KctlError
+from kctl.runtime import supervisor
 
 ENGINE_HINT = "is dockerd running? start it (`dockerd &` as root) or run `make setup`; `kctl doctor` checks"
 # The Engine API version the read-only status calls ask for, so that making a client costs no version
@@ -275,14 +275,16 @@ def process_table(sc: StatusClient, container_id: str) -> list[str]:
 
 
 def supervisor_gave_up(sc: StatusClient, container_id: str) -> list[str]:
-    """A :data:`GAVE_UP` line per program that supervisord holds FATAL (``supervisorctl status``, one exec)."""
+    """A :data:`GAVE_UP` line per program that supervisord holds FATAL (its status, one exec: the raw Engine API
+    call, on the status path's client; the command and the reading of its answer are
+    :mod:`kctl.runtime.supervisor`'s)."""
     def run(api: Any) -> bytes:
-        made = api.exec_create(container_id, [*SUPERVISORCTL, "status"], user="root")
+        made = api.exec_create(container_id, supervisor.argv("status"), user="root")
         return bytes(api.exec_start(made["Id"]) or b"")
 
     out = sc.call(run) or b""
-    return [f"{GAVE_UP}{words[0]}" for words in (line.split() for line in out.decode(errors="replace").splitlines())
-            if len(words) > 1 and words[1] == "FATAL"]
+    return [f"{GAVE_UP}{program}" for program, state in supervisor.parse_status(out.decode(errors="replace")).items()
+            if state == "FATAL"]
 
 
 def processes(sc: StatusClient, container_id: str, services: tuple[str, ...]) -> dict[str, str]:

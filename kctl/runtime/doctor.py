@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kctl.model.spec import ClusterSpec
+from kctl.runtime import docker_api, ports
+from kctl.runtime.engine import engines
+from kctl.runtime.engine.engines import Capability
+from kctl.runtime.engine.hosts import HostsEngine
 
 MIN_DISK_GB = 2.0
 MIN_MEMORY_GB = 4.0
@@ -37,8 +40,6 @@ def _run(argv: list[str], timeout: float = 10) -> tuple[int, str]:
 
 def check_engine() -> Check:
     try:
-        from kctl.runtime import docker_api
-
         client = docker_api.client(5)
         version = client.version().get("Version", "?")
         client.close()
@@ -65,29 +66,11 @@ def check_java() -> Check:
                  hint="the Spark job needs Java 17 on the host: `apt-get install openjdk-17-jre-headless`")
 
 
-def port_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def host_ports(spec: ClusterSpec) -> list[tuple[int, str]]:
-    return [(port, f"{n.hostname} {what.removesuffix('_port').replace('_', ' ')}")
-            for n in spec.nodes for port, _, what in spec.published_ports(n)]
-
-
 def check_ports(spec: ClusterSpec, owned: Iterable[int] = ()) -> Check:
-    mine = set(owned)
-    taken = [f"{port} ({what})" for port, what in host_ports(spec) if port not in mine and not port_free(port)]
+    taken = ports.taken(spec, owned)
     if taken:
-        return Check("host ports", False, "in use on 127.0.0.1: " + ", ".join(taken),
-                     hint="stop what holds them (`ss -ltnp`), or change zookeeper.host_port_base /"
-                          " kafka.external_port_base in kctl.yaml")
-    return Check("host ports", True, f"{len(host_ports(spec))} ports free on 127.0.0.1")
+        return Check("host ports", False, "in use on 127.0.0.1: " + ", ".join(taken), hint=ports.TAKEN_HINT)
+    return Check("host ports", True, f"{len(ports.host_ports(spec))} ports free on 127.0.0.1")
 
 
 def check_disk(path: Path) -> Check:
@@ -118,8 +101,6 @@ def check_hosts(spec: ClusterSpec) -> list[Check]:
     if shutil.which("ssh") is None:
         return [Check("ssh", False, "no ssh client on PATH", hint="install OpenSSH's client (apt-get install"
                                                                   " openssh-client)")]
-    from kctl.runtime.engine.hosts import HostsEngine
-
     checks = [Check("ssh", True, shutil.which("ssh") or "ssh")]
     for node, problem in HostsEngine().host_problems(spec):
         where = f"host {node.hostname}"
@@ -130,9 +111,7 @@ def check_hosts(spec: ClusterSpec) -> list[Check]:
 
 
 def run_checks(spec: ClusterSpec | None, state_dir: Path, owned_ports: Iterable[int] = ()) -> list[Check]:
-    from kctl.model.spec import Engine
-
-    if spec is not None and spec.engine is Engine.hosts:  # no Docker here: the hosts, and this machine's disk
+    if spec is not None and not engines.supports(spec, Capability.CONTAINERS):  # no Docker: the hosts, this disk
         return [*check_hosts(spec), check_disk(state_dir)]
     checks = [check_engine(), check_compose(), check_java(), check_disk(state_dir), check_memory()]
     if spec is not None:

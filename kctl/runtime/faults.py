@@ -29,9 +29,11 @@ from typing import Any
 
 from kctl import contract
 from kctl.errors import KctlError
+from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec
 from kctl.runtime import docker_api
 from kctl.runtime.engine import engines
+from kctl.runtime.engine.base import Capability
 from kctl.wait import Stage, ticks, wait_for_stages
 
 # Bracketed first letters: the pattern must not match the command line of the
@@ -180,7 +182,7 @@ class Faults:
             return
         self.check_service(service)
         self._remember(service, host, f"{service} on {host} stopped", lambda: self.start(host, service))
-        self.exec(host, [*contract.SUPERVISORCTL, "stop", service], timeout=130)
+        self.engine.supervise(self.spec, host, "stop", service, timeout=130, dc=self.docker(), check=False)
 
     def start(self, host: str, service: str = "kafka") -> None:
         """Start a stopped or killed process (its container too, if that is not running)."""
@@ -195,7 +197,7 @@ class Faults:
             return
         self.check_service(service)
         self.exec(host, ["rm", "-f", contract.hold_file(service)], timeout=10)  # a held process starts now
-        self.exec(host, [*contract.SUPERVISORCTL, "start", service], timeout=60)
+        self.engine.supervise(self.spec, host, "start", service, timeout=60, dc=self.docker(), check=False)
         # a broker's start waits for a ZooKeeper quorum that may be coming back in the same restore
         self.wait_process(host, service, running=True, timeout=150)
         self._forget(service, host)
@@ -429,7 +431,7 @@ class HostFaults(Faults):
         return found
 
     def container(self, host: str) -> Any:
-        if host not in {h for h, _n, _s in _services_of(self.spec)}:
+        if host not in {h for h, _n, _s in services_of(self.spec)}:
             raise KctlError(f"no host {host} in cluster {self.spec.name}", hint="see `kctl status`")
         return host
 
@@ -523,7 +525,7 @@ class HostFaults(Faults):
         undone: list[str] = []
         hosts = self.containers()
         for host in hosts:
-            for _h, _n, services in (t for t in _services_of(self.spec) if t[0] == host):
+            for _h, _n, services in (t for t in services_of(self.spec) if t[0] == host):
                 for service in services:
                     if self.thaw_stopped(host, service):
                         undone.append(f"thawed {service} on {host}")
@@ -539,17 +541,9 @@ class HostFaults(Faults):
         return undone
 
 
-def _services_of(spec: ClusterSpec) -> list[tuple[str, Any, tuple[str, ...]]]:
-    from kctl.model.properties import services_of
-
-    return services_of(spec)
-
-
 def open_faults(spec: ClusterSpec, dc: Any = None, state_dir: Path | None = None) -> Faults:
     """The fault injectors of ``spec``'s engine: containers (:class:`Faults`) or hosts (:class:`HostFaults`)."""
-    from kctl.model.spec import Engine
-
-    cls = HostFaults if spec.engine is Engine.hosts else Faults
+    cls = Faults if engines.supports(spec, Capability.CONTAINERS) else HostFaults
     return cls(spec, dc=dc, state_dir=state_dir)
 
 

@@ -1,8 +1,40 @@
-"""Free host ports for a cluster's published ports (test clusters, a node added to a running cluster)."""
+"""A cluster's published host ports, and which of them are free on this machine (`kctl doctor`, an engine's
+preflight, `kctl init` beside another cluster); free ports for test clusters and a node added to a running one.
+
+Below the engines and the doctor: both ask it, neither is asked by it.
+"""
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable
+
+from kctl.model.spec import ClusterSpec
+
+# What to do about published ports that something else holds.
+TAKEN_HINT = ("stop what holds them (`ss -ltnp`), or change zookeeper.host_port_base / kafka.external_port_base in"
+              " kctl.yaml")
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def host_ports(spec: ClusterSpec) -> list[tuple[int, str]]:
+    return [(port, f"{n.hostname} {what.removesuffix('_port').replace('_', ' ')}")
+            for n in spec.nodes for port, _, what in spec.published_ports(n)]
+
+
+def taken(spec: ClusterSpec, owned: Iterable[int] = ()) -> list[str]:
+    """The cluster's published ports that something other than ``owned`` holds on 127.0.0.1, as "PORT (what)"."""
+    mine = set(owned)
+    return [f"{port} ({what})" for port, what in host_ports(spec) if port not in mine and not port_free(port)]
 
 
 def free_ports(n: int) -> list[int]:

@@ -163,8 +163,8 @@ def test_kctl_waits_for_a_brokers_stop_longer_than_systemd_does(monkeypatch: pyt
     from kctl.runtime.engine import hosts
 
     waited: list[float] = []
-    monkeypatch.setattr(hosts.HostsEngine, "_systemctl",
-                        lambda self, spec, host, action, service, timeout: waited.append(timeout) or "")
+    monkeypatch.setattr(hosts.HostsEngine, "supervise",
+                        lambda self, spec, host, action, service, *, timeout, **_k: waited.append(timeout) or "")
     spec = hosts_spec(kafka={"overrides": {"controlled.shutdown.max.retries": "6"}})
     hosts.HostsEngine().stop_service(spec, "logger1", "kafka")
     hosts.HostsEngine().stop_service(spec, "logger1", "zookeeper")

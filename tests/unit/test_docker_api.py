@@ -15,7 +15,7 @@ from docker.errors import APIError
 from kctl import contract
 from kctl.errors import DockerUnavailable, KctlError, TimeoutReached
 from kctl.model.spec import ClusterSpec, Engine
-from kctl.runtime import docker_api
+from kctl.runtime import docker_api, supervisor
 from kctl.runtime.engine import engines
 from kctl.runtime.engine.compose import ComposeEngine
 from kctl.runtime.engine.swarm import SwarmEngine
@@ -341,7 +341,7 @@ def test_a_service_its_supervisor_gave_up_on_is_failed_not_stopped() -> None:
     api.exec_start.return_value = (b"kafka                FATAL     Exited too quickly (process log may have details)\n"
                                    b"zookeeper            RUNNING   pid 7, uptime 0:10:00\n")
     assert docker_api.processes(sc, "c1", ("zookeeper", "kafka")) == {"zookeeper": "RUNNING", "kafka": "FAILED"}
-    assert api.exec_create.call_args.args == ("c1", [*contract.SUPERVISORCTL, "status"])
+    assert api.exec_create.call_args.args == ("c1", supervisor.argv("status"))
     api.exec_start.return_value = b"kafka                            STOPPED   Nov 28 08:36 PM\n"
     assert docker_api.processes(sc, "c1", ("zookeeper", "kafka"))["kafka"] == "STOPPED"  # stopped by someone
 

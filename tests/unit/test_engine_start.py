@@ -13,6 +13,7 @@ import pytest
 from kctl import contract
 from kctl.errors import KctlError
 from kctl.model.spec import ClusterSpec
+from kctl.runtime import supervisor
 from kctl.runtime.engine.compose import ComposeEngine
 
 
@@ -47,7 +48,7 @@ def test_a_start_clears_the_crash_record_and_starts_in_one_exec(engine: LocalEng
     out = engine.start_service(ClusterSpec(), "logger1", "kafka")
     assert out == "kafka: started" and len(engine.argvs) == 1
     assert not (tmp_path / "starts-kafka").exists()
-    assert (tmp_path / "ctl.log").read_text().split() == [*contract.SUPERVISORCTL[1:], "start", "kafka"]
+    assert (tmp_path / "ctl.log").read_text().split() == [*supervisor.argv("start", "kafka")[1:]]
 
 
 def test_a_preparation_that_fails_says_what_and_starts_nothing(engine: LocalEngine, tmp_path: Path) -> None:

@@ -138,13 +138,13 @@ def test_status_records_the_identity_of_its_own_running_cluster(tmp_path: Path,
 
 def test_init_next_to_a_running_cluster_warns_or_picks_free_ports(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl.runtime import doctor
+    from kctl.runtime import ports
 
     d = ClusterSpec()
     zk0, kafka0 = d.zookeeper.host_port_base, d.kafka.external_port_base
     running = [_container(f"logger{i}", "/srv/a/.kctl/logger", ports=(zk0 + i, kafka0 + i)) for i in (0, 1, 2)]
     monkeypatch.setattr(docker_api, "listed", lambda cluster, sc=None: running)
-    monkeypatch.setattr(doctor, "port_free", lambda port: port != kafka0 + 100)  # something else holds it
+    monkeypatch.setattr(ports, "port_free", lambda port: port != kafka0 + 100)  # something else holds it
     plan = identity.plan_init("logger", tmp_path / ".kctl" / "logger", pick_ports=False)
     assert plan.settings == {}
     assert any("already exists in /srv/a/.kctl/logger" in w for w in plan.warnings)
@@ -155,14 +155,14 @@ def test_init_next_to_a_running_cluster_warns_or_picks_free_ports(tmp_path: Path
     assert plan.settings["zookeeper"]["host_port_base"] == zk0 + 200
     assert plan.settings["kafka"]["external_port_base"] == kafka0 + 200
     spec = ClusterSpec.model_validate({**plan.settings, "name": "probe"})
-    assert not {p for p, _ in doctor.host_ports(spec)} & {p for c in running for p in c.host_ports}
+    assert not {p for p, _ in ports.host_ports(spec)} & {p for c in running for p in c.host_ports}
 
 
 def test_init_on_a_free_machine_keeps_the_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl.runtime import doctor
+    from kctl.runtime import ports
 
     monkeypatch.setattr(docker_api, "listed", lambda cluster, sc=None: [])
-    monkeypatch.setattr(doctor, "port_free", lambda port: True)
+    monkeypatch.setattr(ports, "port_free", lambda port: True)
     assert identity.plan_init("probe", tmp_path, pick_ports=True) == identity.InitPlan("probe", {}, [])
 
 

@@ -1,9 +1,13 @@
 """The abstract :class:`Engine`: what kctl needs from Docker for one cluster's containers, whichever engine
-runs them, and the check that a command never reaches the other engine's containers.
+runs them, and the check that a command never reaches the other engine's containers; what an engine may or may
+not do (:class:`Capability`, each implementation declaring its set); every act on a node's processes (a service's
+stop and start, its supervisor's view of each program), supervisord's command line left to
+:mod:`kctl.runtime.supervisor`.
 
-The direction: :mod:`kctl.runtime.docker_api` (the SDK) <- this module <- :mod:`kctl.runtime.engine.compose`,
-:mod:`kctl.runtime.engine.swarm` (the implementations) <- :mod:`kctl.runtime.engine.engines` (``for_spec``, the seam the
-rest of kctl calls). This module imports none of those above it.
+The direction: :mod:`kctl.runtime.supervisor`, :mod:`kctl.runtime.docker_api` (the SDK) <- this module <-
+:mod:`kctl.runtime.engine.compose`, :mod:`kctl.runtime.engine.swarm`, :mod:`kctl.runtime.engine.hosts` (the
+implementations) <- :mod:`kctl.runtime.engine.engines` (``for_spec``, ``supports``: the seam the rest of kctl calls).
+This module imports none of those above it.
 
 No docker SDK import at module level: the status path imports this module.
 """
@@ -12,14 +16,16 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kctl import contract
 from kctl.errors import KctlError
 from kctl.model.spec import ClusterSpec
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime import docker_api as api
+from kctl.runtime import supervisor
 from kctl.runtime.docker_api import Container, ContainerInfo, engine_of, state_dir_of
 
 Progress = Callable[[str], None]
@@ -31,6 +37,36 @@ REFRESH_SECRETS = (
     f'[ -d {contract.SECRETS_MOUNT} ] || exit 0; for f in {contract.SECRETS_MOUNT}/*; do [ -f "$f" ] &&'
     f' install -m 0600 -o {contract.JVM_UID} -g {contract.JVM_UID} "$f" {contract.SECRETS_DIR}/; done; exit 0'
 )
+
+
+class Capability(Enum):
+    """What a caller above the engine seam may need of the engine that runs a cluster, named by that need and
+    never by an engine: the caller asks :func:`kctl.runtime.engine.engines.supports` (each engine class declares
+    the set it supports, :attr:`Engine.capabilities`), and no module outside kctl/runtime and kctl/model compares
+    ``spec.engine`` to an engine's kind (tests/unit/test_engine_seam.py)."""
+
+    # Every node is a container of a Docker engine: Docker's own checks (`kctl doctor`), the faults that act on
+    # containers (kctl.runtime.faults.Faults), a node's state reported as its container's.
+    CONTAINERS = "containers"
+    # Every node is a machine of its own that kctl logs in to over ssh at the node's address: a new node needs
+    # that address, and the hosts' keys are kctl's to trust (`kctl up --accept-new-host-keys`).
+    SSH_HOSTS = "ssh-hosts"
+    # The nodes' ports are published on one machine, each at the base port plus the node's index: removing a
+    # node would shift the ports of the nodes after it (so kctl pins theirs).
+    PORTS_BY_INDEX = "ports-by-index"
+    # Each node's service is pinned to a Swarm node by a node label (`kctl swarm label`).
+    SWARM_LABELS = "swarm-labels"
+    # The nodes' data directories are directories of the state dir on this machine (bind mounts): the monitor
+    # reads their disks' usage there.
+    DATA_IN_STATE_DIR = "data-in-state-dir"
+    # A node can run a KRaft controller beside its broker (`kctl migrate kraft`).
+    KRAFT_CONTROLLERS = "kraft-controllers"
+    # `kctl up --engine` may move a stopped cluster to or from this engine: its nodes need nothing that only
+    # kctl.yaml can say (an engine whose nodes need their addresses there is chosen in kctl.yaml alone).
+    CHOSEN_BY_FLAG = "chosen-by-flag"
+    # Faults on a whole node or its network (kill or pause a node, cut or slow its network): the failure drills
+    # that need them.
+    NODE_FAULTS = "node-faults"
 
 
 class WrongEngine(KctlError):
@@ -63,6 +99,8 @@ class Engine(abc.ABC):
     """
 
     kind = "?"
+    # What this engine supports of :class:`Capability` (each implementation declares its own set).
+    capabilities: ClassVar[frozenset[Capability]] = frozenset()
     # Whether a file written into the state dir reaches the node's processes when they restart (Compose: the
     # conf dir is a bind mount). Swarm delivers them as Swarm configs, which only a deploy replaces.
     files_reach_a_restart = True
@@ -80,6 +118,11 @@ class Engine(abc.ABC):
 
     def __init__(self) -> None:
         self._status: api.StatusClient | None = None
+
+    @classmethod
+    def supports(cls, capability: Capability) -> bool:
+        """Whether this engine supports ``capability`` (no client made: a class's declaration)."""
+        return capability in cls.capabilities
 
     # ----- clients and containers --------------------------------------------------------
 
@@ -151,28 +194,29 @@ class Engine(abc.ABC):
     STOP_TIMEOUT = 150.0
     START_TIMEOUT = 60.0
 
-    def _supervisorctl(self, spec: ClusterSpec, host: str, action: str, service: str, timeout: float,
-                       dc: Any, before: str = "") -> str:
-        """``supervisorctl ACTION SERVICE`` in the node, after the shell commands ``before`` (one exec: each
-        costs a container lookup and a process in the node). A command of ``before`` that fails prints its
-        own message and exits with :data:`BEFORE_FAILED`."""
-        argv = [*contract.SUPERVISORCTL, action, service]
+    def supervise(self, spec: ClusterSpec, host: str, action: str, service: str, *, timeout: float,
+                  dc: Any = None, before: str = "", check: bool = True) -> str:
+        """``ACTION SERVICE`` (stop, start) through the node's supervisor: supervisord in a container, its command
+        line built and read by :mod:`kctl.runtime.supervisor`; the supervisor's answer. The shell commands
+        ``before`` run first, in the same exec (each exec costs a container lookup and a process in the node);
+        one that fails prints its own message and exits with :data:`BEFORE_FAILED`.
+
+        With ``check``, a failure is a KctlError (a program already as asked is none); without, the answer is
+        returned whatever it was (a fault's stop or start: its caller waits for the state it wants)."""
+        argv = supervisor.argv(action, service)
         if before:
             argv = ["sh", "-c", f'{before}\nexec "$@"', "sh", *argv]
         code, out = self.exec_in(spec, host, argv, user="root", timeout=timeout, dc=dc)
         text = out.strip()
+        if not check:
+            return text
         if code == BEFORE_FAILED:
             raise KctlError(f"{host}: {text[-300:]}", hint=f"`kctl logs {host} --service supervisor`")
-        # "already started" / "not running" are the state asked for, not a failure.
-        if code != 0 and "ALREADY_STARTED" not in text and "NOT_RUNNING" not in text:
-            raise KctlError(f"{host}: `supervisorctl {action} {service}` failed (exit {code}): {text[-500:]}",
-                            hint=f"see `kctl logs {host} --service supervisor` and `kctl logs {host} --service"
-                                 f" {service}`")
-        return text
+        return supervisor.checked(host, action, service, code, text)
 
     def stop_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
         """SIGTERM ``service`` on ``host`` (a broker's controlled shutdown) and wait until it exited."""
-        return self._supervisorctl(spec, host, "stop", service, self.STOP_TIMEOUT, dc)
+        return self.supervise(spec, host, "stop", service, timeout=self.STOP_TIMEOUT, dc=dc)
 
     def start_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
         """Start ``service`` deliberately: the wrapper's crash-loop record goes first (a start kctl asks for is
@@ -184,7 +228,15 @@ class Engine(abc.ABC):
         if spec.security.enabled:
             before += (f'\n( {REFRESH_SECRETS} ) || {{ echo "cannot refresh the secrets copy before starting'
                        f' {service}"; exit {BEFORE_FAILED}; }}')
-        return self._supervisorctl(spec, host, "start", service, self.START_TIMEOUT, dc, before=before)
+        return self.supervise(spec, host, "start", service, timeout=self.START_TIMEOUT, dc=dc, before=before)
+
+    def process_states(self, spec: ClusterSpec, host: str, timeout: float = 30.0) -> dict[str, str]:
+        """Each program of the node as its supervisor sees it, in supervisord's words (RUNNING, STOPPED, STARTING,
+        STOPPING, BACKOFF, EXITED, FATAL): one exec of its status. KctlError when the node cannot be asked (no
+        running container). Not the status path's view (:meth:`processes`, from the process table): the
+        supervisor's own, with the states between two (a stop or start under way)."""
+        _code, out = self.exec_in(spec, host, supervisor.argv("status"), user="root", timeout=timeout)
+        return supervisor.parse_status(out)  # its exit code says only whether every program runs
 
     def deliver(self, spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
         """Put the state dir's rendered files where the nodes' processes read them at their next start, without

@@ -11,12 +11,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from kctl.contract import LABEL_NODE
 from kctl.errors import DockerUnavailable, KctlError
 from kctl.model.spec import ClusterSpec
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime import docker_api as api
+from kctl.runtime import ports
 from kctl.runtime.docker_api import ENGINE_HINT, ContainerInfo
-from kctl.runtime.engine.base import Engine, Progress
+from kctl.runtime.engine.base import Capability, Engine, Progress
 
 
 def compose_binary() -> list[str]:
@@ -62,8 +64,6 @@ def keep_restarting(spec: ClusterSpec, dc: Any) -> list[str]:
     """The cluster's node containers made before kctl gave them ``restart: unless-stopped`` get it now, in place
     (``docker update``: no restart, no recreate), so a daemon restart or a reboot brings them back; their hosts.
     Nothing else changes them: their config hash leaves the Compose-only keys out."""
-    from kctl.contract import LABEL_NODE
-
     done: list[str] = []
     for c in api.sdk_containers(spec.name, dc):
         if not (c.labels or {}).get(LABEL_NODE):
@@ -98,18 +98,19 @@ class ComposeEngine(Engine):
     """Every container on this Docker engine, through Docker Compose (the project ``kctl-<name>``)."""
 
     kind = EngineKind.compose.value
+    capabilities = frozenset({Capability.CONTAINERS, Capability.PORTS_BY_INDEX, Capability.DATA_IN_STATE_DIR,
+                              Capability.KRAFT_CONTROLLERS, Capability.CHOSEN_BY_FLAG, Capability.NODE_FAULTS})
 
     # ----- lifecycle --------------------------------------------------------------------
 
     def preflight(self, spec: ClusterSpec, existing: dict[str, ContainerInfo], dc: Any, say: Progress,
                   strict_spread: bool = False) -> None:
-        from kctl.runtime import doctor
-
         compose_binary()
         owned = set(self.running_host_ports(spec)) if existing else set()
-        chk = doctor.check_ports(spec, owned)
-        if not chk.ok:
-            raise KctlError(f"cannot start {spec.name}: host ports {chk.detail}", hint=chk.hint)
+        taken = ports.taken(spec, owned)
+        if taken:
+            raise KctlError(f"cannot start {spec.name}: host ports in use on 127.0.0.1: {', '.join(taken)}",
+                            hint=ports.TAKEN_HINT)
         if existing:
             for host in keep_restarting(spec, dc):
                 say(f"{host}: restart policy unless-stopped (docker update; the container keeps running)")

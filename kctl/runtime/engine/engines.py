@@ -12,9 +12,13 @@ them, and never knows which one runs.
 - :class:`kctl.runtime.engine.hosts.HostsEngine`: every node a host of its own, its systemd units installed from
   kctl's bundle over ssh; no Docker.
 
+What a caller needs that not every engine does (containers, Swarm labels, a KRaft controller beside each
+broker, ...) it asks with ``supports(spec, capability)`` (:class:`kctl.runtime.engine.base.Capability`), answered
+by the class of ``spec.engine`` without a client: no code above the seam compares ``spec.engine`` to a kind.
+
 The direction: :mod:`kctl.runtime.docker_api` (the SDK) <- :mod:`kctl.runtime.engine.base` (the abstract
-Engine) <- compose, swarm <- this module. ``for_spec`` imports only the implementation it picks, inside the
-function (the status path never loads the other); neither implementation imports this module.
+Engine) <- compose, swarm, hosts <- this module. ``implementation`` imports only the implementation it picks,
+inside the function (the status path never loads the other); no implementation imports this module.
 
 No docker SDK import at module level: the status path imports this module.
 """
@@ -26,26 +30,38 @@ from typing import Any
 from kctl.model.spec import ClusterSpec
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime import docker_api as api
-from kctl.runtime.docker_api import Container, ContainerInfo, engine_of, process_states, state_dir_of
-from kctl.runtime.engine.base import Engine, Progress, WrongEngine, check_engine
+from kctl.runtime.docker_api import Container, ContainerInfo, engine_of, state_dir_of
+from kctl.runtime.engine.base import Capability, Engine, Progress, WrongEngine, check_engine
 
-__all__ = ["Container", "ContainerInfo", "Engine", "Progress", "WrongEngine", "check_engine", "engine_of",
-           "for_spec", "process_states", "state_dir_of"]
+__all__ = ["Capability", "Container", "ContainerInfo", "Engine", "Progress", "WrongEngine", "check_engine",
+           "engine_of", "for_spec", "implementation", "process_states", "state_dir_of", "supports"]
+
+
+def implementation(kind: EngineKind) -> type[Engine]:
+    """The :class:`Engine` class of an engine kind. Its module is imported here, when first asked for: the
+    status path loads the one implementation its cluster runs on (its start-up budget, docs/benchmarks.md)."""
+    if kind is EngineKind.swarm:
+        from kctl.runtime.engine.swarm import SwarmEngine
+
+        return SwarmEngine
+    if kind is EngineKind.hosts:
+        from kctl.runtime.engine.hosts import HostsEngine
+
+        return HostsEngine
+    from kctl.runtime.engine.compose import ComposeEngine
+
+    return ComposeEngine
 
 
 def for_spec(spec: ClusterSpec) -> Engine:
-    """The engine implementation of ``spec.engine`` (its module imported here, when first asked for)."""
-    if spec.engine is EngineKind.swarm:
-        from kctl.runtime.engine.swarm import SwarmEngine
+    """The engine implementation of ``spec.engine``."""
+    return implementation(spec.engine)()
 
-        return SwarmEngine()
-    if spec.engine is EngineKind.hosts:
-        from kctl.runtime.engine.hosts import HostsEngine
 
-        return HostsEngine()
-    from kctl.runtime.engine.compose import ComposeEngine
-
-    return ComposeEngine()
+def supports(spec: ClusterSpec, capability: Capability) -> bool:
+    """Whether the engine ``spec`` runs on supports ``capability``: asked of its class (no Docker, no ssh, no
+    client made). What callers outside the engine seam ask instead of comparing ``spec.engine`` to a kind."""
+    return implementation(spec.engine).supports(capability)
 
 
 # ----- the calls the rest of kctl makes (each dispatches on spec.engine) -------------------------
@@ -66,6 +82,10 @@ def observe(spec: ClusterSpec, timeout: float = 5.0) -> list[Container]:
 def exec_in(spec: ClusterSpec, name: str, argv: list[str], user: str | None = None,
             timeout: float = 60, dc: Any | None = None, stderr: bool = True) -> tuple[int, str]:
     return for_spec(spec).exec_in(spec, name, argv, user=user, timeout=timeout, dc=dc, stderr=stderr)
+
+
+def process_states(spec: ClusterSpec, host: str, timeout: float = 30.0) -> dict[str, str]:
+    return for_spec(spec).process_states(spec, host, timeout)
 
 
 def running_host_ports(spec: ClusterSpec) -> list[int]:

@@ -25,11 +25,12 @@ from typing import Any
 
 from kctl import contract
 from kctl.errors import KctlError
+from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec, NodeSpec
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime.docker_api import GAVE_UP, Container, ContainerInfo, process_states
 from kctl.runtime.engine import host_identity as hid
-from kctl.runtime.engine.base import Engine, Progress
+from kctl.runtime.engine.base import Capability, Engine, Progress
 from kctl.runtime.engine.host_identity import HostFacts
 from kctl.runtime.engine.ssh import Ssh, SshError
 
@@ -46,6 +47,12 @@ _OBSERVE = "; ".join([f"cat {CONFIG_HASH_FILE} 2>/dev/null || echo -", "echo ---
 _PREFLIGHT = ("echo sudo-ok; if [ -d /run/systemd/system ] && [ \"$(ps -o comm= -p 1)\" = systemd ]; then"
               " echo systemd-ok; fi; java -version 2>&1 | head -n 1")
 _FACTS = "---kctl-host-facts---"  # what follows it: the host's identity and data (kctl.runtime.engine.host_identity)
+# The programs a host may have a unit for (a unit not installed there is no program of the host's).
+PROGRAMS = (*contract.SERVICES, "controller")
+# systemd's view of a unit in supervisord's words (Engine.process_states), by its ActiveState; an activating unit
+# whose SubState is auto-restart waits out its RestartSec before systemd starts it again: supervisord's BACKOFF.
+_AS_SUPERVISORD = {"active": "RUNNING", "reloading": "RUNNING", "activating": "STARTING", "deactivating": "STOPPING",
+                   "inactive": "STOPPED", "failed": "FATAL"}
 
 
 def _pool(n: int) -> cf.ThreadPoolExecutor:
@@ -56,6 +63,9 @@ class HostsEngine(Engine):
     """Every node on a host of its own, through ssh and systemd."""
 
     kind = EngineKind.hosts.value
+    # No controller unit (a migration to KRaft is not built here), and no fault on a whole host (it would take
+    # kctl's own ssh session with it): kctl.runtime.faults.HostFaults.
+    capabilities = frozenset({Capability.SSH_HOSTS})
     # A rendered file reaches a host's processes at their next restart once :meth:`deliver` (install.sh) has put
     # it in /etc/kctl: `kctl apply` delivers first, then rolls.
     files_reach_a_restart = True
@@ -86,8 +96,6 @@ class HostsEngine(Engine):
         return "running", digest, table.splitlines()
 
     def _looks(self, spec: ClusterSpec, timeout: float) -> list[tuple[NodeSpec, str, str | None, list[str]]]:
-        from kctl.model.properties import services_of
-
         nodes = [n for _h, n, _s in services_of(spec)]
         with _pool(len(nodes)) as pool:
             found = list(pool.map(lambda n: self._look(spec, n, timeout), nodes))
@@ -95,8 +103,6 @@ class HostsEngine(Engine):
 
     def containers(self, spec: ClusterSpec, dc: Any | None = None) -> list[ContainerInfo]:
         """The hosts where kctl's bundle is installed (and those kctl cannot reach, as "unreachable")."""
-        from kctl.model.properties import services_of
-
         services = {h: s for h, _n, s in services_of(spec)}
         return [ContainerInfo(id=spec.node_address(n), name=n.hostname, container_name=spec.node_address(n),
                               node=spec.node_address(n), services=services[n.hostname], state=state, health=None,
@@ -104,8 +110,6 @@ class HostsEngine(Engine):
                 for n, state, digest, _ps in self._looks(spec, 15.0) if state != "not-installed"]
 
     def observe(self, spec: ClusterSpec, timeout: float = 5.0) -> list[Container]:
-        from kctl.model.properties import services_of
-
         services = {h: s for h, _n, s in services_of(spec)}
         out: list[Container] = []
         for n, state, digest, ps in self._looks(spec, timeout):
@@ -167,7 +171,8 @@ class HostsEngine(Engine):
 
     # ----- one service's process ---------------------------------------------------------------
 
-    def _systemctl(self, spec: ClusterSpec, host: str, action: str, service: str, timeout: float) -> str:
+    def _systemctl(self, spec: ClusterSpec, host: str, action: str, service: str, timeout: float,
+                   check: bool = True) -> str:
         unit = contract.unit_name(service)
         argv = ["systemctl", action, unit]
         if action == "start":  # a start kctl asks for is no crash: systemd's start limit is reset first
@@ -175,10 +180,28 @@ class HostsEngine(Engine):
             code, out = Ssh(spec).run(spec.node(host), ["sh", "-c", shell], timeout=timeout)
         else:
             code, out = Ssh(spec).run(spec.node(host), argv, timeout=timeout)
-        if code != 0:
+        if code != 0 and check:
             raise KctlError(f"{host}: `systemctl {action} {unit}` failed (exit {code}): {out.strip()[-500:]}",
                             hint=f"`kctl logs {host} --service supervisor` shows the units' journal")
         return out.strip()
+
+    def supervise(self, spec: ClusterSpec, host: str, action: str, service: str, *, timeout: float,
+                  dc: Any = None, before: str = "", check: bool = True) -> str:
+        """systemd is a host's supervisor: ``systemctl ACTION`` of the service's unit (a start resets the unit's
+        start limit first). ``before`` is a container's preparation: a host's unit prepares itself (kctl-prepare,
+        its ``ExecStartPre=+``)."""
+        return self._systemctl(spec, host, action, service, timeout, check=check)
+
+    def process_states(self, spec: ClusterSpec, host: str, timeout: float = 30.0) -> dict[str, str]:
+        """Each unit kctl installed on the host, as systemd sees it, in supervisord's words
+        (:func:`systemd_states`): one ssh round trip."""
+        argv = ["systemctl", "show", "--property=Id,LoadState,ActiveState,SubState",
+                *(contract.unit_name(p) for p in PROGRAMS)]
+        code, out = Ssh(spec).run(spec.node(host), argv, timeout=timeout, stderr=False)
+        if code != 0:
+            raise KctlError(f"{host}: `systemctl show` failed (exit {code}): {out.strip()[-300:]}",
+                            hint=f"`kctl logs {host} --service supervisor` shows the units' journal")
+        return systemd_states(out)
 
     def stop_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
         from kctl.runtime.engine.bundle import stop_seconds
@@ -186,10 +209,10 @@ class HostsEngine(Engine):
         # `systemctl stop` returns when the unit stopped, at most its TimeoutStopSec= (a broker's is derived from
         # its controlled shutdown's bounds) and SIGKILL's moment later: ssh waits that long, and some more.
         limit = max(self.STOP_TIMEOUT, stop_seconds(spec, spec.node(host), service) + 30)
-        return self._systemctl(spec, host, "stop", service, limit)
+        return self.supervise(spec, host, "stop", service, timeout=limit)
 
     def start_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
-        return self._systemctl(spec, host, "start", service, self.START_TIMEOUT)
+        return self.supervise(spec, host, "start", service, timeout=self.START_TIMEOUT)
 
     # ----- lifecycle ----------------------------------------------------------------------------
 
@@ -197,8 +220,6 @@ class HostsEngine(Engine):
         """Each host's problem for kctl, or None: it answers over ssh, runs `sudo -n`, boots systemd and has Java
         17 or newer; and what it holds of kctl (:mod:`kctl.runtime.engine.host_identity`), read in the same round trip
         (asked of every host at once)."""
-        from kctl.model.properties import services_of
-
         found = [(n, s) for _h, n, s in services_of(spec)]
 
         def check(item: tuple[NodeSpec, tuple[str, ...]]) -> tuple[str | None, HostFacts | None]:
@@ -237,8 +258,6 @@ class HostsEngine(Engine):
                           data: bool = True) -> list[str]:
         """Every host that is not its node of this cluster (:func:`kctl.runtime.engine.host_identity.problems`), and
         every machine two nodes reach: one line each."""
-        from kctl.model.properties import services_of
-
         uid = hid.read_uid(Path(spec.state_dir)) if spec.state_dir else None
         names = {n.hostname: h for h, n, _s in services_of(spec)}
         out: list[str] = []
@@ -266,8 +285,6 @@ class HostsEngine(Engine):
         ssh.check_known_hosts()  # once, not once per host: /dev/null or a directory is refused before any login
         ssh.control_dir()
         if spec.ssh.trust_on_first_use:
-            from kctl.model.properties import services_of
-
             for _h, node, _s in services_of(spec):
                 said = ssh.trust_new(node)
                 if said:
@@ -311,8 +328,6 @@ class HostsEngine(Engine):
     def deliver(self, spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
         """Every host's bundle installed; nothing restarted (the roll that follows restarts what must: `kctl
         apply` decides from what each process runs, so install.sh's record of pending restarts is cleared)."""
-        from kctl.model.properties import services_of
-
         hosts = [h for h, _n, _s in services_of(spec)]
         _made, restarts = self._install_all(spec, state_dir, hosts, say)
         with _pool(len(hosts)) as pool:
@@ -340,8 +355,6 @@ class HostsEngine(Engine):
     def pending_restarts(self, spec: ClusterSpec) -> dict[str, list[str]]:
         """host -> its running services that install.sh recorded as pending (their process predates the files
         installed for them; kctl-prepare clears the record when the service starts again)."""
-        from kctl.model.properties import services_of
-
         found = [(h, n) for h, n, _s in services_of(spec)]
         shell = "; ".join(f"[ -e {contract.HOST_PENDING_DIR}/{s} ] && systemctl is-active --quiet"
                           f" {contract.unit_name(s)} && echo {s}" for s in contract.SERVICES) + "; true"
@@ -371,8 +384,6 @@ class HostsEngine(Engine):
 
     def host_facts(self, spec: ClusterSpec, nodes: list[NodeSpec]) -> list[tuple[NodeSpec, HostFacts | None]]:
         """What each host holds of kctl (None: ssh failed there), asked of every host at once."""
-        from kctl.model.properties import services_of
-
         services = {n.hostname: s for _h, n, s in services_of(spec)}
 
         def look(node: NodeSpec) -> HostFacts | None:
@@ -468,6 +479,23 @@ class HostsEngine(Engine):
 
     def mend_network(self, spec: ClusterSpec, host: str, container: Any, dc: Any) -> bool:
         raise self._no_faults()
+
+
+def systemd_states(text: str) -> dict[str, str]:
+    """Pure: program -> state in supervisord's words from ``systemctl show --property=Id,LoadState,ActiveState,
+    SubState UNIT...`` (a block of properties per unit, blank lines between them); a unit not installed
+    (LoadState=not-found) is left out, a state supervisord has no word for is UNKNOWN."""
+    units = {contract.unit_name(p): p for p in PROGRAMS}
+    out: dict[str, str] = {}
+    for block in text.split("\n\n"):
+        props = {key: value for key, sep, value in (line.partition("=") for line in block.splitlines()) if sep}
+        program = units.get(props.get("Id", ""))
+        if program is None or props.get("LoadState") == "not-found":
+            continue
+        active, sub = props.get("ActiveState", ""), props.get("SubState", "")
+        out[program] = "BACKOFF" if active == "activating" and sub == "auto-restart" else \
+            _AS_SUPERVISORD.get(active, "UNKNOWN")
+    return out
 
 
 def _java_major(version_line: str) -> int | None:

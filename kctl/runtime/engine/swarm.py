@@ -19,11 +19,13 @@ from typing import Any
 
 from kctl import contract
 from kctl.errors import DockerUnavailable, KctlError
+from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime import docker_api as api
+from kctl.runtime import ports as machine_ports
 from kctl.runtime.docker_api import Container, ContainerInfo, run_docker
-from kctl.runtime.engine.base import Engine, Progress
+from kctl.runtime.engine.base import Capability, Engine, Progress
 from kctl.wait import Stage, wait_for_stages
 
 INIT_HINT = ("make this engine a Swarm manager: `docker swarm init --advertise-addr <this host's address>` "
@@ -92,8 +94,6 @@ def plan_placement(spec: ClusterSpec, swarm_nodes: list[SwarmNode], strict_sprea
     """Pure: each container host's Swarm node (``nodes[].swarm_node``, else the node already labelled for it,
     else round-robin), and the warnings; KctlError when a named node is not in the Swarm, or with
     ``strict_spread`` when two kctl nodes would share a Swarm node."""
-    from kctl.model.properties import services_of
-
     if not swarm_nodes:
         raise KctlError("engine swarm: the Swarm has no ready, active node", hint="`docker node ls`")
     by_name = {n.hostname: n for n in swarm_nodes} | {n.id: n for n in swarm_nodes}
@@ -131,8 +131,6 @@ def plan_placement(spec: ClusterSpec, swarm_nodes: list[SwarmNode], strict_sprea
 
 def _published(spec: ClusterSpec) -> dict[str, list[tuple[int, str]]]:
     """container host -> [(published port, what)]."""
-    from kctl.model.properties import services_of
-
     out: dict[str, list[tuple[int, str]]] = {}
     for host, node, services in services_of(spec):
         ports = out.setdefault(host, [])
@@ -144,8 +142,6 @@ def _published(spec: ClusterSpec) -> dict[str, list[tuple[int, str]]]:
 def taken_ports(spec: ClusterSpec, dc: Any, placement: Placement, local_id: str, owned: set[int]) -> list[str]:
     """Published ports already used on the Swarm node that would run them: by another Swarm service with a
     host-mode port there, or (on this engine's own node) by anything listening."""
-    from kctl.runtime import doctor
-
     mine = {service_name(spec, h) for h in placement.hosts}
     used: dict[tuple[str, int], str] = {}  # (node id, port) -> service
     for svc in dc.services.list():
@@ -168,7 +164,7 @@ def taken_ports(spec: ClusterSpec, dc: Any, placement: Placement, local_id: str,
             other = used.get((target.id, port))
             if other:
                 out.append(f"{port} ({what}) on {target.hostname}: published by service {other}")
-            elif target.id == local_id and port not in owned and not doctor.port_free(port, "0.0.0.0"):
+            elif target.id == local_id and port not in owned and not machine_ports.port_free(port, "0.0.0.0"):
                 out.append(f"{port} ({what}) on {target.hostname}: in use")
     return out
 
@@ -299,6 +295,9 @@ class SwarmEngine(Engine):
     """The cluster as a Docker stack ``kctl-<name>`` on the Swarm this engine manages."""
 
     kind = EngineKind.swarm.value
+    # Its data is in volumes on the Swarm node that runs each task, not in the state dir.
+    capabilities = frozenset({Capability.CONTAINERS, Capability.PORTS_BY_INDEX, Capability.SWARM_LABELS,
+                              Capability.KRAFT_CONTROLLERS, Capability.CHOSEN_BY_FLAG, Capability.NODE_FAULTS})
     files_reach_a_restart = False
 
     logs_in_state_dir = False
