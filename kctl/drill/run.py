@@ -27,7 +27,8 @@ from kctl.drill.load import Load
 from kctl.drill.scenarios import SCENARIOS, Scenario
 from kctl.errors import KctlError, TimeoutReached, UsageError
 from kctl.kafka import describe as kmd
-from kctl.model.spec import ClusterSpec
+from kctl.kafka.client import Target, admin, kafka_error, wait_for_topic
+from kctl.model.spec import ClusterSpec, Engine
 from kctl.runtime.faults import Faults, HostFaults, interruptible, open_faults
 from kctl.security.store import client_settings  # a secured cluster: SASL_SSL as its admin user
 from kctl.wait import Probe, pause_until, ticks, wait_until
@@ -139,13 +140,11 @@ def topic_replication(spec: ClusterSpec, topic: str) -> tuple[int, int] | None:
 def create_topic(spec: ClusterSpec, name: str, brokers: int, unclean: bool) -> tuple[int, int]:
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-    from kctl.kafka.client import admin, kafka_error, wait_for_topic
-
     rf = min(3, brokers)
     config = {"min.insync.replicas": str(min(2, rf))}
     if unclean:
         config["unclean.leader.election.enable"] = "true"
-    client = admin(spec)
+    client = admin(Target.of(spec))
     try:
         client.create_topics([NewTopic(name, DEFAULT_PARTITIONS, rf, config=config)])[name].result(30)
     except Exception as exc:  # noqa: BLE001 - confluent-kafka raises KafkaException
@@ -159,9 +158,7 @@ def create_topic(spec: ClusterSpec, name: str, brokers: int, unclean: bool) -> t
 
 
 def delete_topic(spec: ClusterSpec, name: str) -> None:
-    from kctl.kafka.client import admin
-
-    client = admin(spec)
+    client = admin(Target.of(spec))
     try:
         client.delete_topics([name])[name].result(30)
     except Exception:  # noqa: BLE001 - a leftover drill topic is harmless; the verdict is what matters
@@ -324,8 +321,6 @@ def run(spec: ClusterSpec, state_dir: Path, scenario: str, *, duration: float = 
     if acks not in ("all", "-1", "1"):
         raise DrillNotRun(f"--acks {acks!r}: all or 1", hint="acks=0 has no acknowledgement to check")
     sc = validate(scenario, rate, duration, bounces, hold)
-    from kctl.model.spec import Engine
-
     if spec.engine is Engine.hosts and scenario in HostFaults.UNSUPPORTED:
         raise DrillNotRun(f"{scenario} does not run on engine hosts: it {HostFaults.UNSUPPORTED[scenario]}, which"
                           " kctl does not do to a host; nothing was injected",
