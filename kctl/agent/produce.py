@@ -17,10 +17,9 @@ from typing import Any
 from kctl.agent.nginx import filebeat_event
 from kctl.errors import KctlError
 from kctl.files import follow_lines
+from kctl.kafka.client import Target, require_topics
 from kctl.kafka.client import producer as kafka_producer
-from kctl.kafka.client import require_topics
 from kctl.kafka.produce import ProduceResult, Record, send, singles
-from kctl.model.spec import ClusterSpec
 
 # The Java client's murmur2 partitioner and idempotence come from the client factory;
 # the agent adds compression (JSON events shrink well) for its own records.
@@ -30,38 +29,36 @@ BLOCK = 10_000
 __all__ = ["ProduceResult", "follow_lines", "produce", "producer", "ship_file"]
 
 
-def producer(bootstrap: str, *, spec: ClusterSpec | None = None, **extra: Any) -> Any:
-    """A producer configured as the agent's (for callers that need their own delivery callbacks).
-    ``spec``: a secured cluster's, whose admin user the agent logs in as."""
-    return kafka_producer(spec, bootstrap, **{**AGENT_CONFIG, **extra})
+def producer(target: Target, **extra: Any) -> Any:
+    """A producer configured as the agent's (for callers that need their own delivery callbacks); on a secured
+    cluster the agent logs in as its admin user."""
+    return kafka_producer(target, **{**AGENT_CONFIG, **extra})
 
 
 def produce(
-    bootstrap: str,
+    target: Target,
     topic: str,
     records: Iterable[Record],
     *,
     rate: float | None = None,
     max_seconds: float = 600.0,
     check: bool = True,
-    spec: ClusterSpec | None = None,
 ) -> ProduceResult:
-    """Send (key, value) records, paced at ``rate`` per second (None: as fast as possible).
-    ``spec``: a secured cluster's, whose admin user the agent logs in as."""
+    """Send (key, value) records, paced at ``rate`` per second (None: as fast as possible); on a secured cluster
+    the agent logs in as its admin user."""
     if isinstance(records, Sequence) and rate is None:
         blocks: Iterable[Sequence[Record]] = (records[i:i + BLOCK] for i in range(0, len(records), BLOCK))
     else:
         blocks = singles(records)  # a followed file or a paced generator: each record goes out at once
-    res = send(topic, blocks, spec=spec, bootstrap=bootstrap, rate=rate, max_seconds=max_seconds, check=check,
-               **AGENT_CONFIG)
+    res = send(target, topic, blocks, rate=rate, max_seconds=max_seconds, check=check, **AGENT_CONFIG)
     if res.failed and not res.delivered:
-        raise KctlError(f"no event reached topic {topic} on {bootstrap}: {res.errors[0] if res.errors else '?'}",
-                        hint="is the cluster healthy? try `kctl status`")
+        raise KctlError(f"no event reached topic {topic} on {target.bootstrap_servers}:"
+                        f" {res.errors[0] if res.errors else '?'}", hint="is the cluster healthy? try `kctl status`")
     return res
 
 
 def ship_file(
-    bootstrap: str,
+    target: Target,
     topic: str,
     path: Path,
     *,
@@ -69,10 +66,9 @@ def ship_file(
     host: str | None = None,
     max_seconds: float = 3600.0,
     max_lines: int | None = None,
-    spec: ClusterSpec | None = None,
 ) -> ProduceResult:
     """A small log agent: each line of ``path`` as a filebeat event keyed by host."""
-    require_topics(spec, [topic], bootstrap)
+    require_topics(target, [topic])
     host = host or socket.gethostname()
     if not follow and not path.exists():
         raise KctlError(f"{path}: no such file")
@@ -83,4 +79,4 @@ def ship_file(
                                 topic=topic, path=str(path.resolve()))
             yield host, json.dumps(ev, separators=(",", ":"))
 
-    return produce(bootstrap, topic, records(), max_seconds=max_seconds, check=False, spec=spec)
+    return produce(target, topic, records(), max_seconds=max_seconds, check=False)

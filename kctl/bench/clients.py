@@ -33,8 +33,10 @@ from kctl import contract
 from kctl.bench.doc import write_section
 from kctl.errors import KctlError
 from kctl.kafka import topics
+from kctl.kafka.client import Target, consumer
 from kctl.kafka.console import FETCH_BACKOFF_MS
 from kctl.model.spec import ClusterSpec, load_cluster
+from kctl.runtime.engine import engines
 
 RECORD_SIZE = 100
 MAX_RECORDS = 2_000_000
@@ -181,7 +183,7 @@ def versus_kcat(spec: ClusterSpec, spec_file: Path, data: Path, records: int,
     spec_args = ["-f", str(spec_file)]
     have_kcat = kcat_available()
     for t in (t_kctl, t_kcat):
-        topics.create(spec, t, 3, rf, {"min.insync.replicas": str(max(1, rf - 1))})
+        topics.create(Target.of(spec), t, 3, rf, {"min.insync.replicas": str(max(1, rf - 1))})
     sides: list[Side] = []
     try:
         _timed([*kctl, "topic", "describe", t_kctl, *spec_args])  # warm the page cache, not measured
@@ -271,9 +273,7 @@ def _check_count(spec: ClusterSpec, topic: str, want: int) -> None:
     """Both producers must have delivered every record: the sum of the partitions' log-end offsets."""
     from confluent_kafka import TopicPartition
 
-    from kctl.kafka.client import consumer
-
-    c = consumer(spec)
+    c = consumer(Target.of(spec))
     try:
         md = c.list_topics(timeout=10)
         total = sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
@@ -296,7 +296,7 @@ def run(spec: ClusterSpec, spec_file: Path, records: int) -> tuple[list[Side], l
     suffix = uuid.uuid4().hex[:6]
     t_kctl, t_kafka = f"kctl-bench-{suffix}", f"kafka-bench-{suffix}"
     for t in (t_kctl, t_kafka):
-        topics.create(spec, t, 3, rf, {"min.insync.replicas": str(max(1, rf - 1))})
+        topics.create(Target.of(spec), t, 3, rf, {"min.insync.replicas": str(max(1, rf - 1))})
     figures: list[Figure] = []
     try:
         with tempfile.TemporaryDirectory() as d:
@@ -332,8 +332,6 @@ def run(spec: ClusterSpec, spec_file: Path, records: int) -> tuple[list[Side], l
 
 
 def _exec(spec: ClusterSpec, argv: list[str]) -> str:
-    from kctl.runtime.engine import engines
-
     rc, out = engines.exec_in(spec, spec.kafka_host(spec.nodes[0]), argv, timeout=STEP_TIMEOUT)
     if rc != 0:
         raise KctlError(f"{argv[0].rsplit('/', 1)[-1]} failed (exit {rc})", hint=out[-800:])
@@ -433,7 +431,7 @@ def _drop_topics(spec: ClusterSpec, *names: str) -> None:
     """Best effort: a benchmark's topics go when it ends, also when it failed half-way."""
     for t in names:
         try:
-            topics.delete(spec, t)
+            topics.delete(Target.of(spec), t)
         except KctlError:
             pass
 

@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 from kctl.cluster import identity
 from kctl.kafka import topics
+from kctl.kafka.client import Target
+from kctl.testing.cluster import KafkaCluster
 
 
 def _median_ms(fn: Callable[[], object], n: int) -> float:
@@ -30,14 +32,12 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("-n", type=int, default=30, help="runs per measurement")
     args = ap.parse_args(argv)
-    from kctl.testing.cluster import KafkaCluster
-
     with KafkaCluster(nodes=1, quick_jit=False, follower_wait_ms=None) as c:
         spec, state = c.spec, c.state_dir
         identity.verify(spec, state)  # records the identity (the testing API does not run `kctl up`)
         check = _median_ms(lambda: identity.verify(spec, state), args.n)
-        plain = _median_ms(lambda: topics.list_topics(spec), args.n)
-        both = _median_ms(lambda: (identity.verify(spec, state), topics.list_topics(spec)), args.n)
+        plain = _median_ms(lambda: topics.list_topics(Target.of(spec)), args.n)
+        both = _median_ms(lambda: (identity.verify(spec, state), topics.list_topics(Target.of(spec))), args.n)
     print(f"identity check alone (median of {args.n}): {check:.2f} ms")
     print(f"topic list without the check: {plain:.2f} ms; with it: {both:.2f} ms "
           f"(+{both - plain:.2f} ms, {100 * (both - plain) / plain:.0f}%)")

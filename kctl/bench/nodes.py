@@ -19,6 +19,10 @@ import time
 from pathlib import Path
 
 from kctl.bench.doc import add_output_args, publish
+from kctl.bench.load import produce_all
+from kctl.kafka.client import Target, producer
+from kctl.runtime.cluster import run_kafka_tool
+from kctl.testing.cluster import KafkaCluster
 
 TOPIC = "bench-move"
 
@@ -34,11 +38,8 @@ def _kctl(spec_file: Path, cwd: Path, *args: str) -> tuple[float, str]:
 
 
 def _fill(spec: object, mb: int) -> int:
-    from kctl.bench.load import produce_all
-    from kctl.kafka.client import producer
-
-    p = producer(spec, acks="all", **{"linger.ms": 20, "batch.size": 1_000_000,  # type: ignore[arg-type]
-                                      "compression.type": "none"})
+    p = producer(Target.of(spec), acks="all", **{"linger.ms": 20,  # type: ignore[arg-type]
+                                                 "batch.size": 1_000_000, "compression.type": "none"})
     value = os.urandom(10_000)  # incompressible, so bytes on disk are bytes written
     n = mb * 100
     produce_all(p, TOPIC, n, value, key=lambda i: str(i).encode(), flush_s=300)
@@ -46,8 +47,6 @@ def _fill(spec: object, mb: int) -> int:
 
 
 def _bytes_per_broker(spec: object) -> dict[int, int]:
-    from kctl.runtime.cluster import run_kafka_tool
-
     run = run_kafka_tool(spec, "kafka-log-dirs.sh", ["--describe", "--topic-list", TOPIC],  # type: ignore[arg-type]
                          stderr=False)
     line = next(ln for ln in run.output.splitlines() if ln.startswith("{"))
@@ -62,8 +61,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mb", type=int, default=150, help="MB written to the topic before the node is added")
     add_output_args(ap)
     args = ap.parse_args(argv)
-    from kctl.testing.cluster import KafkaCluster
-
     with KafkaCluster(nodes=3, quick_jit=False, follower_wait_ms=None) as c:
         c.create_topic(TOPIC, partitions=12, replication_factor=3)
         t0 = time.monotonic()

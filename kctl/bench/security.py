@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kctl.bench.doc import add_output_args, publish
+from kctl.bench.load import produce_all
+from kctl.kafka.client import Target, consumer, producer
+from kctl.testing import KafkaCluster
 
 SECTION = "## Security: PLAINTEXT vs SASL_SSL"
 
@@ -38,17 +41,15 @@ class Run:
 def _throughput(cluster: Any, records: int, size: int) -> tuple[float, float]:
     from confluent_kafka import TopicPartition
 
-    from kctl.bench.load import produce_all
-    from kctl.kafka.client import consumer, producer
-
     topic = f"bench-sec-{uuid.uuid4().hex[:6]}"
     cluster.create_topic(topic, partitions=3, replication_factor=3)
     value = os.urandom(size // 2).hex().encode()[:size]
     tuning: dict[str, Any] = {"linger.ms": 20, "batch.size": 262144, "queue.buffering.max.messages": 200000}
-    p = producer(cluster.spec, **tuning)
+    target = Target.of(cluster.spec)
+    p = producer(target, **tuning)
     produce_s = produce_all(p, topic, records, value)
     fetch: dict[str, Any] = {"fetch.max.bytes": 52428800}
-    c = consumer(cluster.spec, **fetch)
+    c = consumer(target, **fetch)
     c.assign([TopicPartition(topic, part, 0) for part in range(3)])
     got, t0 = 0, time.monotonic()
     deadline = t0 + 120
@@ -62,8 +63,6 @@ def _throughput(cluster: Any, records: int, size: int) -> tuple[float, float]:
 
 
 def run(profile: str, records: int, size: int) -> Run:
-    from kctl.testing import KafkaCluster
-
     cluster = KafkaCluster(nodes=3, quick_jit=False, follower_wait_ms=None, security=profile == "SASL_SSL")
     t0 = time.monotonic()
     cluster.start()

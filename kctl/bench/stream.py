@@ -36,10 +36,13 @@ from typing import Any
 from kctl.agent.nginx import generate
 from kctl.agent.produce import produce, producer
 from kctl.bench.doc import add_output_args, publish, table
-from kctl.kafka.client import wait_for_topic
+from kctl.kafka.client import Target, wait_for_topic
 from kctl.stream.config import JobConfig
-from kctl.stream.jars import jars_for_job
+from kctl.stream.jars import delta_version, jars_for_job
+from kctl.stream.job import BatchWriter, build_session, create_tables, kafka_schema, new_counters, parse, query_id
 from kctl.stream.progress import job_progress
+from kctl.stream.sinks import METRICS_PARTITION, metrics_arrow_schema
+from kctl.stream.state import stop
 from kctl.stream.submit import submit
 from kctl.wait import ticks
 
@@ -97,8 +100,6 @@ def spark_read(cfg: JobConfig, events: int, reps: int = 3) -> dict[str, float]:
     """Events/s of Spark's Kafka source alone (a batch read of the topic, nothing parsed or written), and of the
     read + the job's parse (every column evaluated, nothing cached or written); best of ``reps`` after a first
     round that warms the JVM up: what Spark costs before the job writes anything."""
-    from kctl.stream.job import build_session, parse
-
     spark = build_session(cfg, app_name="kctl-bench-kafka-read")
     try:
         best = {"read": 0.0, "parse": 0.0}
@@ -142,16 +143,13 @@ def _variant(base: JobConfig, tag: str, **changes: Any) -> JobConfig:
 def latency(bootstrap: str, base: JobConfig, rate: float, seconds: float, trigger: str) -> dict[str, Any]:
     from deltalake import DeltaTable
 
-    from kctl.stream.job import query_id
-    from kctl.stream.state import stop
-
     topic = _topic(bootstrap)
     cfg = _variant(base, f"lat-{trigger.replace(' ', '')}", topics=[topic], trigger=trigger,
                    max_offsets_per_trigger=None)
     submit(cfg, detach=True)
     metrics = Path(cfg.out) / "metrics"
     no_linger: dict[str, Any] = {"linger.ms": 0}
-    p = producer(bootstrap, **no_linger)
+    p = producer(Target.of(None, bootstrap), **no_linger)
     sent: dict[int, float] = {}
     delivered: dict[tuple[int, int], float] = {}
     seen: list[tuple[float, dict[int, int]]] = []
@@ -237,9 +235,6 @@ def batch_cost(tmp: Path, master: str, reps: int = 6, windows: tuple[int, ...] =
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from kctl.stream.job import BatchWriter, build_session, create_tables, kafka_schema
-    from kctl.stream.sinks import METRICS_PARTITION, metrics_arrow_schema
-
     cfg0 = JobConfig("", ["t"], "", "", master=master, jars=jars_for_job(None))
     spark = build_session(cfg0, app_name="kctl-bench-batch-cost")
     try:
@@ -281,8 +276,6 @@ def batch_cost(tmp: Path, master: str, reps: int = 6, windows: tuple[int, ...] =
 
 
 def _counters() -> dict[str, int]:
-    from kctl.stream.job import new_counters
-
     return new_counters()
 
 
@@ -364,9 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         events = [(e.key, e.value) for e in generate(a.events, seed=1, hosts=8, rate=1000.0)]
         avg = sum(len(v) for _, v in events) // max(1, len(events))
-        produce(bs, topic, events, max_seconds=600)
+        produce(Target.of(None, bs), topic, events, max_seconds=600)
         if caps:
-            produce(bs, sweep_topic, events[:a.sweep_events], max_seconds=600)
+            produce(Target.of(None, bs), sweep_topic, events[:a.sweep_events], max_seconds=600)
         print(f"produced {len(events)} events to {topic}", file=sys.stderr)
         fl = floor(bs, topic, len(events))
         print(f"floor: {fl:,.0f} events/s", file=sys.stderr)
@@ -404,8 +397,6 @@ def main(argv: list[str] | None = None) -> int:
         _drop(bs, topic)
         _drop(bs, sweep_topic)
     import pyspark
-
-    from kctl.stream.jars import delta_version
 
     fig = {
         "when": dt.date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} cores",

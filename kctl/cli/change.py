@@ -28,7 +28,7 @@ def diff(
     from kctl.cluster import drift
     from kctl.model.spec import state_dir_for
 
-    spec = connect(file)
+    spec = connect(file).kctl_spec
     res = drift.diff(spec, state_dir_for(spec, file), all_keys=all_keys)
     rows = [{"node": r.node, "service": r.service, "key": r.key, "kctl.yaml": r.spec, "rendered": r.rendered,
              "dynamic": _dynamic(r.broker_override, r.default_override),
@@ -75,7 +75,7 @@ def apply(
     # A skipped step towards the secured profile is refused from the files alone, before kctl talks to the
     # cluster with credentials the skipped steps would have made.
     spec = connect(file, write=not dry_run,
-                   before=lambda wanted: migration.check_step(wanted, state_dir_for(wanted, file)))
+                   before=lambda wanted: migration.check_step(wanted, state_dir_for(wanted, file))).kctl_spec
     state = state_dir_for(spec, file)
     if dry_run or not yes:
         plan, _ = ap.plan(spec, state)

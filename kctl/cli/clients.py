@@ -28,9 +28,8 @@ def produce(
     """One record per input line (kafka-console-producer.sh); exits 1 if any delivery failed."""
     from kctl.kafka import console
 
-    spec = connect(file, bootstrap, write=True)
-    res = console.produce(spec, topic, input_file, key_separator, acks, bootstrap, timeout,
-                          extra={"user": user} if user else None)
+    target = connect(file, bootstrap, write=True).as_user(user)
+    res = console.produce(target, topic, input_file, key_separator, acks, timeout)
     if fmt in (Format.json, Format.yaml):
         output.emit(res, fmt)
     output.info(f"{topic}: delivered {res.delivered}, failed {res.failed} in {res.seconds:.2f}s"
@@ -59,13 +58,13 @@ def consume(
     from kctl.kafka import console
 
     if group:
-        spec, check = connect(file, bootstrap), None
+        target, check = connect(file, bootstrap), None
     else:  # the consumer's own first Metadata answer is the identity check: one round trip less
-        spec, check = connect_by_metadata(file, bootstrap)
+        target, check = connect_by_metadata(file, bootstrap)
     mode = "json" if fmt is Format.json else "key" if print_key else "value"
     out = sys.stdout.buffer
-    cc = console.ConsoleConsumer(spec, topic, group, from_beginning, max_messages, timeout, partition, offset,
-                                 bootstrap, user, check=check)
+    cc = console.ConsoleConsumer(target.as_user(user), topic, group, from_beginning, max_messages, timeout,
+                                 partition, offset, check=check)
     try:
         with cc:
             for batch in cc.batches():

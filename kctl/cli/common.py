@@ -15,6 +15,7 @@ import typer
 from kctl.output import Format, info, warn
 
 if TYPE_CHECKING:
+    from kctl.kafka.client import Target
     from kctl.model.spec import ClusterSpec
 
 SpecOpt = typer.Option(
@@ -25,8 +26,9 @@ BootstrapOpt = typer.Option(None, "--bootstrap-server", help="host:port,... inst
 
 
 def connect(path: Path, bootstrap: str | None = None, *, write: bool = False,
-            before: Callable[[ClusterSpec], object] | None = None) -> ClusterSpec:
-    """Load the spec and make sure the cluster that answers is the one it names (exit 2 if not).
+            before: Callable[[ClusterSpec], object] | None = None) -> Target:
+    """Load the spec and make sure the cluster that answers is the one it names (exit 2 if not); the cluster
+    as kctl's clients reach it (its ``spec``, the bootstrap servers, the admin user's security settings).
 
     ``before``: the command's own checks of its input against the spec, run once it is loaded and before
     any cluster is asked (a bad option is named as such, whatever state the cluster is in).
@@ -37,6 +39,7 @@ def connect(path: Path, bootstrap: str | None = None, *, write: bool = False,
     (:func:`kctl.cluster.identity.check_write`).
     """
     from kctl.cluster import identity
+    from kctl.kafka.client import Target
     from kctl.model.spec import ClusterSpec, state_dir_for
 
     if bootstrap:
@@ -49,17 +52,17 @@ def connect(path: Path, bootstrap: str | None = None, *, write: bool = False,
             identity.check_write(bootstrap, cid, known, path)
         info(f"talking to Kafka cluster id {cid or 'unknown (no answer yet)'} at {bootstrap}"
              + (f" (the cluster of {path})" if write else " (--bootstrap-server: not checked against kctl.yaml)"))
-        return known or ClusterSpec()
+        return Target.of(known or ClusterSpec(), bootstrap)
     spec = load(path)
     if before is not None:
         before(spec)
     identity.verify(spec, state_dir_for(spec, path))
-    return spec
+    return Target.of(spec)
 
 
-def connect_by_metadata(path: Path, bootstrap: str | None = None) -> tuple[ClusterSpec, Callable[[str | None], object]]:
+def connect_by_metadata(path: Path, bootstrap: str | None = None) -> tuple[Target, Callable[[str | None], object]]:
     """:func:`connect` for a read-only command whose own client asks the cluster's Metadata before it
-    reads anything (``kctl consume`` without a group): the spec, and the identity check to call with
+    reads anything (``kctl consume`` without a group): the target, and the identity check to call with
     the cluster id that Metadata gave (None: no broker answered), before anything is read or printed.
 
     One Metadata round trip instead of two on the way to the first record; what is refused and how
@@ -67,13 +70,14 @@ def connect_by_metadata(path: Path, bootstrap: str | None = None) -> tuple[Clust
     it is :func:`connect` itself, and the check does nothing.
     """
     from kctl.cluster import identity
+    from kctl.kafka.client import Target
     from kctl.model.spec import state_dir_for
 
     if bootstrap:
         return connect(path, bootstrap), lambda _cid: None
     spec = load(path)
     state_dir = state_dir_for(spec, path)
-    return spec, lambda cid: identity.verify(spec, state_dir, seen=cid)
+    return Target.of(spec), lambda cid: identity.verify(spec, state_dir, seen=cid)
 
 
 def load(path: Path) -> ClusterSpec:

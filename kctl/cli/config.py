@@ -38,9 +38,9 @@ def config_describe(
     """Per key: effective value, where it comes from, and the broker's dynamic update mode."""
     from kctl.kafka import configs
 
-    spec = connect(file, bootstrap)
+    target = connect(file, bootstrap)
     ent = configs.entity_from(broker, broker_default, topic, client, user)
-    d = configs.describe(spec, ent, all_keys, key or None, bootstrap)
+    d = configs.describe(target, ent, all_keys, key or None)
     rows = [{"key": r.key, "value": "(sensitive)" if r.sensitive else r.value, "source": r.source,
              "update_mode": r.update_mode,
              "precedence": " > ".join(f"{configs.source_name(la.source)}={_null(la.value)}" for la in r.layers)}
@@ -81,12 +81,12 @@ def _change(what: str, args: list[str], broker: int | None, broker_default: bool
             client: str | None, user: str | None, bootstrap: str | None, file: Path, fmt: Format) -> None:
     from kctl.kafka import configs
 
-    spec = connect(file, bootstrap, write=True)
+    target = connect(file, bootstrap, write=True)
     ent = configs.entity_from(broker, broker_default, topic, client, user)
     if what == "set":
-        res = configs.set_configs(spec, ent, configs.parse_pairs(args), bootstrap)
+        res = configs.set_configs(target, ent, configs.parse_pairs(args))
     else:
-        res = configs.delete_configs(spec, ent, args, bootstrap)
+        res = configs.delete_configs(target, ent, args)
     keys = ", ".join(k if v is None else f"{k}={v}" for k, v in res.keys.items())
     output.emit_change(res, fmt, f"{res.entity}: {res.action} {keys}")
 

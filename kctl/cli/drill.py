@@ -55,7 +55,7 @@ def drill_run(
         from kctl.extras import require
 
         require("matplotlib", "plot")  # fail now, not after the drill
-    spec = connect(file, write=True)  # faults only on the cluster this kctl.yaml made
+    spec = connect(file, write=True).kctl_spec  # faults only on the cluster this kctl.yaml made
     if scenario == "mirror-failover":
         from kctl.drill import mirror
 

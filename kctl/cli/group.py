@@ -26,8 +26,7 @@ def group_list(bootstrap: str | None = BootstrapOpt, file: Path = SpecOpt, fmt: 
     """List consumer groups and their state."""
     from kctl.kafka import groups
 
-    spec = connect(file, bootstrap)
-    res = groups.list_groups(spec, bootstrap)
+    res = groups.list_groups(connect(file, bootstrap))
     output.emit(res, fmt, columns=["group", "state"], wide_columns=["type", "simple"],
                 raw="\n".join(g.group for g in res))
 
@@ -41,8 +40,7 @@ def group_describe(
     """State, members, and per partition: committed offset, log-end offset and lag."""
     from kctl.kafka import groups
 
-    spec = connect(file, bootstrap)
-    d = groups.describe(spec, group, bootstrap)
+    d = groups.describe(connect(file, bootstrap), group)
     members = "; ".join(f"{m.client_id}@{m.host} [{', '.join(m.assignment) or '-'}]" for m in d.members)
     footer = (f"group {d.group}: {d.state}, coordinator {d.coordinator}, {len(d.members)} member(s), "
               f"total lag {d.total_lag}" + (f"\nmembers: {members}" if members else ""))
@@ -72,8 +70,8 @@ def group_reset(
         raise UsageError("pick exactly one of --to-earliest, --to-latest, --to-offset N, --to-datetime ISO",
                          hint=f"e.g. `kctl group reset-offsets {group} --topic {topic} --to-earliest` (a dry run"
                               " until --execute)")
-    spec = connect(file, bootstrap, write=True)
-    plan = groups.reset_offsets(spec, group, topic, chosen[0], to_offset, to_datetime, execute, bootstrap)
+    target = connect(file, bootstrap, write=True)
+    plan = groups.reset_offsets(target, group, topic, chosen[0], to_offset, to_datetime, execute)
     footer = ("applied" if plan.executed else "dry run: nothing changed; pass --execute to apply")
     output.emit(plan, fmt, rows=[output.to_plain(m) for m in plan.moves],
                 columns=["topic", "partition", "current", "target", "earliest", "latest", "note"],
@@ -88,6 +86,5 @@ def group_delete(
     """Delete a consumer group and its committed offsets (it must have no members)."""
     from kctl.kafka import groups
 
-    spec = connect(file, bootstrap, write=True)
-    groups.delete(spec, group, bootstrap)
+    groups.delete(connect(file, bootstrap, write=True), group)
     output.info(f"deleted consumer group {group}")

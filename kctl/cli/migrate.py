@@ -37,7 +37,7 @@ def kraft_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     from kctl.migrate import kraft as migrate
     from kctl.model.spec import state_dir_for
 
-    spec = connect(file)
+    spec = connect(file).kctl_spec
     st = migrate.status(spec, state_dir_for(spec, file))
     rows = [{"what": "phase", "value": st["phase"]},
             {"what": "under way", "value": (f"{st['under_way']['action']} to {st['under_way']['target']} (done:"
@@ -79,7 +79,7 @@ def kraft_plan(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     from kctl.migrate import kraft as migrate
     from kctl.model.spec import state_dir_for
 
-    spec = connect(file)
+    spec = connect(file).kctl_spec
     rows = migrate.describe_plan(phases.read(state_dir_for(spec, file)))
     output.emit(rows, fmt, rows=rows, columns=["command", "from", "to", "step", "what"],
                 title=f"{spec.name}: the way to KRaft")
@@ -113,7 +113,7 @@ def _run(action: str, yes: bool, timeout: float, file: Path, fmt: output.Format)
         s.check_migration()  # kctl.yaml changed under a migration under way: named as such, first
         migrate.check_can_migrate(s, action)
 
-    spec = connect(file, write=True, before=refusals)
+    spec = connect(file, write=True, before=refusals).kctl_spec
     state_dir = state_dir_for(spec, file)
     record = phases.read(state_dir)
     target, steps = migrate.plan(record, action)  # refusals before the question
@@ -135,7 +135,7 @@ def kraft_raise_metadata_version(file: Path = SpecOpt, fmt: output.Format = Outp
     from kctl.migrate import kraft as migrate
     from kctl.model.spec import state_dir_for
 
-    spec = connect(file)
+    spec = connect(file).kctl_spec
     before, after = migrate.raise_metadata_version(spec, state_dir_for(spec, file), progress=output.info)
     said = f"{before} -> {after}" if after != before else f"{before} (the newest Kafka {spec.versions.kafka} supports)"
     output.emit({"cluster": spec.name, "before": before, "after": after}, fmt,

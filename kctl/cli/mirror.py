@@ -34,7 +34,8 @@ def mirror_up(
     from kctl.mirror import loops, run
     from kctl.model.spec import state_dir_for
 
-    spec = connect(file, write=True, before=lambda s: loops.check(s, file))  # a loop: refused before any cluster
+    # a loop: refused before any cluster
+    spec = connect(file, write=True, before=lambda s: loops.check(s, file)).kctl_spec
     if not spec.mirrors:
         from kctl.mirror import config
 
@@ -48,7 +49,7 @@ def mirror_down(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     from kctl.mirror import run
     from kctl.model.spec import state_dir_for
 
-    spec = connect(file, write=True)
+    spec = connect(file, write=True).kctl_spec
     removed = run.down(spec, state_dir_for(spec, file))
     output.emit_change({"removed": removed}, fmt, f"{spec.name}: mirrors " + ("stopped and removed" if removed
                                                                              else "were not running"))
@@ -57,7 +58,7 @@ def mirror_down(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
 def _statuses(file: Path, name: str | None, *, ages: bool = True) -> tuple[Any, list[Any]]:
     from kctl.mirror import config, run, status
 
-    spec = connect(file)
+    spec = connect(file).kctl_spec
     chosen = [config.find(spec, name)] if name is not None else (spec.mirrors or [config.find(spec, None)])
     found = run.sources(spec, file)
     return spec, [status.status(spec, m, found[m.name], ages=ages) for m in chosen]
@@ -123,7 +124,7 @@ def mirror_failover(
         raise UsageError(f"--untranslated {untranslated!r}: not refuse or earliest",
                          hint="--untranslated earliest starts a partition without a checkpoint at its first"
                               " offset here") from None
-    spec = connect(file, write=not dry_run)
+    spec = connect(file, write=not dry_run).kctl_spec
     mirror = config.find(spec, name)
     from kctl.errors import KctlError
 

@@ -4,7 +4,7 @@ consumer-lag evaluation (fresh, or from the monitor's store), the monitor proces
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -12,6 +12,9 @@ from kctl import output
 from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, connect, load
 from kctl.errors import UsageError
 from kctl.output import Format
+
+if TYPE_CHECKING:
+    from kctl.kafka.client import Target
 
 
 def register(app: typer.Typer) -> None:
@@ -42,7 +45,7 @@ def metrics(
     Exit 0 when every exporter answered, 1 when one did not."""
     from kctl.monitor import metrics as m
 
-    spec = connect(file)  # the cluster of this kctl.yaml answers on its ports, or a clear refusal
+    spec = connect(file).kctl_spec  # the cluster of this kctl.yaml answers on its ports, or a clear refusal
     if not spec.monitoring.enabled:
         raise UsageError(f"monitoring is off in {file}: no exporter runs",
                          hint="set `monitoring.enabled: true` and run `kctl up` (the nodes restart once)")
@@ -114,10 +117,11 @@ def lag(
     if groups and groups[0] == "history":
         _lag_history(groups[1:], since, plot, file, fmt)
         return
-    spec = connect(file, bootstrap)
-    if not fresh and bootstrap is None and _lag_from_monitor(spec, file, list(groups or []), window, fmt):
+    target = connect(file, bootstrap)
+    spec = target.kctl_spec
+    if not fresh and bootstrap is None and _lag_from_monitor(target, file, list(groups or []), window, fmt):
         return
-    names = list(groups or []) or [g.group for g in kgroups.list_groups(spec, bootstrap)]
+    names = list(groups or []) or [g.group for g in kgroups.list_groups(target)]
     if not names:
         output.info("no consumer groups")
         raise typer.Exit(0)
@@ -129,7 +133,7 @@ def lag(
     docs: list[dict[str, Any]] = []
     for done in ticks(interval):  # ends after --count reports (or the first without --watch)
         for g in names:
-            windows.observe(sampler.snapshot_of(kgroups.describe(spec, g, bootstrap), int(time.time() * 1000)))
+            windows.observe(sampler.snapshot_of(kgroups.describe(target, g), int(time.time() * 1000)))
         if done + 1 >= samples:
             docs = [sampler.to_json(windows.evaluate(g), state=windows.states.get(g), window=window,
                                     source="fresh sampling") for g in names]
@@ -173,7 +177,7 @@ def _emit_lag(docs: list[dict[str, Any]], window: int, fmt: Format, *, single: b
                 wide_columns=["problems"], title="consumer lag", footer=footer)
 
 
-def _lag_from_monitor(spec: Any, file: Path, groups: list[str], window: int, fmt: Format) -> bool:
+def _lag_from_monitor(target: Target, file: Path, groups: list[str], window: int, fmt: Format) -> bool:
     """When the monitor runs: judge ``groups`` (default: those of its latest round) from its store, each at the
     moment of its latest stored snapshot with the monitor's own parameters (what its API answers for that
     moment); False when the monitor does not run or has no snapshot of a group yet (a fresh sampling then)."""
@@ -182,6 +186,7 @@ def _lag_from_monitor(spec: Any, file: Path, groups: list[str], window: int, fmt
     from kctl.monitor import process, sampler
     from kctl.monitor.store import Store, db_path
 
+    spec = target.kctl_spec
     state_dir = state_dir_for(spec, file)
     rec = process.running(state_dir)
     if rec is None or not db_path(state_dir).exists():
@@ -198,7 +203,7 @@ def _lag_from_monitor(spec: Any, file: Path, groups: list[str], window: int, fmt
     missing = [g for g, j in judged.items() if j is None]
     if not judged or missing:
         for g in missing:
-            kgroups.describe(spec, g)  # an unknown group: its clear error; a known one the monitor has not seen yet:
+            kgroups.describe(target, g)  # an unknown group: its clear error; a known one the monitor has not seen yet:
         return False  # a fresh sampling instead
     docs = [j.to_json() for j in judged.values() if j is not None]
     _emit_lag(docs, docs[0]["window"], fmt, single=len(groups) == 1, watch=False)
@@ -303,7 +308,7 @@ def monitor_start(
     from kctl.model.spec import state_dir_for
     from kctl.monitor import process
 
-    spec = connect(file)
+    spec = connect(file).kctl_spec
     if not spec.monitoring.enabled:
         raise UsageError("monitoring is off in kctl.yaml", hint="set `monitoring.enabled: true`")
     state_dir = state_dir_for(spec, file)

@@ -46,7 +46,7 @@ def node_add(
     from kctl.cluster import nodes
     from kctl.model.spec import state_dir_for
 
-    spec = connect(file, write=True)
+    spec = connect(file, write=True).kctl_spec
     ch = nodes.add(spec, file, state_dir_for(spec, file), node_id=node_id, role=role, broker=not no_broker,
                    force=force, timeout=timeout, progress=output.info, address=address)
     what = ch.role + ("" if ch.broker else ", ZooKeeper only")
@@ -68,7 +68,7 @@ def node_remove(
     from kctl.model.spec import state_dir_for
 
     rate = parse_rate(throttle) if throttle else None
-    spec = connect(file, write=True)
+    spec = connect(file, write=True).kctl_spec
     n = spec.node(node)  # an unknown node stops here
     if not yes:
         typer.confirm(f"move every replica off {n.hostname}, remove it from {spec.name} and delete its data?",
@@ -89,7 +89,7 @@ def node_format_storage(
     """Format a KRaft controller's or broker's empty storage that kctl refused (UNFORMATTED in `kctl status`)."""
     from kctl.cluster import nodes
 
-    spec = connect(file)
+    spec = connect(file).kctl_spec
     n = spec.node(node)  # an unknown node stops here
     if not yes:
         typer.confirm(f"format {n.hostname}'s {service} storage empty? It starts with no metadata of its own and"

@@ -46,7 +46,7 @@ def reassign_plan(
         raise UsageError("--topics and --all exclude each other")
     ids = balance.parse_brokers(brokers)
     names = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
-    spec = connect(file)
+    spec = connect(file).kctl_spec
     res = reassign.plan(spec, ids, names)
     if output.Format(fmt) is output.Format.json:
         output.emit(res.kafka_json, fmt)
@@ -87,7 +87,7 @@ def reassign_execute(
     from kctl.kafka import balance, reassign
 
     rate = balance.parse_rate(throttle) if throttle else None
-    spec = connect(file, write=True)  # never move the partitions of a cluster this kctl.yaml did not make
+    spec = connect(file, write=True).kctl_spec  # never move the partitions of a cluster this kctl.yaml did not make
     text, source = _read_plan(plan_file)
     target = reassign.load_plan(text, source)  # a malformed file stops here, before anything changes
     from kctl.cluster.lock import roll_lock
@@ -106,7 +106,7 @@ def reassign_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> Non
     """Partitions being moved now: replicas being added and removed, bytes the new replicas still lack."""
     from kctl.kafka import reassign
 
-    spec = connect(file)
+    spec = connect(file).kctl_spec
     st = reassign.status(spec)
     rows = [{"partition": m.partition, "replicas": ",".join(map(str, m.replicas)),
              "adding": ",".join(map(str, m.adding)) or "-", "removing": ",".join(map(str, m.removing)) or "-",
@@ -127,7 +127,7 @@ def reassign_verify(plan_file: Path = PlanFileArg, file: Path = SpecOpt, fmt: ou
     """Kafka's --verify of a plan: each partition's state; removes the throttle once all are done."""
     from kctl.kafka import reassign
 
-    spec = connect(file, write=True)
+    spec = connect(file, write=True).kctl_spec
     text, source = _read_plan(plan_file)
     target = reassign.load_plan(text, source)
     out = reassign.verify(spec, target)
@@ -139,7 +139,7 @@ def reassign_cancel(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> Non
     """Cancel every ongoing reassignment: partitions go back to their original replicas; throttle removed."""
     from kctl.kafka import reassign
 
-    spec = connect(file, write=True)
+    spec = connect(file, write=True).kctl_spec
     moving = reassign.cancel(spec)
     output.emit_change(moving, fmt, f"cancelled the reassignment of {len(moving)} partition(s)"
                        + (f" ({', '.join(m.partition for m in moving[:5])})" if moving else

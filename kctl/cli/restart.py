@@ -45,7 +45,7 @@ def restart(
         raise UsageError("--recreate makes the whole container again: it needs --service node",
                          hint="`kctl restart NODE --service node --recreate`")
     # never roll a cluster this kctl.yaml did not make; a bad service or node is named first, whatever its state
-    spec = connect(file, write=not dry_run, before=lambda s: rp.check_request(s, service, nodes or []))
+    spec = connect(file, write=not dry_run, before=lambda s: rp.check_request(s, service, nodes or [])).kctl_spec
     again = tuple(spec.node(n).hostname for n in nodes) if nodes else tuple(n.hostname for n in spec.nodes)
     again = again if recreate else ()
     if dry_run:
@@ -77,8 +77,7 @@ def elect_leaders(
     """Move partition leadership back to the preferred replicas (Kafka's own election, via the AdminClient)."""
     from kctl.kafka import leaders
 
-    spec = connect(file, write=True)
-    res = leaders.elect(spec, election, topic, partition)
+    res = leaders.elect(connect(file, write=True), election, topic, partition)
     output.emit_change(res, fmt, f"{res.type} election ({res.scope}): {len(res.elected)} moved"
                                  + (f" ({', '.join(res.elected[:10])})" if res.elected else "")
                                  + f", {res.not_needed} already in place"

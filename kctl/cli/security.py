@@ -65,7 +65,7 @@ def user_create(
     """Create a SCRAM user; its password (read from stdin or generated) is kept 0600 in the state dir."""
     from kctl.kafka import security
 
-    spec = connect(file, write=True)
+    spec = connect(file, write=True).kctl_spec
     res = security.set_password(spec, name, _read_password(password_stdin), create=True)
     output.emit_change(res, fmt, f"created user {name} ({res.mechanism}); password in {res.password_file};"
                                  f" it may do nothing until `kctl acl add --allow User:{name} ...`")
@@ -80,7 +80,7 @@ def user_passwd(
     """Change a user's password (read from stdin or generated)."""
     from kctl.kafka import security
 
-    spec = connect(file, write=True)
+    spec = connect(file, write=True).kctl_spec
     res = security.set_password(spec, name, _read_password(password_stdin), create=False)
     output.emit_change(res, fmt, f"changed the password of {name}; kept in {res.password_file}")
 
@@ -90,7 +90,7 @@ def user_delete(name: str = typer.Argument(..., help="User name."), file: Path =
     """Delete a user's SCRAM credentials (its ACLs stay: `kctl acl remove`)."""
     from kctl.kafka import security
 
-    spec = connect(file, write=True)
+    spec = connect(file, write=True).kctl_spec
     res = security.delete_user(spec, name)
     output.emit_change(res, fmt, f"deleted user {name}")
 
@@ -99,7 +99,7 @@ def user_list(file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
     """The users with SCRAM credentials."""
     from kctl.kafka import security
 
-    spec = connect(file)
+    spec = connect(file).kctl_spec
     rows = security.list_users(spec)
     output.emit(rows, fmt, columns=["user", "mechanisms", "password_kept", "super_user"])
 
@@ -117,7 +117,7 @@ def acl_add(allow: str | None = _ALLOW, deny: str | None = _DENY, operation: str
     from kctl.kafka import security
 
     principal, ok = _principal(allow, deny)
-    spec = connect(file, write=True)
+    spec = connect(file, write=True).kctl_spec
     res = security.add_acl(spec, principal, ok, operation, topic=topic, group=group, cluster=cluster,
                            prefixed=prefixed, host=host)
     a = res.acls[0]
@@ -133,7 +133,7 @@ def acl_remove(allow: str | None = _ALLOW, deny: str | None = _DENY, operation: 
     from kctl.kafka import security
 
     principal, ok = _principal(allow, deny)
-    spec = connect(file, write=True)
+    spec = connect(file, write=True).kctl_spec
     res = security.remove_acl(spec, principal, ok, operation, topic=topic, group=group, cluster=cluster,
                               prefixed=prefixed, host=host)
     output.emit_change(res, fmt, f"removed {len(res.acls)} ACL(s)")
@@ -146,7 +146,7 @@ def acl_list(principal: str | None = typer.Option(None, "--principal", help="Onl
     """The ACLs, optionally of one principal or resource."""
     from kctl.kafka import security
 
-    spec = connect(file)
+    spec = connect(file).kctl_spec
     rows = security.list_acls(spec, principal, topic, group, cluster)
     output.emit(rows, fmt, columns=["principal", "permission", "operation", "resource_type", "resource", "pattern",
                                     "host"], footer=None if rows else "no ACLs")
@@ -174,7 +174,7 @@ def quota_set(
         values[k] = v
     args = security.quota_entity(user, client, user_default, client_default)
     security.check_quotas(values)
-    spec = connect(file, write=True)
+    spec = connect(file, write=True).kctl_spec
     res = security.set_quota(spec, args, values)
     output.emit_change(res, fmt, f"{res.entity}: set " + ", ".join(f"{k}={v}" for k, v in values.items()))
 
@@ -188,7 +188,7 @@ def quota_delete(
     from kctl.kafka import security
 
     args = security.quota_entity(user, client, user_default, client_default)
-    spec = connect(file, write=True)
+    spec = connect(file, write=True).kctl_spec
     res = security.delete_quota(spec, args, keys)
     output.emit_change(res, fmt, f"{res.entity}: removed {', '.join(keys)}")
 
@@ -251,7 +251,7 @@ def cert_renew(
     from kctl.roll import run
     from kctl.security import certs
 
-    spec = connect(file, write=True)
+    spec = connect(file, write=True).kctl_spec
     if not spec.security.enabled:
         raise UsageError(f"cluster {spec.name!r} is not secured: it has no certificates",
                          hint="security.enabled in kctl.yaml (docs/security.md)")

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from kctl.cli.common import OutputOpt, SpecOpt, connect, load
 from kctl.errors import KctlError, UsageError
 from kctl.output import Format, emit, info
+
+if TYPE_CHECKING:
+    from kctl.kafka.client import Target
 
 
 def register(app: typer.Typer) -> None:
@@ -55,6 +58,14 @@ def _secured(spec: Path) -> Any:
     return loaded if loaded.security.enabled else None
 
 
+def _target(flag: str | None, spec: Path) -> Target:
+    """Where the log agent writes: :func:`_bootstrap`'s servers, as a secured kctl.yaml's admin user."""
+    from kctl.kafka.client import Target
+
+    servers = _bootstrap(flag, spec)
+    return Target.of(_secured(spec), servers)
+
+
 def gen_logs(
     topic: str = typer.Option("access-logs", "--topic", "-t", help="Topic to produce to."),
     rate: float = typer.Option(100.0, "--rate", "-r", help="Events per second (request time and pacing)."),
@@ -91,19 +102,17 @@ def gen_logs(
             bad.append(f"--start {start!r} is not an ISO-8601 time")
     if bad:
         raise UsageError("; ".join(bad), hint="`kctl gen logs --help` describes the options")
-    bs = _bootstrap(bootstrap, spec)
-    secured = _secured(spec)
+    target = _target(bootstrap, spec)
     if from_file is not None:
-        res = agent.ship_file(bs, topic, from_file, follow=follow, host=host_name, max_seconds=duration,
-                              spec=secured)
+        res = agent.ship_file(target, topic, from_file, follow=follow, host=host_name, max_seconds=duration)
     else:
         from kctl.agent.nginx import generate, malformed_records
 
         if t0 is not None and t0.tzinfo is None:
             t0 = t0.replace(tzinfo=dt.timezone.utc)
         events = ((e.key, e.value) for e in generate(count, seed=seed, hosts=hosts, start=t0, rate=rate, topic=topic))
-        res = agent.produce(bs, topic, malformed_records(events, malformed, seed=seed), rate=rate,
-                            max_seconds=duration, spec=secured)
+        res = agent.produce(target, topic, malformed_records(events, malformed, seed=seed), rate=rate,
+                            max_seconds=duration)
     emit(res, output)
 
 

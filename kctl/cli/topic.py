@@ -40,9 +40,8 @@ def topic_create(
     from kctl.kafka import topics
     from kctl.kafka.configs import parse_pairs
 
-    spec = connect(file, bootstrap, write=True)
-    res = topics.create(spec, name, partitions, replication_factor, parse_pairs(config or []), if_not_exists,
-                        bootstrap)
+    target = connect(file, bootstrap, write=True)
+    res = topics.create(target, name, partitions, replication_factor, parse_pairs(config or []), if_not_exists)
     output.emit_change(res, fmt, f"{res.action} topic {res.topic}: {res.detail}")
 
 
@@ -55,8 +54,7 @@ def topic_list(
     """List topics (kafka-topics.sh --list)."""
     from kctl.kafka import topics
 
-    spec = connect(file, bootstrap)
-    res = topics.list_topics(spec, internal, bootstrap)
+    res = topics.list_topics(connect(file, bootstrap), internal)
     output.emit(res, fmt, columns=["name", "partitions", "replication_factor", "under_replicated"],
                 wide_columns=["internal"], raw="\n".join(t.name for t in res))
 
@@ -70,8 +68,7 @@ def topic_describe(
     """Partitions (leader, replicas, ISR, offline, under-replicated) and non-default configs."""
     from kctl.kafka import topics
 
-    spec = connect(file, bootstrap)
-    d = topics.describe(spec, name, bootstrap)
+    d = topics.describe(connect(file, bootstrap), name)
     data = {**output.to_plain(d), "under_replicated": d.under_replicated, "offline": d.offline}
     rows = [output.to_plain(p) for p in d.partitions]
     configs = ", ".join(f"{c.key}={c.value} ({c.source})" for c in d.configs) or "-"
@@ -92,8 +89,7 @@ def topic_alter(
     """Add partitions to a topic (kafka-topics.sh --alter --partitions)."""
     from kctl.kafka import topics
 
-    spec = connect(file, bootstrap, write=True)
-    res = topics.add_partitions(spec, name, partitions, bootstrap)
+    res = topics.add_partitions(connect(file, bootstrap, write=True), name, partitions)
     output.emit_change(res, fmt, f"{res.topic}: {res.detail}")
 
 
@@ -107,10 +103,10 @@ def topic_delete(
     """Delete a topic and its data."""
     from kctl.kafka import topics
 
-    spec = connect(file, bootstrap, write=True)
+    target = connect(file, bootstrap, write=True)
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError(f"refusing to delete {name!r} without confirmation", hint="pass --yes")
         typer.confirm(f"delete topic {name!r} and all its data?", abort=True)
-    res = topics.delete(spec, name, bootstrap)
+    res = topics.delete(target, name)
     output.emit_change(res, fmt, f"deleted topic {res.topic}")

@@ -76,7 +76,7 @@ def _word_command(word: str, doc: str) -> Callable[..., None]:
     ) -> None:
         from kctl.zk import words
 
-        spec = require_zookeeper(connect(file), "`kctl zk`")
+        spec = require_zookeeper(connect(file).kctl_spec, "`kctl zk`")
         results = words.run(spec, word, node, timeout)
         _emit_words(word, results, fmt)
         for r in results:
@@ -129,7 +129,7 @@ def zk_ls(path: str = typer.Argument("/", help="Znode path."), file: Path = Spec
     """List the children of a znode (zkCli.sh ls)."""
     from kctl.zk import znodes
 
-    spec = require_zookeeper(connect(file), "`kctl zk`")
+    spec = require_zookeeper(connect(file).kctl_spec, "`kctl zk`")
     with znodes.connect(spec) as zk:
         children = znodes.ls(zk, path)
     output.emit({"path": path, "children": children}, fmt, rows=[{"child": c} for c in children],
@@ -141,7 +141,7 @@ def zk_get(path: str = typer.Argument(..., help="Znode path."), file: Path = Spe
     """Data and stat of a znode (zkCli.sh get -s); JSON data is parsed."""
     from kctl.zk import znodes
 
-    spec = require_zookeeper(connect(file), "`kctl zk`")
+    spec = require_zookeeper(connect(file).kctl_spec, "`kctl zk`")
     with znodes.connect(spec) as zk:
         node = znodes.get(zk, path)
     rows = [{"field": "data", "value": node.data}, *({"field": k, "value": v} for k, v in node.stat.items())]
@@ -155,7 +155,7 @@ def zk_tree(path: str = typer.Argument("/", help="Where to start."),
     """Walk the znode tree (e.g. /brokers/topics/T/partitions/P/state, /controller, /config)."""
     from kctl.zk import znodes
 
-    spec = require_zookeeper(connect(file), "`kctl zk`")
+    spec = require_zookeeper(connect(file).kctl_spec, "`kctl zk`")
     with znodes.connect(spec) as zk:
         entries = znodes.tree(zk, path, depth, with_data=data)
     base = entries[0].depth if entries else 0
@@ -204,7 +204,7 @@ def zk_purge(node: str = typer.Argument(None, help="Node whose ZooKeeper storage
     from kctl.zk import storage
 
     # PurgeTxnLog runs in this cluster's own containers only
-    spec = require_zookeeper(connect(file, write=True), "`kctl zk`")
+    spec = require_zookeeper(connect(file, write=True).kctl_spec, "`kctl zk`")
     if keep < storage.MIN_KEEP:  # before touching any node
         storage.purge(spec, state_dir_for(spec, file), node or spec.nodes[0].hostname, keep)
     targets = [node] if node else [spec.zk_host(n) for n in spec.nodes]
@@ -220,7 +220,7 @@ def zk_config(file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
     """The ensemble's current dynamic config (the /zookeeper/config znode): members, roles, version."""
     from kctl.zk import reconfig
 
-    spec = require_zookeeper(connect(file), "`kctl zk`")
+    spec = require_zookeeper(connect(file).kctl_spec, "`kctl zk`")
     cfg = reconfig.read_config(spec)
     rows = [{"id": s.id, "host": s.host, "role": s.role, "peer_port": s.peer_port,
              "election_port": s.election_port, "client_port": s.client_port} for _, s in sorted(cfg.servers.items())]
@@ -247,7 +247,7 @@ def zk_reconfig(
     from kctl.cluster.lock import roll_lock
     from kctl.model.spec import state_dir_for
 
-    spec = require_zookeeper(connect(file, write=True), "`kctl zk`")
+    spec = require_zookeeper(connect(file, write=True).kctl_spec, "`kctl zk`")
     with roll_lock(state_dir_for(spec, file), "kctl zk reconfig"):  # not while a roll or a node change runs
         res = reconfig.reconfig(spec, servers, list(remove or []), force=force)
     for w in res.warnings:

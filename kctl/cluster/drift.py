@@ -21,8 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from kctl import contract
-from kctl.model.properties import parse_properties
+from kctl.errors import KctlError
+from kctl.kafka import configs
+from kctl.kafka.client import Target
+from kctl.model.properties import parse_properties, services_of
+from kctl.model.render import COMPOSE_FILE, render
 from kctl.model.spec import ClusterSpec
+from kctl.zk import fourlw, znodes
 
 SERVER_PROPERTIES = "server.properties"
 ZOO_CFG = "zoo.cfg"
@@ -165,12 +170,9 @@ def _read(path: Path) -> dict[str, str] | None:
 def dynamic_configs(spec: ClusterSpec, broker_ids: list[int]) -> tuple[dict[int, dict[str, str]], dict[str, str]]:
     """Per-broker and cluster-wide dynamic broker configs, as Kafka keeps them in ZooKeeper (on KRaft, in its
     metadata, asked of the brokers)."""
-    from kctl.zk import znodes
-
     if spec.on_kraft:
-        from kctl.kafka import configs
-
-        return ({b: configs.dynamic_of(spec, str(b), "DYNAMIC_BROKER_CONFIG") for b in broker_ids},
+        cluster = Target.of(spec)
+        return ({b: configs.dynamic_of(cluster, str(b), "DYNAMIC_BROKER_CONFIG") for b in broker_ids},
                 configs.cluster_defaults(spec))
 
     def conf(zk: Any, path: str) -> dict[str, str]:
@@ -187,16 +189,12 @@ def dynamic_configs(spec: ClusterSpec, broker_ids: list[int]) -> tuple[dict[int,
 
 def broker_running(spec: ClusterSpec, broker: int) -> tuple[dict[str, str], frozenset[str]]:
     """Every config a broker reports (DescribeConfigs), and which are sensitive."""
-    from kctl.kafka import configs
-
-    entries = configs._describe_resource(spec, "broker", str(broker), None)
+    entries = configs._describe_resource(Target.of(spec), "broker", str(broker))
     values = {k: str(e.value) for k, e in entries.items() if e.value is not None and not e.is_sensitive}
     return values, frozenset(k for k, e in entries.items() if e.is_sensitive)
 
 
 def zk_running(spec: ClusterSpec, port: int, timeout: float = 3.0, address: str = "127.0.0.1") -> dict[str, str]:
-    from kctl.zk import fourlw
-
     ans = fourlw.ask(address, port, "conf", timeout=timeout)
     if not ans.whitelisted:
         raise fourlw.FourLetterError("`conf` is not in zookeeper.four_letter_words")
@@ -206,10 +204,6 @@ def zk_running(spec: ClusterSpec, port: int, timeout: float = 3.0, address: str 
 def gather(spec: ClusterSpec, state_dir: Path) -> list[NodeObs]:
     """Observe every node's ZooKeeper and broker (read-only); a node that does not answer gets ``error``."""
     import concurrent.futures as cf
-
-    from kctl.errors import KctlError
-    from kctl.model.properties import services_of
-    from kctl.model.render import render
 
     files = render(spec, state_dir).files
     out: list[NodeObs] = []
@@ -299,8 +293,6 @@ def diff(spec: ClusterSpec, state_dir: Path, all_keys: bool = False) -> DiffResu
 
 
 def _containers(spec: ClusterSpec, state_dir: Path) -> dict[str, list[str]]:
-    from kctl.model.render import COMPOSE_FILE, render
-
     try:
         old: str | None = (state_dir / COMPOSE_FILE).read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -34,8 +34,18 @@ from pathlib import Path
 from typing import Any
 
 from kctl import __version__, contract, output
+from kctl.cluster import health, identity
 from kctl.errors import KctlError, UsageError
+from kctl.kafka import groups as kafka_groups
+from kctl.kafka import security as kafka_security
+from kctl.kafka import topics as kafka_topics
+from kctl.kafka.client import Target
+from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec
+from kctl.monitor.notify import redact as cut_urls
+from kctl.monitor.store import Store, db_path
+from kctl.runtime import logs as node_logs
+from kctl.runtime.engine import engines
 
 LOG_LINES = 2000  # per log file: the end of each, enough for the last restarts
 MAX_FILE_BYTES = 1_000_000  # a state file larger than this is cut to its end
@@ -120,8 +130,6 @@ def known_secrets(spec: ClusterSpec, state_dir: Path, env: Mapping[str, str] | N
 
 def redact(text: str, known: Iterable[str]) -> tuple[str, int]:
     """``text`` without a known secret value or anything that looks like one; how many were taken out."""
-    from kctl.monitor.notify import redact as cut_urls
-
     count = 0
     for value in sorted(set(known), key=len, reverse=True):
         if value in text:
@@ -170,9 +178,6 @@ def _read_text(p: Path, limit: int = MAX_FILE_BYTES) -> str | None:
 
 
 def _logs(spec: ClusterSpec, state_dir: Path, lines_: int) -> Iterable[tuple[str, Callable[[], str]]]:
-    from kctl.model.properties import services_of
-    from kctl.runtime import logs as node_logs
-
     for host, node, services in services_of(spec):
         for service in (*services, "supervisor"):
             def read(host: str = host, node_id: int = node.id, service: str = service) -> str:
@@ -191,33 +196,22 @@ def _live(spec: ClusterSpec, state_dir: Path) -> Iterable[tuple[str, Callable[[]
     """The cluster's answers, each read on its own (one that fails is an error line, not a failed bundle)."""
 
     def status() -> Any:
-        from kctl.cluster import health
-
         return health.status(spec, state_dir)
 
     def topics() -> Any:
-        from kctl.kafka import topics as t
-
-        return [t.describe(spec, s.name) for s in t.list_topics(spec, internal=True)]
+        cluster = Target.of(spec)
+        return [kafka_topics.describe(cluster, s.name) for s in kafka_topics.list_topics(cluster, internal=True)]
 
     def groups() -> Any:
-        from kctl.kafka import groups as g
-
-        return g.list_groups(spec)
+        return kafka_groups.list_groups(Target.of(spec))
 
     def acls() -> Any:
-        from kctl.kafka import security as s
-
-        return s.list_acls(spec)
+        return kafka_security.list_acls(spec)
 
     def users() -> Any:
-        from kctl.kafka import security as s
-
-        return s.list_users(spec)
+        return kafka_security.list_users(spec)
 
     def alerts() -> Any:
-        from kctl.monitor.store import Store, db_path
-
         path = db_path(state_dir)
         if not path.exists():
             return {"monitor": "never ran for this cluster"}
@@ -228,8 +222,6 @@ def _live(spec: ClusterSpec, state_dir: Path) -> Iterable[tuple[str, Callable[[]
             store.close()
 
     def engine() -> Any:
-        from kctl.runtime.engine import engines
-
         return engines.for_spec(spec).ps(spec, state_dir)
 
     yield "status.json", status
@@ -245,8 +237,6 @@ def _live(spec: ClusterSpec, state_dir: Path) -> Iterable[tuple[str, Callable[[]
 def _own_cluster(spec: ClusterSpec, state_dir: Path) -> bool:
     """Whether the cluster answering on the spec's ports is this state dir's (ForeignCluster or NotRunning
     otherwise): a bundle never holds another cluster's topics or status under this one's name."""
-    from kctl.cluster import identity
-
     identity.verify(spec, state_dir)
     return True
 

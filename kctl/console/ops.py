@@ -11,9 +11,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kctl.cluster import health
 from kctl.console.config import Entry
 from kctl.errors import KctlError
+from kctl.kafka import browse as kafka_browse
+from kctl.kafka import configs as kafka_configs
+from kctl.kafka import groups as kafka_groups
+from kctl.kafka import leaders as kafka_leaders
+from kctl.kafka import reassign
+from kctl.kafka import security as kafka_security
+from kctl.kafka import topics as kafka_topics
+from kctl.kafka.client import Target, admin, require_reachable
+from kctl.kafka.groups import offsets
 from kctl.model.spec import ClusterSpec, state_dir_for
+from kctl.monitor import process, sampler
+from kctl.monitor.store import Store, db_path
+from kctl.zk.znodes import connect
 
 STATUS_TIMEOUT = 1.5
 T = TypeVar("T")
@@ -25,8 +38,6 @@ def _state_dir(spec: ClusterSpec) -> Path:
 
 def _from_store(spec: ClusterSpec, read: Callable[[Any], T]) -> T | None:
     """``read(store)`` on the monitor's store of this cluster, opened read-only; None when no monitor ever ran."""
-    from kctl.monitor.store import Store, db_path
-
     path = db_path(_state_dir(spec))
     if not path.exists():
         return None
@@ -49,8 +60,6 @@ def open_alerts(spec: ClusterSpec) -> list[dict[str, Any]] | None:
 def cluster_card(entry: Entry) -> dict[str, Any]:
     """One cluster's card: health, brokers, under-replicated and offline partitions, open alerts. A cluster
     that does not answer is a card saying so, never an error of the page."""
-    from kctl.cluster import health
-
     card: dict[str, Any] = {"name": entry.name, "path": str(entry.path), "error": entry.error}
     spec = entry.spec
     if spec is None:
@@ -86,9 +95,6 @@ def cluster_detail(spec: ClusterSpec) -> dict[str, Any]:
     """ZooKeeper ensemble and brokers as `kctl status` sees them, each broker with the partitions and leaders it
     holds (one metadata answer) and, when a monitor runs, its latest messages in/s and log size; the partitions
     that need attention."""
-    from kctl.cluster import health
-    from kctl.kafka.client import require_reachable
-
     st = health.status(spec, timeout=STATUS_TIMEOUT)
     doc: dict[str, Any] = {"name": spec.name, "health": st.health, "quorum": st.quorum, "leader": st.leader,
                            "controller": st.controller, "zookeeper": st.zookeeper, "brokers": st.brokers,
@@ -97,7 +103,7 @@ def cluster_detail(spec: ClusterSpec) -> dict[str, Any]:
     held: dict[int, list[int]] = {}
     if st.brokers_registered:
         try:
-            md = require_reachable(spec)
+            md = require_reachable(Target.of(spec))
         except KctlError as exc:
             doc["problems"] = [*doc["problems"], exc.message]
         else:
@@ -131,9 +137,8 @@ def topic_list(spec: ClusterSpec, internal: bool = False,
     ``keep``: the names to look at (the ones the asking user may see; the console filters again)."""
     import concurrent.futures as cf
 
-    from kctl.kafka import topics
-
-    rows = [dataclasses.asdict(t) for t in topics.list_topics(spec, internal) if keep is None or keep(t.name)]
+    rows = [dataclasses.asdict(t) for t in kafka_topics.list_topics(Target.of(spec), internal)
+            if keep is None or keep(t.name)]
     with cf.ThreadPoolExecutor(max_workers=2) as pool:
         counts = pool.submit(_records, spec, [(r["name"], r["partitions"]) for r in rows])
         marked = pool.submit(_marked_for_deletion, spec)
@@ -170,13 +175,10 @@ def _offsets(spec: ClusterSpec, tps: list[tuple[str, int]]) -> tuple[dict[tuple[
     offsets are a courtesy of the page: it stands without them)."""
     from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
-    from kctl.kafka.client import admin
-    from kctl.kafka.groups import offsets
-
     if not tps:
         return {}, {}
     try:
-        a = admin(spec)
+        a = admin(Target.of(spec))
         return (offsets(a, tps, OffsetSpec.earliest()),  # type: ignore[no-untyped-call]
                 offsets(a, tps, OffsetSpec.latest()))  # type: ignore[no-untyped-call]
     except KctlError:
@@ -195,8 +197,6 @@ def _records(spec: ClusterSpec, topics_: list[tuple[str, int]]) -> tuple[dict[st
 
 
 def _marked_for_deletion(spec: ClusterSpec) -> set[str]:
-    from kctl.zk.znodes import connect
-
     try:
         with connect(spec, timeout=2.0) as zk:
             return set(zk.get_children("/admin/delete_topics")) if zk.exists("/admin/delete_topics") else set()
@@ -205,9 +205,7 @@ def _marked_for_deletion(spec: ClusterSpec) -> set[str]:
 
 
 def topic_detail(spec: ClusterSpec, name: str) -> dict[str, Any]:
-    from kctl.kafka import topics
-
-    d = topics.describe(spec, name)
+    d = kafka_topics.describe(Target.of(spec), name)
     doc = dataclasses.asdict(d)
     doc["under_replicated"], doc["offline"] = d.under_replicated, d.offline
     lo, hi = _offsets(spec, [(name, p.partition) for p in d.partitions])
@@ -229,45 +227,37 @@ def topic_detail(spec: ClusterSpec, name: str) -> dict[str, Any]:
 
 def create_topic(spec: ClusterSpec, name: str, partitions: int | None, replication_factor: int | None,
                  configs: dict[str, str]) -> dict[str, Any]:
-    from kctl.kafka import topics
-
-    return dataclasses.asdict(topics.create(spec, name, partitions, replication_factor, configs, False))
+    return dataclasses.asdict(kafka_topics.create(Target.of(spec), name, partitions, replication_factor, configs,
+                                                  False))
 
 
 def delete_topic(spec: ClusterSpec, name: str) -> dict[str, Any]:
-    from kctl.kafka import topics
-
-    return dataclasses.asdict(topics.delete(spec, name))
+    return dataclasses.asdict(kafka_topics.delete(Target.of(spec), name))
 
 
 def add_partitions(spec: ClusterSpec, name: str, partitions: int) -> dict[str, Any]:
-    from kctl.kafka import topics
-
-    return dataclasses.asdict(topics.add_partitions(spec, name, partitions))
+    return dataclasses.asdict(kafka_topics.add_partitions(Target.of(spec), name, partitions))
 
 
 def group_list(spec: ClusterSpec, with_topics: bool = False) -> list[dict[str, Any]]:
     """Every group with its state and, where the monitor keeps history, its last Burrow status and lag;
     ``with_topics``: also the topics each has offsets for (one describe per group: the console asks for them
     for a user limited to topic prefixes, whose groups are the ones reading their topics)."""
-    from kctl.kafka import groups
-
     latest = _from_store(spec, lambda store: store.latest_groups()) or {}
+    cluster = Target.of(spec)
     out = []
-    for g in groups.list_groups(spec):
+    for g in kafka_groups.list_groups(cluster):
         seen = latest.get(g.group) or {}
         row: dict[str, Any] = {"group": g.group, "state": g.state, "type": g.type, "status": seen.get("status"),
                                "total_lag": seen.get("total_lag")}
         if with_topics:
-            row["topics"] = sorted({p.topic for p in groups.describe(spec, g.group).partitions})
+            row["topics"] = sorted({p.topic for p in kafka_groups.describe(cluster, g.group).partitions})
         out.append(row)
     return out
 
 
 def group_detail(spec: ClusterSpec, group: str) -> dict[str, Any] | None:
-    from kctl.kafka import groups
-
-    d = groups.describe(spec, group)
+    d = kafka_groups.describe(Target.of(spec), group)
     return {**dataclasses.asdict(d), "evaluation": group_evaluation(spec, group)}
 
 
@@ -281,10 +271,8 @@ def browse(spec: ClusterSpec, topic: str, *, masked: bool, partition: int | None
            search: str | None = None) -> dict[str, Any]:
     """Records of a topic (kctl.kafka.browse); with ``masked``, values (and header values) are hidden and a
     search does not look into them: a masked value is not found by guessing it either."""
-    from kctl.kafka import browse as b
-
-    res = b.browse(spec, topic, partition=partition, newest=newest, offset=offset, since_ms=since_ms, limit=limit,
-                   search=None if masked else search)
+    res = kafka_browse.browse(Target.of(spec), topic, partition=partition, newest=newest, offset=offset,
+                              since_ms=since_ms, limit=limit, search=None if masked else search)
     records = [dataclasses.asdict(r) for r in res.records]
     if masked:
         if search:
@@ -298,48 +286,37 @@ def browse(spec: ClusterSpec, topic: str, *, masked: bool, partition: int | None
 
 def produce(spec: ClusterSpec, topic: str, value: str | None, key: str | None,
             headers: dict[str, str], partition: int | None) -> dict[str, Any]:
-    from kctl.kafka import browse as b
-
-    return dataclasses.asdict(b.produce_one(spec, topic, value, key, headers, partition))
+    return dataclasses.asdict(kafka_browse.produce_one(Target.of(spec), topic, value, key, headers, partition))
 
 
 # ----- leaders and reassignment -------------------------------------------------------------------------
 
 
 def elect(spec: ClusterSpec, topic: str | None) -> dict[str, Any]:
-    from kctl.kafka import leaders
-
-    r = leaders.elect(spec, "preferred", topic)
+    r = kafka_leaders.elect(Target.of(spec), "preferred", topic)
     return {**dataclasses.asdict(r), "ok": r.ok}
 
 
 def reassign_plan(spec: ClusterSpec, brokers: list[int], topics: list[str] | None) -> dict[str, Any]:
-    from kctl.kafka import reassign
-
     return dataclasses.asdict(reassign.plan(spec, brokers, topics or None))
 
 
 def registered_brokers(spec: ClusterSpec) -> list[int]:
     """The broker ids the cluster answers with (DescribeCluster: no topic metadata)."""
-    from kctl.kafka.client import admin, require_reachable
-
+    cluster = Target.of(spec)
     try:
-        return sorted(int(n.id) for n in admin(spec).describe_cluster(request_timeout=10).result(15).nodes)
+        return sorted(int(n.id) for n in admin(cluster).describe_cluster(request_timeout=10).result(15).nodes)
     except Exception:  # noqa: BLE001 - the metadata path says why the cluster does not answer
-        return sorted(int(b) for b in require_reachable(spec).brokers)
+        return sorted(int(b) for b in require_reachable(cluster).brokers)
 
 
 def reassign_status(spec: ClusterSpec) -> dict[str, Any]:
-    from kctl.kafka import reassign
-
     st = reassign.status(spec)
     return {"active": st.active, "moving": [dataclasses.asdict(m) for m in st.moving], "bytes_left": st.bytes_left,
             "throttled_brokers": st.throttled_brokers}
 
 
 def reassign_cancel(spec: ClusterSpec) -> dict[str, Any]:
-    from kctl.kafka import reassign
-
     return {"cancelled": [m.partition for m in reassign.cancel(spec)]}
 
 
@@ -348,16 +325,12 @@ def reassign_cancel(spec: ClusterSpec) -> dict[str, Any]:
 
 def reset_offsets(spec: ClusterSpec, group: str, topic: str, strategy: str, value: int | None, when: str | None,
                   execute: bool) -> dict[str, Any]:
-    from kctl.kafka import groups
-
-    return dataclasses.asdict(groups.reset_offsets(spec, group, topic, strategy, value, when, execute))
+    return dataclasses.asdict(kafka_groups.reset_offsets(Target.of(spec), group, topic, strategy, value, when, execute))
 
 
 def group_lag(spec: ClusterSpec, group: str) -> dict[str, Any]:
     """The group's lag now (what the live part of its page shows)."""
-    from kctl.kafka import groups
-
-    d = groups.describe(spec, group)
+    d = kafka_groups.describe(Target.of(spec), group)
     ev = group_evaluation(spec, group)
     marks = (ev or {}).get("by_partition") or {}
     return {"group": group, "state": d.state, "total_lag": d.total_lag,
@@ -379,46 +352,35 @@ def group_history(spec: ClusterSpec, group: str, since_s: float) -> list[dict[st
 
 def topic_configs(spec: ClusterSpec, topic: str, set_: dict[str, str], delete: list[str]) -> dict[str, Any]:
     """Set and delete a topic's dynamic configs (kctl config set/delete --topic): the deletes first."""
-    from kctl.kafka import configs
-
-    entity = configs.entity_from(topic=topic)
+    entity = kafka_configs.entity_from(topic=topic)
+    cluster = Target.of(spec)
     done: dict[str, Any] = {}
     if delete:
-        done["deleted"] = dataclasses.asdict(configs.delete_configs(spec, entity, delete))
+        done["deleted"] = dataclasses.asdict(kafka_configs.delete_configs(cluster, entity, delete))
     if set_:
-        done["set"] = dataclasses.asdict(configs.set_configs(spec, entity, set_))
+        done["set"] = dataclasses.asdict(kafka_configs.set_configs(cluster, entity, set_))
     return done
 
 
 def scram_users(spec: ClusterSpec) -> list[dict[str, Any]]:
-    from kctl.kafka import security
-
-    return [dataclasses.asdict(u) for u in security.list_users(spec)]
+    return [dataclasses.asdict(u) for u in kafka_security.list_users(spec)]
 
 
 def scram_user_add(spec: ClusterSpec, name: str, password: str | None) -> dict[str, Any]:
-    from kctl.kafka import security
-
-    return dataclasses.asdict(security.set_password(spec, name, password, create=True))
+    return dataclasses.asdict(kafka_security.set_password(spec, name, password, create=True))
 
 
 def scram_user_delete(spec: ClusterSpec, name: str) -> dict[str, Any]:
-    from kctl.kafka import security
-
-    return dataclasses.asdict(security.delete_user(spec, name))
+    return dataclasses.asdict(kafka_security.delete_user(spec, name))
 
 
 def acls(spec: ClusterSpec) -> list[dict[str, Any]]:
-    from kctl.kafka import security
-
-    return [dataclasses.asdict(a) for a in security.list_acls(spec)]
+    return [dataclasses.asdict(a) for a in kafka_security.list_acls(spec)]
 
 
 def acl_change(spec: ClusterSpec, add: bool, principal: str, permission: str, operation: str, topic: str | None,
                group: str | None, cluster: bool, prefixed: bool) -> dict[str, Any]:
-    from kctl.kafka import security
-
-    fn = security.add_acl if add else security.remove_acl
+    fn = kafka_security.add_acl if add else kafka_security.remove_acl
     res = fn(spec, principal, permission.upper() == "ALLOW", operation, topic=topic, group=group, cluster=cluster,
              prefixed=prefixed)
     return dataclasses.asdict(res)
@@ -466,8 +428,6 @@ def broker_history(spec: ClusterSpec, since_s: float = 3600) -> dict[str, Any] |
 def group_evaluation(spec: ClusterSpec, group: str) -> dict[str, Any] | None:
     """Burrow's evaluation of the group over the monitor's window (as `kctl lag GROUP` reads it from the
     monitor's store): its status and each partition's; None when the monitor has no samples of it."""
-    from kctl.monitor import process, sampler
-
     rec = process.running(_state_dir(spec))
     window = rec.window if rec is not None else spec.monitoring.window
     judged = _from_store(spec, lambda store: sampler.stored_status(store, group, window=window,

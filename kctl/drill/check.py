@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError
+from kctl.kafka.client import Target, consumer, error_code
 from kctl.model.spec import ClusterSpec
 from kctl.wait import Deadline, ticks
 
@@ -106,12 +107,10 @@ def settle(spec: ClusterSpec, topic: str, want: Mapping[int, int], timeout: floa
     """
     from confluent_kafka import KafkaException, TopicPartition
 
-    from kctl.kafka.client import consumer
-
     started = time.monotonic()
     if not want:
         return Settled(0.0, {})
-    c = consumer(spec)
+    c = consumer(Target.of(spec))
     short: dict[int, tuple[int, int]] = {}
     try:
         for _ in ticks(0.25, until=started + timeout):
@@ -156,10 +155,8 @@ def read_topic(spec: ClusterSpec, topic: str, timeout: float = 120.0) -> dict[in
     (its own random group, nothing committed): partition -> [(offset, seq)]."""
     from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
-    from kctl.kafka.client import consumer, error_code
-
     extra: dict[str, Any] = {"auto.offset.reset": "earliest", "isolation.level": "read_uncommitted"}
-    c = consumer(spec, **extra)
+    c = consumer(Target.of(spec), **extra)
     try:
         md = c.list_topics(topic, timeout=10)
         t = md.topics.get(topic)

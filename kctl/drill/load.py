@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from kctl.kafka.client import Target, producer
 from kctl.model.spec import ClusterSpec
 
 FLUSH_MARGIN = 5.0
@@ -78,11 +79,9 @@ class Load:
         self.failure: BaseException | None = None
 
     def start(self) -> Load:
-        from kctl.kafka.client import producer
-
         extra: dict[str, Any] = {"enable.idempotence": self.idempotent, "linger.ms": 5,
                                  "queue.buffering.max.messages": 1_000_000}
-        self._producer = producer(self.spec, acks=self.record.acks, timeout=self.message_timeout, **extra)
+        self._producer = producer(Target.of(self.spec), acks=self.record.acks, timeout=self.message_timeout, **extra)
         self._thread = threading.Thread(target=self._run, name="kctl-drill-load", daemon=True)
         self.record.started = time.monotonic()
         self._thread.start()

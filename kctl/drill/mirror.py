@@ -27,11 +27,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kctl.cluster import health
 from kctl.drill import check
 from kctl.drill.load import Load
 from kctl.drill.run import DrillNotRun, Verdict, create_topic, pre_check_cluster
 from kctl.errors import KctlError, TimeoutReached
+from kctl.kafka.client import Target, consumer
+from kctl.mirror import config, failover, status
+from kctl.mirror import run as mirror_run
 from kctl.model.spec import ClusterSpec, MirrorSpec
+from kctl.runtime.faults import Faults
 from kctl.wait import Every, pause_until, since, ticks, wait_until
 
 Progress = Callable[[str], None]
@@ -46,19 +51,17 @@ def _matches(pattern: str, exclude: str | None, name: str) -> bool:
 class _App(threading.Thread):
     """The application: a consumer of the drill's group that commits what it has read every half second."""
 
-    def __init__(self, conf: dict[str, Any], group: str, topic: str, *, reset: str = "earliest") -> None:
+    def __init__(self, cluster: Target, group: str, topic: str, *, reset: str = "earliest") -> None:
         super().__init__(daemon=True, name="kctl-drill-app")
-        self.conf, self.group, self.topic, self.reset = conf, group, topic, reset
+        self.cluster, self.group, self.topic, self.reset = cluster, group, topic, reset
         self.seen: list[int] = []
         self.last = time.monotonic()
         self._halt = threading.Event()
         self.error: str | None = None
 
     def run(self) -> None:
-        from confluent_kafka import Consumer
-
-        c = Consumer({**self.conf, "group.id": self.group, "auto.offset.reset": self.reset,
-                      "enable.auto.commit": False, "session.timeout.ms": 6000})
+        extra: dict[str, Any] = {"auto.offset.reset": self.reset, "session.timeout.ms": 6000}
+        c = consumer(self.cluster, group=self.group, **extra)
         c.subscribe([self.topic])
         commit = Every(0.5)
         try:
@@ -91,23 +94,17 @@ class _App(threading.Thread):
 
 def run(target: ClusterSpec, spec_path: Path, *, mirror_name: str | None = None, duration: float = 30.0,
         rate: float = 200.0, gate_timeout: float = 180.0, progress: Progress | None = None) -> Verdict:
-    from kctl.cluster import health
-    from kctl.kafka.client import base_config
-    from kctl.mirror import config, failover, status
-    from kctl.mirror import run as mirror_run
-    from kctl.runtime.faults import Faults
-
     say = progress or (lambda _m: None)
     try:
         mirror: MirrorSpec = config.find(target, mirror_name)
         source = mirror_run.sources(target, spec_path)[mirror.name]
     except KctlError as exc:
         raise DrillNotRun(f"{exc.message}; nothing was injected", hint=exc.hint) from None
-    if source.spec is None:
+    if source.target.spec is None:
         raise DrillNotRun(f"mirror {mirror.name} reads bootstrap servers, not a kctl.yaml: the drill stops the"
                           " primary's brokers, so it needs the primary's kctl.yaml; nothing was injected",
                           hint="mirrors[].source.spec")
-    primary = source.spec
+    primary = source.target.spec
     suffix = uuid.uuid4().hex[:6]
     topic, group = f"kctl-drill-{SCENARIO}-{suffix}", f"kctl-drill-{SCENARIO}-{suffix}"
     if not _matches(mirror.topics, mirror.topics_exclude, topic) or \
@@ -130,7 +127,7 @@ def run(target: ClusterSpec, spec_path: Path, *, mirror_name: str | None = None,
         f" the primary lost halfway")
     load = Load(primary, topic, partitions, rate=rate, acks="all", message_timeout=10.0,
                 max_seconds=duration + 600)
-    app = _App(base_config(primary), group, topic)
+    app = _App(Target.of(primary), group, topic)
     marks: list[tuple[float, str]] = []
     with Faults(primary, state_dir=Path(primary.state_dir or ".")) as faults:
         load.start()
@@ -166,7 +163,7 @@ def run(target: ClusterSpec, spec_path: Path, *, mirror_name: str | None = None,
         plan = failover.plan(target, mirror, group, execute=True, untranslated=failover.Untranslated.earliest)
         marks.append((clock(), f"group {group} failed over: {len(plan.moves)} partition(s) set on {target.name}"))
         say(f"[{clock():6.1f}s] failover of {group}: {len(plan.moves)} partition(s) at their translated offsets")
-        after = _App(base_config(target), group, remote)
+        after = _App(Target.of(target), group, remote)
         after.start()
         for _ in ticks(0.2, until=deadline):  # until the group has read nothing for QUIET_S
             if since(after.last) >= QUIET_S:

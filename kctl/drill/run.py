@@ -27,6 +27,7 @@ from kctl.drill.load import Load
 from kctl.drill.scenarios import SCENARIOS, Scenario
 from kctl.errors import KctlError, TimeoutReached, UsageError
 from kctl.kafka import describe as kmd
+from kctl.kafka.client import Target, admin, kafka_error, wait_for_topic
 from kctl.model.spec import ClusterSpec
 from kctl.runtime.engine import engines
 from kctl.runtime.engine.engines import Capability
@@ -141,13 +142,11 @@ def topic_replication(spec: ClusterSpec, topic: str) -> tuple[int, int] | None:
 def create_topic(spec: ClusterSpec, name: str, brokers: int, unclean: bool) -> tuple[int, int]:
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-    from kctl.kafka.client import admin, kafka_error, wait_for_topic
-
     rf = min(3, brokers)
     config = {"min.insync.replicas": str(min(2, rf))}
     if unclean:
         config["unclean.leader.election.enable"] = "true"
-    client = admin(spec)
+    client = admin(Target.of(spec))
     try:
         client.create_topics([NewTopic(name, DEFAULT_PARTITIONS, rf, config=config)])[name].result(30)
     except Exception as exc:  # noqa: BLE001 - confluent-kafka raises KafkaException
@@ -161,9 +160,7 @@ def create_topic(spec: ClusterSpec, name: str, brokers: int, unclean: bool) -> t
 
 
 def delete_topic(spec: ClusterSpec, name: str) -> None:
-    from kctl.kafka.client import admin
-
-    client = admin(spec)
+    client = admin(Target.of(spec))
     try:
         client.delete_topics([name])[name].result(30)
     except Exception:  # noqa: BLE001 - a leftover drill topic is harmless; the verdict is what matters

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError, UsageError
+from kctl.kafka.client import Target, kafka_error, producer, require_topics
 from kctl.kafka.client import consumer as make_consumer
-from kctl.kafka.client import kafka_error, producer, require_topics
-from kctl.model.spec import ClusterSpec
 from kctl.wait import Deadline
 
 MAX_VALUE_CHARS = 10_000
@@ -63,7 +62,7 @@ def _matches(r: Record, needle: str) -> bool:
     return any(n in s.lower() for s in (r.key, r.value, *(v for _, v in r.headers)) if s)
 
 
-def browse(spec: ClusterSpec, topic: str, *, partition: int | None = None, newest: int | None = None,
+def browse(target: Target, topic: str, *, partition: int | None = None, newest: int | None = None,
            offset: int | None = None, since_ms: int | None = None, limit: int = 100, search: str | None = None,
            max_scan: int = 10_000, max_seconds: float = 5.0) -> Browse:
     """Records of ``topic``: the ``newest`` of each partition (the default: 20), from ``offset`` (with a
@@ -83,7 +82,7 @@ def browse(spec: ClusterSpec, topic: str, *, partition: int | None = None, newes
     # fetch.wait.max.ms: a browse reads what is there; a broker need not hold a fetch for more to arrive.
     extra: dict[str, Any] = {"enable.partition.eof": False, "fetch.max.bytes": 8 * 1024 * 1024,
                              "fetch.wait.max.ms": 50}
-    c = make_consumer(spec, None, **extra)
+    c = make_consumer(target, **extra)
     try:
         # The one topic's metadata (a consumer never auto-creates it); the whole cluster's, with its clear
         # errors, only when that does not name it.
@@ -91,7 +90,7 @@ def browse(spec: ClusterSpec, topic: str, *, partition: int | None = None, newes
         if tmd is not None and tmd.error is None and tmd.partitions:
             parts = len(tmd.partitions)
         else:
-            parts = require_topics(spec, [topic], client=c)[topic]
+            parts = require_topics(target, [topic], client=c)[topic]
         if partition is not None and not 0 <= partition < parts:
             raise UsageError(f"topic {topic!r} has partitions 0..{parts - 1}, not {partition}")
         wanted = [partition] if partition is not None else list(range(parts))
@@ -165,14 +164,14 @@ class Produced:
     offset: int
 
 
-def produce_one(spec: ClusterSpec, topic: str, value: str | None, key: str | None = None,
+def produce_one(target: Target, topic: str, value: str | None, key: str | None = None,
                 headers: dict[str, str] | None = None, partition: int | None = None,
                 timeout: float = 15.0) -> Produced:
     """One record with acks=all; where it was written (partition and offset), or the broker's refusal."""
     from confluent_kafka import KafkaException
 
-    p = producer(spec, timeout=timeout)
-    require_topics(spec, [topic], client=p)
+    p = producer(target, timeout=timeout)
+    require_topics(target, [topic], client=p)
     got: dict[str, Any] = {}
 
     def done(err: Any, msg: Any) -> None:

@@ -1,18 +1,25 @@
 """confluent-kafka clients bound to the cluster's EXTERNAL listeners on 127.0.0.1.
 
-The one place that builds AdminClient, Producer and Consumer (bootstrap, quiet
-librdkafka logging, timeouts, the Java client's partitioner, and on a secured
-cluster SASL_SSL with the admin user or ``user``: :mod:`kctl.security.store`), and
-the one place that turns a KafkaException into a KctlError for the operator.
+The one place that builds AdminClient, Producer and Consumer, each for a :class:`Target` (the cluster's
+spec, bootstrap servers, user and security settings, made once: on a secured cluster SASL_SSL with the
+admin user or ``user``, :mod:`kctl.security.store`; a mirror's foreign source with the settings of its
+``source.client``, :func:`mirror_source`) with quiet librdkafka logging, timeouts and the Java client's
+partitioner; and the one place that turns a KafkaException into a KctlError for the operator.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from kctl.errors import ClusterError, KctlError, TimeoutReached
-from kctl.model.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec, MirrorSpec
+from kctl.security import store
+from kctl.wait import wait_until
 
 HEALTH_TOPIC = "__kctl_health"
 
@@ -26,27 +33,120 @@ MESSAGE_TIMEOUT = 30.0  # how long a produced record may wait for its acknowledg
 PARTITIONER = "murmur2_random"
 
 
-def bootstrap_of(spec: ClusterSpec | None = None, bootstrap: str | None = None) -> str:
-    servers = bootstrap or (spec.bootstrap_servers if spec else "")
-    if not servers:
+@dataclass(frozen=True)
+class Target:
+    """One Kafka cluster as kctl's clients reach it: what every client of this module is made for.
+
+    ``spec``: the cluster's kctl.yaml (None for a cluster kctl does not run; an empty ``ClusterSpec()`` for
+    ``--bootstrap-server`` without a kctl.yaml); ``bootstrap_servers``: where the clients start; ``user``: whose
+    login (None: kctl's admin user); ``name``: a foreign target's name in messages; ``settings``: librdkafka's
+    security settings when they are given (a foreign target), else None: :attr:`security` makes them from the
+    spec. They hold a password: never in the repr.
+    """
+
+    spec: ClusterSpec | None
+    bootstrap_servers: str
+    user: str | None = None
+    name: str = ""
+    settings: dict[str, str] | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, spec: ClusterSpec | None, bootstrap: str | None = None, user: str | None = None) -> Target:
+        """A kctl cluster through ``bootstrap`` (default: the spec's EXTERNAL listeners) as ``user`` (default: the
+        admin user)."""
+        return cls(spec, _servers(bootstrap or (spec.bootstrap_servers if spec is not None else "")), user)
+
+    @classmethod
+    def foreign(cls, bootstrap: str, security: dict[str, str], *, name: str = "") -> Target:
+        """Bootstrap servers with the settings given, not a kctl.yaml's: a mirror's source that kctl does not
+        run (:func:`mirror_source`), or one broker of a cluster whose settings the caller holds."""
+        return cls(None, _servers(bootstrap), None, name, dict(security))
+
+    @cached_property
+    def security(self) -> dict[str, str]:
+        """librdkafka's security settings: those given, else on a secured kctl cluster those of kctl's own clients
+        (:func:`kctl.security.store.client_settings` with ``own``: {} until the migration step from which kctl
+        logs in) for the user; {} for a plain cluster. Made once, when the first client is made (a missing
+        password is said then), and kept."""
+        if self.settings is not None:
+            return self.settings
+        return store.client_settings(self.spec, self.user, own=True) if self.spec is not None else {}
+
+    @property
+    def kctl_spec(self) -> ClusterSpec:
+        """The spec, for what a command does beside its clients (a tool run in a container, ZooKeeper, the
+        state dir); a foreign target has none: a KctlError."""
+        if self.spec is None:
+            raise KctlError(f"{self.name or self.bootstrap_servers} is no cluster of a kctl.yaml",
+                            hint="run the command where its kctl.yaml is (-f)")
+        return self.spec
+
+    def at(self, bootstrap: str) -> Target:
+        """The same cluster and login through other bootstrap servers (one broker's own address)."""
+        return dataclasses.replace(self, bootstrap_servers=_servers(bootstrap), settings=self.security)
+
+    def as_user(self, user: str | None) -> Target:
+        """This kctl cluster with ``user``'s login (None: this target as it is)."""
+        if user is None or user == self.user:
+            return self
+        return Target.of(self.spec, self.bootstrap_servers, user)
+
+
+def _servers(bootstrap: str) -> str:
+    if not bootstrap:
         raise KctlError("no bootstrap servers", hint="pass --bootstrap-server(s), or run where kctl.yaml exists")
-    return servers
+    return bootstrap
 
 
-def security_config(spec: ClusterSpec | None, user: str | None = None) -> dict[str, str]:
-    """librdkafka's security settings of kctl's clients (the admin user unless ``user``); {} for a plain cluster."""
-    if spec is None:
-        return {}
-    from kctl.security import store
+def mirror_source(mirror: MirrorSpec, spec_path: Path) -> Target:
+    """kctl's target for a mirror's source that kctl does not run, from its ``source.bootstrap_servers`` and
+    ``source.client`` (files relative to the kctl.yaml at ``spec_path``): the one builder of a foreign source's
+    librdkafka settings. The password file must be readable by its owner alone and hold one line; the CA file
+    a PEM certificate."""
+    assert mirror.source.bootstrap_servers is not None
+    c = mirror.source.client
+    name = f"mirror {mirror.name}'s source"
+    if c is None or c.security_protocol == "PLAINTEXT":
+        return Target.foreign(mirror.source.bootstrap_servers, {}, name=name)
+    base = spec_path.resolve().parent
+    security: dict[str, str] = {"security.protocol": c.security_protocol}
+    if c.password_file is not None:
+        path = source_file(base, c.password_file)
+        password = read_source_file(mirror, path, "password_file").decode("utf-8", "replace").strip()
+        if path.stat().st_mode & 0o077:
+            raise KctlError(f"mirror {mirror.name}: its password file {path} can be read by others",
+                            hint=f"chmod 600 {path}")
+        if not password or any(ch in password for ch in '"\\\r\n'):
+            raise KctlError(f"mirror {mirror.name}: the password in {path} is empty or holds a quote, a"
+                            " backslash or a line break", hint="one line, the password alone")
+        security |= {"sasl.mechanisms": c.sasl_mechanism, "sasl.username": c.username or "",
+                     "sasl.password": password}
+    if c.ca_file is not None:
+        path = source_file(base, c.ca_file)
+        if b"-----BEGIN CERTIFICATE-----" not in read_source_file(mirror, path, "ca_file"):
+            raise KctlError(f"mirror {mirror.name}: {path} holds no PEM certificate", hint="source.client.ca_file")
+        security["ssl.ca.location"] = str(path)
+    return Target.foreign(mirror.source.bootstrap_servers, security, name=name)
 
-    return store.client_settings(spec, user, own=True)
+
+def source_file(base: Path, name: str) -> Path:
+    """A file named in a mirror's ``source.client``: absolute, or relative to the kctl.yaml's directory ``base``."""
+    p = Path(name).expanduser()
+    return p if p.is_absolute() else base / p
 
 
-def base_config(spec: ClusterSpec | None = None, bootstrap: str | None = None, user: str | None = None,
-                security: dict[str, str] | None = None) -> dict[str, Any]:
-    """Bootstrap, quiet logging and the security settings (``security`` when given, else the spec's)."""
-    return {"bootstrap.servers": bootstrap_of(spec, bootstrap), "log_level": 0, "logger": _quiet_logger(),
-            **(security if security is not None else security_config(spec, user))}
+def read_source_file(mirror: MirrorSpec, path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise KctlError(f"mirror {mirror.name}: cannot read its {what} {path}: {exc.strerror}",
+                        hint=f"mirrors[].source.client.{what} is relative to this kctl.yaml") from None
+
+
+def base_config(target: Target) -> dict[str, Any]:
+    """Bootstrap, quiet logging and the target's security settings."""
+    return {"bootstrap.servers": target.bootstrap_servers, "log_level": 0, "logger": _quiet_logger(),
+            **target.security}
 
 
 def _quiet_logger() -> Any:
@@ -60,22 +160,19 @@ def _quiet_logger() -> Any:
     return log
 
 
-def admin(spec: ClusterSpec | None = None, bootstrap: str | None = None, user: str | None = None, *,
-          security: dict[str, str] | None = None, **extra: Any) -> Any:
+def admin(target: Target, **extra: Any) -> Any:
     """An AdminClient; ``extra`` (librdkafka settings, ``error_cb``) wins."""
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({**base_config(spec, bootstrap, user, security),
-                        "socket.timeout.ms": int(REQUEST_TIMEOUT * 1000), **extra})
+    return AdminClient({**base_config(target), "socket.timeout.ms": int(REQUEST_TIMEOUT * 1000), **extra})
 
 
-def producer(spec: ClusterSpec | None = None, bootstrap: str | None = None, *, acks: str = "all",
-             timeout: float = MESSAGE_TIMEOUT, user: str | None = None, **extra: Any) -> Any:
+def producer(target: Target, *, acks: str = "all", timeout: float = MESSAGE_TIMEOUT, **extra: Any) -> Any:
     """An idempotent (with acks=all) producer with the Java client's partitioner; ``extra`` wins."""
     from confluent_kafka import Producer
 
     conf: dict[str, Any] = {
-        **base_config(spec, bootstrap, user),
+        **base_config(target),
         "acks": acks,
         # Retries never reorder or duplicate a key's records (needs acks=all).
         "enable.idempotence": acks in ("all", "-1"),
@@ -87,13 +184,12 @@ def producer(spec: ClusterSpec | None = None, bootstrap: str | None = None, *, a
     return Producer(conf)
 
 
-def consumer(spec: ClusterSpec | None = None, bootstrap: str | None = None, *, group: str | None = None,
-             user: str | None = None, **extra: Any) -> Any:
+def consumer(target: Target, *, group: str | None = None, **extra: Any) -> Any:
     """A consumer that never commits on its own: callers commit exactly what they processed."""
     from confluent_kafka import Consumer
 
     conf: dict[str, Any] = {
-        **base_config(spec, bootstrap, user),
+        **base_config(target),
         # librdkafka wants a group id even for assign(); a random one joins nothing and commits nothing.
         "group.id": group or f"kctl-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False,
@@ -161,30 +257,29 @@ def kafka_error(exc: BaseException, what: str, *, topic: str | None = None, grou
 # ----- metadata ---------------------------------------------------------------------------------
 
 
-def require_reachable(spec: ClusterSpec | None = None, bootstrap: str | None = None,
-                      timeout: float = CONNECT_TIMEOUT, client: Any = None) -> Any:
+def require_reachable(target: Target, timeout: float = CONNECT_TIMEOUT, client: Any = None) -> Any:
     """Cluster metadata (all topics, never auto-creating one), or a ClusterError when no broker answers."""
     from confluent_kafka import KafkaException
 
-    c = client if client is not None else admin(spec, bootstrap)
+    c = client if client is not None else admin(target)
     try:
         return c.list_topics(timeout=timeout)
     except KafkaException:
-        raise ClusterError(f"Kafka cluster at {bootstrap_of(spec, bootstrap)} is unreachable: no broker answered"
+        raise ClusterError(f"Kafka cluster at {target.bootstrap_servers} is unreachable: no broker answered"
                            f" in {timeout:.0f}s", hint="is the cluster up? `kctl status`; `kctl up` starts it;"
                                                       " or pass --bootstrap-server(s)") from None
 
 
-def require_topics(spec: ClusterSpec | None, topics: list[str], bootstrap: str | None = None,
-                   timeout: float = CONNECT_TIMEOUT, client: Any = None, metadata: Any = None) -> dict[str, int]:
+def require_topics(target: Target, topics: list[str], timeout: float = CONNECT_TIMEOUT, client: Any = None,
+                   metadata: Any = None) -> dict[str, int]:
     """{topic: partition count}; a ClusterError naming the missing topics and the existing ones.
 
     A topic the controller has just created reaches each broker's metadata a moment
     later, so a missing topic gets a short grace period before it is called missing.
     ``metadata``: what :func:`require_reachable` gave the caller's ``client`` just before (not asked again).
     """
-    c = client if client is not None else admin(spec, bootstrap)
-    md = metadata if metadata is not None else require_reachable(spec, bootstrap, timeout, client=c)
+    c = client if client is not None else admin(target)
+    md = metadata if metadata is not None else require_reachable(target, timeout, client=c)
     found = {t: len(md.topics[t].partitions) for t in topics if t in md.topics and md.topics[t].error is None}
     for t in topics:
         if t not in found:
@@ -196,7 +291,7 @@ def require_topics(spec: ClusterSpec | None, topics: list[str], bootstrap: str |
     if missing:
         have = sorted(t for t in md.topics if not t.startswith("__"))
         raise ClusterError(
-            f"topic(s) not found on {bootstrap_of(spec, bootstrap)}: {', '.join(missing)}" if len(missing) > 1
+            f"topic(s) not found on {target.bootstrap_servers}: {', '.join(missing)}" if len(missing) > 1
             else f"topic {missing[0]!r} does not exist",
             hint=f"create it: `kctl topic create {missing[0]} --partitions 3 --replication-factor 3`; "
                  f"existing topics: {', '.join(have) or 'none'}")
@@ -211,8 +306,6 @@ def wait_for_topic(client: Any, name: str, partitions: int | None = None, timeou
     Asks for all topics: a metadata request naming a missing topic may auto-create it.
     TimeoutReached (saying what the metadata last showed) when ``timeout`` passes first.
     """
-    from kctl.wait import wait_until
-
     found: list[Any] = []
 
     def probe() -> tuple[bool, str]:
@@ -243,7 +336,8 @@ def round_trip(spec: ClusterSpec, timeout: float = 10.0) -> tuple[bool, str]:
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     brokers = len(spec.brokers)
-    a = admin(spec)
+    target = Target.of(spec)
+    a = admin(target)
     md = a.list_topics(timeout=timeout)
     if HEALTH_TOPIC not in md.topics:
         rf = min(3, brokers)
@@ -260,7 +354,7 @@ def round_trip(spec: ClusterSpec, timeout: float = 10.0) -> tuple[bool, str]:
     # Not idempotent: one record read back by its offset needs no producer id, and the id's InitProducerId
     # round trip cost 0.7 s of every check (1.06 s against 0.35 s to the first acknowledgement, measured).
     extra: dict[str, Any] = {"enable.idempotence": False}
-    p = producer(spec, timeout=timeout, **extra)
+    p = producer(target, timeout=timeout, **extra)
     p.produce(HEALTH_TOPIC, value=token, on_delivery=lambda err, msg: delivered.append((err, msg)))
     p.flush(timeout)
     if not delivered:
@@ -268,14 +362,14 @@ def round_trip(spec: ClusterSpec, timeout: float = 10.0) -> tuple[bool, str]:
     err, msg = delivered[0]
     if err is not None:
         return False, f"produce failed: {err}"
-    c = consumer(spec, group=f"kctl-health-{uuid.uuid4().hex[:8]}")
+    c = consumer(target, group=f"kctl-health-{uuid.uuid4().hex[:8]}")
     try:
         c.assign([TopicPartition(HEALTH_TOPIC, msg.partition(), msg.offset())])
         got = c.consume(num_messages=1, timeout=timeout)
     finally:
         c.close()
     if got and got[0].error() is None and got[0].value() == token:
-        return True, f"produced and consumed offset {msg.offset()} via {spec.bootstrap_servers}"
+        return True, f"produced and consumed offset {msg.offset()} via {target.bootstrap_servers}"
     if got and got[0].error() is not None:
         return False, f"consume failed: {got[0].error()}"
     return False, "consume: the record did not come back yet"

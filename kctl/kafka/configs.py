@@ -14,10 +14,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kctl import contract
 from kctl.errors import KctlError, UsageError
-from kctl.kafka.client import admin, kafka_error, require_reachable
-from kctl.model.properties import parse_properties
+from kctl.kafka.client import Target, admin, kafka_error, require_reachable
+from kctl.model.properties import KAFKA_SPEC_FIELDS, parse_properties
+from kctl.model.render import render
 from kctl.model.spec import ClusterSpec
+from kctl.runtime import cluster as runtime_cluster
+from kctl.zk import znodes
 
 TIMEOUT = 15.0
 
@@ -98,8 +102,6 @@ def source_name(source: str) -> str:
 
 def spec_setting(key: str) -> str:
     """The kctl.yaml setting that changes a server.properties key."""
-    from kctl.model.properties import KAFKA_SPEC_FIELDS
-
     return KAFKA_SPEC_FIELDS.get(key, f"kafka.overrides[{key!r}] (or nodes[].overrides.kafka)")
 
 
@@ -227,9 +229,7 @@ def _format_value(v: str) -> str:
 def run_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float = 60) -> str:
     """Run TOOL from the image's Kafka scripts (contract.KAFKA_BIN) in the first running node; KctlError
     with the tool's message if it fails."""
-    from kctl.runtime.cluster import run_kafka_tool
-
-    run = run_kafka_tool(spec, tool, args, timeout=timeout)
+    run = runtime_cluster.run_kafka_tool(spec, tool, args, timeout=timeout)
     if run.exit_code != 0:
         raise KctlError(f"{tool} failed: {tool_error(run.output)}", hint=f"ran in {run.host}: {' '.join(run.argv)}")
     return run.output
@@ -238,20 +238,20 @@ def run_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float = 60)
 # ----- describe --------------------------------------------------------------------
 
 
-def _check_broker(spec: ClusterSpec | None, broker: str, bootstrap: str | None) -> None:
-    md = require_reachable(spec, bootstrap)
+def _check_broker(target: Target, broker: str) -> None:
+    md = require_reachable(target)
     ids = sorted(int(b) for b in md.brokers)
     if not broker.isdigit() or int(broker) not in ids:
         raise KctlError(f"broker {broker} does not exist in this cluster (no live broker {broker})",
                         hint=f"live brokers: {', '.join(map(str, ids)) or 'none'}")
 
 
-def dynamic_of(spec: ClusterSpec, broker: str, source: str) -> dict[str, str]:
+def dynamic_of(target: Target, broker: str, source: str) -> dict[str, str]:
     """The broker configs of ``source`` (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG) that ``broker``
     reports ("": the cluster-wide defaults), as Kafka answers DescribeConfigs."""
     from confluent_kafka.admin import ConfigSource  # type: ignore[attr-defined]
 
-    entries = _describe_resource(spec, "broker", broker, None)
+    entries = _describe_resource(target, "broker", broker)
     return {k: str(e.value) for k, e in entries.items()
             if e.value is not None and not e.is_sensitive and ConfigSource(e.source).name == source}
 
@@ -270,8 +270,6 @@ def parse_entity_default(text: str) -> dict[str, str]:
 def cluster_defaults(spec: ClusterSpec) -> dict[str, str]:
     """Dynamic cluster-wide broker defaults, as Kafka stores them in /config/brokers/<default> (on KRaft, in its
     metadata: asked of a broker as the default broker resource)."""
-    from kctl.zk import znodes
-
     if spec.on_kraft:
         return parse_entity_default(run_tool(spec, "kafka-configs.sh", [
             "--entity-type", "brokers", "--entity-default", "--describe"]))
@@ -283,23 +281,25 @@ def cluster_defaults(spec: ClusterSpec) -> dict[str, str]:
     return {str(k): str(v) for k, v in conf.items()}
 
 
-def _describe_resource(spec: ClusterSpec | None, kind: str, name: str, bootstrap: str | None) -> dict[str, Any]:
+def _describe_resource(target: Target, kind: str, name: str) -> dict[str, Any]:
     from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
 
     rtype = ConfigResource.Type.BROKER if kind == "broker" else ConfigResource.Type.TOPIC
     res = ConfigResource(rtype, name)
     try:
-        a = admin(spec, bootstrap)  # keep a reference: a collected client cancels its futures
+        a = admin(target)  # keep a reference: a collected client cancels its futures
         entries: dict[str, Any] = a.describe_configs([res], request_timeout=TIMEOUT)[res].result(TIMEOUT)
         return entries
     except Exception as exc:  # noqa: BLE001 - translated for the operator
         raise kafka_error(exc, f"{kind} {name}") from None
 
 
-def describe(spec: ClusterSpec, entity: Entity, all_keys: bool = False, keys: list[str] | None = None,
-             bootstrap: str | None = None) -> ConfigDescription:
+def describe(target: Target, entity: Entity, all_keys: bool = False,
+             keys: list[str] | None = None) -> ConfigDescription:
     """Per key: effective value, its source, the update mode and every layer of the precedence."""
     from confluent_kafka.admin import ConfigSource  # type: ignore[attr-defined]
+
+    spec = target.kctl_spec
 
     if entity.kind in ("client", "user"):
         quotas = parse_quota_describe(run_tool(spec, "kafka-configs.sh", [*entity.tool_args, "--describe"]))
@@ -307,7 +307,7 @@ def describe(spec: ClusterSpec, entity: Entity, all_keys: bool = False, keys: li
                 for k, v in sorted(quotas.items()) if not keys or k in keys]
         return ConfigDescription(str(entity), rows)
     if entity.kind == "broker-default":
-        require_reachable(spec, bootstrap)
+        require_reachable(target)
         dyn = cluster_defaults(spec)
         rows = [ConfigRow(k, v, source_name("DYNAMIC_DEFAULT_BROKER_CONFIG"), update_mode(k), False, False,
                           [Layer("DYNAMIC_DEFAULT_BROKER_CONFIG", v)])
@@ -315,10 +315,10 @@ def describe(spec: ClusterSpec, entity: Entity, all_keys: bool = False, keys: li
         return ConfigDescription(str(entity), rows)
 
     if entity.kind == "broker":
-        _check_broker(spec, entity.name, bootstrap)
+        _check_broker(target, entity.name)
     else:
-        require_reachable(spec, bootstrap)
-    entries = _describe_resource(spec, entity.kind, entity.name, bootstrap)
+        require_reachable(target)
+    entries = _describe_resource(target, entity.kind, entity.name)
     unknown = [k for k in keys or [] if k not in entries]
     if unknown:
         raise KctlError(f"{entity} has no config {', '.join(unknown)}",
@@ -362,10 +362,6 @@ def running_static(spec: ClusterSpec, broker: int) -> RunningStatic:
     Kafka reads server.properties once, at start; kctl.yaml may have been edited since
     (without `kctl up`), so the spec alone can show values the broker does not have.
     """
-    from kctl import contract
-    from kctl.model.render import render
-    from kctl.runtime.cluster import mounted_conf
-
     try:
         host = spec.kafka_host(spec.node(broker))
     except KctlError:
@@ -373,7 +369,7 @@ def running_static(spec: ClusterSpec, broker: int) -> RunningStatic:
     rendered = render(spec)
     wanted = parse_properties(rendered.files.get(f"{host}/{contract.HOST_CONF}/server.properties", ""))
     try:
-        conf = mounted_conf(spec, host)
+        conf = runtime_cluster.mounted_conf(spec, host)
         path = conf.conf_dir / "server.properties"
         text = path.read_text(encoding="utf-8")
         mtime = path.stat().st_mtime
@@ -388,10 +384,9 @@ def running_static(spec: ClusterSpec, broker: int) -> RunningStatic:
                         " an earlier render")
     pending: dict[str, dict[str, str | None]] = {}
     current_hash = next((c.config_hash for c in rendered.containers if c.name == host), None)
-    from kctl.runtime.cluster import applied_hashes
-
     # <state>/<host>/conf: `kctl apply` records there what the processes run when the label cannot follow.
-    if current_hash != conf.config_hash and applied_hashes(conf.conf_dir.parent.parent).get(host) != current_hash:
+    applied = runtime_cluster.applied_hashes(conf.conf_dir.parent.parent)
+    if current_hash != conf.config_hash and applied.get(host) != current_hash:
         pending = static_drift(running, wanted)
         what = ", ".join(f"{k}: {v['running']} -> {v['spec']}" for k, v in list(pending.items())[:8])
         warnings.append(f"kctl.yaml differs from what {host} runs (render {conf.config_hash}, kctl.yaml renders"
@@ -486,37 +481,36 @@ def check_quota_keys(entity: Entity, keys: list[str]) -> None:
             raise UsageError(f"{', '.join(bad)}: not a quota of {entity}", hint=f"quotas: {', '.join(QUOTA_KEYS)}")
 
 
-def set_configs(spec: ClusterSpec, entity: Entity, values: dict[str, str],
-                bootstrap: str | None = None) -> ConfigChange:
+def set_configs(target: Target, entity: Entity, values: dict[str, str]) -> ConfigChange:
     if not values:
         raise UsageError("nothing to set", hint="pass key=value ...")
     check_quota_keys(entity, list(values))
     # Which broker, then which key, then whether it can change: the first thing wrong is the one reported.
-    entries = None if entity.kind in ("client", "user") else _known_keys(spec, entity, list(values), bootstrap)
+    entries = None if entity.kind in ("client", "user") else _known_keys(target, entity, list(values))
     check_dynamic(entity, list(values))
     if entity.kind in ("client", "user", "broker-default"):
-        require_reachable(spec, bootstrap)
+        require_reachable(target)
         arg = ",".join(f"{k}={_format_value(v)}" for k, v in values.items())
-        run_tool(spec, "kafka-configs.sh", [*entity.tool_args, "--alter", "--add-config", arg])
+        run_tool(target.kctl_spec, "kafka-configs.sh", [*entity.tool_args, "--alter", "--add-config", arg])
         return ConfigChange(str(entity), "set", dict(values))
-    _alter(spec, entity, {k: v for k, v in values.items()}, delete=False, bootstrap=bootstrap, entries=entries)
+    _alter(target, entity, {k: v for k, v in values.items()}, delete=False, entries=entries)
     return ConfigChange(str(entity), "set", dict(values))
 
 
-def _known_keys(spec: ClusterSpec, entity: Entity, keys: list[str], bootstrap: str | None) -> dict[str, Any]:
+def _known_keys(target: Target, entity: Entity, keys: list[str]) -> dict[str, Any]:
     """The entity's config entries, after checking that the broker exists and that Kafka knows every key."""
     if entity.kind == "broker":
-        _check_broker(spec, entity.name, bootstrap)
+        _check_broker(target, entity.name)
         kind, name = "broker", entity.name
     elif entity.kind == "broker-default":
-        ids = sorted(int(b) for b in require_reachable(spec, bootstrap).brokers)
+        ids = sorted(int(b) for b in require_reachable(target).brokers)
         if not ids:
             raise KctlError("no live broker to check the keys against", hint="`kctl status`")
         kind, name = "broker", str(ids[0])
     else:
-        require_reachable(spec, bootstrap)
+        require_reachable(target)
         kind, name = entity.kind, entity.name
-    entries = _describe_resource(spec, kind, name, bootstrap)
+    entries = _describe_resource(target, kind, name)
     unknown = [k for k in keys if k not in entries and not k.startswith("listener.name.")]
     if unknown:
         raise KctlError(f"{', '.join(unknown)}: not a {entity.kind.replace('-default', '')} config Kafka knows",
@@ -524,24 +518,25 @@ def _known_keys(spec: ClusterSpec, entity: Entity, keys: list[str], bootstrap: s
     return entries
 
 
-def delete_configs(spec: ClusterSpec, entity: Entity, keys: list[str], bootstrap: str | None = None) -> ConfigChange:
+def delete_configs(target: Target, entity: Entity, keys: list[str]) -> ConfigChange:
     if not keys:
         raise UsageError("nothing to delete", hint="pass the keys to delete")
     check_quota_keys(entity, keys)
     if entity.kind in ("client", "user", "broker-default"):
-        require_reachable(spec, bootstrap)
-        current = {r.key for r in describe(spec, entity, bootstrap=bootstrap).rows}
+        require_reachable(target)
+        current = {r.key for r in describe(target, entity).rows}
         absent = [k for k in keys if k not in current]
         if absent:
             raise KctlError(f"{', '.join(absent)} not set on {entity}", hint="`kctl config describe` shows what is")
-        run_tool(spec, "kafka-configs.sh", [*entity.tool_args, "--alter", "--delete-config", ",".join(keys)])
+        run_tool(target.kctl_spec, "kafka-configs.sh", [*entity.tool_args, "--alter", "--delete-config",
+                                                        ",".join(keys)])
         return ConfigChange(str(entity), "deleted", {k: None for k in keys})
-    _alter(spec, entity, {k: None for k in keys}, delete=True, bootstrap=bootstrap)
+    _alter(target, entity, {k: None for k in keys}, delete=True)
     return ConfigChange(str(entity), "deleted", {k: None for k in keys})
 
 
-def _alter(spec: ClusterSpec, entity: Entity, values: dict[str, str | None], delete: bool,
-           bootstrap: str | None, entries: dict[str, Any] | None = None) -> None:
+def _alter(target: Target, entity: Entity, values: dict[str, str | None], delete: bool,
+           entries: dict[str, Any] | None = None) -> None:
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AlterConfigOpType,
         ConfigEntry,
@@ -549,7 +544,7 @@ def _alter(spec: ClusterSpec, entity: Entity, values: dict[str, str | None], del
         ConfigSource,
     )
 
-    describe_entries = entries if entries is not None else _known_keys(spec, entity, list(values), bootstrap)
+    describe_entries = entries if entries is not None else _known_keys(target, entity, list(values))
     if delete:
         dyn = ("DYNAMIC_BROKER_CONFIG",) if entity.kind == "broker" else ("DYNAMIC_TOPIC_CONFIG",)
         absent = [k for k in values if ConfigSource(describe_entries[k].source).name not in dyn]
@@ -561,7 +556,7 @@ def _alter(spec: ClusterSpec, entity: Entity, values: dict[str, str | None], del
     rtype = ConfigResource.Type.BROKER if entity.kind == "broker" else ConfigResource.Type.TOPIC
     res = ConfigResource(rtype, entity.name, incremental_configs=changes)
     try:
-        a = admin(spec, bootstrap)
+        a = admin(target)
         a.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001
         raise kafka_error(exc, str(entity)) from None

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from kctl.errors import ClusterError, KctlError, UsageError
-from kctl.kafka.client import CONNECT_TIMEOUT, MESSAGE_TIMEOUT, consumer, require_reachable, require_topics
+from kctl.kafka.client import CONNECT_TIMEOUT, MESSAGE_TIMEOUT, Target, consumer, require_reachable, require_topics
 from kctl.kafka.produce import ProduceResult, Record, Values, send
-from kctl.model.spec import ClusterSpec
 
 BLOCK = 1 << 20  # input bytes per read
 FETCH_BACKOFF_MS = 20
@@ -79,9 +78,8 @@ def records(stream: IO[bytes], key_separator: str | None, res: ProduceResult,
         seen += len(lines)
 
 
-def produce(spec: ClusterSpec | None, topic: str, source: Path | IO[bytes] | None = None,
-            key_separator: str | None = None, acks: str = "all", bootstrap: str | None = None,
-            timeout: float = MESSAGE_TIMEOUT, extra: dict[str, Any] | None = None) -> ProduceResult:
+def produce(target: Target, topic: str, source: Path | IO[bytes] | None = None,
+            key_separator: str | None = None, acks: str = "all", timeout: float = MESSAGE_TIMEOUT) -> ProduceResult:
     """Send one record per input line (a file, a binary stream, or stdin); count what was acknowledged.
 
     The cluster and the topic are checked before the first line is read.
@@ -91,8 +89,7 @@ def produce(spec: ClusterSpec | None, topic: str, source: Path | IO[bytes] | Non
     res = ProduceResult(topic)
     stream = source if source is not None and not isinstance(source, Path) else open_input(source)
     try:
-        return send(topic, records(stream, key_separator, res), spec=spec, bootstrap=bootstrap, acks=acks,
-                    timeout=timeout, result=res, **(extra or {}))
+        return send(target, topic, records(stream, key_separator, res), acks=acks, timeout=timeout, result=res)
     finally:
         if isinstance(source, Path) and str(source) != "-":
             stream.close()
@@ -191,10 +188,10 @@ class ConsoleConsumer:
     POLL = 0.2  # short waits so that Ctrl-C and --timeout are seen promptly
     BATCH = 50_000
 
-    def __init__(self, spec: ClusterSpec | None, topic: str, group: str | None = None,
+    def __init__(self, target: Target, topic: str, group: str | None = None,
                  from_beginning: bool = False, max_messages: int | None = None, timeout: float | None = None,
-                 partition: int | None = None, offset: str | None = None, bootstrap: str | None = None,
-                 user: str | None = None, check: Callable[[str | None], object] | None = None) -> None:
+                 partition: int | None = None, offset: str | None = None,
+                 check: Callable[[str | None], object] | None = None) -> None:
         """``check``: called with the cluster id of this consumer's first Metadata answer (None when no
         broker answered), before anything else is asked or read; it raises to refuse the cluster
         (:func:`kctl.cli.common.connect_by_metadata`). Not for a group: the group would be looked up
@@ -220,11 +217,11 @@ class ConsoleConsumer:
                               "fetch.queue.backoff.ms": FETCH_BACKOFF_MS}
         if check is not None and group:
             raise ValueError("a consumer group's cluster is checked before its consumer is made")
-        self._c = consumer(spec, bootstrap, group=group, user=user, **extra)
+        self._c = consumer(target, group=group, **extra)
         try:
             md = None
             try:
-                md = require_reachable(spec, bootstrap, client=self._c,
+                md = require_reachable(target, client=self._c,
                                        timeout=CONNECT_TIMEOUT if check is None else FIRST_ANSWER)
             except ClusterError:
                 if check is None:
@@ -232,10 +229,10 @@ class ConsoleConsumer:
                 # Not running, or another cluster on its ports: said as such (the check asks on its own).
                 check(None)
             if md is None:  # running, only slow to answer: the usual wait
-                md = require_reachable(spec, bootstrap, client=self._c)
+                md = require_reachable(target, client=self._c)
             if check is not None:
                 check(md.cluster_id)
-            parts = require_topics(spec, [topic], bootstrap, client=self._c, metadata=md)[topic]
+            parts = require_topics(target, [topic], client=self._c, metadata=md)[topic]
             if partition is not None and not 0 <= partition < parts:
                 raise UsageError(f"topic {topic!r} has partitions 0..{parts - 1}, not {partition}")
         except BaseException:

@@ -54,6 +54,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kctl.kafka import client as kclient
+from kctl.kafka.client import Target, error_code
 from kctl.wait import Deadline, since
 
 # librdkafka's codes for refused credentials and failed TLS (certificate, handshake).
@@ -160,8 +162,6 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
     """
     from confluent_kafka import KafkaException
 
-    from kctl.kafka.client import admin, error_code
-
     started = time.monotonic()
     deadline = Deadline(at=started + timeout)
     others: list[str] = []
@@ -177,7 +177,7 @@ def _ask(address: str, timeout: float, settings: dict[str, str], describe: bool,
         # own timeouts bound an attempt anyway).
         bounded: dict[str, Any] = {"socket.timeout.ms": ms, "socket.connection.setup.timeout.ms": max(1000, ms),
                                    "reconnect.backoff.max.ms": 500, "error_cb": errors.append}
-        client = admin(bootstrap=address, security=settings, **bounded)
+        client = kclient.admin(Target.foreign(address, settings), **bounded)
         keep.append(client)
         asked = threading.Event()
 

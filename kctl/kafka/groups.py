@@ -7,8 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError, UsageError
-from kctl.kafka.client import REQUEST_TIMEOUT, admin, group_missing, kafka_error, require_reachable, topic_missing
-from kctl.model.spec import ClusterSpec
+from kctl.kafka.client import (
+    REQUEST_TIMEOUT,
+    Target,
+    admin,
+    consumer,
+    group_missing,
+    kafka_error,
+    require_reachable,
+    topic_missing,
+)
 
 TIMEOUT = REQUEST_TIMEOUT
 
@@ -72,10 +80,10 @@ class ResetPlan:
     moves: list[OffsetMove]
 
 
-def list_groups(spec: ClusterSpec | None, bootstrap: str | None = None, *, client: Any = None) -> list[GroupSummary]:
+def list_groups(target: Target, *, client: Any = None) -> list[GroupSummary]:
     if client is None:
-        require_reachable(spec, bootstrap)
-    a = client if client is not None else admin(spec, bootstrap)
+        require_reachable(target)
+    a = client if client is not None else admin(target)
     try:
         res = a.list_consumer_groups(request_timeout=TIMEOUT).result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001
@@ -120,15 +128,14 @@ def lag(committed: int | None, log_end: int | None) -> int | None:
     return max(0, log_end - committed)
 
 
-def describe(spec: ClusterSpec | None, group: str, bootstrap: str | None = None, *,
-             client: Any = None) -> GroupDescription:
+def describe(target: Target, group: str, *, client: Any = None) -> GroupDescription:
     """State, members, and per partition committed offset, end offset and lag. ``client``: an AdminClient to
     reuse (the monitor's, across its rounds); without it, one for this call, after checking a broker answers."""
     from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
     if client is None:
-        require_reachable(spec, bootstrap)
-    a = client if client is not None else admin(spec, bootstrap)
+        require_reachable(target)
+    a = client if client is not None else admin(target)
     try:
         g = a.describe_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001
@@ -204,15 +211,15 @@ def plan_targets(strategy: str, value: int | None, current: dict[int, int | None
     return out
 
 
-def reset_offsets(spec: ClusterSpec | None, group: str, topic: str, strategy: str, value: int | None = None,
-                  when: str | None = None, execute: bool = False, bootstrap: str | None = None) -> ResetPlan:
+def reset_offsets(target: Target, group: str, topic: str, strategy: str, value: int | None = None,
+                  when: str | None = None, execute: bool = False) -> ResetPlan:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
-    md = require_reachable(spec, bootstrap)
+    md = require_reachable(target)
     if topic not in md.topics:
         raise topic_missing(topic)
-    a = admin(spec, bootstrap)
+    a = admin(target)
     tps = [(topic, p) for p in sorted(md.topics[topic].partitions)]
     state = "UNKNOWN"
     try:
@@ -246,9 +253,9 @@ def reset_offsets(spec: ClusterSpec | None, group: str, topic: str, strategy: st
     return ResetPlan(group, topic, strategy, execute, moves)
 
 
-def delete(spec: ClusterSpec | None, group: str, bootstrap: str | None = None) -> str:
-    require_reachable(spec, bootstrap)
-    a = admin(spec, bootstrap)
+def delete(target: Target, group: str) -> str:
+    require_reachable(target)
+    a = admin(target)
     try:
         a.delete_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)
     except Exception as exc:  # noqa: BLE001
@@ -264,12 +271,9 @@ class GroupCommitter:
     Kafka accepts such commits while the group has no active member (a "simple" consumer's commit).
     """
 
-    def __init__(self, bootstrap: str, group: str, spec: ClusterSpec | None = None) -> None:
-        """``spec``: a secured cluster's spec, for the client factory's SASL_SSL settings."""
-        from kctl.kafka.client import consumer
-
+    def __init__(self, target: Target, group: str) -> None:
         self.group = group
-        self._c = consumer(spec, bootstrap, group=group)
+        self._c = consumer(target, group=group)
 
     def commit(self, offsets: dict[str, dict[int, int]]) -> int:
         """Commit ``{topic: {partition: next offset}}`` synchronously; returns the partitions committed."""

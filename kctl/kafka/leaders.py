@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import ClusterError, KctlError, UsageError
-from kctl.kafka.client import REQUEST_TIMEOUT, admin, error_code, kafka_error, require_topics
-from kctl.model.spec import ClusterSpec
+from kctl.kafka.client import REQUEST_TIMEOUT, Target, admin, error_code, kafka_error, require_topics
 
 ELECTION_TYPES = ("preferred", "unclean")
 ANSWER_MARGIN = 10.0  # seconds the election's future waits beyond the request timeout (socket.timeout.ms)
@@ -28,9 +27,8 @@ class ElectionResult:
         return not self.failed
 
 
-def elect(spec: ClusterSpec, election: str = "preferred", topic: str | None = None,
-          partition: int | None = None, bootstrap: str | None = None,
-          timeout: float = REQUEST_TIMEOUT) -> ElectionResult:
+def elect(target: Target, election: str = "preferred", topic: str | None = None,
+          partition: int | None = None, timeout: float = REQUEST_TIMEOUT) -> ElectionResult:
     """Elect leaders of every partition (or one topic's, or one partition) with Kafka's own election."""
     from confluent_kafka import ElectionType, KafkaException, TopicPartition
 
@@ -38,11 +36,11 @@ def elect(spec: ClusterSpec, election: str = "preferred", topic: str | None = No
         raise UsageError(f"unknown election type {election!r}", hint="preferred or unclean")
     if partition is not None and topic is None:
         raise UsageError("--partition needs --topic")
-    a = admin(spec, bootstrap)
+    a = admin(target)
     parts: list[Any] | None = None
     scope = "all partitions"
     if topic is not None:
-        count = require_topics(spec, [topic], bootstrap, client=a)[topic]
+        count = require_topics(target, [topic], client=a)[topic]
         if partition is not None:
             if not 0 <= partition < count:
                 raise UsageError(f"topic {topic!r} has no partition {partition}",
@@ -90,8 +88,7 @@ def _code(err: Any) -> tuple[str, str]:
     return error_code(err)
 
 
-def min_insync_replicas(spec: ClusterSpec, topics: Iterable[str], bootstrap: str | None = None,
-                        timeout: float = REQUEST_TIMEOUT) -> dict[str, int]:
+def min_insync_replicas(target: Target, topics: Iterable[str], timeout: float = REQUEST_TIMEOUT) -> dict[str, int]:
     """{topic: the min.insync.replicas it runs with} (a topic override, else the broker's value)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
@@ -99,7 +96,7 @@ def min_insync_replicas(spec: ClusterSpec, topics: Iterable[str], bootstrap: str
     names = sorted(set(topics))
     if not names:
         return {}
-    a = admin(spec, bootstrap)
+    a = admin(target)
     resources = [ConfigResource(ResourceType.TOPIC, t) for t in names]
     futs = a.describe_configs(resources, request_timeout=timeout)
     out: dict[str, int] = {}

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError, UsageError
-from kctl.kafka.client import MESSAGE_TIMEOUT, error_code, kafka_error, producer, require_topics
-from kctl.model.spec import ClusterSpec
+from kctl.kafka.client import MESSAGE_TIMEOUT, Target, error_code, kafka_error, producer, require_topics
 from kctl.wait import Deadline
 
 ACKS = ("all", "-1", "0", "1")
@@ -58,8 +57,8 @@ def singles(records: Iterable[Record]) -> Iterator[Sequence[Record]]:
         yield (r,)
 
 
-def send(topic: str, blocks: Iterable[Sequence[Record]], *, spec: ClusterSpec | None = None,
-         bootstrap: str | None = None, acks: str = "all", timeout: float = MESSAGE_TIMEOUT,
+def send(target: Target, topic: str, blocks: Iterable[Sequence[Record]], *, acks: str = "all",
+         timeout: float = MESSAGE_TIMEOUT,
          rate: float | None = None, max_seconds: float | None = None, result: ProduceResult | None = None,
          check: bool = True, **extra: Any) -> ProduceResult:
     """Send blocks of (key, value) records; ``rate`` paces them per second (None: as fast as possible).
@@ -79,11 +78,11 @@ def send(topic: str, blocks: Iterable[Sequence[Record]], *, spec: ClusterSpec | 
         dr_failed += 1
         res.note(str(err))
 
-    p = producer(spec, bootstrap, acks=acks, timeout=timeout, **{
+    p = producer(target, acks=acks, timeout=timeout, **{
         "delivery.report.only.error": True, "on_delivery": on_failure,
         "queue.buffering.max.messages": QUEUE_MESSAGES, **extra})
     if check:
-        require_topics(spec, [topic], bootstrap, client=p)
+        require_topics(target, [topic], client=p)
     produce, poll = p.produce, p.poll
     sent = rejected = 0
     t0 = time.monotonic()

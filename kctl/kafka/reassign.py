@@ -20,7 +20,12 @@ from typing import Any
 
 from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kafka import balance as bal
+from kctl.kafka import leaders
+from kctl.kafka.client import Target, admin, require_reachable, require_topics
 from kctl.model.spec import ClusterSpec
+from kctl.runtime.cluster import run_kafka_tool
+from kctl.wait import wait_until
+from kctl.zk.znodes import connect, guarded_reader
 
 Progress = Callable[[str], None]
 TOOL = "kafka-reassign-partitions.sh"
@@ -78,12 +83,11 @@ class ExecuteResult:
 
 def assignment(spec: ClusterSpec, topics: list[str] | None = None) -> tuple[bal.Assignment, list[int]]:
     """({(topic, partition): replicas in assignment order}, registered broker ids), from Kafka's metadata."""
-    from kctl.kafka.client import admin, require_reachable, require_topics
-
-    a = admin(spec)
+    cluster = Target.of(spec)
+    a = admin(cluster)
     if topics:
-        require_topics(spec, topics, client=a)
-    md = require_reachable(spec, client=a)
+        require_topics(cluster, topics, client=a)
+    md = require_reachable(cluster, client=a)
     out: bal.Assignment = {}
     for name, t in md.topics.items():
         if t.error is not None or (topics and name not in topics):
@@ -137,8 +141,6 @@ def parse_list(text: str) -> list[Moving]:
 
 
 def _moving_from_kafka(spec: ClusterSpec) -> list[Moving]:
-    from kctl.runtime.cluster import run_kafka_tool
-
     run = run_kafka_tool(spec, TOOL, ["--list"], timeout=60, stderr=False)
     if run.exit_code != 0 or not ("No partition reassignments found." in run.output
                                   or "Current partition reassignments:" in run.output):
@@ -148,8 +150,6 @@ def _moving_from_kafka(spec: ClusterSpec) -> list[Moving]:
 
 
 def _moving_from_zk(spec: ClusterSpec) -> list[Moving]:
-    from kctl.zk.znodes import connect
-
     out: list[Moving] = []
     from kazoo.exceptions import NoNodeError
 
@@ -184,8 +184,6 @@ def _moving_from_zk(spec: ClusterSpec) -> list[Moving]:
 
 def _sizes(spec: ClusterSpec, topics: list[str]) -> dict[tuple[int, str], int]:
     """{(broker, "topic-partition"): bytes} from kafka-log-dirs.sh (future replicas excluded)."""
-    from kctl.runtime.cluster import run_kafka_tool
-
     run = run_kafka_tool(spec, "kafka-log-dirs.sh", ["--describe", "--topic-list", ",".join(topics)], timeout=60,
                          stderr=False)
     line = next((ln for ln in run.output.splitlines() if ln.startswith("{")), None)
@@ -237,8 +235,6 @@ def _throttled(spec: ClusterSpec) -> list[int]:
     """Brokers with a replication throttle rate set (a reassignment's throttle not yet removed)."""
     if spec.on_kraft:
         return _throttled_from_kafka(spec)
-    from kctl.zk.znodes import connect, guarded_reader
-
     out = []
     try:
         # /config/brokers is the brokers' only on a secured cluster (dynamic configs may hold passwords)
@@ -258,10 +254,8 @@ def _throttled_from_kafka(spec: ClusterSpec) -> list[int]:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]
 
-    from kctl.kafka.client import admin
-
     try:
-        a = admin(spec)
+        a = admin(Target.of(spec))
         brokers = sorted(a.list_topics(timeout=10).brokers)
         asked = a.describe_configs([ConfigResource(ConfigResource.Type.BROKER, str(b)) for b in brokers])
         out = []
@@ -288,8 +282,6 @@ def check_plan(spec: ClusterSpec, target: bal.Assignment) -> None:
 
 
 def _run(spec: ClusterSpec, args: list[str], target: bal.Assignment, timeout: float = 120) -> tuple[str, str]:
-    from kctl.runtime.cluster import run_kafka_tool
-
     doc = json.dumps(bal.to_kafka_json(target))
     run = run_kafka_tool(spec, TOOL, ["--reassignment-json-file", PLAN_PATH, *args], timeout=timeout,
                          files={PLAN_PATH: doc}, stderr=False)
@@ -319,10 +311,8 @@ def execute(spec: ClusterSpec, target: bal.Assignment, *, throttle: int | None =
         wait_done(spec, set(f"{t}-{p}" for t, p in target), timeout, say)
         res.verify = verify(spec, target)
         say("verified: every partition has its new replicas; the throttle is removed")
-        from kctl.kafka import leaders
-
         try:
-            res.election = leaders.elect(spec)
+            res.election = leaders.elect(Target.of(spec))
             say(f"preferred leader election: {len(res.election.elected)} leader(s) moved")
         except KctlError as exc:  # the move is done and verified; the leaders can be moved back later
             res.warnings.append(f"{exc.message} ({exc.hint})" if exc.hint else exc.message)
@@ -336,8 +326,6 @@ def wait_done(spec: ClusterSpec, partitions: set[str], timeout: float, say: Prog
 
     TimeoutReached (the partitions still moving) when ``timeout`` passes first.
     """
-    from kctl.wait import wait_until
-
     last_report = [0.0]
 
     def probe() -> tuple[bool, str]:

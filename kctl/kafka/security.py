@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from kctl.errors import KctlError, UsageError
-from kctl.kafka.client import REQUEST_TIMEOUT, admin, kafka_error
+from kctl.kafka.client import REQUEST_TIMEOUT, Target, admin, kafka_error
+from kctl.kafka.configs import run_tool
 from kctl.model.spec import ClusterSpec
+from kctl.security import store
 
 SCRAM_ITERATIONS = 8192
 OPERATIONS = ("read", "write", "create", "delete", "alter", "describe", "describe_configs", "alter_configs",
@@ -37,8 +39,6 @@ def require_secured(spec: ClusterSpec, what: str) -> None:
 
 
 def _state_dir(spec: ClusterSpec) -> Path:
-    from kctl.security import store
-
     return store.state_dir_of(spec)
 
 
@@ -84,8 +84,6 @@ def set_password(spec: ClusterSpec, user: str, password: str | None, *, create: 
     ScramCredentialInfo = _ck().ScramCredentialInfo
     UserScramCredentialUpsertion = _ck().UserScramCredentialUpsertion
 
-    from kctl.security import store
-
     require_secured(spec, "users")
     store.check_user(user)
     if user == spec.security.admin_user:
@@ -101,7 +99,7 @@ def set_password(spec: ClusterSpec, user: str, password: str | None, *, create: 
         raise UsageError("the password is shorter than 8 characters", hint="pass a longer one on stdin")
     mech = _mechanism(spec)
     up = UserScramCredentialUpsertion(user, ScramCredentialInfo(mech, SCRAM_ITERATIONS), pw.encode())
-    a = admin(spec)
+    a = admin(Target.of(spec))
     _result(a, a.alter_user_scram_credentials([up]), f"user {user}")
     path = store.save_user_password(_state_dir(spec), user, pw)
     return UserChange(user, "created" if create else "password changed", spec.security.sasl_mechanism, str(path))
@@ -109,8 +107,6 @@ def set_password(spec: ClusterSpec, user: str, password: str | None, *, create: 
 
 def delete_user(spec: ClusterSpec, user: str) -> UserChange:
     UserScramCredentialDeletion = _ck().UserScramCredentialDeletion
-
-    from kctl.security import store
 
     require_secured(spec, "users")
     store.check_user(user)
@@ -123,7 +119,7 @@ def delete_user(spec: ClusterSpec, user: str) -> UserChange:
 
     dels = [UserScramCredentialDeletion(user, getattr(ScramMechanism, m.replace("-", "_")))
             for m in rows[user].mechanisms]
-    a = admin(spec)
+    a = admin(Target.of(spec))
     _result(a, a.alter_user_scram_credentials(dels), f"user {user}")
     store.forget_user(_state_dir(spec), user)
     return UserChange(user, "deleted", ",".join(rows[user].mechanisms))
@@ -132,10 +128,8 @@ def delete_user(spec: ClusterSpec, user: str) -> UserChange:
 def list_users(spec: ClusterSpec) -> list[UserRow]:
     from confluent_kafka import KafkaException
 
-    from kctl.security import store
-
     require_secured(spec, "users")
-    a = admin(spec)
+    a = admin(Target.of(spec))
     res = a.describe_user_scram_credentials()
     try:
         found = res.result(REQUEST_TIMEOUT) if hasattr(res, "result") else \
@@ -225,7 +219,7 @@ def add_acl(spec: ClusterSpec, principal: str, allow: bool, operation: str, *, t
             group: str | None = None, cluster: bool = False, prefixed: bool = False, host: str = "*") -> AclChange:
     require_secured(spec, "ACLs")
     b = _binding(principal, allow, operation, topic, group, cluster, prefixed, host)
-    a = admin(spec)
+    a = admin(Target.of(spec))
     _result(a, a.create_acls([b]), "acl add")
     return AclChange("added", [_row(b)])
 
@@ -233,7 +227,7 @@ def add_acl(spec: ClusterSpec, principal: str, allow: bool, operation: str, *, t
 def add_bindings(spec: ClusterSpec, bindings: list[Any], what: str) -> None:
     """Create confluent-kafka AclBindings as they are (kept when already there)."""
     require_secured(spec, "ACLs")
-    a = admin(spec)
+    a = admin(Target.of(spec))
     _result(a, a.create_acls(bindings), what)
 
 
@@ -248,7 +242,7 @@ def remove_acl(spec: ClusterSpec, principal: str, allow: bool, operation: str, *
     f = AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation,
                          b.permission_type)
     removed: list[AclRow] = []
-    a = admin(spec)
+    a = admin(Target.of(spec))
     for fut in a.delete_acls([f]).values():
         try:
             removed.extend(_row(x) for x in fut.result(REQUEST_TIMEOUT))
@@ -275,7 +269,7 @@ def list_acls(spec: ClusterSpec, principal: str | None = None, topic: str | None
                          _principal(principal) if principal else None, None, AclOperation.ANY,
                          AclPermissionType.ANY)
     try:
-        a = admin(spec)
+        a = admin(Target.of(spec))
         found = a.describe_acls(f).result(REQUEST_TIMEOUT)
     except KafkaException as exc:
         raise kafka_error(exc, "acl list") from None
@@ -322,8 +316,6 @@ def _describe_entity(args: list[str]) -> str:
 
 
 def set_quota(spec: ClusterSpec, entity_args: list[str], values: dict[str, str]) -> QuotaChange:
-    from kctl.kafka.configs import run_tool
-
     check_quotas(values)
     run_tool(spec, "kafka-configs.sh", [*entity_args, "--alter", "--add-config",
                                         ",".join(f"{k}={v}" for k, v in values.items())])
@@ -345,8 +337,6 @@ def check_quotas(values: dict[str, str]) -> None:
 
 
 def delete_quota(spec: ClusterSpec, entity_args: list[str], keys: list[str]) -> QuotaChange:
-    from kctl.kafka.configs import run_tool
-
     bad = [k for k in keys if k not in QUOTA_KEYS]
     if bad or not keys:
         raise UsageError(f"not a quota: {', '.join(bad) or '(none given)'}", hint=f"quotas are {', '.join(QUOTA_KEYS)}")
@@ -361,8 +351,6 @@ FORMATS = ("librdkafka", "java", "kcat")
 
 def client_config(spec: ClusterSpec, user: str | None = None, fmt: str = "librdkafka") -> str:
     """The properties a client needs: bootstrap, protocol, mechanism, credentials, the CA file."""
-    from kctl.security import store
-
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}", hint=f"one of {', '.join(FORMATS)}")
     if user and not spec.security.enabled:

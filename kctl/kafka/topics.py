@@ -11,6 +11,7 @@ from kctl.kafka.client import (
     CONNECT_TIMEOUT,
     HEALTH_TOPIC,
     REQUEST_TIMEOUT,
+    Target,
     admin,
     error_code,
     kafka_error,
@@ -18,7 +19,7 @@ from kctl.kafka.client import (
     topic_missing,
     wait_for_topic,
 )
-from kctl.model.spec import ClusterSpec
+from kctl.kafka.configs import source_name
 
 # Kafka's own rule (org.apache.kafka.common.internals.Topic): at most 249 of [a-zA-Z0-9._-], not "." or "..".
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -99,9 +100,8 @@ def exists(topic: str) -> KctlError:
     return KctlError(f"topic {topic!r} already exists", hint="pass --if-not-exists to accept an existing topic")
 
 
-def create(spec: ClusterSpec | None, name: str, partitions: int | None, replication_factor: int | None,
-           config: dict[str, str] | None = None, if_not_exists: bool = False,
-           bootstrap: str | None = None) -> TopicChange:
+def create(target: Target, name: str, partitions: int | None, replication_factor: int | None,
+           config: dict[str, str] | None = None, if_not_exists: bool = False) -> TopicChange:
     """Create a topic; ``None`` partitions or replication factor take the cluster's num.partitions and
     default.replication.factor (as kafka-topics.sh does: CreateTopics with -1)."""
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
@@ -113,7 +113,7 @@ def create(spec: ClusterSpec | None, name: str, partitions: int | None, replicat
     if replication_factor is not None and replication_factor < 1:
         raise UsageError(f"--replication-factor must be at least 1, not {replication_factor}",
                          hint="leave it out for the cluster's default.replication.factor")
-    md = require_reachable(spec, bootstrap)
+    md = require_reachable(target)
     if name in md.topics:
         if if_not_exists:
             return TopicChange(name, "exists", "already exists; nothing changed")
@@ -122,7 +122,7 @@ def create(spec: ClusterSpec | None, name: str, partitions: int | None, replicat
     if replication_factor is not None and replication_factor > live:
         raise KctlError(f"cannot create {name!r}: replication factor {replication_factor} is above the {live} live"
                         f" broker(s)", hint=f"use --replication-factor {live} or less; `kctl status` shows brokers")
-    a = admin(spec, bootstrap)
+    a = admin(target)
     futs = a.create_topics([NewTopic(name, num_partitions=-1 if partitions is None else partitions,
                                      replication_factor=-1 if replication_factor is None else replication_factor,
                                      config=dict(config or {}))], request_timeout=TIMEOUT)
@@ -140,7 +140,7 @@ def create(spec: ClusterSpec | None, name: str, partitions: int | None, replicat
     # records at once (librdkafka before 2.2 sees the partition count drop to 0). Each broker is asked on a
     # connection of its own (a client bootstrapped with that broker alone asks it first).
     for b in sorted(md.brokers.values(), key=lambda b: b.id):
-        one = admin(spec, f"{b.host}:{b.port}")
+        one = admin(target.at(f"{b.host}:{b.port}"))
         wait_for_topic(one, name, len(t.partitions), timeout=max(1.0, deadline - time.monotonic()))
     parts = list(t.partitions.values())
     partitions = len(parts)
@@ -148,8 +148,8 @@ def create(spec: ClusterSpec | None, name: str, partitions: int | None, replicat
     return TopicChange(name, "created", f"{partitions} partition(s), replication factor {replication_factor}")
 
 
-def list_topics(spec: ClusterSpec | None, internal: bool = False, bootstrap: str | None = None) -> list[TopicSummary]:
-    md = require_reachable(spec, bootstrap)
+def list_topics(target: Target, internal: bool = False) -> list[TopicSummary]:
+    md = require_reachable(target)
     out = []
     for name, t in sorted(md.topics.items()):
         is_internal = name.startswith("__")
@@ -162,15 +162,13 @@ def list_topics(spec: ClusterSpec | None, internal: bool = False, bootstrap: str
     return out
 
 
-def describe(spec: ClusterSpec | None, name: str, bootstrap: str | None = None) -> TopicDescription:
+def describe(target: Target, name: str) -> TopicDescription:
     """One DescribeTopics (a metadata request) and one DescribeConfigs, in flight together."""
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import ConfigResource, ConfigSource  # type: ignore[attr-defined]
 
-    from kctl.kafka.configs import source_name
-
     validate_name(name)
-    a = admin(spec, bootstrap)
+    a = admin(target)
     res = ConfigResource(ConfigResource.Type.TOPIC, name)
     # A read: no broker answering within the connect timeout means the cluster is down.
     topic_fut = a.describe_topics(TopicCollection([name]), request_timeout=CONNECT_TIMEOUT)[name]
@@ -199,12 +197,11 @@ def describe(spec: ClusterSpec | None, name: str, bootstrap: str | None = None) 
                             parts, configs)
 
 
-def add_partitions(spec: ClusterSpec | None, name: str, partitions: int,
-                   bootstrap: str | None = None) -> TopicChange:
+def add_partitions(target: Target, name: str, partitions: int) -> TopicChange:
     from confluent_kafka.admin import NewPartitions  # type: ignore[attr-defined]
 
     validate_name(name)
-    md = require_reachable(spec, bootstrap)
+    md = require_reachable(target)
     if name not in md.topics:
         raise topic_missing(name)
     current = len(md.topics[name].partitions)
@@ -213,7 +210,7 @@ def add_partitions(spec: ClusterSpec | None, name: str, partitions: int,
                         " partitions", hint="create a new topic with fewer partitions and copy the data")
     if partitions == current:
         raise KctlError(f"{name!r} already has {current} partitions", hint=f"pass --partitions above {current}")
-    a = admin(spec, bootstrap)
+    a = admin(target)
     futs = a.create_partitions([NewPartitions(name, partitions)], request_timeout=TIMEOUT)
     try:
         futs[name].result(TIMEOUT)
@@ -222,15 +219,15 @@ def add_partitions(spec: ClusterSpec | None, name: str, partitions: int,
     return TopicChange(name, "partitions-added", f"{current} -> {partitions} partitions")
 
 
-def delete(spec: ClusterSpec | None, name: str, bootstrap: str | None = None) -> TopicChange:
+def delete(target: Target, name: str) -> TopicChange:
     validate_name(name)
-    md = require_reachable(spec, bootstrap)
+    md = require_reachable(target)
     if name not in md.topics:
         raise topic_missing(name)
     if name == HEALTH_TOPIC:
         raise KctlError(f"{name} is kctl's health-check topic",
                         hint="`kctl up` recreates it for its produce/consume check; leave it")
-    a = admin(spec, bootstrap)
+    a = admin(target)
     futs = a.delete_topics([name], request_timeout=TIMEOUT)
     try:
         futs[name].result(TIMEOUT)

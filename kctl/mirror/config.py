@@ -29,6 +29,7 @@ import yaml
 
 from kctl import contract
 from kctl.errors import KctlError
+from kctl.kafka.client import Target
 from kctl.mirror.stack import directory, project
 from kctl.model.spec import ClusterSpec, MirrorPolicy, MirrorSpec
 
@@ -68,14 +69,12 @@ PLAINTEXT = Login()
 
 @dataclass(frozen=True)
 class Source:
-    """Where a mirror reads: the bootstrap servers as MirrorMaker and kctl reach them, the source's spec when it
-    is a kctl.yaml, kctl's own client settings for it (librdkafka's; {} for PLAINTEXT), and MirrorMaker's
+    """Where a mirror reads: the source as kctl's clients reach it (its bootstrap servers, which MirrorMaker uses
+    too, its spec when it is a kctl.yaml, kctl's own client settings for it: {} for PLAINTEXT), and MirrorMaker's
     login there."""
 
     alias: str
-    bootstrap_servers: str
-    spec: ClusterSpec | None
-    security: dict[str, str] = field(default_factory=dict, repr=False)
+    target: Target
     login: Login = PLAINTEXT
 
 
@@ -214,7 +213,7 @@ def properties(spec: ClusterSpec, mirror: MirrorSpec, source: Source,
     rf = min(3, len(spec.brokers))
     props: dict[str, Any] = {
         "clusters": f"{src}, {dst}",
-        f"{src}.bootstrap.servers": source.bootstrap_servers,
+        f"{src}.bootstrap.servers": source.target.bootstrap_servers,
         f"{dst}.bootstrap.servers": spec.bootstrap_servers,
         f"{flow}.enabled": "true",
         f"{dst}->{src}.enabled": "false",

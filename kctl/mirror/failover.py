@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from kctl.errors import KctlError
+from kctl.kafka.client import Target, admin, consumer, kafka_error, require_reachable
+from kctl.kafka.groups import TIMEOUT, committed_offsets
 from kctl.mirror import config, records
 from kctl.mirror.config import Source
 from kctl.mirror.status import read_whole
@@ -87,11 +89,9 @@ class FailoverPlan:
 
 def checkpoints(spec: ClusterSpec, mirror: MirrorSpec, group: str) -> dict[tuple[str, int], records.Checkpoint]:
     """The newest checkpoint of ``group`` per (topic here, partition), read to the topic's end offsets."""
-    from kctl.kafka.client import base_config
-
     topic = config.internal_topics(mirror, spec.name)["checkpoints"]
     out: dict[tuple[str, int], records.Checkpoint] = {}
-    for m in read_whole(base_config(spec), topic, strict=True):
+    for m in read_whole(Target.of(spec), topic, strict=True):
         try:
             c = records.checkpoint(m.key(), m.value())
         except records.BadRecord:
@@ -107,19 +107,18 @@ def source_view(source: Source | None, group: str, timeout: float = SOURCE_TIMEO
         return SourceView(False, "the source is not known to this kctl.yaml")
     from confluent_kafka import ConsumerGroupTopicPartitions
 
-    from kctl.kafka.client import admin
-
     extra: dict[str, Any] = {"socket.timeout.ms": int(timeout * 1000)}
-    a = admin(source.spec, source.bootstrap_servers, security=source.security, **extra)
+    a = admin(source.target, **extra)
     try:
         md = a.list_topics(timeout=timeout)
         if not md.brokers:
-            return SourceView(False, f"no broker of {source.bootstrap_servers} answered within {timeout:g}s")
+            return SourceView(False, f"no broker of {source.target.bootstrap_servers} answered within"
+                                     f" {timeout:g}s")
         g = a.describe_consumer_groups([group], request_timeout=timeout)[group].result(timeout)
         res = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
                                             request_timeout=timeout)[group].result(timeout)
     except Exception as exc:  # noqa: BLE001 - any failure to ask is an unreachable source, said as such
-        return SourceView(False, f"{source.bootstrap_servers} did not answer: {str(exc)[:200]}")
+        return SourceView(False, f"{source.target.bootstrap_servers} did not answer: {str(exc)[:200]}")
     members = [f"{m.client_id}@{m.host.lstrip('/')}" for m in (g.members or [])]
     committed = {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions or [] if tp.offset >= 0}
     return SourceView(True, None, members, str(getattr(g.state, "name", g.state)), committed)
@@ -181,18 +180,16 @@ def decide(mirror: MirrorSpec, group: str, found: dict[tuple[str, int], records.
 def plan(spec: ClusterSpec, mirror: MirrorSpec, group: str, *, execute: bool = False,
          source: Source | None = None, force: bool = False, untranslated: Untranslated = Untranslated.refuse,
          state_dir: Path | None = None) -> FailoverPlan:
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, ConsumerGroupTopicPartitions, TopicPartition
 
-    from kctl.kafka.client import admin, kafka_error, require_reachable
-    from kctl.kafka.groups import TIMEOUT, committed_offsets
-
-    require_reachable(spec)
+    target = Target.of(spec)
+    require_reachable(target)
     found = checkpoints(spec, mirror, group)
     if not found:
         raise KctlError(f"no checkpoint of group {group!r} from mirror {mirror.name} in {spec.name}",
                         hint="MirrorMaker checkpoints a group once it has committed offsets on the source for a"
                              f" replicated topic and it matches mirrors[{mirror.name}].groups; `kctl mirror status`")
-    a = admin(spec)
+    a = admin(target)
     members = 0
     try:
         g = a.describe_consumer_groups([group], request_timeout=TIMEOUT)[group].result(TIMEOUT)
@@ -206,13 +203,9 @@ def plan(spec: ClusterSpec, mirror: MirrorSpec, group: str, *, execute: bool = F
     parts = {t: sorted(md.topics[t].partitions) for t in remotes if t in md.topics}
     starts: dict[tuple[str, int], int] = {}
     if untranslated is Untranslated.earliest:
-        from confluent_kafka import OFFSET_BEGINNING
-
-        from kctl.kafka.client import consumer
-
         wanted = [TopicPartition(t, p, OFFSET_BEGINNING) for t, ps in parts.items() for p in ps]
         if wanted:
-            c = consumer(spec)
+            c = consumer(target)
             try:
                 for tp in wanted:
                     low, _ = c.get_watermark_offsets(tp, timeout=TIMEOUT, cached=False)

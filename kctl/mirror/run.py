@@ -10,10 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kctl.errors import KctlError, TimeoutReached
-from kctl.mirror import config
+from kctl.files import write_durable
+from kctl.kafka.client import Target, admin, mirror_source, read_source_file, require_reachable
+from kctl.mirror import access, config, loops, status
 from kctl.mirror import stack as mirrors
 from kctl.mirror.config import Login, Source
-from kctl.model.spec import ClusterSpec, MirrorPolicy, MirrorSpec
+from kctl.model.spec import ClusterSpec, MirrorPolicy, MirrorSpec, load_cluster
+from kctl.runtime.engine import engines
+from kctl.runtime.image import build as image_build
+from kctl.security.store import client_settings, write_secret
 from kctl.wait import wait_until
 
 Progress = Callable[[str], None]
@@ -24,8 +29,6 @@ def sources(spec: ClusterSpec, spec_path: Path) -> dict[str, Source]:
     """Each mirror's source: another kctl.yaml (loaded and checked like any cluster's), or bootstrap servers with
     their client settings. kctl's own readers of a kctl source use its admin user; MirrorMaker's login there is
     made by :func:`kctl.mirror.access.provision` at `kctl mirror up`."""
-    from kctl.model.spec import load_cluster
-
     out: dict[str, Source] = {}
     if spec.security.migration is not None:
         raise KctlError(f"{spec.name} is moving to the secured profile (security.migration is set)",
@@ -45,63 +48,29 @@ def sources(spec: ClusterSpec, spec_path: Path) -> dict[str, Source]:
             if src.security.migration is not None:
                 raise KctlError(f"mirror {m.name}: the source {src.name} is moving to the secured profile",
                                 hint="finish its migration first (docs/runbooks/secure-running-cluster.md)")
-            from kctl.security.store import client_settings
-
-            out[m.name] = Source(m.name, src.bootstrap_servers, src, client_settings(src))
+            # Its admin user's settings, read now: a source without its secrets is refused before anything is asked.
+            out[m.name] = Source(m.name, Target(src, src.bootstrap_servers, settings=client_settings(src)))
         else:
-            assert m.source.bootstrap_servers is not None
-            security, login = _client(m, spec_path)
-            out[m.name] = Source(m.name, m.source.bootstrap_servers, None, security, login)
+            target = mirror_source(m, spec_path)
+            out[m.name] = Source(m.name, target, _login(m, target))
     return out
 
 
-def _client(mirror: MirrorSpec, spec_path: Path) -> tuple[dict[str, str], Login]:
-    """(librdkafka's settings, MirrorMaker's login) for a source kctl does not run, from ``source.client``."""
+def _login(mirror: MirrorSpec, source: Target) -> Login:
+    """MirrorMaker's login to a source kctl does not run: ``source.client``'s protocol, mechanism and user, with the
+    password and the CA that :func:`kctl.kafka.client.mirror_source` read and checked for kctl's own clients."""
     c = mirror.source.client
     if c is None or c.security_protocol == "PLAINTEXT":
-        return {}, Login()
-    base = spec_path.resolve().parent
-    security: dict[str, str] = {"security.protocol": c.security_protocol}
-    password = ca_pem = None
-    if c.password_file is not None:
-        path = _path(base, c.password_file)
-        password = _read(mirror, path, "password_file").decode("utf-8", "replace").strip()
-        if path.stat().st_mode & 0o077:
-            raise KctlError(f"mirror {mirror.name}: its password file {path} can be read by others",
-                            hint=f"chmod 600 {path}")
-        if not password or any(ch in password for ch in '"\\\r\n'):
-            raise KctlError(f"mirror {mirror.name}: the password in {path} is empty or holds a quote, a"
-                            " backslash or a line break", hint="one line, the password alone")
-        security |= {"sasl.mechanisms": c.sasl_mechanism, "sasl.username": c.username or "",
-                     "sasl.password": password}
-    if c.ca_file is not None:
-        path = _path(base, c.ca_file)
-        ca_pem = _read(mirror, path, "ca_file")
-        if b"-----BEGIN CERTIFICATE-----" not in ca_pem:
-            raise KctlError(f"mirror {mirror.name}: {path} holds no PEM certificate", hint="source.client.ca_file")
-        security["ssl.ca.location"] = str(path)
-    return security, Login(c.security_protocol, c.sasl_mechanism if c.sasl else None, c.username, password,
-                           ca_pem)
+        return Login()
+    ca = source.security.get("ssl.ca.location")
+    return Login(c.security_protocol, c.sasl_mechanism if c.sasl else None, c.username,
+                 source.security.get("sasl.password"),
+                 read_source_file(mirror, Path(ca), "ca_file") if ca is not None else None)
 
 
-def _path(base: Path, name: str) -> Path:
-    p = Path(name).expanduser()
-    return p if p.is_absolute() else base / p
-
-
-def _read(mirror: MirrorSpec, path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise KctlError(f"mirror {mirror.name}: cannot read its {what} {path}: {exc.strerror}",
-                        hint=f"mirrors[].source.client.{what} is relative to this kctl.yaml") from None
-
-
-def _reachable(bootstrap: str, what: str, security: dict[str, str]) -> None:
+def _reachable(target: Target, what: str) -> None:
     """A cluster answers with these settings; a refused login or TLS handshake is named as such."""
     from confluent_kafka import KafkaError
-
-    from kctl.kafka.client import admin, require_reachable
 
     refused: list[str] = []
 
@@ -109,13 +78,13 @@ def _reachable(bootstrap: str, what: str, security: dict[str, str]) -> None:
         if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED):
             refused.append(err.str())
 
-    client = admin(None, bootstrap, security=security, error_cb=seen)
+    client = admin(target, error_cb=seen)
     try:
-        require_reachable(None, bootstrap, timeout=8, client=client)
+        require_reachable(target, timeout=8, client=client)
     except KctlError as exc:
         client.poll(1.0)  # error_cb runs from poll(): the login's failure is queued there
         if refused:
-            raise KctlError(f"{what}: {bootstrap} refused the login: {refused[-1]}",
+            raise KctlError(f"{what}: {target.bootstrap_servers} refused the login: {refused[-1]}",
                             hint="check the user, its password and the CA (docs/mirroring.md)") from None
         raise KctlError(f"{what}: {exc.message}", hint=exc.hint) from None
 
@@ -123,17 +92,12 @@ def _reachable(bootstrap: str, what: str, security: dict[str, str]) -> None:
 def check_targets(spec: ClusterSpec, found: dict[str, Source]) -> None:
     """Refuse a mirror with the identity policy whose source topics have namesakes here that MirrorMaker did not
     make (:func:`kctl.mirror.config.foreign_targets`), naming each."""
-    from kctl.kafka.client import admin
-    from kctl.mirror import status
-    from kctl.security.store import client_settings
-
     identity = [m for m in spec.mirrors if m.policy is MirrorPolicy.identity]
     if not identity:
         return
-    here = set(admin(spec, security=client_settings(spec)).list_topics(timeout=10).topics)
+    here = set(admin(Target.of(spec)).list_topics(timeout=10).topics)
     for m in identity:
-        src = found[m.name]
-        there = set(admin(src.spec, src.bootstrap_servers, security=src.security).list_topics(timeout=10).topics)
+        there = set(admin(found[m.name].target).list_topics(timeout=10).topics)
         mine = {t for t, _ in status.replicated_offsets(spec, m)}
         foreign = config.foreign_targets(m, there, here, mine)
         if foreign:
@@ -159,28 +123,21 @@ def up(spec: ClusterSpec, spec_path: Path, state_dir: Path, progress: Progress |
        timeout: float = UP_TIMEOUT) -> dict[str, str]:
     """Start every mirror (a changed configuration restarts its container) and wait until each one's source
     connector and tasks report RUNNING in the target cluster; returns mirror -> what it saw."""
-    from kctl.mirror import access, status
-    from kctl.runtime.engine import engines
-    from kctl.runtime.image.build import ensure_image
-    from kctl.security.store import client_settings, write_secret
-
     say = progress or (lambda _m: None)
     found = sources(spec, spec_path)
-    from kctl.mirror import loops
-
     for warning in loops.check(spec, spec_path):  # a configuration that can loop: refused here, nothing written
         say(f"warning: {warning}")
-    _reachable(spec.bootstrap_servers, f"{spec.name} (the target)", client_settings(spec))
+    _reachable(Target.of(spec), f"{spec.name} (the target)")
     for m in spec.mirrors:
-        _reachable(found[m.name].bootstrap_servers, f"mirror {m.name}'s source", found[m.name].security)
+        _reachable(found[m.name].target, f"mirror {m.name}'s source")
     check_targets(spec, found)  # before anything is provisioned, written or started
     logins: dict[str, Login] = {}
     for m in spec.mirrors:
         src = found[m.name]
-        source_login, logins[m.name] = access.provision(spec, m, src.spec, src.login)
+        source_login, logins[m.name] = access.provision(spec, m, src.target.spec, src.login)
         found[m.name] = dataclasses.replace(src, login=source_login)
     if spec.image.ref is None:
-        ensure_image(engines.client(spec, timeout=600), kafka_version=spec.versions.kafka,
+        image_build.ensure_image(engines.client(spec, timeout=600), kafka_version=spec.versions.kafka,
                      scala_version=spec.versions.scala, progress=say)
     d = mirrors.directory(state_dir)
     for m in spec.mirrors:
@@ -224,8 +181,6 @@ def write_files(files: dict[str, str], out: Path) -> list[Path]:
     """Write the mirrors' rendered files under ``out`` (relative path -> text), each durably and only when its text
     changed; returns the paths that changed. mm2.properties is created 0600 (never readable by others, not for a
     moment: :func:`kctl.files.write_durable`), and one left 0644 by an older kctl is narrowed; the rest 0644."""
-    from kctl.files import write_durable
-
     changed: list[Path] = []
     for rel, text in files.items():
         target = out / rel

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError
+from kctl.kafka.client import Target, consumer
 from kctl.mirror import config, records
 from kctl.mirror import stack as mirrors
 from kctl.model.spec import ClusterSpec, MirrorSpec
+from kctl.runtime import docker_api
 from kctl.wait import Deadline
 
 READ_TIMEOUT = 20.0
@@ -55,15 +57,14 @@ class MirrorStatus:
         return "ok" if not self.problems else "down" if self.container != "running" else "degraded"
 
 
-def read_whole(conf: dict[str, Any], topic: str, timeout: float = READ_TIMEOUT, *,
+def read_whole(target: Target, topic: str, timeout: float = READ_TIMEOUT, *,
                last: int | None = None, strict: bool = False) -> list[Any]:
     """Every record of ``topic`` (only the ``last`` ones of each partition when given) up to its end offsets,
     with a fresh consumer that commits nothing; [] when the topic does not exist. ``strict``: a partition not
     read to its end offset within ``timeout`` is an error naming it (else what was read is returned)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-    c = Consumer({**conf, "group.id": f"kctl-mirror-{time.monotonic_ns()}", "enable.auto.commit": False,
-                  "enable.partition.eof": False})
+    c = consumer(target, group=f"kctl-mirror-{time.monotonic_ns()}")
     try:
         md = c.list_topics(topic, timeout=10)
         t = md.topics.get(topic)
@@ -104,23 +105,11 @@ def read_whole(conf: dict[str, Any], topic: str, timeout: float = READ_TIMEOUT, 
         c.close()
 
 
-def _target_conf(spec: ClusterSpec) -> dict[str, Any]:
-    from kctl.kafka.client import base_config
-
-    return base_config(spec)
-
-
-def _source_conf(source: config.Source) -> dict[str, Any]:
-    from kctl.kafka.client import base_config
-
-    return base_config(source.spec, source.bootstrap_servers, security=source.security)
-
-
 def tasks(spec: ClusterSpec, mirror: MirrorSpec) -> dict[str, str]:
     """connector/task -> state, from the flow's status topic in the target."""
     topic = config.internal_topics(mirror, spec.name)["status"]
     states: dict[str, str] = {}
-    for m in read_whole(_target_conf(spec), topic):
+    for m in read_whole(Target.of(spec), topic):
         got = records.status(m.key(), m.value())
         if got is None:
             continue
@@ -152,7 +141,7 @@ def replicated_offsets(spec: ClusterSpec, mirror: MirrorSpec) -> dict[tuple[str,
     """(source topic, partition) -> the last source offset MirrorMaker committed as replicated."""
     topic = config.internal_topics(mirror, spec.name)["offsets"]
     out: dict[tuple[str, int], int] = {}
-    for m in read_whole(_target_conf(spec), topic):
+    for m in read_whole(Target.of(spec), topic):
         got = records.source_offset(m.key(), m.value())
         if got is None or got[0] != "MirrorSourceConnector":
             continue
@@ -166,7 +155,7 @@ def replicated_offsets(spec: ClusterSpec, mirror: MirrorSpec) -> dict[tuple[str,
 
 def _heartbeat_age(spec: ClusterSpec, mirror: MirrorSpec, now: float) -> float | None:
     newest = None
-    for m in read_whole(_target_conf(spec), "heartbeats", last=50):
+    for m in read_whole(Target.of(spec), "heartbeats", last=50):
         if records.heartbeat_source(m.key()) == mirror.name:
             ts = m.timestamp()[1] / 1000
             newest = ts if newest is None else max(newest, ts)
@@ -175,13 +164,11 @@ def _heartbeat_age(spec: ClusterSpec, mirror: MirrorSpec, now: float) -> float |
 
 def _checkpoint_age(spec: ClusterSpec, mirror: MirrorSpec, now: float) -> float | None:
     topic = config.internal_topics(mirror, spec.name)["checkpoints"]
-    stamps = [m.timestamp()[1] / 1000 for m in read_whole(_target_conf(spec), topic, last=100)]
+    stamps = [m.timestamp()[1] / 1000 for m in read_whole(Target.of(spec), topic, last=100)]
     return max(0.0, now - max(stamps)) if stamps else None
 
 
 def _containers(spec: ClusterSpec, mirror: MirrorSpec) -> list[Any]:
-    from kctl.runtime import docker_api
-
     return list(docker_api.client().containers.list(all=True, filters={"label": [
         f"com.docker.compose.project={mirrors.project(spec)}",
         f"com.docker.compose.service={config.service(mirror)}"]}, ignore_removed=True))
@@ -210,15 +197,14 @@ def running_since(spec: ClusterSpec, mirror: MirrorSpec) -> str | None:
 
 def source_ends(source: config.Source, topics: list[str]) -> tuple[dict[tuple[str, int], int], str | None]:
     """The source's end offset of every partition of ``topics``; ({}, why) when it does not answer."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    from confluent_kafka import KafkaException, TopicPartition
 
-    c = Consumer({**_source_conf(source), "group.id": f"kctl-mirror-{time.monotonic_ns()}",
-                  "enable.auto.commit": False})
+    c = consumer(source.target, group=f"kctl-mirror-{time.monotonic_ns()}")
     try:
         try:
             md = c.list_topics(timeout=5)
         except KafkaException as exc:
-            return {}, f"the source at {source.bootstrap_servers} does not answer ({exc.args[0].str()})"
+            return {}, f"the source at {source.target.bootstrap_servers} does not answer ({exc.args[0].str()})"
         out: dict[tuple[str, int], int] = {}
         for t in topics:
             for p in sorted(md.topics[t].partitions) if t in md.topics else ():
@@ -233,15 +219,14 @@ def source_ends(source: config.Source, topics: list[str]) -> tuple[dict[tuple[st
 
 def _age_of(source: config.Source, topic: str, partition: int, offset: int, now: float) -> float | None:
     """How old the source record at ``offset`` is (its timestamp), or None."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    c = Consumer({**_source_conf(source), "group.id": f"kctl-mirror-{time.monotonic_ns()}",
-                  "enable.auto.commit": False})
+    c = consumer(source.target, group=f"kctl-mirror-{time.monotonic_ns()}")
     try:
         c.assign([TopicPartition(topic, partition, offset)])
         for m in c.consume(1, timeout=5):
             if m.error() is None:
-                return max(0.0, now - m.timestamp()[1] / 1000)
+                return max(0.0, now - float(m.timestamp()[1]) / 1000)
         return None
     finally:
         c.close()
@@ -249,7 +234,7 @@ def _age_of(source: config.Source, topic: str, partition: int, offset: int, now:
 
 def status(spec: ClusterSpec, mirror: MirrorSpec, source: config.Source, *, ages: bool = True) -> MirrorStatus:
     now = time.time()
-    st = MirrorStatus(mirror.name, source.bootstrap_servers, spec.name, container_state(spec, mirror), True)
+    st = MirrorStatus(mirror.name, source.target.bootstrap_servers, spec.name, container_state(spec, mirror), True)
     if st.container != "running":
         st.problems.append(f"the mirror's container is {st.container} (`kctl mirror up` starts it)")
     st.tasks = tasks(spec, mirror)

@@ -42,9 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from kctl import contract
+from kctl.errors import KctlError
+from kctl.kafka import groups as kgroups
+from kctl.kafka.client import Target, admin
 from kctl.model.spec import ClusterSpec
+from kctl.monitor import api, notify
 from kctl.monitor import metrics as mx
-from kctl.monitor import notify
 from kctl.monitor.alerts import Rule, Tracker
 from kctl.monitor.lag import GroupStatus
 from kctl.monitor.sampler import Windows, snapshot_of, to_json
@@ -53,6 +56,7 @@ from kctl.runtime.engine import engines
 from kctl.runtime.engine.engines import Capability
 from kctl.security import certs
 from kctl.wait import ticks
+from kctl.zk import fourlw
 
 DELIVERY_PERIOD_S = 2.0
 PRUNE_EVERY = 30  # rounds
@@ -176,6 +180,7 @@ class Monitor:
         self.groups_seconds = 0.0
         self.stopping = threading.Event()
         self.lock = threading.Lock()  # the API reads what a round writes
+        self.target = Target.of(spec)  # what the groups' AdminClient is made for (at the first sampling)
         self._admin: Any = None
         self._restore()
 
@@ -187,10 +192,8 @@ class Monitor:
         self.rounds = int(self.store.meta("rounds") or 0)
 
     def admin(self) -> Any:
-        from kctl.kafka.client import admin
-
         if self._admin is None:
-            self._admin = admin(self.spec)
+            self._admin = admin(self.target)
         return self._admin
 
     # --- one round ----------------------------------------------------------------------------------------
@@ -221,18 +224,15 @@ class Monitor:
                 self.log(f"monitor: group sampling failed: {type(exc).__name__}: {exc}")
 
     def sample_groups(self, now: float) -> dict[str, list[Any]]:
-        from kctl.errors import KctlError
-        from kctl.kafka import groups as kgroups
-
         added: dict[str, list[Any]] = {}
         try:
-            names = [g.group for g in kgroups.list_groups(self.spec, client=self.admin())]
+            names = [g.group for g in kgroups.list_groups(self.target, client=self.admin())]
         except KctlError as exc:
             self.log(f"monitor: cannot list consumer groups: {exc}")
             return added
         for g in names:
             try:
-                d = kgroups.describe(self.spec, g, client=self.admin())
+                d = kgroups.describe(self.target, g, client=self.admin())
             except KctlError as exc:
                 self.log(f"monitor: cannot describe group {g}: {exc}")
                 continue
@@ -245,8 +245,6 @@ class Monitor:
         return added
 
     def zookeeper_modes(self) -> dict[str, str | None]:
-        from kctl.zk import fourlw
-
         out: dict[str, str | None] = {}
         for n in self.spec.nodes:
             try:
@@ -360,9 +358,7 @@ class Monitor:
 
     def run(self) -> None:
         """Rounds until :attr:`stopping` is set (SIGTERM, SIGINT)."""
-        from kctl.monitor.api import serve
-
-        server = serve(self, self.spec.monitoring.monitor_port)
+        server = api.serve(self, self.spec.monitoring.monitor_port)
         deliverer = threading.Thread(target=self.deliver_loop, name="kctl-monitor-delivery", daemon=True)
         deliverer.start()
         sampler = threading.Thread(target=self.groups_loop, name="kctl-monitor-groups", daemon=True)

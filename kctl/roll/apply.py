@@ -24,11 +24,24 @@ from pathlib import Path
 from typing import Any
 
 from kctl import contract
+from kctl.cluster import drift, features
 from kctl.cluster import lock as state_lock
 from kctl.cluster.drift import NodeObs, norm, recreate_needed
-from kctl.errors import KctlError
+from kctl.errors import KctlError, UsageError
+from kctl.kafka import configs
+from kctl.kafka.client import Target, require_reachable
+from kctl.kafka.configs import update_mode
+from kctl.kraft import phases as kraft_record
 from kctl.model.properties import services_of
+from kctl.model.render import COMPOSE_FILE, render, write
 from kctl.model.spec import ClusterSpec, Topology
+from kctl.roll import migration, run
+from kctl.roll import plan as roll_plan
+from kctl.runtime.cluster import applied_hashes, write_applied
+from kctl.runtime.engine import engines
+from kctl.runtime.faults import interruptible
+from kctl.runtime.image import build as image_build
+from kctl.security import store
 
 # The files of a node whose change needs that service restarted (besides the main config file's keys).
 RESTART_FILES = {
@@ -212,26 +225,16 @@ def _disk_files(state_dir: Path, rendered_files: Mapping[str, str]) -> dict[str,
 
 
 def _record(state_dir: Path, hashes: Mapping[str, str]) -> None:
-    from kctl.runtime.cluster import write_applied
-
     write_applied(state_dir, dict(hashes))
 
 
 def plan(spec: ClusterSpec, state_dir: Path) -> tuple[ApplyPlan, Any]:
     """The plan for the cluster as it runs now, and the new render (to write)."""
-    from kctl.cluster import drift
-    from kctl.kafka.configs import update_mode
-    from kctl.model.render import COMPOSE_FILE, render
-    from kctl.roll import migration
-    from kctl.runtime.engine import engines
-
     running_phase, _target = migration.check_step(spec, state_dir)  # a skipped step: refused, nothing done
     rendered = render(spec, state_dir)
     seen = engines.observe(spec)
     engines.check_engine(spec, [(c.name, c.engine) for c in seen])  # WrongEngine before anything is planned
     labels = {c.name: c.config_hash for c in seen}
-    from kctl.runtime.cluster import applied_hashes
-
     recorded = applied_hashes(state_dir)
     hashes = [NodeHash(c.name, recorded.get(c.name) if recorded.get(c.name) == c.config_hash
                        else labels.get(c.name), c.config_hash) for c in rendered.containers]
@@ -305,11 +308,6 @@ def phases(spec: ClusterSpec, plan: ApplyPlan) -> list[tuple[str, list[str], tup
 
 def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, progress: Any = None) -> ApplyResult:
     """Apply kctl.yaml: dynamic changes first, then the files, then a gated roll of what must restart."""
-    from kctl.kafka import configs
-    from kctl.model.render import write
-    from kctl.roll import run
-    from kctl.runtime.faults import interruptible
-
     say = progress or (lambda _m: None)
     started = time.monotonic()
     with interruptible(), state_lock.roll_lock(state_dir, "kctl apply"):
@@ -318,24 +316,19 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
         the_plan, rendered = plan(spec, state_dir)
         controllers = controller_files(the_plan)
         if controllers and not spec.on_kraft:
-            from kctl.errors import UsageError
-
             raise UsageError(f"apply refused, nothing was changed: the KRaft controllers' settings change"
                              f" ({', '.join(controllers)}) in the middle of a migration to KRaft",
                              hint="finish or roll back the migration first (`kctl migrate kraft status`)")
 
+        cluster = Target.of(spec)
         if the_plan.dynamic:
-            from kctl.kafka.client import require_reachable
-
-            live = {int(b) for b in require_reachable(spec).brokers}
+            live = {int(b) for b in require_reachable(cluster).brokers}
             down = sorted({d.broker for d in the_plan.dynamic} - live)
             if down:
                 raise KctlError(f"apply refused, nothing was changed: broker(s) {', '.join(map(str, down))} not"
                                 " running, so their dynamic configs cannot be set",
                                 hint="`kctl status` shows why; start the broker (docs/runbooks/"
                                      "broker-will-not-rejoin.md), then apply again")
-        from kctl.roll import plan as roll_plan
-
         for service, nodes, _hosts in phases(spec, the_plan):
             roll_plan.check_request(spec, service, nodes)  # a roll kctl would refuse: before an image or a file
         if the_plan.restarts or the_plan.recreate or controllers:
@@ -347,28 +340,20 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
             mine = {d.key: d.value for d in the_plan.dynamic if d.broker == broker and d.value is not None}
             gone = [d.key for d in the_plan.dynamic if d.broker == broker and d.value is None]
             if mine:
-                configs.set_configs(spec, entity, mine)
+                configs.set_configs(cluster, entity, mine)
                 say(f"broker {broker}: set dynamically, no restart: "
                     + ", ".join(f"{k}={v}" for k, v in mine.items()))
             if gone:
-                configs.delete_configs(spec, entity, gone)
+                configs.delete_configs(cluster, entity, gone)
                 say(f"broker {broker}: dynamic override removed, no restart: {', '.join(gone)}")
             done += [d for d in the_plan.dynamic if d.broker == broker]
-        from kctl.roll import migration
-        from kctl.runtime.engine import engines
-        from kctl.security import store
-
         new_image = any(w.startswith("image:") for what in the_plan.recreate.values() for w in what)
         if new_image and engines.for_spec(spec).uses_image and spec.image.ref is None:
             # A new release: its node image before anything is written or stopped (built when missing).
-            from kctl.runtime.image.build import ensure_image
-
-            ensure_image(engines.client(spec, timeout=600), kafka_version=spec.versions.kafka,
+            image_build.ensure_image(engines.client(spec, timeout=600), kafka_version=spec.versions.kafka,
                          scala_version=spec.versions.scala, progress=say)
         owed = None
         if spec.on_kraft:
-            from kctl.kraft import phases as kraft_record
-
             if new_image:  # before anything is written or rolled: a kill from here on leaves the raise owed
                 kraft_record.metadata_version_owed(state_dir, spec.versions.kafka)
             owed = kraft_record.read(state_dir).metadata_version_pending
@@ -378,8 +363,6 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
         written = [str(p.relative_to(state_dir)) for p in write(rendered, state_dir)]
         if written:
             say(f"wrote {len(written)} file(s) in {state_dir}: {', '.join(written)}")
-            from kctl.runtime.engine import engines
-
             engines.for_spec(spec).deliver(spec, state_dir, say)  # engine hosts: onto the hosts, nothing restarted
         rolls = []
         for host, what in the_plan.recreate.items():
@@ -406,6 +389,4 @@ def apply(spec: ClusterSpec, state_dir: Path, *, gate_timeout: float = 300.0, pr
 def raise_metadata_version(spec: ClusterSpec, state_dir: Path, say: Any) -> tuple[str | None, str | None]:
     """Every node runs the new release now: Kafka's metadata.version up to it, recorded
     (:func:`kctl.cluster.features.raise_and_record`)."""
-    from kctl.cluster import features
-
     return features.raise_and_record(spec, state_dir, say)

@@ -26,13 +26,22 @@ from typing import Any
 from kctl import contract
 from kctl.cluster import health
 from kctl.cluster.lock import clear_record, down_text, holder_text, lock_record, read_record, roll_lock, write_record
+from kctl.cluster.quorum import quorum_ready
 from kctl.errors import ClusterError, KctlError, TimeoutReached
 from kctl.kafka import describe as kmd
+from kctl.kafka import leaders
+from kctl.kafka.client import Target
+from kctl.kraft import config as kc
 from kctl.model.spec import ClusterSpec
 from kctl.roll import plan as rp
+from kctl.runtime import cluster as runtime_cluster
+from kctl.runtime.docker_api import NOT_RUNNING
+from kctl.runtime.engine import engines
+from kctl.runtime.engine import services as node_services
 from kctl.runtime.faults import deferred_interrupts, interruptible
 from kctl.security.store import client_settings  # a secured cluster: SASL_SSL as its admin user
 from kctl.wait import POLL_S, Probe, wait_until
+from kctl.zk import znodes
 
 Progress = Callable[[str], None]
 PRE_CHECK_TIMEOUT = 30.0
@@ -122,8 +131,6 @@ def plan(spec: ClusterSpec, service: str | None, nodes: list[str], recreate: tup
     zk_modes = {h: z.mode for h, z in (obs.zookeeper or {}).items()}
     controller = obs.kafka.controller if obs.kafka else None
     if spec.on_kraft:  # the node whose controller leads the quorum goes last (a broker names a random one)
-        from kctl.kraft import config as kc
-
         leader = health.controller_leader(spec, obs.controllers or {})
         controller = next((n.id for n in kc.controller_nodes(spec) if kc.controller_id(n) == leader), None)
     out = rp.plan_roll(spec, service=service, nodes=nodes, zk_modes=zk_modes, controller=controller,
@@ -142,8 +149,7 @@ def pre_checks(spec: ClusterSpec) -> Probe:
 
 
 def min_isr_gate(spec: ClusterSpec, broker: int) -> Probe:
-    from kctl.kafka import leaders
-
+    cluster = Target.of(spec)
     known: dict[str, int] = {}
     default = int(spec.kafka.overrides.get("min.insync.replicas", spec.kafka.min_insync_replicas))
 
@@ -151,7 +157,7 @@ def min_isr_gate(spec: ClusterSpec, broker: int) -> Probe:
         md = kmd.fetch_any(spec.bootstrap_servers, 3.0, client_settings(spec, own=True))
         mine = [p for p in md.partitions if broker in p.replicas]
         missing = {p.topic for p in mine} - set(known)
-        known.update(leaders.min_insync_replicas(spec, missing))
+        known.update(leaders.min_insync_replicas(cluster, missing))
         blocking = rp.blocking_partitions(mine, broker, known, default)
         if blocking:
             more = f" (+{len(blocking) - 5} more)" if len(blocking) > 5 else ""
@@ -168,11 +174,8 @@ def min_isr_gate(spec: ClusterSpec, broker: int) -> Probe:
 
 
 def process_gate(spec: ClusterSpec, host: str, service: str, want: str) -> Probe:
-    from kctl.runtime.docker_api import NOT_RUNNING
-    from kctl.runtime.engine import services
-
     def run() -> tuple[bool, str]:
-        st = services.process_state(spec, host, service)
+        st = node_services.process_state(spec, host, service)
         # a stop that ended in its supervisor's SIGKILL leaves a failed unit on a host: exited all the same
         return st == want or (want == "STOPPED" and st in NOT_RUNNING), f"{host} {service} {st}"
     return run
@@ -181,8 +184,6 @@ def process_gate(spec: ClusterSpec, host: str, service: str, want: str) -> Probe
 def unregistered_gate(spec: ClusterSpec, broker: int) -> Probe:
     """The broker's registration is gone: its ZooKeeper session's znode, or on KRaft (no ZooKeeper) its place
     among the live brokers of Kafka's metadata (a fenced broker is not listed)."""
-    from kctl.zk import znodes
-
     if spec.on_kraft:
         if [n.id for n in spec.brokers] == [broker]:
             # The only broker: no other one lists the live brokers, and its process has exited (the gate before,
@@ -200,17 +201,13 @@ def unregistered_gate(spec: ClusterSpec, broker: int) -> Probe:
 
 def controller_exited_gate(spec: ClusterSpec, host: str) -> Probe:
     """The node's KRaft controller JVM is gone from its process table."""
-    from kctl.runtime.engine import services
-
     def run() -> tuple[bool, str]:
-        st = services.process_state(spec, host, "controller")
+        st = node_services.process_state(spec, host, "controller")
         return st != "RUNNING", f"{host} controller {'RUNNING' if st == 'RUNNING' else 'not running'}"
     return run
 
 
 def quorum_gate(spec: ClusterSpec) -> Probe:
-    from kctl.cluster.quorum import quorum_ready
-
     return quorum_ready(spec, spec.kraft_cluster_id)
 
 
@@ -308,23 +305,17 @@ class _Runner:
 
     def docker(self) -> Any:
         if self.dc is None:
-            from kctl.runtime.engine import engines
-
             self.dc = engines.client(self.spec)
         return self.dc
 
     def stop(self, label: str, host: str, service: str) -> None:
-        from kctl.runtime.engine import services
-
         self.going_down(host, (service,))
         self.say(f"{label}: stopping {service}" + (" (SIGTERM: controlled shutdown)" if service == "kafka" else ""))
-        services.stop(self.spec, host, service, self.docker())
+        node_services.stop(self.spec, host, service, self.docker())
 
     def start(self, label: str, host: str, service: str) -> None:
-        from kctl.runtime.engine import services
-
         self.say(f"{label}: starting {service}")
-        services.start(self.spec, host, service, self.docker())
+        node_services.start(self.spec, host, service, self.docker())
         self.back_up(host, (service,))
 
     def start_together(self, label: str, host: str, services: tuple[str, ...]) -> None:
@@ -343,11 +334,9 @@ class _Runner:
         self.gate(label, rp.GATE_ZK_EXITED, process_gate(self.spec, host, "zookeeper", "STOPPED"))
 
     def recreate(self, label: str, host: str) -> None:
-        from kctl.runtime import cluster
-
         assert self.state_dir is not None
         self.say(f"{label}: making the container again from the new render")
-        cluster.recreate_one(self.spec, self.state_dir, host)
+        runtime_cluster.recreate_one(self.spec, self.state_dir, host)
         self.back_up(host)  # the new container starts every process of the node
 
     def zk_up(self, label: str, host: str, start: bool = True) -> None:
@@ -473,8 +462,6 @@ def roll(spec: ClusterSpec, state_dir: Path, *, service: str | None = None, node
     say = progress or (lambda _m: None)
     started = time.monotonic()
     with interruptible(), roll_lock(state_dir, command) if lock else contextlib.nullcontext(state_dir):
-        from kctl.runtime.engine import engines
-
         engines.containers(spec)  # WrongEngine (nothing touched) when the other engine made the containers
         put_back_left(spec, state_dir, gate_timeout, say)  # what an earlier roll, killed mid-step, left down
         the_plan = plan(spec, service, nodes or [], recreate)
@@ -520,10 +507,8 @@ def roll(spec: ClusterSpec, state_dir: Path, *, service: str | None = None, node
             result.steps.append(StepRecord(s.host, s.service, s.why, time.monotonic() - step_started))
             say(f"{label}: done in {time.monotonic() - step_started:.1f}s")
         if elect and any(s.service in ("kafka", "node") for s in the_plan.steps):
-            from kctl.kafka import leaders
-
             try:
-                result.election = leaders.elect(spec, "preferred")
+                result.election = leaders.elect(Target.of(spec), "preferred")
             except KctlError as exc:
                 # Every restart passed its gates: the roll is done. The election only moves leadership back to
                 # the preferred replicas (Kafka's own leader rebalance, auto.leader.rebalance.enable, does it later).

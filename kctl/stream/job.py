@@ -22,8 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from kctl import cache
+from kctl.errors import TimeoutReached
+from kctl.kafka import groups
+from kctl.kafka.client import Target
+from kctl.stream import sinks
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.progress import HISTORY, ProgressHistory
+from kctl.stream.state import committed_offsets
+from kctl.wait import wait_until
 
 # nginx "combined" + "$http_x_forwarded_for" (optional, so plain combined parses too).
 # $remote_addr may be empty, as in the seed's record (" - - [17/Apr/2019:...").
@@ -195,9 +201,7 @@ class BatchWriter:
         self.app_id = app_id
         self.state = state_dir(cfg.checkpoint)
         self.first = True
-        from kctl.stream.sinks import MetricsTable
-
-        self.metrics_table = MetricsTable(self.metrics)
+        self.metrics_table = sinks.MetricsTable(self.metrics)
         # Seconds of the last batch's steps (parse + counts, appends, merge), kept in counters.json.
         self.timings: dict[str, float] = {}
 
@@ -226,9 +230,7 @@ class BatchWriter:
         """Whether batch ``b`` is already in ``table`` (only a run's first batch can be a replay)."""
         if not self.first:
             return False
-        from kctl.stream.sinks import last_txn_version
-
-        v = last_txn_version(table, self.app_id)
+        v = sinks.last_txn_version(table, self.app_id)
         return v is not None and v >= b
 
     def _write(self, parsed: Any, b: int) -> None:
@@ -260,8 +262,6 @@ class BatchWriter:
     _merge_error: BaseException | None = None
 
     def _appends(self, parsed: Any, b: int, good: int, bad: int) -> None:
-        from kctl.stream import sinks
-
         t0 = time.monotonic()
         want = self.cfg.outputs
         if good and "archive" in want and not self._done(self.archive, b):
@@ -416,8 +416,6 @@ def kafka_schema() -> Any:
 
 def create_tables(spark: Any, out: Path) -> None:
     """The three Delta tables, empty, with the columns the parser gives (readers find them from the start)."""
-    from kctl.stream import sinks
-
     empty = parse(spark.createDataFrame([], kafka_schema()))
     # statistics on event_time (archive) and topic, partition, offset, kafka_timestamp (dead-letter)
     sinks.create_table(spark, str(out / "archive"), archive_rows(empty).schema, ["date"], stats_columns=1)
@@ -497,10 +495,8 @@ class OffsetPublisher:
             return
         try:
             if self._committer is None:
-                from kctl.kafka.groups import GroupCommitter
-
-                self._committer = GroupCommitter(self.cfg.bootstrap_servers, group_name(self.cfg),
-                                                 self.cfg.secured_spec())
+                self._committer = groups.GroupCommitter(
+                    Target.of(self.cfg.secured_spec(), self.cfg.bootstrap_servers), group_name(self.cfg))
             self._committer.commit(offsets)
             self.last = offsets
         except Exception as exc:  # noqa: BLE001 - lag reporting must never stop the pipeline
@@ -558,8 +554,6 @@ def run(cfg: JobConfig) -> int:
     watermark: dict[str, str] = {}
     history = ProgressHistory(sd / HISTORY, keep=cfg.progress_history)
     offsets = OffsetPublisher(cfg)
-    from kctl.stream.state import committed_offsets
-
     offsets.publish(committed_offsets(cfg.checkpoint)[1])  # what an earlier run committed
     spark.streams.addListener(_Listener.make(sd / "progress.json", history, watermark, offsets))
     counters = new_counters()
@@ -606,9 +600,6 @@ def run(cfg: JobConfig) -> int:
 
 def _graceful_stop(q: Any, timeout_s: float = 120.0) -> None:
     """Let the running micro-batch finish, then stop (a cut batch would be replayed anyway)."""
-    from kctl.errors import TimeoutReached
-    from kctl.wait import wait_until
-
     def between_batches() -> tuple[bool, str]:
         busy = q.isActive and q.status.get("isTriggerActive")
         return not busy, "a micro-batch running" if busy else "between micro-batches"

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from kctl.kafka.client import require_topics
+from kctl.kafka.client import Target, require_topics
 
 
-def check_topics(bootstrap: str, topics: list[str], timeout_s: float = 5.0, spec: Any = None) -> dict[str, int]:
-    """Return {topic: partition count}; raise a clear error when the cluster or a topic is missing.
-
-    ``spec``: a secured cluster's spec, whose admin user the client logs in as."""
-    return require_topics(spec, topics, bootstrap, timeout_s)
+def check_topics(target: Target, topics: list[str], timeout_s: float = 5.0) -> dict[str, int]:
+    """Return {topic: partition count}; raise a clear error when the cluster or a topic is missing (on a secured
+    cluster the client logs in as its admin user)."""
+    return require_topics(target, topics, timeout_s)

@@ -18,8 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from kctl.errors import KctlError, TimeoutReached
-from kctl.stream.config import state_dir
+from kctl.kafka.client import Target, consumer, kafka_error
+from kctl.stream import tables as delta_tables
+from kctl.stream.config import JobConfig, state_dir
+from kctl.stream.preflight import check_topics
 from kctl.stream.record import pid_alive, read_json
+from kctl.wait import wait_until
 
 
 @dataclass
@@ -81,16 +85,12 @@ def committed_offsets(checkpoint: str | Path) -> tuple[int | None, dict[str, dic
     return b, offsets
 
 
-def latest_offsets(bootstrap: str, topics: list[str], timeout_s: float = 5.0,
-                   spec: Any = None) -> dict[str, dict[int, tuple[int, int]]]:
-    """{topic: {partition: (low, high)}} watermarks from Kafka (``spec``: a secured cluster's)."""
+def latest_offsets(target: Target, topics: list[str], timeout_s: float = 5.0) -> dict[str, dict[int, tuple[int, int]]]:
+    """{topic: {partition: (low, high)}} watermarks from Kafka."""
     from confluent_kafka import KafkaException, TopicPartition
 
-    from kctl.kafka.client import consumer, kafka_error
-    from kctl.stream.preflight import check_topics
-
-    parts = check_topics(bootstrap, topics, timeout_s, spec=spec)
-    c = consumer(spec, bootstrap=bootstrap)
+    parts = check_topics(target, topics, timeout_s)
+    c = consumer(target)
     out: dict[str, dict[int, tuple[int, int]]] = {}
     try:
         for t, n in parts.items():
@@ -98,7 +98,8 @@ def latest_offsets(bootstrap: str, topics: list[str], timeout_s: float = 5.0,
                 try:
                     lo, hi = c.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s, cached=False)
                 except KafkaException as exc:
-                    raise kafka_error(exc, f"cannot read offsets of {t}[{p}] from {bootstrap}", topic=t) from None
+                    raise kafka_error(exc, f"cannot read offsets of {t}[{p}] from {target.bootstrap_servers}",
+                                      topic=t) from None
                 out.setdefault(t, {})[p] = (int(lo), int(hi))
     finally:
         c.close()
@@ -126,10 +127,8 @@ def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus
     rows: list[PartitionLag] = []
     total: int | None = None
     if bootstrap and topics:
-        from kctl.stream.config import JobConfig
-
         secured = JobConfig("", [], "", "", spec_file=cfg.get("spec_file")).secured_spec()
-        latest = latest_offsets(bootstrap, topics, spec=secured)
+        latest = latest_offsets(Target.of(secured, bootstrap), topics)
         total = 0
         for t in topics:
             for p, (lo, hi) in sorted(latest.get(t, {}).items()):
@@ -141,9 +140,7 @@ def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus
     tables: list[Any] = []
     if cfg.get("out") and Path(cfg["out"]).is_dir():
         try:
-            from kctl.stream.tables import info
-
-            tables = list(info(cfg["out"], job.get("query_id")))
+            tables = list(delta_tables.info(cfg["out"], job.get("query_id")))
         except KctlError:
             tables = []  # no deltalake here (`kctl[tables]`): the rest of the status stands
     return StreamStatus(
@@ -177,7 +174,6 @@ def stop(checkpoint: str | Path, timeout_s: float = 120.0) -> dict[str, Any]:
     if pid is None or not pid_alive(pid):
         return {"checkpoint": str(checkpoint), "pid": pid, "stopped": False, "state": job.get("state", "not running")}
     (sd / "stop").write_text("stop\n")
-    from kctl.wait import wait_until
 
     def exited() -> tuple[bool, str]:
         return not pid_alive(pid), f"pid {pid} " + ("running" if pid_alive(pid) else "exited")

@@ -11,10 +11,13 @@ from typing import Any
 
 from kctl.errors import KctlError, UsageError
 from kctl.extras import require
+from kctl.kafka.client import Target
 from kctl.stream import jars as jarlib
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.preflight import check_topics
 from kctl.stream.record import pid_alive, read_json
+from kctl.stream.sinks import check_metrics_table
+from kctl.wait import GiveUp, wait_until
 
 _TRIGGER = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|sec|seconds?|minutes?)?$")
 
@@ -46,10 +49,8 @@ def submit(cfg: JobConfig, *, detach: bool = False, timeout_s: float | None = No
     require("pyspark", "stream")  # the job process needs it; say so before anything starts
     if not cfg.topics:
         raise UsageError("no topic to read", hint="pass --topic")
-    from kctl.stream.sinks import check_metrics_table
-
     check_metrics_table(Path(cfg.out) / "metrics")  # before anything starts: the job could not write it
-    check_topics(cfg.bootstrap_servers, cfg.topics, spec=cfg.secured_spec())
+    check_topics(Target.of(cfg.secured_spec(), cfg.bootstrap_servers), cfg.topics)
     if not cfg.jars and not cfg.packages:
         cfg.jars = jarlib.jars_for_job(None)
     sd = state_dir(cfg.checkpoint)
@@ -89,8 +90,6 @@ def submit(cfg: JobConfig, *, detach: bool = False, timeout_s: float | None = No
 
 def _wait_running(proc: subprocess.Popen[bytes], sd: Path, log: Path, timeout_s: float = 120.0) -> None:
     """Until the detached job says it runs; GiveUp when it exits first, TimeoutReached after ``timeout_s``."""
-    from kctl.wait import GiveUp, wait_until
-
     def probe() -> tuple[bool, str]:
         if proc.poll() is not None:
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])

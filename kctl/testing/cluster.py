@@ -33,10 +33,11 @@ from typing import Any
 import yaml
 
 from kctl import contract
-from kctl.cluster import health
+from kctl.cluster import health, lifecycle
 from kctl.cluster.health import ClusterStatus
 from kctl.contract import LABEL_CLUSTER
 from kctl.errors import KctlError, TimeoutReached
+from kctl.kafka.client import Target, admin, wait_for_topic
 from kctl.model.spec import (
     ClusterSpec,
     MetadataMode,
@@ -47,8 +48,10 @@ from kctl.model.spec import (
     resolve_cluster,
 )
 from kctl.runtime import docker_api as rc
+from kctl.runtime.engine import engines
 from kctl.runtime.faults import Faults
 from kctl.runtime.ports import free_ports
+from kctl.security import store
 from kctl.wait import wait_until
 
 LABEL_TESTING = contract.LABEL_TESTING
@@ -256,8 +259,6 @@ class KafkaCluster:
         if node is not None:
             self._start_node(node, service)
             return self
-        from kctl.cluster import lifecycle
-
         self._docker = self._client()
         remove_orphans(self._docker)
         if self.reuse and self._adopt_running():
@@ -301,8 +302,6 @@ class KafkaCluster:
         if not self._started:
             return
         self._started = False
-        from kctl.cluster import lifecycle
-
         try:
             # A test cluster's data is thrown away: no controlled shutdowns, its containers go at once.
             # A failure here must not hide the test's own: the removal by label below finishes the job.
@@ -334,8 +333,6 @@ class KafkaCluster:
     def client_config(self, user: str | None = None) -> dict[str, str]:
         """librdkafka settings of a client: bootstrap servers, and on a secured cluster SASL_SSL as the
         admin user (or ``user``, made with ``kctl user create``) with the cluster's CA file."""
-        from kctl.security import store
-
         return {"bootstrap.servers": self.bootstrap_servers, **store.client_settings(self.spec, user, self.state_dir)}
 
     @property
@@ -369,21 +366,17 @@ class KafkaCluster:
                      config: dict[str, str] | None = None, timeout: float = 30) -> None:
         from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
-        from kctl.kafka.client import admin, wait_for_topic
-
         rf = replication_factor or min(3, len(self.spec.brokers))
-        client = admin(self.spec)  # keep a reference: the futures die with the client
+        client = admin(Target.of(self.spec))  # keep a reference: the futures die with the client
         futs = client.create_topics([NewTopic(name, partitions, rf, config=config or {})])
         futs[name].result(timeout)
         wait_for_topic(client, name, partitions, timeout)  # TimeoutReached: what the metadata last showed
 
     def partition_leader(self, topic: str, partition: int, timeout: float = 15) -> int:
         """Broker id of the partition's leader (-1 when it has none)."""
-        from kctl.kafka.client import admin
-
         # A broker that has not yet cached a new topic's metadata answers without its partitions:
         # ask again (any broker may answer) until the partition is known.
-        client = admin(self.spec)
+        client = admin(Target.of(self.spec))
         found: list[int] = []
 
         def probe() -> tuple[bool, str]:
@@ -407,8 +400,6 @@ class KafkaCluster:
 
     def exec(self, node: int | str, argv: list[str], timeout: float = 120, stderr: bool = True) -> tuple[int, str]:
         """Run a command in a node container; returns (exit code, output); ``stderr=False``: stdout only."""
-        from kctl.runtime.engine import engines
-
         return engines.exec_in(self.spec, self._host(node, "kafka"), argv, timeout=timeout, dc=self._client(),
                                stderr=stderr)
 
@@ -470,8 +461,6 @@ class KafkaCluster:
 
     def _client(self) -> Any:
         if self._docker is None:
-            from kctl.runtime.engine import engines
-
             self._docker = engines.client(self.spec)
         return self._docker
 

@@ -113,9 +113,10 @@ def test_apply_makes_a_dynamic_change_without_restart(cluster: KafkaCluster) -> 
     code, res = diff(cluster)
     assert code == 0, res
     from kctl.kafka import configs
+    from kctl.kafka.client import Target
 
     for b in (1, 2, 3):
-        d = configs.describe(cluster.spec, configs.Entity("broker", str(b)), keys=["log.retention.bytes"])
+        d = configs.describe(Target.of(cluster.spec), configs.Entity("broker", str(b)), keys=["log.retention.bytes"])
         assert d.rows[0].value == "1073741824", d.rows
 
 
@@ -210,8 +211,9 @@ def test_runbook_config_change(cluster: KafkaCluster) -> None:
     assert done and [r.step.command for r in ran][-2:] == ["kctl diff", "kctl status"]
     assert jvm_pids(cluster) == pids  # a dynamic change: nothing restarted
     from kctl.kafka import configs
+    from kctl.kafka.client import Target
 
-    d = configs.describe(cluster.spec, configs.Entity("broker", "1"), keys=["log.cleaner.threads"])
+    d = configs.describe(Target.of(cluster.spec), configs.Entity("broker", "1"), keys=["log.cleaner.threads"])
     assert d.rows[0].value == "2"
 
 
@@ -241,9 +243,9 @@ def test_runbook_replace_failed_node(cluster: KafkaCluster) -> None:
 
     topic = "replace-node"
     cluster.create_topic(topic, partitions=3, replication_factor=3)
-    from kctl.kafka.client import producer
+    from kctl.kafka.client import Target, producer
 
-    p = producer(cluster.spec, acks="all")
+    p = producer(Target.of(cluster.spec), acks="all")
     for i in range(300):
         p.produce(topic, value=f"{i}".encode())
     assert p.flush(30) == 0
@@ -252,9 +254,9 @@ def test_runbook_replace_failed_node(cluster: KafkaCluster) -> None:
     runbook.run(runbook.RUNBOOKS / "replace-failed-node.md", cluster.spec_file, state_dir=cluster.state_dir)
 
     # broker 3 holds its replicas again, copied back from the others, and is in every ISR
-    from kctl.kafka.client import admin
+    from kctl.kafka.client import Target, admin
 
-    md = admin(cluster.spec).list_topics(topic, timeout=10).topics[topic]
+    md = admin(Target.of(cluster.spec)).list_topics(topic, timeout=10).topics[topic]
     assert all(3 in p.isrs for p in md.partitions.values()), {i: p.isrs for i, p in md.partitions.items()}
     assert any(f.name.startswith(f"{topic}-") for f in data.rglob("*") if f.is_dir())
     assert cluster.status().health == "healthy"

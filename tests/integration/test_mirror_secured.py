@@ -42,9 +42,9 @@ def kctl(cluster: KafkaCluster, *args: str, timeout: float = 300) -> subprocess.
 
 
 def produce(cluster: KafkaCluster, topic: str, values: range) -> None:
-    from kctl.kafka.client import producer
+    from kctl.kafka.client import Target, producer
 
-    p = producer(cluster.spec)
+    p = producer(Target.of(cluster.spec))
     failed: list[Any] = []
     for v in values:
         p.produce(topic, value=str(v).encode(), on_delivery=lambda e, m: failed.append(e) if e else None)
@@ -60,9 +60,9 @@ def committed_values(cluster: KafkaCluster, topic: str) -> list[int]:
     """Every committed value of ``topic`` (isolation.level=read_committed), as the admin user."""
     from confluent_kafka import TopicPartition
 
-    from kctl.kafka.client import consumer
+    from kctl.kafka.client import Target, consumer
 
-    c = consumer(cluster.spec, group=f"t-{time.monotonic_ns()}", **{"isolation.level": "read_committed",
+    c = consumer(Target.of(cluster.spec), group=f"t-{time.monotonic_ns()}", **{"isolation.level": "read_committed",
                                                                     "auto.offset.reset": "earliest"})
     try:
         parts = c.list_topics(topic, timeout=10).topics[topic].partitions
@@ -117,9 +117,9 @@ def forget(cluster: KafkaCluster, user: str) -> None:
     )
 
     from kctl.kafka import security
-    from kctl.kafka.client import admin
+    from kctl.kafka.client import Target, admin
 
-    a = admin(cluster.spec)
+    a = admin(Target.of(cluster.spec))
     f = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{user}", None, AclOperation.ANY,
                          AclPermissionType.ANY)
     for fut in a.delete_acls([f]).values():
@@ -171,9 +171,9 @@ def pair(secured_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
                 forget(source, user)
         from confluent_kafka.admin import AdminClient
 
-        from kctl.kafka.client import base_config
+        from kctl.kafka.client import Target, base_config
 
-        a = AdminClient(base_config(source.spec))  # referenced until its futures resolve
+        a = AdminClient(base_config(Target.of(source.spec)))  # referenced until its futures resolve
         for fut in a.delete_topics(["sec-orders", "ext-orders"]).values():
             fut.result(30)
 

@@ -51,17 +51,17 @@ def _env() -> dict[str, str]:
 
 def assignment(cluster: KafkaCluster) -> dict[str, tuple[list[int], list[int]]]:
     """{topic-partition: (replicas, isr)} as an AdminClient reads it (independent of kctl's reassign code)."""
-    from kctl.kafka.client import admin
+    from kctl.kafka.client import Target, admin
 
-    md = admin(cluster.spec).list_topics(timeout=10)
+    md = admin(Target.of(cluster.spec)).list_topics(timeout=10)
     return {f"{t}-{p}": (list(pm.replicas), list(pm.isrs)) for t, tm in md.topics.items()
             for p, pm in tm.partitions.items()}
 
 
 def produce(cluster: KafkaCluster, n: int) -> set[bytes]:
-    from kctl.kafka.client import producer
+    from kctl.kafka.client import Target, producer
 
-    p = producer(cluster.spec, acks="all")
+    p = producer(Target.of(cluster.spec), acks="all")
     acked: set[bytes] = set()
     run = uuid.uuid4().hex[:6]
 
@@ -80,9 +80,9 @@ def produce(cluster: KafkaCluster, n: int) -> set[bytes]:
 def read_all(cluster: KafkaCluster) -> set[bytes]:
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-    from kctl.kafka.client import consumer
+    from kctl.kafka.client import Target, consumer
 
-    c = consumer(cluster.spec, group=f"check-{uuid.uuid4().hex[:6]}")
+    c = consumer(Target.of(cluster.spec), group=f"check-{uuid.uuid4().hex[:6]}")
     try:
         parts = list(c.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions)
         ends = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in parts}
@@ -153,7 +153,7 @@ def test_runbook_add_broker_and_rebalance(cluster: KafkaCluster) -> None:
 
 
 def test_reassign_status_verify_and_cancel_of_a_throttled_move(cluster: KafkaCluster) -> None:
-    from kctl.kafka.client import admin, producer
+    from kctl.kafka.client import Target, admin, producer
 
     # The runbook's move is done: Kafka's --verify of its plan says so (and leaves no throttle).
     done = kctl(cluster, "reassign", "verify", "plan.json")
@@ -162,7 +162,7 @@ def test_reassign_status_verify_and_cancel_of_a_throttled_move(cluster: KafkaClu
     # still going below (Kafka lets a fetch or so through before the throttle bites).
     topic = "slow-move"
     cluster.create_topic(topic, partitions=1, replication_factor=2)
-    prod = producer(cluster.spec, acks="all", **{"linger.ms": 20, "compression.type": "none"})
+    prod = producer(Target.of(cluster.spec), acks="all", **{"linger.ms": 20, "compression.type": "none"})
     for _ in range(800):
         prod.produce(topic, value=uuid.uuid4().bytes * 640)
         prod.poll(0)
@@ -187,7 +187,7 @@ def test_reassign_status_verify_and_cancel_of_a_throttled_move(cluster: KafkaClu
         time.sleep(1)
     assert after["moving"] == [] and after["throttled_brokers"] == [], after
     assert assignment(cluster)[f"{topic}-0"][0] == replicas  # back to the original replicas
-    a = admin(cluster.spec)  # held while its future runs
+    a = admin(Target.of(cluster.spec))  # held while its future runs
     a.delete_topics([topic])[topic].result(30)  # the runbooks that follow move less
 
 

@@ -70,11 +70,11 @@ class Load:
 
     def __init__(self, cluster: KafkaCluster, topic: str, max_records: int = 200_000, max_seconds: float = 420,
                  interval: float = 0.004) -> None:
-        from kctl.kafka.client import producer
+        from kctl.kafka.client import Target, producer
 
         self.topic, self.max_records, self.max_seconds, self.interval = topic, max_records, max_seconds, interval
         # A broker restart may hold a record back for many seconds: give retries room.
-        self.p = producer(cluster.spec, acks="all", timeout=180, **{"linger.ms": 5})
+        self.p = producer(Target.of(cluster.spec), acks="all", timeout=180, **{"linger.ms": 5})
         self.sent: dict[bytes, float] = {}
         self.acked: set[bytes] = set()
         self.errors: list[str] = []
@@ -119,9 +119,9 @@ def read_all(cluster: KafkaCluster, topic: str, timeout: float = 120) -> set[byt
     """Every value in every partition of ``topic``, from the beginning to the high watermark, by a fresh consumer."""
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-    from kctl.kafka.client import consumer
+    from kctl.kafka.client import Target, consumer
 
-    c = consumer(cluster.spec, **{"isolation.level": "read_uncommitted"})
+    c = consumer(Target.of(cluster.spec), **{"isolation.level": "read_uncommitted"})
     try:
         parts = list(c.list_topics(topic, timeout=10).topics[topic].partitions)
         ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
@@ -207,9 +207,9 @@ def test_rolling_restart_under_load_loses_no_acknowledged_record(cluster: KafkaC
           f" {load.max_latency * 1000:.0f} ms, lost {len(lost)}; election {result['election']}")
 
     # finished with a preferred leader election: every partition led by its first replica
-    from kctl.kafka.client import admin
+    from kctl.kafka.client import Target, admin
 
-    md = admin(cluster.spec).list_topics(topic, timeout=10).topics[topic]
+    md = admin(Target.of(cluster.spec)).list_topics(topic, timeout=10).topics[topic]
     assert all(p.leader == p.replicas[0] for p in md.partitions.values()), \
         {i: (p.leader, p.replicas) for i, p in md.partitions.items()}
     st = cluster.status()
@@ -242,10 +242,10 @@ def test_a_gate_that_times_out_stops_the_roll_and_touches_nothing_after(cluster:
 def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(cluster: KafkaCluster) -> None:
     topic = f"elect-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions=3, replication_factor=3)
-    from kctl.kafka.client import admin
+    from kctl.kafka.client import Target, admin
 
     def leaders() -> dict[int, tuple[int, int]]:
-        md = admin(cluster.spec).list_topics(topic, timeout=10).topics[topic]
+        md = admin(Target.of(cluster.spec)).list_topics(topic, timeout=10).topics[topic]
         return {i: (p.leader, p.replicas[0]) for i, p in md.partitions.items()}
 
     from kctl.wait import wait_until

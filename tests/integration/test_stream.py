@@ -24,6 +24,7 @@ import pytest
 
 from kctl.agent.nginx import generate, ground_truth, malformed_records
 from kctl.agent.produce import produce
+from kctl.kafka.client import Target
 from tests.integration.ports import spark_quick_jit
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -58,7 +59,8 @@ def _events(n: int, seed: int, start: dt.datetime) -> list[Any]:
 
 
 def _send(bootstrap: str, topic: str, events: list[Any], bad: int = 0, seed: int = 0) -> None:
-    res = produce(bootstrap, topic, malformed_records(((e.key, e.value) for e in events), bad, seed=seed))
+    records = malformed_records(((e.key, e.value) for e in events), bad, seed=seed)
+    res = produce(Target.of(None, bootstrap), topic, records)
     assert res.delivered == len(events) + bad and res.failed == 0
 
 
@@ -237,7 +239,7 @@ def _batch_totals(bootstrap: str, topic: str, checkpoint: Path, good: set[str]) 
 
     from kctl.kafka.client import consumer
 
-    c = consumer(bootstrap=bootstrap)
+    c = consumer(Target.of(None, bootstrap))
     flags: dict[int, list[bool]] = {}
     try:
         parts = c.list_topics(topic, timeout=10).topics[topic].partitions

@@ -113,11 +113,10 @@ def fake_broker(behaviour: str = "answer", *, md: ClusterMetadata | list[Cluster
     answers = md if isinstance(md, list) else [md if md is not None else cluster_metadata()]
     desc = described() if cluster == "default" else cluster
 
-    def admin(spec: Any = None, bootstrap: str | None = None, user: str | None = None, *,
-              security: dict[str, str] | None = None, **extra: Any) -> Any:
-        if bootstrap != f"127.0.0.1:{port}":
-            return previous(spec, bootstrap, user, security=security, **extra)
-        conf = {**client.base_config(spec, bootstrap, user, security), **extra}
+    def admin(target: client.Target, **extra: Any) -> Any:
+        if target.bootstrap_servers != f"127.0.0.1:{port}":
+            return previous(target, **extra)
+        conf = {**client.base_config(target), **extra}
         if made is not None:
             made.append(conf)
         answer = answers.pop(0) if len(answers) > 1 else answers[0]

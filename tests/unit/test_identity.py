@@ -11,6 +11,7 @@ import pytest
 from kctl.cluster import health, identity
 from kctl.contract import LABEL_STATE_DIR
 from kctl.kafka import describe as kmd
+from kctl.kafka.client import Target
 from kctl.model.render import render
 from kctl.model.spec import ClusterSpec
 from kctl.runtime import docker_api
@@ -282,12 +283,12 @@ def test_the_console_consumer_asks_its_check_before_it_reads(monkeypatch: pytest
     made = _Consumer("theirs")
     monkeypatch.setattr(console, "consumer", lambda *a, **k: made)
     with pytest.raises(identity.ForeignCluster):
-        console.ConsoleConsumer(ClusterSpec(), "t", check=refuse)
+        console.ConsoleConsumer(Target.of(ClusterSpec()), "t", check=refuse)
     assert seen == ["theirs"] and made.calls == ["list_topics", "close"]  # nothing assigned, nothing read
 
     made = _Consumer("mine")
     monkeypatch.setattr(console, "consumer", lambda *a, **k: made)
-    with console.ConsoleConsumer(ClusterSpec(), "t", check=seen.append):
+    with console.ConsoleConsumer(Target.of(ClusterSpec()), "t", check=seen.append):
         assert made.calls == ["list_topics", "assign"] and seen[-1] == "mine"  # one Metadata answer for both
 
     def stopped(cid: str | None) -> None:
@@ -296,9 +297,9 @@ def test_the_console_consumer_asks_its_check_before_it_reads(monkeypatch: pytest
     made = _Consumer(None)  # no broker answered: the check speaks first (not running, another cluster)
     monkeypatch.setattr(console, "consumer", lambda *a, **k: made)
     with pytest.raises(identity.NotRunning):
-        console.ConsoleConsumer(ClusterSpec(), "t", check=stopped)
+        console.ConsoleConsumer(Target.of(ClusterSpec()), "t", check=stopped)
     with pytest.raises(ClusterError, match="unreachable"):  # ... and when it has nothing to say, the consumer does
-        console.ConsoleConsumer(ClusterSpec(), "t", check=seen.append)
+        console.ConsoleConsumer(Target.of(ClusterSpec()), "t", check=seen.append)
     assert seen[-1] is None and made.calls.count("close") == 2
     with pytest.raises(ValueError):  # a group would be looked up on a cluster not yet checked
-        console.ConsoleConsumer(ClusterSpec(), "t", group="g", check=seen.append)
+        console.ConsoleConsumer(Target.of(ClusterSpec()), "t", group="g", check=seen.append)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from kctl.errors import KctlError
+from kctl.kafka.client import Target
 from kctl.mirror import config, records
 from kctl.mirror.config import Source
 from kctl.model.spec import ClusterSpec, SpecError, check_rules, parse_spec
@@ -19,7 +20,7 @@ def target(**mirror: object) -> ClusterSpec:
         "spec": "../primary/kctl.yaml"}, **mirror}]})
 
 
-SOURCE = Source("logger", "127.0.0.1:29092", None)
+SOURCE = Source("logger", Target.foreign("127.0.0.1:29092", {}))
 
 
 def props(spec: ClusterSpec) -> dict[str, object]:
@@ -86,7 +87,7 @@ CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 def test_secured_source_and_target_logins_through_the_file_provider(tmp_path: Path) -> None:
     spec = target()
-    src = Source("logger", "127.0.0.1:29092", None,
+    src = Source("logger", Target.foreign("127.0.0.1:29092", {}),
                  login=config.Login("SASL_SSL", "SCRAM-SHA-512", "mirror-to-dr", PASSWORDS[0], CA))
     dst = config.Login("SASL_PLAINTEXT", "SCRAM-SHA-256", "mirror-from-logger", PASSWORDS[1])
     files, hidden = config.render(spec, tmp_path, {"logger": src}, {"logger": dst})
@@ -160,9 +161,9 @@ def test_a_source_client_reads_its_password_file_and_refuses_a_readable_one(tmp_
                                                           "password_file": "pw", "ca_file": str(ca)}}}]},
         "kctl.yaml")
     found = run.sources(spec, tmp_path / "kctl.yaml")["ext"]
-    assert found.security == {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
-                              "sasl.username": "reader", "sasl.password": "hunter2-long",
-                              "ssl.ca.location": str(ca)}
+    assert found.target.security == {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+                                     "sasl.username": "reader", "sasl.password": "hunter2-long",
+                                     "ssl.ca.location": str(ca)}
     assert found.login == config.Login("SASL_SSL", "SCRAM-SHA-512", "reader", "hunter2-long", CA)
     assert "hunter2" not in repr(found)  # a repr in a log line or a traceback carries no password
     pw.chmod(0o644)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kctl.errors import KctlError
+from kctl.kafka.client import Target
 from kctl.mirror import config, failover, records, status
 from kctl.mirror.config import Source
 from kctl.mirror.failover import FailoverPlan, SourceView, Untranslated
@@ -118,9 +119,10 @@ def test_a_checkpoints_topic_not_read_to_its_end_is_an_error(monkeypatch: pytest
     import confluent_kafka
 
     monkeypatch.setattr(confluent_kafka, "Consumer", Stuck)
-    assert status.read_whole({}, "primary.checkpoints.internal", timeout=0.2) == []  # lenient: what it had
+    here = Target.foreign("127.0.0.1:1", {})
+    assert status.read_whole(here, "primary.checkpoints.internal", timeout=0.2) == []  # lenient: what it had
     with pytest.raises(KctlError) as err:
-        status.read_whole({}, "primary.checkpoints.internal", timeout=0.2, strict=True)
+        status.read_whole(here, "primary.checkpoints.internal", timeout=0.2, strict=True)
     assert "partition(s) 0, 1 short of their end offsets" in err.value.message
 
 
@@ -128,7 +130,7 @@ def test_a_failed_over_group_leaves_mirrormakers_offset_sync(tmp_path: Path) -> 
     assert failover.stop_sync(tmp_path, MIRROR, "billing.eu") is True
     assert failover.stop_sync(tmp_path, MIRROR, "billing.eu") is False  # recorded once
     assert config.failed_over(tmp_path, MIRROR) == ["billing.eu"]
-    files, _ = config.render(SPEC, tmp_path, {"primary": Source("primary", "127.0.0.1:1", None)})
+    files, _ = config.render(SPEC, tmp_path, {"primary": Source("primary", Target.foreign("127.0.0.1:1", {}))})
     line = next(x for x in files["primary/conf/mm2.properties"].splitlines() if ".groups.exclude" in x)
     # matched literally: the dot is no wildcard, so billing-eu still syncs
     assert line.endswith(r"billing\\.eu"), line
@@ -155,7 +157,6 @@ def test_identity_refuses_a_target_topic_of_the_same_name_that_mirrormaker_did_n
 
 
 def test_mirror_up_refuses_before_anything_is_written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from kctl.kafka import client
     from kctl.mirror import access, run
 
     class Admin:
@@ -166,8 +167,8 @@ def test_mirror_up_refuses_before_anything_is_written(monkeypatch: pytest.Monkey
             return type("MD", (), {"topics": {n: None for n in self.names}})()
 
     monkeypatch.setattr(run, "_reachable", lambda *a: None)
-    monkeypatch.setattr(client, "admin", lambda spec=None, bootstrap=None, **k: Admin(
-        {"orders", "pay-in"} if bootstrap == "127.0.0.1:1" else {"pay-in"}))
+    monkeypatch.setattr(run, "admin", lambda target, **k: Admin(
+        {"orders", "pay-in"} if target.bootstrap_servers == "127.0.0.1:1" else {"pay-in"}))
     monkeypatch.setattr(status, "replicated_offsets", lambda spec, m: {})
     provisioned: list[str] = []
     monkeypatch.setattr(access, "provision", lambda *a: provisioned.append("x"))

@@ -32,7 +32,7 @@ class FakeCluster:
     def __init__(self) -> None:
         self.committed, self.end, self.owned, self.state = 0, 0, True, "STABLE"
 
-    def describe(self, spec: Any, group: str, bootstrap: Any = None, *, client: Any = None) -> Any:
+    def describe(self, target: Any, group: str, *, client: Any = None) -> Any:
         part = SimpleNamespace(topic="orders", partition=0, committed=self.committed, log_end=self.end,
                                consumer_id="c-1" if self.owned else None)
         return SimpleNamespace(group=group, state=self.state, partitions=[part])
@@ -41,6 +41,7 @@ class FakeCluster:
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     from kctl.kafka import groups as kgroups
+    from kctl.kafka.client import Target
 
     spec, _ = parse_spec({"name": "paths", "state_dir": str(tmp_path / "state"),
                           "monitoring": {"api_hosts": ["monitor.example.org:8443", "kafka-mon.internal"]}})
@@ -60,7 +61,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     spec_file.write_text("name: paths\n")
     import kctl.cli.monitor as cli_monitor
 
-    monkeypatch.setattr(cli_monitor, "connect", lambda file, bootstrap=None: spec)
+    monkeypatch.setattr(cli_monitor, "connect", lambda file, bootstrap=None: Target.of(spec))
     server = api.serve(mon, 0)
     yield SimpleNamespace(spec=spec, mon=mon, cluster=cluster, clock=clock, spec_file=spec_file,
                           port=server.server_port)

@@ -13,6 +13,7 @@ import pytest
 from kctl.bench import clients as bench
 from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kafka import client, configs, console, groups, produce, topics
+from kctl.kafka.client import Target
 from kctl.model.spec import ClusterSpec
 from kctl.zk import fourlw, words
 from tests import kafka_tools
@@ -292,7 +293,7 @@ def test_produce_loop_counts_every_record_when_no_broker_answers() -> None:
     # A real librdkafka producer, nobody listening (on a port the test bound and closed): every record must
     # come back failed, none delivered, none lost between the counters (only failures are reported).
     blocks = [[(None, b"x" * 10)] * 50, [(b"k", b"y")] * 25, [(None, b"z" * 2_000_000)]]
-    res = produce.send("t", blocks, bootstrap=f"127.0.0.1:{free_port()}", timeout=1.0, check=False,
+    res = produce.send(Target.of(None, f"127.0.0.1:{free_port()}"), "t", blocks, timeout=1.0, check=False,
                        **{"message.max.bytes": 1_000_000})
     assert res.produced == 75 and res.delivered == 0 and res.failed == 76
     assert any("timed out" in e.lower() for e in res.errors) and any("too large" in e.lower() for e in res.errors)
@@ -302,7 +303,7 @@ def test_produce_block_with_a_refused_record_and_a_full_queue() -> None:
     # Blocks go through produce_batch: a record librdkafka refuses fails alone, records the local
     # queue has no room for wait for room (here: until the first ones time out), nothing is lost.
     block = [(None, b"a")] * 30 + [(None, b"z" * 2_000_000)] + [(b"k", b"b")] * 30
-    res = produce.send("t", [block], bootstrap=f"127.0.0.1:{free_port()}", timeout=1.0, check=False,
+    res = produce.send(Target.of(None, f"127.0.0.1:{free_port()}"), "t", [block], timeout=1.0, check=False,
                        **{"message.max.bytes": 1_000_000, "queue.buffering.max.messages": 20})
     assert res.produced == 60 and res.delivered == 0 and res.failed == 61
     assert any("too large" in e.lower() for e in res.errors)
@@ -311,14 +312,14 @@ def test_produce_block_with_a_refused_record_and_a_full_queue() -> None:
 def test_value_blocks_are_sent_like_pairs() -> None:
     # Keyless input goes as Values (no (None, value) pair per record), in batch and one by one.
     blocks = [produce.Values([b"x" * 10] * 40), produce.Values([b"y"]), [(b"k", b"v")] * 3]
-    res = produce.send("t", blocks, bootstrap=f"127.0.0.1:{free_port()}", timeout=1.0, check=False)
+    res = produce.send(Target.of(None, f"127.0.0.1:{free_port()}"), "t", blocks, timeout=1.0, check=False)
     assert res.produced == 44 and res.delivered == 0 and res.failed == 44
     assert list(produce.Values([b"a", b"b"]).pairs()) == [(None, b"a"), (None, b"b")]
 
 
 def test_bad_acks_refused() -> None:
     with pytest.raises(UsageError):
-        produce.send("t", [], bootstrap="127.0.0.1:1", acks="2", check=False)
+        produce.send(Target.of(None, "127.0.0.1:1"), "t", [], acks="2", check=False)
 
 
 def test_cli_imports_no_kafka_client_and_agent_no_stream() -> None:

@@ -14,6 +14,7 @@ import pytest
 from kctl.cluster import lock as state_lock
 from kctl.cluster.lock import roll_lock
 from kctl.errors import ClusterError, UsageError
+from kctl.kafka.client import Target
 from kctl.kafka.describe import Partition
 from kctl.model.spec import ClusterSpec, NodeSpec, Topology
 from kctl.roll import plan as rp
@@ -174,14 +175,14 @@ def test_election_answer_sorted_into_moved_not_needed_and_failed(monkeypatch: py
             return answer
 
     monkeypatch.setattr(leaders, "admin", lambda *_a, **_k: FakeAdmin())
-    res = leaders.elect(ClusterSpec(), "preferred")
+    res = leaders.elect(Target.of(ClusterSpec()), "preferred")
     assert res.elected == ["t-0"] and res.not_needed == 1 and not res.ok
     assert res.failed == [{"partition": "t-2", "error": res.failed[0]["error"]}]
     assert res.failed[0]["error"].startswith("PREFERRED_LEADER_NOT_AVAILABLE")
     with pytest.raises(UsageError, match="needs --topic"):
-        leaders.elect(ClusterSpec(), "preferred", partition=1)
+        leaders.elect(Target.of(ClusterSpec()), "preferred", partition=1)
     with pytest.raises(UsageError, match="unknown election type"):
-        leaders.elect(ClusterSpec(), "random")
+        leaders.elect(Target.of(ClusterSpec()), "random")
 
 
 def test_an_election_without_answer_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,7 +198,7 @@ def test_an_election_without_answer_is_a_clear_error(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(leaders, "admin", lambda *_a, **_k: SilentAdmin())
     monkeypatch.setattr(leaders, "ANSWER_MARGIN", 0.2)
     with pytest.raises(ClusterError, match="no answer from the controller in 0s") as ei:
-        leaders.elect(ClusterSpec(), "preferred", timeout=0.1)
+        leaders.elect(Target.of(ClusterSpec()), "preferred", timeout=0.1)
     assert "kctl elect-leaders" in (ei.value.hint or "")
 
 

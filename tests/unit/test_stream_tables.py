@@ -82,13 +82,15 @@ def test_end_offsets_of_a_progress_event() -> None:
 
 def test_offset_publisher_commits_changes_only_and_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     from kctl.kafka import groups
+    from kctl.kafka.client import Target
     from kctl.stream.config import JobConfig
     from kctl.stream.job import OffsetPublisher, group_name
 
     commits: list[dict[str, dict[int, int]]] = []
 
     class Fake:
-        def __init__(self, bootstrap: str, group: str, spec: object = None) -> None:
+        def __init__(self, target: Target, group: str) -> None:
+            assert target.bootstrap_servers == "127.0.0.1:1" and target.security == {}
             assert group == "kctl-stream-web"
 
         def commit(self, offsets: dict[str, dict[int, int]]) -> int:
