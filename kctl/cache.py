@@ -37,6 +37,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from kctl.errors import KctlError, TimeoutReached
+from kctl.wait import wait_until
 
 MARKER = ".complete"
 # How long a fill waits for another process's fill of the same entry (a Kafka download or a Maven resolve
@@ -75,8 +76,6 @@ def _reads() -> Counter[str]:
 def _acquire(entry: Path, *, shared: bool, progress: Progress | None, wait_s: float, path: Path,
              what: str | None) -> int:
     """A descriptor of ``path`` holding its flock (shared or exclusive), waited for up to ``wait_s``."""
-    from kctl.wait import wait_until
-
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, (os.O_RDONLY if shared else os.O_RDWR) | os.O_CREAT, 0o644)
     doing = what or ("filling" if shared else "filling or reading")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kctl.errors import KctlError, TimeoutReached
+from kctl.wait import wait_until
 
 
 def tail_start(path: Path, lines: int, *, block: int = 64 * 1024) -> int:
@@ -73,8 +74,6 @@ def follow_lines(
 def _lines(
     path: Path, *, follow: bool, deadline: float, poll_s: float, start: int, skip_blank: bool
 ) -> Iterator[tuple[int, str]]:
-    from kctl.wait import wait_until
-
     def pause(what: str, probe: Callable[[], tuple[bool, str]]) -> bool:
         """Wait for ``probe`` until the follow window ends; False when it ended first. That is no error:
         the window is how long the caller asked to follow (``max_seconds``), and what came is the answer."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kctl.errors import KctlError
+
 _PKG = Path(__file__).resolve().parent
 
 
@@ -16,7 +18,6 @@ def resource(name: str) -> Path:
     for candidate in (_PKG / "_data" / name, _PKG.parent / name):
         if candidate.exists():
             return candidate
-    from kctl.errors import KctlError
 
     raise KctlError(
         f"kctl's resource {name!r} is missing from the installation",

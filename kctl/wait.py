@@ -21,13 +21,18 @@ no other module reads the clock inside a loop to decide when to stop or act.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from kctl.deferred import defer_import
 from kctl.errors import KctlError, TimeoutReached
+
+# asyncio (~12 ms) serves apause_until, the console's server-sent streams only.
+defer_import("asyncio")
+
+import asyncio  # noqa: E402
 
 Probe = Callable[[], tuple[bool, str]]
 # How often `kctl up`'s stages, a roll's gates and wait_until_healthy (a node change) ask: a stage passes at

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from kctl import contract
 from kctl.errors import KctlError
 from kctl.kafka import configs
@@ -243,7 +245,6 @@ def gather(spec: ClusterSpec, state_dir: Path) -> list[NodeObs]:
 
 
 def _container_settings(compose_text: str) -> dict[str, dict[str, Any]]:
-    import yaml
 
     services = (yaml.safe_load(compose_text) or {}).get("services") or {}
     return {name: {k: v for k, v in svc.items() if k != "labels"} for name, svc in services.items()}

@@ -11,7 +11,9 @@ from pathlib import Path
 
 from kctl import contract
 from kctl.errors import ClusterError, KctlError
+from kctl.kraft import phases as kraft_record
 from kctl.model.spec import ClusterSpec
+from kctl.runtime.engine import engines
 
 FEATURES_TOOL = "kafka-features.sh"
 METADATA_VERSION = "metadata.version"
@@ -48,8 +50,6 @@ def release(level: str | None) -> tuple[int, ...]:
 
 
 def _tool(spec: ClusterSpec, host: str, *args: str) -> str:
-    from kctl.runtime.engine import engines
-
     bootstrap = f"{host}:{spec.kafka.internal_port}"
     tool = f"{engines.for_spec(spec).kafka_bin}/{FEATURES_TOOL}"
     login = (["--command-config", contract.secret_path(contract.ADMIN_CLIENT_FILE)]
@@ -89,8 +89,6 @@ def raise_and_record(spec: ClusterSpec, state_dir: Path, say: Callable[[str], No
     """Every node runs the new release now: Kafka's metadata.version up to it (Kafka's last upgrade step), and the
     level recorded in kraft.json, so that a later kctl.yaml with an older release is refused before anything is
     rendered (kctl.kraft.phases.check_downgrade)."""
-    from kctl.kraft import phases as kraft_record
-
     try:
         before, after = raise_metadata_version(spec)
     except KctlError as exc:

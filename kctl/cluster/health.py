@@ -18,13 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from kctl import contract
+from kctl.cluster import identity
 from kctl.errors import KctlError
 from kctl.kafka import describe as kmd
+from kctl.kafka.client import round_trip
+from kctl.kraft import config as kc
 from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec, ZkRole
+from kctl.runtime import cluster as rc
+from kctl.runtime import docker_api
 from kctl.runtime.engine import engines
+from kctl.security import store
 from kctl.wait import POLL_S, Stage, StageResult, wait_for_stages, wait_until
 from kctl.zk import fourlw
+from kctl.zk.znodes import secure_root
 
 SERVING = ("leader", "follower", "observer", "standalone")
 VOTING = ("leader", "follower", "standalone")
@@ -99,8 +106,6 @@ def zk_state(node_name: str, port: int, timeout: float, address: str = "127.0.0.
 
 def controller_view(spec: ClusterSpec, host: str, controller_id: int, timeout: float) -> ControllerView:
     """What the controller on ``host`` says of its quorum: its quorum-state file, read in its container."""
-    from kctl.kraft import config as kc
-
     try:
         code, out = engines.exec_in(spec, host, ["cat", kc.QUORUM_STATE], timeout=max(timeout, 3.0), stderr=False)
     except KctlError as exc:
@@ -115,8 +120,6 @@ def controller_leader(spec: ClusterSpec, views: dict[str, ControllerView],
                       containers: dict[str, ContainerObs] | None = None) -> int | None:
     """The KRaft quorum's leader: the newest epoch's leader, named by a majority of the voters, whose own
     controller runs (when Docker was asked); None without one. Pure."""
-    from kctl.kraft import config as kc
-
     voters = {kc.controller_id(n): spec.zk_host(n) for n in kc.controller_nodes(spec)}
     named = [(v.epoch, v.leader) for v in views.values() if v.leader is not None and v.epoch is not None]
     if not named:
@@ -154,8 +157,6 @@ def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zook
     obs = Observations()
     auth: dict[str, str] = {}
     if kafka and spec.security.enabled:
-        from kctl.security import store
-
         try:
             auth = store.client_settings(spec, own=True)
         except KctlError as exc:
@@ -163,12 +164,8 @@ def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zook
     zk_nodes = [(h, spec.zk_host_port(n), spec.node_address(n)) for h, n, s in services_of(spec) if "zookeeper" in s]
     ctrl_nodes: list[tuple[str, int]] = []
     if spec.on_kraft:
-        from kctl.kraft import config as kc
-
         zk_nodes, ctrl_nodes = [], [(spec.zk_host(n), kc.controller_id(n)) for n in kc.controller_nodes(spec)]
     if docker or (ctrl_nodes and zookeeper):
-        from kctl.runtime import docker_api
-
         docker_api.sdk()  # imported here, before the threads that use it (see docker_api.sdk)
     with cf.ThreadPoolExecutor(max_workers=len(zk_nodes) + len(ctrl_nodes) + 2) as pool:
         docker_f = pool.submit(_docker, spec, max(timeout, 3.0)) if docker else None
@@ -280,7 +277,6 @@ def process_problems(spec: ClusterSpec, host: str, procs: dict[str, str]) -> lis
                     f" storage\")")
         return f"{proc} {st}"
 
-    from kctl.kraft import config as kc
 
     if not spec.on_kraft:
         # a node's controller runs only in a migration's phases, and only on the controller nodes
@@ -487,8 +483,6 @@ def interrupted_roll(state_dir: Path, obs: Observations) -> list[str]:
 
 
 def check_identity(spec: ClusterSpec, state_dir: Path, obs: Observations) -> None:
-    from kctl.cluster import identity
-
     if obs.containers is None:
         return  # Docker did not answer: the status itself says so
     identity.check_state_dirs(spec, state_dir, [(c.name, c.state_dir) for c in obs.containers.values()])
@@ -661,16 +655,12 @@ def broker_registered(spec: ClusterSpec, broker: int, want: bool = True) -> Call
 
 def _round_trip(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
     def run() -> tuple[bool, str]:
-        from kctl.kafka.client import round_trip
-
         return round_trip(spec, timeout=5.0)
     return run
 
 
 def readiness_stages(spec: ClusterSpec, state_dir: Path | None = None, *, round_trip: bool = True) -> list[Stage]:
     """The stages `kctl up` waits through, in order; a timeout shows the relevant log tail."""
-    from kctl.runtime import cluster as rc
-
     plan = services_of(spec)
     first_zk = next(h for h, _, s in plan if "zookeeper" in s)
     first_kafka = next(h for h, _, s in plan if "kafka" in s)
@@ -715,8 +705,6 @@ def secure_root_stages(spec: ClusterSpec, log: Callable[[str], str] | None = Non
 
 def _secure_root(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
     def run() -> tuple[bool, str]:
-        from kctl.zk.znodes import secure_root
-
         try:
             return secure_root(spec)
         except Exception as exc:  # noqa: BLE001 - kazoo's errors: the stage retries until its deadline

@@ -20,11 +20,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kctl.contract import IDENTITY_FILE
-from kctl.errors import DockerUnavailable, KctlError
+from kctl.errors import DockerUnavailable, KctlError, UsageError
+from kctl.files import write_durable
 from kctl.kafka import describe as kmd
-from kctl.model.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec, state_dir_for
 from kctl.runtime import ports as machine_ports
 from kctl.runtime.engine import engines
+from kctl.security import store
 
 
 class ForeignCluster(KctlError):
@@ -87,7 +89,6 @@ def record(spec: ClusterSpec, state_dir: Path, cluster_id: str | None) -> Identi
     ident = Identity(cluster=spec.name, cluster_id=cluster_id, state_dir=str(state_dir.resolve()),
                      project=spec.project, bootstrap_servers=spec.bootstrap_servers,
                      recorded_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
-    from kctl.files import write_durable
 
     write_durable(identity_path(state_dir), json.dumps(asdict(ident), indent=2) + "\n")  # fsynced, renamed whole
     return ident
@@ -208,8 +209,6 @@ def verify(spec: ClusterSpec, state_dir: Path, *, timeout: float = 2.0, seen: st
     A cluster started before identities were recorded gets its record here, once its
     own containers (by state dir label) are the ones running.
     """
-    from kctl.security import store
-
     recorded = read(state_dir)
     expected = spec.cluster_id or (recorded.cluster_id if recorded else None)
     if seen is not None and expected and seen == expected:
@@ -247,8 +246,6 @@ def answering(bootstrap: str, timeout: float = 2.0, spec: ClusterSpec | None = N
     With a secured ``spec`` (its state dir known) the request goes over SASL_SSL as its admin user. A
     listener that speaks TLS when kctl has no credentials for it is a clear error, not "no answer".
     """
-    from kctl.security import store
-
     auth = store.client_settings(spec, own=True) if spec is not None else {}
     try:
         return kmd.fetch_any(bootstrap, timeout, auth, describe=False).cluster_id
@@ -266,9 +263,6 @@ def check_write(bootstrap: str, cluster_id: str | None, spec: ClusterSpec | None
     """The write guard: a command that changes something at ``--bootstrap-server`` must reach the cluster
     ``spec_path`` names (its ``cluster_id``, or the one recorded in its state dir); UsageError (exit 2),
     nothing changed, when no kctl.yaml names the cluster that answered (``cluster_id``) or it names another."""
-    from kctl.errors import UsageError
-    from kctl.model.spec import state_dir_for
-
     hint = ("changes go through the kctl.yaml of the cluster they change: run this from that cluster's directory,"
             " without --bootstrap-server")
     there = f"the cluster at {bootstrap} (cluster id {cluster_id or 'unknown'})"

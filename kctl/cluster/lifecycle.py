@@ -28,12 +28,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kctl import contract
+from kctl.cluster import features, health, identity
 from kctl.errors import KctlError
+from kctl.kafka import describe as kmd
+from kctl.kraft import config as kc
+from kctl.kraft import phases
+from kctl.kraft import phases as ph
+from kctl.mirror import stack as mirrors
+from kctl.model.render import remove_state, render, write
 from kctl.model.spec import ClusterSpec
+from kctl.monitor import prometheus
 from kctl.runtime import cluster as rc
 from kctl.runtime.cluster import PlanItem
-from kctl.runtime.engine import engines
-from kctl.wait import POLL_S, StageResult
+from kctl.runtime.docker_api import NOT_RUNNING
+from kctl.runtime.engine import engines, services
+from kctl.runtime.image.build import ensure_image
+from kctl.security import store
+from kctl.wait import POLL_S, StageResult, wait_for_stages
 
 if TYPE_CHECKING:
     from kctl.runtime.docker_api import ContainerInfo
@@ -63,10 +74,8 @@ def converge(
     """Render and converge (`docker compose up -d`, or `docker stack deploy`), without waiting for health."""
     say = progress or (lambda _m: None)
     started = time.monotonic()
-    from kctl.model.render import render, write  # jinja2: only a converge needs it
 
     if spec.on_kraft and spec.kraft_cluster_id is None:  # made on KRaft (metadata: kraft), first `kctl up`
-        from kctl.kraft import phases
 
         record = phases.made_on_kraft(state_dir, spec.versions.kafka)
         spec = spec.with_kraft(record.phase.value, record.cluster_id)
@@ -81,14 +90,11 @@ def converge(
 
     if eng.uses_image:
         if build and spec.image.ref is None:
-            from kctl.runtime.image.build import ensure_image
-
             ensure_image(dc, kafka_version=spec.versions.kafka, scala_version=spec.versions.scala,
                          kafka_dist=kafka_dist, progress=say)
         rc.require_image(dc, spec.local_image_ref)
 
     write(rendered, state_dir)
-    from kctl.security import store
 
     made = store.ensure(spec, state_dir)  # secured clusters: CA, certificates, passwords, JAAS files
     if made:
@@ -111,12 +117,8 @@ def start_stopped_processes(spec: ClusterSpec, eng: engines.Engine, *, skip: set
     """``kctl up`` converges processes too: a running container whose ZooKeeper or Kafka is down (FAILED: its
     supervisor gave up on a crash loop; STOPPED: someone stopped it) gets that process started again, ZooKeeper
     first; the readiness stages that follow wait for it. Returns ``host/service`` of each start."""
-    from kctl.runtime.docker_api import NOT_RUNNING
-    from kctl.runtime.engine import services
-
     controllers: set[str] = set()
     if spec.on_kraft:  # a controller that is not running shows as no entry (kctl.runtime.docker_api)
-        from kctl.kraft import config as kc
 
         controllers = {spec.zk_host(n) for n in kc.controller_nodes(spec)}
     started: list[str] = []
@@ -151,9 +153,6 @@ def up(
 
     TimeoutReached (with what the stage last saw and the relevant log tail) when ``timeout`` passes first.
     """
-    from kctl.cluster import health
-    from kctl.wait import wait_for_stages
-
     started = time.monotonic()
     result = converge(spec, state_dir, build=build, kafka_dist=kafka_dist, progress=progress,
                       strict_spread=strict_spread)
@@ -167,7 +166,6 @@ def up(
         if _forget_interrupted_roll(state_dir):
             (progress or (lambda _m: None))("every service serves: the record of an interrupted roll's stopped"
                                             f" services ({contract.ROLL_RECORD_FILE}) is cleared")
-    from kctl.monitor import prometheus
 
     if spec.monitoring.prometheus:
         # After the cluster: Prometheus waits for every exporter target up, so the brokers must be serving.
@@ -184,11 +182,9 @@ def _raise_owed_metadata_version(spec: ClusterSpec, state_dir: Path, say: Progre
     node serves; one that fails again is said, with the command, and left owed (the cluster is up as it is)."""
     if not spec.on_kraft:
         return
-    from kctl.kraft import phases as ph
 
     if ph.read(state_dir).metadata_version_pending is None:
         return
-    from kctl.cluster import features
 
     try:
         features.raise_and_record(spec, state_dir, say)
@@ -218,10 +214,6 @@ def _forget_interrupted_roll(state_dir: Path) -> bool:
 
 def _record_identity(spec: ClusterSpec, state_dir: Path) -> None:
     """Once healthy, the cluster id its brokers report is this state dir's cluster (see kctl.cluster.identity)."""
-    from kctl.cluster import identity
-    from kctl.kafka import describe as kmd
-    from kctl.security import store
-
     try:
         md = kmd.fetch_any(spec.bootstrap_servers, 5.0, store.client_settings(spec, state_dir=state_dir, own=True))
     except kmd.MetadataError:
@@ -238,9 +230,6 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     ``graceful=False`` skips the controlled shutdowns and removes the containers at once: for a cluster
     whose data is thrown away (a test cluster). Returns how many containers there were.
     """
-    from kctl.mirror import stack as mirrors
-    from kctl.monitor import prometheus
-
     say = progress or (lambda _m: None)
     eng = engines.for_spec(spec)
     eng.check_before_down(spec, state_dir, volumes=volumes)  # engine hosts: each one this cluster's node, or bare
@@ -267,8 +256,6 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
             eng.remove_one(spec, c.name, stop_timeout=0)
     removed = eng.remove(spec, state_dir, volumes=volumes, dc=dc)
     if volumes:
-        from kctl.model.render import remove_state
-
         # Host keys are the operator's trust, not the cluster's data: a known-hosts file in the state dir (named
         # by ssh.known_hosts_file, or where an earlier kctl kept its own) stays.
         hosts_files = [state_dir / "known_hosts"]
@@ -283,8 +270,6 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
 def _zookeeper_quorum(spec: ClusterSpec) -> bool:
     """Whether the ensemble (on KRaft: the controllers) has a quorum now, as ``kctl status`` judges it (every
     server asked, 1.5 s at most)."""
-    from kctl.cluster import health
-
     obs = health.gather(spec, 1.5, docker=False, kafka=False)
     return health.check_quorum(spec, obs)[0]
 

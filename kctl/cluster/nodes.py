@@ -22,11 +22,21 @@ from typing import Any
 
 import yaml
 
+from kctl import contract
+from kctl.cluster import health, lifecycle
+from kctl.cluster.lock import roll_lock
 from kctl.errors import ClusterError, KctlError, UsageError
-from kctl.model.spec import ClusterSpec, parse_cluster
-from kctl.runtime.engine import engines
-from kctl.runtime.engine.engines import Capability
+from kctl.kafka import balance, reassign
+from kctl.model.render import render, write
+from kctl.model.spec import ClusterSpec, Topology, parse_cluster
+from kctl.runtime import cluster as rcl
+from kctl.runtime.cluster import preflight_ports, run_kafka_tool
+from kctl.runtime.engine import engines, services
+from kctl.runtime.engine.engines import Capability, containers
 from kctl.runtime.ports import free_ports
+from kctl.security import store
+from kctl.wait import wait_until
+from kctl.zk import reconfig
 
 Progress = Callable[[str], None]
 
@@ -244,8 +254,6 @@ class _Steps:
         self.change, self.say = change, say
 
     def wait(self, name: str, probe: Callable[[], tuple[bool, str]], timeout: float, poll: float = 1.0) -> str:
-        from kctl.wait import wait_until
-
         res = wait_until(name, probe, timeout, poll=poll)
         self.done(name, res.seconds, res.saw)
         return res.saw
@@ -257,15 +265,11 @@ class _Steps:
 
 def _healthy(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
     """Healthy as kctl.cluster.health judges it, Docker aside (as the roll's pre-checks)."""
-    from kctl.cluster import health
-
     return health.healthy(spec, docker=False)
 
 
 def _ensemble_matches(spec: ClusterSpec, leaving: int | None = None) -> bool:
     """True when the ensemble is kctl.yaml's; False when it already lacks ``leaving`` (a remove resumed)."""
-    from kctl.zk import reconfig
-
     cfg = reconfig.read_config(spec)
     want = {n.id: n.role.value for n in spec.nodes}
     have = {i: s.role for i, s in cfg.servers.items()}
@@ -280,8 +284,6 @@ def _ensemble_matches(spec: ClusterSpec, leaving: int | None = None) -> bool:
 
 
 def _colocated(spec: ClusterSpec) -> None:
-    from kctl.model.spec import Topology
-
     if spec.topology is not Topology.colocated:
         raise UsageError("kctl node add/remove handle the colocated topology (ZooKeeper and broker in one"
                          " container); this cluster is split", hint="edit kctl.yaml's nodes and roll the change")
@@ -324,12 +326,6 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
     """Write the node to kctl.yaml, render, start its container, reconfig its ZooKeeper in, wait for its broker
     (``broker=False``: a ZooKeeper-only node, participant or observer, with no broker to wait for). On KRaft the
     node is a broker alone (role observer: it follows the controller quorum, whose voters stay as they are)."""
-    from kctl.cluster import health, lifecycle
-    from kctl.cluster.lock import roll_lock
-    from kctl.model.render import render, write
-    from kctl.runtime import cluster as rcl
-    from kctl.zk import reconfig
-
     kraft = spec.on_kraft
     if not kraft:
         reconfig.require_reconfigurable(spec)
@@ -352,8 +348,6 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
             live = reconfig.live_servers(spec)
             _, zk_warn = reconfig.check(reconfig.read_config(spec), [joiner], [], [*live, nid], force)
             change.warnings += zk_warn
-        from kctl.runtime.cluster import preflight_ports
-        from kctl.runtime.engine.engines import containers
 
         preflight_ports(new_spec, {c.name: c for c in containers(new_spec)})
 
@@ -367,7 +361,6 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
             if new_spec.security.enabled:
                 # Before its container starts: the node's certificate (the cluster's CA), keystore, JAAS files
                 # and SCRAM bootstrap file, in the state dir it mounts.
-                from kctl.security import store
 
                 made = store.ensure(new_spec, state_dir)
                 steps.done("secrets of the new node written", 0.0,
@@ -414,8 +407,6 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
 
 def _unregister(spec: ClusterSpec, broker: int) -> str:
     """``kafka-cluster.sh unregister --id`` (Kafka's UnregisterBroker) in a node that stays; what the tool said."""
-    from kctl.runtime.cluster import run_kafka_tool
-
     run = run_kafka_tool(spec, "kafka-cluster.sh", ["--id", str(broker)], leading=["unregister"], timeout=60,
                          skip={broker})
     if run.exit_code != 0:
@@ -426,9 +417,6 @@ def _unregister(spec: ClusterSpec, broker: int) -> str:
 
 
 def _undo_add(spec: ClusterSpec, spec_path: Path, state_dir: Path, text: str, host: str) -> None:
-    from kctl.cluster import lifecycle
-    from kctl.model.render import render, write
-
     try:
         lifecycle.remove_node(spec, host, stop_timeout=30)
     except KctlError:
@@ -437,8 +425,6 @@ def _undo_add(spec: ClusterSpec, spec_path: Path, state_dir: Path, text: str, ho
     write(render(spec, state_dir), state_dir)
     shutil.rmtree(state_dir / host, ignore_errors=True)
     if spec.security.enabled:
-        from kctl.security import store
-
         store.forget_host(state_dir, host)
 
 
@@ -448,14 +434,6 @@ def _undo_add(spec: ClusterSpec, spec_path: Path, state_dir: Path, text: str, ho
 def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, force: bool = False,
            throttle: int | None = None, timeout: float = 900, progress: Progress | None = None) -> NodeChange:
     """Move every replica off the node, reconfig its ZooKeeper out, remove its container, update kctl.yaml."""
-    from kctl.cluster import health, lifecycle
-    from kctl.cluster.lock import roll_lock
-    from kctl.kafka import balance, reassign
-    from kctl.model.render import render, write
-    from kctl.runtime import cluster as rcl
-    from kctl.runtime.engine import services
-    from kctl.zk import reconfig
-
     kraft = spec.on_kraft
     if not kraft:
         reconfig.require_reconfigurable(spec)
@@ -535,8 +513,6 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
         engines.for_spec(new_spec).deliver(new_spec, state_dir, say)  # engine hosts: the others' files
         shutil.rmtree(state_dir / host, ignore_errors=True)
         if spec.security.enabled:
-            from kctl.security import store
-
             store.forget_host(state_dir, host)  # its certificate, keystore and JAAS files
         steps.done("kctl.yaml and the rendered files updated; the node's directories removed", 0.0,
                    f"nodes {[n.id for n in new_spec.nodes]}")
@@ -560,10 +536,6 @@ def format_storage(spec: ClusterSpec, node: str, service: str, *, timeout: float
                    progress: Callable[[str], None] | None = None) -> str:
     """Permit ``service`` on ``node`` to format its empty storage and wait until it runs; UsageError unless it
     waits as UNFORMATTED (a permit left for a service that runs would format the next disk it loses)."""
-    from kctl import contract
-    from kctl.runtime.engine import services
-    from kctl.wait import wait_until
-
     say = progress or (lambda _m: None)
     if service not in FORMAT_SERVICES:
         raise UsageError(f"--service {service}: only a KRaft controller's or broker's storage is formatted",

@@ -33,6 +33,7 @@ from kctl.console.authz import Refused
 from kctl.console.users import Role, User, new_user
 from kctl.console.views import Helpers, OffsetsBody, names
 from kctl.errors import KctlError
+from kctl.kafka import balance
 
 # ----- the bodies ---------------------------------------------------------------------------------------------
 
@@ -226,8 +227,6 @@ def _given(form: dict[str, str], *keys: str) -> dict[str, str]:
 
 
 def _start_reassignment(c: Call) -> dict[str, Any]:
-    from kctl.kafka import balance
-
     target = balance.parse_kafka_json(json.dumps(c.body.plan), "the plan")
     job = c.request.app.state.console.jobs.start_reassignment(c.spec, c.user.name, target, c.body.throttle)
     return {"started": len(target), "job": job.public()}

@@ -36,7 +36,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kctl.console import authz, ops
+from kctl.console import actions, authz, charts, ops, views
 from kctl.console.audit import AuditLog, to_csv
 from kctl.console.auth import COOKIE, LOGIN_COOKIE, LoginGuard, Session, Sessions, same
 from kctl.console.authz import Refused
@@ -631,8 +631,6 @@ def create_app(console: Console) -> FastAPI:
 
     @app.get("/clusters/{cluster}/groups/{group}", response_class=HTMLResponse)
     def group_page(request: Request, group: str, ctx: Ctx = read) -> Response:
-        from kctl.console import charts
-
         doc = group_doc(ctx, group)
         ev = doc.get("evaluation")
         marks = (ev or {}).get("by_partition") or {}
@@ -688,7 +686,6 @@ def create_app(console: Console) -> FastAPI:
     def users_page(request: Request, ctx: Ctx = read) -> Response:
         return page(request, "users.html", ctx, users=user_rows(ctx), error=None, title="Console users")
 
-    from kctl.console import actions, views
 
     helpers = views.Helpers(page=page, fragment=fragment, read=read, guard=guard, done=_done, readable=_readable,
                             group_doc=group_doc, refusal=refusal, topic_rows=topic_rows, user_rows=user_rows)

@@ -30,7 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kctl.errors import KctlError, UsageError
-from kctl.model.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec, load_cluster, state_dir_for
 
 log = logging.getLogger("kctl.console")
 
@@ -72,8 +72,6 @@ class ConsoleConfig:
 
 def load_config(config: Path | None, spec_file: Path = Path("kctl.yaml")) -> ConsoleConfig:
     """The console file's settings, or the defaults around one cluster's kctl.yaml (``-f``, default ./kctl.yaml)."""
-    from kctl.model.spec import load_cluster, state_dir_for
-
     if config is None:
         if not spec_file.exists():
             raise UsageError(f"no cluster spec {spec_file}",
@@ -134,8 +132,6 @@ class Registry:
         return [Path(p) for p in doc.get("clusters") or []]
 
     def _entry(self, path: Path, fixed: bool) -> Entry:
-        from kctl.model.spec import load_cluster, state_dir_for
-
         try:
             mtime = path.stat().st_mtime
         except OSError as exc:

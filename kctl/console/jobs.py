@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import KctlError
+from kctl.kafka import reassign
 from kctl.model.spec import ClusterSpec
 
 
@@ -43,8 +44,6 @@ class Jobs:
 
     def start_reassignment(self, spec: ClusterSpec, user: str, plan: Any, throttle: int | None,
                            timeout: float = 3600) -> Job:
-        from kctl.kafka import reassign
-
         reassign.check_plan(spec, plan)  # refused before anything starts
         with self._lock:
             running = self._by_cluster.get(spec.name)

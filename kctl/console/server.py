@@ -10,17 +10,16 @@ import ipaddress
 from pathlib import Path
 from typing import Any
 
+from kctl.console.app import Console, create_app
 from kctl.console.audit import AuditLog
 from kctl.console.auth import LoginGuard, Sessions
 from kctl.console.config import ConsoleConfig, Registry
+from kctl.console.jobs import Job, Jobs
 from kctl.console.users import UserStore
 from kctl.errors import UsageError
 
 
 def build(config: ConsoleConfig, *, tls: bool = False) -> Any:
-    from kctl.console.app import Console, create_app
-    from kctl.console.jobs import Job, Jobs
-
     audit = AuditLog(config.audit_file)
 
     def ended(job: Job) -> None:  # a background job's outcome, audited as its starter's

@@ -22,6 +22,7 @@ from kctl.console.authz import Refused
 from kctl.console.config import masked
 from kctl.console.users import Role
 from kctl.errors import KctlError
+from kctl.kafka.groups import parse_datetime
 from kctl.model.spec import ClusterSpec
 from kctl.wait import Deadline, apause_until
 
@@ -81,8 +82,6 @@ def register(app: FastAPI, h: Helpers) -> None:
 
         since_ms = None
         if (q.get("since") or "").strip():
-            from kctl.kafka.groups import parse_datetime
-
             since_ms = parse_datetime(q["since"].strip())
         mode = q.get("from") or ("offset" if num("offset") is not None else "since" if since_ms else "newest")
         limit = num("limit") or 50

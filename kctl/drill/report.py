@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kctl.extras import require
+
 BARS = " ▁▂▃▄▅▆▇█"
 WIDTH = 60
 
@@ -53,8 +55,6 @@ def text_timeline(timeline: Sequence[dict[str, Any]], faults: Sequence[dict[str,
 
 def plot(verdict: Any, path: Path) -> Path:
     """Acknowledged records per second and p99 latency, the faults shaded; written to ``path`` (PNG)."""
-    from kctl.extras import require
-
     mpl = require("matplotlib", "plot")
     mpl.use("Agg")  # no display
     import matplotlib.pyplot as plt

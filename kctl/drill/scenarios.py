@@ -15,7 +15,9 @@ from typing import Protocol
 
 from kctl.cluster import health
 from kctl.errors import KctlError
+from kctl.kraft import config as kc
 from kctl.model.spec import ClusterSpec
+from kctl.roll.run import registered_gate, roll, unregistered_gate
 from kctl.runtime.faults import Faults
 from kctl.wait import Probe
 
@@ -50,14 +52,10 @@ def _host(b: Bounce, broker: int) -> str:
 
 
 def _unregistered(b: Bounce, broker: int) -> Probe:
-    from kctl.roll.run import unregistered_gate
-
     return unregistered_gate(b.spec, broker)
 
 
 def _registered(b: Bounce, broker: int) -> Probe:
-    from kctl.roll.run import registered_gate
-
     return registered_gate(b.spec)
 
 
@@ -102,8 +100,6 @@ def _another_kraft_leader(b: Bounce, old: int) -> Probe:
 def _kill_kraft_controller(b: Bounce) -> None:
     """On KRaft the controller is the quorum's leader, a controller process of its own: SIGKILL it, wait until
     another controller leads, then until its supervisor has started it again."""
-    from kctl.kraft import config as kc
-
     leader = _kraft_leader(b.spec)
     if leader is None:
         raise KctlError("the KRaft controller quorum has no leader to kill", hint="`kctl status`")
@@ -188,8 +184,6 @@ def slow_network(b: Bounce) -> None:
 
 
 def rolling_restart(b: Bounce) -> None:
-    from kctl.roll.run import roll
-
     service = "kafka" if b.spec.on_kraft else None  # on KRaft: the brokers (the controllers' roll is not built)
     b.mark(f"rolling restart of every {'broker' if service else 'node'} (kctl restart --rolling)")
     roll(b.spec, b.state_dir, service=service)

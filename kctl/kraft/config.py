@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kctl.kraft.phases import Phase, rank
-from kctl.model.properties import server_properties
+from kctl.model.properties import security_protocol, server_properties
 from kctl.model.spec import ClusterSpec, NodeSpec
 
 CONTROLLER_ID_BASE = 3000
@@ -95,8 +95,6 @@ def voters(spec: ClusterSpec) -> str:
 
 def controller_protocol(spec: ClusterSpec) -> str:
     """The CONTROLLER listener's security protocol: the brokers' on the secured profile, else PLAINTEXT."""
-    from kctl.model.properties import security_protocol
-
     return security_protocol(spec) if spec.security.enabled else "PLAINTEXT"
 
 

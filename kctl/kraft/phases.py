@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from kctl.errors import KctlError
+from kctl.errors import KctlError, UsageError
+from kctl.files import write_durable
 
 STATE_FILE = "kraft.json"
 
@@ -193,8 +194,6 @@ def _damaged(state_dir: Path, what: str) -> KctlError:
 def write(state_dir: Path, record: Record) -> None:
     """The record, durably (:func:`kctl.files.write_durable`: a crash leaves the old record or the new one, never
     an empty file); the record it replaces is kept as ``kraft.json.prev`` (see :func:`read`)."""
-    from kctl.files import write_durable
-
     path = state_dir / STATE_FILE
     try:
         old = path.read_text(encoding="utf-8")
@@ -221,8 +220,6 @@ def check_pins(record: Record, pins: dict[str, str]) -> None:
     """UsageError (nothing rendered or written) when kctl.yaml changed what a migration under way must keep:
     ``pins`` are kctl.yaml's values now (:attr:`kctl.model.spec.ClusterSpec.migration_pins`). A record written before
     kctl kept pins is held to the one release that migrates."""
-    from kctl.errors import UsageError
-
     if not record.migrating:
         return
     recorded = record.pins or ({} if pins.get("versions.kafka", "").startswith(MIGRATING_RELEASE)
@@ -295,8 +292,6 @@ def check_downgrade(record: Record, kafka_version: str) -> None:
     (its own release's) is below the level the storage was formatted at (:func:`formatted_floor`) or the one kctl
     raised the cluster to (:attr:`Record.metadata_version`), whichever is newer. Kafka cannot start an older
     release on metadata newer than it knows, and a metadata.version is not lowered again."""
-    from kctl.errors import UsageError
-
     floors: list[tuple[str, str]] = []
     if record.metadata_version and release_of(record.metadata_version):
         by = f" by Kafka {record.metadata_version_release}" if record.metadata_version_release else ""

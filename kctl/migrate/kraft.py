@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl import contract
+from kctl.cluster import health, lifecycle
 from kctl.cluster import lock as state_lock
 from kctl.cluster.quorum import controller_hosts, describe_quorum, quorum_ready
 from kctl.errors import ClusterError, KctlError, UsageError
@@ -43,10 +44,16 @@ from kctl.kraft import config as kc
 from kctl.kraft import phases as ph
 from kctl.kraft.phases import Phase
 from kctl.model.properties import services_of
+from kctl.model.render import render, write
 from kctl.model.spec import ClusterSpec, Topology
-from kctl.runtime.engine import engines
+from kctl.roll import apply as roll_apply
+from kctl.roll import run as roll_run
+from kctl.runtime import cluster as rc
+from kctl.runtime.engine import engines, services
 from kctl.runtime.engine.engines import Capability
+from kctl.security import store
 from kctl.wait import wait_until
+from kctl.zk import migration as zkm
 
 Progress = Callable[[str], None]
 
@@ -137,8 +144,6 @@ def _steps(action: str, source: Phase, target: Phase) -> list[str]:
 def migrated(spec: ClusterSpec) -> str | None:
     """Who migrated ZooKeeper's metadata, read in the ``/migration`` znode (:func:`kctl.zk.migration.migrated_by`),
     or None while no controller has (or ZooKeeper does not answer)."""
-    from kctl.zk import migration as zkm
-
     try:
         return zkm.migrated_by(zkm.migration_state(spec))
     except KctlError:
@@ -191,8 +196,6 @@ def _migrated_probe(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
 
 def _broker_controller(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
     def probe() -> tuple[bool, str]:
-        from kctl.zk import migration as zkm
-
         try:
             broker = zkm.controller_broker(spec)
         except KctlError as exc:
@@ -215,8 +218,6 @@ def _controller_state(spec: ClusterSpec, host: str) -> str:
 def _permit_controllers(spec: ClusterSpec) -> None:
     """kctl makes each node's controller storage now: its first start may format it (kctl.contract.format_permit;
     an empty metadata log kctl did not make is refused)."""
-    from kctl.runtime.engine import services
-
     for host in controller_hosts(spec):
         services.permit_format(spec, host, "controller")
 
@@ -256,8 +257,8 @@ def _roll_controllers(spec: ClusterSpec, cluster_id: str | None, say: Progress) 
 def _retire_zookeeper(spec: ClusterSpec, say: Progress) -> None:
     """Restart each node's ZooKeeper program: with the rendered marker it runs the image's `retired`."""
     eng = engines.for_spec(spec)
-    for host, _node, services in services_of(spec):
-        if "zookeeper" in services:
+    for host, _node, on_node in services_of(spec):
+        if "zookeeper" in on_node:
             eng.stop_service(spec, host, "zookeeper")
             eng.start_service(spec, host, "zookeeper")
             say(f"{host}: ZooKeeper retired (data kept in {spec.zookeeper.data_dir})")
@@ -266,10 +267,6 @@ def _retire_zookeeper(spec: ClusterSpec, say: Progress) -> None:
 def _write_files(before: ClusterSpec, after: ClusterSpec, state_dir: Path, *, roll_follows: bool) -> None:
     """Render ``after``'s files into the state dir. The containers stay: their processes read the new files
     at their next start, so applied.json records them as up to date (a later `kctl up` makes none again)."""
-    from kctl.model.render import render, write
-    from kctl.runtime import cluster as rc
-    from kctl.security import store
-
     store.ensure(after, state_dir)  # secured: the controllers' login (JAAS section, client file) before their start
     write(render(after, state_dir), state_dir)
     if not roll_follows:
@@ -316,8 +313,6 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
         gate_timeout: float = 300.0) -> Outcome:
     """Do ``action`` (next, rollback or finalize): every step of the transition not yet done, the record written after
     each. The roll lock is held throughout: no restart, apply or second migration meanwhile."""
-    from kctl.roll import run as roll_run
-
     say = progress or (lambda _m: None)
     spec.check_migration()  # kctl.yaml changed under a migration under way: named as such, before anything else
     check_can_migrate(spec, action)
@@ -343,7 +338,6 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
             # Resuming: a kctl killed in a roll may have left a broker stopping, or stopped between its stop and
             # its start (the roll's record names it): let a stop under way end, put back what the record names
             # through its start gates, then start anything else that is down (as `kctl up` does).
-            from kctl.cluster import lifecycle
 
             wait_until("no process of the cluster is stopping or starting", _settled(spec), 180.0, poll=1.0)
             roll_run.put_back_left(spec, state_dir, gate_timeout, say)
@@ -362,8 +356,6 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
             t = time.monotonic()
             after = spec.with_kraft(target.value, record.cluster_id)
             if step == "read-cluster-id":
-                from kctl.zk import migration as zkm
-
                 record = record.replace(cluster_id=zkm.cluster_id(spec))
                 say(f"cluster id {record.cluster_id}")
             elif step == "write-files":
@@ -407,8 +399,6 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
                 for host in controller_hosts(spec):
                     engines.for_spec(spec).stop_service(spec, host, "controller")
             elif step == "delete-controller-and-migration-znodes":
-                from kctl.zk import migration as zkm
-
                 say(f"deleted {', '.join(zkm.delete_controller_and_migration(spec)) or 'nothing (gone already)'}")
                 # Kafka: "one of the ZooKeeper-mode brokers becomes the controller"; the roll after it orders the
                 # brokers by who that is (the controller's broker last), so it waits for the election first
@@ -430,8 +420,6 @@ def run(spec: ClusterSpec, state_dir: Path, action: str, *, progress: Progress |
             elif step == "retire-zookeeper":
                 _retire_zookeeper(after, say)
             elif step == "healthy-on-kraft":
-                from kctl.cluster import health
-
                 health.wait_until_healthy(after, timeout=QUORUM_TIMEOUT)
                 say("healthy on KRaft")
             else:  # pragma: no cover - plan() names only the steps above
@@ -457,8 +445,6 @@ def _recreate_nodes(spec: ClusterSpec, state_dir: Path, step: str, gate_timeout:
     """Every node's task made again from the state dir's render (``rendered``'s files; default ``spec``'s), one
     at a time through the roll's gates judged by ``spec``; the order is the roll's: the ZooKeeper leader's (on
     KRaft: the quorum leader's) node last."""
-    from kctl.roll import run as roll_run
-
     hosts = tuple(host for host, _node, _services in services_of(spec))
     res = roll_run.roll(spec, state_dir, service="node", gate_timeout=gate_timeout, progress=say, lock=False,
                         recreate=hosts)
@@ -468,9 +454,6 @@ def _recreate_nodes(spec: ClusterSpec, state_dir: Path, step: str, gate_timeout:
 
 def _mark_applied(spec: ClusterSpec, state_dir: Path) -> None:
     """Every container's processes now run ``spec``'s files: applied.json says so."""
-    from kctl.model.render import render
-    from kctl.runtime import cluster as rc
-
     rc.write_applied(state_dir, {c.name: c.config_hash for c in render(spec, state_dir).containers})
 
 
@@ -501,7 +484,6 @@ def status(spec: ClusterSpec, state_dir: Path) -> dict[str, Any]:
                              "high_watermark": q.high_watermark, "max_follower_lag": q.max_follower_lag}
         except KctlError as exc:
             out["quorum"] = {"error": exc.message}
-        from kctl.zk import migration as zkm
 
         if record.phase is Phase.kraft:
             out["metadata_migrated_by"] = "the migration, finalized since (ZooKeeper is retired)"
@@ -521,8 +503,6 @@ def raise_metadata_version(spec: ClusterSpec, state_dir: Path, *, progress: Prog
     """`kctl migrate kraft raise-metadata-version`: metadata.version up to the newest level every node's release
     supports (what `kctl apply` of a new release does last, and owes the cluster while it is not done), under the
     roll lock; the level recorded, the owed raise cleared. Kafka refuses it while a node runs an older release."""
-    from kctl.roll import apply as roll_apply
-
     if not spec.on_kraft:
         raise UsageError(f"cluster {spec.name} keeps its metadata in ZooKeeper: metadata.version is a KRaft"
                          " cluster's", hint="`kctl migrate kraft status` shows the phase")

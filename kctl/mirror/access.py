@@ -19,9 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kctl import contract
 from kctl.errors import KctlError
+from kctl.kafka import security
 from kctl.mirror.config import Login
+from kctl.model.properties import security_protocol
 from kctl.model.spec import ClusterSpec, MirrorPolicy, MirrorSpec
+from kctl.security import store
 
 
 @dataclass(frozen=True)
@@ -80,9 +84,6 @@ def _binding(principal: str, g: Grant) -> Any:
 def ensure_user(spec: ClusterSpec, user: str, grants: list[Grant]) -> str:
     """The user's password: the SCRAM user made (or its password reset when kctl does not keep it) and its
     ACLs added, on the secured cluster ``spec``."""
-    from kctl.kafka import security
-    from kctl.security import store
-
     state = store.state_dir_of(spec)
     kept = store.user_file(state, user)
     users = {r.user for r in security.list_users(spec)}
@@ -96,10 +97,6 @@ def ensure_user(spec: ClusterSpec, user: str, grants: list[Grant]) -> str:
 
 def login_of(spec: ClusterSpec, user: str, password: str) -> Login:
     """MirrorMaker's login to the secured cluster ``spec`` that kctl runs."""
-    from kctl import contract
-    from kctl.model.properties import security_protocol
-    from kctl.security import store
-
     ca = store.secrets_dir(store.state_dir_of(spec)) / contract.CA_FILE
     try:
         ca_pem = ca.read_bytes() if spec.security.tls else None

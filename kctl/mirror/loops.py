@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kctl.model.spec import ClusterSpec, MirrorPolicy
+from kctl.errors import KctlError, UsageError
+from kctl.model.spec import ClusterSpec, MirrorPolicy, load_spec
 
 MAX_CLUSTERS = 64  # the walk over kctl.yaml files stops there (bounded however the files point at each other)
 
@@ -135,9 +136,6 @@ def flows(spec: ClusterSpec, spec_path: Path) -> tuple[list[Flow], list[str]]:
     cluster's own mirrors' sources, and so on), with a warning for each kctl.yaml that cannot be read (loops
     through it are not seen). A ``bootstrap_servers`` source that is one of these clusters (its bootstrap
     servers) is that cluster."""
-    from kctl.errors import KctlError
-    from kctl.model.spec import load_spec
-
     found: dict[Path, ClusterSpec] = {spec_path.resolve(): spec}
     todo = [spec_path.resolve()]
     warnings: list[str] = []
@@ -186,8 +184,6 @@ def _short(path: Path, base: Path) -> str:
 
 def check(spec: ClusterSpec, spec_path: Path) -> list[str]:
     """KctlError (exit 2, before anything is written or started) when the mirrors can loop; the warnings."""
-    from kctl.errors import UsageError
-
     graph, warnings = flows(spec, spec_path)
     errors, more = problems(graph)
     if errors:

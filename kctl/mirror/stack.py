@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kctl.model.spec import ClusterSpec
+from kctl.runtime.engine.compose import compose_project
 
 
 def project(spec: ClusterSpec) -> str:
@@ -18,8 +19,6 @@ def directory(state_dir: Path) -> Path:
 
 
 def compose(spec: ClusterSpec, state_dir: Path, *args: str, timeout: float = 300) -> None:
-    from kctl.runtime.engine.compose import compose_project
-
     d = directory(state_dir)
     compose_project(project(spec), d / "compose.yaml", *args, timeout=timeout, what="the mirrors",
                     hint=f"its files: {d}")

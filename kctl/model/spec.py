@@ -13,7 +13,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
+from kctl import contract
 from kctl.deferred import defer_import
+from kctl.errors import SpecError, UsageError
+from kctl.files import write_durable
+from kctl.kraft.phases import Phase, check_downgrade, check_pins, read
 
 # pydantic's plugin loader takes importlib.metadata's entry_points at import time and calls it only
 # when plugins are enabled (kctl's CLI disables them): the ~15 ms import waits for that call.
@@ -29,9 +33,6 @@ from pydantic import (  # noqa: E402
     field_validator,
     model_validator,
 )
-
-from kctl import contract  # noqa: E402
-from kctl.errors import SpecError  # noqa: E402
 
 KAFKA_VERSION = contract.DEFAULT_KAFKA_VERSION
 SCALA_VERSION = contract.DEFAULT_SCALA_VERSION
@@ -1062,7 +1063,6 @@ class ClusterSpec(_Model):
         for n in self.nodes:
             if str(ref) in (n.hostname, str(n.id), self.zk_host(n), self.kafka_host(n)):
                 return n
-        from kctl.errors import UsageError
 
         names = ", ".join(n.hostname for n in self.nodes)
         raise UsageError(f"no node {ref!r} in cluster {self.name}", hint=f"nodes are: {names}")
@@ -1177,12 +1177,8 @@ class ClusterSpec(_Model):
         migration record: a pinned setting changed while a migration is under way, versions.kafka older than the
         metadata.version kctl raised, or the split topology on KRaft (kctl's controllers run beside the brokers:
         it has no roll for split KRaft nodes)."""
-        from kctl.errors import UsageError
-
         record = self._migration
         if record is not None:
-            from kctl.kraft.phases import check_downgrade, check_pins
-
             check_pins(record, self.migration_pins)
             check_downgrade(record, self.versions.kafka)
         if self.on_kraft and self.topology is Topology.split:
@@ -1577,8 +1573,6 @@ def recorded_engine(state_dir: Path) -> Engine | None:
 
 def record_engine(state_dir: Path, kind: Engine) -> None:
     """Record the engine `kctl up --engine` chose, for every later command whose kctl.yaml does not say."""
-    from kctl.files import write_durable
-
     # durably: an empty file left by a crash would read as no engine recorded, and the cluster as compose
     write_durable(state_dir / contract.ENGINE_FILE, kind.value + "\n", mode=0o644)
 
@@ -1604,7 +1598,6 @@ def resolve_cluster(spec: ClusterSpec, spec_path: Path) -> ClusterSpec:
     if ssh:
         update["ssh"] = spec.ssh.model_copy(update=ssh)
     out = spec.model_copy(update=update) if update else spec
-    from kctl.kraft.phases import Phase, read  # the migration's record: a module of this layer
 
     record = read(state)
     if record.phase is not Phase.zookeeper or record.target is not None:

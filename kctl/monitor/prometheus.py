@@ -27,7 +27,11 @@ from typing import Any
 import yaml
 
 from kctl.errors import KctlError
+from kctl.model.render import write_text_files
 from kctl.model.spec import ClusterSpec
+from kctl.runtime import docker_api
+from kctl.runtime.engine.compose import compose_project
+from kctl.runtime.image import build as image
 from kctl.wait import ticks
 
 Progress = Callable[[str], None]
@@ -189,9 +193,6 @@ def render(spec: ClusterSpec, state_dir: Path) -> dict[str, str]:
 
 def ensure_image(progress: Progress | None = None) -> None:
     """Build the Prometheus image once (from Debian's packages on the nodes' base image)."""
-    from kctl.runtime import docker_api
-    from kctl.runtime.image import build as image
-
     dc = docker_api.client()
     try:
         dc.images.get(IMAGE)
@@ -208,8 +209,6 @@ def ensure_image(progress: Progress | None = None) -> None:
 
 
 def _compose(spec: ClusterSpec, state_dir: Path, *args: str, timeout: float = 300) -> None:
-    from kctl.runtime.engine.compose import compose_project
-
     d = directory(state_dir)
     compose_project(project(spec), d / "compose.yaml", *args, timeout=timeout, what="Prometheus",
                     hint=f"its files: {d}")
@@ -232,8 +231,6 @@ def up(spec: ClusterSpec, state_dir: Path, progress: Progress | None = None,
        wait_s: float = WAIT_S) -> list[dict[str, Any]]:
     """Write the files, start both, and wait until Prometheus reports every exporter target up (the monitor's
     target is up while `kctl monitor` runs); returns the targets."""
-    from kctl.model.render import write_text_files
-
     d = directory(state_dir)
     changed = write_text_files(render(spec, state_dir), d)
     ensure_image(progress)

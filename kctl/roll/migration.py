@@ -12,16 +12,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kctl import contract
 from kctl.errors import KctlError
+from kctl.model.properties import (
+    INTER_BROKER_LISTENER,
+    PROTOCOL_MAP,
+    SASL_MECHANISMS,
+    SECURE_INTERNAL,
+    parse_properties,
+)
 from kctl.model.spec import PHASE_NAMES, PHASE_PLAIN, PHASE_SECURED, ClusterSpec, Migration
+from kctl.runtime.engine import engines
+from kctl.zk.znodes import secure_root
 
 RUNBOOK = "docs/runbooks/secure-running-cluster.md"
 
 
 def phase_of(props: dict[str, str]) -> int:
     """Pure: the step a broker's rendered server.properties belongs to (0 PLAINTEXT ... 5 secured)."""
-    from kctl.model.properties import INTER_BROKER_LISTENER, PROTOCOL_MAP, SASL_MECHANISMS, SECURE_INTERNAL
-
     if not props.get(SASL_MECHANISMS):
         return PHASE_PLAIN
     protocols = dict(p.split(":", 1) for p in props.get(PROTOCOL_MAP, "").split(",") if ":" in p)
@@ -36,9 +44,6 @@ def phase_of(props: dict[str, str]) -> int:
 
 def running_phase(spec: ClusterSpec, state_dir: Path) -> int | None:
     """The step of the files the cluster was last rendered with (the first broker's), or None: no render."""
-    from kctl import contract
-    from kctl.model.properties import parse_properties
-
     for node in spec.brokers:
         path = state_dir / spec.kafka_host(node) / contract.HOST_CONF / "server.properties"
         try:
@@ -71,10 +76,6 @@ def check_step(spec: ClusterSpec, state_dir: Path) -> tuple[int | None, int]:
 def secure_znodes(spec: ClusterSpec, say: Any) -> None:
     """After step 3's roll: Kafka's ZooKeeper ACL migration tool (its znodes made before get the brokers'
     secure ACL), run in a broker as the brokers' ZooKeeper principal, and the root znode's ACL."""
-    from kctl import contract
-    from kctl.runtime.engine import engines
-    from kctl.zk.znodes import secure_root
-
     argv = [f"{contract.KAFKA_BIN}/zookeeper-security-migration.sh", "--zookeeper.acl=secure",
             f"--zookeeper.connect={spec.zookeeper_connect}"]
     last = "no broker container running"

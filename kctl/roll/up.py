@@ -26,6 +26,8 @@ from kctl.cluster import lifecycle
 from kctl.cluster import lock as state_lock
 from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec
+from kctl.roll import run
+from kctl.runtime.engine import engines
 
 
 def restart_phases(spec: ClusterSpec, pending: Mapping[str, Sequence[str]]) -> list[tuple[str, list[str]]]:
@@ -44,9 +46,6 @@ def up(spec: ClusterSpec, state_dir: Path, *, wait: bool = True, timeout: float 
        gate_timeout: float = 300.0, progress: Callable[[str], None] | None = None,
        **kwargs: Any) -> lifecycle.UpResult:
     """:func:`kctl.cluster.lifecycle.up`, then a gated roll of the services whose files changed under them."""
-    from kctl.roll import run
-    from kctl.runtime.engine import engines
-
     say = progress or (lambda _m: None)
     started = time.monotonic()
     result = lifecycle.up(spec, state_dir, wait=wait, timeout=timeout, progress=progress, **kwargs)

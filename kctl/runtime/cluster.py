@@ -15,7 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from kctl import contract
 from kctl.errors import KctlError
+from kctl.files import write_durable
+from kctl.model.properties import tool_env
+from kctl.model.render import render
 from kctl.model.spec import ClusterSpec
+from kctl.runtime import docker_api
 from kctl.runtime.engine import engines
 
 if TYPE_CHECKING:
@@ -86,7 +90,6 @@ def mounted_conf(spec: ClusterSpec, host: str) -> MountedConf:
     """The conf directory a cluster container mounts (KctlError if it has no such container)."""
     import datetime as dt
 
-    from kctl.runtime import docker_api
 
     if not engines.for_spec(spec).uses_image:
         raise KctlError(f"engine hosts: {host}'s files are in {contract.CONF_DIR} on that host, not in a mount here",
@@ -136,8 +139,6 @@ def run_kafka_tool(spec: ClusterSpec, tool: str, args: list[str], timeout: float
     ``stderr=False`` keeps only the tool's stdout; ``leading``: arguments before ``--bootstrap-server`` (a
     tool's subcommand, as kafka-cluster.sh's); ``skip``: broker ids whose containers are not used.
     """
-    from kctl.model.properties import tool_env
-
     last: KctlError | None = None
     kafka_bin = engines.for_spec(spec).kafka_bin
     env = [f"{k}={v}" for k, v in tool_env(spec).items()]  # a client JVM's, not the broker's the node carries
@@ -186,7 +187,6 @@ def write_applied(state_dir: Path, hashes: dict[str, str]) -> None:
     """Replace <state>/applied.json (host -> the config hash its container's processes are up to date with)."""
     import json
 
-    from kctl.files import write_durable
 
     # durably (a crash leaves the old record or the new one), through a temporary file of this process's own
     write_durable(state_dir / contract.APPLIED_FILE,
@@ -217,8 +217,6 @@ def carried_hashes(old: dict[str, str], new: dict[str, str], labels: dict[str, s
 
 def carry_applied(before: ClusterSpec, after: ClusterSpec, state_dir: Path, changed: set[str]) -> None:
     """Record the untouched containers as up to date with ``after``'s render (see :func:`carried_hashes`)."""
-    from kctl.model.render import render
-
     old = {c.name: c.config_hash for c in render(before, state_dir).containers}
     new = {c.name: c.config_hash for c in render(after, state_dir).containers}
     labels = {c.name: c.config_hash for c in engines.containers(after)}

@@ -15,7 +15,9 @@ from pathlib import Path
 from kctl import contract
 from kctl.errors import KctlError, UsageError
 from kctl.files import follow_lines, tail_start
+from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec
+from kctl.runtime.engine import engines
 
 SERVICES = tuple(contract.LOG_FILES)
 
@@ -36,7 +38,6 @@ def locate(spec: ClusterSpec, state: Path, node: str, service: str) -> NodeLog:
     if service not in contract.LOG_FILES:
         raise UsageError(f"unknown service {service!r}",
                          hint=f"use --service {', '.join(SERVICES[:-1])} or {SERVICES[-1]}")
-    from kctl.model.properties import services_of
 
     n = spec.node(node)
     hosts = [(host, services) for host, nd, services in services_of(spec) if nd.id == n.id]
@@ -92,8 +93,6 @@ def _read(log: NodeLog, *, tail: int, follow: bool, max_seconds: float) -> Itera
 def in_container(spec: ClusterSpec, log: NodeLog, *, tail: int, follow: bool) -> Iterator[str] | None:
     """engine swarm: the log read in the node's container (its logs are on a volume of the Swarm node that
     runs it, not in the state dir); None where the state dir has it (engine compose)."""
-    from kctl.runtime.engine import engines
-
     eng = engines.for_spec(spec)
     if eng.logs_in_state_dir:
         return None

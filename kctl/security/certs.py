@@ -20,7 +20,9 @@ from typing import Any
 
 from kctl import contract
 from kctl.errors import KctlError
+from kctl.model import properties as p
 from kctl.model.spec import ClusterSpec
+from kctl.security import store
 
 WARN_DAYS = 30  # the default of monitoring.certificate_warn_days
 
@@ -85,8 +87,6 @@ def inventory(spec: ClusterSpec, state_dir: Path, *, warn_days: float = WARN_DAY
     """The CA and every container's certificate, each with what is wrong with it (``problems``)."""
     from cryptography.hazmat.primitives.serialization import pkcs12
 
-    from kctl.model import properties as p
-    from kctl.security import store
 
     if not spec.security.enabled:
         raise KctlError(f"cluster {spec.name!r} is not secured: it has no certificates",
@@ -156,9 +156,6 @@ def late_of(found: list[CertInfo]) -> dict[str, str]:
 def renew(spec: ClusterSpec, state_dir: Path, hosts: list[str] | None = None) -> list[str]:
     """New leaf certificates (and keystores) for ``hosts`` (all), signed by the same CA: clients that trust it
     go on trusting the brokers. What was made; the brokers serve them after their next restart."""
-    from kctl.model import properties as p
-    from kctl.security import store
-
     known = [h for h, _n, _s in p.services_of(spec)]
     unknown = sorted(set(hosts or []) - set(known))
     if unknown:

@@ -25,7 +25,11 @@ from pathlib import Path
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.model.spec import ClusterSpec
+from kctl.model import properties as p
+from kctl.model import render
+from kctl.model.properties import SCRAM_MODULE, security_protocol
+from kctl.model.spec import ClusterSpec, state_dir_for
+from kctl.security import pki
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -38,8 +42,6 @@ _USER_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-
 
 def state_dir_of(spec: ClusterSpec) -> Path:
     """The state dir of a spec loaded by kctl (``kctl.cli.common.load`` makes ``state_dir`` absolute)."""
-    from kctl.model.spec import state_dir_for
-
     return state_dir_for(spec, None)
 
 
@@ -87,8 +89,6 @@ def check_user(name: str) -> str:
 
 def passwords(spec: ClusterSpec, state_dir: Path, *, create: bool = False) -> dict[str, str]:
     """The generated passwords (admin user, ZooKeeper principals, keystores), made on first use with ``create``."""
-    from kctl.model import properties as p
-
     path = secrets_dir(state_dir) / PASSWORDS
     try:
         data: dict[str, str] = json.loads(path.read_text(encoding="utf-8"))
@@ -163,7 +163,6 @@ def client_settings(spec: ClusterSpec, user: str | None = None, state_dir: Path 
     """
     if not (spec.kctl_logs_in if own else spec.security.enabled):
         return {}
-    from kctl.model.properties import security_protocol
 
     sd = state_dir or state_dir_of(spec)
     name, password = user_password(spec, sd, user)
@@ -176,8 +175,6 @@ def client_settings(spec: ClusterSpec, user: str | None = None, state_dir: Path 
 
 def java_settings(settings: dict[str, str]) -> dict[str, str]:
     """The Java client's spelling of :func:`client_settings` (Kafka's tools, Spark's ``kafka.*`` options)."""
-    from kctl.model.properties import SCRAM_MODULE
-
     if not settings:
         return {}
     user, password = settings["sasl.username"], settings["sasl.password"]
@@ -200,9 +197,6 @@ def ensure(spec: ClusterSpec, state_dir: Path) -> list[str]:
     """
     if not spec.security.enabled:
         return []
-    from kctl.model import properties as p
-    from kctl.model import render
-    from kctl.security import pki
 
     root = _private_dir(secrets_dir(state_dir))
     made: list[str] = []

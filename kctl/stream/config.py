@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kctl.model.spec import load_cluster
+from kctl.security import store
+
 DEFAULT_TOPIC = "access-logs"
 DEFAULT_OUT = Path(".kctl/stream/out")
 DEFAULT_CHECKPOINT = Path(".kctl/stream/checkpoint")
@@ -84,7 +87,6 @@ class JobConfig:
         """The ClusterSpec of ``spec_file`` when its cluster is secured (kctl's client factory adds SASL_SSL)."""
         if not self.spec_file:
             return None
-        from kctl.model.spec import load_cluster
 
         spec, _ = load_cluster(self.spec_file)
         if not spec.kctl_logs_in:  # PLAINTEXT, or the first step of securing a running cluster
@@ -96,7 +98,6 @@ class JobConfig:
         spec = self.secured_spec()
         if spec is None:
             return {}
-        from kctl.security import store
 
         return store.java_settings(store.client_settings(spec))
 

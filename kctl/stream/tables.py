@@ -16,6 +16,9 @@ from typing import Any
 
 from kctl.errors import KctlError, UsageError
 from kctl.extras import require
+from kctl.stream.config import state_dir
+from kctl.stream.record import pid_alive, read_json
+from kctl.wait import GiveUp, wait_until
 
 TABLES = ("archive", "deadletter", "metrics")
 
@@ -161,9 +164,6 @@ def optimize(out: str | Path, checkpoint: str | Path, retain_hours: float = 168.
     While the job runs, it does the work itself between two micro-batches (a request file in its state
     dir), so compaction never races the writer; otherwise delta-rs does it here, without a JVM.
     """
-    from kctl.stream.config import state_dir
-    from kctl.stream.record import pid_alive, read_json
-
     if retain_hours < MIN_RETAIN_HOURS:
         raise UsageError(f"--retain-hours {retain_hours} is below {MIN_RETAIN_HOURS}",
                          hint="VACUUM must keep the files a running reader may still open")
@@ -176,7 +176,6 @@ def optimize(out: str | Path, checkpoint: str | Path, retain_hours: float = 168.
                              hint="omit --retain-hours, or stop the job first")
         before = (sd / "optimize.json").stat().st_mtime if (sd / "optimize.json").exists() else 0.0
         (sd / "optimize.request").write_text("optimize\n")
-        from kctl.wait import GiveUp, wait_until
 
         p = sd / "optimize.json"
 

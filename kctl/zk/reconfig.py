@@ -19,7 +19,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kctl.errors import ClusterError, KctlError, UsageError
+from kctl.model.properties import ZK_SUPER_PRINCIPAL, zk_super_user
 from kctl.model.spec import ClusterSpec
+from kctl.security import store
+from kctl.zk import fourlw
+from kctl.zk.znodes import connect
 
 _LINE = re.compile(r"^server\.(\d+)=([^:;=\s]+):(\d+):(\d+)(?::(participant|observer))?(?:;(?:([^;:\s]+):)?(\d+))?$")
 
@@ -172,8 +176,6 @@ def server_of(spec: ClusterSpec, node_id: int) -> Server:
 
 def read_config(spec: ClusterSpec) -> EnsembleConfig:
     """The ensemble's current dynamic config, from ``/zookeeper/config`` (outside Kafka's chroot)."""
-    from kctl.zk.znodes import connect
-
     with connect(spec, chroot=False) as zk:
         zk.sync("/zookeeper/config")
         raw, _ = zk.get("/zookeeper/config")
@@ -182,8 +184,6 @@ def read_config(spec: ClusterSpec) -> EnsembleConfig:
 
 def live_servers(spec: ClusterSpec, extra: Mapping[int, tuple[str, int]] | None = None) -> list[int]:
     """Ids of the ZooKeeper servers answering ``srvr`` with a mode (the kctl.yaml nodes, plus ``extra``)."""
-    from kctl.zk import fourlw
-
     targets = {n.id: (spec.node_address(n), spec.zk_host_port(n)) for n in spec.nodes}
     targets.update(extra or {})
     out = []
@@ -200,14 +200,11 @@ def live_servers(spec: ClusterSpec, extra: Mapping[int, tuple[str, int]] | None 
 def require_reconfigurable(spec: ClusterSpec) -> str | None:
     """The ZooKeeper principal a reconfig logs in as: None (skipACL, plain clusters) or, on a secured
     ensemble, ZooKeeper's super user (zoo.cfg superUser), whose password must be in the state dir."""
-    from kctl.model.properties import ZK_SUPER_PRINCIPAL, zk_super_user
-
     principal = zk_super_user(spec)
     if principal is None:
         return None
     import json
 
-    from kctl.security import store
 
     sd = store.state_dir_of(spec)
     store.passwords(spec, sd)  # the state dir's secrets at all (a clear error when there are none)
@@ -235,7 +232,6 @@ def reconfig(spec: ClusterSpec, add: list[Server], remove: list[int], *, force: 
         ZookeeperError,
     )
 
-    from kctl.zk.znodes import connect
 
     principal = require_reconfigurable(spec)
     before = read_config(spec)

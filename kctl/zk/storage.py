@@ -18,6 +18,7 @@ from kctl import contract
 from kctl.errors import KctlError, UsageError
 from kctl.model.properties import DATA_DIR, DATA_LOG_DIR, services_of, zoo_cfg
 from kctl.model.spec import ClusterSpec
+from kctl.runtime.engine import engines
 
 VERSION_DIR = "version-2"
 MIN_KEEP = 3  # ZooKeeper's PurgeTxnLog refuses fewer, and so does autopurge.snapRetainCount
@@ -114,8 +115,6 @@ _PURGE = ('. /usr/local/lib/kctl/jvm-common.sh && exec "$JAVA" -Xmx64m -cp "$KAF
 
 def purge(spec: ClusterSpec, state_dir: Path, node: str, keep: int = MIN_KEEP) -> PurgeResult:
     """Keep the newest ``keep`` snapshots (and the txn logs they need) on ``node``; delete older ones."""
-    from kctl.runtime.engine import engines
-
     if keep < MIN_KEEP:
         raise UsageError(f"--keep {keep}: ZooKeeper keeps at least {MIN_KEEP} snapshots",
                          hint="a snapshot with its txn logs is what a restarting server recovers from")

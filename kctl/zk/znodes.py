@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl.errors import ClusterError, KctlError
+from kctl.model.properties import ZK_BROKER_PRINCIPAL, ZK_KCTL_PRINCIPAL
 from kctl.model.spec import ClusterSpec
+from kctl.security import store
+from kctl.zk import require_zookeeper
 
 # kazoo logs every connection failure at WARNING; kctl reports them itself.
 logging.getLogger("kazoo").setLevel(logging.CRITICAL)
@@ -21,8 +24,6 @@ def sasl_options(spec: ClusterSpec, principal: str | None = None) -> dict[str, A
     """kazoo's DIGEST-MD5 login for a secured cluster (kctl's own read principal unless ``principal``)."""
     if not (spec.kctl_logs_in and spec.security.zookeeper.sasl):
         return {}
-    from kctl.model.properties import ZK_KCTL_PRINCIPAL
-    from kctl.security import store
 
     name = principal or ZK_KCTL_PRINCIPAL
     password = store.passwords(spec, store.state_dir_of(spec))[name]
@@ -40,7 +41,6 @@ def connect(spec: ClusterSpec, timeout: float = 3.0, chroot: bool = True, hosts:
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
 
-    from kctl.zk import require_zookeeper
 
     require_zookeeper(spec, "a ZooKeeper client")
     hosts = hosts or spec.zookeeper_connect_host
@@ -67,8 +67,6 @@ def guarded_reader(spec: ClusterSpec) -> str | None:
     may hold passwords, so zookeeper.set.acl leaves them to the brokers' principal), or None: kctl's own."""
     sec = spec.security
     if sec.zookeeper.sasl and sec.zookeeper.set_acl and spec.security_phase >= 3:
-        from kctl.model.properties import ZK_BROKER_PRINCIPAL
-
         return ZK_BROKER_PRINCIPAL
     return None
 
@@ -80,7 +78,6 @@ def secure_root(spec: ClusterSpec) -> tuple[bool, str]:
     ``kctl up`` (kctl.cluster.health)."""
     from kazoo.security import ACL, Id, Permissions
 
-    from kctl.model.properties import ZK_BROKER_PRINCIPAL
 
     want = [ACL(Permissions.ALL, Id("sasl", ZK_BROKER_PRINCIPAL)), ACL(Permissions.READ, Id("world", "anyone"))]
 

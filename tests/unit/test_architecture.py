@@ -334,3 +334,100 @@ def test_a_main_guard_comes_last() -> None:
         if guards and guards[-1] != len(body) - 1:
             late.append(module_name(path))
     assert not late, f"statements after `if __name__ == '__main__'` in {late}"
+
+
+# ---- imports at module top --------------------------------------------------------------------------------------
+# A reader sees a module's kctl dependencies at the top of its file. An import inside a function is laziness, kept
+# only where it pays: in the CLI (each command loads what it runs), in the benchmarks, and for the heavy
+# third-party packages below (each costs tens of milliseconds or starts threads on import, and most commands never
+# use it). Files that keep a kctl import inside a function, with the reason.
+LAZY_KCTL_FILES: dict[str, str] = {
+    "kctl/testing/__init__.py": "a pytest plugin package: loaded by every pytest run, it imports the cluster on use",
+    "kctl/testing/plugin.py": "a pytest plugin: loaded by every pytest run, it imports the cluster on use",
+}
+HEAVY_PACKAGES: dict[str, str] = {
+    "confluent_kafka": "librdkafka's binding: 40+ ms, loaded by commands that talk to Kafka only",
+    "cryptography": "OpenSSL's binding: only the secured profile's certificates and secrets use it",
+    "pyspark": "the Spark job's side only (the driver JVM's gateway)",
+    "delta": "delta-spark, the Spark job's side only",
+    "deltalake": "delta-rs: the independent reader of the pipeline's tables",
+    "pyarrow": "delta-rs's tables: the independent reader only",
+    "kazoo": "ZooKeeper's client: ZooKeeper commands only (none on KRaft)",
+    "docker": "docker-py: commands that reach no container do not load it",
+    "rich": "tables and colours: output.py loads them for a table, not for JSON or a message",
+    "yaml": "output.py's YAML printer: -o yaml only",
+    "ruamel": "round-trip YAML: edits of kctl.yaml keep its comments (node add/remove only)",
+    "prometheus_client": "the metrics exposition: the monitor's service only",
+    "matplotlib": "the drill report's charts only",
+    "fastapi": "the console's app: `kctl console` only",
+    "uvicorn": "the console's server: `kctl console` only",
+    "argon2": "the console's password hashes: console users only",
+}
+OUTSIDE_THE_RULE = ("kctl/cli/", "kctl/bench/", "kctl/__main__.py")
+
+
+def _function_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Imports that run when a function (or a class body) runs: not at module top, not under `if TYPE_CHECKING`."""
+    top: set[int] = set()
+
+    def mark(body: list[ast.stmt]) -> None:
+        for n in body:
+            top.add(id(n))
+            if isinstance(n, ast.If):
+                mark(n.body)
+                mark(n.orelse)
+            elif isinstance(n, ast.Try):
+                mark(n.body)
+                mark(n.orelse)
+                mark(n.finalbody)
+                for h in n.handlers:
+                    mark(h.body)
+
+    mark(tree.body)
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in top]
+
+
+def _import_roots(node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.ImportFrom):
+        return ["kctl" if node.level else (node.module or "").split(".")[0]]
+    return [a.name.split(".")[0] for a in node.names]
+
+
+def function_import_offences(root: Path) -> list[str]:
+    import sys
+
+    stdlib = set(sys.stdlib_module_names)
+    out = []
+    for path in sorted((root / "kctl").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(OUTSIDE_THE_RULE):
+            continue
+        for node in _function_imports(ast.parse(path.read_text(), rel)):
+            for name in _import_roots(node):
+                if name == "kctl" and rel not in LAZY_KCTL_FILES:
+                    out.append(f"{rel}:{node.lineno}: kctl's own import inside a function (move it to the top)")
+                elif name not in ("kctl", "__future__") and name not in stdlib and name not in HEAVY_PACKAGES:
+                    out.append(f"{rel}:{node.lineno}: {name} imported inside a function: import it at the top,"
+                               " or name it in HEAVY_PACKAGES with what its laziness saves")
+    return out
+
+
+def test_kctl_imports_its_own_modules_at_module_top_outside_the_cli() -> None:
+    assert function_import_offences(ROOT) == []
+
+
+def test_the_import_rule_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "kctl" / "kafka").mkdir(parents=True)
+    (tmp_path / "kctl" / "cli").mkdir()
+    (tmp_path / "kctl" / "kafka" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from kctl import spec\n"
+        "def f():\n    from kctl.model import spec\n    import confluent_kafka\n    import json\n    import typer\n"
+        "class C:\n    from . import b\n")
+    (tmp_path / "kctl" / "cli" / "c.py").write_text("def f():\n    from kctl.model import spec\n    import typer\n")
+    assert function_import_offences(tmp_path) == [
+        "kctl/kafka/a.py:5: kctl's own import inside a function (move it to the top)",
+        "kctl/kafka/a.py:8: typer imported inside a function: import it at the top, or name it in HEAVY_PACKAGES"
+        " with what its laziness saves",
+        "kctl/kafka/a.py:10: kctl's own import inside a function (move it to the top)",
+    ]
+    assert all(Path(ROOT / f).is_file() for f in LAZY_KCTL_FILES)

@@ -148,3 +148,18 @@ def test_deferred_package_metadata_works_when_used() -> None:
                            "assert isinstance(entry_points(group='console_scripts'), importlib.metadata.EntryPoints)\n"
                            "import sys\nassert sys.modules['importlib.metadata'].PathDistribution\n")
     assert "importlib.metadata._adapters" in modules
+
+
+def test_the_status_path_loads_no_renderer_no_docker_sdk_no_event_loop() -> None:
+    """`kctl status` imports the spec, the engines and the health checks; what it never uses stays unloaded
+    (stand-ins from kctl.deferred until first use): the template engine, the Docker SDK (the status path asks
+    the engine over its own client, docker_api.sdk() loading the SDK when it first calls), asyncio, urllib's
+    HTTP client."""
+    modules = loaded_after("import kctl.cli.cluster, kctl.cluster.health, kctl.kafka.describe\n"
+                           "for m in ('jinja2', 'docker', 'asyncio', 'urllib.request'):\n"
+                           "    if m in sys.modules and type(sys.modules[m]).__name__ == '_Deferred':\n"
+                           "        del sys.modules[m]\n".replace("for m", "import sys\nfor m"))
+    loaded = {m.split(".")[0] for m in modules} | set(modules)
+    assert {"kctl.cluster.health", "kctl.model.spec", "kctl.runtime.engine.engines"} <= set(modules)
+    assert not loaded & {"jinja2", "docker", "requests", "urllib3", "asyncio", "urllib.request", "http.client",
+                         "confluent_kafka", "kazoo", "cryptography"}

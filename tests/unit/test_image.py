@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import docker
+import docker.errors
 import pytest
 from docker.api import APIClient
 from docker.models.images import Image, ImageCollection
@@ -99,7 +101,7 @@ def http_dir(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 def fake_client() -> Any:
     """A Docker client mock that only has what docker.DockerClient has (autospec, down to images and api)."""
-    client = mock.create_autospec(image.docker.DockerClient, instance=True)
+    client = mock.create_autospec(docker.DockerClient, instance=True)
     client.images = mock.create_autospec(ImageCollection, instance=True)
     client.api = mock.create_autospec(APIClient, instance=True)
     return client
@@ -429,7 +431,7 @@ def test_resolve_base_prefers_local_images() -> None:
     def get(ref: str) -> object:
         if ref == image.LOCAL_BASE_IMAGE:
             return object()
-        raise image.docker.errors.ImageNotFound(ref)
+        raise docker.errors.ImageNotFound(ref)
 
     client.images.get.side_effect = get
     assert image.resolve_base_image(client) == image.LOCAL_BASE_IMAGE
@@ -438,8 +440,8 @@ def test_resolve_base_prefers_local_images() -> None:
 
 def test_resolve_base_pulls_before_debootstrap(monkeypatch: pytest.MonkeyPatch) -> None:
     client = fake_client()
-    client.images.get.side_effect = image.docker.errors.ImageNotFound("x")
-    client.images.pull.side_effect = image.docker.errors.APIError("no registry")
+    client.images.get.side_effect = docker.errors.ImageNotFound("x")
+    client.images.pull.side_effect = docker.errors.APIError("no registry")
     built: list[str] = []
     monkeypatch.setattr(image, "build_local_base", lambda c, progress=None: built.append("x") or "kctl/debian:bookworm")
     assert image.resolve_base_image(client) == "kctl/debian:bookworm"

@@ -214,7 +214,6 @@ def test_a_cluster_made_on_kraft_is_never_rendered_with_a_release_older_than_its
     """Made on KRaft by Kafka 4.1.1 (`kctl init --kraft`): its storage is formatted at 4.1-IV1 with no raise kctl
     records, and Kafka 4.0.0 cannot start on it. The first `kctl up` records the level; 4.0.0 is then refused."""
     from kctl.cluster import lifecycle
-    from kctl.model import render as render_mod
     from kctl.model.render import render
 
     spec_file, state = cluster(tmp_path, None, metadata="kraft", versions={"kafka": "4.1.1"})
@@ -226,7 +225,7 @@ def test_a_cluster_made_on_kraft_is_never_rendered_with_a_release_older_than_its
     def stop(*_a: object, **_k: object) -> None:
         raise Stop  # the first `kctl up` up to its render: the record is written first, before any node is made
 
-    monkeypatch.setattr(render_mod, "render", stop)
+    monkeypatch.setattr(lifecycle, "render", stop)
     with pytest.raises(Stop):
         lifecycle.converge(spec, state, build=False)
     monkeypatch.undo()
@@ -439,15 +438,19 @@ def _write_engine(state: Path) -> None:
     assert recorded_engine(state) is Engine.swarm
 
 
-@pytest.mark.parametrize(("name", "write"), [("applied.json", _write_applied), ("identity.json", _write_identity),
-                                             ("engine", _write_engine)])
+@pytest.mark.parametrize(("name", "module", "write"), [("applied.json", "kctl.runtime.cluster", _write_applied),
+                                                       ("identity.json", "kctl.cluster.identity", _write_identity),
+                                                       ("engine", "kctl.model.spec", _write_engine)])
 def test_the_state_files_beside_it_are_written_durably_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                           name: str, write: Any) -> None:
+                                                           name: str, module: str, write: Any) -> None:
+    import importlib
+
     from kctl import contract, files
 
     seen: list[Path] = []
     real = files.write_durable
-    monkeypatch.setattr(files, "write_durable", lambda path, data, **kw: (seen.append(path), real(path, data, **kw)))
+    monkeypatch.setattr(importlib.import_module(module), "write_durable",
+                        lambda path, data, **kw: (seen.append(path), real(path, data, **kw)))
     write(tmp_path)
     assert [p.name for p in seen] == [name] and name in (contract.APPLIED_FILE, contract.IDENTITY_FILE,
                                                          contract.ENGINE_FILE)

@@ -35,10 +35,13 @@ from pathlib import Path
 from kctl import cache, contract
 from kctl.errors import KctlError
 from kctl.model import properties
-from kctl.model.render import environment, node_files, template
+from kctl.model.render import environment, node_files, render, template
 from kctl.model.spec import ClusterSpec, Engine, NodeSpec
 from kctl.runtime.engine import host_identity
+from kctl.runtime.image import artifacts as distmod
+from kctl.runtime.image import exporters
 from kctl.runtime.image.build import NODE_DIR
+from kctl.security import store
 
 Progress = Callable[[str], None]
 
@@ -268,9 +271,6 @@ def dist_archive(spec: ClusterSpec, progress: Progress | None = None) -> Iterato
     identity in kctl's cache (a second bundle of the same versions reuses it), held for reading until the block
     ends (kctl.cache). The distribution and the exporters are held for reading while the tar's identity is taken
     and it is packed from them: another kctl's refill of either waits."""
-    from kctl.runtime.image import artifacts as distmod
-    from kctl.runtime.image import exporters
-
     with ExitStack() as tar_held:
         with ExitStack() as sources:
             dist = sources.enter_context(distmod.using_dist(kafka_version=spec.versions.kafka,
@@ -305,7 +305,6 @@ def dist_archive(spec: ClusterSpec, progress: Progress | None = None) -> Iterato
 def _secrets_of(spec: ClusterSpec, state_dir: Path) -> dict[str, dict[str, bytes]]:
     if not spec.security.enabled:
         return {}
-    from kctl.security import store
 
     store.ensure(spec, state_dir)  # the cluster's own CA, keystores and passwords (made once, kept 0600)
     root = store.secrets_dir(state_dir)
@@ -350,7 +349,6 @@ def write_bundles(spec: ClusterSpec, state_dir: Path, out: Path,
                   progress: Progress | None = None) -> list[NodeBundle]:
     """Every node's bundle under ``out/<node>``."""
     require_hosts(spec)
-    from kctl.model.render import render
 
     made: list[NodeBundle] = []
     with dist_archive(spec, progress) as dist:  # held for reading while it is linked into every bundle

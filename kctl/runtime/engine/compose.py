@@ -13,6 +13,7 @@ from typing import Any
 
 from kctl.contract import LABEL_NODE
 from kctl.errors import DockerUnavailable, KctlError
+from kctl.model.render import COMPOSE_FILE
 from kctl.model.spec import ClusterSpec
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime import docker_api as api
@@ -29,8 +30,6 @@ def run_compose(
     spec: ClusterSpec, state_dir: Path, *args: str, timeout: float = 600, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
     """Run ``docker compose -p kctl-<name> -f <state>/compose.yaml ARGS``."""
-    from kctl.model.render import COMPOSE_FILE  # jinja2 comes with it: keep it off the status path
-
     return compose_project(spec.project, state_dir / COMPOSE_FILE, *args, timeout=timeout, check=check,
                            hint="see `kctl status` and `kctl logs NODE`")
 
@@ -124,8 +123,6 @@ class ComposeEngine(Engine):
         return run_compose(spec, state_dir, "ps", "-a", check=False).stdout
 
     def remove(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool, dc: Any) -> int:
-        from kctl.model.render import COMPOSE_FILE
-
         if (state_dir / COMPOSE_FILE).exists():
             args = ["down", "--remove-orphans", "--timeout", "120"]
             if volumes:

@@ -32,6 +32,9 @@ from kctl.model.spec import Engine as EngineKind
 from kctl.runtime import docker_api as api
 from kctl.runtime.docker_api import Container, ContainerInfo, engine_of, state_dir_of
 from kctl.runtime.engine.base import Capability, Engine, Progress, WrongEngine, check_engine
+from kctl.runtime.engine.compose import ComposeEngine
+from kctl.runtime.engine.hosts import HostsEngine
+from kctl.runtime.engine.swarm import SwarmEngine
 
 __all__ = ["Capability", "Container", "ContainerInfo", "Engine", "Progress", "WrongEngine", "check_engine",
            "engine_of", "for_spec", "implementation", "process_states", "state_dir_of", "supports"]
@@ -41,14 +44,9 @@ def implementation(kind: EngineKind) -> type[Engine]:
     """The :class:`Engine` class of an engine kind. Its module is imported here, when first asked for: the
     status path loads the one implementation its cluster runs on (its start-up budget, docs/benchmarks.md)."""
     if kind is EngineKind.swarm:
-        from kctl.runtime.engine.swarm import SwarmEngine
-
         return SwarmEngine
     if kind is EngineKind.hosts:
-        from kctl.runtime.engine.hosts import HostsEngine
-
         return HostsEngine
-    from kctl.runtime.engine.compose import ComposeEngine
 
     return ComposeEngine
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kctl import contract
+from kctl.files import write_durable
 from kctl.model import properties
 from kctl.model.spec import ClusterSpec, NodeSpec
 
@@ -49,7 +50,6 @@ def ensure_uid(state_dir: Path) -> str:
     found = read_uid(state_dir)
     if found:
         return found
-    from kctl.files import write_durable
 
     made = uuid.uuid4().hex
     write_durable(uid_path(state_dir), made + "\n", mode=0o644)

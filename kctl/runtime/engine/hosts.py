@@ -29,8 +29,10 @@ from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec, NodeSpec
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime.docker_api import GAVE_UP, Container, ContainerInfo, process_states
+from kctl.runtime.engine import bundle
 from kctl.runtime.engine import host_identity as hid
 from kctl.runtime.engine.base import Capability, Engine, Progress
+from kctl.runtime.engine.bundle import stop_seconds
 from kctl.runtime.engine.host_identity import HostFacts
 from kctl.runtime.engine.ssh import Ssh, SshError
 
@@ -204,8 +206,6 @@ class HostsEngine(Engine):
         return systemd_states(out)
 
     def stop_service(self, spec: ClusterSpec, host: str, service: str, dc: Any = None) -> str:
-        from kctl.runtime.engine.bundle import stop_seconds
-
         # `systemctl stop` returns when the unit stopped, at most its TimeoutStopSec= (a broker's is derived from
         # its controlled shutdown's bounds) and SIGKILL's moment later: ssh waits that long, and some more.
         limit = max(self.STOP_TIMEOUT, stop_seconds(spec, spec.node(host), service) + 30)
@@ -316,8 +316,6 @@ class HostsEngine(Engine):
 
     def _install_all(self, spec: ClusterSpec, state_dir: Path, hosts: list[str],
                      say: Progress) -> tuple[dict[str, Any], dict[str, list[str]]]:
-        from kctl.runtime.engine import bundle
-
         made = {b.host: b for b in bundle.write_bundles(spec, state_dir, state_dir / "bundle", progress=say)}
         nodes = [spec.node(h) for h in hosts]
         with _pool(len(nodes)) as pool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kctl import contract
-from kctl.errors import KctlError
+from kctl.errors import ClusterError, KctlError
 from kctl.model.spec import ClusterSpec
 from kctl.runtime.engine import engines
 
@@ -49,9 +49,6 @@ def process_state(spec: ClusterSpec, host: str, service: str, timeout: float = 5
 def permit_format(spec: ClusterSpec, host: str, service: str) -> None:
     """Leave the permit to format ``service``'s KRaft storage on ``host`` (:func:`kctl.contract.format_permit`):
     its program formats the storage at its next start, or at once if it waits as UNFORMATTED."""
-    from kctl import contract
-    from kctl.errors import ClusterError
-
     path = contract.format_permit(service)
     code, out = engines.exec_in(spec, host, ["sh", "-c", f"touch {path} && chown 555:555 {path}"], user="root",
                                 timeout=30)

@@ -17,15 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from kctl import contract
 from kctl.errors import DockerUnavailable, KctlError
 from kctl.model.properties import services_of
+from kctl.model.render import COMPOSE_FILE
 from kctl.model.spec import ClusterSpec
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime import docker_api as api
 from kctl.runtime import ports as machine_ports
 from kctl.runtime.docker_api import Container, ContainerInfo, run_docker
 from kctl.runtime.engine.base import Capability, Engine, Progress
+from kctl.security import store
 from kctl.wait import Stage, wait_for_stages
 
 INIT_HINT = ("make this engine a Swarm manager: `docker swarm init --advertise-addr <this host's address>` "
@@ -250,7 +254,6 @@ def with_secrets(spec: ClusterSpec, state_dir: Path, data: dict[str, Any]) -> di
     gives each task only its own; the stack file names the files, never their contents."""
     if not spec.security.enabled:
         return data
-    from kctl.security import store
 
     root = store.secrets_dir(state_dir)
     top: dict[str, Any] = {}
@@ -274,7 +277,6 @@ def with_secrets(spec: ClusterSpec, state_dir: Path, data: dict[str, Any]) -> di
 
 def write_stack(spec: ClusterSpec, state_dir: Path, data: dict[str, Any], name: str) -> Path:
     """Write a stack file (the rendered one, cut or with its secrets) into the state dir for a deploy."""
-    import yaml
 
     path = state_dir / name
     path.write_text(yaml.safe_dump(with_secrets(spec, state_dir, data), sort_keys=False), encoding="utf-8")
@@ -374,8 +376,6 @@ class SwarmEngine(Engine):
     def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
         """`docker stack deploy` of the whole stack: Swarm updates every service whose definition changed
         (it cannot be told to leave one alone), so ``services`` is informational here."""
-        from kctl.model.render import COMPOSE_FILE
-
         dc = self.client()
         placement = getattr(self, "_placement", None) or plan_placement(spec, nodes(dc))
         if spec.image.registry:
@@ -387,7 +387,6 @@ class SwarmEngine(Engine):
             " see docs/multi-host.md for the firewall and the secured profile")
         stack_file = COMPOSE_FILE
         if spec.security.enabled:
-            import yaml
 
             data = yaml.safe_load((state_dir / COMPOSE_FILE).read_text(encoding="utf-8"))
             stack_file = write_stack(spec, state_dir, data, STACK_FILE).name
@@ -441,9 +440,7 @@ class SwarmEngine(Engine):
         """A node added to the running stack (``kctl node add``): a stack file of its service alone, deployed
         without ``--prune``, so Swarm creates that one service and leaves every other one as it runs (their
         rendered files, which now list the new node, wait for the next ``kctl up``)."""
-        import yaml
 
-        from kctl.model.render import COMPOSE_FILE
 
         dc = self.client()
         require_manager(dc)
@@ -502,9 +499,7 @@ class SwarmEngine(Engine):
         The service's definition in the state dir's stack file is deployed alone (``docker stack deploy``
         without ``--prune``): when its files or settings changed, Swarm replaces its task with one that has
         them; when nothing changed, ``docker service update --force`` makes the new task."""
-        import yaml
 
-        from kctl.model.render import COMPOSE_FILE
 
         name = service_name(spec, host)
         dc = self.client()

@@ -23,11 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import docker
-import docker.errors
-from docker.models.images import Image
+from typing import TYPE_CHECKING, Any
 
 from kctl import cache, contract
 from kctl.contract import (
@@ -41,9 +37,14 @@ from kctl.contract import (
     LABEL_ZOOKEEPER_VERSION,
 )
 from kctl.errors import DockerUnavailable, KctlError
+from kctl.runtime.docker_api import sdk
 from kctl.runtime.image import artifacts as distmod
 from kctl.runtime.image import exporters
 from kctl.runtime.image.artifacts import Dist
+
+if TYPE_CHECKING:
+    import docker
+    from docker.models.images import Image
 
 Progress = Callable[[str], None]
 
@@ -241,9 +242,9 @@ def rootfs_sources_list(sources: list[AptSource], suite: str = DEBIAN_SUITE) -> 
 def _image_or_none(client: docker.DockerClient, ref: str) -> Image | None:
     try:
         return client.images.get(ref)
-    except docker.errors.ImageNotFound:
+    except sdk().errors.ImageNotFound:
         return None
-    except docker.errors.APIError as exc:
+    except sdk().errors.APIError as exc:
         raise KctlError(f"Docker could not inspect image {ref}: {exc.explanation}") from exc
 
 
@@ -256,7 +257,7 @@ def try_pull(client: docker.DockerClient, ref: str, timeout: float = PULL_TIMEOU
         try:
             client.images.pull(repo, tag=tag or "latest")
             result.append(True)
-        except docker.errors.DockerException:
+        except sdk().errors.DockerException:
             result.append(False)
 
     worker = threading.Thread(target=pull, name=f"pull {ref}", daemon=True)
@@ -339,7 +340,7 @@ def build_local_base(
         )
     except (subprocess.CalledProcessError, OSError) as exc:
         raise KctlError(f"building the local base image failed: {exc}") from exc
-    except docker.errors.APIError as exc:
+    except sdk().errors.APIError as exc:
         raise KctlError(f"docker import of the base image failed: {exc.explanation}") from exc
     finally:
         _umount_below(rootfs)
@@ -391,7 +392,7 @@ def build_from_context(
                     if line.strip():
                         tail = [*tail[-29:], line]
                         _say(progress, line)
-    except docker.errors.APIError as exc:
+    except sdk().errors.APIError as exc:
         raise KctlError(f"building {tag} failed: {exc.explanation}") from exc
     image = _image_or_none(client, tag)
     if image is None:
@@ -460,7 +461,7 @@ def _ensure_image(
     recipe = recipe_hash()
     try:
         existing = _image_or_none(client, tag)
-    except docker.errors.DockerException as exc:
+    except sdk().errors.DockerException as exc:
         raise DockerUnavailable(f"Docker engine not reachable: {exc}", DOCKER_HINT) from exc
 
     dist: Dist | None = None
@@ -505,8 +506,8 @@ def _ensure_image(
             _say(progress, f"building {tag} from {base} (Kafka {dist.kafka_version}, source: {dist.source})")
             image = build_from_context(client, context, tag=tag, base_image=base, labels=labels,
                                        progress=progress)
-    except docker.errors.DockerException as exc:
-        if isinstance(exc, docker.errors.APIError):
+    except sdk().errors.DockerException as exc:
+        if isinstance(exc, sdk().errors.APIError):
             raise KctlError(f"Docker refused the image build: {exc.explanation}") from exc
         raise DockerUnavailable(f"Docker engine not reachable: {exc}", DOCKER_HINT) from exc
     return _info(image, tag, built=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kctl.contract import kraft_only
 from kctl.runtime.image import maven
 from kctl.runtime.image.artifacts.layout import Progress
 from kctl.runtime.image.artifacts.scripts import write_bin_scripts
@@ -38,8 +39,6 @@ MAVEN_ARTIFACTS_4 = (
 
 
 def artifacts(kafka_version: str, scala_version: str) -> list[maven.Artifact]:
-    from kctl.contract import kraft_only
-
     coordinates = MAVEN_ARTIFACTS_4 if kraft_only(kafka_version) else MAVEN_ARTIFACTS
     log4j2 = LOG4J2_VERSIONS.get(kafka_version, "")
     return [maven.Artifact.parse(c.format(scala=scala_version, kafka=kafka_version, log4j2=log4j2))

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from kctl import cache
+from kctl.contract import kraft_only
 from kctl.errors import KctlError
 from kctl.runtime.image.artifacts.scripts import TOOLS, tools_of, write_bin_scripts
 
@@ -34,8 +36,6 @@ REQUIRED_CLASSES = (
 
 def required_classes(kafka_version: str) -> tuple[str, ...]:
     """:data:`REQUIRED_CLASSES` of a release: Kafka 4 has no ZooKeeper, and its tools' classes moved."""
-    from kctl.contract import kraft_only
-
     if not kraft_only(kafka_version):
         return REQUIRED_CLASSES
     return ("kafka.Kafka", *(t.main_class for t in tools_of(kafka_version)))
@@ -82,8 +82,6 @@ def dist_name(kafka_version: str, scala_version: str) -> str:
 
 def cache_root() -> Path:
     """``${XDG_CACHE_HOME:-~/.cache}/kctl/dist`` (entries filled through :mod:`kctl.cache`)."""
-    from kctl import cache
-
     return cache.root() / "dist"
 
 
@@ -168,7 +166,6 @@ def finish_dist(root: Path, *, kafka_version: str, scala_version: str, source: s
             f"{origin} is not Kafka {kafka_version} for Scala {scala_version}",
             f"expected libs/{core.name}; found {', '.join(found) or 'no kafka_*.jar'}",
         )
-    from kctl.contract import kraft_only
 
     write_bin_scripts(root, overwrite=False, kafka_version=kafka_version)
     required = required_classes(kafka_version)

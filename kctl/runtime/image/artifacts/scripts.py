@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kctl.contract import release
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -83,8 +85,6 @@ TOOLS_4_3: tuple[Tool, ...] = tuple(
 
 def tools_of(kafka_version: str) -> tuple[Tool, ...]:
     """The tools a distribution of ``kafka_version`` has (with their main classes in that release)."""
-    from kctl.contract import release
-
     if release(kafka_version) < (4, 0):
         return TOOLS
     return TOOLS_4_3 if release(kafka_version) >= (4, 3) else TOOLS_4
