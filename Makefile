@@ -6,13 +6,17 @@ PYTEST := $(VENV)/bin/pytest
 export TESTCONTAINERS_RYUK_DISABLED ?= true
 export DOCKER_BUILDKIT ?= 0
 
-.PHONY: setup demo test test-long test-matrix lint unit package integration bench drills swarm-check clean
+.PHONY: setup demo test test-long test-matrix lint unit package integration bench drills swarm-check clean architecture-graph
 
 setup:
 	@./.ci/setup-host.sh
 
 demo: setup
 	@./.ci/demo.sh
+
+# docs/architecture.md's import graph, drawn from the code (tests/unit/test_architecture_doc.py fails when stale).
+architecture-graph: setup
+	$(VENV)/bin/python -m tests.graph --write docs/architecture.md
 
 LINT := $(VENV)/bin/ruff check kctl tests && $(VENV)/bin/mypy kctl
 lint: setup

@@ -44,6 +44,7 @@ from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec
 from kctl.monitor.notify import redact as cut_urls
 from kctl.monitor.store import Store, db_path
+from kctl.runtime import docker_api
 from kctl.runtime import logs as node_logs
 from kctl.runtime.engine import engines
 
@@ -251,9 +252,7 @@ def _versions(spec: ClusterSpec) -> dict[str, Any]:
 
 def _docker_version() -> str:
     try:
-        import docker
-
-        return str(docker.from_env(timeout=5).version().get("Version"))
+        return str(docker_api.client(5).version().get("Version"))
     except Exception as exc:  # noqa: BLE001 - no Docker here (engine hosts): said, not fatal
         return f"not reachable: {type(exc).__name__}"
 

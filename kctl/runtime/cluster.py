@@ -225,11 +225,9 @@ def carry_applied(before: ClusterSpec, after: ClusterSpec, state_dir: Path, chan
 
 def require_image(dc: Any, ref: str) -> None:
     """KctlError unless the node image ``ref`` is on the engine."""
-    import docker.errors
-
     try:
         dc.images.get(ref)
-    except docker.errors.ImageNotFound:
+    except docker_api.sdk().errors.ImageNotFound:
         raise KctlError(f"image {ref} is not present",
                         hint="run `kctl image build` (or `kctl up`, which builds it)") from None
 

@@ -226,7 +226,7 @@ class Faults:
         """Freeze every process of a node (SIGSTOP through the freezer: a hung host). cgroup v1's freezer gives
         up while the node's processes are busy being scheduled ("unable to freeze", seen on two loaded cores)
         and leaves them running: tried again, up to PAUSE_ATTEMPTS times; still refused, nothing is paused."""
-        from docker.errors import APIError
+        APIError = docker_api.sdk().errors.APIError  # noqa: N806 - the SDK's class
 
         c = self.container(host)
         self._remember("pause", host, f"{host} paused", lambda: self.unpause(host))

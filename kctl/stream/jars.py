@@ -27,12 +27,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from kctl import cache
+from kctl import cache, output
 from kctl.errors import KctlError
 from kctl.extras import require
 from kctl.runtime.image import maven
@@ -144,9 +143,9 @@ def resolve_kafka_jars(*, version: str | None = None, timeout_s: float = 600.0) 
     src_version = forced or _pick(f"spark-sql-kafka-0-10_{scala}", version)
     token_version = forced or _pick(f"spark-token-provider-kafka-0-10_{scala}", src_version)
     if (src_version, token_version) != (version, version):
-        print(f"kctl: warning: Maven Central has no spark-sql-kafka-0-10_{scala}:{version}; using "
-              f"spark-sql-kafka {src_version} and spark-token-provider-kafka {token_version} "
-              f"with Spark {version}", file=sys.stderr)
+        output.warn(f"Maven Central has no spark-sql-kafka-0-10_{scala}:{version}; using "
+                    f"spark-sql-kafka {src_version} and spark-token-provider-kafka {token_version} "
+                    f"with Spark {version}")
     dest = cache_dir(version)
     shipped = {_artifact_name(j.name) for j in (spark_home() / "jars").glob("*.jar")}
     source = f"spark-sql-kafka-0-10_{scala}"

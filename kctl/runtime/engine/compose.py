@@ -79,14 +79,12 @@ def start_left_created(spec: ClusterSpec, dc: Any, services: list[str]) -> None:
     the container: a CI run saw one sit so until `kctl up`'s 300 s wait ran out) is started here, so that the
     engine's own reason (a host port another process took since the preflight, most often) is the error the
     operator reads at once."""
-    import docker.errors
-
     for c in api.sdk_containers(spec.name, dc):
         if api.host_of(c) not in services or c.status != "created":
             continue
         try:
             c.start()
-        except docker.errors.APIError as exc:
+        except api.sdk().errors.APIError as exc:
             reason = str(getattr(exc, "explanation", None) or exc)
             raise KctlError(f"{api.host_of(c)}: the Docker engine did not start its container: {reason}",
                             hint="a host port taken since the preflight? `kctl doctor` checks the ports; then"
