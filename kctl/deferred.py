@@ -30,6 +30,22 @@ class _Deferred(types.ModuleType):
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._load(), attr)
 
+    # Once the real module is loaded, a name set or deleted through the stand-in (a test's monkeypatch of a module
+    # it imported before anything used it) is set or deleted in the real module too, where its code reads it.
+    def __setattr__(self, attr: str, value: Any) -> None:
+        super().__setattr__(attr, value)
+        if (real := self._real()) is not None:
+            setattr(real, attr, value)
+
+    def __delattr__(self, attr: str) -> None:
+        super().__delattr__(attr)
+        if (real := self._real()) is not None and hasattr(real, attr):
+            delattr(real, attr)
+
+    def _real(self) -> types.ModuleType | None:
+        real = sys.modules.get(self.__name__)
+        return real if real is not None and real is not self and not isinstance(real, _Deferred) else None
+
 
 def _forwarder(stub: _Deferred, fn: str) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:

@@ -154,12 +154,26 @@ def test_the_status_path_loads_no_renderer_no_docker_sdk_no_event_loop() -> None
     """`kctl status` imports the spec, the engines and the health checks; what it never uses stays unloaded
     (stand-ins from kctl.deferred until first use): the template engine, the Docker SDK (the status path asks
     the engine over its own client, docker_api.sdk() loading the SDK when it first calls), asyncio, urllib's
-    HTTP client."""
-    modules = loaded_after("import kctl.cli.cluster, kctl.cluster.health, kctl.kafka.describe\n"
-                           "for m in ('jinja2', 'docker', 'asyncio', 'urllib.request'):\n"
-                           "    if m in sys.modules and type(sys.modules[m]).__name__ == '_Deferred':\n"
-                           "        del sys.modules[m]\n".replace("for m", "import sys\nfor m"))
+    HTTP client, and the engines the cluster does not run on (Swarm's; the hosts' with ssh, bundles and the
+    image builder)."""
+    modules = loaded_after("import sys\nimport kctl.cli.cluster, kctl.cluster.health, kctl.kafka.describe\n"
+                           "for m in [m for m, v in sys.modules.items() if type(v).__name__ == '_Deferred']:\n"
+                           "    del sys.modules[m]\n")
     loaded = {m.split(".")[0] for m in modules} | set(modules)
-    assert {"kctl.cluster.health", "kctl.model.spec", "kctl.runtime.engine.engines"} <= set(modules)
+    assert {"kctl.cluster.health", "kctl.model.spec", "kctl.runtime.engine.engines",
+            "kctl.runtime.engine.compose"} <= set(modules)
     assert not loaded & {"jinja2", "docker", "requests", "urllib3", "asyncio", "urllib.request", "http.client",
-                         "confluent_kafka", "kazoo", "cryptography"}
+                         "confluent_kafka", "kazoo", "cryptography", "kctl.runtime.engine.hosts",
+                         "kctl.runtime.engine.swarm", "kctl.runtime.engine.ssh", "kctl.runtime.engine.bundle",
+                         "kctl.runtime.image.build"}
+
+
+def test_a_deferred_engine_loads_when_picked_and_a_patch_through_it_reaches_its_code() -> None:
+    code = ("import sys\nfrom kctl.model.spec import Engine\nfrom kctl.runtime.engine import engines\n"
+            "from kctl.runtime.engine import hosts\n"
+            "assert type(sys.modules['kctl.runtime.engine.hosts']).__name__ == '_Deferred'\n"
+            "cls = engines.implementation(Engine.hosts)\n"
+            "real = sys.modules['kctl.runtime.engine.hosts']\n"
+            "assert cls is real.HostsEngine and type(real).__name__ == 'module'\n"
+            "hosts.PATCHED = 1\nassert real.PATCHED == 1\ndel hosts.PATCHED\nassert not hasattr(real, 'PATCHED')\n")
+    assert "kctl.runtime.engine.hosts" in loaded_after(code)

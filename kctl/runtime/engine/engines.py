@@ -17,8 +17,10 @@ broker, ...) it asks with ``supports(spec, capability)`` (:class:`kctl.runtime.e
 by the class of ``spec.engine`` without a client: no code above the seam compares ``spec.engine`` to a kind.
 
 The direction: :mod:`kctl.runtime.docker_api` (the SDK) <- :mod:`kctl.runtime.engine.base` (the abstract
-Engine) <- compose, swarm, hosts <- this module. ``implementation`` imports only the implementation it picks,
-inside the function (the status path never loads the other); no implementation imports this module.
+Engine) <- compose, swarm, hosts <- this module. Swarm's and the hosts' modules are put off through
+:mod:`kctl.deferred` (imported at the top, loaded when ``implementation`` first reads their class), so a command
+on a Compose cluster never loads ssh, the bundles and the image builder the hosts' engine brings; no
+implementation imports this module.
 
 No docker SDK import at module level: the status path imports this module.
 """
@@ -27,14 +29,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from kctl.deferred import defer_import
 from kctl.model.spec import ClusterSpec
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime import docker_api as api
 from kctl.runtime.docker_api import Container, ContainerInfo, engine_of, state_dir_of
 from kctl.runtime.engine.base import Capability, Engine, Progress, WrongEngine, check_engine
 from kctl.runtime.engine.compose import ComposeEngine
-from kctl.runtime.engine.hosts import HostsEngine
-from kctl.runtime.engine.swarm import SwarmEngine
+
+defer_import("kctl.runtime.engine.hosts")
+defer_import("kctl.runtime.engine.swarm")
+
+from kctl.runtime.engine import hosts, swarm  # noqa: E402
 
 __all__ = ["Capability", "Container", "ContainerInfo", "Engine", "Progress", "WrongEngine", "check_engine",
            "engine_of", "for_spec", "implementation", "process_states", "state_dir_of", "supports"]
@@ -44,9 +50,9 @@ def implementation(kind: EngineKind) -> type[Engine]:
     """The :class:`Engine` class of an engine kind. Its module is imported here, when first asked for: the
     status path loads the one implementation its cluster runs on (its start-up budget, docs/benchmarks.md)."""
     if kind is EngineKind.swarm:
-        return SwarmEngine
+        return swarm.SwarmEngine
     if kind is EngineKind.hosts:
-        return HostsEngine
+        return hosts.HostsEngine
 
     return ComposeEngine
 
