@@ -159,6 +159,7 @@ LABEL_BASE_IMAGE = "io.kctl.base-image"
 IDENTITY_FILE = "identity.json"
 # The config hash per container that `kctl apply` last brought its processes to (without making the
 # container again, so its config-hash label still names the render it was created from).
+COMPOSE_FILE = "compose.yaml"  # the state dir's Compose (or stack) file
 APPLIED_FILE = "applied.json"
 # Held while a rolling restart or an apply runs (flock: released when the holding process exits).
 ROLL_LOCK_FILE = "restart.lock"

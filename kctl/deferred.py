@@ -1,11 +1,12 @@
 """Modules imported on first use: for third-party packages that import more than kctl's commands use.
 
 ``defer_import(name)`` puts a stand-in for ``name`` into ``sys.modules``; ``import name`` binds
-the stand-in and the first attribute read imports the real module (the stand-in then carries its
-attributes, and ``sys.modules`` holds the real one). ``calls`` names functions that code takes
-with ``from name import f`` at import time but calls only later: the stand-in hands out a
-forwarder that imports the real module when it is called. tests/unit/test_cli_imports.py checks
-both uses below.
+the stand-in and the first attribute read imports the real module (``sys.modules`` then holds the real
+one, and every read through the stand-in is the real module's). kctl's own modules are put off the same
+way where a hot command imports a module for a path it rarely takes (the engines it does not run on).
+``calls`` names functions that code takes with ``from name import f`` at import time but calls only
+later: the stand-in hands out a forwarder that imports the real module when it is called.
+tests/unit/test_cli_imports.py checks these uses.
 """
 
 from __future__ import annotations
@@ -19,32 +20,34 @@ from typing import Any
 
 
 class _Deferred(types.ModuleType):
+    """The stand-in. Every name read through it is the real module's at that moment (it keeps no copy), and once
+    the real module is loaded a name set or deleted through it is set or deleted there (a test's monkeypatch of
+    a module it imported while it was still put off reaches the code that reads it)."""
+
     def _load(self) -> types.ModuleType:
         name = self.__name__
         if sys.modules.get(name) is self:
             del sys.modules[name]
-        real = importlib.import_module(name)
-        self.__dict__.update(real.__dict__)
-        return real
+        return importlib.import_module(name)
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._load(), attr)
 
-    # Once the real module is loaded, a name set or deleted through the stand-in (a test's monkeypatch of a module
-    # it imported before anything used it) is set or deleted in the real module too, where its code reads it.
     def __setattr__(self, attr: str, value: Any) -> None:
-        super().__setattr__(attr, value)
-        if (real := self._real()) is not None:
+        if (real := self._real()) is None:
+            super().__setattr__(attr, value)
+        else:
             setattr(real, attr, value)
 
     def __delattr__(self, attr: str) -> None:
-        super().__delattr__(attr)
-        if (real := self._real()) is not None and hasattr(real, attr):
+        if (real := self._real()) is None:
+            super().__delattr__(attr)
+        else:
             delattr(real, attr)
 
     def _real(self) -> types.ModuleType | None:
         real = sys.modules.get(self.__name__)
-        return real if real is not None and real is not self and not isinstance(real, _Deferred) else None
+        return real if real is not None and not isinstance(real, _Deferred) else None
 
 
 def _forwarder(stub: _Deferred, fn: str) -> Callable[..., Any]:

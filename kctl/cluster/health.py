@@ -19,19 +19,25 @@ from typing import Any
 
 from kctl import contract
 from kctl.cluster import identity
+from kctl.deferred import defer_import
 from kctl.errors import KctlError
 from kctl.kafka import describe as kmd
 from kctl.kafka.client import round_trip
 from kctl.kraft import config as kc
 from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec, ZkRole
-from kctl.runtime import cluster as rc
 from kctl.runtime import docker_api
 from kctl.runtime.engine import engines
 from kctl.security import store
 from kctl.wait import POLL_S, Stage, StageResult, wait_for_stages, wait_until
 from kctl.zk import fourlw
-from kctl.zk.znodes import secure_root
+
+# `kctl status` observes; the log tails and the root znode's check are `kctl up`'s stages only.
+defer_import("kctl.runtime.cluster")
+defer_import("kctl.zk.znodes")
+
+from kctl.runtime import cluster as rc  # noqa: E402
+from kctl.zk import znodes  # noqa: E402
 
 SERVING = ("leader", "follower", "observer", "standalone")
 VOTING = ("leader", "follower", "standalone")
@@ -706,7 +712,7 @@ def secure_root_stages(spec: ClusterSpec, log: Callable[[str], str] | None = Non
 def _secure_root(spec: ClusterSpec) -> Callable[[], tuple[bool, str]]:
     def run() -> tuple[bool, str]:
         try:
-            return secure_root(spec)
+            return znodes.secure_root(spec)
         except Exception as exc:  # noqa: BLE001 - kazoo's errors: the stage retries until its deadline
             return False, f"{type(exc).__name__}: {exc}"
     return run

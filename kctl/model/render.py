@@ -47,7 +47,7 @@ defer_import("jinja2")
 
 import jinja2  # noqa: E402
 
-COMPOSE_FILE = "compose.yaml"
+COMPOSE_FILE = contract.COMPOSE_FILE
 
 
 

@@ -24,12 +24,17 @@ import tempfile
 from pathlib import Path
 
 from kctl import contract
+from kctl.deferred import defer_import
 from kctl.errors import KctlError
 from kctl.model import properties as p
-from kctl.model import render
 from kctl.model.properties import SCRAM_MODULE, security_protocol
 from kctl.model.spec import ClusterSpec, state_dir_for
 from kctl.security import pki
+
+# Every client command reads its settings here; only the state dir's secret files are rendered.
+defer_import("kctl.model.render")
+
+from kctl.model import render  # noqa: E402
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600

@@ -154,8 +154,8 @@ def test_the_status_path_loads_no_renderer_no_docker_sdk_no_event_loop() -> None
     """`kctl status` imports the spec, the engines and the health checks; what it never uses stays unloaded
     (stand-ins from kctl.deferred until first use): the template engine, the Docker SDK (the status path asks
     the engine over its own client, docker_api.sdk() loading the SDK when it first calls), asyncio, urllib's
-    HTTP client, and the engines the cluster does not run on (Swarm's; the hosts' with ssh, bundles and the
-    image builder)."""
+    HTTP client, the engines the cluster does not run on (Swarm's; the hosts' with ssh, bundles and the
+    image builder), the renderer, and `kctl up`'s log tails and root-znode check."""
     modules = loaded_after("import sys\nimport kctl.cli.cluster, kctl.cluster.health, kctl.kafka.describe\n"
                            "for m in [m for m, v in sys.modules.items() if type(v).__name__ == '_Deferred']:\n"
                            "    del sys.modules[m]\n")
@@ -165,7 +165,7 @@ def test_the_status_path_loads_no_renderer_no_docker_sdk_no_event_loop() -> None
     assert not loaded & {"jinja2", "docker", "requests", "urllib3", "asyncio", "urllib.request", "http.client",
                          "confluent_kafka", "kazoo", "cryptography", "kctl.runtime.engine.hosts",
                          "kctl.runtime.engine.swarm", "kctl.runtime.engine.ssh", "kctl.runtime.engine.bundle",
-                         "kctl.runtime.image.build"}
+                         "kctl.runtime.image.build", "kctl.model.render", "kctl.runtime.cluster", "kctl.zk.znodes"}
 
 
 def test_a_deferred_engine_loads_when_picked_and_a_patch_through_it_reaches_its_code() -> None:

@@ -11,9 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from kctl.contract import LABEL_NODE
+from kctl.contract import COMPOSE_FILE, LABEL_NODE
 from kctl.errors import DockerUnavailable, KctlError
-from kctl.model.render import COMPOSE_FILE
 from kctl.model.spec import ClusterSpec
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime import docker_api as api

@@ -20,9 +20,9 @@ from typing import Any
 import yaml
 
 from kctl import contract
+from kctl.contract import COMPOSE_FILE
 from kctl.errors import DockerUnavailable, KctlError
 from kctl.model.properties import services_of
-from kctl.model.render import COMPOSE_FILE
 from kctl.model.spec import ClusterSpec
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime import docker_api as api
