@@ -46,7 +46,11 @@ def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
 
 
 def _env(checkout: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(checkout), "PYTHONDONTWRITEBYTECODE": "0"}
+    # bytecode written by the warm-up and read after it, on both sides (the variable set to anything, even "0",
+    # stops the writing: each run would compile the modules again)
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def _imports_of_status(checkout: Path, modules: str) -> dict[str, object]:

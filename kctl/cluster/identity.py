@@ -20,13 +20,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kctl.contract import IDENTITY_FILE
+from kctl.deferred import defer_import
 from kctl.errors import DockerUnavailable, KctlError, UsageError
 from kctl.files import write_durable
 from kctl.kafka import describe as kmd
 from kctl.model.spec import ClusterSpec, state_dir_for
-from kctl.runtime import ports as machine_ports
-from kctl.runtime.engine import engines
 from kctl.security import store
+
+# Every connecting command runs the check; the engine (Docker, ssh) and the machine's ports are asked only when
+# the recorded identity does not settle it.
+defer_import("kctl.runtime.engine.engines")
+defer_import("kctl.runtime.ports")
+
+from kctl.runtime import ports as machine_ports  # noqa: E402
+from kctl.runtime.engine import engines  # noqa: E402
 
 
 class ForeignCluster(KctlError):

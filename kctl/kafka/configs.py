@@ -15,13 +15,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kctl import contract
+from kctl.deferred import defer_import
 from kctl.errors import KctlError, UsageError
 from kctl.kafka.client import Target, admin, kafka_error, require_reachable
 from kctl.model.properties import KAFKA_SPEC_FIELDS, parse_properties
-from kctl.model.render import render
 from kctl.model.spec import ClusterSpec
-from kctl.runtime import cluster as runtime_cluster
-from kctl.zk import znodes
+
+# The static side (a node's rendered files, Kafka's config tool in a node, ZooKeeper's defaults) serves `kctl
+# config` of a broker or a cluster default; `kctl topic describe` imports this module for a topic's configs only.
+defer_import("kctl.model.render")
+defer_import("kctl.runtime.cluster")
+defer_import("kctl.zk.znodes")
+
+from kctl.model import render as model_render  # noqa: E402
+from kctl.runtime import cluster as runtime_cluster  # noqa: E402
+from kctl.zk import znodes  # noqa: E402
 
 TIMEOUT = 15.0
 
@@ -366,7 +374,7 @@ def running_static(spec: ClusterSpec, broker: int) -> RunningStatic:
         host = spec.kafka_host(spec.node(broker))
     except KctlError:
         return RunningStatic({}, None, {}, [f"broker {broker} is not in kctl.yaml: no static layer"])
-    rendered = render(spec)
+    rendered = model_render.render(spec)
     wanted = parse_properties(rendered.files.get(f"{host}/{contract.HOST_CONF}/server.properties", ""))
     try:
         conf = runtime_cluster.mounted_conf(spec, host)

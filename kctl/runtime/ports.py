@@ -6,7 +6,6 @@ Below the engines and the doctor: both ask it, neither is asked by it.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterable
 
 from kctl.model.spec import ClusterSpec
@@ -17,6 +16,8 @@ TAKEN_HINT = ("stop what holds them (`ss -ltnp`), or change zookeeper.host_port_
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    import socket  # here: every connecting command imports this module (the identity check), few bind a port
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -40,6 +41,8 @@ def taken(spec: ClusterSpec, owned: Iterable[int] = ()) -> list[str]:
 def free_ports(n: int) -> list[int]:
     """``n`` distinct ports on 127.0.0.1 that nothing listens on right now (all held open while chosen)."""
     socks, ports = [], []
+    import socket
+
     try:
         for _ in range(n):
             s = socket.socket()

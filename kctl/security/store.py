@@ -29,12 +29,14 @@ from kctl.errors import KctlError
 from kctl.model import properties as p
 from kctl.model.properties import SCRAM_MODULE, security_protocol
 from kctl.model.spec import ClusterSpec, state_dir_for
-from kctl.security import pki
 
-# Every client command reads its settings here; only the state dir's secret files are rendered.
+# Every client command reads its settings here; only the state dir's secret files are rendered, and only the
+# secured profile's keystores need the CA.
 defer_import("kctl.model.render")
+defer_import("kctl.security.pki")
 
 from kctl.model import render  # noqa: E402
+from kctl.security import pki  # noqa: E402
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
