@@ -4,7 +4,7 @@ consumer-lag evaluation (fresh, or from the monitor's store), the monitor proces
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
@@ -12,9 +12,6 @@ from kctl import output
 from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, connect, load
 from kctl.errors import UsageError
 from kctl.output import Format
-
-if TYPE_CHECKING:
-    from kctl.kafka.client import Target
 
 
 def register(app: typer.Typer) -> None:
@@ -108,39 +105,28 @@ def lag(
     (committing without progress), REWIND (an offset moved back, not recovered), over a window of committed
     offsets; a lag up to monitoring.allowed_lag counts as none. While the monitor runs, its answer for its
     latest sampling. Exit 0 when every group is OK, 1 otherwise."""
-    import time
-
     from kctl.kafka import groups as kgroups
-    from kctl.monitor import sampler
-    from kctl.wait import ticks
+    from kctl.model.spec import state_dir_for
+    from kctl.monitor import judge
 
     if groups and groups[0] == "history":
         _lag_history(groups[1:], since, plot, file, fmt)
         return
     target = connect(file, bootstrap)
     spec = target.kctl_spec
-    if not fresh and bootstrap is None and _lag_from_monitor(target, file, list(groups or []), window, fmt):
-        return
+    if not fresh and bootstrap is None:
+        stored = judge.from_monitor(target, state_dir_for(spec, file), list(groups or []), spec.monitoring.allowed_lag)
+        if stored is not None:
+            _emit_lag(stored, stored[0]["window"], fmt, single=len(groups or []) == 1, watch=False)
+            raise typer.Exit(0 if all(d["status"] == "OK" for d in stored) else 1)
     names = list(groups or []) or [g.group for g in kgroups.list_groups(target)]
     if not names:
         output.info("no consumer groups")
         raise typer.Exit(0)
-    if samples > window:
-        raise UsageError(f"--samples {samples} is more than the window of {window}",
-                         hint="raise --window, or take fewer samples")
-    windows = sampler.Windows(size=window, allowed_lag=spec.monitoring.allowed_lag)
-    reports = 0
     docs: list[dict[str, Any]] = []
-    for done in ticks(interval):  # ends after --count reports (or the first without --watch)
-        for g in names:
-            windows.observe(sampler.snapshot_of(kgroups.describe(target, g), int(time.time() * 1000)))
-        if done + 1 >= samples:
-            docs = [sampler.to_json(windows.evaluate(g), state=windows.states.get(g), window=window,
-                                    source="fresh sampling") for g in names]
-            _emit_lag(docs, window, fmt, single=len(groups or []) == 1, watch=watch)
-            reports += 1
-            if not watch or (count and reports >= count):
-                break
+    for docs in judge.fresh(target, names, samples=samples, interval=interval, window=window,
+                            allowed_lag=spec.monitoring.allowed_lag, watch=watch, count=count):
+        _emit_lag(docs, window, fmt, single=len(groups or []) == 1, watch=watch)
     raise typer.Exit(0 if all(d["status"] == "OK" for d in docs) else 1)
 
 
@@ -177,52 +163,6 @@ def _emit_lag(docs: list[dict[str, Any]], window: int, fmt: Format, *, single: b
                 wide_columns=["problems"], title="consumer lag", footer=footer)
 
 
-def _lag_from_monitor(target: Target, file: Path, groups: list[str], window: int, fmt: Format) -> bool:
-    """When the monitor runs: judge ``groups`` (default: those of its latest round) from its store, each at the
-    moment of its latest stored snapshot with the monitor's own parameters (what its API answers for that
-    moment); False when the monitor does not run or has no snapshot of a group yet (a fresh sampling then)."""
-    from kctl.kafka import groups as kgroups
-    from kctl.model.spec import state_dir_for
-    from kctl.monitor import process, sampler
-    from kctl.monitor.store import Store, db_path
-
-    spec = target.kctl_spec
-    state_dir = state_dir_for(spec, file)
-    rec = process.running(state_dir)
-    if rec is None or not db_path(state_dir).exists():
-        return False
-    store = Store(db_path(state_dir), readonly=True)
-    try:
-        names = groups or store.round_groups()
-        judged = {g: sampler.stored_status(store, g, window=rec.window, allowed_lag=spec.monitoring.allowed_lag)
-                  for g in names}
-    finally:
-        store.close()
-    if not groups:  # every group of the latest round that has partitions to judge
-        judged = {g: j for g, j in judged.items() if j is not None}
-    missing = [g for g, j in judged.items() if j is None]
-    if not judged or missing:
-        for g in missing:
-            kgroups.describe(target, g)  # an unknown group: its clear error; a known one the monitor has not seen yet:
-        return False  # a fresh sampling instead
-    docs = [j.to_json() for j in judged.values() if j is not None]
-    _emit_lag(docs, docs[0]["window"], fmt, single=len(groups) == 1, watch=False)
-    raise typer.Exit(0 if all(d["status"] == "OK" for d in docs) else 1)
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_since(text: str) -> float:
-    """``30m`` -> 1800.0 seconds."""
-    import re
-
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
-    if not m:
-        raise UsageError(f"--since {text!r} is not a duration", hint="e.g. 90s, 30m, 1h, 2d")
-    return float(m.group(1)) * _UNITS[m.group(2)]
-
-
 def _open_store(file: Path) -> tuple[Any, Any, Path]:
     from kctl.model.spec import state_dir_for
     from kctl.monitor.store import Store, db_path
@@ -236,58 +176,23 @@ def _open_store(file: Path) -> tuple[Any, Any, Path]:
 
 
 def _lag_history(args: list[str], since: str, plot: Path | None, file: Path, fmt: Format) -> None:
-    import time
+    from kctl.model.spec import state_dir_for
+    from kctl.monitor import judge
 
     if len(args) != 1:
         raise UsageError("`kctl lag history` takes one group", hint="kctl lag history GROUP --since 1h")
     group = args[0]
-    seconds = parse_since(since)
-    spec, store, _ = _open_store(file)
-    try:
-        rows = store.group_history(group, int((time.time() - seconds) * 1000))
-        known = store.knows_group(group)
-    finally:
-        store.close()
-    if not known:
-        raise UsageError(f"the monitor has no history of group {group!r}",
-                         hint="`kctl lag` lists the groups; the monitor records every group it sees")
-    for r in rows:
-        r["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r["ts_ms"] / 1000))
+    seconds = judge.parse_since(since)
+    spec = load(file)
+    rows = judge.history(state_dir_for(spec, file), spec.name, group, seconds)
     if plot is not None:
-        _plot_history(group, rows, plot)
+        from kctl.monitor.plot import plot_history
+
+        plot_history(group, rows, plot)
     doc = {"group": group, "cluster": spec.name, "since_seconds": seconds, "points": rows}
     output.emit(doc, fmt, rows=rows, columns=["time", "status", "total_lag", "state"], wide_columns=["complete"],
                 title=f"lag of {group} over the last {since}",
                 footer=(f"plot: {plot}" if plot is not None else f"{len(rows)} samples"))
-
-
-def _plot_history(group: str, rows: list[dict[str, Any]], path: Path) -> None:
-    from datetime import datetime, timezone
-
-    from kctl.extras import require
-
-    matplotlib = require("matplotlib", "plot")
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    colors = {"OK": "tab:green", "WARN": "tab:orange", "ERR": "tab:red", "STOP": "tab:red", "STALL": "tab:purple",
-              "REWIND": "tab:brown"}
-    times: list[Any] = [datetime.fromtimestamp(r["ts_ms"] / 1000, tz=timezone.utc) for r in rows]
-    fig, ax = plt.subplots(figsize=(9, 3.5))
-    ax.plot(times, [r["total_lag"] for r in rows], color="tab:blue", linewidth=1.2, label="total lag")
-    for status, color in colors.items():
-        pts = [(t, r["total_lag"]) for t, r in zip(times, rows, strict=True) if r["status"] == status]
-        if pts and status != "OK":
-            ax.scatter([t for t, _ in pts], [v for _, v in pts], color=color, s=12, label=status, zorder=3)
-    ax.set_title(f"consumer group {group}: total lag")
-    ax.set_ylabel("records")
-    ax.legend(loc="upper left", fontsize=8)
-    fig.autofmt_xdate()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def monitor_start(
@@ -385,6 +290,7 @@ def alerts(
     no longer has. No URL is shown whole (a webhook's path often carries its token)."""
     import time
 
+    from kctl.monitor.judge import parse_since
     from kctl.monitor.notify import clean, redact
 
     seconds = parse_since(since)
