@@ -36,6 +36,8 @@ def reassign_plan(
     brokers: str = typer.Option(..., "--brokers", "-b", help="Broker ids to spread the replicas over: 1,2,4."),
     topics: str = typer.Option(None, "--topics", "-t", help="Only these topics (comma-separated)."),
     all_topics: bool = typer.Option(False, "--all", help="Every topic, internal ones included (the default)."),
+    by: str = typer.Option("replicas", "--by", help="What to even out: replicas (their count per broker) or bytes"
+                                                    " (each broker's bytes on disk, from kafka-log-dirs.sh)."),
     file: Path = SpecOpt,
     fmt: output.Format = OutputOpt,
 ) -> None:
@@ -44,10 +46,12 @@ def reassign_plan(
 
     if topics and all_topics:
         raise UsageError("--topics and --all exclude each other")
+    if by not in ("replicas", "bytes"):
+        raise UsageError(f"--by {by!r}: expected replicas or bytes", hint="--by bytes evens out the bytes on disk")
     ids = balance.parse_brokers(brokers)
     names = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
     spec = connect(file).kctl_spec
-    res = reassign.plan(spec, ids, names)
+    res = reassign.plan(spec, ids, names, by=by)
     if output.Format(fmt) is output.Format.json:
         output.emit(res.kafka_json, fmt)
         return
@@ -65,8 +69,11 @@ def reassign_plan(
     footer = (f"{len(res.moves)} partition(s) change, {res.replicas_moved} replica(s) move,"
               f" {res.leaders_changed} preferred leader(s) change\nreplicas per broker  {per}\n"
               f"leaders per broker   {lead}")
+    if res.bytes_per_broker is not None:
+        footer += f"\nbytes per broker     {counts(res.bytes_per_broker)}\nbytes the move copies {res.bytes_moved}"
     if res.moves:
         footer += ("\nnext: kctl reassign plan --brokers " + brokers + (f" --topics {topics}" if topics else "")
+                   + (" --by bytes" if by == "bytes" else "")
                    + " -o json > plan.json && kctl reassign execute plan.json --wait")
     else:
         footer += "\nalready balanced: nothing to move"

@@ -20,7 +20,7 @@ from typing import Any
 
 from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kafka import balance as bal
-from kctl.kafka import leaders
+from kctl.kafka import bytes_balance, leaders
 from kctl.kafka.client import Target, admin, require_reachable, require_topics
 from kctl.model.spec import ClusterSpec
 from kctl.runtime.cluster import run_kafka_tool
@@ -43,6 +43,10 @@ class PlanResult:
     replicas_per_broker: dict[str, dict[int, int]]
     leaders_per_broker: dict[str, dict[int, int]]
     kafka_json: dict[str, Any]  # Kafka's reassignment file: the partitions that change
+    by: str = "replicas"
+    # --by bytes: each broker's bytes (its replicas' partition sizes) before and after, and what the move copies
+    bytes_per_broker: dict[str, dict[int, int]] | None = None
+    bytes_moved: int | None = None
 
 
 @dataclass
@@ -97,16 +101,25 @@ def assignment(spec: ClusterSpec, topics: list[str] | None = None) -> tuple[bal.
     return out, sorted(int(b) for b in md.brokers)
 
 
-def plan(spec: ClusterSpec, brokers: list[int], topics: list[str] | None = None) -> PlanResult:
-    """The balanced assignment of ``topics`` (all, internal ones included, when None) over ``brokers``."""
+def plan(spec: ClusterSpec, brokers: list[int], topics: list[str] | None = None, *, by: str = "replicas") -> PlanResult:
+    """The balanced assignment of ``topics`` (all, internal ones included, when None) over ``brokers``: by replica
+    count, or with ``by="bytes"`` by each broker's bytes (partition sizes from kafka-log-dirs.sh)."""
     current, live = assignment(spec, topics)
     unknown = sorted(set(brokers) - set(live))
     if unknown:
         raise UsageError(f"broker(s) {','.join(map(str, unknown))} not registered in the cluster",
                          hint=f"registered brokers: {','.join(map(str, live))}; a new node's broker must be up"
                               " first (`kctl node add`, `kctl status`)")
-    p = bal.balance(current, brokers)
-    return PlanResult(
+    if by not in ("replicas", "bytes"):
+        raise UsageError(f"--by {by!r}: expected replicas or bytes", hint="--by bytes balances the bytes on disk")
+    if by == "bytes":
+        on_disk = _sizes(spec, sorted({t for t, _ in current})) if current else {}
+        sizes = {(t, p): max((v for (_b, name), v in on_disk.items() if name == f"{t}-{p}"), default=0)
+                 for (t, p) in current}
+        p: bal.BalancePlan = bytes_balance.balance_bytes(current, sizes, brokers)
+    else:
+        p = bal.balance(current, brokers)
+    res = PlanResult(
         brokers=p.brokers,
         topics=sorted({t for t, _ in current}),
         moves=[{"partition": f"{m.topic}-{m.partition}", "current": m.current, "target": m.target,
@@ -116,7 +129,12 @@ def plan(spec: ClusterSpec, brokers: list[int], topics: list[str] | None = None)
         replicas_per_broker={"current": p.replica_counts("current"), "target": p.replica_counts()},
         leaders_per_broker={"current": p.leader_counts("current"), "target": p.leader_counts()},
         kafka_json=bal.to_kafka_json({(m.topic, m.partition): m.target for m in p.moves}),
+        by=by,
     )
+    if isinstance(p, bytes_balance.BytesPlan):
+        res.bytes_per_broker = {"current": p.bytes_per_broker("current"), "target": p.bytes_per_broker()}
+        res.bytes_moved = p.bytes_moved
+    return res
 
 
 # ----- what is moving --------------------------------------------------------------------------------

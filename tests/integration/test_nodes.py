@@ -191,6 +191,62 @@ def test_reassign_status_verify_and_cancel_of_a_throttled_move(cluster: KafkaClu
     a.delete_topics([topic])[topic].result(30)  # the runbooks that follow move less
 
 
+def _bytes_on_disk(cluster: KafkaCluster, topic: str) -> dict[int, int]:
+    """Each broker's bytes of ``topic``, read from the log segments in its data directory on this host (the
+    brokers' own files: independent of kctl and of Kafka's tools); a replica moved away (its directory renamed
+    ``<topic>-<p>.<id>-delete`` until Kafka deletes it) no longer counts."""
+    import re
+
+    live = re.compile(rf"{re.escape(topic)}-\d+")
+    out = {}
+    for b in (1, 2, 3, 4):
+        root = cluster.state_dir / f"logger{b}" / "data"
+        out[b] = sum(f.stat().st_size for d in root.rglob(f"{topic}-*") if d.is_dir() and live.fullmatch(d.name)
+                     for f in d.glob("*.log"))
+    return out
+
+
+def test_a_plan_by_bytes_evens_out_a_topic_whose_bytes_sit_on_one_broker(cluster: KafkaCluster) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    from kctl.kafka.client import Target, admin, producer, wait_for_topic
+
+    topic = "skewed"
+    a = admin(Target.of(cluster.spec))  # held while its futures run
+    a.create_topics([NewTopic(topic, num_partitions=4, replica_assignment=[[1], [1], [1], [1]])])[topic].result(30)
+    wait_for_topic(a, topic, partitions=4)
+    prod = producer(Target.of(cluster.spec), acks="all", **{"compression.type": "none"})
+    for p in range(4):
+        for _ in range(100):
+            prod.produce(topic, value=uuid.uuid4().bytes * 250, partition=p)  # 4 KB records, 400 KB a partition
+        prod.poll(0)
+    assert prod.flush(60) == 0
+    before = _bytes_on_disk(cluster, topic)
+    assert before[1] >= 4 * 400_000 and before[2] == before[3] == before[4] == 0, before
+    shown = kctl(cluster, "reassign", "plan", "--brokers", "1,2,3,4", "--topics", topic, "--by", "bytes", "-o", "yaml")
+    assert shown.returncode == 0, shown.stderr
+    doc = yaml.safe_load(shown.stdout)
+    current, target = ({int(b): v for b, v in doc["bytes_per_broker"][w].items()} for w in ("current", "target"))
+    assert doc["by"] == "bytes" and current[1] >= 4 * 400_000 and current[2] == 0, doc["bytes_per_broker"]
+    assert max(target.values()) - min(target.values()) <= max(before.values()) // 4 + 1, target
+    plan = kctl(cluster, "reassign", "plan", "--brokers", "1,2,3,4", "--topics", topic, "--by", "bytes", "-o", "json")
+    (cluster.workdir / "bytes.json").write_text(plan.stdout)
+    run = kctl(cluster, "reassign", "execute", "bytes.json", "--wait")
+    assert run.returncode == 0, run.stdout + run.stderr
+    after = {}
+    for _ in range(30):  # the old replicas' files are deleted a moment after the move (log.segment.delete.delay)
+        after = _bytes_on_disk(cluster, topic)
+        if sum(after.values()) == sum(before.values()):
+            break
+        time.sleep(1)
+    share = sum(before.values()) // 4
+    assert all(abs(v - share) <= share // 2 for v in after.values()), (before, after)  # one partition each
+    assert sum(after.values()) == sum(before.values()), (before, after)
+    bad = kctl(cluster, "reassign", "plan", "--brokers", "1,2", "--by", "size")
+    assert bad.returncode == 2 and "--by 'size': expected replicas or bytes" in bad.stderr, bad.stderr
+    a.delete_topics([topic])[topic].result(30)  # the runbooks that follow move less
+
+
 def test_runbook_decommission_broker(cluster: KafkaCluster, acked: set[bytes]) -> None:
     runbook.run(runbook.RUNBOOKS / "decommission-broker.md", cluster.spec_file, state_dir=cluster.state_dir)
     a = assignment(cluster)
