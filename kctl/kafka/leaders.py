@@ -12,6 +12,11 @@ from kctl.kafka.client import REQUEST_TIMEOUT, Target, admin, error_code, kafka_
 
 ELECTION_TYPES = ("preferred", "unclean")
 ANSWER_MARGIN = 10.0  # seconds the election's future waits beyond the request timeout (socket.timeout.ms)
+# The controller answers an election once the new leaders are in place (ZooKeeper written, LeaderAndIsr sent and
+# acknowledged), which right after a broker's restart can take longer than an ordinary admin request's 15 s: a CI
+# run's election timed out at 15 s on a busy machine. Kafka's own kafka-leader-election.sh waits 60 s (its
+# default request timeout for the AdminClient); so does this.
+ELECTION_TIMEOUT = 60.0
 
 
 @dataclass
@@ -28,7 +33,7 @@ class ElectionResult:
 
 
 def elect(target: Target, election: str = "preferred", topic: str | None = None,
-          partition: int | None = None, timeout: float = REQUEST_TIMEOUT) -> ElectionResult:
+          partition: int | None = None, timeout: float = ELECTION_TIMEOUT) -> ElectionResult:
     """Elect leaders of every partition (or one topic's, or one partition) with Kafka's own election."""
     from confluent_kafka import ElectionType, KafkaException, TopicPartition
 
@@ -36,7 +41,7 @@ def elect(target: Target, election: str = "preferred", topic: str | None = None,
         raise UsageError(f"unknown election type {election!r}", hint="preferred or unclean")
     if partition is not None and topic is None:
         raise UsageError("--partition needs --topic")
-    a = admin(target)
+    a = admin(target, **{"socket.timeout.ms": int(timeout * 1000)})
     parts: list[Any] | None = None
     scope = "all partitions"
     if topic is not None:
