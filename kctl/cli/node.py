@@ -8,6 +8,7 @@ import typer
 
 from kctl import output
 from kctl.cli.common import OutputOpt, SpecOpt, connect
+from kctl.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -39,16 +40,26 @@ def node_add(
     timeout: float = typer.Option(300, "--timeout", min=1, help="Seconds each wait may take."),
     address: str = typer.Option(None, "--address", help="engine hosts (needed there) and swarm: the new node's"
                                                         " address (its nodes[].advertised_host)."),
+    rebalance: bool = typer.Option(False, "--rebalance", help="Once its broker is in and the cluster healthy, move"
+                                                              " replicas onto it (throttled, waited for, verified)."),
+    by: str = typer.Option("replicas", "--by", help="--rebalance evens out: replicas (count per broker) or bytes."),
+    throttle: str = typer.Option(None, "--throttle", help="--rebalance's replication rate limit: 50MB/s."),
+    move_timeout: float = typer.Option(900, "--move-timeout", min=1, help="Seconds --rebalance's move may take."),
     file: Path = SpecOpt,
     fmt: output.Format = OutputOpt,
 ) -> None:
     """Write a node to kctl.yaml, start it, add its ZooKeeper by dynamic reconfig and wait for its broker."""
     from kctl.cluster import nodes
+    from kctl.kafka.balance import parse_rate
     from kctl.model.spec import state_dir_for
 
+    if not rebalance and (throttle or by != "replicas"):
+        raise UsageError("--by and --throttle go with --rebalance", hint="kctl node add --rebalance --by bytes")
+    rate = parse_rate(throttle) if throttle else None
     spec = connect(file, write=True).kctl_spec
     ch = nodes.add(spec, file, state_dir_for(spec, file), node_id=node_id, role=role, broker=not no_broker,
-                   force=force, timeout=timeout, progress=output.info, address=address)
+                   force=force, timeout=timeout, progress=output.info, address=address,
+                   rebalance=by if rebalance else None, throttle=rate, move_timeout=move_timeout)
     what = ch.role + ("" if ch.broker else ", ZooKeeper only")
     _report(ch, fmt, f"{spec.name}: node {ch.node_id} ({ch.host}, {what}) added in {ch.seconds:.1f}s")
 

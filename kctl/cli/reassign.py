@@ -33,11 +33,15 @@ def _read_plan(path: Path) -> tuple[str, str]:
 
 
 def reassign_plan(
-    brokers: str = typer.Option(..., "--brokers", "-b", help="Broker ids to spread the replicas over: 1,2,4."),
+    brokers: str = typer.Option(None, "--brokers", "-b", help="Broker ids to spread the replicas over: 1,2,4"
+                                                              " [default: every registered broker]."),
     topics: str = typer.Option(None, "--topics", "-t", help="Only these topics (comma-separated)."),
     all_topics: bool = typer.Option(False, "--all", help="Every topic, internal ones included (the default)."),
     by: str = typer.Option("replicas", "--by", help="What to even out: replicas (their count per broker) or bytes"
                                                     " (each broker's bytes on disk, from kafka-log-dirs.sh)."),
+    replication_factor: int = typer.Option(None, "--replication-factor", "-r", min=1,
+                                           help="Give --topics this many replicas per partition instead (new ones"
+                                                " on the brokers holding the fewest bytes; the leader kept)."),
     file: Path = SpecOpt,
     fmt: output.Format = OutputOpt,
 ) -> None:
@@ -46,12 +50,10 @@ def reassign_plan(
 
     if topics and all_topics:
         raise UsageError("--topics and --all exclude each other")
-    if by not in ("replicas", "bytes"):
-        raise UsageError(f"--by {by!r}: expected replicas or bytes", hint="--by bytes evens out the bytes on disk")
-    ids = balance.parse_brokers(brokers)
+    ids = balance.parse_brokers(brokers) if brokers else None
     names = [t.strip() for t in topics.split(",") if t.strip()] if topics else None
     spec = connect(file).kctl_spec
-    res = reassign.plan(spec, ids, names, by=by)
+    res = reassign.plan(spec, ids, names, by=by, replication_factor=replication_factor)
     if output.Format(fmt) is output.Format.json:
         output.emit(res.kafka_json, fmt)
         return
@@ -67,14 +69,21 @@ def reassign_plan(
 
     per, lead = counts(res.replicas_per_broker), counts(res.leaders_per_broker)
     footer = (f"{len(res.moves)} partition(s) change, {res.replicas_moved} replica(s) move,"
+              if res.replication_factor is None else
+              f"{len(res.moves)} partition(s) go to {res.replication_factor} replica(s), {res.replicas_moved}"
+              " replica(s) added,")
+    footer += (
               f" {res.leaders_changed} preferred leader(s) change\nreplicas per broker  {per}\n"
               f"leaders per broker   {lead}")
     if res.bytes_per_broker is not None:
         footer += f"\nbytes per broker     {counts(res.bytes_per_broker)}\nbytes the move copies {res.bytes_moved}"
     if res.moves:
-        footer += ("\nnext: kctl reassign plan --brokers " + brokers + (f" --topics {topics}" if topics else "")
-                   + (" --by bytes" if by == "bytes" else "")
-                   + " -o json > plan.json && kctl reassign execute plan.json --wait")
+        rf = res.replication_factor
+        footer += ("\nnext: kctl reassign plan" + (f" --brokers {brokers}" if brokers else "")
+                   + (f" --topics {topics}" if topics else "") + (" --by bytes" if by == "bytes" and not rf else "")
+                   + (f" --replication-factor {rf}" if rf else "")
+                   + " -o json > plan.json && kctl reassign execute plan.json"
+                   + (" --replication-factor-change" if rf else "") + " --wait")
     else:
         footer += "\nalready balanced: nothing to move"
     output.emit(res, fmt, rows=rows, columns=["partition", "current", "target", "adding", "removing"],
@@ -87,6 +96,9 @@ def reassign_execute(
     wait: bool = typer.Option(False, "--wait", help="Follow until done, then verify (removes the throttle) and"
                                                      " elect preferred leaders."),
     timeout: float = typer.Option(900, "--timeout", min=1, help="Seconds --wait may take."),
+    change_rf: bool = typer.Option(False, "--replication-factor-change",
+                                   help="The plan changes replication factors on purpose (a plan from `kctl reassign"
+                                        " plan --replication-factor`); never below min.insync.replicas."),
     file: Path = SpecOpt,
     fmt: output.Format = OutputOpt,
 ) -> None:
@@ -101,8 +113,10 @@ def reassign_execute(
     from kctl.model.spec import state_dir_for
 
     # not while a rolling restart or a node change runs
-    with roll_lock(state_dir_for(spec, file), "kctl reassign execute"):
-        res = reassign.execute(spec, target, throttle=rate, wait=wait, timeout=timeout, progress=output.info)
+    state = state_dir_for(spec, file)
+    with roll_lock(state, "kctl reassign execute"):
+        res = reassign.execute(spec, target, throttle=rate, wait=wait, timeout=timeout, progress=output.info,
+                               change_rf=change_rf, state_dir=state)
     output.emit_change(res, fmt, f"reassignment of {res.partitions} partition(s) "
                                  + (f"done in {res.seconds:.1f}s" if wait else
                                     "started: `kctl reassign status` follows it; `kctl reassign verify "
@@ -112,15 +126,18 @@ def reassign_execute(
 def reassign_status(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     """Partitions being moved now: replicas being added and removed, bytes the new replicas still lack."""
     from kctl.kafka import reassign
+    from kctl.model.spec import state_dir_for
 
     spec = connect(file).kctl_spec
-    st = reassign.status(spec)
+    st = reassign.status(spec, state_dir=state_dir_for(spec, file))
     rows = [{"partition": m.partition, "replicas": ",".join(map(str, m.replicas)),
              "adding": ",".join(map(str, m.adding)) or "-", "removing": ",".join(map(str, m.removing)) or "-",
              "bytes_left": m.bytes_left if m.bytes_left is not None else "?"} for m in st.moving]
     if st.moving:
         footer = f"{len(st.moving)} partition(s) moving" + (
-            f", {st.bytes_left} bytes left" if st.bytes_left is not None else "")
+            f", {st.bytes_left} bytes left" if st.bytes_left is not None else "") + (
+            f", about {reassign.about(st.seconds_left)} left" if st.seconds_left is not None else "") + (
+            f" (throttled to {st.throttle} B/s per broker)" if st.throttle else "")
     else:
         footer = "no reassignment in progress"
     if st.throttled_brokers:
@@ -145,9 +162,10 @@ def reassign_verify(plan_file: Path = PlanFileArg, file: Path = SpecOpt, fmt: ou
 def reassign_cancel(file: Path = SpecOpt, fmt: output.Format = OutputOpt) -> None:
     """Cancel every ongoing reassignment: partitions go back to their original replicas; throttle removed."""
     from kctl.kafka import reassign
+    from kctl.model.spec import state_dir_for
 
     spec = connect(file, write=True).kctl_spec
-    moving = reassign.cancel(spec)
+    moving = reassign.cancel(spec, state_dir_for(spec, file))
     output.emit_change(moving, fmt, f"cancelled the reassignment of {len(moving)} partition(s)"
                        + (f" ({', '.join(m.partition for m in moving[:5])})" if moving else
                           ": none was in progress"))

@@ -322,10 +322,20 @@ def _kraft_role(spec: ClusterSpec, role: str | None, broker: bool) -> str:
 
 def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | None = None,
         role: str | None = None, broker: bool = True, force: bool = False, timeout: float = 300,
-        progress: Progress | None = None, address: str | None = None) -> NodeChange:
+        progress: Progress | None = None, address: str | None = None, rebalance: str | None = None,
+        throttle: int | None = None, move_timeout: float = 900) -> NodeChange:
     """Write the node to kctl.yaml, render, start its container, reconfig its ZooKeeper in, wait for its broker
     (``broker=False``: a ZooKeeper-only node, participant or observer, with no broker to wait for). On KRaft the
-    node is a broker alone (role observer: it follows the controller quorum, whose voters stay as they are)."""
+    node is a broker alone (role observer: it follows the controller quorum, whose voters stay as they are).
+
+    ``rebalance`` ("replicas" or "bytes"): once the cluster is healthy with the new broker, move replicas onto it
+    as `kctl reassign plan --by` would over every broker (throttled to ``throttle``, waited for, verified, leaders
+    elected). The node stays added if the move fails or is interrupted; the error says how to go on."""
+    if rebalance is not None and rebalance not in ("replicas", "bytes"):
+        raise UsageError(f"--by {rebalance!r}: expected replicas or bytes", hint="--by bytes evens out the bytes")
+    if rebalance is not None and not broker:
+        raise UsageError("--rebalance needs a broker on the node: a ZooKeeper-only node holds no replicas",
+                         hint="drop --rebalance, or --no-broker")
     kraft = spec.on_kraft
     if not kraft:
         reconfig.require_reconfigurable(spec)
@@ -387,12 +397,15 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
                 say(f"undoing: removing {host}, restoring kctl.yaml and the rendered files")
                 _undo_add(spec, spec_path, state_dir, text, host)
             raise
+        if rebalance is not None:
+            _rebalance_onto(new_spec, state_dir, nid, rebalance, throttle, move_timeout, steps, change, say)
     # engine hosts: the other hosts' files list the new node from now on (read at each service's next restart)
     engines.for_spec(new_spec).deliver(new_spec, state_dir, say)
     others = ",".join(str(n.id) for n in new_spec.brokers)
     zk_only = ("a ZooKeeper-only node: no broker, no data to move; the brokers' zookeeper.connect lists it"
                " from their next restart (`kctl restart --rolling`)")
     change.next = zk_only if not broker else (
+        f"broker {nid} holds its share: `kctl reassign status` shows nothing moving" if rebalance is not None else
         f"broker {nid} holds no data yet: `kctl reassign plan --brokers {others}` then"
         " `kctl reassign execute plan.json --wait`" + (
             "; the controller quorum is as it was (the new broker follows it)" if kraft else
@@ -403,6 +416,30 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
                         " their tasks again; the running ensemble already has the node)")
     change.seconds = time.monotonic() - t0
     return change
+
+
+def _rebalance_onto(spec: ClusterSpec, state_dir: Path, nid: int, by: str, throttle: int | None, timeout: float,
+                   steps: _Steps, change: NodeChange, say: Progress) -> None:
+    """``node add --rebalance``: the move over every broker, the new one included, after the node is in."""
+    how = (f"`kctl reassign status` follows the move Kafka goes on with; or plan again: `kctl reassign plan --by {by}"
+           " -o json > plan.json && kctl reassign execute plan.json --wait`")
+    try:
+        t = time.monotonic()
+        p = reassign.plan(spec, None, by=by)
+        target = {(e["topic"], int(e["partition"])): list(e["replicas"]) for e in p.kafka_json["partitions"]}
+        if target:
+            reassign.execute(spec, target, throttle=throttle, wait=True, timeout=timeout, progress=say,
+                             state_dir=state_dir)
+        change.moved_partitions = len(target)
+        steps.done(f"{len(target)} partition(s) moved to spread the {by} over every broker", time.monotonic() - t,
+                   f"broker {nid} now holds {p.replicas_per_broker['target'].get(nid, 0)} replica(s)"
+                   + (f", {p.bytes_per_broker['target'].get(nid, 0)} bytes" if p.bytes_per_broker else ""))
+    except KctlError as exc:
+        raise ClusterError(f"node {nid} is added and healthy, but moving replicas onto it did not finish:"
+                           f" {exc.message}", hint=how) from None
+    except KeyboardInterrupt:
+        say(f"interrupted: node {nid} is added and healthy; a reassignment already started goes on in Kafka: {how}")
+        raise
 
 
 def _unregister(spec: ClusterSpec, broker: int) -> str:
@@ -480,7 +517,8 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
         change.moved_partitions = len(moves)
         if moves and target:
             t = time.monotonic()
-            reassign.execute(spec, moves, throttle=throttle, wait=True, timeout=timeout, progress=say)
+            reassign.execute(spec, moves, throttle=throttle, wait=True, timeout=timeout, progress=say,
+                             state_dir=state_dir)
             steps.done(f"{len(moves)} partition(s) moved off broker {nid}", time.monotonic() - t,
                        f"replicas per broker now {target.replica_counts()}")
         left = [f"{t}-{p}" for (t, p), r in reassign.assignment(spec)[0].items() if nid in r]

@@ -12,7 +12,7 @@ from typing import Any
 
 from kctl.errors import KctlError
 from kctl.kafka import reassign
-from kctl.model.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec, state_dir_for
 
 
 @dataclass
@@ -62,7 +62,8 @@ class Jobs:
 
         def run() -> None:
             try:
-                reassign.execute(spec, plan, throttle=throttle, wait=True, timeout=timeout, progress=say)
+                reassign.execute(spec, plan, throttle=throttle, wait=True, timeout=timeout, progress=say,
+                                 state_dir=state_dir_for(spec, None))  # its record: the CLI's time left too
                 job.state = "done"
             except KctlError as exc:
                 job.state, job.error = "failed", exc.message

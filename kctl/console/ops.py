@@ -311,13 +311,15 @@ def registered_brokers(spec: ClusterSpec) -> list[int]:
 
 
 def reassign_status(spec: ClusterSpec) -> dict[str, Any]:
-    st = reassign.status(spec)
+    st = reassign.status(spec, state_dir=_state_dir(spec))  # the CLI's answer, time left included
     return {"active": st.active, "moving": [dataclasses.asdict(m) for m in st.moving], "bytes_left": st.bytes_left,
-            "throttled_brokers": st.throttled_brokers}
+            "throttled_brokers": st.throttled_brokers, "seconds_left": st.seconds_left,
+            "time_left": reassign.about(st.seconds_left) if st.seconds_left is not None else None,
+            "throttle": st.throttle}
 
 
 def reassign_cancel(spec: ClusterSpec) -> dict[str, Any]:
-    return {"cancelled": [m.partition for m in reassign.cancel(spec)]}
+    return {"cancelled": [m.partition for m in reassign.cancel(spec, _state_dir(spec))]}
 
 
 # ----- groups: offsets ------------------------------------------------------------------------------------

@@ -121,10 +121,13 @@ def register(app: FastAPI, h: Helpers) -> None:
         st = ops.reassign_status(readable(ctx))
         name = ctx.entry.name
         if ctx.user.topic_prefixes:
+            everything = len(st["moving"])
             st["moving"] = authz.visible_partitions(ctx.user, name, st["moving"])
             left = [m.get("bytes_left") for m in st["moving"]]
             st["bytes_left"] = None if not left or None in left else sum(left)
             st["active"] = bool(st["moving"])
+            if len(st["moving"]) != everything:  # the whole move's time left tells of partitions they may not see
+                st["seconds_left"] = st["time_left"] = None
         job = console.jobs.get(name)
         seen = job is not None and all(authz.may(ctx.user, "see", authz.Topic(name, t)) for t in job.topics)
         st["job"] = job.public() if job and seen else None

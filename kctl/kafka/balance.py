@@ -236,8 +236,9 @@ def parse_kafka_json(text: str, source: str = "the plan") -> Assignment:
 
 
 def validate_against(plan: Mapping[TopicPartition, Sequence[int]], live_brokers: Iterable[int],
-                     partitions: Mapping[TopicPartition, Sequence[int]]) -> None:
-    """UsageError when a plan names a broker not registered, or a topic/partition that does not exist."""
+                     partitions: Mapping[TopicPartition, Sequence[int]], *, change_rf: bool = False) -> None:
+    """UsageError when a plan names a broker not registered, or a topic/partition that does not exist, or
+    (unless ``change_rf``: the operator asked for it) changes a partition's replication factor."""
     live = set(live_brokers)
     unknown = sorted({b for r in plan.values() for b in r} - live)
     if unknown:
@@ -257,9 +258,10 @@ def validate_against(plan: Mapping[TopicPartition, Sequence[int]], live_brokers:
                          hint="`kctl topic describe TOPIC` shows its partitions")
     changed_rf = sorted(f"{t}-{p} ({len(partitions[(t, p)])} -> {len(r)})" for (t, p), r in plan.items()
                         if len(r) != len(partitions[(t, p)]))
-    if changed_rf:
+    if changed_rf and not change_rf:
         raise UsageError(f"the plan changes the replication factor of {', '.join(changed_rf[:5])}",
-                         hint="kctl reassign moves replicas; it keeps each partition's replication factor")
+                         hint="a plan from `kctl reassign plan --replication-factor N` does so on purpose: run it"
+                              " with `kctl reassign execute PLAN --replication-factor-change`")
 
 
 def parse_brokers(text: str) -> list[int]:

@@ -12,10 +12,12 @@ ListPartitionReassignments), and the throttles from the brokers' dynamic configs
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kctl.errors import ClusterError, KctlError, UsageError
@@ -47,6 +49,8 @@ class PlanResult:
     # --by bytes: each broker's bytes (its replicas' partition sizes) before and after, and what the move copies
     bytes_per_broker: dict[str, dict[int, int]] | None = None
     bytes_moved: int | None = None
+    # --replication-factor N: the factor each planned topic gets (its execute needs --replication-factor-change)
+    replication_factor: int | None = None
 
 
 @dataclass
@@ -63,6 +67,11 @@ class ReassignStatus:
     moving: list[Moving] = field(default_factory=list)
     bytes_left: int | None = None
     throttled_brokers: list[int] = field(default_factory=list)
+    # About how long the move still takes: from the bytes copied since `kctl reassign execute` started it (its
+    # record in the state dir) and the throttle it set, as the most it can go at; None when neither says.
+    seconds_left: float | None = None
+    started: float | None = None  # when that execute started the move (seconds since the epoch)
+    throttle: int | None = None  # the replication throttle it set, bytes/s per broker
 
     @property
     def active(self) -> bool:
@@ -101,22 +110,36 @@ def assignment(spec: ClusterSpec, topics: list[str] | None = None) -> tuple[bal.
     return out, sorted(int(b) for b in md.brokers)
 
 
-def plan(spec: ClusterSpec, brokers: list[int], topics: list[str] | None = None, *, by: str = "replicas") -> PlanResult:
-    """The balanced assignment of ``topics`` (all, internal ones included, when None) over ``brokers``: by replica
-    count, or with ``by="bytes"`` by each broker's bytes (partition sizes from kafka-log-dirs.sh)."""
+def plan(spec: ClusterSpec, brokers: list[int] | None, topics: list[str] | None = None, *, by: str = "replicas",
+         replication_factor: int | None = None) -> PlanResult:
+    """The balanced assignment of ``topics`` (all, internal ones included, when None) over ``brokers`` (every
+    registered broker when None): by replica count, or with ``by="bytes"`` by each broker's bytes (partition sizes
+    from kafka-log-dirs.sh). With ``replication_factor``, ``topics`` (named) get that many replicas per partition
+    instead, new ones on the brokers holding the fewest bytes (:func:`kctl.kafka.bytes_balance.change_rf`)."""
+    if by not in ("replicas", "bytes"):  # before the cluster is asked anything
+        raise UsageError(f"--by {by!r}: expected replicas or bytes", hint="--by bytes balances the bytes on disk")
+    if replication_factor is not None and not topics:
+        raise UsageError("--replication-factor needs --topics: the topics whose factor changes",
+                         hint="kctl reassign plan --topics orders --replication-factor 3")
     current, live = assignment(spec, topics)
+    brokers = list(live) if brokers is None else brokers
     unknown = sorted(set(brokers) - set(live))
     if unknown:
         raise UsageError(f"broker(s) {','.join(map(str, unknown))} not registered in the cluster",
                          hint=f"registered brokers: {','.join(map(str, live))}; a new node's broker must be up"
                               " first (`kctl node add`, `kctl status`)")
-    if by not in ("replicas", "bytes"):
-        raise UsageError(f"--by {by!r}: expected replicas or bytes", hint="--by bytes balances the bytes on disk")
-    if by == "bytes":
-        on_disk = _sizes(spec, sorted({t for t, _ in current})) if current else {}
-        sizes = {(t, p): max((v for (_b, name), v in on_disk.items() if name == f"{t}-{p}"), default=0)
-                 for (t, p) in current}
-        p: bal.BalancePlan = bytes_balance.balance_bytes(current, sizes, brokers)
+    if replication_factor is not None:
+        sizes = _partition_sizes(spec, current)
+        racks = _racks(spec)
+        target: bal.Assignment = {}
+        for t in sorted({t for t, _ in current}):
+            target.update(bytes_balance.change_rf(current, sizes, brokers, t, replication_factor, racks=racks))
+        _check_rf(spec, target, current)
+        p: bal.BalancePlan = bytes_balance.BytesPlan(sorted(set(brokers)), dict(current),
+                                                     {**current, **target}, sizes=sizes)
+        p.moves = [bal.Move(t, n, list(current[(t, n)]), r) for (t, n), r in sorted(target.items())]
+    elif by == "bytes":
+        p = bytes_balance.balance_bytes(current, _partition_sizes(spec, current), brokers, racks=_racks(spec))
     else:
         p = bal.balance(current, brokers)
     res = PlanResult(
@@ -130,11 +153,45 @@ def plan(spec: ClusterSpec, brokers: list[int], topics: list[str] | None = None,
         leaders_per_broker={"current": p.leader_counts("current"), "target": p.leader_counts()},
         kafka_json=bal.to_kafka_json({(m.topic, m.partition): m.target for m in p.moves}),
         by=by,
+        replication_factor=replication_factor,
     )
     if isinstance(p, bytes_balance.BytesPlan):
         res.bytes_per_broker = {"current": p.bytes_per_broker("current"), "target": p.bytes_per_broker()}
         res.bytes_moved = p.bytes_moved
     return res
+
+
+def _partition_sizes(spec: ClusterSpec, current: bal.Assignment) -> dict[bal.TopicPartition, int]:
+    """{(topic, partition): its size}: the largest of its replicas' sizes on disk (kafka-log-dirs.sh)."""
+    on_disk = _sizes(spec, sorted({t for t, _ in current})) if current else {}
+    return {(t, p): max((v for (_b, name), v in on_disk.items() if name == f"{t}-{p}"), default=0)
+            for (t, p) in current}
+
+
+def _racks(spec: ClusterSpec) -> dict[int, str | None] | None:
+    """{broker: its broker.rack} from Kafka's DescribeCluster, or None when no broker has a rack."""
+    try:
+        nodes = admin(Target.of(spec)).describe_cluster().result(15).nodes
+    except Exception:  # noqa: BLE001 - racks refine a plan; a plan without them is still a valid one
+        return None
+    racks = {int(n.id): (n.rack or None) for n in nodes}
+    return racks if any(racks.values()) else None
+
+
+def _check_rf(spec: ClusterSpec, target: bal.Assignment, current: bal.Assignment) -> None:
+    """UsageError when a plan lowers a partition's replicas below its topic's min.insync.replicas: every write
+    with acks=all to it would then fail (NOT_ENOUGH_REPLICAS)."""
+    lowered = {t for (t, p), r in target.items() if len(r) < len(current.get((t, p), r))}
+    if not lowered:
+        return
+    mins = leaders.min_insync_replicas(Target.of(spec), lowered)
+    low = sorted(f"{t}-{p} ({len(r)} < min.insync.replicas {mins[t]})" for (t, p), r in target.items()
+                 if t in mins and len(r) < mins[t])
+    if low:
+        topic = low[0].rsplit("-", 1)[0]
+        raise UsageError(f"the plan leaves fewer replicas than min.insync.replicas: {', '.join(low[:5])}; producers"
+                         " with acks=all could no longer write", hint=f"lower the topic's min.insync.replicas first:"
+                         f" `kctl config set topic {topic} min.insync.replicas=N`; nothing was changed")
 
 
 # ----- what is moving --------------------------------------------------------------------------------
@@ -228,8 +285,68 @@ def bytes_left(moving: list[Moving], sizes: dict[tuple[int, str], int]) -> int:
     return total
 
 
-def status(spec: ClusterSpec, with_bytes: bool = True) -> ReassignStatus:
-    """The partitions being moved now, and (when any) the bytes their new replicas still lack."""
+# ----- the record of a started move: when it started, the bytes it had to copy, its throttle ------------------
+RECORD = "reassignment.json"  # in the state dir
+
+
+def _write_record(state_dir: Path | None, target: bal.Assignment, bytes_total: int | None,
+                  throttle: int | None) -> None:
+    if state_dir is None:
+        return
+    doc = {"started": time.time(), "partitions": sorted(f"{t}-{p}" for t, p in target),
+           "bytes_total": bytes_total, "throttle": throttle}
+    path = state_dir / RECORD
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)  # a reader sees the old record or the new one, never half of one
+
+
+def read_record(state_dir: Path | None) -> dict[str, Any] | None:
+    try:
+        doc = json.loads((state_dir / RECORD).read_text()) if state_dir is not None else None
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("started"), (int, float)) else None
+
+
+def _forget_record(state_dir: Path | None) -> None:
+    if state_dir is not None:
+        (state_dir / RECORD).unlink(missing_ok=True)
+
+
+def _receiving(moving: list[Moving]) -> int:
+    """How many brokers receive new replicas: each copies at most the throttle's rate."""
+    return len({b for m in moving for b in m.adding}) or 1
+
+
+def estimate(st: ReassignStatus, record: dict[str, Any] | None, now: float | None = None,
+             samples: list[tuple[float, int]] | None = None) -> None:
+    """Fill ``st.seconds_left`` (pure but for the clock): the rate seen since the move started (its record: the
+    bytes it had to copy then; ``samples`` of (time, bytes left) seen since), capped by its throttle times the
+    brokers receiving. A record of another move (no partition in common) says nothing."""
+    if st.bytes_left is None or not st.moving:
+        return
+    now = time.time() if now is None else now
+    pts = list(samples or [])
+    if record is not None and {m.partition for m in st.moving} & set(record.get("partitions") or []):
+        st.started = float(record["started"])
+        st.throttle = int(record["throttle"]) if record.get("throttle") else None
+        if isinstance(record.get("bytes_total"), int):
+            pts.insert(0, (st.started, int(record["bytes_total"])))
+    pts.append((now, st.bytes_left))
+    cap = st.throttle * _receiving(st.moving) if st.throttle else None
+    st.seconds_left = bytes_balance.seconds_left(st.bytes_left, throttle=cap, samples=pts)
+
+
+def about(seconds: float) -> str:
+    """A time left as people read it: 45s, 12m05s, 3h20m."""
+    s = int(round(seconds))
+    return f"{s}s" if s < 120 else f"{s // 60}m{s % 60:02d}s" if s < 7200 else f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def status(spec: ClusterSpec, with_bytes: bool = True, state_dir: Path | None = None) -> ReassignStatus:
+    """The partitions being moved now, and (when any) the bytes their new replicas still lack and, from the
+    record ``kctl reassign execute`` left in ``state_dir``, about how long the move still takes."""
     import concurrent.futures as cf
 
     # Two ZooKeeper sessions (the throttles are read as the guarded reader on a secured cluster), at once.
@@ -243,6 +360,7 @@ def status(spec: ClusterSpec, with_bytes: bool = True) -> ReassignStatus:
             st.bytes_left = bytes_left(st.moving, _sizes(spec, topics))
         except KctlError:
             st.bytes_left = None  # the sizes are a courtesy: what moves is known without them
+        estimate(st, read_record(state_dir))
     return st
 
 
@@ -293,10 +411,13 @@ def load_plan(text: str, source: str) -> bal.Assignment:
     return bal.parse_kafka_json(text, source)
 
 
-def check_plan(spec: ClusterSpec, target: bal.Assignment) -> None:
-    """UsageError when the plan names an unknown broker, topic or partition, or changes an RF."""
+def check_plan(spec: ClusterSpec, target: bal.Assignment, *, change_rf: bool = False) -> None:
+    """UsageError when the plan names an unknown broker, topic or partition, or changes an RF (``change_rf``: it
+    may, but never below a topic's min.insync.replicas)."""
     current, live = assignment(spec)
-    bal.validate_against(target, live, current)
+    bal.validate_against(target, live, current, change_rf=change_rf)
+    if change_rf:
+        _check_rf(spec, target, current)
 
 
 def _run(spec: ClusterSpec, args: list[str], target: bal.Assignment, timeout: float = 120) -> tuple[str, str]:
@@ -310,23 +431,36 @@ def _run(spec: ClusterSpec, args: list[str], target: bal.Assignment, timeout: fl
 
 
 def execute(spec: ClusterSpec, target: bal.Assignment, *, throttle: int | None = None, wait: bool = False,
-            timeout: float = 900, progress: Progress | None = None) -> ExecuteResult:
-    """Start the reassignment with Kafka's tool (throttled if asked); ``wait``: follow it, verify, elect."""
+            timeout: float = 900, progress: Progress | None = None, change_rf: bool = False,
+            state_dir: Path | None = None) -> ExecuteResult:
+    """Start the reassignment with Kafka's tool (throttled if asked); ``wait``: follow it, verify, elect.
+
+    ``change_rf``: the plan may change replication factors (on purpose: `kctl reassign plan --replication-factor`).
+    ``state_dir``: where the move's record goes (when it started, the bytes to copy, the throttle), from which
+    `kctl reassign status` estimates the time left."""
     say = progress or (lambda _m: None)
     busy = _moving(spec)
     if busy:
         raise ClusterError(f"a reassignment is already running ({len(busy)} partition(s), e.g."
                            f" {', '.join(m.partition for m in busy[:3])}); nothing was started",
                            hint="wait for it (`kctl reassign status`), or `kctl reassign cancel`")
-    check_plan(spec, target)
+    check_plan(spec, target, change_rf=change_rf)
     t0 = time.monotonic()
+    current = assignment(spec, sorted({t for t, _ in target}))[0]
+    try:
+        sizes = _partition_sizes(spec, current)
+        total: int | None = sum(sizes.get(k, 0) * len(set(r) - set(current.get(k, []))) for k, r in target.items())
+    except KctlError:
+        total = None  # without sizes the estimate goes by the throttle alone
+    _write_record(state_dir, target, total, throttle)
     args = ["--execute"] + (["--throttle", str(throttle)] if throttle else [])
     out, host = _run(spec, args, target)
     res = ExecuteResult(len(target), throttle, wait, output=out, host=host)
     say(f"reassignment of {len(target)} partition(s) started in {host}"
-        + (f", throttled to {throttle} B/s" if throttle else ""))
+        + (f", throttled to {throttle} B/s" if throttle else "")
+        + (f", {total} bytes to copy" if total else ""))
     if wait:
-        wait_done(spec, set(f"{t}-{p}" for t, p in target), timeout, say)
+        wait_done(spec, set(f"{t}-{p}" for t, p in target), timeout, say, record=read_record(state_dir))
         res.verify = verify(spec, target)
         say("verified: every partition has its new replicas; the throttle is removed")
         try:
@@ -339,12 +473,15 @@ def execute(spec: ClusterSpec, target: bal.Assignment, *, throttle: int | None =
     return res
 
 
-def wait_done(spec: ClusterSpec, partitions: set[str], timeout: float, say: Progress) -> None:
-    """Poll ZooKeeper until none of ``partitions`` is being moved (reporting bytes left now and then).
+def wait_done(spec: ClusterSpec, partitions: set[str], timeout: float, say: Progress, *,
+              record: dict[str, Any] | None = None) -> None:
+    """Poll ZooKeeper until none of ``partitions`` is being moved (reporting bytes left now and then, and the time
+    left from the rate seen so far and ``record``'s throttle).
 
     TimeoutReached (the partitions still moving) when ``timeout`` passes first.
     """
     last_report = [0.0]
+    samples: list[tuple[float, int]] = []
 
     def probe() -> tuple[bool, str]:
         moving = [m for m in _moving(spec) if m.partition in partitions]
@@ -357,8 +494,12 @@ def wait_done(spec: ClusterSpec, partitions: set[str], timeout: float, say: Prog
                 st.bytes_left = bytes_left(moving, _sizes(spec, topics))
             except KctlError:
                 st.bytes_left = None
+            estimate(st, record, samples=samples)
+            if st.bytes_left is not None:
+                samples.append((time.time(), st.bytes_left))
             say(f"moving {len(moving)} partition(s)"
-                + (f", {st.bytes_left} bytes left" if st.bytes_left is not None else ""))
+                + (f", {st.bytes_left} bytes left" if st.bytes_left is not None else "")
+                + (f", about {about(st.seconds_left)} left" if st.seconds_left is not None else ""))
             last_report[0] = time.monotonic()
         return False, f"{len(moving)} partition(s) still moving ({', '.join(m.partition for m in moving[:5])})"
 
@@ -373,14 +514,16 @@ def verify(spec: ClusterSpec, target: bal.Assignment) -> str:
     return out
 
 
-def cancel(spec: ClusterSpec) -> list[Moving]:
+def cancel(spec: ClusterSpec, state_dir: Path | None = None) -> list[Moving]:
     """Cancel every ongoing reassignment (Kafka's --cancel: back to the original replicas, throttle removed)."""
     moving = _moving(spec)
     if not moving:
+        _forget_record(state_dir)
         return []
     target: bal.Assignment = {}
     for m in moving:
         t, _, p = m.partition.rpartition("-")
         target[(t, int(p))] = [b for b in m.replicas if b not in m.removing] or m.replicas
     _run(spec, ["--cancel"], target)
+    _forget_record(state_dir)
     return moving

@@ -115,7 +115,18 @@ def test_bad_input_changes_nothing(cluster: KafkaCluster, acked: set[bytes]) -> 
     (cluster.workdir / "nope.json").write_text('{"version": 1, "partitions": [{"topic": "nope", "partition": 0,'
                                                ' "replicas": [1, 2, 3]}]}')
     (cluster.workdir / "broken.json").write_text('{"version": 1, "partitions": [')
+    (cluster.workdir / "rf.json").write_text('{"version": 1, "partitions": [{"topic": "orders", "partition": 0,'
+                                             ' "replicas": [1, 2]}]}')
+    (cluster.workdir / "rf1.json").write_text('{"version": 1, "partitions": [{"topic": "orders", "partition": 0,'
+                                              ' "replicas": [1]}]}')
     cases = [
+        (("reassign", "execute", "rf.json"), "changes the replication factor of orders-0 (3 -> 2)"),
+        (("reassign", "execute", "rf1.json", "--replication-factor-change"),
+         "fewer replicas than min.insync.replicas: orders-0 (1 < min.insync.replicas 2)"),
+        (("reassign", "plan", "--replication-factor", "2"), "--replication-factor needs --topics"),
+        (("reassign", "plan", "--topics", "orders", "--replication-factor", "1"), "fewer replicas than min.insync"),
+        (("reassign", "plan", "--topics", "orders", "--replication-factor", "5"), "needs at least 5 brokers"),
+        (("node", "add", "--throttle", "1MB/s"), "--by and --throttle go with --rebalance"),
         (("reassign", "execute", "bad.json"), "not registered"),
         (("reassign", "execute", "nope.json"), "do not exist: nope"),
         (("reassign", "execute", "broken.json"), "is not JSON"),
@@ -138,15 +149,20 @@ def test_bad_input_changes_nothing(cluster: KafkaCluster, acked: set[bytes]) -> 
 
 
 def test_runbook_add_broker_and_rebalance(cluster: KafkaCluster) -> None:
-    runbook.run(runbook.RUNBOOKS / "add-broker-and-rebalance.md", cluster.spec_file, state_dir=cluster.state_dir)
+    before = assignment(cluster)
+    assert all(4 not in r for r, _ in before.values())
+    ran = runbook.run(runbook.RUNBOOKS / "add-broker-and-rebalance.md", cluster.spec_file, state_dir=cluster.state_dir)
     nodes = yaml.safe_load(cluster.spec_file.read_text())["nodes"]
     assert [n["id"] for n in nodes] == [1, 2, 3, 4] and nodes[3]["role"] == "observer"
     a = assignment(cluster)
     per_broker = {b: sum(b in r for r, _ in a.values()) for b in (1, 2, 3, 4)}
     assert max(per_broker.values()) - min(per_broker.values()) <= 1, per_broker  # balanced, 4 included
     assert all(sorted(r) == sorted(isr) for r, isr in a.values())
-    plan = json.loads((cluster.workdir / "plan.json").read_text())
-    assert plan["version"] == 1 and plan["partitions"]
+    # `node add --rebalance` moved as many partitions as it said, and no more than needed to give broker 4 its share
+    moved = {k for k in a if sorted(a[k][0]) != sorted(before[k][0])}
+    said = next(r for r in ran if "--rebalance" in r.step.command)
+    assert f"{len(moved)} partition(s) moved to spread the replicas over every broker" in said.output, said.output
+    assert len(moved) <= per_broker[4], (moved, per_broker)
     # Throttles are gone once --wait verified the move: no broker keeps a replication rate limit.
     st = json.loads(kctl(cluster, "reassign", "status", "-o", "json").stdout)
     assert st["moving"] == [] and st["throttled_brokers"] == []
@@ -155,7 +171,10 @@ def test_runbook_add_broker_and_rebalance(cluster: KafkaCluster) -> None:
 def test_reassign_status_verify_and_cancel_of_a_throttled_move(cluster: KafkaCluster) -> None:
     from kctl.kafka.client import Target, admin, producer
 
-    # The runbook's move is done: Kafka's --verify of its plan says so (and leaves no throttle).
+    # A plan of the assignment as it is: Kafka's --verify says each partition's move is complete.
+    (cluster.workdir / "plan.json").write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": TOPIC, "partition": int(k.rsplit("-", 1)[1]), "replicas": r}
+        for k, (r, _) in assignment(cluster).items() if k.startswith(f"{TOPIC}-")]}))
     done = kctl(cluster, "reassign", "verify", "plan.json")
     assert done.returncode == 0 and "is completed" in done.stdout + done.stderr, done.stdout + done.stderr
     # 8 MB in one partition, throttled to 10 KB/s: the new replica copies for minutes, so the move is
@@ -177,6 +196,11 @@ def test_reassign_status_verify_and_cancel_of_a_throttled_move(cluster: KafkaClu
     moving = {m["partition"]: m for m in st["moving"]}
     assert f"{topic}-0" in moving and moving[f"{topic}-0"]["adding"] == [spare], st
     assert st["bytes_left"] and st["bytes_left"] > 0 and spare in st["throttled_brokers"], st
+    # The time left: one broker receives at 10 KB/s at most, so no less than bytes left / 10 000 (the estimate's
+    # rate is what was copied since execute started, capped by that throttle), and the table says it.
+    assert st["throttle"] == 10_000 and st["seconds_left"] >= st["bytes_left"] / 10_000 - 1, st
+    table = kctl(cluster, "reassign", "status")
+    assert "left (throttled to 10000 B/s per broker)" in table.stdout + table.stderr, table.stdout + table.stderr
     c = kctl(cluster, "reassign", "cancel")
     assert c.returncode == 0 and f"cancelled the reassignment of 1 partition(s) ({topic}-0)" in c.stdout + c.stderr, \
         c.stdout + c.stderr
@@ -244,6 +268,38 @@ def test_a_plan_by_bytes_evens_out_a_topic_whose_bytes_sit_on_one_broker(cluster
     assert sum(after.values()) == sum(before.values()), (before, after)
     bad = kctl(cluster, "reassign", "plan", "--brokers", "1,2", "--by", "size")
     assert bad.returncode == 2 and "--by 'size': expected replicas or bytes" in bad.stderr, bad.stderr
+    a.delete_topics([topic])[topic].result(30)  # the runbooks that follow move less
+
+
+def test_a_replication_factor_raised_and_lowered_under_load_loses_nothing(cluster: KafkaCluster) -> None:
+    from tests.integration.load import Load, kcat_values
+
+    topic = "rf-change"
+    cluster.create_topic(topic, partitions=3, replication_factor=1)
+    with Load(cluster.bootstrap_servers, topic, max_records=20_000, max_seconds=120) as load:
+        up = kctl(cluster, "reassign", "plan", "--topics", topic, "--replication-factor", "3", "-o", "json")
+        assert up.returncode == 0, up.stderr
+        (cluster.workdir / "rf3.json").write_text(up.stdout)
+        assert all(len(e["replicas"]) == 3 for e in json.loads(up.stdout)["partitions"]), up.stdout
+        run = kctl(cluster, "reassign", "execute", "rf3.json", "--replication-factor-change", "--throttle", "50MB/s",
+                   "--wait")
+        assert run.returncode == 0, run.stdout + run.stderr
+        three = {k: v for k, v in assignment(cluster).items() if k.startswith(f"{topic}-")}
+        assert all(len(r) == 3 and sorted(r) == sorted(isr) for r, isr in three.values()), three
+        down = kctl(cluster, "reassign", "plan", "--topics", topic, "--replication-factor", "2", "-o", "json")
+        (cluster.workdir / "rf2.json").write_text(down.stdout)
+        run = kctl(cluster, "reassign", "execute", "rf2.json", "--replication-factor-change", "--wait")
+        assert run.returncode == 0, run.stdout + run.stderr
+        time.sleep(2)  # the load goes on writing a moment after the last move
+    assert len(load.acked) > 100 and not load.failures(), (len(load.acked), load.failures()[:3])
+    two = {k: v for k, v in assignment(cluster).items() if k.startswith(f"{topic}-")}
+    assert all(len(r) == 2 and sorted(r) == sorted(isr) for r, isr in two.values()), two
+    # each partition kept its leader through both changes (the first replica of its factor-1 assignment)
+    assert all(r[0] == three[k][0][0] for k, (r, _) in two.items()), (three, two)
+    assert load.acked <= set(kcat_values(cluster.bootstrap_servers, topic))  # kcat reads every acknowledged record
+    from kctl.kafka.client import Target, admin
+
+    a = admin(Target.of(cluster.spec))  # held while its future runs
     a.delete_topics([topic])[topic].result(30)  # the runbooks that follow move less
 
 

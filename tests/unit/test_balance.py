@@ -126,8 +126,13 @@ def test_plan_checked_against_the_cluster() -> None:
         bal.validate_against({("nope", 0): [1, 2]}, [1, 2, 3], parts)
     with pytest.raises(UsageError, match="partition.*t-5"):
         bal.validate_against({("t", 5): [1, 2]}, [1, 2, 3], parts)
-    with pytest.raises(UsageError, match="replication factor of t-0 .2 -> 3"):
+    with pytest.raises(UsageError, match="replication factor of t-0 .2 -> 3") as e:
         bal.validate_against({("t", 0): [1, 2, 3]}, [1, 2, 3], parts)
+    assert "--replication-factor-change" in (e.value.hint or "")
+    # asked for (a plan from `kctl reassign plan --replication-factor`): the factor may change, the rest is checked
+    bal.validate_against({("t", 0): [1, 2, 3], ("t", 1): [2]}, [1, 2, 3], parts, change_rf=True)
+    with pytest.raises(UsageError, match="not registered"):
+        bal.validate_against({("t", 0): [1, 2, 9]}, [1, 2, 3], parts, change_rf=True)
 
 
 def test_rates_and_broker_lists() -> None:

@@ -222,7 +222,7 @@ def make_world(monkeypatch: pytest.MonkeyPatch) -> World:
     monkeypatch.setattr(ops, "registered_brokers", lambda spec: [1, 2])
     monkeypatch.setattr(ops, "reassign_status", lambda spec: {
         "active": True, "moving": [_moving("hidden-orders-0", 5), _moving("team-a.events-1", 7)], "bytes_left": 12,
-        "throttled_brokers": [1]})
+        "throttled_brokers": [1], "seconds_left": 754.0, "time_left": "12m34s", "throttle": 1000})
     monkeypatch.setattr(ops, "scram_users", lambda spec: [{"user": "hidden-scram", "mechanisms": ["SCRAM-SHA-512"],
                                                            "password_kept": True, "super_user": False}])
     monkeypatch.setattr(ops, "acls", lambda spec: [
@@ -608,3 +608,16 @@ def test_acls_and_scram_users_stay_inside_the_admins_scope(config: ConsoleConfig
     assert a.post("/api/clusters/alpha/security/acls", json={**base, "cluster": True}, headers=ah).status_code == 201
     assert a.post("/api/clusters/alpha/security/users", json={"name": "app"}, headers=ah).status_code == 201
     assert a.post("/api/clusters/beta/security/users", json={"name": "app"}, headers=ah).status_code == 404
+
+
+def test_the_time_left_of_a_move_is_shown_only_to_those_who_see_all_it_moves(config: ConsoleConfig,
+                                                                             world: World) -> None:
+    a, _ = _as(config, "alpha-adm")  # the whole cluster's: the whole move's time left, as the CLI gives it
+    st = a.get("/api/clusters/alpha/reassignment").json()
+    assert st["time_left"] == "12m34s" and st["seconds_left"] == 754.0 and st["bytes_left"] == 12
+    assert "about <span id=\"time-left\">12m34s</span> left" in a.get("/clusters/alpha/reassignment").text
+    t, _ = _as(config, "teama-adm")  # sees one of the two partitions: its bytes left, not the whole move's time
+    st = t.get("/api/clusters/alpha/reassignment").json()
+    assert [m["partition"] for m in st["moving"]] == ["team-a.events-1"] and st["bytes_left"] == 7
+    assert st["time_left"] is None and st["seconds_left"] is None
+    assert "time-left" not in t.get("/clusters/alpha/reassignment").text

@@ -129,7 +129,9 @@ def test_one_reassignment_job_per_cluster_and_its_end_is_reported(monkeypatch: p
     release = threading.Event()
     ended: list[Any] = []
 
-    def execute(spec: Any, plan: Any, *, throttle: Any, wait: bool, timeout: float, progress: Any) -> None:
+    def execute(spec: Any, plan: Any, *, throttle: Any, wait: bool, timeout: float, progress: Any,
+                state_dir: Any) -> None:
+        assert state_dir is not None  # its record there gives the CLI and the console the move's time left
         progress("reassignment of 1 partition(s) started in logger1")
         release.wait(10)
         progress("verified: every partition has its new replicas; the throttle is removed")
