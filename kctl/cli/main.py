@@ -30,6 +30,7 @@ from kctl.cli import (
     config,
     console,
     drill,
+    features,
     group,
     migrate,
     mirror,
@@ -79,7 +80,7 @@ def _root(
 # The order of ``kctl --help``.
 COMMAND_MODULES: tuple[ModuleType, ...] = (spec, cluster, zk, topic, config, group, monitor, console, clients,
                                            security, stream,
-                                           restart, change, reassign, node, migrate, mirror, drill, swarm)
+                                           restart, change, reassign, node, migrate, features, mirror, drill, swarm)
 
 for _module in COMMAND_MODULES:
     _module.register(app)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -247,6 +248,10 @@ def runbook_under_load(cluster: KafkaCluster) -> None:
     code, out = cluster.exec("logger1", ["sh", "-c", f"{features} {cluster.internal_bootstrap_servers} describe"])
     assert code == 0 and any("metadata.version" in line and "FinalizedVersionLevel: 4.1-IV1" in line
                              for line in out.splitlines()), out
+    # and the other features raised with it, one at a time, but kraft.version (the quorum stays static)
+    levels = {m.group(1): m.group(2) for m in re.finditer(r"Feature: (\S+)\s.*?FinalizedVersionLevel: (\S+)", out)}
+    assert levels.get("group.version") == "1" and levels.get("transaction.version") == "2", out
+    assert levels.get("kraft.version", "0") == "0", out
 
 
 def retired(cluster: KafkaCluster) -> None:

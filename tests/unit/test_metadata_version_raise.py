@@ -88,6 +88,7 @@ class Stub:
         monkeypatch.setattr("kctl.model.render.write", lambda rendered, out: [])
         monkeypatch.setattr(engines.for_spec(spec).__class__, "uses_image", False, raising=False)
         monkeypatch.setattr(features, "raise_metadata_version", raise_mv)
+        monkeypatch.setattr(features, "raise_the_others", lambda s, say: None)  # their raise: test_features_plan
 
 
 def test_a_kill_in_the_roll_leaves_the_raise_owed_and_the_next_apply_raises_it(
@@ -144,6 +145,8 @@ def test_up_raises_an_owed_raise_and_warns_when_it_fails_again(tmp_path: Path,
         return "3.9-IV0", "4.1-IV1"
 
     monkeypatch.setattr(features, "raise_metadata_version", raise_mv)
+
+    monkeypatch.setattr(features, "raise_the_others", lambda s, say: None)  # their raise: test_features_plan
     said: list[str] = []
     lifecycle._raise_owed_metadata_version(spec, state, said.append)
     assert calls == []  # nothing owed: nothing asked
