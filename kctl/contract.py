@@ -80,6 +80,8 @@ SECRETS_DIR = "/run/kctl/secrets"
 JVM_UID = 555  # the user the JVMs run as (the image's `logger`), owner of SECRETS_DIR's copies
 KEYSTORE_FILE = "keystore.p12"
 CA_FILE = "ca.pem"
+# The CAs a client trusts (secrets/trust.pem): the cluster's CA, and during `kctl cert rotate-ca` the other one too.
+TRUST_FILE = "trust.pem"
 PASSWORDS_FILE = "passwords.properties"
 KAFKA_JAAS_FILE = "kafka.jaas"
 ZOOKEEPER_JAAS_FILE = "zookeeper.jaas"

@@ -44,6 +44,7 @@ def register(app: typer.Typer) -> None:
                            no_args_is_help=True)
     cert_app.command("status")(cert_status)
     cert_app.command("renew")(cert_renew)
+    cert_app.command("rotate-ca")(cert_rotate_ca)
     app.add_typer(cert_app, name="cert")
 
 
@@ -269,3 +270,40 @@ def cert_renew(
         result = run.roll(spec, state, service="kafka", nodes=brokers, gate_timeout=timeout, progress=output.info,
                           command="kctl cert renew")
         output.info(f"renewed and served: {len(result.plan.steps)} broker(s) restarted")
+
+
+def cert_rotate_ca(
+    all_steps: bool = typer.Option(False, "--all", help="Run every step left in one go (when kctl's own are the only"
+                                                        " clients); by default one step, then what to do before the"
+                                                        " next."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    timeout: float = typer.Option(300, "--timeout", min=1, help="Seconds each gate of the rolls may wait."),
+    file: Path = SpecOpt,
+) -> None:
+    """A new CA in three steps, each ended by a gated roll of the brokers: trust (the new CA trusted beside the old),
+    reissue (every certificate signed by the new CA), drop (the old CA no longer trusted). Interrupted, the next run
+    does the step again."""
+    from kctl.model.properties import services_of
+    from kctl.model.spec import state_dir_for
+    from kctl.roll import run
+    from kctl.security import certs
+
+    spec = connect(file, write=True).kctl_spec
+    state = state_dir_for(spec, file)
+    step = certs.rotation_step(state) or "trust"
+    if not yes and not typer.confirm(f"rotate the CA of {spec.name}: step {step}"
+                                     + (" and the ones after it" if all_steps else "")
+                                     + ", each with a rolling restart of the brokers?"):
+        raise typer.Exit(1)
+    service = "node" if spec.on_kraft else "kafka"  # on KRaft the controllers serve its certificates too
+    hosts = [h for h, _n, services in services_of(spec) if "kafka" in services]
+
+    def roll() -> None:
+        run.roll(spec, state, service=service, nodes=hosts, gate_timeout=timeout, progress=output.info,
+                 command="kctl cert rotate-ca")
+
+    ran = certs.rotate_ca(spec, state, roll, all_steps=all_steps, say=output.info)
+    left = certs.rotation_step(state)
+    output.info(f"CA rotation: {', '.join(ran)} done" + (
+        f"; next: {left}. " + certs.BEFORE_STEP[left] if left else
+        "; the new CA alone is trusted: clients outside kctl take the new secrets/ca.pem"))

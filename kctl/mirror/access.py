@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kctl import contract
 from kctl.errors import KctlError
 from kctl.kafka import security
 from kctl.mirror.config import Login
@@ -97,7 +96,7 @@ def ensure_user(spec: ClusterSpec, user: str, grants: list[Grant]) -> str:
 
 def login_of(spec: ClusterSpec, user: str, password: str) -> Login:
     """MirrorMaker's login to the secured cluster ``spec`` that kctl runs."""
-    ca = store.secrets_dir(store.state_dir_of(spec)) / contract.CA_FILE
+    ca = store.client_ca_file(store.state_dir_of(spec))  # both CAs while one is rotated
     try:
         ca_pem = ca.read_bytes() if spec.security.tls else None
     except OSError as exc:

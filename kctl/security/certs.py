@@ -22,7 +22,7 @@ from kctl import contract
 from kctl.errors import KctlError
 from kctl.model import properties as p
 from kctl.model.spec import ClusterSpec
-from kctl.security import store
+from kctl.security import pki, store
 
 WARN_DAYS = 30  # the default of monitoring.certificate_warn_days
 
@@ -45,6 +45,12 @@ def _load(pem: bytes) -> Any:
     from cryptography import x509
 
     return x509.load_pem_x509_certificate(pem)
+
+
+def _load_all(pem: bytes) -> list[Any]:
+    from cryptography import x509
+
+    return list(x509.load_pem_x509_certificates(pem))
 
 
 def _signed_by(cert: Any, ca: Any) -> bool:
@@ -100,6 +106,11 @@ def inventory(spec: ClusterSpec, state_dir: Path, *, warn_days: float = WARN_DAY
                         hint="`kctl up` makes them (or `kctl apply` on a running cluster)") from None
     ca = _load(ca_pem)
     out = [_info("CA", ca, ca, now, warn_days)]
+    for other, label in ((store.NEXT_CA, "CA (next)"), (store.OLD_CA, "CA (old)")):  # a rotation under way
+        f = root / f"{other}.pem"
+        if f.exists():
+            c = _load(f.read_bytes())
+            out.append(_info(label, c, c, now, warn_days))
     passwords: dict[str, str] | None = None
     for host, _node, services in p.services_of(spec):
         path = root / "certs" / f"{host}.pem"
@@ -110,8 +121,8 @@ def inventory(spec: ClusterSpec, state_dir: Path, *, warn_days: float = WARN_DAY
             continue
         info = _info(host, cert, ca, now, warn_days)
         try:
-            info.trusts_ca = (root / host / contract.CA_FILE).read_bytes().strip() == ca_pem.strip()
-        except OSError:
+            info.trusts_ca = ca in _load_all((root / host / contract.CA_FILE).read_bytes())  # a bundle while rotating
+        except (OSError, ValueError):
             info.trusts_ca = False
         if not info.trusts_ca:
             info.problems.append(f"{host} is not given this CA to trust")
@@ -166,3 +177,113 @@ def renew(spec: ClusterSpec, state_dir: Path, hosts: list[str] | None = None) ->
         for suffix in (".pem", ".key"):
             (root / "certs" / f"{host}{suffix}").unlink(missing_ok=True)
     return store.ensure(spec, state_dir)
+
+
+# ----- kctl cert rotate-ca ---------------------------------------------------------------------------------------
+# A new CA in three steps, each ended by a gated roll, so that no client is refused in between:
+#   trust    the new CA is made (ca-next) and trusted beside the old one: every container's ca.pem and the clients'
+#            trust.pem hold both; the roll makes the brokers trust both;
+#   reissue  the new CA becomes the cluster's (ca-next -> ca, ca -> ca-old); every certificate and keystore is made
+#            again, signed by it; both CAs stay trusted; the roll makes the brokers serve the new certificates;
+#   drop     the old CA goes: only the new one is trusted; the roll makes the brokers forget the old one.
+# Clients outside kctl take secrets/trust.pem (both CAs) between `trust` and `reissue`, and the new ca.pem after
+# `drop`. The record (secrets/ca-rotation.json) names the step to run next and moves on only once its roll is done:
+# a step interrupted anywhere (its files written or not, its roll half-way) is run again, whole, by the next
+# `kctl cert rotate-ca`.
+
+ROTATION_FILE = "ca-rotation.json"
+ROTATION_STEPS = ("trust", "reissue", "drop")
+BEFORE_STEP = {  # what the operator does before each step
+    "trust": "",
+    "reissue": "Give clients outside kctl secrets/trust.pem (both CAs) first, then `kctl cert rotate-ca` again: the"
+               " brokers will serve certificates of the new CA",
+    "drop": "Clients outside kctl that still trust only the old CA must take secrets/trust.pem before `kctl cert"
+            " rotate-ca` again drops the old CA",
+}
+
+
+def rotation_step(state_dir: Path) -> str | None:
+    """The rotation's next step, or None when no rotation is under way."""
+    import json
+
+    try:
+        doc = json.loads((store.secrets_dir(state_dir) / ROTATION_FILE).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise KctlError(f"the CA rotation's record {store.secrets_dir(state_dir) / ROTATION_FILE} is unreadable:"
+                        f" {exc}", hint="`kctl cert status` shows which CA signs each certificate; remove the file"
+                                        " only once no step is half-done") from None
+    step = doc.get("step") if isinstance(doc, dict) else None
+    if step not in ROTATION_STEPS:
+        raise KctlError(f"the CA rotation's record names no step ({doc!r})",
+                        hint=f"its steps: {', '.join(ROTATION_STEPS)}")
+    return str(step)
+
+
+def _record_step(state_dir: Path, step: str | None) -> None:
+    import json
+
+    path = store.secrets_dir(state_dir) / ROTATION_FILE
+    if step is None:
+        path.unlink(missing_ok=True)
+    else:
+        store.write_secret(path, json.dumps({"step": step}) + "\n")
+
+
+def _swap_cas(root: Path) -> None:
+    """ca -> ca-old, ca-next -> ca, file by file in an order a rerun finishes from wherever it stopped."""
+    import os
+
+    for suffix in (".pem", ".key"):
+        cur, old, nxt = (root / f"{n}{suffix}" for n in ("ca", store.OLD_CA, store.NEXT_CA))
+        if nxt.exists():
+            if cur.exists() and not old.exists():
+                os.replace(cur, old)
+            if not cur.exists():
+                os.replace(nxt, cur)
+
+
+def rotate_ca(spec: ClusterSpec, state_dir: Path, roll: Any, *, all_steps: bool = False,
+              say: Any = None) -> list[str]:
+    """Run the rotation's next step (``all_steps``: every step left), each ended by ``roll()`` (the gated rolling
+    restart of every broker). The steps run; the record says what is next."""
+    import datetime as _dt
+
+    say = say or (lambda _m: None)
+    if not spec.security.enabled or not spec.security.tls:
+        raise KctlError(f"cluster {spec.name!r} serves no TLS: it has no CA to rotate",
+                        hint="security.enabled with TLS in kctl.yaml (docs/security.md)")
+    if spec.kraft_phase not in ("zookeeper", "kraft"):
+        raise KctlError(f"cluster {spec.name!r} is migrating to KRaft (phase {spec.kraft_phase}): its CA is rotated"
+                        " before or after the migration", hint="`kctl migrate kraft status`")
+    root = store.secrets_dir(state_dir)
+    if not (root / contract.CA_FILE).exists() and not (root / f"{store.NEXT_CA}.pem").exists():  # mid-swap: next
+        raise KctlError(f"no CA in {root}: the cluster's secrets were never made here", hint="`kctl up` makes them")
+    ran: list[str] = []
+    step = rotation_step(state_dir)
+    if step is None:
+        if not (root / f"{store.NEXT_CA}.pem").exists():
+            label = f"{_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M:%S}"
+            ca = pki.new_ca(spec.name, label)
+            store.write_secret(root / f"{store.NEXT_CA}.key", ca.key_pem)
+            store.write_secret(root / f"{store.NEXT_CA}.pem", ca.cert_pem)
+            say(f"new CA made: kctl CA {spec.name} {label}")
+        step = "trust"
+        _record_step(state_dir, step)
+    while step is not None:
+        if step == "reissue":
+            _swap_cas(root)  # ensure then makes again every certificate the new CA did not sign, with its keystore
+        elif step == "drop":
+            for suffix in (".pem", ".key"):
+                (root / f"{store.OLD_CA}{suffix}").unlink(missing_ok=True)
+        made = store.ensure(spec, state_dir)
+        say(f"CA rotation, step {step}: " + (", ".join(made) or "the files were already written"))
+        roll()
+        ran.append(step)
+        nxt = ROTATION_STEPS.index(step) + 1
+        step = ROTATION_STEPS[nxt] if nxt < len(ROTATION_STEPS) else None
+        _record_step(state_dir, step)
+        if not all_steps:
+            break
+    return ran

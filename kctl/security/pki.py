@@ -38,15 +38,16 @@ def _pem(key: Any) -> bytes:
                                    serialization.NoEncryption()))
 
 
-def new_ca(cluster: str) -> KeyPair:
-    """A self-signed CA for one cluster."""
+def new_ca(cluster: str, label: str | None = None) -> KeyPair:
+    """A self-signed CA for one cluster; ``label`` tells a later one apart (`kctl cert rotate-ca`: a truststore that
+    holds two CAs of one name may take the wrong one for a certificate's issuer)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.x509.oid import NameOID
 
     key = _key()
     name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kctl"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, f"kctl CA {cluster}")])
+                      x509.NameAttribute(NameOID.COMMON_NAME, f"kctl CA {cluster}" + (f" {label}" if label else ""))])
     now = _now()
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now)

@@ -2,11 +2,13 @@
 
 Layout::
 
-    secrets/ca.key, ca.pem            the cluster's CA (ca.pem is the CA file clients trust)
+    secrets/ca.key, ca.pem            the cluster's CA: it signs every certificate
+    secrets/trust.pem                 the CAs clients trust: ca.pem, and during `kctl cert rotate-ca` the other one
+    secrets/ca-next.*, ca-old.*       during `kctl cert rotate-ca`: the CA to come, then the CA that was
     secrets/passwords.json            generated passwords: the admin user, ZooKeeper principals, keystores
     secrets/users/<name>.password     users made with `kctl user create`
     secrets/<host>/                   what container <host> mounts read-only on contract.SECRETS_MOUNT:
-        keystore.p12, ca.pem, passwords.properties, kafka.jaas, zookeeper.jaas,
+        keystore.p12, ca.pem (the CAs it trusts), passwords.properties, kafka.jaas, zookeeper.jaas,
         admin-client.properties, scram-bootstrap.properties,
         controller-client.properties (KRaft controllers run: a migration, or finalized)
 
@@ -176,8 +178,29 @@ def client_settings(spec: ClusterSpec, user: str | None = None, state_dir: Path 
     conf = {"security.protocol": security_protocol(spec), "sasl.mechanisms": spec.security.sasl_mechanism,
             "sasl.username": name, "sasl.password": password}
     if spec.security.tls:
-        conf["ssl.ca.location"] = str((secrets_dir(sd) / contract.CA_FILE).resolve())
+        conf["ssl.ca.location"] = str(client_ca_file(sd).resolve())
     return conf
+
+
+def client_ca_file(state_dir: Path) -> Path:
+    """The file of the CAs a client trusts: trust.pem (both CAs while one is rotated), or ca.pem where an older kctl
+    made the secrets."""
+    root = secrets_dir(state_dir)
+    trust = root / contract.TRUST_FILE
+    return trust if trust.exists() else root / contract.CA_FILE
+
+
+NEXT_CA, OLD_CA = "ca-next", "ca-old"  # `kctl cert rotate-ca`: the CA to come, then the CA that was
+
+
+def trusted_pems(root: Path, ca_pem: bytes) -> bytes:
+    """The CAs to trust: the cluster's, then the one to come or the one that was (a rotation under way)."""
+    out = [ca_pem.strip()]
+    for other in (NEXT_CA, OLD_CA):
+        f = root / f"{other}.pem"
+        if f.exists():
+            out.append(f.read_bytes().strip())
+    return b"\n".join(out) + b"\n"
 
 
 def java_settings(settings: dict[str, str]) -> dict[str, str]:
@@ -215,11 +238,14 @@ def ensure(spec: ClusterSpec, state_dir: Path) -> list[str]:
         write_secret(ca_pem, ca.cert_pem)
         made.append("CA")
     ca = pki.KeyPair(ca_key.read_bytes(), ca_pem.read_bytes())
+    trusted = trusted_pems(root, ca.cert_pem)
+    if write_secret(root / contract.TRUST_FILE, trusted):
+        made.append(contract.TRUST_FILE)
     admin = spec.security.admin_user
     for host, node, services in p.services_of(spec):
         address = spec.node_address(node)  # where clients reach it: in its certificate too
         d = _private_dir(root / host)
-        files: dict[str, bytes | str] = {contract.CA_FILE: ca.cert_pem}
+        files: dict[str, bytes | str] = {contract.CA_FILE: trusted}
         certs = _private_dir(root / "certs")  # the node's key stays on the host: its keystore carries it
         cert_file, key_file = certs / f"{host}.pem", certs / f"{host}.key"
         fresh = False
@@ -265,6 +291,13 @@ def forget_host(state_dir: Path, host: str) -> None:
 
 
 def _signed_by(cert_pem: bytes, ca_pem: bytes) -> bool:
+    """The CA's key signed the certificate (its signature checked, not only the issuer's name: a rotated CA may
+    share the old one's name in a state dir an older kctl made)."""
     from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
 
-    return x509.load_pem_x509_certificate(cert_pem).issuer == x509.load_pem_x509_certificate(ca_pem).subject
+    try:
+        x509.load_pem_x509_certificate(cert_pem).verify_directly_issued_by(x509.load_pem_x509_certificate(ca_pem))
+        return True
+    except (ValueError, TypeError, InvalidSignature):
+        return False

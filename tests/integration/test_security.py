@@ -460,3 +460,94 @@ def test_cert_renew_rolls_a_broker_onto_its_new_certificate_and_no_client_is_ref
     st = kctl(secure, "cert", "status", "-o", "json")
     assert st.returncode == 0, st.stdout
     assert {c["name"]: c["keystore"] for c in json.loads(st.stdout)}["logger2"] == "current"
+
+
+@pytest.mark.long
+def test_cert_rotate_ca_step_by_step_under_load_and_no_client_that_follows_it_is_refused(
+        secure: KafkaCluster, tmp_path: Path) -> None:
+    """The CA replaced in its three steps on the running secured cluster. An outside client that trusts what the
+    docs say to give it (the old ca.pem before, trust.pem from the first step on) writes with acks=all all along
+    and is never refused; after the last step every listener serves a certificate the new CA signed (read with
+    Python's ssl and checked with cryptography, not kctl) and every container trusts the new CA alone."""
+    import shutil
+    import socket
+    import ssl
+    import threading
+
+    from confluent_kafka import Producer
+    from cryptography import x509
+
+    root = store.secrets_dir(secure.state_dir)
+    old_ca = x509.load_pem_x509_certificate((root / contract.CA_FILE).read_bytes())
+    brokers = [n for n in secure.spec.nodes if n.broker]
+
+    def served(node: Any, cafile: Path) -> x509.Certificate:
+        ctx = ssl.create_default_context(cafile=str(cafile))
+        ctx.check_hostname = False
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", secure.spec.client_port(node)),
+                                                      timeout=10)) as s:
+            return x509.load_der_x509_certificate(s.getpeercert(binary_form=True) or b"")
+
+    topic = f"rotate-{uuid.uuid4().hex[:6]}"
+    ok(kctl(secure, "topic", "create", topic, "-p", "3", "-r", "3"))
+
+    class Writer(threading.Thread):
+        def __init__(self, cafile: Path) -> None:
+            super().__init__(daemon=True)
+            self.conf = {**secure.client_config(), "ssl.ca.location": str(cafile), "acks": "all", "linger.ms": 5}
+            self.acked, self.errors, self.stop = 0, [], threading.Event()
+
+        def run(self) -> None:
+            p = Producer(self.conf)
+
+            def cb(err: Any, _m: Any) -> None:
+                if err is None:
+                    self.acked += 1
+                else:
+                    self.errors.append(str(err))
+
+            deadline, sent = time.monotonic() + 900, 0
+            while not self.stop.is_set() and time.monotonic() < deadline and sent < 200_000:  # bounded
+                p.produce(topic, str(sent).encode(), on_delivery=cb)
+                sent += 1
+                p.poll(0.01)
+            p.flush(60)
+
+        def end(self) -> None:
+            self.stop.set()
+            self.join(120)
+
+    given_before = tmp_path / "given-before.pem"  # what an outside client trusts before the rotation
+    shutil.copy(root / contract.CA_FILE, given_before)
+    first = Writer(given_before)
+    first.start()
+    try:
+        p = kctl(secure, "cert", "rotate-ca", "--yes", timeout=1200)  # trust
+        assert p.returncode == 0 and "next: reissue" in p.stderr + p.stdout, p.stderr
+    finally:
+        first.end()
+    assert first.errors == [] and first.acked > 0
+    given = tmp_path / "given-trust.pem"  # the docs: give outside clients trust.pem now
+    shutil.copy(root / contract.TRUST_FILE, given)
+    assert len(list(x509.load_pem_x509_certificates(given.read_bytes()))) == 2
+    second = Writer(given)
+    second.start()
+    try:
+        for step in ("reissue", "drop"):
+            p = kctl(secure, "cert", "rotate-ca", "--yes", timeout=1200)
+            assert p.returncode == 0 and f"{step} done" in p.stderr + p.stdout, p.stderr
+    finally:
+        second.end()
+    assert second.errors == [] and second.acked > 0
+    new_ca = x509.load_pem_x509_certificate((root / contract.CA_FILE).read_bytes())
+    assert new_ca.subject != old_ca.subject
+    for node in brokers:
+        cert = served(node, root / contract.TRUST_FILE)
+        cert.verify_directly_issued_by(new_ca)  # raises unless the new CA signed what the listener serves
+        host = secure.spec.kafka_host(node)
+        code, out = secure.exec(host, ["cat", f"{contract.SECRETS_MOUNT}/{contract.CA_FILE}"])
+        assert code == 0 and list(x509.load_pem_x509_certificates(out.encode())) == [new_ca], out[:200]
+    st = kctl(secure, "cert", "status", "-o", "json")
+    assert st.returncode == 0 and {c["name"] for c in json.loads(st.stdout)} >= {"CA"}, st.stdout
+    assert not any(c["name"].startswith("CA (") for c in json.loads(st.stdout))
+    assert secure.status().health == "healthy"

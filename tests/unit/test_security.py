@@ -162,7 +162,8 @@ def test_secrets_on_disk(tmp_path: Path) -> None:
     assert store.passwords(spec, tmp_path) == pw
     conf = store.client_settings(spec, state_dir=tmp_path)
     assert conf == {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "admin",
-                    "sasl.password": pw["admin"], "ssl.ca.location": str((root / "ca.pem").resolve())}
+                    "sasl.password": pw["admin"], "ssl.ca.location": str((root / "trust.pem").resolve())}
+    assert (root / "trust.pem").read_bytes() == (root / "ca.pem").read_bytes()  # one CA trusted: no rotation
     assert store.client_settings(spec, state_dir=tmp_path, own=True) == conf
     migrating, _ = parse_spec({"security": {"enabled": True, "migration": "secure-listeners"}})
     assert store.client_settings(migrating, state_dir=tmp_path)["sasl.username"] == "admin"
@@ -194,7 +195,7 @@ def test_client_config_formats(tmp_path: Path) -> None:
     spec, _ = parse_spec({**SECURE, "state_dir": str(tmp_path)})
     store.ensure(spec, tmp_path)
     pw = store.passwords(spec, tmp_path)["admin"]
-    ca = str((store.secrets_dir(tmp_path) / "ca.pem").resolve())
+    ca = str((store.secrets_dir(tmp_path) / "trust.pem").resolve())
 
     def props(text: str) -> dict[str, str]:
         return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
@@ -245,7 +246,7 @@ def test_stream_job_takes_the_security_settings_from_the_spec_at_run_time(tmp_pa
     cfg = JobConfig("127.0.0.1:19092", ["t"], "out", "cp", spec_file=str(spec_file))
     opts = cfg.kafka_security()
     assert opts["security.protocol"] == "SASL_SSL" and opts["sasl.mechanism"] == "SCRAM-SHA-512"
-    assert opts["ssl.truststore.location"].endswith("secrets/ca.pem")
+    assert opts["ssl.truststore.location"].endswith("secrets/trust.pem")
     assert "password" not in cfg.to_json()  # the config file names the spec; the password stays in secrets/
     assert JobConfig("b", ["t"], "o", "c").kafka_security() == {}
 
