@@ -106,6 +106,15 @@ def _map_text(protocols: dict[str, str]) -> str:
     return ",".join(f"{name}:{proto}" for name, proto in sorted(protocols.items()))
 
 
+BROKER_SESSION_TIMEOUT = "broker.session.timeout.ms"  # the controllers': a silent broker is fenced after it
+BROKER_HEARTBEAT_INTERVAL = "broker.heartbeat.interval.ms"  # the brokers': how often they tell the controllers
+
+
+def heartbeat_interval_ms(spec: ClusterSpec) -> int:
+    """A broker heartbeats four times per session timeout (Kafka's defaults: 2000 per 9000)."""
+    return max(250, spec.kafka.broker_session_timeout_ms // 4)
+
+
 def controller_properties(spec: ClusterSpec, node: NodeSpec, phase: Phase) -> dict[str, str]:
     """controller.properties of ``node``'s KRaft controller in ``phase`` (from ``controllers`` on)."""
     if rank(phase) < rank(Phase.controllers):
@@ -118,6 +127,7 @@ def controller_properties(spec: ClusterSpec, node: NodeSpec, phase: Phase) -> di
         "listeners": f"{CONTROLLER_LISTENER}://0.0.0.0:{CONTROLLER_PORT}",
         "inter.broker.listener.name": spec.kafka.inter_broker_listener,
         "log.dirs": METADATA_DIR,
+        BROKER_SESSION_TIMEOUT: str(spec.kafka.broker_session_timeout_ms),
     }
     broker = server_properties(spec, node)
     props["listener.security.protocol.map"] = _map_text(_protocol_map(spec, broker))
@@ -164,7 +174,8 @@ def broker_change(spec: ClusterSpec, node: NodeSpec, phase: Phase, zookeeper_pro
     if phase is Phase.dual_write:
         return BrokerChange(set={**quorum, MIGRATION_FLAG: "true", "inter.broker.protocol.version":
                                  INTER_BROKER_PROTOCOL})
-    kraft = {**quorum, "process.roles": "broker", "node.id": str(node.id)}
+    kraft = {**quorum, "process.roles": "broker", "node.id": str(node.id),
+             BROKER_HEARTBEAT_INTERVAL: str(heartbeat_interval_ms(spec))}
     if "authorizer.class.name" in zookeeper_props:
         kraft["authorizer.class.name"] = STANDARD_AUTHORIZER
     gone = ("broker.id", MIGRATION_FLAG, "inter.broker.protocol.version", *ZOOKEEPER_KEYS)

@@ -284,6 +284,13 @@ class KafkaSpec(_Model):
                     " kctl's 4000 (on 1000 ms ticks) ends a killed broker's stall about four times sooner, and"
                     " expires the session of a broker stalled longer than that (a GC pause, a network hiccup):"
                     " docs/configs.md.")
+    broker_session_timeout_ms: int = Field(
+        4000, ge=1000,
+        description="On KRaft: the controllers' broker.session.timeout.ms, how long a broker that stopped"
+                    " heartbeating stays unfenced, so how long a killed broker's partitions wait for new leaders (the"
+                    " brokers heartbeat every quarter of it: broker.heartbeat.interval.ms). Kafka's default is 9000"
+                    " (heartbeats every 2000); kctl's 4000 matches its ZooKeeper session timeout:"
+                    " docs/configs.md.")
     heap: str = Field("512m", description="JVM heap of each broker (-Xms/-Xmx).")
     jvm_options: list[str] = Field(
         default_factory=list,
