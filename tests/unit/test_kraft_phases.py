@@ -115,6 +115,13 @@ def test_each_phase_changes_the_broker_as_kafka_documents() -> None:
         assert "inter.broker.protocol.version" not in kraft
         assert kraft["controller.quorum.voters"] == kc.voters(spec)
         assert kraft["advertised.listeners"] == zk_text["advertised.listeners"]  # clients see nothing change
+        assert kraft["broker.heartbeat.interval.ms"] == "1000"  # a quarter of the controllers' 4000 ms session
+        ctl = kc.controller_properties(spec, node, phase)
+        assert ctl["broker.session.timeout.ms"] == "4000" and "broker.heartbeat.interval.ms" not in ctl
+    assert "broker.heartbeat.interval.ms" not in dual  # a broker on ZooKeeper has no session with the controllers
+    slow = ClusterSpec.model_validate({"kafka": {"broker_session_timeout_ms": 9000}})
+    assert kc.controller_properties(slow, slow.nodes[0], Phase.kraft)["broker.session.timeout.ms"] == "9000"
+    assert kc.heartbeat_interval_ms(slow) == 2250
 
 
 def test_a_secured_broker_moves_to_the_standard_authorizer_with_kraft() -> None:
