@@ -42,7 +42,7 @@ def group_describe(
 
     d = groups.describe(connect(file, bootstrap), group)
     members = "; ".join(f"{m.client_id}@{m.host} [{', '.join(m.assignment) or '-'}]" for m in d.members)
-    footer = (f"group {d.group}: {d.state}, coordinator {d.coordinator}, {len(d.members)} member(s), "
+    footer = (f"group {d.group} ({d.type}): {d.state}, coordinator {d.coordinator}, {len(d.members)} member(s), "
               f"total lag {d.total_lag}" + (f"\nmembers: {members}" if members else ""))
     output.emit(d, fmt, rows=[output.to_plain(p) for p in d.partitions],
                 columns=["topic", "partition", "committed", "log_end", "lag", "client_id"],

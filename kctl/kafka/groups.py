@@ -47,6 +47,9 @@ class Member:
     client_id: str
     host: str
     assignment: list[str]
+    # A KIP-848 consumer group's member: the partitions the coordinator means it to own (it takes them as the
+    # members before it give them up); None in a classic group, whose assignment the members' leader makes.
+    target_assignment: list[str] | None = None
 
 
 @dataclass
@@ -58,6 +61,9 @@ class GroupDescription:
     members: list[Member] = field(default_factory=list)
     partitions: list[PartitionLag] = field(default_factory=list)
     total_lag: int = 0
+    # classic (the members' own protocol, Kafka < 4 or group.protocol=classic) or consumer (KIP-848: the
+    # coordinator assigns, group.version 1); what describe answers
+    type: str = "classic"
 
 
 @dataclass
@@ -89,7 +95,7 @@ def list_groups(target: Target, *, client: Any = None) -> list[GroupSummary]:
     except Exception as exc:  # noqa: BLE001
         raise kafka_error(exc, "cannot list consumer groups") from None
     return sorted((GroupSummary(g.group_id, g.state.name if g.state else "UNKNOWN",
-                                g.type.name if getattr(g, "type", None) else "CLASSIC",
+                                _type_name(getattr(g, "type", None)).upper(),
                                 bool(g.is_simple_consumer_group)) for g in res.valid),
                   key=lambda g: g.group)
 
@@ -146,13 +152,15 @@ def describe(target: Target, group: str, *, client: Any = None) -> GroupDescript
         raise group_missing(group)
     owner: dict[tuple[str, int], Any] = {}
     members = []
+    kind = _type_name(getattr(g, "type", None))
     for m in g.members:
         tps = list(m.assignment.topic_partitions) if m.assignment else []
         for tp in tps:
             owner[(tp.topic, tp.partition)] = m
-        members.append(Member(m.member_id, m.client_id, m.host,
-                              [f"{tp.topic}-{tp.partition}" for tp in sorted(tps, key=lambda x: (x.topic,
-                                                                                              x.partition))]))
+        target_tps = getattr(m, "target_assignment", None)
+        members.append(Member(m.member_id, m.client_id, m.host, _names(tps),
+                              _names(list(target_tps.topic_partitions)) if target_tps is not None
+                              and kind == "consumer" else None))
     keys = sorted(set(committed) | set(owner))
     ends = offsets(a, keys, OffsetSpec.latest())  # type: ignore[no-untyped-call]
     parts = []
@@ -163,7 +171,18 @@ def describe(target: Target, group: str, *, client: Any = None) -> GroupDescript
                                   m.member_id if m else None, m.host if m else None, m.client_id if m else None))
     total = sum(p.lag or 0 for p in parts)
     coord = g.coordinator.id if g.coordinator is not None else None
-    return GroupDescription(group, state, coord, g.partition_assignor or "", members, parts, total)
+    return GroupDescription(group, state, coord, g.partition_assignor or "", members, parts, total, kind)
+
+
+def _names(tps: list[Any]) -> list[str]:
+    return [f"{tp.topic}-{tp.partition}" for tp in sorted(tps, key=lambda x: (x.topic, x.partition))]
+
+
+def _type_name(t: Any) -> str:
+    """confluent-kafka's ConsumerGroupType as kctl names it: classic or consumer (UNKNOWN, an older broker that
+    does not say: classic, the only type there is before KIP-848)."""
+    name = str(getattr(t, "name", t or "")).lower()
+    return name if name in ("consumer", "classic", "share", "streams") else "classic"
 
 
 # ----- reset offsets --------------------------------------------------------------------

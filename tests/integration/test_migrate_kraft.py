@@ -252,6 +252,47 @@ def runbook_under_load(cluster: KafkaCluster) -> None:
     levels = {m.group(1): m.group(2) for m in re.finditer(r"Feature: (\S+)\s.*?FinalizedVersionLevel: (\S+)", out)}
     assert levels.get("group.version") == "1" and levels.get("transaction.version") == "2", out
     assert levels.get("kraft.version", "0") == "0", out
+    groups_of_both_types(cluster)
+
+
+def groups_of_both_types(cluster: KafkaCluster) -> None:
+    """group.version 1 raised: a consumer on KIP-848's protocol makes a group of type consumer, whose members
+    kctl describes with their target assignment; a classic consumer's group stays classic."""
+    import uuid
+
+    from confluent_kafka import Consumer
+
+    made = {}
+    for kind in ("consumer", "classic"):
+        g = f"g-{kind}-{uuid.uuid4().hex[:6]}"
+        extra = {"group.protocol": "consumer"} if kind == "consumer" else {}
+        c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": g, "auto.offset.reset": "earliest",
+                      **extra})
+        c.subscribe([LOAD_TOPIC])
+        got = 0
+        for _ in range(60):  # bounded: a minute at most to join and read something
+            got += len([m for m in c.consume(100, timeout=1.0) if m.error() is None])
+            if got and c.assignment():
+                break
+        assert got and c.assignment(), kind
+        made[kind] = (g, c)
+    try:
+        for kind, (g, _c) in made.items():
+            p = kctl(cluster, "group", "describe", g, "-o", "json")
+            assert p.returncode == 0, p.stderr
+            d = json.loads(p.stdout)
+            assert d["type"] == kind and len(d["members"]) == 1, d
+            member = d["members"][0]
+            if kind == "consumer":  # the coordinator's target: what the member owns once the group is settled
+                assert member["target_assignment"] and sorted(member["target_assignment"]) == sorted(
+                    member["assignment"]), member
+            else:
+                assert member["target_assignment"] is None, member
+        listed = {r["group"]: r["type"] for r in json.loads(kctl(cluster, "group", "list", "-o", "json").stdout)}
+        assert {listed[g] for g, _c in made.values()} == {"CONSUMER", "CLASSIC"}, listed
+    finally:
+        for _g, c in made.values():
+            c.close()
 
 
 def retired(cluster: KafkaCluster) -> None:
