@@ -19,7 +19,7 @@ from kctl.deferred import defer_import
 from kctl.errors import KctlError, UsageError
 from kctl.kafka.client import Target, admin, kafka_error, require_reachable
 from kctl.model.properties import KAFKA_SPEC_FIELDS, parse_properties
-from kctl.model.spec import ClusterSpec
+from kctl.model.spec import QUOTA_KEYS, ClusterSpec
 
 # The static side (a node's rendered files, Kafka's config tool in a node, ZooKeeper's defaults) serves `kctl
 # config` of a broker or a cluster default; `kctl topic describe` imports this module for a topic's configs only.
@@ -76,7 +76,6 @@ CLUSTER_WIDE = _words("""
     remote.log.manager.fetch.max.bytes.per.second transaction.partition.verification.enable
     unclean.leader.election.enable
 """)
-QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
 
 READ_ONLY, PER_BROKER_MODE, CLUSTER_WIDE_MODE = "read-only", "per-broker", "cluster-wide"
 

@@ -15,13 +15,11 @@ from typing import Any
 from kctl.errors import KctlError, UsageError
 from kctl.kafka.client import REQUEST_TIMEOUT, Target, admin, kafka_error
 from kctl.kafka.configs import run_tool
-from kctl.model.spec import ClusterSpec
+from kctl.model.spec import ACL_OPERATIONS, QUOTA_KEYS, ClusterSpec
 from kctl.security import store
 
 SCRAM_ITERATIONS = 8192
-OPERATIONS = ("read", "write", "create", "delete", "alter", "describe", "describe_configs", "alter_configs",
-              "cluster_action", "idempotent_write", "all")
-QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
+OPERATIONS = ACL_OPERATIONS  # kctl.yaml's `acls:` and `kctl acl` spell them alike
 
 
 def _ck() -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 
@@ -20,10 +19,9 @@ from kctl.kafka.client import (
     wait_for_topic,
 )
 from kctl.kafka.configs import source_name
+from kctl.model.spec import TOPIC_NAME_MAX, topic_name_problem
 
-# Kafka's own rule (org.apache.kafka.common.internals.Topic): at most 249 of [a-zA-Z0-9._-], not "." or "..".
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_NAME = 249
+MAX_NAME = TOPIC_NAME_MAX
 TIMEOUT = REQUEST_TIMEOUT
 
 
@@ -81,16 +79,7 @@ class TopicChange:
 
 def validate_name(name: str) -> None:
     """Kafka's topic name rule, checked before anything is sent."""
-    problem = None
-    if not name:
-        problem = "is empty"
-    elif name in (".", ".."):
-        problem = "cannot be '.' or '..'"
-    elif len(name) > MAX_NAME:
-        problem = f"is {len(name)} characters long; the limit is {MAX_NAME}"
-    elif not _LEGAL.match(name):
-        bad = "".join(sorted({c for c in name if not re.match(r"[a-zA-Z0-9._-]", c)}))
-        problem = f"contains {bad!r}; only ASCII letters, digits, '.', '_' and '-' are allowed"
+    problem = topic_name_problem(name)  # the same rule as kctl.yaml's `topics:`
     if problem:
         raise UsageError(f"invalid topic name {name!r}: it {problem}",
                          hint="Kafka's rule: 1 to 249 of a-z A-Z 0-9 . _ -, not '.' or '..'")

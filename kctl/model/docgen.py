@@ -36,6 +36,10 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
     for sub in (*getattr(annotation, "__args__", ()), annotation):
         if isinstance(sub, type) and issubclass(sub, BaseModel):
             return sub
+        if sub is not annotation and getattr(sub, "__args__", None):  # list[X] | None: X's settings too
+            found = _submodel(sub)
+            if found is not None:
+                return found
     return None
 
 

@@ -897,6 +897,234 @@ class SshSpec(_Model):
         return v
 
 
+# ----- the cluster's contents declared in kctl.yaml: topics, users, ACLs, quotas (kctl.kafka.declared plans them) -----
+
+# Kafka's own topic name rule (org.apache.kafka.common.internals.Topic): at most 249 of [a-zA-Z0-9._-], not "." or
+# "..". kctl.kafka.topics checks names given on the command line with it too.
+TOPIC_NAME_MAX = 249
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def topic_name_problem(name: str) -> str | None:
+    """What is wrong with a topic name by Kafka's rule (``it ...``), or None."""
+    if not name:
+        return "is empty"
+    if name in (".", ".."):
+        return "cannot be '.' or '..'"
+    if len(name) > TOPIC_NAME_MAX:
+        return f"is {len(name)} characters long; the limit is {TOPIC_NAME_MAX}"
+    if not _TOPIC_NAME.match(name):
+        bad = "".join(sorted({c for c in name if not re.match(r"[a-zA-Z0-9._-]", c)}))
+        return f"contains {bad!r}; only ASCII letters, digits, '.', '_' and '-' are allowed"
+    return None
+
+
+# A topic's own configs in Kafka 3.9 (org.apache.kafka.common.config.TopicConfig and LogConfig); a key outside this
+# set is a warning (Kafka refuses an unknown one when it is set).
+TOPIC_CONFIGS = frozenset((
+    "cleanup.policy", "compression.type", "compression.gzip.level", "compression.lz4.level",
+    "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
+    "follower.replication.throttled.replicas", "index.interval.bytes", "leader.replication.throttled.replicas",
+    "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms", "max.message.bytes",
+    "message.downconversion.enable", "message.format.version", "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms", "message.timestamp.difference.max.ms", "message.timestamp.type",
+    "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
+    "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable", "retention.bytes",
+    "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
+    "unclean.leader.election.enable",
+))
+
+# ACLs as `kctl acl` spells them (kctl.kafka.security takes these words from here).
+ACL_OPERATIONS = ("read", "write", "create", "delete", "alter", "describe", "describe_configs", "alter_configs",
+                  "cluster_action", "idempotent_write", "all")
+ACL_RESOURCE_TYPES = ("topic", "group", "cluster", "transactional_id")
+ACL_PERMISSIONS = ("allow", "deny")
+ACL_PATTERNS = ("literal", "prefixed")
+# The one name of the cluster resource.
+CLUSTER_RESOURCE = "kafka-cluster"
+# The operations Kafka accepts on each resource type (AclEntry.supportedOperations; `all` on every one).
+ACL_SUPPORTED = {
+    "topic": ("read", "write", "create", "delete", "alter", "describe", "describe_configs", "alter_configs", "all"),
+    "group": ("read", "describe", "delete", "all"),
+    "cluster": ("create", "cluster_action", "describe_configs", "alter_configs", "idempotent_write", "alter",
+                "describe", "all"),
+    "transactional_id": ("describe", "write", "all"),
+}
+# Client quotas as Kafka names them (`kctl quota`, kafka-configs' --add-config).
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
+
+
+def _one_of(v: str, allowed: tuple[str, ...], what: str) -> str:
+    low = v.lower()
+    if low not in allowed:
+        raise ValueError(f"{v!r} is not {what} (one of {', '.join(allowed)})")
+    return low
+
+
+def _config_value(v: Any) -> Any:
+    """A topic config's value as Kafka writes it: booleans lowercase, a list comma-joined, numbers as written."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        return ",".join(v)
+    return v
+
+
+class TopicSpec(_Model):
+    name: str = Field(description="The topic's name (Kafka's rule: 1 to 249 of a-z A-Z 0-9 . _ -). Names that"
+                                  " start with `__` are Kafka's and kctl's own and cannot be declared.")
+    partitions: int | None = Field(None, ge=1, description="Partitions; default `kafka.num_partitions` (or its"
+                                                           " `kafka.overrides` value). They only grow: a lower"
+                                                           " number than the live topic's is refused.")
+    replication_factor: int | None = Field(
+        None, ge=1, description="Replicas of each partition; default `kafka.default_replication_factor` (or its"
+                                " `kafka.overrides` value); at most the broker count. A change of a live topic's is"
+                                " made by a partition reassignment, not in place.")
+    configs: dict[str, str] = Field(
+        default_factory=dict, description="The topic's own configs (retention.ms, cleanup.policy, ...): values as"
+                                          " Kafka writes them (a list is comma-joined). A config the file no longer"
+                                          " names is reset to the cluster's default.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        problem = topic_name_problem(v)
+        if problem:
+            raise ValueError(f"{v!r} is not a topic name: it {problem}")
+        return v
+
+    @field_validator("configs", mode="before")
+    @classmethod
+    def _configs(cls, v: Any) -> Any:
+        return {k: _config_value(x) for k, x in v.items()} if isinstance(v, dict) else v
+
+
+class UserSpec(_Model):
+    name: str = Field(description="The SCRAM user's name (letters, digits, '.', '_' and '-', at most 64); its"
+                                  " principal in ACLs is `User:<name>`.")
+    mechanism: str = Field("SCRAM-SHA-512", description="Its SCRAM credential's mechanism: "
+                           + " or ".join(SASL_MECHANISMS) + ". The same name twice, once per mechanism, gives it"
+                           " both.")
+    password_file: str = Field(description="A file holding its password (relative to kctl.yaml; the first line,"
+                                            " at least 8 characters). kctl reads it when it creates the user; the"
+                                            " password is never written in kctl.yaml. A live user's password is not"
+                                            " compared (Kafka keeps only a salted hash).")
+    password: Any = Field(None, exclude=True, description="Refused: kctl.yaml holds no password. Put it in a file"
+                                                          " and name the file in `password_file`.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _PRINCIPAL.match(v):
+            raise ValueError(f"{v!r} is not a user name (letters, digits, '.', '_' and '-', at most 64, not"
+                             " starting with '.', '_' or '-')")
+        return v
+
+    @field_validator("mechanism")
+    @classmethod
+    def _mechanism(cls, v: str) -> str:
+        if v.upper() not in SASL_MECHANISMS:
+            raise ValueError(f"{v!r} is not a SCRAM mechanism (one of {', '.join(SASL_MECHANISMS)})")
+        return v.upper()
+
+    @field_validator("password_file")
+    @classmethod
+    def _password_file(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("an empty path is no password file")
+        return v
+
+    @field_validator("password")
+    @classmethod
+    def _password(cls, v: Any) -> Any:
+        if v is not None:
+            raise ValueError("kctl.yaml holds no password (it would sit in version control and in every support"
+                             " bundle's copy of kctl.yaml); hint: write it to a file of mode 0600 and name that"
+                             " file in `password_file`")
+        return v
+
+
+class AclSpec(_Model):
+    principal: str = Field(description="Whom it is for: `User:<name>` (`User:*` for every user).")
+    permission: str = Field("allow", description="allow or deny (a deny wins over any allow).")
+    operation: str = Field(description="What it permits or denies: " + ", ".join(ACL_OPERATIONS) + " (as `kctl acl`"
+                                       " spells them; each resource type takes some of them, and all).")
+    resource_type: str = Field(description="What it is on: " + ", ".join(ACL_RESOURCE_TYPES) + ".")
+    resource: str | None = Field(None, description="The topic, group or transactional id (or its prefix, with"
+                                                   " pattern prefixed; `*` for every one). The cluster has the one"
+                                                   " name " + CLUSTER_RESOURCE + ", the default there.")
+    pattern: str = Field("literal", description="literal (the name as written, or `*`) or prefixed (every name"
+                                                " that starts with it).")
+    host: str = Field("*", description="The client host it holds for; `*` for any.")
+
+    @field_validator("principal")
+    @classmethod
+    def _principal(cls, v: str) -> str:
+        if not v.startswith("User:") or len(v) <= 5:
+            raise ValueError(f"{v!r} is not a principal; write it as User:NAME")
+        return v
+
+    @field_validator("permission")
+    @classmethod
+    def _permission(cls, v: str) -> str:
+        return _one_of(v, ACL_PERMISSIONS, "a permission")
+
+    @field_validator("operation")
+    @classmethod
+    def _operation(cls, v: str) -> str:
+        return _one_of(v, ACL_OPERATIONS, "an ACL operation")
+
+    @field_validator("resource_type")
+    @classmethod
+    def _resource_type(cls, v: str) -> str:
+        return _one_of(v, ACL_RESOURCE_TYPES, "a resource type")
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        return _one_of(v, ACL_PATTERNS, "a pattern")
+
+    @property
+    def resource_name(self) -> str | None:
+        """The resource's name, the cluster's filled in."""
+        return CLUSTER_RESOURCE if self.resource_type == "cluster" and self.resource is None else self.resource
+
+
+class QuotaSpec(_Model):
+    user: str | None = Field(None, description="The user it limits (with `client`: that user's client id only).")
+    user_default: bool = Field(False, description="Instead of `user`: every user without a quota of its own.")
+    client: str | None = Field(None, description="The client id it limits (client.id of the producer or"
+                                                 " consumer).")
+    client_default: bool = Field(False, description="Instead of `client`: every client id without a quota of its"
+                                                    " own.")
+    producer_byte_rate: int | None = Field(None, ge=0, description="Bytes per second produced, per broker.")
+    consumer_byte_rate: int | None = Field(None, ge=0, description="Bytes per second fetched, per broker.")
+    request_percentage: float | None = Field(None, gt=0, description="Percent of one request handler and network"
+                                                                     " thread's time, per broker.")
+    controller_mutation_rate: float | None = Field(None, gt=0, description="Partitions created or deleted per"
+                                                                           " second (topic creations, partition"
+                                                                           " additions, deletions).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keys(cls, data: Any) -> Any:
+        # A key of kafka-configs' own spelling (producer-byte-rate) or another quota word: say what quotas are.
+        if isinstance(data, dict):
+            bad = [k for k in data if isinstance(k, str) and k not in cls.model_fields]
+            if bad:
+                raise ValueError(f"not a quota or a quota entity: {', '.join(bad)} (quotas are"
+                                 f" {', '.join(QUOTA_KEYS)}; the entity is user or user_default, and/or client or"
+                                 " client_default)")
+        return data
+
+    @property
+    def values(self) -> dict[str, float]:
+        """The quotas it sets, by Kafka's name."""
+        return {k: float(getattr(self, k)) for k in QUOTA_KEYS if getattr(self, k) is not None}
+
+
 def _default_nodes() -> list[NodeSpec]:
     return [NodeSpec(id=i, hostname=f"logger{i}") for i in (1, 2, 3)]
 
@@ -944,6 +1172,21 @@ class ClusterSpec(_Model):
     mirrors: list[MirrorSpec] = Field(
         default_factory=list, description="MirrorMaker 2 flows into this cluster from others (`kctl mirror`,"
                                           " docs/mirroring.md).")
+    topics: list[TopicSpec] | None = Field(
+        None, description="The cluster's topics, declared (kctl.kafka.declared plans the live cluster to them: new"
+                          " topics created, partitions added, configs set and reset, a changed replication factor"
+                          " reassigned). Left out: kctl manages no topic. With `--prune`, a topic not listed is"
+                          " deleted (never Kafka's or kctl's own `__` topics).")
+    users: list[UserSpec] | None = Field(
+        None, description="SCRAM users, declared (the secured profile; never kctl's admin user). Left out: kctl"
+                          " manages no user. Their passwords are files, never kctl.yaml.")
+    acls: list[AclSpec] | None = Field(
+        None, description="ACL bindings, declared (the secured profile). Left out: kctl manages no ACL; listed,"
+                          " `--prune` deletes every other one.")
+    quotas: list[QuotaSpec] | None = Field(
+        None, description="Client quotas, declared: per user, client id, or both, or their defaults (a quota"
+                          " naming a user needs the secured profile). A quota the file no longer names for a"
+                          " listed entity is deleted; another entity's only with `--prune`.")
     cluster_id: str | None = Field(
         None, description="Kafka's cluster id of the cluster this spec made (`kctl up` records it in the state"
                           " dir); set it to bind a spec restored from version control to that cluster: every command"
@@ -1235,6 +1478,15 @@ CROSS_FIELD_RULES: tuple[str, ...] = (
     "`security.migration` needs `security.enabled` and the INTERNAL inter-broker listener; its EXTERNAL_SECURE"
     " ports are published host ports like the others, and INTERNAL_SECURE (internal_port + 1) clashes with"
     " no port of the container",
+    "`topics`: names unique and not `__`-prefixed; a replication factor (given, or the default) not above the"
+    " broker count; `configs.min.insync.replicas` not above it; a config key Kafka does not know is a warning",
+    "`users`: only with `security.enabled`; a name and mechanism once; not `security.admin_user`; a mechanism other"
+    " than `security.sasl_mechanism` is a warning (the user could not log in); never a `password` (a"
+    " `password_file`)",
+    "`acls`: only with `security.enabled`; each operation one Kafka takes on its resource type; a topic, group or"
+    " transactional id ACL names its resource, a cluster ACL is on `kafka-cluster` and literal; no ACL twice",
+    "`quotas`: each names one entity (user or user_default, and/or client or client_default) once and at least one"
+    " quota; a quota on a user (or the user default) only with `security.enabled`",
 )
 
 
@@ -1437,6 +1689,126 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         if spec.secure_internal_port in (*inside, *(spec.kafka_host_port(n) for n in spec.brokers)):
             errors.append(f"security.migration: the INTERNAL_SECURE port {spec.secure_internal_port}"
                           " (kafka.internal_port + 1) clashes with another port of the container")
+    declared_errors, declared_warnings = _declared_problems(spec)
+    return errors + declared_errors, warnings + declared_warnings
+
+
+def default_topic_partitions(spec: ClusterSpec) -> int:
+    """A new topic's partitions when kctl.yaml names none: num.partitions as the brokers run it."""
+    return int(spec.kafka.overrides.get("num.partitions", spec.kafka.num_partitions))
+
+
+def default_topic_replication_factor(spec: ClusterSpec) -> int:
+    """A new topic's replication factor when kctl.yaml names none: default.replication.factor as the brokers run
+    it."""
+    return int(spec.kafka.overrides.get("default.replication.factor", spec.kafka.default_replication_factor))
+
+
+def quota_entity_name(q: QuotaSpec) -> str:
+    """How a quota's entity is written in messages: ``user 'a'``, ``client-id default``, joined by "and"."""
+    parts = []
+    if q.user is not None or q.user_default:
+        parts.append("user default" if q.user_default else f"user {q.user!r}")
+    if q.client is not None or q.client_default:
+        parts.append("client-id default" if q.client_default else f"client-id {q.client!r}")
+    return " and ".join(parts)
+
+
+def _declared_problems(spec: ClusterSpec) -> tuple[list[str], list[str]]:
+    """topics:, users:, acls: and quotas: against each other and the cluster (kctl.kafka.declared plans them)."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    brokers = len(spec.brokers)
+    secured = spec.security.enabled  # as kctl.kafka.security.require_secured decides
+    unsecured = ("needs the secured profile: cluster has no authentication; hint: set security.enabled: true"
+                 " (docs/security.md moves a running cluster)")
+
+    seen: dict[str, int] = {}
+    for i, t in enumerate(spec.topics or []):
+        where = f"topics.{i}"
+        if t.name in seen:
+            errors.append(f"{where}.name: topic {t.name!r} is already topics.{seen[t.name]}")
+        seen.setdefault(t.name, i)
+        if t.name.startswith("__"):
+            errors.append(f"{where}.name: {t.name!r}: topics starting with `__` are Kafka's and kctl's own")
+        rf = t.replication_factor or default_topic_replication_factor(spec)
+        if rf > brokers:
+            field = "replication_factor" if t.replication_factor else "replication_factor (the default)"
+            errors.append(f"{where}.{field}: {rf} is above the {brokers} broker(s) of this cluster; hint: name"
+                          f" {brokers} or fewer")
+        unknown = sorted(k for k in t.configs if k not in TOPIC_CONFIGS)
+        for k in unknown:
+            warnings.append(f"{where}.configs.{k}: not a topic config of Kafka {spec.versions.kafka}; Kafka refuses"
+                            " an unknown one when it is set")
+        for k in sorted(k for k in t.configs if k in REMOVED_IN_KAFKA_4 and contract.kraft_only(spec.versions.kafka)):
+            errors.append(f"{where}.configs.{k}: Kafka {spec.versions.kafka} has no {k} ({REMOVED_IN_KAFKA_4[k]})")
+        isr = t.configs.get("min.insync.replicas")
+        if isr is not None and isr.isdigit() and int(isr) > rf:
+            errors.append(f"{where}.configs.min.insync.replicas: {isr} is above the topic's replication factor"
+                          f" {rf}: no acks=all write could succeed")
+
+    if spec.users is not None and not secured:
+        errors.append(f"users: {unsecured}")
+    users: dict[tuple[str, str], int] = {}
+    for i, u in enumerate(spec.users or []):
+        where = f"users.{i}"
+        if (u.name, u.mechanism) in users:
+            errors.append(f"{where}.name: user {u.name!r} with {u.mechanism} is already"
+                          f" users.{users[(u.name, u.mechanism)]}")
+        users.setdefault((u.name, u.mechanism), i)
+        if u.name == spec.security.admin_user:
+            errors.append(f"{where}.name: {u.name!r} is kctl's admin user (security.admin_user), whose password kctl"
+                          " generates and keeps in the state dir; hint: pick another name")
+        if secured and u.mechanism != spec.security.sasl_mechanism:
+            warnings.append(f"{where}.mechanism: {u.mechanism}, but the cluster's listeners take"
+                            f" {spec.security.sasl_mechanism} (security.sasl_mechanism): the user cannot log in"
+                            " with it")
+
+    if spec.acls is not None and not secured:
+        errors.append(f"acls: {unsecured}")
+    acls: dict[tuple[Any, ...], int] = {}
+    for i, a in enumerate(spec.acls or []):
+        where = f"acls.{i}"
+        if a.operation not in ACL_SUPPORTED[a.resource_type]:
+            errors.append(f"{where}.operation: {a.operation} is not an operation on a {a.resource_type}; hint: one"
+                          f" of {', '.join(ACL_SUPPORTED[a.resource_type])}")
+        if a.resource_type == "cluster":
+            if a.resource not in (None, CLUSTER_RESOURCE):
+                errors.append(f"{where}.resource: the cluster's one name is {CLUSTER_RESOURCE}, not {a.resource!r};"
+                              " hint: leave it out")
+            if a.pattern == "prefixed":
+                errors.append(f"{where}.pattern: prefixed names a topic, group or transactional id prefix, not"
+                              " the cluster")
+        elif not a.resource:
+            errors.append(f"{where}.resource: a {a.resource_type} ACL names its {a.resource_type} (or `*`)")
+        binding = (a.principal, a.permission, a.operation, a.resource_type, a.resource_name, a.pattern, a.host)
+        if binding in acls:
+            errors.append(f"{where}: the same ACL as acls.{acls[binding]}")
+        acls.setdefault(binding, i)
+
+    entities: dict[tuple[Any, ...], int] = {}
+    for i, q in enumerate(spec.quotas or []):
+        where = f"quotas.{i}"
+        if q.user is not None and q.user_default or q.client is not None and q.client_default:
+            errors.append(f"{where}: user and user_default (or client and client_default) exclude each other")
+            continue
+        if q.user is None and not q.user_default and q.client is None and not q.client_default:
+            errors.append(f"{where}: no quota entity; hint: name user, client, user_default or client_default")
+            continue
+        if not q.values:
+            errors.append(f"{where}: no quota given; hint: e.g. producer_byte_rate: 1048576 (quotas are"
+                          f" {', '.join(QUOTA_KEYS)})")
+        if (q.user is not None or q.user_default) and not secured:
+            errors.append(f"{where}.user: a user's quota needs the secured profile: without authentication every"
+                          " client is anonymous (a client id's quota works without it); hint: set security.enabled:"
+                          " true, or limit by client")
+        if q.user is not None and not _PRINCIPAL.match(q.user):
+            errors.append(f"{where}.user: {q.user!r} is not a user name")
+        key = (q.user, q.user_default, q.client, q.client_default)
+        if key in entities:
+            errors.append(f"{where}: {quota_entity_name(q)} already has quotas.{entities[key]}; hint: one entry per"
+                          " entity")
+        entities.setdefault(key, i)
     return errors, warnings
 
 
