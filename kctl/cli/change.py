@@ -14,6 +14,7 @@ from kctl.cli.common import OutputOpt, SpecOpt, connect
 def register(app: typer.Typer) -> None:
     app.command("diff")(diff)
     app.command("apply")(apply)
+    app.command("export")(export)
 
 
 def diff(
@@ -26,10 +27,12 @@ def diff(
     Exit 1 when anything differs (or a node cannot be asked), 0 when all agree: fit for a cron job.
     """
     from kctl.cluster import drift
+    from kctl.kafka import converge
     from kctl.model.spec import state_dir_for
 
     spec = connect(file).kctl_spec
     res = drift.diff(spec, state_dir_for(spec, file), all_keys=all_keys)
+    declared = converge.plan(spec) if converge.declares(spec) else None
     rows = [{"node": r.node, "service": r.service, "key": r.key, "kctl.yaml": r.spec, "rendered": r.rendered,
              "dynamic": _dynamic(r.broker_override, r.default_override),
              "running": r.running if r.reported else "(not reported)", "drift": "; ".join(r.drift) or "-"}
@@ -43,13 +46,36 @@ def diff(
     elif spec.kraft_phase != "zookeeper":
         footer += (f"\nmetadata: migrating to KRaft, phase {spec.kraft_phase}: the rendered files are that phase's"
                    " (`kctl migrate kraft status`)")
-    if res.drifted or res.containers:
+    if declared is not None:
+        footer += "\n" + _declared_lines(declared)
+    if res.drifted or res.containers or (declared is not None and not declared.clean):
         footer += "\n`kctl apply` brings the cluster to kctl.yaml (`--dry-run` first)"
-    output.emit(res, fmt, rows=rows,
+    data = res if declared is None else {**output.to_plain(res), "declared": _declared_doc(declared)}
+    output.emit(data, fmt, rows=rows,
                 columns=["node", "service", "key", "kctl.yaml", "rendered", "dynamic", "running", "drift"],
                 title=f"diff of {spec.name}", footer=footer)
-    if not res.clean:
+    if not res.clean or (declared is not None and not declared.clean):
         raise typer.Exit(1)
+
+
+def _declared_doc(c: object) -> dict[str, object]:
+    from kctl.kafka.converge import Convergence
+
+    assert isinstance(c, Convergence)
+    return {"clean": c.clean, "actions": [{"kind": a.kind.value, "subject": a.subject, "description": a.description}
+                                          for a in c.plan.actions], "next": c.next_steps, "done": c.done}
+
+
+def _declared_lines(c: object) -> str:
+    from kctl.kafka.converge import Convergence
+
+    assert isinstance(c, Convergence)
+    if c.clean:
+        return "declared topics, users, ACLs and quotas: the cluster has what kctl.yaml declares"
+    lines = [f"declared topics, users, ACLs and quotas: {len(c.plan.actions)} difference(s):"]
+    lines += [f"  {a.description}" for a in c.plan.actions]
+    lines += [f"  then: {n}" for n in c.next_steps]
+    return "\n".join(lines)
 
 
 def _dynamic(broker: str | None, default: str | None) -> str | None:
@@ -63,11 +89,16 @@ def apply(
                                                          " with their gates); change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     timeout: float = typer.Option(300, "--timeout", min=1, help="Seconds each restart gate may wait."),
+    prune: bool = typer.Option(False, "--prune", help="Also delete the topics, users, ACLs and quotas of the"
+                                                      " sections kctl.yaml declares that it does not name."),
     file: Path = SpecOpt,
     fmt: output.Format = OutputOpt,
 ) -> None:
-    """Bring the running cluster to kctl.yaml: dynamic broker configs at run time (no restart), and a gated
-    rolling restart of only the services whose start-time config changed."""
+    """Bring the running cluster to kctl.yaml: dynamic broker configs at run time (no restart), a gated rolling
+    restart of only the services whose start-time config changed, then the declared topics, users, ACLs and
+    quotas (deletions only with --prune)."""
+    from kctl.cluster.lock import roll_lock
+    from kctl.kafka import converge
     from kctl.model.spec import state_dir_for
     from kctl.roll import apply as ap
     from kctl.roll import migration, run
@@ -77,20 +108,51 @@ def apply(
     spec = connect(file, write=not dry_run,
                    before=lambda wanted: migration.check_step(wanted, state_dir_for(wanted, file))).kctl_spec
     state = state_dir_for(spec, file)
+    declares = converge.declares(spec)
     if dry_run or not yes:
         plan, _ = ap.plan(spec, state)
         for service, nodes, hosts in ap.phases(spec, plan):
             plan.roll.append(run.plan(spec, service, nodes, hosts))
+        declared = converge.plan(spec, prune=prune) if declares else None
+        if declared is not None:
+            plan.notes.append(_declared_lines(declared).replace("difference(s)", "change(s) planned"
+                                                                + ("" if prune else "; without --prune nothing"
+                                                                   " is deleted")))
         _show_plan(plan, fmt, dry_run)
-        if dry_run or plan.nothing_to_do:
+        if dry_run or (plan.nothing_to_do and (declared is None or declared.clean)):
             return
         typer.confirm(f"apply kctl.yaml to {spec.name}?", abort=True)
     result = ap.apply(spec, state, gate_timeout=timeout, progress=output.info)
     restarted = [f"{s.host} {s.service}" for r in result.rolls for s in r.steps]
-    output.emit_change(result, fmt, f"{spec.name}: applied in {result.seconds:.1f}s:"
-                                    f" {len(result.dynamic_applied)} dynamic change(s) without restart,"
-                                    f" {len(result.files_written)} file(s) written, restarted "
-                                    + (", ".join(restarted) or "nothing"))
+    line = (f"{spec.name}: applied in {result.seconds:.1f}s: {len(result.dynamic_applied)} dynamic change(s)"
+            f" without restart, {len(result.files_written)} file(s) written, restarted "
+            + (", ".join(restarted) or "nothing"))
+    if declares:
+        with roll_lock(state, "kctl apply"):  # not beside a roll, a reassignment or a node change
+            conv = converge.apply(spec, file, prune=prune, progress=output.info)
+        line += f"; {len(conv.done)} declared change(s)"
+        for n in conv.next_steps:
+            output.warn(f"a replication factor changes by a reassignment, not by apply: {n}")
+        output.emit_change({**output.to_plain(result), "declared": _declared_doc(conv)}, fmt, line)
+        return
+    output.emit_change(result, fmt, line)
+
+
+def export(
+    out: Path = typer.Option(None, "--out", help="Write to this file (default: print)."),
+    file: Path = SpecOpt,
+) -> None:
+    """The live topics, users (without passwords), ACLs and quotas in kctl.yaml's shape: paste them into kctl.yaml
+    and `kctl diff` finds nothing to do (users and ACLs on the secured profile only)."""
+    from kctl.kafka import converge
+
+    spec = connect(file).kctl_spec
+    text = converge.export_yaml(spec)
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    out.write_text(text)
+    output.info(f"wrote {out}: the live topics, users, ACLs and quotas of {spec.name}")
 
 
 def _show_plan(plan: object, fmt: output.Format, dry_run: bool) -> None:

@@ -446,12 +446,16 @@ def execute(spec: ClusterSpec, target: bal.Assignment, *, throttle: int | None =
                            hint="wait for it (`kctl reassign status`), or `kctl reassign cancel`")
     check_plan(spec, target, change_rf=change_rf)
     t0 = time.monotonic()
-    current = assignment(spec, sorted({t for t, _ in target}))[0]
-    try:
-        sizes = _partition_sizes(spec, current)
-        total: int | None = sum(sizes.get(k, 0) * len(set(r) - set(current.get(k, []))) for k, r in target.items())
-    except KctlError:
-        total = None  # without sizes the estimate goes by the throttle alone
+    total: int | None = None
+    if state_dir is not None and not wait:
+        # For `kctl reassign status` in another process: the bytes the move must copy, from which it reads the rate
+        # (a --wait run measures its own rate from its progress reports instead, and saves kafka-log-dirs.sh here).
+        current = assignment(spec, sorted({t for t, _ in target}))[0]
+        try:
+            sizes = _partition_sizes(spec, current)
+            total = sum(sizes.get(k, 0) * len(set(r) - set(current.get(k, []))) for k, r in target.items())
+        except KctlError:
+            total = None  # without sizes the estimate goes by the throttle alone
     _write_record(state_dir, target, total, throttle)
     args = ["--execute"] + (["--throttle", str(throttle)] if throttle else [])
     out, host = _run(spec, args, target)

@@ -103,6 +103,18 @@ def set_password(spec: ClusterSpec, user: str, password: str | None, *, create: 
     return UserChange(user, "created" if create else "password changed", spec.security.sasl_mechanism, str(path))
 
 
+def alter_scram(spec: ClusterSpec, user: str, mechanism: str, password: str | None) -> None:
+    """One SCRAM credential of ``user`` set (``password``) or, with None, deleted: what kctl.yaml's declared users
+    need (the password read from the user's file by the caller)."""
+    require_secured(spec, "users")
+    ck = _ck()
+    mech = getattr(ck.ScramMechanism, mechanism.replace("-", "_"))
+    change = ck.UserScramCredentialDeletion(user, mech) if password is None else ck.UserScramCredentialUpsertion(
+        user, ck.ScramCredentialInfo(mech, SCRAM_ITERATIONS), password.encode())
+    a = admin(Target.of(spec))
+    _result(a, a.alter_user_scram_credentials([change]), f"user {user}")
+
+
 def delete_user(spec: ClusterSpec, user: str) -> UserChange:
     UserScramCredentialDeletion = _ck().UserScramCredentialDeletion
 

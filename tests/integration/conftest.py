@@ -26,14 +26,16 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 # another cluster cannot resolve its peers.
 ALONE = "test_swarm.py"
 # Seconds each module took on two workers (`make integration`'s durations, 2026-11-27), to order the queue.
-SLOW = {"test_stream.py": 192, "test_hosts.py": 186, "test_sweep.py": 179, "test_drill.py": 175,
-        "test_mirror.py": 165, "test_monitor_alerts.py": 157, "test_mirror_secured.py": 151,
-        "test_migrate_kraft.py": 145, "test_change.py": 125, "test_security_migration_online.py": 124,
-        "test_kraft_native.py": 124, "test_security.py": 123, "test_restart.py": 114, "test_nodes.py": 102,
-        "test_lifecycle.py": 100, "test_testing_api.py": 89, "test_ops_configs.py": 87, "test_image.py": 71,
-        "test_monitor.py": 70, "test_console.py": 69, "test_stream_sinks.py": 57, "test_console_reassign.py": 50,
-        "test_ops_clients.py": 48, "test_stream_parse.py": 30, "test_ops_zk_topics.py": 24, "test_health.py": 12,
-        "test_hosts_fleet.py": 11, "test_core_without_extras.py": 8, "test_kafka4.py": 2}
+SLOW = {"test_hosts.py": 223, "test_mirror.py": 193, "test_drill.py": 181, "test_nodes.py": 143,
+        "test_mirror_secured.py": 142, "test_stream.py": 142, "test_migrate_kraft.py": 142,
+        "test_kraft_native.py": 112, "test_sweep.py": 111, "test_monitor.py": 107, "test_change.py": 102,
+        "test_lifecycle.py": 99, "test_restart.py": 99, "test_monitor_alerts.py": 94, "test_security.py": 94,
+        "test_testing_api.py": 94, "test_ops_configs.py": 85, "test_security_migration_online.py": 84,
+        "test_image.py": 66, "test_console.py": 61, "test_ops_clients.py": 52, "test_console_reassign.py": 48,
+        "test_kraft_storage.py": 42, "test_declared.py": 40, "test_health.py": 37, "test_ops_zk_topics.py": 35,
+        "test_stream_sinks.py": 28, "test_metadata_version_raise.py": 18, "test_hosts_fleet.py": 12,
+        "test_console_pages.py": 5, "test_core_without_extras.py": 4, "test_stream_parse.py": 4,
+        "test_kafka4.py": 2}  # seconds per module in a CI run of 2026-12-05
 
 
 # Modules sharing one of the session's costly resources run as one work unit (`make integration`: a scheduler of
@@ -41,7 +43,7 @@ SLOW = {"test_stream.py": 192, "test_hosts.py": 186, "test_sweep.py": 179, "test
 # session, not both (a three-node start is about 23 CPU-seconds, and it then runs until the session ends).
 # Declared here because xdist's controller schedules by test id alone; each worker checks the list against
 # the fixtures its tests use (below).
-SHARED = {"secured-cluster": ("test_console.py", "test_mirror_secured.py", "test_ops_clients.py",
+SHARED = {"secured-cluster": ("test_console.py", "test_declared.py", "test_mirror_secured.py", "test_ops_clients.py",
                               "test_ops_configs.py", "test_ops_zk_topics.py", "test_security.py"),
           "spark": ("test_stream.py", "test_stream_parse.py", "test_stream_sinks.py")}
 UNIT = {module: unit for unit, modules in SHARED.items() for module in modules}

@@ -1,0 +1,71 @@
+"""kctl.kafka.converge's pure parts: kafka-configs' quota lines by entity, what kctl and its mirrors own (never
+planned, exported or pruned), a declared user's password file (read, never shown; refused when others may read
+it)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kctl.errors import UsageError
+from kctl.kafka import converge
+from kctl.kafka.declared import DEFAULT, QuotaEntity
+from kctl.model.spec import parse_spec
+
+
+def test_quota_lines_by_entity() -> None:
+    text = """Quota configs for user-principal 'alice' are producer_byte_rate=1024.0, consumer_byte_rate=2048.0
+Quota configs for the default user-principal are request_percentage=50.0
+Quota configs for client-id 'c1' are producer_byte_rate=10.0
+Quota configs for the default client-id are consumer_byte_rate=99.0
+Quota configs for user-principal 'bob', client-id 'app' are controller_mutation_rate=5.0
+Quota configs for user-principal 'bob', the default client-id are producer_byte_rate=7.0
+Some other line
+"""
+    got = converge.parse_quota_entities(text)
+    assert got == {
+        QuotaEntity("alice", None): {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
+        QuotaEntity(DEFAULT, None): {"request_percentage": 50.0},
+        QuotaEntity(None, "c1"): {"producer_byte_rate": 10.0},
+        QuotaEntity(None, DEFAULT): {"consumer_byte_rate": 99.0},
+        QuotaEntity("bob", "app"): {"controller_mutation_rate": 5.0},
+        QuotaEntity("bob", DEFAULT): {"producer_byte_rate": 7.0},
+    }
+
+
+def test_what_kafka_kctl_and_the_mirrors_own_is_never_planned() -> None:
+    spec, _ = parse_spec({"name": "t", "mirrors": [
+        {"name": "east", "source": {"bootstrap_servers": "127.0.0.1:1"}},
+        {"name": "west", "source": {"bootstrap_servers": "127.0.0.1:2"}, "policy": "identity",
+         "topics": "orders|audit", "topics_exclude": "audit"}]})
+    owned = ["__consumer_offsets", "__kctl_health", "mm2-offsets.east.internal", "heartbeats",
+             "east.checkpoints.internal", "east.orders", "orders"]
+    assert all(converge.kctls_topic(spec, n) for n in owned)
+    assert not any(converge.kctls_topic(spec, n) for n in ("audit", "payments", "eastern", "west.orders"))
+    assert converge.kctls_user("mirror-to-b") and converge.kctls_user("mirror-from-east")
+    assert not converge.kctls_user("app")
+
+
+def test_a_password_file_is_read_and_checked(tmp_path: Path) -> None:
+    spec_file = tmp_path / "kctl.yaml"
+    f = tmp_path / "app.password"
+    f.write_text("s3cret-password\nignored\n")
+    os.chmod(f, 0o600)
+    assert converge.read_password(spec_file, "app.password") == "s3cret-password"
+    os.chmod(f, 0o644)
+    with pytest.raises(UsageError, match="readable by others") as e:
+        converge.read_password(spec_file, "app.password")
+    assert "s3cret" not in e.value.message and "chmod 600" in (e.value.hint or "")
+    os.chmod(f, 0o600)
+    f.write_text("short\n")
+    with pytest.raises(UsageError, match="shorter than 8"):
+        converge.read_password(spec_file, str(f))
+    with pytest.raises(UsageError, match="cannot read the password file"):
+        converge.read_password(spec_file, "missing.password")
+
+
+def test_nothing_declared_is_nothing_to_converge() -> None:
+    assert not converge.declares(parse_spec({"name": "t"})[0])
+    assert converge.declares(parse_spec({"name": "t", "topics": []})[0])
