@@ -27,12 +27,16 @@ def diff(
     Exit 1 when anything differs (or a node cannot be asked), 0 when all agree: fit for a cron job.
     """
     from kctl.cluster import drift
+    from kctl.console.audit import who_changed
     from kctl.kafka import converge
     from kctl.model.spec import state_dir_for
 
     spec = connect(file).kctl_spec
     res = drift.diff(spec, state_dir_for(spec, file), all_keys=all_keys)
     declared = converge.plan(spec) if converge.declares(spec) else None
+    if declared is not None:  # who last changed what differs, where the console's audit log knows it
+        declared.who = who_changed(declared.plan.actions, state_dir_for(spec, file) / "console" / "audit.jsonl",
+                                   spec.name)
     rows = [{"node": r.node, "service": r.service, "key": r.key, "kctl.yaml": r.spec, "rendered": r.rendered,
              "dynamic": _dynamic(r.broker_override, r.default_override),
              "running": r.running if r.reported else "(not reported)", "drift": "; ".join(r.drift) or "-"}
@@ -62,8 +66,9 @@ def _declared_doc(c: object) -> dict[str, object]:
     from kctl.kafka.converge import Convergence
 
     assert isinstance(c, Convergence)
-    return {"clean": c.clean, "actions": [{"kind": a.kind.value, "subject": a.subject, "description": a.description}
-                                          for a in c.plan.actions], "next": c.next_steps, "done": c.done}
+    return {"clean": c.clean, "actions": [{"kind": a.kind.value, "subject": a.subject, "description": a.description,
+                                           "last_changed_by": c.who.get(a.description)} for a in c.plan.actions],
+            "next": c.next_steps, "done": c.done}
 
 
 def _declared_lines(c: object) -> str:
@@ -73,7 +78,8 @@ def _declared_lines(c: object) -> str:
     if c.clean:
         return "declared topics, users, ACLs and quotas: the cluster has what kctl.yaml declares"
     lines = [f"declared topics, users, ACLs and quotas: {len(c.plan.actions)} difference(s):"]
-    lines += [f"  {a.description}" for a in c.plan.actions]
+    lines += [f"  {a.description}" + (f" [last changed by {c.who[a.description]}]" if a.description in c.who else "")
+              for a in c.plan.actions]
     lines += [f"  then: {n}" for n in c.next_steps]
     return "\n".join(lines)
 

@@ -28,7 +28,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -190,6 +190,37 @@ class AuditLog:
             if len(out) >= limit:
                 break
         return out
+
+
+def last_changes(path: Path, cluster: str, targets: Iterable[str], scan_limit: int = SCAN_LIMIT
+                 ) -> dict[str, dict[str, Any]]:
+    """Of ``targets`` (topics, groups, users), the newest change the console made to each on ``cluster`` (a record
+    whose result is done), read from the end of the audit log: what `kctl diff` tells of who changed what."""
+    want = set(targets)
+    out: dict[str, dict[str, Any]] = {}
+    if not want:
+        return out
+    for rec in AuditLog(path).newest(scan_limit):
+        t = rec.get("target")
+        if rec.get("result") == "done" and rec.get("cluster") == cluster and t in want and t not in out:
+            out[t] = rec
+            if len(out) == len(want):
+                break
+    return out
+
+
+def who_changed(actions: Iterable[Any], path: Path, cluster: str) -> dict[str, str]:
+    """For `kctl diff` of kctl.yaml's declared resources: each action's line (``description``) -> who last changed
+    its subject (``subject``: a topic, a user, an ACL's principal) in the console, when the audit log knows."""
+    acts = list(actions)
+    names = {a.subject for a in acts} | {a.subject.removeprefix("User:") for a in acts}
+    known = last_changes(path, cluster, names)
+    out = {}
+    for a in acts:
+        rec = known.get(a.subject) or known.get(a.subject.removeprefix("User:"))
+        if rec:
+            out[a.description] = f"{rec.get('user')} in the console ({rec.get('action')}, {rec.get('time')})"
+    return out
 
 
 def _parse(line: str) -> dict[str, Any] | None:

@@ -184,6 +184,7 @@ class Convergence:
     plan: Plan
     done: list[str] = field(default_factory=list)
     prune: bool = False
+    who: dict[str, str] = field(default_factory=dict)  # an action's line -> who last changed its subject (audit)
 
     @property
     def clean(self) -> bool:

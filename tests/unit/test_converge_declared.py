@@ -69,3 +69,23 @@ def test_a_password_file_is_read_and_checked(tmp_path: Path) -> None:
 def test_nothing_declared_is_nothing_to_converge() -> None:
     assert not converge.declares(parse_spec({"name": "t"})[0])
     assert converge.declares(parse_spec({"name": "t", "topics": []})[0])
+
+
+def test_diff_names_who_last_changed_a_subject_where_the_audit_log_knows(tmp_path: Path) -> None:
+    from kctl.console.audit import AuditLog, who_changed
+    from kctl.kafka.declared import Action, Kind
+
+    log = AuditLog(tmp_path / "audit.jsonl")
+    log.append(user="ann", action="topic-config", result="done", cluster="c1", target="orders")
+    log.append(user="bob", action="topic-config", result="done", cluster="c1", target="orders")  # the newest
+    log.append(user="eve", action="topic-config", result="refused", cluster="c1", target="audit")  # not a change
+    log.append(user="dan", action="topic-config", result="done", cluster="other", target="audit")  # other cluster
+    log.append(user="cy", action="user-create", result="done", cluster="c1", target="app")
+    acts = [Action(Kind.set_topic_configs, "orders", "set configs of topic 'orders': retention.ms=1"),
+            Action(Kind.set_topic_configs, "audit", "set configs of topic 'audit': retention.ms=1"),
+            Action(Kind.create_acl, "User:app", "add ACL: allow User:app read on topic 'orders'")]
+    got = who_changed(acts, tmp_path / "audit.jsonl", "c1")
+    assert set(got) == {acts[0].description, acts[2].description}
+    assert got[acts[0].description].startswith("bob in the console (topic-config, ")
+    assert got[acts[2].description].startswith("cy in the console (user-create, ")
+    assert who_changed(acts, tmp_path / "none.jsonl", "c1") == {}  # no console ran: nothing said
