@@ -9,6 +9,7 @@ import typer
 
 from kctl import output
 from kctl.cli.common import OutputOpt, SpecOpt, connect
+from kctl.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -97,6 +98,9 @@ def apply(
     timeout: float = typer.Option(300, "--timeout", min=1, help="Seconds each restart gate may wait."),
     prune: bool = typer.Option(False, "--prune", help="Also delete the topics, users, ACLs and quotas of the"
                                                       " sections kctl.yaml declares that it does not name."),
+    reassign_rf: bool = typer.Option(False, "--reassign", help="Change declared replication factors too: a"
+                                                               " partition reassignment, throttled, waited for."),
+    throttle: str = typer.Option(None, "--throttle", help="--reassign's replication rate limit: 50MB/s."),
     file: Path = SpecOpt,
     fmt: output.Format = OutputOpt,
 ) -> None:
@@ -105,6 +109,7 @@ def apply(
     quotas (deletions only with --prune)."""
     from kctl.cluster.lock import roll_lock
     from kctl.kafka import converge
+    from kctl.kafka.balance import parse_rate
     from kctl.model.spec import state_dir_for
     from kctl.roll import apply as ap
     from kctl.roll import migration, run
@@ -113,6 +118,9 @@ def apply(
     # cluster with credentials the skipped steps would have made.
     spec = connect(file, write=not dry_run,
                    before=lambda wanted: migration.check_step(wanted, state_dir_for(wanted, file))).kctl_spec
+    if throttle and not reassign_rf:
+        raise UsageError("--throttle goes with --reassign", hint="kctl apply --reassign --throttle 50MB/s")
+    rate = parse_rate(throttle) if throttle else None
     state = state_dir_for(spec, file)
     declares = converge.declares(spec)
     if dry_run or not yes:
@@ -135,10 +143,11 @@ def apply(
             + (", ".join(restarted) or "nothing"))
     if declares:
         with roll_lock(state, "kctl apply"):  # not beside a roll, a reassignment or a node change
-            conv = converge.apply(spec, file, prune=prune, progress=output.info)
+            conv = converge.apply(spec, file, prune=prune, progress=output.info, reassign_rf=reassign_rf,
+                                  throttle=rate, state_dir=state)
         line += f"; {len(conv.done)} declared change(s)"
         for n in conv.next_steps:
-            output.warn(f"a replication factor changes by a reassignment, not by apply: {n}")
+            output.warn(f"a replication factor changes by a reassignment (`kctl apply --reassign`, or: {n})")
         output.emit_change({**output.to_plain(result), "declared": _declared_doc(conv)}, fmt, line)
         return
     output.emit_change(result, fmt, line)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl.errors import ClusterError, KctlError, UsageError
-from kctl.kafka import configs, security, topics
+from kctl.kafka import configs, reassign, security, topics
 from kctl.kafka.client import REQUEST_TIMEOUT, Target, admin, kafka_error, require_reachable
 from kctl.kafka.declared import (
     DEFAULT,
@@ -289,17 +289,22 @@ def check_passwords(spec_file: Path | None, p: Plan) -> None:
             read_password(spec_file, a.params["password_file"])
 
 
-def apply(spec: ClusterSpec, spec_file: Path | None, *, prune: bool = False, progress: Progress | None = None
-          ) -> Convergence:
+def apply(spec: ClusterSpec, spec_file: Path | None, *, prune: bool = False, progress: Progress | None = None,
+          reassign_rf: bool = False, throttle: int | None = None, state_dir: Path | None = None,
+          timeout: float = 900) -> Convergence:
     """Converge the declared sections: the plan's changes in order (deletions first, only with ``prune``), each
-    reported; refused when kctl.yaml asks what Kafka cannot do (nothing changed then)."""
+    reported; refused when kctl.yaml asks what Kafka cannot do (nothing changed then). A replication factor is
+    changed only with ``reassign_rf``: through kctl reassign's plan and execute (throttled to ``throttle``, waited
+    for, verified), after every other change; otherwise it stays in ``next_steps``."""
     say = progress or (lambda _m: None)
     c = plan(spec, prune=prune)
     c.plan.check()  # a shrink asked: refused before anything changes
     check_passwords(spec_file, c.plan)
+    moves = []
     for a in c.plan.changes:
         if a.kind is Kind.reassign_replication:
-            continue  # a reassignment's: named in next_steps
+            moves.append(a)  # after the rest: data moves, throttled
+            continue
         try:
             run_action(spec, spec_file, a)
         except KctlError as exc:
@@ -308,4 +313,20 @@ def apply(spec: ClusterSpec, spec_file: Path | None, *, prune: bool = False, pro
                                + "`kctl apply` again does what is left (`kctl diff` shows it)") from None
         c.done.append(a.description)
         say(a.description)
+    if reassign_rf:
+        for a in moves:
+            topic, rf = a.params["topic"], int(a.params["replication_factor"])
+            try:
+                p = reassign.plan(spec, None, [topic], replication_factor=rf)
+                target = {(e["topic"], int(e["partition"])): list(e["replicas"]) for e in p.kafka_json["partitions"]}
+                if target:
+                    reassign.execute(spec, target, throttle=throttle, wait=True, timeout=timeout, progress=say,
+                                     change_rf=True, state_dir=state_dir)
+            except KctlError as exc:
+                raise ClusterError(f"{a.description}: {exc.message}; {len(c.done)} change(s) made before it",
+                                   hint=(exc.hint + "; " if exc.hint else "") + "`kctl reassign status`; `kctl apply"
+                                   " --reassign` again does what is left") from None
+            c.done.append(a.description)
+            say(a.description)
+        c.plan.actions = [a for a in c.plan.actions if a not in moves]
     return c

@@ -132,6 +132,18 @@ def test_declared_resources_export_apply_drift_and_prune(kafka_cluster: Any, tmp
     d = copy.run("diff", "-o", "json")
     assert yaml.safe_load(d.stdout)["declared"]["clean"], d.stdout[-2000:]
 
+    # a replication factor declared higher: named by diff, made by apply --reassign through a reassignment
+    if len(c.spec.nodes) >= 2:
+        declared["topics"] = [t if t.get("name") != t2 else {**t, "replication_factor": 2}
+                              for t in declared["topics"]]
+        copy.write(declared)
+        d = copy.run("diff")
+        assert d.returncode == 1 and f"--topics {t2} --replication-factor 2" in d.stdout + d.stderr, d.stderr
+        moved = copy.run("apply", "--reassign", "--throttle", "50MB/s", "--yes")
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+        assert "ReplicationFactor: 2" in tool(c, "kafka-topics.sh", "--describe", "--topic", t2)
+        assert yaml.safe_load(copy.run("diff", "-o", "json").stdout)["declared"]["clean"]
+
     # a shrink: refused, nothing changed
     declared["topics"] = [t if t.get("name") != t1 else {**t, "partitions": 1} for t in declared["topics"]]
     copy.write(declared)
