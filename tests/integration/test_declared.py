@@ -1,5 +1,4 @@
-"""kctl.yaml's declared topics, quotas (and on the secured profile, `make test-matrix`, users and ACLs) on the
-shared cluster: an export
+"""kctl.yaml's declared topics, quotas, users and ACLs on the shared secured cluster: an export
 round trip, apply --dry-run changing nothing, apply creating what is declared, changes made by hand found by
 diff and put back by apply, --prune deleting only what the file does not name (never Kafka's or kctl's own), a
 shrink refused with nothing changed. What the cluster holds is read with Kafka's own tools in a node."""
@@ -23,9 +22,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def kafka_cluster(profiled_cluster: Any) -> Any:
-    """This module's tests take the profile matrix's cluster (tests/integration/conftest.py)."""
-    return profiled_cluster
+def kafka_cluster(secured_cluster: Any) -> Any:
+    """The session's secured cluster (tests/integration/conftest.py): every section, users and ACLs too, on one run
+    (a plain cluster's topics and quotas take the same path, less the users' and ACLs')."""
+    return secured_cluster
 
 
 def tool(cluster: Any, name: str, *args: str) -> str:
