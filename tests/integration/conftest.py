@@ -32,7 +32,7 @@ SLOW = {"test_hosts.py": 223, "test_mirror.py": 193, "test_drill.py": 181, "test
         "test_lifecycle.py": 99, "test_restart.py": 99, "test_monitor_alerts.py": 94, "test_security.py": 94,
         "test_testing_api.py": 94, "test_ops_configs.py": 85, "test_security_migration_online.py": 84,
         "test_image.py": 66, "test_console.py": 61, "test_ops_clients.py": 52, "test_console_reassign.py": 48,
-        "test_kraft_storage.py": 42, "test_declared.py": 40, "test_health.py": 37, "test_ops_zk_topics.py": 35,
+        "test_kraft_storage.py": 42, "test_declared.py": 60, "test_health.py": 37, "test_ops_zk_topics.py": 35,
         "test_stream_sinks.py": 28, "test_metadata_version_raise.py": 18, "test_hosts_fleet.py": 12,
         "test_console_pages.py": 5, "test_core_without_extras.py": 4, "test_stream_parse.py": 4,
         "test_kafka4.py": 2}  # seconds per module in a CI run of 2026-12-05
