@@ -6,8 +6,14 @@ Below the engines and the doctor: both ask it, neither is asked by it.
 
 from __future__ import annotations
 
+import os
+import random
+import tempfile
+import time
 from collections.abc import Iterable
+from pathlib import Path
 
+from kctl.errors import KctlError
 from kctl.model.spec import ClusterSpec
 
 # What to do about published ports that something else holds.
@@ -38,18 +44,63 @@ def taken(spec: ClusterSpec, owned: Iterable[int] = ()) -> list[str]:
     return [f"{port} ({what})" for port, what in host_ports(spec) if port not in mine and not port_free(port)]
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports on 127.0.0.1 that nothing listens on right now (all held open while chosen)."""
-    socks, ports = [], []
-    import socket
+# Ports handed out by free_ports come from here: below the kernel's ephemeral range (Linux 32768-60999, macOS
+# 49152-65535), so no outgoing connection of any process on this machine takes one between its choice and the
+# container's start. A CI run saw exactly that: a port drawn from the ephemeral range (bind to port 0) was
+# "already allocated" when the Docker engine published it a minute later.
+_POOL = (20000, 32767)
+# A port chosen is reserved for this long (a file in a per-user directory), so that two processes choosing at the
+# same time (pytest-xdist workers, two `kctl node add`) never take the same one before either publishes it.
+_RESERVED_FOR_S = 3600.0
 
+
+def _ephemeral_range() -> tuple[int, int] | None:
     try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-            ports.append(int(s.getsockname()[1]))
-    finally:
-        for s in socks:
-            s.close()
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            low, high = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        return None
+    return low, high
+
+
+def _reservations() -> Path:
+    d = Path(tempfile.gettempdir()) / f"kctl-ports-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    d.mkdir(mode=0o700, exist_ok=True)
+    return d
+
+
+def _reserve(directory: Path, port: int, now: float) -> bool:
+    """Take ``port``'s reservation unless another chooser holds a fresh one."""
+    path = directory / str(port)
+    for _ in range(2):
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            return True
+        except FileExistsError:
+            try:
+                if now - path.stat().st_mtime < _RESERVED_FOR_S:
+                    return False
+                path.unlink()  # a stale reservation: its holder published the port or gave it up long ago
+            except FileNotFoundError:
+                pass
+    return False
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports on 127.0.0.1 that nothing listens on right now, outside the kernel's ephemeral range,
+    each reserved against other choosers on this machine for an hour."""
+    low, high = _POOL
+    eph = _ephemeral_range()
+    candidates = [p for p in range(low, high + 1) if eph is None or not eph[0] <= p <= eph[1]]
+    random.shuffle(candidates)
+    directory, now = _reservations(), time.time()
+    ports: list[int] = []
+    for port in candidates:
+        if len(ports) == n:
+            break
+        if port_free(port) and _reserve(directory, port, now):
+            ports.append(port)
+    if len(ports) < n:
+        raise KctlError(f"found only {len(ports)} of {n} free host ports in {low}-{high}",
+                        hint=f"free some local ports (`ss -ltn`), or remove old reservations in {directory}")
     return ports

@@ -129,6 +129,16 @@ def with_quick_jit(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Starts of a test cluster whose drawn host ports another process took before the Docker engine published them.
+_PORT_ATTEMPTS = 3
+
+
+def _lost_a_port(exc: KctlError) -> bool:
+    text = str(exc)
+    return any(m in text.lower() for m in ("port is already allocated", "address already in use",
+                                            "host ports in use on 127.0.0.1"))
+
+
 class KafkaCluster:
     """A real ZooKeeper + Kafka ensemble in containers; a context manager.
 
@@ -198,6 +208,7 @@ class KafkaCluster:
         self.workdir = base / name
         if (data.get("security") or {}).get("enabled"):
             data["state_dir"] = str(self.workdir / ".kctl" / name)  # its secrets: found from any directory
+        self._data = data  # before ports: a start that loses a port to another process draws new ones
         self.spec: ClusterSpec = parse_spec(self._with_ports(data))[0]
         self._docker: Any = None
         self._started = False
@@ -263,20 +274,35 @@ class KafkaCluster:
         remove_orphans(self._docker)
         if self.reuse and self._adopt_running():
             return self
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.spec_file.write_text(yaml.safe_dump(self.spec.model_dump(mode="json", exclude_none=True),
-                                                 sort_keys=False))
-        if self.spec.metadata is MetadataMode.kraft:  # as the CLI loads it: on KRaft from the start
-            self.spec = resolve_cluster(self.spec, self.spec_file)
-        self._started = True
-        try:
-            # `kctl up`'s own path: image, render, secrets, deploy, the readiness stages (a produce/consume
-            # round trip on the external listener included), the recorded cluster id.
-            lifecycle.up(self.spec, self.state_dir, timeout=self.startup_timeout)
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            self.spec_file.write_text(yaml.safe_dump(self.spec.model_dump(mode="json", exclude_none=True),
+                                                     sort_keys=False))
+            if self.spec.metadata is MetadataMode.kraft:  # as the CLI loads it: on KRaft from the start
+                self.spec = resolve_cluster(self.spec, self.spec_file)
+            self._started = True
+            try:
+                # `kctl up`'s own path: image, render, secrets, deploy, the readiness stages (a produce/consume
+                # round trip on the external listener included), the recorded cluster id.
+                lifecycle.up(self.spec, self.state_dir, timeout=self.startup_timeout)
+            except KctlError as exc:
+                self.stop()
+                if not _lost_a_port(exc) or attempt == _PORT_ATTEMPTS or not self._ports_were_drawn():
+                    raise
+                # Another process took a host port between its choice and the container's start: the whole
+                # cluster is removed (above) and started again on new ports.
+                self.spec = parse_spec(self._with_ports(self._data))[0]
+                continue
+            except BaseException:
+                self.stop()
+                raise
+            break
         return self
+
+    def _ports_were_drawn(self) -> bool:
+        """Whether this cluster's host ports were chosen here (not pinned by the caller): only those can be
+        drawn again."""
+        return any(not n.get(k) for n in self._data["nodes"] for k in ("zookeeper_port", "kafka_port"))
 
     def _adopt_running(self) -> bool:
         """reuse=True: attach to a healthy cluster with the same settings if one runs."""

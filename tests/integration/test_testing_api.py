@@ -31,14 +31,20 @@ def test_shared_fixture(kctl_cluster: KafkaCluster) -> None:
 
 
 def test_two_clusters_at_once_and_cleanup_after_failure(kctl_cluster: KafkaCluster) -> None:
-    """A second cluster beside the shared one: no collision; a failing body still removes everything."""
+    """A second cluster beside the shared one: no collision; a failing body still removes everything.
+    Another process takes one of its drawn host ports before it starts: it starts on new ones."""
     from kctl.runtime.ports import free_ports
 
     jmx = free_ports(1)[0]
     second = KafkaCluster(nodes=1, kafka={"jmx": True, "jmx_port_base": jmx})
     name = second.spec.name
-    with pytest.raises(RuntimeError, match="boom"), second:
+    lost = second.spec.nodes[0].kafka_port
+    thief = socket.socket()
+    thief.bind(("127.0.0.1", lost))
+    thief.listen()
+    with thief, pytest.raises(RuntimeError, match="boom"), second:
         assert second.brokers() == [1]
+        assert second.spec.nodes[0].kafka_port != lost  # drawn again: the first start found it taken
         with socket.create_connection(("127.0.0.1", jmx), timeout=5):
             pass  # the broker's JMX answers on its published port
         assert second.bootstrap_servers != kctl_cluster.bootstrap_servers
