@@ -10,6 +10,7 @@ them (/config/brokers/<default>).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -228,6 +229,48 @@ def tool_error(output: str) -> str:
 def _format_value(v: str) -> str:
     # kafka-configs' --add-config takes a,b lists in square brackets.
     return f"[{v}]" if "," in v and not v.startswith("[") else v
+
+
+# ----- quotas as ZooKeeper keeps them ------------------------------------------------
+
+
+def zookeeper_quotas(spec: ClusterSpec) -> dict[tuple[str | None, str | None], dict[str, float]]:
+    """Every quota entity's quotas on a cluster on ZooKeeper, read from the znodes Kafka keeps them in
+    (``/config/users/<user>[/clients/<client>]``, ``/config/clients/<client>``; names sanitized, ``<default>`` the
+    default), as (user, client) -> quotas: what `kafka-configs.sh --describe` answers, without a JVM per entity
+    type. /config/users also holds the users' SCRAM credentials (a guarded znode, read as the brokers' principal):
+    only the quota keys are taken."""
+    from urllib.parse import unquote
+
+    from kazoo.exceptions import NoNodeError
+
+    out: dict[tuple[str | None, str | None], dict[str, float]] = {}
+
+    def take(zk: Any, path: str, key: tuple[str | None, str | None]) -> None:
+        try:
+            raw, _ = zk.get(path)
+        except NoNodeError:
+            return
+        conf = json.loads(raw).get("config", {}) if raw else {}
+        values = {k: float(v) for k, v in conf.items() if k in QUOTA_KEYS}
+        if values:
+            out[key] = values
+
+    def children(zk: Any, path: str) -> list[str]:
+        try:
+            return sorted(zk.get_children(path))
+        except NoNodeError:
+            return []
+
+    with znodes.connect(spec, principal=znodes.guarded_reader(spec)) as zk:
+        for user in children(zk, "/config/users"):
+            name = unquote(user)
+            take(zk, f"/config/users/{user}", (name, None))
+            for client in children(zk, f"/config/users/{user}/clients"):
+                take(zk, f"/config/users/{user}/clients/{client}", (name, unquote(client)))
+        for client in children(zk, "/config/clients"):
+            take(zk, f"/config/clients/{client}", (None, unquote(client)))
+    return out
 
 
 # ----- Kafka's own tool in a node container --------------------------------------------

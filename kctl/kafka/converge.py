@@ -122,9 +122,13 @@ def parse_quota_entities(text: str) -> dict[QuotaEntity, dict[str, float]]:
 
 
 def _quotas(spec: ClusterSpec) -> dict[QuotaEntity, dict[str, float]]:
-    """Every quota entity's quotas: kafka-configs.sh's describe of users, of client ids and of both (confluent-kafka
-    has no DescribeClientQuotas), the three at once."""
+    """Every quota entity's quotas: on ZooKeeper (not migrating), its znodes; else kafka-configs.sh's describe of
+    users, of client ids and of both (confluent-kafka has no DescribeClientQuotas), the three at once."""
     import concurrent.futures as cf
+
+    if spec.kraft_phase == "zookeeper":
+        return {QuotaEntity(user, client): values
+                for (user, client), values in configs.zookeeper_quotas(spec).items()}
 
     def describe(kinds: tuple[str, ...]) -> str:
         return configs.run_tool(spec, "kafka-configs.sh", [*(x for k in kinds for x in ("--entity-type", k)),

@@ -4,6 +4,7 @@ it)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -31,6 +32,59 @@ Some other line
         QuotaEntity(None, "c1"): {"producer_byte_rate": 10.0},
         QuotaEntity(None, DEFAULT): {"consumer_byte_rate": 99.0},
         QuotaEntity("bob", "app"): {"controller_mutation_rate": 5.0},
+        QuotaEntity("bob", DEFAULT): {"producer_byte_rate": 7.0},
+    }
+
+
+class _Znodes:
+    """Kafka's quota znodes as kazoo answers them: data and children by path."""
+
+    def __init__(self, tree: dict[str, dict[str, str]]) -> None:
+        self.tree = tree
+
+    def get(self, path: str) -> tuple[bytes, object]:
+        from kazoo.exceptions import NoNodeError
+
+        if path not in self.tree and not any(p.startswith(path + "/") for p in self.tree):
+            raise NoNodeError(path)
+        conf = self.tree.get(path)
+        return (json.dumps({"version": 1, "config": conf}).encode() if conf is not None else b""), None
+
+    def get_children(self, path: str) -> list[str]:
+        from kazoo.exceptions import NoNodeError
+
+        kids = {p[len(path) + 1:].split("/")[0] for p in self.tree if p.startswith(path + "/")}
+        if not kids and path not in self.tree:
+            raise NoNodeError(path)
+        return sorted(kids)
+
+
+def test_quotas_read_from_zookeeper_are_what_kafka_configs_describes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same entities as the kafka-configs lines above, from the znodes Kafka writes (sanitized names, the
+    SCRAM credentials beside a user's quotas left out)."""
+    import contextlib
+
+    from kctl.kafka import configs
+
+    tree = {
+        "/config/users/alice": {"producer_byte_rate": "1024", "consumer_byte_rate": "2048",
+                                "SCRAM-SHA-512": "salt=abc,stored_key=def,server_key=ghi,iterations=4096"},
+        "/config/users/<default>": {"request_percentage": "50"},
+        "/config/users/carol": {"SCRAM-SHA-512": "salt=x"},  # a user with credentials and no quota
+        "/config/clients/c1": {"producer_byte_rate": "10"},
+        "/config/clients/<default>": {"consumer_byte_rate": "99"},
+        "/config/users/bob/clients/app%2A1": {"controller_mutation_rate": "5"},
+        "/config/users/bob/clients/<default>": {"producer_byte_rate": "7"},
+    }
+    monkeypatch.setattr(configs.znodes, "connect", lambda spec, **kw: contextlib.nullcontext(_Znodes(tree)))
+    spec, _ = parse_spec({"name": "t"})
+    got = converge._quotas(spec)
+    assert got == {
+        QuotaEntity("alice", None): {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
+        QuotaEntity(DEFAULT, None): {"request_percentage": 50.0},
+        QuotaEntity(None, "c1"): {"producer_byte_rate": 10.0},
+        QuotaEntity(None, DEFAULT): {"consumer_byte_rate": 99.0},
+        QuotaEntity("bob", "app*1"): {"controller_mutation_rate": 5.0},
         QuotaEntity("bob", DEFAULT): {"producer_byte_rate": 7.0},
     }
 
