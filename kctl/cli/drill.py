@@ -82,6 +82,8 @@ def drill_run(
         {"check": "recovery (healed -> healthy)", "value": rec, "verdict": ""},
         {"check": "came back by itself (fault -> serving)",
          "value": ", ".join(f"{s:.1f}s" for s in verdict.self_heal_seconds) or "-", "verdict": ""},
+        {"check": "failover (fault -> role taken over)",
+         "value": ", ".join(f"{s:.1f}s" for s in verdict.failover_seconds) or "-", "verdict": ""},
         {"check": "longest produce stall", "value": f"{verdict.longest_stall_seconds:.1f}s", "verdict": ""},
         {"check": "leader / ZooKeeper leader changes",
          "value": f"{verdict.leader_changes} / {verdict.zk_leader_changes}", "verdict": ""},

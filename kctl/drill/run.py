@@ -76,6 +76,9 @@ class Verdict:
     recoveries: list[float] = field(default_factory=list)
     # fault -> the process running and serving again by itself (its supervisor restarted it; no command)
     self_heal_seconds: list[float] = field(default_factory=list)
+    # fault -> its role elsewhere (the kill drills): the killed broker out of the cluster's view (ZooKeeper: its
+    # session expired; KRaft: fenced), or another KRaft controller leading the quorum
+    failover_seconds: list[float] = field(default_factory=list)
     longest_stall_seconds: float = 0.0
     leader_changes: int = 0
     zk_leader_changes: int = 0
@@ -232,6 +235,7 @@ class _Bounce:
         self.windows: list[dict[str, Any]] = []
         self.recoveries: list[float] = []
         self.self_heals: list[float] = []
+        self.failovers: list[float] = []
         self._healed_at: float | None = None
 
     def mark(self, what: str) -> None:
@@ -240,9 +244,15 @@ class _Bounce:
         self.windows.append({"start": round(t, 2), "end": None, "what": what})
         self.say(f"[{t:6.1f}s] fault: {what}")
 
-    def gate(self, name: str, probe: Probe, timeout: float | None = None) -> str:
-        res = wait_until(name, probe, timeout or self.gate_timeout, poll=0.5)
-        self.say(f"[{self.clock():6.1f}s] ok: {name} ({res.seconds:.1f}s)")
+    def gate(self, name: str, probe: Probe, timeout: float | None = None, *, failover: bool = False) -> str:
+        """Wait until ``probe`` holds. ``failover``: what it waits for is the fault's role taken over elsewhere;
+        the time from the fault's mark to then is the bounce's failover time (to the 0.2 s of the poll)."""
+        res = wait_until(name, probe, timeout or self.gate_timeout, poll=0.2 if failover else 0.5)
+        t = self.clock()
+        self.say(f"[{t:6.1f}s] ok: {name} ({res.seconds:.1f}s)")
+        if failover and self.windows:
+            self.failovers.append(t - self.windows[-1]["start"])
+            self.marks.append((t, f"failover: {name}"))
         return res.saw
 
     def wait_hold(self) -> None:
@@ -428,6 +438,7 @@ def _fill(v: Verdict, record: Any, cmp: check.Comparison, bounce: _Bounce | None
         v.recoveries = [round(r, 2) for r in bounce.recoveries]
         v.recovery_seconds = max(v.recoveries) if v.recoveries else None
         v.self_heal_seconds = [round(r, 2) for r in bounce.self_heals]
+        v.failover_seconds = [round(r, 2) for r in bounce.failovers]
         v.faults = bounce.windows
         marks += bounce.marks
     if monitor is not None:

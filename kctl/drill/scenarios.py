@@ -30,7 +30,7 @@ class Bounce(Protocol):
     gate_timeout: float
 
     def mark(self, what: str) -> None: ...
-    def gate(self, name: str, probe: Probe, timeout: float = ...) -> str: ...
+    def gate(self, name: str, probe: Probe, timeout: float = ..., *, failover: bool = False) -> str: ...
     def wait_hold(self) -> None: ...
     def healed(self, what: str, *, by_itself: bool = False) -> None: ...
     def recover(self, *, outlast_session: bool = False) -> None: ...
@@ -63,7 +63,8 @@ def _kill_broker(b: Bounce, broker: int, signal: str, why: str) -> None:
     host = _host(b, broker)
     b.mark(f"{signal} broker {broker} ({why}, {host})")
     b.faults.kill(host, "kafka", signal, hold=False)  # its supervisor starts it again: no command heals it
-    b.gate(f"broker {broker} left /brokers/ids", _unregistered(b, broker))
+    gone = "fenced: not among the live brokers" if b.spec.on_kraft else "left /brokers/ids"
+    b.gate(f"broker {broker} {gone}", _unregistered(b, broker), failover=True)
     b.faults.wait_back(host, "kafka", timeout=b.gate_timeout)
     b.gate(f"broker {broker} registered again", _registered(b, broker))
     b.healed(f"broker {broker} came back by itself", by_itself=True)
@@ -106,7 +107,7 @@ def _kill_kraft_controller(b: Bounce) -> None:
     host = next(b.spec.zk_host(n) for n in kc.controller_nodes(b.spec) if kc.controller_id(n) == leader)
     b.mark(f"SIGKILL KRaft controller {leader} (the quorum's leader, {host})")
     b.faults.kill(host, "controller", "SIGKILL", hold=False)  # its supervisor starts it again
-    b.gate(f"another controller than {leader} leads", _another_kraft_leader(b, leader))
+    b.gate(f"another controller than {leader} leads", _another_kraft_leader(b, leader), failover=True)
     b.faults.wait_back(host, "controller", timeout=b.gate_timeout)
     b.healed(f"KRaft controller {leader} came back by itself", by_itself=True)
     b.recover()

@@ -148,4 +148,11 @@ def test_short_drill(cluster: KafkaCluster, scenario: str) -> None:
     assert v["recovery_seconds"] is not None
     if scenario == "zk-leader-kill":
         assert v["zk_leader_changes"] >= 1
+    if scenario in ("leader-kill", "leader-term", "controller-kill"):
+        # the killed broker's role taken over (its session expired: out of /brokers/ids) before it came back
+        [failover] = v["failover_seconds"]
+        assert 0 < failover <= v["faults"][0]["end"] - v["faults"][0]["start"], v["events"]
+        assert any(e["event"].startswith("failover: broker") for e in v["events"])
+    else:
+        assert v["failover_seconds"] == []
     assert_healed(cluster)

@@ -72,6 +72,9 @@ def test_init_kraft_gives_a_healthy_cluster_without_zookeeper_that_keeps_its_dat
         assert p.returncode == 0, (v["failures"], v["notes"], v["events"], p.stderr[-2000:])
         assert v["lost"] == 0 and v["duplicates"] == 0 and v["acked"] > 300
         assert "SIGKILL KRaft controller" in json.dumps(v["events"]) and v["faults"][0]["end"] is not None
+        # another controller led before the killed one was back (the quorum's election, timed from the kill)
+        [failover] = v["failover_seconds"]
+        assert 0 < failover <= v["faults"][0]["end"] - v["faults"][0]["start"], v["events"]
         refused = kctl(tmp_path, "drill", "run", "zk-leader-kill", "--duration", "6s")
         assert refused.returncode == 2 and "on KRaft" in refused.stderr
         # a broker restarted through kctl restart's gates (on KRaft: its registration seen gone in Kafka's metadata)
