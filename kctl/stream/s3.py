@@ -1,0 +1,271 @@
+"""The pipeline's tables on an S3-compatible store (issue #46): URLs, the credentials file, and the settings
+Spark (hadoop-aws's S3A) and delta-rs are given.
+
+Credentials come only from a file of mode 0600 (``--s3-credentials FILE``), read inside the process that
+needs them: the job's driver sets them on its SparkSession builder (``spark.hadoop.fs.s3a.*``, never on a
+command line) and hands them to delta-rs as storage options; ``kctl stream metrics|query|optimize`` read the
+same file. They are never written to kctl.yaml, the job's config.json, process arguments, the environment
+of a child process, logs or error messages: only the file's path travels.
+
+The file is either two lines of ``KEY=VALUE``::
+
+    access_key=AKIA...
+    secret_key=...
+    # session_token=...   (optional)
+
+or the AWS shared-credentials INI format (``[default]`` with ``aws_access_key_id``,
+``aws_secret_access_key`` and optionally ``aws_session_token``; another section with ``profile``).
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from kctl.errors import KctlError, UsageError
+
+SCHEMES = ("s3a", "s3")
+_CHMOD_HINT = "chmod 600 {path} (it holds a secret key: only its owner may read it)"
+_FORMAT_HINT = ("write `access_key=...` and `secret_key=...` lines, or an AWS shared-credentials file "
+                "([default] with aws_access_key_id and aws_secret_access_key)")
+
+
+def is_s3(path: str | Path | None) -> bool:
+    return isinstance(path, str) and urlparse(path).scheme in SCHEMES
+
+
+@dataclass(frozen=True)
+class Location:
+    bucket: str
+    key: str  # the prefix inside the bucket, without leading or trailing '/'
+
+    @property
+    def s3a(self) -> str:
+        """The URL Spark writes to (hadoop-aws's S3A file system)."""
+        return f"s3a://{self.bucket}/{self.key}".rstrip("/")
+
+    @property
+    def s3(self) -> str:
+        """The URL delta-rs reads (it knows s3://, not s3a://)."""
+        return f"s3://{self.bucket}/{self.key}".rstrip("/")
+
+    def child(self, name: str) -> Location:
+        return Location(self.bucket, f"{self.key}/{name}".strip("/"))
+
+
+def parse_url(url: str) -> Location:
+    """``s3a://bucket/prefix`` (or ``s3://``) -> Location; UsageError for anything else."""
+    u = urlparse(url)
+    if u.scheme not in SCHEMES:
+        raise UsageError(f"{url!r} is not an s3a:// URL", hint="write s3a://BUCKET/PREFIX")
+    if not u.netloc or "@" in u.netloc or ":" in u.netloc:
+        # user:secret@bucket would put a secret in the arguments; a port belongs to --s3-endpoint
+        raise UsageError(f"{_safe(url)!r} names no bucket (or names credentials or a port in it)",
+                         hint="write s3a://BUCKET/PREFIX; the endpoint goes in --s3-endpoint, the keys in "
+                              "--s3-credentials FILE")
+    if u.query or u.fragment:
+        raise UsageError(f"{url!r}: an s3a:// URL takes no query or fragment", hint="write s3a://BUCKET/PREFIX")
+    return Location(u.netloc, u.path.strip("/"))
+
+
+def _safe(url: str) -> str:
+    """The URL without any user-info part (which could hold a secret)."""
+    u = urlparse(url)
+    if "@" in u.netloc:
+        return u._replace(netloc="***@" + u.netloc.rsplit("@", 1)[1]).geturl()
+    return url
+
+
+@dataclass(frozen=True)
+class Credentials:
+    access_key: str
+    secret_key: str = field(repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+
+def check_mode(path: Path) -> None:
+    """Refuse a credentials file that its group or others may read or write."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise UsageError(f"S3 credentials file {path} does not exist", hint=_FORMAT_HINT) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"S3 credentials file {path} is not a regular file", hint=_FORMAT_HINT)
+    if st.st_mode & 0o077:
+        raise UsageError(f"S3 credentials file {path} is readable by others (mode {stat.S_IMODE(st.st_mode):o})",
+                         hint=_CHMOD_HINT.format(path=path))
+
+
+_SIMPLE_KEYS = {"access_key": "access_key", "aws_access_key_id": "access_key", "access_key_id": "access_key",
+                "secret_key": "secret_key", "aws_secret_access_key": "secret_key",
+                "secret_access_key": "secret_key", "session_token": "session_token",
+                "aws_session_token": "session_token"}
+
+
+def parse_credentials(text: str, *, source: str = "the S3 credentials file", profile: str = "default") -> Credentials:
+    """The file's text -> Credentials. Errors name the file and the missing key, never a value."""
+    values: dict[str, str] = {}
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("#", ";"))]
+    if any(ln.startswith("[") for ln in lines):
+        cp = configparser.ConfigParser(interpolation=None)
+        try:
+            cp.read_string(text)
+        except configparser.Error:
+            raise UsageError(f"{source} is not a readable INI file", hint=_FORMAT_HINT) from None
+        if not cp.has_section(profile):
+            raise UsageError(f"{source} has no [{profile}] section", hint=_FORMAT_HINT)
+        items = dict(cp.items(profile))
+    else:
+        items = {}
+        for n, ln in enumerate(lines, 1):
+            k, eq, v = ln.partition("=")
+            if not eq:
+                raise UsageError(f"{source}: line {n} is not KEY=VALUE", hint=_FORMAT_HINT)
+            items[k.strip().lower()] = v.strip()
+    for k, v in items.items():
+        if k.lower() in _SIMPLE_KEYS and v.strip():
+            values[_SIMPLE_KEYS[k.lower()]] = v.strip().strip("'\"")
+    missing = [k for k in ("access_key", "secret_key") if not values.get(k)]
+    if missing:
+        raise UsageError(f"{source} has no {' and no '.join(missing)}", hint=_FORMAT_HINT)
+    return Credentials(values["access_key"], values["secret_key"], values.get("session_token"))
+
+
+def read_credentials(path: str | Path, *, profile: str = "default") -> Credentials:
+    p = Path(path).expanduser()
+    check_mode(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read S3 credentials file {p}: {type(e).__name__}", hint=_FORMAT_HINT) from None
+    return parse_credentials(text, source=f"S3 credentials file {p}", profile=profile)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the store is and how to reach it; no secret, so it may be written to the job's config."""
+    endpoint: str | None = None  # e.g. http://127.0.0.1:9000; None: AWS's own for the region
+    region: str = "us-east-1"
+    path_style: bool = True
+    credentials_file: str | None = None
+    profile: str = "default"
+
+    def validate(self, url: str) -> None:
+        """The settings an s3a:// output needs, before anything starts."""
+        if not self.credentials_file:
+            raise UsageError(f"{_safe(url)} needs credentials",
+                             hint="pass --s3-credentials FILE (mode 0600; access_key=... and secret_key=... "
+                                  "lines, or an AWS shared-credentials file)")
+        if self.endpoint is not None:
+            e = urlparse(self.endpoint)
+            if e.scheme not in ("http", "https") or not e.hostname or e.username or e.password:
+                raise UsageError(f"--s3-endpoint {self.endpoint!r} is not http(s)://HOST[:PORT]",
+                                 hint="e.g. --s3-endpoint http://127.0.0.1:9000")
+
+    @property
+    def insecure(self) -> bool:
+        return bool(self.endpoint) and urlparse(self.endpoint or "").scheme == "http"
+
+
+def hadoop_conf(s: Settings, c: Credentials) -> dict[str, str]:
+    """``spark.hadoop.fs.s3a.*`` for the SparkSession builder (inside the driver only: never a command line)."""
+    conf = {
+        "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3a.access.key": c.access_key,
+        "spark.hadoop.fs.s3a.secret.key": c.secret_key,
+        "spark.hadoop.fs.s3a.endpoint.region": s.region,
+        "spark.hadoop.fs.s3a.path.style.access": str(s.path_style).lower(),
+        # Give up on an unreachable store within about a minute rather than S3A's default of many.
+        "spark.hadoop.fs.s3a.attempts.maximum": "3",
+        "spark.hadoop.fs.s3a.retry.limit": "3",
+        "spark.hadoop.fs.s3a.connection.establish.timeout": "5000",
+        "spark.hadoop.fs.s3a.connection.timeout": "30000",
+        # Delta's log on S3: a single writer (the job), S3SingleDriverLogStore is Delta's default for s3a.
+        "spark.delta.logStore.s3a.impl": "io.delta.storage.S3SingleDriverLogStore",
+    }
+    if c.session_token:
+        conf["spark.hadoop.fs.s3a.session.token"] = c.session_token
+        conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = \
+            "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+    else:
+        conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = \
+            "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+    if s.endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = s.endpoint
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(not s.insecure).lower()
+    return conf
+
+
+def storage_options(s: Settings, c: Credentials) -> dict[str, str]:
+    """delta-rs's storage options for the same store. The job is the tables' single writer, so delta-rs may
+    rename without a lock (``AWS_S3_ALLOW_UNSAFE_RENAME``): a second writer needs a locking provider."""
+    opts = {
+        "AWS_ACCESS_KEY_ID": c.access_key,
+        "AWS_SECRET_ACCESS_KEY": c.secret_key,
+        "AWS_REGION": s.region,
+        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": str(not s.path_style).lower(),
+    }
+    if c.session_token:
+        opts["AWS_SESSION_TOKEN"] = c.session_token
+    if s.endpoint:
+        opts["AWS_ENDPOINT_URL"] = s.endpoint
+        if s.insecure:
+            opts["AWS_ALLOW_HTTP"] = "true"
+    return opts
+
+
+def secrets(c: Credentials) -> list[str]:
+    """The values that must appear in no argument, environment, log or message (for checks and scrubbing)."""
+    return [v for v in (c.secret_key, c.session_token) if v]
+
+
+def scrub(text: str, c: Credentials | None) -> str:
+    """``text`` with the credentials' secret values masked (an error from a library may echo its settings)."""
+    if c is None:
+        return text
+    for v in secrets(c):
+        text = text.replace(v, "***")
+    return text
+
+
+def check_store(s: Settings, c: Credentials, loc: Location, *, timeout_s: float = 5.0) -> None:
+    """The bucket exists and answers: one clear message otherwise (before the job starts or a table is read).
+    Uses pyarrow's S3 file system (pyarrow is in the stream and tables extras)."""
+    from pyarrow import fs as pafs
+
+    kwargs: dict[str, object] = {"access_key": c.access_key, "secret_key": c.secret_key,
+                                 "region": s.region, "connect_timeout": timeout_s,
+                                 "request_timeout": timeout_s, "force_virtual_addressing": not s.path_style}
+    if c.session_token:
+        kwargs["session_token"] = c.session_token
+    if s.endpoint:
+        e = urlparse(s.endpoint)
+        kwargs["endpoint_override"] = e.netloc
+        kwargs["scheme"] = e.scheme
+    where = s.endpoint or f"AWS S3 ({s.region})"
+    try:
+        info = pafs.S3FileSystem(retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=1),
+                                 **kwargs).get_file_info(loc.bucket)
+    except OSError as e:
+        raise KctlError(f"S3 store {where} does not answer for bucket {loc.bucket}: "
+                        f"{scrub(str(e).splitlines()[0] if str(e) else type(e).__name__, c)}",
+                        hint="check --s3-endpoint (and that the store runs), the region and the keys in "
+                             f"{s.credentials_file}") from None
+    if info.type == pafs.FileType.NotFound:
+        raise KctlError(f"S3 bucket {loc.bucket} does not exist at {where}",
+                        hint="create it first (kctl writes into an existing bucket, it creates none)")
+
+
+def env_without_aws(env: dict[str, str]) -> dict[str, str]:
+    """A child process's environment with no AWS_* credentials (the job reads the file itself)."""
+    return {k: v for k, v in env.items() if not (k.startswith("AWS_") and
+                                                 any(w in k for w in ("KEY", "SECRET", "TOKEN")))}
+
+
+def default_region() -> str:
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"

@@ -1,0 +1,132 @@
+"""kctl.stream.s3: URLs, the credentials file (format and mode), and the options Spark and delta-rs get."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kctl.errors import UsageError
+from kctl.stream import s3
+
+SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY"
+
+
+def _file(tmp_path: Path, text: str, mode: int = 0o600) -> Path:
+    p = tmp_path / "creds"
+    p.write_text(text)
+    p.chmod(mode)
+    return p
+
+
+def test_parse_url() -> None:
+    loc = s3.parse_url("s3a://logs/kctl/run1/")
+    assert (loc.bucket, loc.key) == ("logs", "kctl/run1")
+    assert loc.s3a == "s3a://logs/kctl/run1" and loc.s3 == "s3://logs/kctl/run1"
+    assert loc.child("archive").s3 == "s3://logs/kctl/run1/archive"
+    assert s3.parse_url("s3://b").child("metrics").s3a == "s3a://b/metrics"
+    assert s3.is_s3("s3a://b/x") and not s3.is_s3("/tmp/x") and not s3.is_s3(None)
+
+
+@pytest.mark.parametrize("url", ["s3a:///nobucket", "file:///tmp/x", "s3a://AKIA:secret@b/x", "s3a://b:9000/x",
+                                 "s3a://b/x?versionId=1"])
+def test_parse_url_refuses(url: str) -> None:
+    with pytest.raises(UsageError) as e:
+        s3.parse_url(url)
+    assert "secret" not in e.value.message and e.value.hint
+
+
+def test_simple_format(tmp_path: Path) -> None:
+    c = s3.read_credentials(_file(tmp_path, f"# kctl\naccess_key = AKIAX\nsecret_key={SECRET}\n"))
+    assert (c.access_key, c.secret_key, c.session_token) == ("AKIAX", SECRET, None)
+    assert SECRET not in repr(c)
+
+
+def test_ini_format_and_profile(tmp_path: Path) -> None:
+    text = (f"[default]\naws_access_key_id = A1\naws_secret_access_key = {SECRET}\n"
+            "[other]\naws_access_key_id=A2\naws_secret_access_key=S2\naws_session_token=T2\n")
+    p = _file(tmp_path, text)
+    assert s3.read_credentials(p).access_key == "A1"
+    c = s3.read_credentials(p, profile="other")
+    assert (c.access_key, c.secret_key, c.session_token) == ("A2", "S2", "T2")
+    with pytest.raises(UsageError, match=r"no \[nope\] section"):
+        s3.read_credentials(p, profile="nope")
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644, 0o660])
+def test_refuses_readable_by_others(tmp_path: Path, mode: int) -> None:
+    p = _file(tmp_path, f"access_key=A\nsecret_key={SECRET}\n", mode)
+    with pytest.raises(UsageError) as e:
+        s3.read_credentials(p)
+    assert "readable by others" in e.value.message and "chmod 600" in (e.value.hint or "")
+    assert SECRET not in e.value.message + (e.value.hint or "")
+
+
+def test_missing_or_bad_file(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        s3.read_credentials(tmp_path / "none")
+    with pytest.raises(UsageError, match="no secret_key"):
+        s3.read_credentials(_file(tmp_path, "access_key=A\n"))
+    with pytest.raises(UsageError, match="line 2 is not KEY=VALUE") as e:
+        s3.read_credentials(_file(tmp_path, f"access_key=A\n{SECRET}\n"))
+    assert SECRET not in e.value.message
+
+
+def test_settings_validate() -> None:
+    with pytest.raises(UsageError, match="needs credentials"):
+        s3.Settings(endpoint="http://127.0.0.1:9000").validate("s3a://b/x")
+    with pytest.raises(UsageError, match="not http"):
+        s3.Settings(endpoint="127.0.0.1:9000", credentials_file="f").validate("s3a://b/x")
+    with pytest.raises(UsageError, match="not http"):
+        s3.Settings(endpoint="http://k:s@127.0.0.1:9000", credentials_file="f").validate("s3a://b/x")
+    s3.Settings(endpoint="http://127.0.0.1:9000", credentials_file="f").validate("s3a://b/x")
+    s3.Settings(credentials_file="f").validate("s3a://b/x")  # AWS itself
+
+
+def test_option_mapping() -> None:
+    s = s3.Settings(endpoint="http://127.0.0.1:9000", region="eu-west-1", path_style=True, credentials_file="f")
+    c = s3.Credentials("AK", SECRET)
+    h = s3.hadoop_conf(s, c)
+    assert h["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9000"
+    assert h["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert h["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert h["spark.hadoop.fs.s3a.access.key"] == "AK" and h["spark.hadoop.fs.s3a.secret.key"] == SECRET
+    assert h["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+    assert all(k.startswith("spark.") for k in h)
+    o = s3.storage_options(s, c)
+    assert o["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9000" and o["AWS_ALLOW_HTTP"] == "true"
+    assert o["AWS_S3_ALLOW_UNSAFE_RENAME"] == "true" and o["AWS_REGION"] == "eu-west-1"
+    assert o["AWS_SECRET_ACCESS_KEY"] == SECRET and o["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] == "false"
+    https = s3.Settings(endpoint="https://s3.example", path_style=False, credentials_file="f")
+    assert "AWS_ALLOW_HTTP" not in s3.storage_options(https, c)
+    assert s3.hadoop_conf(https, c)["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
+    t = s3.Credentials("AK", SECRET, "TOK")
+    assert s3.storage_options(s, t)["AWS_SESSION_TOKEN"] == "TOK"
+    assert "Temporary" in s3.hadoop_conf(s, t)["spark.hadoop.fs.s3a.aws.credentials.provider"]
+    assert s3.scrub(f"failed with key {SECRET}", c) == "failed with key ***"
+
+
+def test_settings_hold_no_secret() -> None:
+    """What travels to the job (its config.json) is the file's path, never a key."""
+    import dataclasses
+    import json
+
+    s = s3.Settings(endpoint="http://127.0.0.1:9000", credentials_file="/home/op/.kctl-s3")
+    assert SECRET not in json.dumps(dataclasses.asdict(s))
+    env = s3.env_without_aws({"AWS_SECRET_ACCESS_KEY": SECRET, "AWS_ACCESS_KEY_ID": "A",
+                              "AWS_SESSION_TOKEN": "T", "AWS_REGION": "r", "PATH": "/bin"})
+    assert env == {"AWS_REGION": "r", "PATH": "/bin"}
+
+
+def test_reading_the_file_puts_no_secret_in_argv_or_env(tmp_path: Path) -> None:
+    """A child that reads the file and builds the options shows no secret in its argv or environment."""
+    p = _file(tmp_path, f"access_key=A\nsecret_key={SECRET}\n")
+    code = ("import sys, os; from kctl.stream import s3; c = s3.read_credentials(sys.argv[1]); "
+            "s3.hadoop_conf(s3.Settings(credentials_file=sys.argv[1]), c); "
+            "print(open(f'/proc/{os.getpid()}/cmdline').read()); print(open(f'/proc/{os.getpid()}/environ').read())")
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True,
+                         env=s3.env_without_aws(dict(os.environ)))
+    assert str(p) in out.stdout and SECRET not in out.stdout
