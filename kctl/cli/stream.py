@@ -33,6 +33,32 @@ def register(app: typer.Typer) -> None:
 BootstrapOpt = typer.Option(None, "--bootstrap-servers", "-b", envvar="KCTL_BOOTSTRAP_SERVERS",
                             help="Kafka bootstrap servers; default: from kctl.yaml.")
 CheckpointOpt = typer.Option(None, "--checkpoint", help="Checkpoint dir [default: .kctl/stream/checkpoint].")
+TablesOutOpt = typer.Option(".kctl/stream/out", "--out",
+                            help="The job's output: a dir, or s3a://BUCKET/PREFIX (with the --s3-* options).")
+S3EndpointOpt = typer.Option(None, "--s3-endpoint", help="S3-compatible endpoint, http(s)://HOST[:PORT]; "
+                                                         "default: AWS S3 of --s3-region.")
+S3RegionOpt = typer.Option("us-east-1", "--s3-region", help="The store's region.")
+S3PathStyleOpt = typer.Option(True, "--s3-path-style/--s3-virtual-hosted",
+                              help="Path-style requests (most S3-compatible stores) or virtual-hosted (AWS).")
+S3CredentialsOpt = typer.Option(None, "--s3-credentials",
+                                help="File of mode 0600 with the S3 keys: access_key=... and secret_key=... "
+                                     "lines, or an AWS shared-credentials file.")
+S3ProfileOpt = typer.Option("default", "--s3-profile", help="The section of an AWS shared-credentials file.")
+
+
+def _store(out: str, endpoint: str | None, region: str, path_style: bool, credentials: Path | None,
+           profile: str) -> Any:
+    """kctl.stream.s3.Settings for an s3a:// --out (None for a local dir; --s3-* options then refused)."""
+    from kctl.stream import s3
+
+    if not s3.is_s3(out):
+        if endpoint or credentials:
+            raise UsageError("--s3-endpoint and --s3-credentials apply to an s3a:// --out only",
+                             hint="write --out s3a://BUCKET/PREFIX, or leave the --s3-* options out")
+        return None
+    return s3.Settings(endpoint=endpoint, region=region, path_style=path_style,
+                       credentials_file=str(credentials.expanduser().resolve()) if credentials else None,
+                       profile=profile)
 
 
 def _bootstrap(flag: str | None, spec: Path) -> str:
@@ -210,20 +236,30 @@ def stop(
 
 
 def metrics(
-    out: Path = typer.Option(Path(".kctl/stream/out"), "--out", help="The job's output dir."),
+    out: str = TablesOutOpt,
+    s3_endpoint: str = S3EndpointOpt,
+    s3_region: str = S3RegionOpt,
+    s3_path_style: bool = S3PathStyleOpt,
+    s3_credentials: Path = S3CredentialsOpt,
+    s3_profile: str = S3ProfileOpt,
     output: Format = OutputOpt,
 ) -> None:
     """Requests and bytes per 1-minute event-time window, host and HTTP status."""
     from kctl.stream.metrics import FIELDS, read_metrics
 
-    rows = read_metrics(out)
+    rows = read_metrics(out, store=_store(out, s3_endpoint, s3_region, s3_path_style, s3_credentials, s3_profile))
     emit(rows, output, rows=rows, columns=FIELDS)
 
 
 def query(
     sql: str = typer.Argument(..., help="SQL over the tables archive, deadletter and metrics (DuckDB dialect)."),
-    out: Path = typer.Option(Path(".kctl/stream/out"), "--out", help="The job's output dir."),
+    out: str = TablesOutOpt,
     limit: int = typer.Option(1000, "--limit", help="At most this many rows (0: all)."),
+    s3_endpoint: str = S3EndpointOpt,
+    s3_region: str = S3RegionOpt,
+    s3_path_style: bool = S3PathStyleOpt,
+    s3_credentials: Path = S3CredentialsOpt,
+    s3_profile: str = S3ProfileOpt,
     output: Format = OutputOpt,
 ) -> None:
     """Ask the job's Delta tables a question in SQL (DuckDB over delta-rs; no JVM)."""
@@ -231,18 +267,25 @@ def query(
 
     if limit < 0:
         raise UsageError(f"--limit must be 0 or more, not {limit}")
-    res = run_query(out, sql, limit or None)
+    res = run_query(out, sql, limit or None,
+                    store=_store(out, s3_endpoint, s3_region, s3_path_style, s3_credentials, s3_profile))
     emit(res.rows, output, rows=res.rows, columns=res.columns)
 
 
 def optimize(
-    out: Path = typer.Option(Path(".kctl/stream/out"), "--out", help="The job's output dir."),
+    out: str = TablesOutOpt,
     checkpoint: Path = CheckpointOpt,
     retain_hours: float = typer.Option(168.0, "--retain-hours",
                                        help="VACUUM keeps files unreferenced for less than this (at least 1)."),
+    s3_endpoint: str = S3EndpointOpt,
+    s3_region: str = S3RegionOpt,
+    s3_path_style: bool = S3PathStyleOpt,
+    s3_credentials: Path = S3CredentialsOpt,
+    s3_profile: str = S3ProfileOpt,
     output: Format = OutputOpt,
 ) -> None:
     """Compact the tables' small files and VACUUM old ones (by the running job itself, if it runs)."""
     from kctl.stream.tables import optimize as do_optimize
 
-    emit(do_optimize(out, checkpoint or Path(".kctl/stream/checkpoint"), retain_hours), output)
+    store = _store(out, s3_endpoint, s3_region, s3_path_style, s3_credentials, s3_profile)
+    emit(do_optimize(out, checkpoint or Path(".kctl/stream/checkpoint"), retain_hours, store=store), output)

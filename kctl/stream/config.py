@@ -10,6 +10,7 @@ from typing import Any
 
 from kctl.model.spec import load_cluster
 from kctl.security import store
+from kctl.stream.s3 import Settings as S3Settings
 
 DEFAULT_TOPIC = "access-logs"
 DEFAULT_OUT = Path(".kctl/stream/out")
@@ -82,6 +83,9 @@ class JobConfig:
     # A secured cluster's kctl.yaml: the job and the preflight take the admin user's client settings from
     # its state dir at run time, so no password is ever written into this config.
     spec_file: str | None = None
+    # Tables on an S3-compatible store (an s3a:// out): kctl.stream.s3.Settings as a dict -- the endpoint, region,
+    # addressing and the credentials FILE's path; the keys themselves are read by the driver (never written here).
+    s3: dict[str, Any] | None = None
 
     def secured_spec(self) -> Any:
         """The ClusterSpec of ``spec_file`` when its cluster is secured (kctl's client factory adds SASL_SSL)."""
@@ -100,6 +104,9 @@ class JobConfig:
             return {}
 
         return store.java_settings(store.client_settings(spec))
+
+    def s3_settings(self) -> S3Settings | None:
+        return S3Settings(**self.s3) if self.s3 else None
 
     @property
     def available_now(self) -> bool:

@@ -213,12 +213,57 @@ def resolve_delta_jars(*, version: str | None = None, timeout_s: float = 600.0) 
     return jars
 
 
-def jars_for_job(explicit: list[str] | None = None) -> list[str]:
+def jars_for_job(explicit: list[str] | None = None, *, s3: bool = False) -> list[str]:
     """Jars to put on ``spark.jars``: ``--jars`` when given (offline), else the resolved caches
-    (the Kafka source and Delta Lake)."""
+    (the Kafka source and Delta Lake; hadoop-aws too for tables on S3)."""
     if explicit:
         missing = [j for j in explicit if not Path(j).exists()]
         if missing:
             raise KctlError(f"jar(s) not found: {', '.join(missing)}")
         return [str(Path(j).resolve()) for j in explicit]
-    return [str(p) for p in resolve_kafka_jars()] + [str(p) for p in resolve_delta_jars()]
+    jars = [str(p) for p in resolve_kafka_jars()] + [str(p) for p in resolve_delta_jars()]
+    return jars + [str(p) for p in resolve_s3_jars()] if s3 else jars
+
+
+HADOOP_GROUP = "org.apache.hadoop"
+_S3_HINT = ("pass the jars with --jars (hadoop-aws at the version of pyspark's hadoop-client jars and its "
+            "software.amazon.awssdk:bundle, besides the Kafka source's and Delta's)")
+
+
+def hadoop_version() -> str:
+    """The Hadoop release pyspark ships (its hadoop-client-api jar): hadoop-aws must be the same."""
+    for jar in (spark_home() / "jars").glob("hadoop-client-api-*.jar"):
+        m = _NAME_VERSION.match(jar.name)
+        if m:
+            return m.group("version")
+    raise KctlError(f"no hadoop-client-api jar in {spark_home() / 'jars'}",
+                    hint="is pyspark installed whole? (kctl[stream])")
+
+
+def s3_coordinate(version: str | None = None) -> str:
+    return f"{HADOOP_GROUP}:hadoop-aws:{version or hadoop_version()}"
+
+
+def s3_cache_dir(version: str | None = None) -> Path:
+    return cache.root() / "jars" / f"hadoop-aws-{version or hadoop_version()}"
+
+
+def resolve_s3_jars(*, version: str | None = None, timeout_s: float = 1200.0) -> list[Path]:
+    """hadoop-aws (Spark's s3a:// file system) and its AWS SDK bundle, resolved into the cache on first use; the
+    hadoop jars pyspark ships are left out."""
+    version = version or hadoop_version()
+    dest = s3_cache_dir(version)
+    if _has_jars(dest):
+        return sorted(dest.glob("*.jar"))
+    what = s3_coordinate(version)
+    maven.mvn_or_fail(f"hadoop-aws {version} (not cached in {dest})", _S3_HINT)
+    shipped = {_artifact_name(j.name) for j in (spark_home() / "jars").glob("*.jar")}
+
+    def make(work: Path) -> None:
+        _copy_unshipped([maven.Artifact.parse(what)], work, shipped, what=what, timeout_s=timeout_s, hint=_S3_HINT)
+
+    cache.fill_dir(dest, make, complete=_has_jars, note=lambda: f"hadoop-aws={version}")
+    jars = sorted(dest.glob("*.jar"))
+    if not jars:
+        raise KctlError(f"resolution of {what} produced no jars in {dest}")
+    return jars

@@ -25,7 +25,7 @@ from kctl import cache
 from kctl.errors import TimeoutReached
 from kctl.kafka import groups
 from kctl.kafka.client import Target
-from kctl.stream import sinks
+from kctl.stream import s3, sinks
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.progress import HISTORY, ProgressHistory
 from kctl.stream.state import committed_offsets
@@ -371,7 +371,18 @@ def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
         b = b.config("spark.jars.packages", ",".join(cfg.packages))
     for k, v in cfg.extra_conf.items():
         b = b.config(k, v)
+    store = cfg.s3_settings()
+    creds = s3.read_credentials(str(store.credentials_file), profile=store.profile) if store else None
+    if store is not None:
+        for k, v in s3.hadoop_conf(store, creds).items():  # no secret: these go on spark-submit's command line
+            b = b.config(k, v)
     spark = b.getOrCreate()
+    if creds is not None:
+        # The keys go to the JVM's hadoop configuration from here, over py4j: never on a command line or in the
+        # environment (`ps` of the driver shows none; docs/pipeline.md).
+        hconf = spark.sparkContext._jsc.hadoopConfiguration()
+        for k, v in s3.hadoop_secrets(creds).items():
+            hconf.set(k, v)
     spark.sparkContext.setLogLevel(os.environ.get("KCTL_SPARK_LOG_LEVEL", "WARN"))
     return spark
 

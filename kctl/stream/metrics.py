@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kctl.stream import s3
 from kctl.stream.tables import open_table, require_out, to_arrow
 
 FIELDS = ["window_start", "window_end", "host", "status", "requests", "bytes"]
 
 
-def read_metrics(out: str | Path, spark: Any = None) -> list[dict[str, Any]]:
+def read_metrics(out: str | Path, spark: Any = None, store: s3.Settings | None = None) -> list[dict[str, Any]]:
     """Every row of ``OUT/metrics``: with delta-rs (no JVM) unless a Spark session is given."""
-    root = require_out(out)
+    root = require_out(out, store)
     if spark is not None:
         from pyspark.sql import functions as F
 

@@ -171,12 +171,12 @@ class Settings:
         return bool(self.endpoint) and urlparse(self.endpoint or "").scheme == "http"
 
 
-def hadoop_conf(s: Settings, c: Credentials) -> dict[str, str]:
-    """``spark.hadoop.fs.s3a.*`` for the SparkSession builder (inside the driver only: never a command line)."""
+def hadoop_conf(s: Settings, c: Credentials | None = None) -> dict[str, str]:
+    """``spark.hadoop.fs.s3a.*`` for the SparkSession builder: no secret among them, because pyspark passes a
+    builder's settings to spark-submit as ``--conf`` arguments (visible in ``ps``). The keys go in afterwards,
+    through :func:`hadoop_secrets`."""
     conf = {
         "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-        "spark.hadoop.fs.s3a.access.key": c.access_key,
-        "spark.hadoop.fs.s3a.secret.key": c.secret_key,
         "spark.hadoop.fs.s3a.endpoint.region": s.region,
         "spark.hadoop.fs.s3a.path.style.access": str(s.path_style).lower(),
         # Give up on an unreachable store within about a minute rather than S3A's default of many.
@@ -186,18 +186,23 @@ def hadoop_conf(s: Settings, c: Credentials) -> dict[str, str]:
         "spark.hadoop.fs.s3a.connection.timeout": "30000",
         # Delta's log on S3: a single writer (the job), S3SingleDriverLogStore is Delta's default for s3a.
         "spark.delta.logStore.s3a.impl": "io.delta.storage.S3SingleDriverLogStore",
+        "spark.hadoop.fs.s3a.aws.credentials.provider":
+            "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider" if c and c.session_token
+            else "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
     }
-    if c.session_token:
-        conf["spark.hadoop.fs.s3a.session.token"] = c.session_token
-        conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = \
-            "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
-    else:
-        conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = \
-            "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
     if s.endpoint:
         conf["spark.hadoop.fs.s3a.endpoint"] = s.endpoint
         conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(not s.insecure).lower()
     return conf
+
+
+def hadoop_secrets(c: Credentials) -> dict[str, str]:
+    """The keys for the running SparkContext's hadoop configuration (``sc._jsc.hadoopConfiguration().set``, over
+    py4j inside the driver), before the first s3a:// path is touched."""
+    out = {"fs.s3a.access.key": c.access_key, "fs.s3a.secret.key": c.secret_key}
+    if c.session_token:
+        out["fs.s3a.session.token"] = c.session_token
+    return out
 
 
 def storage_options(s: Settings, c: Credentials) -> dict[str, str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from kctl.errors import KctlError, UsageError
 from kctl.extras import require
+from kctl.stream import s3
 from kctl.stream.config import state_dir
 from kctl.stream.record import pid_alive, read_json
 from kctl.wait import GiveUp, wait_until
@@ -23,8 +24,36 @@ from kctl.wait import GiveUp, wait_until
 TABLES = ("archive", "deadletter", "metrics")
 
 
-def open_table(path: Path) -> Any | None:
+@dataclass(frozen=True)
+class S3Dir:
+    """A table root on an S3-compatible store: ``root / "metrics"`` names a table as a local Path does."""
+    location: s3.Location
+    options: dict[str, str] = field(repr=False)
+    credentials: s3.Credentials = field(repr=False)
+
+    def __truediv__(self, name: str) -> S3Dir:
+        return S3Dir(self.location.child(name), self.options, self.credentials)
+
+    def __str__(self) -> str:
+        return self.location.s3
+
+
+def _open_s3(path: S3Dir) -> Any | None:
+    deltalake = require("deltalake", "tables")
+    try:
+        if not deltalake.DeltaTable.is_deltatable(str(path), storage_options=path.options):
+            return None
+        return deltalake.DeltaTable(str(path), storage_options=path.options)
+    except Exception as exc:  # noqa: BLE001 - delta-rs raises its own error types
+        msg = s3.scrub(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, path.credentials)
+        raise KctlError(f"{path.location.s3a}: not a readable Delta table ({msg})",
+                        hint="is it the --out of a kctl stream job, and does the store answer?") from None
+
+
+def open_table(path: Path | S3Dir) -> Any | None:
     """The Delta table at ``path`` (latest version), or None when there is none yet."""
+    if isinstance(path, S3Dir):
+        return _open_s3(path)
     deltalake = require("deltalake", "tables")
     log = path / "_delta_log"
     if not log.is_dir() or not any(log.glob("*.json")):
@@ -53,7 +82,16 @@ def arrow_source(t: Any) -> Any:
     return to_arrow(t) if has_deletion_vectors(t) else t.to_pyarrow_dataset()
 
 
-def require_out(out: str | Path) -> Path:
+def require_out(out: str | Path, store: s3.Settings | None = None) -> Any:
+    """The tables' root: a local dir (Path), or an s3a:// URL (S3Dir) with ``store``'s endpoint and the keys of its
+    credentials file; one clear error when the dir, the settings, the store or the bucket is missing."""
+    if s3.is_s3(out):
+        loc = s3.parse_url(str(out))
+        store = store or s3.Settings()
+        store.validate(str(out))
+        creds = s3.read_credentials(str(store.credentials_file), profile=store.profile)
+        s3.check_store(store, creds, loc)
+        return S3Dir(loc, s3.storage_options(store, creds), creds)
     p = Path(out)
     if not p.is_dir():
         raise KctlError(f"{out}: no such output dir", hint="pass the job's --out")
@@ -69,10 +107,10 @@ class TableInfo:
     last_batch: int | None
 
 
-def info(out: str | Path, app_id: str | None = None) -> list[TableInfo]:
+def info(out: str | Path, app_id: str | None = None, store: s3.Settings | None = None) -> list[TableInfo]:
     """Version, file count and rows (from the log's statistics) of each table; the last batch id
     ``app_id`` (the job's query id) committed to it."""
-    root = require_out(out)
+    root = require_out(out, store)
     res = []
     for name in TABLES:
         t = open_table(root / name)
@@ -109,10 +147,10 @@ class QueryResult:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
-def query(out: str | Path, sql: str, limit: int | None = 1000) -> QueryResult:
+def query(out: str | Path, sql: str, limit: int | None = 1000, store: s3.Settings | None = None) -> QueryResult:
     """Run ``sql`` with DuckDB over the tables (views ``archive``, ``deadletter``, ``metrics``)."""
     duckdb = require("duckdb", "tables")
-    root = require_out(out)
+    root = require_out(out, store)
     con = duckdb.connect()
     try:
         views = []
@@ -158,7 +196,7 @@ MIN_RETAIN_HOURS = 1.0
 
 
 def optimize(out: str | Path, checkpoint: str | Path, retain_hours: float = 168.0,
-             timeout_s: float = 600.0) -> OptimizeResult:
+             timeout_s: float = 600.0, store: s3.Settings | None = None) -> OptimizeResult:
     """Compact small files and VACUUM what no version younger than ``retain_hours`` references.
 
     While the job runs, it does the work itself between two micro-batches (a request file in its state
@@ -167,7 +205,7 @@ def optimize(out: str | Path, checkpoint: str | Path, retain_hours: float = 168.
     if retain_hours < MIN_RETAIN_HOURS:
         raise UsageError(f"--retain-hours {retain_hours} is below {MIN_RETAIN_HOURS}",
                          hint="VACUUM must keep the files a running reader may still open")
-    root = require_out(out)
+    root = require_out(out, store)
     sd = state_dir(checkpoint)
     job = read_json(sd / "job.json") or {}
     if pid_alive(job.get("pid")) and job.get("state") in ("starting", "running"):
