@@ -56,15 +56,26 @@ def metrics_arrow_schema() -> Any:
                       ("requests", pa.int64()), ("bytes", pa.int64())])
 
 
-def check_metrics_table(path: str | Path) -> bool:
+def _rs(path: str | Path) -> str:
+    """The path as delta-rs names it (s3:// for Spark's s3a://)."""
+    p = str(path)
+    return "s3://" + p[len("s3a://"):] if p.startswith("s3a://") else p
+
+
+def check_metrics_table(path: str | Path, storage_options: dict[str, str] | None = None) -> bool:
     """Whether a metrics table is at ``path``; refuse one the job's MERGE cannot write (an earlier kctl's:
-    deletion vectors, not partitioned by ``window_start``)."""
+    deletion vectors, not partitioned by ``window_start``). ``storage_options``: delta-rs's, for a table on S3."""
     from deltalake import DeltaTable
 
-    log = Path(path) / "_delta_log"
-    if not log.is_dir() or not any(log.glob("*.json")):
-        return False
-    t = DeltaTable(str(path))
+    if storage_options is not None:
+        if not DeltaTable.is_deltatable(_rs(path), storage_options=storage_options):
+            return False
+        t = DeltaTable(_rs(path), storage_options=storage_options)
+    else:
+        log = Path(path) / "_delta_log"
+        if not log.is_dir() or not any(log.glob("*.json")):
+            return False
+        t = DeltaTable(str(path))
     parts = list(t.metadata().partition_columns)
     features = set(t.protocol().writer_features or [])
     if parts != [METRICS_PARTITION] or "deletionVectors" in features:
@@ -75,28 +86,30 @@ def check_metrics_table(path: str | Path) -> bool:
     return True
 
 
-def create_metrics_table(path: str) -> None:
+def create_metrics_table(path: str, storage_options: dict[str, str] | None = None) -> None:
     """The empty metrics table, partitioned by ``window_start``, unless a usable one is there."""
     from deltalake import DeltaTable
 
-    if check_metrics_table(path):
+    if check_metrics_table(path, storage_options):
         return
-    DeltaTable.create(path, schema=metrics_arrow_schema(), partition_by=[METRICS_PARTITION], mode="ignore",
-                      name="metrics", description="requests and bytes per 1-minute window, host and status")
+    DeltaTable.create(_rs(path), schema=metrics_arrow_schema(), partition_by=[METRICS_PARTITION], mode="ignore",
+                      name="metrics", description="requests and bytes per 1-minute window, host and status",
+                      storage_options=storage_options)
 
 
 class MetricsTable:
     """The metrics table, kept open by the job (delta-rs reads only the new log entries before a MERGE)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, storage_options: dict[str, str] | None = None) -> None:
         self.path = path
+        self.storage_options = storage_options
         self._t: Any = None
 
     def _table(self) -> Any:
         from deltalake import DeltaTable
 
         if self._t is None:
-            self._t = DeltaTable(self.path)
+            self._t = DeltaTable(_rs(self.path), storage_options=self.storage_options)
         else:
             self._t.update_incremental()
         return self._t
@@ -157,12 +170,12 @@ def create_table(spark: Any, path: str, schema: Any, partition_by: Sequence[str]
     b.execute()
 
 
-def last_txn_version(path: str, app_id: str) -> int | None:
+def last_txn_version(path: str, app_id: str, storage_options: dict[str, str] | None = None) -> int | None:
     """The last batch id committed to the Delta table at ``path`` by ``app_id``, read from its log (no JVM)."""
     from deltalake import DeltaTable
 
     try:
-        t = DeltaTable(path)
+        t = DeltaTable(_rs(path), storage_options=storage_options)
     except Exception:  # noqa: BLE001 - no table yet
         return None
     v = t.transaction_version(app_id)

@@ -202,3 +202,33 @@ def test_spark_writes_delta_to_s3_without_showing_the_keys(store: Store, tmp_pat
     assert sorted(t.to_pyarrow_table().column("n").to_pylist()) == list(range(150))
     keys = [o["Key"] for o in store.client().list_objects_v2(Bucket=bucket, Prefix="run/t/")["Contents"]]
     assert "run/t/_delta_log/00000000000000000001.json" in keys
+
+
+def test_metrics_merge_on_s3_exactly_once(store: Store) -> None:
+    """The job's own delta-rs MERGE of a batch's counts (kctl.stream.sinks) on the store, with kctl's storage
+    options from the credentials file: a replayed batch changes nothing, and the table read by the test's own
+    delta-rs equals the sum of the batches."""
+    from deltalake import DeltaTable
+
+    from kctl.stream import s3, sinks
+
+    bucket = store.bucket("kctl-merge")
+    # moto directly: the proxy's threads live in this process, and delta-rs holds the GIL while it waits
+    opts = s3.storage_options(s3.Settings(endpoint=store.direct, credentials_file=str(store.credentials)),
+                              s3.read_credentials(store.credentials))
+    path = f"s3a://{bucket}/run/metrics"
+    sinks.create_metrics_table(path, opts)
+    sinks.create_metrics_table(path, opts)  # idempotent: a restart finds it
+    m = sinks.MetricsTable(path, opts)
+    w0 = 1_796_464_800  # a minute boundary
+    batches = [[(w0, "web-1", 200, 3, 300), (w0, "web-2", 404, 1, 10)],
+               [(w0, "web-1", 200, 2, 200), (w0 + 60, "web-1", 500, 1, 5)]]
+    assert m.merge_counts(batches[0], app_id="q", version=0)
+    assert m.merge_counts(batches[1], app_id="q", version=1)
+    assert not m.merge_counts(batches[1], app_id="q", version=1)  # replayed after a crash: skipped
+    assert not sinks.MetricsTable(path, opts).merge_counts(batches[0], app_id="q", version=0)  # a restart
+    assert sinks.last_txn_version(path, "q", opts) == 1
+    t = DeltaTable(f"s3://{bucket}/run/metrics", storage_options=store.storage_options())
+    got = sorted((int(r["window_start"].timestamp()), r["host"], r["status"], r["requests"], r["bytes"])
+                 for r in t.to_pyarrow_table().to_pylist())
+    assert got == [(w0, "web-1", 200, 5, 500), (w0, "web-2", 404, 1, 10), (w0 + 60, "web-1", 500, 1, 5)]
