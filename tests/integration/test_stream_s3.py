@@ -173,6 +173,7 @@ def _processes_holding(secret: str) -> list[str]:
 
 
 @pytest.mark.spark
+@pytest.mark.long  # a JVM and hadoop-aws's 530 MB SDK bundle (resolved on first use): ~60-110 s here
 def test_spark_writes_delta_to_s3_without_showing_the_keys(store: Store, tmp_path: Path) -> None:
     """kctl's Spark session (hadoop-aws resolved like the Kafka source and Delta; the keys set in the driver)
     writes a Delta table to the store; the test's own delta-rs and boto3 read it back; no process's argv or
