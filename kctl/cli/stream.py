@@ -173,6 +173,10 @@ def submit(
     from kctl.stream.submit import trigger_interval
     from kctl.stream.tables import MIN_RETAIN_HOURS
 
+    if str(out).startswith(("s3a:", "s3:")) or str(checkpoint or "").startswith(("s3a:", "s3:")):
+        raise UsageError("the job does not write to S3 yet: its --out and --checkpoint are local dirs",
+                         hint="`kctl stream metrics|query|optimize --out s3a://...` read tables on S3 "
+                              "(docs/pipeline.md, issue #46)")
     bad = [m for m, ok in ((f"--optimize-every must be 0 or more, not {optimize_every}", optimize_every >= 0),
                            (f"--max-offsets-per-trigger must be 0 or more, not {max_offsets}", max_offsets >= 0),
                            (f"--retain-hours must be at least {MIN_RETAIN_HOURS}, not {retain_hours}",

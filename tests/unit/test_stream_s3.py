@@ -132,3 +132,13 @@ def test_reading_the_file_puts_no_secret_in_argv_or_env(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True,
                          env=s3.env_without_aws(dict(os.environ)))
     assert str(p) in out.stdout and SECRET not in out.stdout
+
+
+def test_submit_refuses_s3_out_for_now(tmp_path: Path) -> None:
+    """Until the job writes to S3, `kctl stream submit --out s3a://...` says so, and makes no local dir of it."""
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.run([sys.executable, "-m", "kctl", "stream", "submit", "--out", "s3a://b/x", "-b", "127.0.0.1:1"],
+                       capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)},
+                       timeout=60)
+    assert p.returncode == 2 and "does not write to S3 yet" in p.stderr and "Traceback" not in p.stderr
+    assert list(tmp_path.iterdir()) == []
