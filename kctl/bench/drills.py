@@ -6,7 +6,7 @@ leader-kill run.
                                 [--metadata zookeeper|kraft|both] [--no-write]
 
 Each drill is `kctl drill run` itself (kctl.drill.run.run), against a cluster with kctl's default
-settings (ZooKeeper session 18 s; on KRaft broker.session.timeout.ms 4 s; RF 3, min.insync.replicas 2). A drill
+settings (ZooKeeper session 4 s; on KRaft broker.session.timeout.ms 4 s; RF 3, min.insync.replicas 2). A drill
 that does not hold is a row that says so; the run goes on with the next scenario. A run of one metadata mode
 keeps the other mode's table of the document as it was.
 """
@@ -22,6 +22,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from kctl.model.spec import KafkaSpec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 DOC = DOCS / "reliability.md"
@@ -65,10 +67,12 @@ def kept_section(text: str, mode: str) -> str | None:
 
 
 def section(mode: str, rows: list[str], notes: list[str], args: argparse.Namespace) -> str:
-    timing = ("kctl's ZooKeeper session of 18 s: a SIGKILLed broker leaves `/brokers/ids` only when it expires"
+    kafka = KafkaSpec()
+    timing = (f"zookeeper.session.timeout.ms {kafka.zookeeper_session_timeout_ms / 1000:g} s: a SIGKILLed broker"
+              " leaves `/brokers/ids` when its session expires"
               if mode == "zookeeper" else
-              "broker.session.timeout.ms 4 s: a silent broker is fenced then; an election among the three"
-              " controllers when the active one dies")
+              f"broker.session.timeout.ms {kafka.broker_session_timeout_ms / 1000:g} s: a silent broker is fenced"
+              " then; an election among the three controllers when the active one dies")
     lines = [f"## {MODES[mode]}", "",
              f"{dt.date.today().isoformat()}, `--duration {args.duration:g} --rate {args.rate:g}` ({timing}).", "",
              HEADER, "|" + "---|" * 16, *rows, ""]
