@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from kctl import output
 from kctl.cli.common import BootstrapOpt, OutputOpt, SpecOpt, connect
-from kctl.errors import UsageError
+from kctl.errors import KctlError, UsageError
 from kctl.output import Format
+
+if TYPE_CHECKING:
+    from kctl.kafka.client import Target
+    from kctl.model.spec import ClusterSpec
 
 
 def register(app: typer.Typer) -> None:
-    group_app = typer.Typer(help="Consumer groups: list, describe with lag, reset offsets, delete.",
+    group_app = typer.Typer(help="Consumer and share groups: list, describe with lag, reset offsets, delete.",
                             no_args_is_help=True)
     group_app.command("list")(group_list)
     group_app.command("describe")(group_describe)
@@ -22,11 +27,33 @@ def register(app: typer.Typer) -> None:
     app.add_typer(group_app, name="group")
 
 
-def group_list(bootstrap: str | None = BootstrapOpt, file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
-    """List consumer groups and their state."""
-    from kctl.kafka import groups
+def _share_spec(bootstrap: str | None, target: Target) -> ClusterSpec | None:
+    """The cluster's spec when this command also covers share groups: kctl's own cluster (Kafka's tool runs in one
+    of its nodes), on a release that has them (Kafka 4.1+ on KRaft); else None."""
+    from kctl.kafka import share_groups
 
-    res = groups.list_groups(connect(file, bootstrap))
+    spec = target.spec
+    return spec if bootstrap is None and spec is not None and share_groups.supported(spec) else None
+
+
+def _share_group(bootstrap: str | None, target: Target, group: str) -> ClusterSpec | None:
+    """The cluster's spec when ``group`` is one of its share groups; else None."""
+    from kctl.kafka import share_groups
+
+    spec = _share_spec(bootstrap, target)
+    return spec if spec is not None and group in dict(share_groups.list_groups(spec)) else None
+
+
+def group_list(bootstrap: str | None = BootstrapOpt, file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
+    """List groups (classic, consumer and, on Kafka 4.1+, share groups) and their state."""
+    from kctl.kafka import groups, share_groups
+
+    target = connect(file, bootstrap)
+    res = groups.list_groups(target)
+    spec = _share_spec(bootstrap, target)
+    if spec is not None:  # librdkafka's ListGroups leaves share groups out: Kafka's tool lists them
+        res = sorted([*res, *(groups.GroupSummary(g, state, "SHARE", False)
+                              for g, state in share_groups.list_groups(spec))], key=lambda g: g.group)
     output.emit(res, fmt, columns=["group", "state"], wide_columns=["type", "simple"],
                 raw="\n".join(g.group for g in res))
 
@@ -37,10 +64,24 @@ def group_describe(
     file: Path = SpecOpt,
     fmt: Format = OutputOpt,
 ) -> None:
-    """State, members, and per partition: committed offset, log-end offset and lag."""
-    from kctl.kafka import groups
+    """State, members, and per partition: committed offset, log-end offset and lag (a share group: each
+    share-partition's start offset and lag)."""
+    from kctl.kafka import groups, share_groups
 
-    d = groups.describe(connect(file, bootstrap), group)
+    target = connect(file, bootstrap)
+    try:
+        d = groups.describe(target, group)
+    except KctlError:
+        spec = _share_group(bootstrap, target, group)
+        if spec is None:
+            raise
+        s = share_groups.describe(spec, group)
+        members = "; ".join(f"{m.client_id}@{m.host} [{', '.join(m.assignment) or '-'}]" for m in s.members)
+        output.emit(s, fmt, rows=[output.to_plain(p) for p in s.partitions],
+                    columns=["topic", "partition", "start_offset", "lag"], title=f"share group {s.group}",
+                    footer=f"group {s.group} (share): {s.state}, coordinator {s.coordinator}, {len(s.members)}"
+                           f" member(s), total lag {s.total_lag}" + (f"\nmembers: {members}" if members else ""))
+        return
     members = "; ".join(f"{m.client_id}@{m.host} [{', '.join(m.assignment) or '-'}]" for m in d.members)
     footer = (f"group {d.group} ({d.type}): {d.state}, coordinator {d.coordinator}, {len(d.members)} member(s), "
               f"total lag {d.total_lag}" + (f"\nmembers: {members}" if members else ""))
@@ -71,6 +112,15 @@ def group_reset(
                          hint=f"e.g. `kctl group reset-offsets {group} --topic {topic} --to-earliest` (a dry run"
                               " until --execute)")
     target = connect(file, bootstrap, write=True)
+    spec = _share_group(bootstrap, target, group)
+    if spec is not None:
+        from kctl.kafka import share_groups
+
+        sp = share_groups.reset_offsets(spec, group, topic, chosen[0], to_offset, to_datetime, execute)
+        output.emit(sp, fmt, rows=sp.moves, columns=["topic", "partition", "target"],
+                    title=f"share group {sp.group}: start offsets reset to {sp.strategy}",
+                    footer="applied" if sp.executed else "dry run: nothing changed; pass --execute to apply")
+        return
     plan = groups.reset_offsets(target, group, topic, chosen[0], to_offset, to_datetime, execute)
     footer = ("applied" if plan.executed else "dry run: nothing changed; pass --execute to apply")
     output.emit(plan, fmt, rows=[output.to_plain(m) for m in plan.moves],
@@ -83,8 +133,16 @@ def group_delete(
     bootstrap: str | None = BootstrapOpt,
     file: Path = SpecOpt,
 ) -> None:
-    """Delete a consumer group and its committed offsets (it must have no members)."""
+    """Delete a consumer or share group and its offsets (it must have no members)."""
     from kctl.kafka import groups
 
-    groups.delete(connect(file, bootstrap, write=True), group)
+    target = connect(file, bootstrap, write=True)
+    spec = _share_group(bootstrap, target, group)
+    if spec is not None:
+        from kctl.kafka import share_groups
+
+        share_groups.delete(spec, group)
+        output.info(f"deleted share group {group}")
+        return
+    groups.delete(target, group)
     output.info(f"deleted consumer group {group}")

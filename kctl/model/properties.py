@@ -55,6 +55,11 @@ DEFAULT_RF = "default.replication.factor"
 OFFSETS_RF = "offsets.topic.replication.factor"
 TXN_RF = "transaction.state.log.replication.factor"
 TXN_MIN_ISR = "transaction.state.log.min.isr"
+# Kafka 4's share coordinator keeps the share groups' state (KIP-932) in __share_group_state, made at the first
+# share group's first fetch with these (Kafka's defaults: 3 and 2, which a cluster of fewer brokers cannot make:
+# every share consumer then gets no partitions at all). Set as the offsets topic's, from Kafka 4.0 on.
+SHARE_STATE_RF = "share.coordinator.state.topic.replication.factor"
+SHARE_STATE_MIN_ISR = "share.coordinator.state.topic.min.isr"
 MIN_ISR = "min.insync.replicas"
 DELETE_TOPIC = "delete.topic.enable"
 AUTO_CREATE = "auto.create.topics.enable"
@@ -129,6 +134,7 @@ KAFKA_SPEC_FIELDS: Mapping[str, str] = {
     DEFAULT_RF: "kafka.default_replication_factor",
     OFFSETS_RF: "kafka.offsets_topic_replication_factor",
     TXN_RF: "kafka.transaction_state_log_replication_factor",
+    SHARE_STATE_RF: "kafka.offsets_topic_replication_factor",
     MIN_ISR: "kafka.min_insync_replicas",
     DELETE_TOPIC: "kafka.delete_topic_enable",
     AUTO_CREATE: "kafka.auto_create_topics_enable",
@@ -303,9 +309,14 @@ def server_properties(spec: ClusterSpec, node: NodeSpec) -> Props:
         ZK_CONNECT_TIMEOUT: k.zookeeper_session_timeout_ms,
         CONTROLLED_SHUTDOWN: True,
     }
+    if contract.kraft_only(spec.versions.kafka):
+        base[SHARE_STATE_RF] = k.offsets_topic_replication_factor
+        base[SHARE_STATE_MIN_ISR] = max(1, min(k.min_insync_replicas, k.offsets_topic_replication_factor - 1))
     groups: dict[str, Scalar] = {}
     if brokers == 1:
         groups[TXN_MIN_ISR] = 1
+        if contract.kraft_only(spec.versions.kafka):
+            groups[SHARE_STATE_MIN_ISR] = 1
     if brokers <= 3:
         # Small clusters: start the first consumer group generation at once.
         groups[GROUP_INITIAL_DELAY] = 0

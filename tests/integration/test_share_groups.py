@@ -1,0 +1,123 @@
+"""Share groups (KIP-932) on Kafka 4.3.1 on KRaft, through `kctl group`: listed beside the consumer groups (which
+librdkafka's ListGroups leaves them out of), described with each share-partition's start offset and lag, their
+start offsets reset (refused while a member is active), deleted. The share consumer is confluent-kafka's; the
+lag is checked against the log's end read by a plain consumer, the start offset against the records the share
+consumer acknowledged. On one broker: kctl sets the share coordinator's state topic to the cluster's size (Kafka's
+default of 3 replicas gives a one-broker cluster's share consumers no partitions at all)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from kctl.testing.cluster import KafkaCluster
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[KafkaCluster]:
+    with KafkaCluster(nodes=1, metadata="kraft", versions={"kafka": "4.3.1"}) as c:
+        yield c
+
+
+def kctl(cluster: KafkaCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kctl", *args, "-f", str(cluster.spec_file)], capture_output=True,
+                          text=True, timeout=180)
+
+
+def ends(cluster: KafkaCluster, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": f"probe-{uuid.uuid4().hex[:6]}"})
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    finally:
+        c.close()
+
+
+def test_a_share_group_listed_described_reset_and_deleted(cluster: KafkaCluster) -> None:
+    from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+
+    topic, group = f"sq-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    consumer = ShareConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    consumer.subscribe([topic])
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    got = 0
+    deadline = time.monotonic() + 90
+    produced = False
+    while got < 100 and time.monotonic() < deadline:  # a new share group starts at the log's end: produce once it
+        msgs = consumer.poll(1.0)                     # has its partition
+        if not produced and kctl_members(cluster, group):
+            for i in range(100):
+                producer.produce(topic, value=f"r{i}".encode())
+            assert producer.flush(30) == 0
+            produced = True
+        got += sum(1 for m in msgs if m.error() is None)
+    assert produced and got == 100
+    consumer.close()  # accepts what the last poll gave (implicit acknowledgement) and leaves the group
+    for i in range(50):  # 50 more that no member takes
+        producer.produce(topic, value=f"s{i}".encode())
+    assert producer.flush(30) == 0
+
+    d = json.loads(kctl(cluster, "group", "describe", group, "-o", "json").stdout)
+    assert d["type"] == "share" and d["state"] == "EMPTY" and d["members"] == [], d
+    [p] = d["partitions"]
+    end = ends(cluster, topic, 1)[0]
+    # the start offset is where the share coordinator last persisted the group's acknowledgements (librdkafka's
+    # share consumer is a preview: what it acknowledged is not always there yet); the lag runs from it to the end
+    assert end == 150 and 0 <= p["start_offset"] <= 100, d
+    assert p["lag"] == end - p["start_offset"] == d["total_lag"], d
+    listed = json.loads(kctl(cluster, "group", "list", "-o", "json").stdout)
+    assert {"group": group, "state": "EMPTY", "type": "SHARE", "simple": False} in listed, listed
+
+    # an active member: described with its partition; a reset is refused
+    member = ShareConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+                            "share.acknowledgement.mode": "explicit"})
+    member.subscribe([topic])
+    until = time.monotonic() + 60
+    while not kctl_members(cluster, group) and time.monotonic() < until:
+        for m in member.poll(1.0):
+            if m.error() is None:
+                member.acknowledge(m, AcknowledgeType.RELEASE)
+        member.commit_sync()
+    d = json.loads(kctl(cluster, "group", "describe", group, "-o", "json").stdout)
+    assert d["state"] == "STABLE" and [m["assignment"] for m in d["members"]] == [[f"{topic}-0"]], d
+    refused = kctl(cluster, "group", "reset-offsets", group, "-t", topic, "--to-earliest", "--execute")
+    assert refused.returncode == 1 and "has active members" in refused.stderr and "Traceback" not in refused.stderr
+    member.close()
+    gone = time.monotonic() + 60
+    while kctl_members(cluster, group) and time.monotonic() < gone:
+        time.sleep(1)
+    dry = json.loads(kctl(cluster, "group", "reset-offsets", group, "-t", topic, "--to-earliest", "-o",
+                          "json").stdout)
+    assert dry["executed"] is False and dry["moves"] == [{"topic": topic, "partition": 0, "target": 0}]
+    before = json.loads(kctl(cluster, "group", "describe", group, "-o", "json").stdout)["partitions"][0]
+    assert before["start_offset"] == p["start_offset"]  # a dry run changes nothing
+    refused = kctl(cluster, "group", "reset-offsets", group, "-t", topic, "--to-offset", "10", "--execute")
+    assert refused.returncode == 2 and "not to an offset" in refused.stderr and "--to-datetime" in refused.stderr
+    done = kctl(cluster, "group", "reset-offsets", group, "-t", topic, "--to-latest", "--execute")
+    assert done.returncode == 0, done.stderr
+    after = json.loads(kctl(cluster, "group", "describe", group, "-o", "json").stdout)
+    assert after["state"] == "EMPTY" and after["partitions"][0]["start_offset"] == 150
+    assert after["partitions"][0]["lag"] == 0
+
+    assert kctl(cluster, "group", "delete", group).returncode == 0
+    assert group not in {g["group"] for g in json.loads(kctl(cluster, "group", "list", "-o", "json").stdout)}
+    missing = kctl(cluster, "group", "describe", group)
+    assert missing.returncode != 0 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def kctl_members(cluster: KafkaCluster, group: str) -> int:
+    """The share group's members with a partition, as `kctl group describe` says (0 while it has none)."""
+    p = kctl(cluster, "group", "describe", group, "-o", "json")
+    if p.returncode != 0:
+        return 0
+    return sum(1 for m in json.loads(p.stdout)["members"] if m["assignment"])
