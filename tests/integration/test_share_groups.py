@@ -47,21 +47,24 @@ def test_a_share_group_listed_described_reset_and_deleted(cluster: KafkaCluster)
 
     topic, group = f"sq-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
     cluster.create_topic(topic, partitions=1, replication_factor=1)
+    # a new share group starts at the log's end (share.auto.offset.reset=latest): this one from its start
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})  # kept: a collected one cancels
+    admin.incremental_alter_configs([res])[res].result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for i in range(100):
+        producer.produce(topic, value=f"r{i}".encode())
+    assert producer.flush(30) == 0
     consumer = ShareConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
     consumer.subscribe([topic])
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
     got = 0
     deadline = time.monotonic() + 90
-    produced = False
-    while got < 100 and time.monotonic() < deadline:  # a new share group starts at the log's end: produce once it
-        msgs = consumer.poll(1.0)                     # has its partition
-        if not produced and kctl_members(cluster, group):
-            for i in range(100):
-                producer.produce(topic, value=f"r{i}".encode())
-            assert producer.flush(30) == 0
-            produced = True
-        got += sum(1 for m in msgs if m.error() is None)
-    assert produced and got == 100
+    while got < 100 and time.monotonic() < deadline:
+        got += sum(1 for m in consumer.poll(1.0) if m.error() is None)
+    assert got == 100
     consumer.close()  # accepts what the last poll gave (implicit acknowledgement) and leaves the group
     for i in range(50):  # 50 more that no member takes
         producer.produce(topic, value=f"s{i}".encode())
