@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 
 def register(app: typer.Typer) -> None:
-    group_app = typer.Typer(help="Consumer and share groups: list, describe with lag, reset offsets, delete.",
+    group_app = typer.Typer(help="Consumer, share and streams groups: list, describe with lag, reset offsets,"
+                                 " delete.",
                             no_args_is_help=True)
     group_app.command("list")(group_list)
     group_app.command("describe")(group_describe)
@@ -44,16 +45,38 @@ def _share_group(bootstrap: str | None, target: Target, group: str) -> ClusterSp
     return spec if spec is not None and group in dict(share_groups.list_groups(spec)) else None
 
 
+def _tool_kind(bootstrap: str | None, target: Target, group: str) -> tuple[str, ClusterSpec] | None:
+    """("share" | "streams", spec) when ``group`` is a share or a streams group of kctl's own cluster (their two
+    tools side by side); else None."""
+    import concurrent.futures as cf
+
+    from kctl.kafka import share_groups, streams_groups
+
+    spec = _share_spec(bootstrap, target)
+    if spec is None:
+        return None
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
+        share = pool.submit(share_groups.list_groups, spec)
+        streams = pool.submit(streams_groups.list_groups, spec)
+        if group in dict(share.result()):
+            return "share", spec
+        if group in dict(streams.result()):
+            return "streams", spec
+    return None
+
+
 def group_list(bootstrap: str | None = BootstrapOpt, file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
-    """List groups (classic, consumer and, on Kafka 4.1+, share groups) and their state."""
-    from kctl.kafka import groups, share_groups
+    """List groups (classic, consumer and, on Kafka 4.1+ on KRaft, share and streams groups) and their state."""
+    from kctl.kafka import groups
+    from kctl.monitor import sources
 
     target = connect(file, bootstrap)
     res = groups.list_groups(target)
     spec = _share_spec(bootstrap, target)
-    if spec is not None:  # librdkafka's ListGroups leaves share groups out: Kafka's tool lists them
-        res = sorted([*res, *(groups.GroupSummary(g, state, "SHARE", False)
-                              for g, state in share_groups.list_groups(spec))], key=lambda g: g.group)
+    if spec is not None:  # librdkafka's ListGroups leaves share and streams groups out: Kafka's tools list them
+        found = sources.list_all(target, spec)
+        res = sorted([*res, *(groups.GroupSummary(g, found.states[g], kind, False) for g, kind in found.types.items()
+                              if kind in (sources.SHARE, sources.STREAMS))], key=lambda g: g.group)
     output.emit(res, fmt, columns=["group", "state"], wide_columns=["type", "simple"],
                 raw="\n".join(g.group for g in res))
 
@@ -65,17 +88,29 @@ def group_describe(
     fmt: Format = OutputOpt,
 ) -> None:
     """State, members, and per partition: committed offset, log-end offset and lag (a share group: each
-    share-partition's start offset and lag)."""
-    from kctl.kafka import groups, share_groups
+    share-partition's start offset and lag; a streams group: its members' tasks)."""
+    from kctl.kafka import groups, share_groups, streams_groups
 
     target = connect(file, bootstrap)
     try:
         d = groups.describe(target, group)
+        kind = _tool_kind(bootstrap, target, group) if d.state == "DEAD" else None  # a streams group's offsets
     except KctlError:
-        spec = _share_group(bootstrap, target, group)
-        if spec is None:
+        kind = _tool_kind(bootstrap, target, group)
+        if kind is None:
             raise
-        s = share_groups.describe(spec, group)
+    if kind is not None and kind[0] == "streams":
+        st = streams_groups.describe(kind[1], target, group)
+        tasks = "; ".join(f"{m.client_id}@{m.process} [{', '.join(m.active) or '-'}]"
+                          + (f" standby [{', '.join(m.standby)}]" if m.standby else "") for m in st.members)
+        output.emit(st, fmt, rows=[output.to_plain(p) for p in st.partitions],
+                    columns=["topic", "partition", "committed", "log_end", "lag"], title=f"streams group {st.group}",
+                    footer=f"group {st.group} (streams): {st.state}, coordinator {st.coordinator}, {len(st.members)}"
+                           f" member(s), total lag {st.total_lag}" + (f"\nmembers (active tasks): {tasks}" if tasks
+                                                                      else ""))
+        return
+    if kind is not None:
+        s = share_groups.describe(kind[1], group)
         members = "; ".join(f"{m.client_id}@{m.host} [{', '.join(m.assignment) or '-'}]" for m in s.members)
         output.emit(s, fmt, rows=[output.to_plain(p) for p in s.partitions],
                     columns=["topic", "partition", "start_offset", "lag"], title=f"share group {s.group}",

@@ -84,7 +84,7 @@ def _emit_metrics(rep: dict[str, Any], fmt: Format, *, watch: bool) -> None:
 
 
 def lag(
-    groups: list[str] = typer.Argument(None, help="Consumer groups (default: every group); `history GROUP`: the"
+    groups: list[str] = typer.Argument(None, help="Groups of any type (default: every group); `history GROUP`: the"
                                                   " group's lag over time from the monitor's store."),
     samples: int = typer.Option(3, "--samples", min=1, max=1000, help="Snapshots of the committed offsets to take."),
     interval: float = typer.Option(1.0, "--interval", min=0.1, max=600, help="Seconds between snapshots."),
@@ -103,9 +103,10 @@ def lag(
 ) -> None:
     """Each group judged as Burrow (v1.9.5) does: OK, WARN (lag never decreasing), STOP (no commits), STALL
     (committing without progress), REWIND (an offset moved back, not recovered), over a window of committed
-    offsets; a lag up to monitoring.allowed_lag counts as none. While the monitor runs, its answer for its
-    latest sampling. Exit 0 when every group is OK, 1 otherwise."""
-    from kctl.kafka import groups as kgroups
+    offsets; a lag up to monitoring.allowed_lag counts as none. Groups of every type: classic, consumer, streams,
+    and share groups (their start offset stands for the committed offset, their lag is Kafka's: records not yet
+    acknowledged). While the monitor runs, its answer for its latest sampling. Exit 0 when every group is OK, 1
+    otherwise."""
     from kctl.model.spec import state_dir_for
     from kctl.monitor import judge
 
@@ -114,18 +115,22 @@ def lag(
         return
     target = connect(file, bootstrap)
     spec = target.kctl_spec
+    own = target.spec if bootstrap is None else None  # share and streams groups: Kafka's tools in its nodes
     if not fresh and bootstrap is None:
-        stored = judge.from_monitor(target, state_dir_for(spec, file), list(groups or []), spec.monitoring.allowed_lag)
+        stored = judge.from_monitor(target, state_dir_for(spec, file), list(groups or []), spec.monitoring.allowed_lag,
+                                    own)
         if stored is not None:
             _emit_lag(stored, stored[0]["window"], fmt, single=len(groups or []) == 1, watch=False)
             raise typer.Exit(0 if all(d["status"] == "OK" for d in stored) else 1)
-    names = list(groups or []) or [g.group for g in kgroups.list_groups(target)]
+    listing = judge.group_names(target, own)
+    names = list(groups or []) or sorted(listing.types)
     if not names:
-        output.info("no consumer groups")
+        output.info("no groups")
         raise typer.Exit(0)
     docs: list[dict[str, Any]] = []
     for docs in judge.fresh(target, names, samples=samples, interval=interval, window=window,
-                            allowed_lag=spec.monitoring.allowed_lag, watch=watch, count=count):
+                            allowed_lag=spec.monitoring.allowed_lag, watch=watch, count=count, spec=own,
+                            listing=listing):
         _emit_lag(docs, window, fmt, single=len(groups or []) == 1, watch=watch)
     raise typer.Exit(0 if all(d["status"] == "OK" for d in docs) else 1)
 
@@ -139,7 +144,8 @@ def _emit_lag(docs: list[dict[str, Any]], window: int, fmt: Format, *, single: b
     if fmt in (Format.json, Format.yaml, Format.raw):
         output.emit(docs[0] if single else docs, fmt)
         return
-    rows = [{"group": d["group"], "state": d["state"], "status": d["status"], "total_lag": d["total_lag"],
+    rows = [{"group": d["group"], "type": (d.get("type") or "-").upper(), "state": d["state"], "status": d["status"],
+             "total_lag": d["total_lag"],
              "max_lag": (f"{d['max_lag']['topic']}-{d['max_lag']['partition']}={d['max_lag']['lag']}"
                          if d["max_lag"] else "-"),
              "window": f"{int(d['complete_fraction'] * 100)}%",
@@ -159,8 +165,8 @@ def _emit_lag(docs: list[dict[str, Any]], window: int, fmt: Format, *, single: b
     else:
         footer = (f"window incomplete for {', '.join(incomplete)} ({source}): --samples {window}, or the monitor"
                   " (`kctl monitor start --detach`), gives the full evaluation")
-    output.emit(docs, fmt, rows=rows, columns=["group", "state", "status", "total_lag", "max_lag", "window"],
-                wide_columns=["problems"], title="consumer lag", footer=footer)
+    output.emit(docs, fmt, rows=rows, columns=["group", "type", "state", "status", "total_lag", "max_lag", "window"],
+                wide_columns=["problems"], title="group lag", footer=footer)
 
 
 def _open_store(file: Path) -> tuple[Any, Any, Path]:

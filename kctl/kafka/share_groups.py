@@ -82,18 +82,26 @@ def require_supported(spec: ClusterSpec) -> None:
                          f" runs {where}", hint="`kctl migrate kraft` and `versions.kafka` in kctl.yaml")
 
 
-def _run(spec: ClusterSpec, args: list[str], timeout: float = 90) -> str:
-    run = runtime_cluster.run_kafka_tool(spec, RUNNER, args, leading=[MAIN_CLASS], timeout=timeout)
+def run_tool(spec: ClusterSpec, main_class: str, label: str, args: list[str], timeout: float = 90,
+             benign: tuple[str, ...] = ()) -> str:
+    """Kafka's ``main_class`` (a group tool) in a node; its output, or one clear error: the tool's ``Error:``
+    lines (but those starting with one of ``benign``: a notice the tool prints as an error), a delete's reason
+    per group, else the Java exception's message."""
+    run = runtime_cluster.run_kafka_tool(spec, RUNNER, args, leading=[main_class], timeout=timeout)
     lines = [ln.strip() for ln in run.output.splitlines()]
-    errors = [ln[len("Error:"):].strip() for ln in lines if ln.startswith("Error:")]
+    errors = [e for ln in lines if ln.startswith("Error:") if not (e := ln[len("Error:"):].strip()).startswith(benign)]
     errors += [ln[2:] for ln in lines if ln.startswith("* Group '")]  # a delete's reason per group
     # a Java exception's own line (not its stack's "at ..." lines) says what went wrong
     thrown = [m.group(1) for ln in lines if (m := re.match(r"^(?:Caused by: )?[\w.$]+(?:Exception|Error): (.+)$", ln))]
     if run.exit_code != 0 or errors:
         said = "; ".join(errors) if errors else thrown[0] if thrown else (
             [ln for ln in lines if ln and not ln.startswith("at ")] or ["no output"])[-1]
-        raise KctlError(f"share groups: {said}", hint=f"ran in {run.host}: kafka-share-groups.sh {' '.join(args)}")
+        raise KctlError(f"{label}: {said}", hint=f"ran in {run.host}: {label.replace(' ', '-')}.sh {' '.join(args)}")
     return run.output
+
+
+def _run(spec: ClusterSpec, args: list[str], timeout: float = 90) -> str:
+    return run_tool(spec, MAIN_CLASS, "share groups", args, timeout)
 
 
 def _rows(text: str, header: str) -> list[list[str]]:
@@ -123,22 +131,35 @@ def parse_list(text: str) -> list[tuple[str, str]]:
 
 def parse_offsets(text: str) -> list[SharePartition]:
     """Pure: `--describe`'s GROUP TOPIC PARTITION START-OFFSET LAG table."""
-    out = [SharePartition(r[1], int(r[2]), _int(r[3]), _int(r[4]) if len(r) > 4 else None)
-           for r in _rows(text, "GROUP ") if len(r) >= 4 and r[2].isdigit()]
-    return sorted(out, key=lambda p: (p.topic, p.partition))
+    return [p for parts in parse_offsets_by_group(text).values() for p in parts]
+
+
+def parse_offsets_by_group(text: str) -> dict[str, list[SharePartition]]:
+    """Pure: `--describe`'s tables (``--all-groups``: one a group), each group's share-partitions."""
+    out: dict[str, list[SharePartition]] = {}
+    for r in _rows(text, "GROUP "):
+        if len(r) >= 4 and r[2].isdigit():
+            out.setdefault(r[0], []).append(SharePartition(r[1], int(r[2]), _int(r[3]),
+                                                           _int(r[4]) if len(r) > 4 else None))
+    return {g: sorted(ps, key=lambda p: (p.topic, p.partition)) for g, ps in out.items()}
 
 
 def parse_members(text: str) -> list[ShareMember]:
     """Pure: `--describe --members`' GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS ASSIGNMENT table (an assignment
     is ``topic:0,1;other:2``, empty when the member has none)."""
-    out = []
+    return sorted((m for ms in parse_members_by_group(text).values() for m in ms), key=lambda m: m.consumer_id)
+
+
+def parse_members_by_group(text: str) -> dict[str, list[ShareMember]]:
+    """Pure: `--describe --members`' tables (``--all-groups``: one a group), each group's members."""
+    out: dict[str, list[ShareMember]] = {}
     for r in _rows(text, "GROUP "):
         if len(r) < 5 or not r[4].isdigit():
             continue
         assignment = [f"{topic}-{p}" for part in (r[5].split(";") if len(r) > 5 else [])
                       for topic, _, ps in [part.rpartition(":")] if topic for p in ps.split(",") if p]
-        out.append(ShareMember(r[1], r[2], r[3], sorted(assignment)))
-    return sorted(out, key=lambda m: m.consumer_id)
+        out.setdefault(r[0], []).append(ShareMember(r[1], r[2], r[3], sorted(assignment)))
+    return {g: sorted(ms, key=lambda m: m.consumer_id) for g, ms in out.items()}
 
 
 def parse_state(text: str) -> tuple[str, int | None]:
@@ -175,6 +196,26 @@ def describe(spec: ClusterSpec, group: str) -> ShareGroupDescription:
     parts = parse_offsets(said["offsets"])
     return ShareGroupDescription(group, state, coordinator, parse_members(said["members"]), parts,
                                  sum(p.lag or 0 for p in parts))
+
+
+def sample(spec: ClusterSpec, listed: list[tuple[str, str]] | None = None) -> list[ShareGroupDescription]:
+    """The share groups ``listed`` (group, state; default: every one, listed here) with their members and
+    share-partitions, for the lag evaluation: at most three JVMs whatever the number of groups: one lists them
+    with their states (unless given), and only when there are some, ``--describe --all-groups`` and
+    ``--describe --all-groups --members`` side by side (the coordinator is not asked for: None)."""
+    if not supported(spec):
+        return []
+    if listed is None:
+        listed = list_groups(spec)
+    if not listed:
+        return []
+    asks = {"offsets": ["--describe", "--all-groups"], "members": ["--describe", "--all-groups", "--members"]}
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {k: pool.submit(_run, spec, v) for k, v in asks.items()}
+        said = {k: f.result() for k, f in futures.items()}
+    parts, members = parse_offsets_by_group(said["offsets"]), parse_members_by_group(said["members"])
+    return [ShareGroupDescription(g, st, None, members.get(g, []), parts.get(g, []),
+                                  sum(p.lag or 0 for p in parts.get(g, []))) for g, st in listed]
 
 
 def tool_datetime(when: str | None) -> str:

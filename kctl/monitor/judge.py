@@ -14,7 +14,8 @@ from typing import Any
 from kctl.errors import UsageError
 from kctl.kafka import groups as kgroups
 from kctl.kafka.client import Target
-from kctl.monitor import process, sampler
+from kctl.model.spec import ClusterSpec
+from kctl.monitor import process, sampler, sources
 from kctl.monitor.store import Store, db_path
 from kctl.wait import ticks
 
@@ -29,28 +30,46 @@ def parse_since(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
+def group_names(target: Target, spec: ClusterSpec | None) -> sources.Listing:
+    """Every group of every type (share and streams groups on a cluster of this kctl.yaml that has them)."""
+    return sources.list_all(target, spec)
+
+
 def fresh(target: Target, names: list[str], *, samples: int, interval: float, window: int, allowed_lag: int,
-          watch: bool, count: int) -> Iterator[list[dict[str, Any]]]:
-    """Each report of a fresh sampling: a snapshot of every group's committed offsets each ``interval``, judged
-    once ``samples`` snapshots are in (then after every further one with ``watch``, up to ``count`` reports; 0:
-    until the caller stops)."""
+          watch: bool, count: int, spec: ClusterSpec | None = None,
+          listing: sources.Listing | None = None) -> Iterator[list[dict[str, Any]]]:
+    """Each report of a fresh sampling: a snapshot of every group each ``interval`` (its committed offsets; a
+    share group's start offsets and lag), judged once ``samples`` snapshots are in (then after every further
+    one with ``watch``, up to ``count`` reports; 0: until the caller stops). ``spec``: the cluster of this
+    kctl.yaml (share and streams groups are sampled through Kafka's tools in a node); ``listing``: the groups'
+    types as listed already (share and streams groups are listed again at each snapshot, for their states)."""
     if samples > window:
         raise UsageError(f"--samples {samples} is more than the window of {window}",
                          hint="raise --window, or take fewer samples")
     windows = sampler.Windows(size=window, allowed_lag=allowed_lag)
+    listing = listing or sources.list_all(target, spec)
+    tools = spec is not None and any(t in (sources.SHARE, sources.STREAMS) for g, t in listing.types.items()
+                                     if g in names)
     reports = 0
     for done in ticks(interval):
-        for g in names:
-            windows.observe(sampler.snapshot_of(kgroups.describe(target, g), int(time.time() * 1000)))
+        if tools and done:
+            listing = sources.list_all(target, spec)
+        got = sources.snapshots(target, spec, listing, names, int(time.time() * 1000))
+        for g, exc in got.errors.items():
+            if g not in windows.groups:
+                raise exc  # a group this sampling never saw: its clear error
+        for snap in got.snapshots:
+            windows.observe(snap)
         if done + 1 >= samples:
             yield [sampler.to_json(windows.evaluate(g), state=windows.states.get(g), window=window,
-                                   source="fresh sampling") for g in names]
+                                   source="fresh sampling", type=windows.types.get(g)) for g in names]
             reports += 1
             if not watch or (count and reports >= count):
                 return
 
 
-def from_monitor(target: Target, state_dir: Path, groups: list[str], allowed_lag: int) -> list[dict[str, Any]] | None:
+def from_monitor(target: Target, state_dir: Path, groups: list[str], allowed_lag: int,
+                 spec: ClusterSpec | None = None) -> list[dict[str, Any]] | None:
     """When the monitor runs: ``groups`` (default: those of its latest round that have partitions to judge), each
     judged at the moment of its latest stored snapshot with the monitor's window; None when the monitor does not
     run or has no snapshot of a group yet (the caller samples afresh). An unknown group is its clear error."""
@@ -67,8 +86,10 @@ def from_monitor(target: Target, state_dir: Path, groups: list[str], allowed_lag
         judged = {g: j for g, j in judged.items() if j is not None}
     missing = [g for g, j in judged.items() if j is None]
     if not judged or missing:
+        listing = sources.list_all(target, spec) if missing else sources.Listing()
         for g in missing:
-            kgroups.describe(target, g)  # an unknown group: its clear error; a known one the monitor has not seen yet:
+            if g not in listing.types:
+                kgroups.describe(target, g)  # an unknown group: its clear error; a known one not seen yet:
         return None  # a fresh sampling instead
     return [j.to_json() for j in judged.values() if j is not None]
 

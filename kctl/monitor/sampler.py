@@ -53,6 +53,7 @@ class GroupSnapshot:
     state: str
     at_ms: int
     partitions: tuple[PartitionSnapshot, ...]
+    type: str = "classic"  # classic, consumer, share, streams
 
 
 class Seen(NamedTuple):
@@ -77,6 +78,7 @@ class Windows:
     allowed_lag: int = 0
     groups: dict[str, dict[tuple[str, int], _Partition]] = field(default_factory=dict)
     states: dict[str, str] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
     at_ms: dict[str, int] = field(default_factory=dict)  # each group's latest snapshot
     current: dict[str, set[tuple[str, int]]] = field(default_factory=dict)  # the partitions in it
 
@@ -94,11 +96,14 @@ class Windows:
             slot.samples.extend(r.samples)
             slot.ends.extend(r.ends)
         self.states[stored.group] = stored.state or "UNKNOWN"
+        if stored.type:
+            self.types[stored.group] = stored.type
         self.at_ms[stored.group] = stored.at_ms
 
     def observe(self, snap: GroupSnapshot) -> list[Seen]:
         """Take one snapshot in; returns the rows it added (what the monitor stores)."""
         self.states[snap.group] = snap.state
+        self.types[snap.group] = snap.type
         self.at_ms[snap.group] = snap.at_ms
         self.current[snap.group] = {(p.topic, p.partition) for p in snap.partitions}
         added: list[Seen] = []
@@ -139,7 +144,7 @@ def stored_status(store: Store, group: str, *, window: int, allowed_lag: int = 0
     if stored is None:
         return None
     status = evaluate_rows(group, stored.rows, stored.at_ms, window, allowed_lag=allowed_lag)
-    return Judged(status, stored.state, stored.at_ms, window)
+    return Judged(status, stored.state, stored.at_ms, window, stored.type)
 
 
 @dataclass(frozen=True)
@@ -148,12 +153,14 @@ class Judged:
     state: str | None
     at_ms: int
     window: int
+    type: str | None = None
 
     def to_json(self, source: str = "the monitor") -> dict[str, Any]:
-        return to_json(self.status, state=self.state, window=self.window, source=source)
+        return to_json(self.status, state=self.state, window=self.window, source=source, type=self.type)
 
 
-def to_json(status: GroupStatus, *, state: str | None = None, window: int, source: str) -> dict[str, Any]:
+def to_json(status: GroupStatus, *, state: str | None = None, window: int, source: str,
+            type: str | None = None) -> dict[str, Any]:  # noqa: A002 - the group's type, as Kafka names it
     """``kctl lag GROUP -o json``: Burrow's status names; problems are the partitions not OK."""
     def part(p: PartitionStatus) -> dict[str, Any]:
         return {"topic": p.topic, "partition": p.partition, "status": p.status.name, "lag": p.current_lag,
@@ -163,6 +170,7 @@ def to_json(status: GroupStatus, *, state: str | None = None, window: int, sourc
     worst = max((p.status for p in status.partitions), default=Status.OK)
     return {
         "group": status.group,
+        "type": type.upper() if type else None,
         "state": state,
         # The worst partition's status (STOP, STALL and REWIND named); Burrow's group status caps them at ERR.
         "status": worst.name,
@@ -181,10 +189,42 @@ def to_json(status: GroupStatus, *, state: str | None = None, window: int, sourc
 
 def snapshot_of(description: Any, at_ms: int) -> GroupSnapshot:
     """A GroupSnapshot from :func:`kctl.kafka.groups.describe`'s answer."""
-    live = description.state in ("STABLE", "COMPLETING_REBALANCE", "PREPARING_REBALANCE")
+    live = description.state in ("STABLE", "COMPLETING_REBALANCE", "PREPARING_REBALANCE", "RECONCILING",
+                                 "ASSIGNING")
     return GroupSnapshot(description.group, description.state, at_ms, tuple(
         PartitionSnapshot(p.topic, p.partition, p.committed, p.log_end, live and p.consumer_id is not None)
-        for p in description.partitions))
+        for p in description.partitions), getattr(description, "type", "classic"))
+
+
+def share_snapshot_of(description: Any, at_ms: int) -> GroupSnapshot:
+    """A GroupSnapshot of a share group (:func:`kctl.kafka.share_groups.sample`'s answer).
+
+    A share group commits no offsets: its members acknowledge records one by one, and each share-partition's
+    start offset (SPSO) is the first record not yet done by all. The SPSO stands for the committed offset (it
+    moves on as records are acknowledged, back only when the group is reset), and the lag is Kafka's own: the
+    records not yet acknowledged (from the SPSO to the log end, less those after the SPSO already acknowledged;
+    Kafka 4.1+ counts them). The end kept is SPSO + that lag, the end of what the group has left to do, so the
+    evaluation's current lag is Kafka's and "caught up" means Kafka's lag 0 (a group that acknowledged
+    everything while its SPSO lags is OK). A member that has the share-partition assigned owns it: a running
+    group whose SPSO stands still while its lag stays above allowed_lag is STALL; one without members gets no
+    new samples and turns STOP. A share-partition not initialized yet (the tool's ``-``) has no sample."""
+    live = description.state == "STABLE"
+    assigned = {a for m in description.members for a in m.assignment}
+    return GroupSnapshot(description.group, description.state, at_ms, tuple(
+        PartitionSnapshot(p.topic, p.partition, p.start_offset,
+                          None if p.start_offset is None or p.lag is None else p.start_offset + p.lag,
+                          live and f"{p.topic}-{p.partition}" in assigned)
+        for p in description.partitions), "share")
+
+
+def streams_snapshot_of(group: str, state: str, partitions: Any, at_ms: int) -> GroupSnapshot:
+    """A GroupSnapshot of a streams group: its committed offsets and end offsets (AdminClient), its state from
+    Kafka's tool; while it has members taking part (STABLE, ASSIGNING, RECONCILING, NOT_READY) every partition
+    it committed is counted as owned (the tool's list does not say which task has which partition; a partition
+    no task reads any more so counts as STALL, not STOP)."""
+    live = state in ("STABLE", "ASSIGNING", "RECONCILING", "NOT_READY")
+    return GroupSnapshot(group, state, at_ms, tuple(
+        PartitionSnapshot(p.topic, p.partition, p.committed, p.log_end, live) for p in partitions), "streams")
 
 
 def worst(statuses: Iterable[GroupStatus]) -> Status:

@@ -43,14 +43,13 @@ from typing import Any
 
 from kctl import contract
 from kctl.errors import KctlError
-from kctl.kafka import groups as kgroups
 from kctl.kafka.client import Target, admin
 from kctl.model.spec import ClusterSpec
-from kctl.monitor import api, notify
+from kctl.monitor import api, notify, sources
 from kctl.monitor import metrics as mx
 from kctl.monitor.alerts import Rule, Tracker
 from kctl.monitor.lag import GroupStatus
-from kctl.monitor.sampler import Windows, snapshot_of, to_json
+from kctl.monitor.sampler import Windows, to_json
 from kctl.monitor.store import Store, db_path
 from kctl.runtime.engine import engines
 from kctl.runtime.engine.engines import Capability
@@ -203,7 +202,8 @@ class Monitor:
         started = time.monotonic()
         now = time.time()
         added = self.sample_groups(now)
-        docs = {g: to_json(st, state=self.windows.states.get(g), window=self.window, source="monitor")
+        docs = {g: to_json(st, state=self.windows.states.get(g), window=self.window, source="monitor",
+                           type=self.windows.types.get(g))
                 for g, st in self.statuses.items()}
         states = dict(self.windows.states)
         with self.lock:
@@ -224,19 +224,20 @@ class Monitor:
                 self.log(f"monitor: group sampling failed: {type(exc).__name__}: {exc}")
 
     def sample_groups(self, now: float) -> dict[str, list[Any]]:
+        """Every group of every type (:mod:`kctl.monitor.sources`: share and streams groups through Kafka's tools
+        on a release that has them, listed once a sampling) into the windows, and each judged."""
         added: dict[str, list[Any]] = {}
         try:
-            names = [g.group for g in kgroups.list_groups(self.target, client=self.admin())]
+            listing = sources.list_all(self.target, self.spec, client=self.admin())
         except KctlError as exc:
-            self.log(f"monitor: cannot list consumer groups: {exc}")
+            self.log(f"monitor: cannot list groups: {exc}")
             return added
-        for g in names:
-            try:
-                d = kgroups.describe(self.target, g, client=self.admin())
-            except KctlError as exc:
-                self.log(f"monitor: cannot describe group {g}: {exc}")
-                continue
-            added[g] = self.windows.observe(snapshot_of(d, int(now * 1000)))
+        names = sorted(listing.types)
+        got = sources.snapshots(self.target, self.spec, listing, names, int(now * 1000), client=self.admin())
+        for g, why in sorted(got.errors.items()):
+            self.log(f"monitor: cannot describe group {g}: {why}")
+        for snap in got.snapshots:
+            added[snap.group] = self.windows.observe(snap)
         for g in names:
             if g in self.windows.groups:
                 self.statuses[g] = self.windows.evaluate(g, now)
@@ -319,7 +320,8 @@ class Monitor:
             for g, rows in added.items():
                 self.store.add_samples(g, rows)
             for g, st in statuses.items():
-                self.store.add_group(g, ts_ms, docs[g]["status"], st.total_lag, states.get(g), st.complete)
+                self.store.add_group(g, ts_ms, docs[g]["status"], st.total_lag, states.get(g), st.complete,
+                                     docs[g].get("type"))
             self.store.add_metrics(ts_ms, report)
             self.store.save_alerts(step.state())
             for n in notes:

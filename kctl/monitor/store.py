@@ -59,7 +59,7 @@ CREATE TABLE IF NOT EXISTS ends (
   end_offset INTEGER, lag INTEGER, PRIMARY KEY (grp, topic, part, ts_ms)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS groups (
   grp TEXT NOT NULL, ts_ms INTEGER NOT NULL, status TEXT NOT NULL, total_lag INTEGER NOT NULL,
-  state TEXT, complete REAL NOT NULL);
+  state TEXT, complete REAL NOT NULL, type TEXT);
 CREATE INDEX IF NOT EXISTS groups_by_group ON groups (grp, ts_ms);
 CREATE INDEX IF NOT EXISTS groups_by_time ON groups (ts_ms);
 CREATE TABLE IF NOT EXISTS metrics (ts_ms INTEGER NOT NULL, report TEXT NOT NULL);
@@ -98,6 +98,7 @@ class StoredGroup:
     at_ms: int
     state: str | None
     rows: tuple[PartitionRows, ...]
+    type: str | None = None  # classic, consumer, share, streams (None: a store from before types)
 
 
 # Distinct values of an index's first column, one index seek each (a loose index scan): the groups without
@@ -129,6 +130,7 @@ class Store:
             self.db.execute("PRAGMA synchronous=NORMAL")
             self._set_aside_old_outbox()
             self.db.executescript(SCHEMA)
+            self._add_group_type()
         self.db.row_factory = sqlite3.Row
 
     def close(self) -> None:
@@ -161,9 +163,9 @@ class Store:
             "INSERT OR REPLACE INTO ends (grp, topic, part, ts_ms, end_offset, lag) VALUES (?, ?, ?, ?, ?, ?)", ends)
 
     def add_group(self, group: str, ts_ms: int, status: str, total_lag: int, state: str | None,
-                  complete: float) -> None:
-        self.db.execute("INSERT INTO groups (grp, ts_ms, status, total_lag, state, complete) VALUES (?, ?, ?, ?, ?, ?)",
-                        (group, ts_ms, status, total_lag, state, complete))
+                  complete: float, type: str | None = None) -> None:  # noqa: A002 - the group's type
+        self.db.execute("INSERT INTO groups (grp, ts_ms, status, total_lag, state, complete, type)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?)", (group, ts_ms, status, total_lag, state, complete, type))
 
     def add_metrics(self, ts_ms: int, report: Mapping[str, Any]) -> None:
         self.db.execute("INSERT INTO metrics (ts_ms, report) VALUES (?, ?)", (ts_ms, json.dumps(report)))
@@ -206,6 +208,13 @@ class Store:
         """Put every ``failed`` notification back in the queue (after the receiver or kctl.yaml was fixed)."""
         return self.db.execute("UPDATE outbox SET state = 'pending', attempts = 0, next_at = 0, permanent = 0,"
                                " refusals = 0 WHERE state = 'failed'").rowcount
+
+    def _add_group_type(self) -> None:
+        # A store from before group types (share and streams groups): its groups table gets the column.
+        cols = [r[1] for r in self.db.execute("PRAGMA table_info(groups)")]
+        if "type" not in cols:
+            with self.db:
+                self.db.execute("ALTER TABLE groups ADD COLUMN type TEXT")
 
     def _set_aside_old_outbox(self) -> None:
         # A store from before notifier names: its outbox pointed at notifiers by list position. Renamed here
@@ -314,8 +323,9 @@ class Store:
         at_ms = max(e[-1].timestamp_ms for e in ends.values())
         parts = tuple(PartitionRows(t, p, tuple(s for s, _ in self._samples(group, (t, p), window)), tuple(e))
                       for (t, p), e in ends.items() if e[-1].timestamp_ms == at_ms)
-        st = self.db.execute("SELECT state FROM groups WHERE grp = ? ORDER BY ts_ms DESC LIMIT 1", (group,)).fetchone()
-        return StoredGroup(group, at_ms, st[0] if st else None, parts)
+        st = self.db.execute("SELECT * FROM groups WHERE grp = ? ORDER BY ts_ms DESC LIMIT 1", (group,)).fetchone()
+        kind = st["type"] if st is not None and "type" in st.keys() else None  # noqa: SIM118 - a Row: in tests values
+        return StoredGroup(group, at_ms, st["state"] if st else None, parts, kind)
 
     def stored_windows(self, window: int) -> list[StoredGroup]:
         """Every group the store has a snapshot of, as :meth:`group_rows` (the monitor's windows after a

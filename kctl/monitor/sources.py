@@ -1,0 +1,96 @@
+"""Snapshots of groups of every type for the lag evaluation: what the monitor's rounds and ``kctl lag``'s fresh
+sampling both take, so that one moment gives one answer whatever a group's type.
+
+- classic and consumer (KIP-848) groups: the AdminClient (:func:`kctl.kafka.groups.describe`);
+- share groups (KIP-932): Kafka's ShareGroupCommand in a node (:func:`kctl.kafka.share_groups.sample`: each
+  share-partition's start offset and Kafka's lag; :func:`kctl.monitor.sampler.share_snapshot_of` says how they
+  are judged);
+- streams groups (KIP-1071): their state from Kafka's StreamsGroupCommand, their committed and end offsets from
+  the AdminClient.
+
+librdkafka lists neither share nor streams groups, and Kafka's tools are a JVM a call, so their cost is bounded:
+only on a cluster of this kctl.yaml on KRaft with Kafka 4.1 or newer; each sampling lists the share and the
+streams groups once (two JVMs side by side), and only when there are share groups describes them all at once (two
+more JVMs, whatever their number). Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kctl.errors import KctlError
+from kctl.kafka import groups as kgroups
+from kctl.kafka import share_groups, streams_groups
+from kctl.kafka.client import Target
+from kctl.model.spec import ClusterSpec
+from kctl.monitor.sampler import GroupSnapshot, share_snapshot_of, snapshot_of, streams_snapshot_of
+
+SHARE, STREAMS = "SHARE", "STREAMS"
+
+
+@dataclass
+class Listing:
+    """Every group with its type (as `kctl group list` names them: CLASSIC, CONSUMER, SHARE, STREAMS) and,
+    for the share and streams groups, the state their tool listed."""
+
+    types: dict[str, str] = field(default_factory=dict)
+    states: dict[str, str] = field(default_factory=dict)
+
+
+def with_tools(spec: ClusterSpec | None) -> bool:
+    """Whether share and streams groups are looked for: a cluster of this kctl.yaml on a release that has them."""
+    return spec is not None and share_groups.supported(spec)
+
+
+def list_all(target: Target, spec: ClusterSpec | None, *, client: Any = None) -> Listing:
+    """The groups of every type: librdkafka's list, and where :func:`with_tools`, the share and streams groups
+    (their two tools side by side)."""
+    out = Listing({g.group: g.type for g in kgroups.list_groups(target, client=client)})
+    if spec is None or not with_tools(spec):
+        return out
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
+        share = pool.submit(share_groups.list_groups, spec)
+        streams = pool.submit(streams_groups.list_groups, spec)
+        for kind, fut in ((SHARE, share), (STREAMS, streams)):
+            for g, state in fut.result():
+                out.types[g] = kind
+                out.states[g] = state
+    return out
+
+
+@dataclass
+class Sampled:
+    snapshots: list[GroupSnapshot]
+    errors: dict[str, KctlError]  # group -> why it has no snapshot this time
+
+
+def snapshots(target: Target, spec: ClusterSpec | None, listing: Listing, names: Iterable[str], at_ms: int, *,
+              client: Any = None) -> Sampled:
+    """A snapshot of each of ``names`` (each by its type in ``listing``; a name the listing lacks is asked
+    for as a consumer group, whose describe says clearly when it does not exist)."""
+    wanted = list(names)
+    out: list[GroupSnapshot] = []
+    errors: dict[str, KctlError] = {}
+    share_names = {g for g in wanted if listing.types.get(g) == SHARE}
+    if share_names and spec is not None:
+        try:
+            for d in share_groups.sample(spec, [(g, listing.states.get(g, "UNKNOWN")) for g in sorted(share_names)]):
+                out.append(share_snapshot_of(d, at_ms))
+        except KctlError as exc:
+            errors.update({g: exc for g in share_names})
+    for g in wanted:
+        kind = listing.types.get(g)
+        if kind == SHARE:
+            continue
+        try:
+            if kind == STREAMS:
+                out.append(streams_snapshot_of(g, listing.states.get(g, "UNKNOWN"),
+                                               streams_groups.lags(target, g, client), at_ms))
+            else:
+                out.append(snapshot_of(kgroups.describe(target, g, client=client), at_ms))
+        except KctlError as exc:
+            errors[g] = exc
+    return Sampled(out, errors)
