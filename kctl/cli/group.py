@@ -46,23 +46,12 @@ def _share_group(bootstrap: str | None, target: Target, group: str) -> ClusterSp
 
 
 def _tool_kind(bootstrap: str | None, target: Target, group: str) -> tuple[str, ClusterSpec] | None:
-    """("share" | "streams", spec) when ``group`` is a share or a streams group of kctl's own cluster (their two
-    tools side by side); else None."""
-    import concurrent.futures as cf
-
-    from kctl.kafka import share_groups, streams_groups
+    """("share" | "streams", spec) when ``group`` is a share or a streams group of kctl's own cluster; else None."""
+    from kctl.monitor import sources
 
     spec = _share_spec(bootstrap, target)
-    if spec is None:
-        return None
-    with cf.ThreadPoolExecutor(max_workers=2) as pool:
-        share = pool.submit(share_groups.list_groups, spec)
-        streams = pool.submit(streams_groups.list_groups, spec)
-        if group in dict(share.result()):
-            return "share", spec
-        if group in dict(streams.result()):
-            return "streams", spec
-    return None
+    kind = sources.tool_kind(spec, group)
+    return (kind.lower(), spec) if kind is not None and spec is not None else None
 
 
 def group_list(bootstrap: str | None = BootstrapOpt, file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:

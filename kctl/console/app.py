@@ -623,7 +623,7 @@ def create_app(console: Console) -> FastAPI:
     @app.get("/clusters/{cluster}/groups", response_class=HTMLResponse)
     def groups_page(request: Request, ctx: Ctx = read) -> Response:
         return page(request, "groups.html", ctx, groups=group_rows(ctx),
-                    title=f"consumer groups · {ctx.entry.name}")  # type: ignore[union-attr]
+                    title=f"groups · {ctx.entry.name}")  # type: ignore[union-attr]
 
     @app.get("/api/clusters/{cluster}/groups/{group}")
     def api_group(group: str, ctx: Ctx = read) -> dict[str, Any]:
@@ -634,7 +634,7 @@ def create_app(console: Console) -> FastAPI:
         doc = group_doc(ctx, group)
         ev = doc.get("evaluation")
         marks = (ev or {}).get("by_partition") or {}
-        lag = {"group": group, "state": doc["state"], "total_lag": doc["total_lag"],
+        lag = {"group": group, "type": doc.get("type"), "state": doc["state"], "total_lag": doc["total_lag"],
                "status": ev["status"] if ev else None,
                "partitions": [{**p, "status": marks.get(f"{p['topic']}-{p['partition']}")} for p in doc["partitions"]]}
         hist = ops.group_history(ctx.spec, group, 3600)

@@ -24,7 +24,7 @@ from kctl.kafka import topics as kafka_topics
 from kctl.kafka.client import Target, admin, require_reachable
 from kctl.kafka.groups import offsets
 from kctl.model.spec import ClusterSpec, state_dir_for
-from kctl.monitor import process, sampler
+from kctl.monitor import process, sampler, sources
 from kctl.monitor.store import Store, db_path
 from kctl.zk.znodes import connect
 
@@ -240,25 +240,30 @@ def add_partitions(spec: ClusterSpec, name: str, partitions: int) -> dict[str, A
 
 
 def group_list(spec: ClusterSpec, with_topics: bool = False) -> list[dict[str, Any]]:
-    """Every group with its state and, where the monitor keeps history, its last Burrow status and lag;
-    ``with_topics``: also the topics each has offsets for (one describe per group: the console asks for them
-    for a user limited to topic prefixes, whose groups are the ones reading their topics)."""
+    """Every group of every type (classic, consumer, and on Kafka 4.1+ on KRaft share and streams groups, as
+    `kctl group list`) with its state and, where the monitor keeps history, its last Burrow status and lag (the
+    status `kctl lag` gives); ``with_topics``: also the topics each reads (a describe per classic or consumer
+    group, one sampling of the share groups: the console asks for them for a user limited to topic prefixes,
+    whose groups are the ones reading their topics)."""
     latest = _from_store(spec, lambda store: store.latest_groups()) or {}
     cluster = Target.of(spec)
+    listing = sources.list_all(cluster, spec)
+    tool_topics = sources.topics_of(cluster, spec, listing) if with_topics else {}
     out = []
-    for g in kafka_groups.list_groups(cluster):
-        seen = latest.get(g.group) or {}
-        row: dict[str, Any] = {"group": g.group, "state": g.state, "type": g.type, "status": seen.get("status"),
-                               "total_lag": seen.get("total_lag")}
+    for g, kind in sorted(listing.types.items()):
+        seen = latest.get(g) or {}
+        row: dict[str, Any] = {"group": g, "state": listing.states.get(g),
+                               "type": kind, "status": seen.get("status"), "total_lag": seen.get("total_lag")}
         if with_topics:
-            row["topics"] = sorted({p.topic for p in kafka_groups.describe(cluster, g.group).partitions})
+            row["topics"] = tool_topics[g] if g in tool_topics else \
+                sorted({p.topic for p in kafka_groups.describe(cluster, g).partitions})
         out.append(row)
     return out
 
 
 def group_detail(spec: ClusterSpec, group: str) -> dict[str, Any] | None:
-    d = kafka_groups.describe(Target.of(spec), group)
-    return {**dataclasses.asdict(d), "evaluation": group_evaluation(spec, group)}
+    """The group of any type (:func:`kctl.monitor.sources.describe_any`) and its evaluation by the monitor."""
+    return {**sources.describe_any(Target.of(spec), spec, group), "evaluation": group_evaluation(spec, group)}
 
 
 # ----- messages -------------------------------------------------------------------------------------------
@@ -327,18 +332,24 @@ def reassign_cancel(spec: ClusterSpec) -> dict[str, Any]:
 
 def reset_offsets(spec: ClusterSpec, group: str, topic: str, strategy: str, value: int | None, when: str | None,
                   execute: bool) -> dict[str, Any]:
+    """A classic or consumer group's offsets; a share or streams group's are refused (the CLI resets them)."""
+    kind = sources.tool_kind(spec, group)
+    if kind is not None:
+        raise KctlError(f"{group!r} is a {kind.lower()} group: the console resets the offsets of classic and consumer"
+                        " groups only", hint=f"`kctl group reset-offsets {group} --topic {topic} ...`"
+                        + (" (its start offsets)" if kind == sources.SHARE else
+                           " or Kafka's kafka-streams-groups.sh --reset-offsets"))
     return dataclasses.asdict(kafka_groups.reset_offsets(Target.of(spec), group, topic, strategy, value, when, execute))
 
 
 def group_lag(spec: ClusterSpec, group: str) -> dict[str, Any]:
-    """The group's lag now (what the live part of its page shows)."""
-    d = kafka_groups.describe(Target.of(spec), group)
+    """The group's lag now (what the live part of its page shows), whatever its type."""
+    d = sources.describe_any(Target.of(spec), spec, group)
     ev = group_evaluation(spec, group)
     marks = (ev or {}).get("by_partition") or {}
-    return {"group": group, "state": d.state, "total_lag": d.total_lag,
+    return {"group": group, "type": d["type"], "state": d["state"], "total_lag": d["total_lag"],
             "status": ev["status"] if ev else None,
-            "partitions": [{**dataclasses.asdict(p), "status": marks.get(f"{p.topic}-{p.partition}")}
-                           for p in d.partitions]}
+            "partitions": [{**p, "status": marks.get(f"{p['topic']}-{p['partition']}")} for p in d["partitions"]]}
 
 
 def group_history(spec: ClusterSpec, group: str, since_s: float) -> list[dict[str, Any]]:

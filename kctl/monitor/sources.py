@@ -33,8 +33,8 @@ SHARE, STREAMS = "SHARE", "STREAMS"
 
 @dataclass
 class Listing:
-    """Every group with its type (as `kctl group list` names them: CLASSIC, CONSUMER, SHARE, STREAMS) and,
-    for the share and streams groups, the state their tool listed."""
+    """Every group with its type (as `kctl group list` names them: CLASSIC, CONSUMER, SHARE, STREAMS) and
+    its state as listed."""
 
     types: dict[str, str] = field(default_factory=dict)
     states: dict[str, str] = field(default_factory=dict)
@@ -48,7 +48,8 @@ def with_tools(spec: ClusterSpec | None) -> bool:
 def list_all(target: Target, spec: ClusterSpec | None, *, client: Any = None) -> Listing:
     """The groups of every type: librdkafka's list, and where :func:`with_tools`, the share and streams groups
     (their two tools side by side)."""
-    out = Listing({g.group: g.type for g in kgroups.list_groups(target, client=client)})
+    found = kgroups.list_groups(target, client=client)
+    out = Listing({g.group: g.type for g in found}, {g.group: g.state for g in found})
     if spec is None or not with_tools(spec):
         return out
     with cf.ThreadPoolExecutor(max_workers=2) as pool:
@@ -58,6 +59,68 @@ def list_all(target: Target, spec: ClusterSpec | None, *, client: Any = None) ->
             for g, state in fut.result():
                 out.types[g] = kind
                 out.states[g] = state
+    return out
+
+
+def tool_kind(spec: ClusterSpec | None, group: str) -> str | None:
+    """SHARE or STREAMS when ``group`` is a share or a streams group of this kctl.yaml's cluster (their two
+    lists side by side); None otherwise (and where :func:`with_tools` is false)."""
+    if spec is None or not with_tools(spec):
+        return None
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:
+        share = pool.submit(share_groups.list_groups, spec)
+        streams = pool.submit(streams_groups.list_groups, spec)
+        if group in dict(share.result()):
+            return SHARE
+        if group in dict(streams.result()):
+            return STREAMS
+    return None
+
+
+def describe_any(target: Target, spec: ClusterSpec | None, group: str) -> dict[str, Any]:
+    """A group of any type as one JSON-ready shape (the console's): group, type, state, coordinator, assignor,
+    members (consumer_id, client_id, host, assignment), partitions (topic, partition, committed, log_end, lag,
+    client_id) and total_lag. A share-partition's ``committed`` is its start offset and ``log_end`` None (Kafka's
+    tool gives its lag, not the log end); a streams member's ``host`` is its process id, its assignment its
+    active tasks."""
+    import dataclasses
+
+    kind: str | None
+    try:
+        d = kgroups.describe(target, group)
+        kind = tool_kind(spec, group) if d.state == "DEAD" else None  # a streams group's offsets alone
+    except KctlError:
+        kind = tool_kind(spec, group)
+        if kind is None:
+            raise
+    if kind is None:
+        return {**dataclasses.asdict(d), "type": d.type.upper()}
+    assert spec is not None
+    if kind == STREAMS:
+        st = streams_groups.describe(spec, target, group)
+        return {"group": group, "type": STREAMS, "state": st.state, "coordinator": st.coordinator, "assignor": "",
+                "members": [{"consumer_id": m.member_id, "client_id": m.client_id, "host": m.process,
+                             "assignment": m.active} for m in st.members],
+                "partitions": [dataclasses.asdict(p) for p in st.partitions], "total_lag": st.total_lag}
+    sh = share_groups.describe(spec, group)
+    return {"group": group, "type": SHARE, "state": sh.state, "coordinator": sh.coordinator, "assignor": "",
+            "members": [{"consumer_id": m.consumer_id, "client_id": m.client_id, "host": m.host,
+                         "assignment": m.assignment} for m in sh.members],
+            "partitions": [{"topic": p.topic, "partition": p.partition, "committed": p.start_offset, "log_end": None,
+                            "lag": p.lag, "consumer_id": None, "host": None, "client_id": None}
+                           for p in sh.partitions], "total_lag": sh.total_lag}
+
+
+def topics_of(target: Target, spec: ClusterSpec | None, listing: Listing) -> dict[str, list[str]]:
+    """The topics each share and streams group of ``listing`` reads (share groups: one sampling of them all)."""
+    out: dict[str, list[str]] = {}
+    shared = [(g, listing.states.get(g, "UNKNOWN")) for g, t in sorted(listing.types.items()) if t == SHARE]
+    if shared and spec is not None:
+        for d in share_groups.sample(spec, shared):
+            out[d.group] = sorted({p.topic for p in d.partitions})
+    for g, t in listing.types.items():
+        if t == STREAMS:
+            out[g] = sorted({p.topic for p in streams_groups.lags(target, g)})
     return out
 
 
