@@ -124,3 +124,95 @@ def kctl_members(cluster: KafkaCluster, group: str) -> int:
     if p.returncode != 0:
         return 0
     return sum(1 for m in json.loads(p.stdout)["members"] if m["assignment"])
+
+
+def test_a_share_group_judged_by_kctl_lag_the_monitor_and_the_console_alike(cluster: KafkaCluster) -> None:
+    """A share group left with unacknowledged records and no member: STOP, with Kafka's lag, by `kctl lag` (a fresh
+    sampling), by the monitor's evaluation (its round, its API's answer) and by the console (the monitor's store);
+    then a member takes the rest: OK everywhere. The lag is checked against `kctl group describe` (another run of
+    Kafka's tool) and the log end read by a plain consumer."""
+    import threading
+
+    from confluent_kafka import Producer, ShareConsumer
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from kctl.console import ops
+    from kctl.monitor import api
+    from kctl.monitor.service import Monitor
+
+    topic, group = f"lq-{uuid.uuid4().hex[:6]}", f"lg-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, partitions=1, replication_factor=1)
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.incremental_alter_configs([res])[res].result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for i in range(40):
+        producer.produce(topic, value=f"r{i}".encode())
+    assert producer.flush(30) == 0
+    first = ShareConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+    first.subscribe([topic])
+    got, deadline = 0, time.monotonic() + 90
+    while got < 40 and time.monotonic() < deadline:
+        got += sum(1 for m in first.poll(1.0) if m.error() is None)
+    first.close()
+    for i in range(60):  # records no member takes
+        producer.produce(topic, value=f"s{i}".encode())
+    assert producer.flush(30) == 0
+
+    d = json.loads(kctl(cluster, "group", "describe", group, "-o", "json").stdout)
+    [p] = d["partitions"]
+    assert d["members"] == [] and p["lag"] >= 60 and p["start_offset"] + p["lag"] <= ends(cluster, topic, 1)[0], d
+    lag = kctl(cluster, "lag", group, "--samples", "3", "--interval", "1", "-o", "json")
+    assert lag.returncode == 1, lag.stderr
+    doc = json.loads(lag.stdout)
+    assert (doc["type"], doc["state"], doc["status"], doc["total_lag"]) == ("SHARE", "EMPTY", "STOP", p["lag"]), doc
+    assert doc["partitions"][0]["offset"] == p["start_offset"]
+    table = kctl(cluster, "lag", "--samples", "2", "--interval", "1")  # every group: this one among them, typed
+    assert any(group in ln and "SHARE" in ln and "STOP" in ln for ln in table.stdout.splitlines()), table.stdout
+
+    mon = Monitor(cluster.spec, cluster.state_dir, interval_s=1, window=5, log=lambda line: None)
+    try:
+        for _ in range(2):
+            mon.round()
+            time.sleep(1)
+        mon.round()
+        docs, _, _ = mon.snapshot()
+        assert (docs[group]["status"], docs[group]["total_lag"], docs[group]["type"]) == ("STOP", p["lag"], "SHARE")
+        assert api.burrow_status(cluster.spec.name, docs[group], every_partition=True)["worst_status"] == "STOP"
+        [row] = [r for r in ops.group_list(cluster.spec) if r["group"] == group]
+        assert (row["type"], row["status"], row["total_lag"]) == ("SHARE", "STOP", p["lag"]), row
+
+        # A member takes the rest and stays: Kafka's lag goes to 0, and every reader says OK.
+        stop = threading.Event()
+
+        def member() -> None:
+            c = ShareConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+            c.subscribe([topic])
+            while not stop.is_set():
+                c.poll(0.5)
+            c.close()
+
+        t = threading.Thread(target=member, daemon=True)
+        t.start()
+        try:
+            until = time.monotonic() + 90
+            while time.monotonic() < until:
+                now = json.loads(kctl(cluster, "group", "describe", group, "-o", "json").stdout)
+                if now["total_lag"] == 0 and now["state"] == "STABLE":
+                    break
+                time.sleep(1)
+            assert now["total_lag"] == 0 and now["state"] == "STABLE", now
+            ok = kctl(cluster, "lag", group, "--samples", "2", "--interval", "1", "-o", "json")
+            doc = json.loads(ok.stdout)
+            assert ok.returncode == 0 and (doc["status"], doc["total_lag"], doc["state"]) == ("OK", 0, "STABLE"), doc
+            mon.round()
+            docs, _, _ = mon.snapshot()
+            assert (docs[group]["status"], docs[group]["total_lag"]) == ("OK", 0), docs[group]
+            [row] = [r for r in ops.group_list(cluster.spec) if r["group"] == group]
+            assert (row["status"], row["state"]) == ("OK", "STABLE"), row
+        finally:
+            stop.set()
+            t.join(30)
+    finally:
+        mon.store.close()

@@ -102,3 +102,68 @@ def test_json_names_the_worst_partition_and_burrows_capped_group_status() -> Non
     doc = to_json(w.evaluate("g", 10.0), state="EMPTY", window=2, source="fresh sampling")
     assert doc["status"] == "STOP" and doc["burrow_status"] == "ERR"
     assert doc["problems"][0]["status"] == "STOP" and doc["total_lag"] == 10 and doc["max_lag"]["lag"] == 10
+
+
+# ----- share groups: the start offset stands for the commit, the lag is Kafka's -----------------------------
+
+
+def share(t_s: int, start: int | None, lag: int | None, members: bool, state: str = "STABLE") -> GroupSnapshot:
+    from kctl.kafka.share_groups import ShareGroupDescription, ShareMember, SharePartition
+    from kctl.monitor.sampler import share_snapshot_of
+
+    desc = ShareGroupDescription("sg", state if members else "EMPTY", None,
+                                 [ShareMember("m1", "/h", "rdkafka", ["orders-0"])] if members else [],
+                                 [SharePartition("orders", 0, start, lag)], lag or 0)
+    return share_snapshot_of(desc, t_s * 1000)
+
+
+def run_share(rows: list[tuple[int | None, int | None, bool]], size: int = 5) -> tuple[Status, int]:
+    w = Windows(size=size)
+    for t, (start, lag, members) in enumerate(rows):
+        w.observe(share(t, start, lag, members))
+    st = w.evaluate("sg", len(rows) - 1 + 0.5)
+    assert w.types["sg"] == "share"
+    return st.partitions[0].status, st.total_lag
+
+
+def test_a_share_group_is_judged_on_kafkas_lag_with_its_start_offset_as_the_commit() -> None:
+    # Every record acknowledged while the start offset stays behind (Kafka 4.3.1 keeps it so until the next
+    # fetch): Kafka's lag is 0, and so is kctl's: OK, not a lag of end - start.
+    assert run_share([(0, 0, False)] * 5) == (Status.OK, 0)
+    # Members that keep up: the start offset moves on, the lag comes and goes.
+    assert run_share([(0, 20, True), (20, 0, True), (40, 20, True), (60, 0, True), (80, 20, True)])[0] is Status.OK
+    # Members slower than the producer: the start offset moves, the lag never decreases: WARN.
+    assert run_share([(0, 20, True), (10, 30, True), (20, 40, True), (30, 50, True), (40, 60, True)]) == \
+        (Status.WARN, 60)
+    # Members that acknowledge nothing (all records stay acquired or are released): STALL.
+    assert run_share([(100, 50, True), (100, 70, True), (100, 90, True), (100, 90, True), (100, 95, True)])[0] \
+        is Status.STALL
+    # No member, records keep coming: the window ages: STOP.
+    assert run_share([(100, 50, False), (100, 60, False), (100, 70, False), (100, 80, False), (100, 90, False)]) \
+        == (Status.STOP, 90)
+    # Reset to the earliest offset by an operator: REWIND until the group is back where it was.
+    assert run_share([(100, 0, True), (100, 0, True), (0, 100, True), (10, 90, True), (20, 80, True)])[0] \
+        is Status.REWIND
+    # Caught up again after a STOP: OK.
+    assert run_share([(100, 50, False), (100, 60, False), (100, 70, False), (170, 0, True), (170, 0, True)])[0] \
+        is Status.OK
+
+
+def test_a_share_partition_not_initialized_has_no_sample_and_the_doc_names_the_type() -> None:
+    w = Windows(size=5)
+    added = w.observe(share(0, None, None, True))
+    assert [(s.sample, s.end.end) for s in added] == [(None, None)]
+    doc = to_json(w.evaluate("sg", 1.0), state=w.states["sg"], window=5, source="fresh sampling",
+                  type=w.types["sg"])
+    assert doc["type"] == "SHARE" and doc["status"] == "OK" and doc["total_lag"] == 0
+
+
+def test_a_streams_group_owns_its_partitions_while_it_has_members() -> None:
+    from types import SimpleNamespace
+
+    from kctl.monitor.sampler import streams_snapshot_of
+
+    parts = [SimpleNamespace(topic="in", partition=0, committed=10, log_end=20)]
+    assert streams_snapshot_of("app", "STABLE", parts, 0).partitions[0].owned
+    assert not streams_snapshot_of("app", "EMPTY", parts, 0).partitions[0].owned
+    assert streams_snapshot_of("app", "EMPTY", parts, 0).type == "streams"

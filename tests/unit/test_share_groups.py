@@ -61,3 +61,56 @@ def test_which_clusters_have_share_groups() -> None:
     with pytest.raises(UsageError, match="need Kafka 4.1 or newer on KRaft"):
         sg.require_supported(zk)
     assert sg.list_groups(zk) == []  # nothing asked of a cluster that has none
+
+
+# `--describe --all-groups` and `--describe --all-groups --members` of Kafka 4.3.1 on four share groups (fg1 read
+# while its producer ran; sg1 acknowledged every record of sq1-1 while its start offset stayed 0; sq2-1 and sq3-1
+# not initialized yet; sg3 with one member), as the monitor's sampling reads them: one table a group.
+ALL_OFFSETS = """
+GROUP           TOPIC           PARTITION  START-OFFSET  LAG
+fg1             fq1             0          11980         0
+
+GROUP           TOPIC           PARTITION  START-OFFSET  LAG
+sg1             sq1             0          0             50
+sg1             sq1             1          0             0
+
+GROUP           TOPIC           PARTITION  START-OFFSET  LAG
+sg2             sq2             0          0             50
+sg2             sq2             1          -             -
+"""
+ALL_MEMBERS = """
+Share group 'fg1' has no active members.
+
+Share group 'sg1' has no active members.
+
+GROUP           CONSUMER-ID            HOST            CLIENT-ID       #PARTITIONS  ASSIGNMENT
+sg3             v4YKId15RXqGWdaLVLFpjg /172.18.0.1     rdkafka         2            sq3:0,1
+
+"""
+
+
+def test_all_groups_tables_by_group() -> None:
+    by = sg.parse_offsets_by_group(ALL_OFFSETS)
+    assert sorted(by) == ["fg1", "sg1", "sg2"]
+    assert [(p.topic, p.partition, p.start_offset, p.lag) for p in by["sg1"]] == [("sq1", 0, 0, 50), ("sq1", 1, 0, 0)]
+    assert [(p.start_offset, p.lag) for p in by["sg2"]] == [(0, 50), (None, None)]
+    members = sg.parse_members_by_group(ALL_MEMBERS)
+    assert list(members) == ["sg3"] and members["sg3"][0].assignment == ["sq3-0", "sq3-1"]
+    assert len(sg.parse_offsets(ALL_OFFSETS)) == 5  # one group's describe: the same parser
+
+
+def test_sample_asks_no_tool_where_there_are_no_share_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    kraft = parse_spec({"name": "k", "metadata": "kraft", "versions": {"kafka": "4.3.1"}})[0].with_kraft("kraft", "x")
+    asked: list[list[str]] = []
+
+    def run(spec: object, args: list[str], timeout: float = 90) -> str:
+        asked.append(args)
+        if args[0] == "--list":
+            return "GROUP           STATE\nsg1             Empty\nsg2             Stable\n"
+        return ALL_OFFSETS if "--members" not in args else ALL_MEMBERS
+
+    monkeypatch.setattr(sg, "_run", run)
+    assert sg.sample(kraft, []) == [] and asked == []  # listed none: no describe
+    got = sg.sample(kraft)
+    assert [(d.group, d.state, d.total_lag) for d in got] == [("sg1", "EMPTY", 50), ("sg2", "STABLE", 50)]
+    assert sorted(a[0] for a in asked) == ["--describe", "--describe", "--list"]  # three JVMs, whatever the groups
