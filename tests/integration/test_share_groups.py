@@ -216,3 +216,69 @@ def test_a_share_group_judged_by_kctl_lag_the_monitor_and_the_console_alike(clus
             t.join(30)
     finally:
         mon.store.close()
+
+
+@pytest.mark.long
+def test_a_streams_group_listed_described_and_judged(cluster: KafkaCluster, tmp_path: object) -> None:
+    """A real streams group: Kafka's WordCountDemo (kafka-streams-examples 4.3.1, resolved by Maven as kctl's
+    image build resolves Kafka's jars, run on this machine's JVM) with group.protocol=streams against the cluster's
+    127.0.0.1 listener. `kctl group list` types it STREAMS, `kctl group describe` gives its state, its member's
+    four tasks and each partition's committed offset and lag (checked against the log end a plain consumer reads),
+    `kctl lag` judges it OK; stopped, it is EMPTY with no member."""
+    import shutil
+    import signal
+    from pathlib import Path
+
+    from confluent_kafka import Producer
+
+    from kctl.runtime.image import maven
+
+    java = shutil.which("java")
+    if java is None or shutil.which("mvn") is None:
+        pytest.fail("no java or mvn on this machine: `make setup` installs them (kctl's image build needs Maven)")
+    work = Path(str(tmp_path))
+    libs = maven.copy_dependencies([maven.Artifact.parse("org.apache.kafka:kafka-streams-examples:4.3.1")],
+                                   work / "libs", what="Kafka Streams' examples 4.3.1", hint="Maven Central")
+    assert any(j.name == "kafka-streams-examples-4.3.1.jar" for j in libs)
+    topic = "streams-plaintext-input"  # WordCountDemo's own topics
+    cluster.create_topic(topic, partitions=2, replication_factor=1)
+    cluster.create_topic("streams-wordcount-output", partitions=1, replication_factor=1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for i in range(200):
+        producer.produce(topic, value=f"hello world {i % 7}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    app = f"wc-{uuid.uuid4().hex[:6]}"
+    props = work / "wc.properties"
+    props.write_text(f"bootstrap.servers={cluster.bootstrap_servers}\napplication.id={app}\ngroup.protocol=streams\n"
+                     f"state.dir={work / 'state'}\ncommit.interval.ms=1000\n")
+    demo = subprocess.Popen([java, "-cp", f"{work / 'libs'}/*", "org.apache.kafka.streams.examples.wordcount"
+                             ".WordCountDemo", str(props)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        until = time.monotonic() + 120
+        d: dict[str, object] = {}
+        while time.monotonic() < until:
+            p = kctl(cluster, "group", "describe", app, "-o", "json")
+            d = json.loads(p.stdout) if p.returncode == 0 else {}
+            inputs = [x for x in d.get("partitions", []) if x["topic"] == topic]  # type: ignore[attr-defined]
+            if d.get("state") == "STABLE" and len(inputs) == 2 and all(x["lag"] == 0 for x in inputs):
+                break
+            time.sleep(2)
+        assert d.get("type") == "streams" and d.get("state") == "STABLE", d
+        end = ends(cluster, topic, 2)
+        assert {x["partition"]: (x["committed"], x["log_end"]) for x in inputs} == {p: (end[p], end[p]) for p in end}
+        [member] = d["members"]  # type: ignore[misc]
+        assert member["active"] == ["0_0", "0_1", "1_0", "1_1"], member  # two subtopologies, two partitions each
+        listed = json.loads(kctl(cluster, "group", "list", "-o", "json").stdout)
+        assert {"group": app, "state": "STABLE", "type": "STREAMS", "simple": False} in listed, listed
+        lag = json.loads(kctl(cluster, "lag", app, "--samples", "2", "--interval", "1", "-o", "json").stdout)
+        assert (lag["type"], lag["status"]) == ("STREAMS", "OK") and lag["total_lag"] >= 0, lag
+    finally:
+        demo.send_signal(signal.SIGTERM)
+        demo.wait(60)
+    gone = time.monotonic() + 90
+    while time.monotonic() < gone:
+        d = json.loads(kctl(cluster, "group", "describe", app, "-o", "json").stdout)
+        if d["state"] == "EMPTY":
+            break
+        time.sleep(2)
+    assert d["state"] == "EMPTY" and d["members"] == [], d
