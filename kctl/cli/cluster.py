@@ -205,13 +205,15 @@ def status(
 
 def logs(
     node: str = typer.Argument(..., help="Node (logger2, or its id) or container (zk2/kafka2 when split)."),
-    service: str = typer.Option("kafka", "--service", "-s", help="zookeeper, kafka or supervisor."),
+    service: str = typer.Option("kafka", "--service", "-s", help="zookeeper, kafka, controller (KRaft) or"
+                                                                  " supervisor (engine hosts: the units' journal)."),
     follow: bool = typer.Option(False, "--follow", "-F", help="Keep printing new lines (tail -F: survives "
                                                               "log rotation); Ctrl-C stops."),
     lines: int = typer.Option(100, "--tail", "-n", min=0, help="Lines to show from the end (0: only new ones)."),
     file: Path = SpecOpt,
 ) -> None:
-    """Show a node's ZooKeeper, Kafka or supervisord log, read from the state dir (stopped nodes too)."""
+    """Show a node's ZooKeeper, Kafka, KRaft controller or supervisord log, read from the state dir (stopped nodes
+    too; engines swarm and hosts: read on the node)."""
     from kctl.model.spec import state_dir_for
     from kctl.runtime import logs as node_logs
 

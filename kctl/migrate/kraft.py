@@ -283,10 +283,12 @@ def check_can_migrate(spec: ClusterSpec, action: str = "next") -> None:
                          hint="migrate a colocated cluster (`topology: colocated`); docs/runbooks/migrate-to-kraft.md"
                               + (", or `kctl migrate kraft rollback` to go back to ZooKeeper"
                                  if spec.kraft_phase != "zookeeper" else ""))
-    if not engines.supports(spec, Capability.KRAFT_CONTROLLERS):
-        raise UsageError(f"a migration to KRaft on engine {spec.engine.value} is not built yet: the hosts have no"
-                         " controller unit",
-                         hint="docs/runbooks/migrate-to-kraft.md")
+    if not engines.supports(spec, Capability.KRAFT_MIGRATION):
+        raise UsageError(f"a migration to KRaft on engine {spec.engine.value} is not built yet: kctl does not add"
+                         " controller units to a running ZooKeeper cluster's hosts (a cluster made on KRaft, `metadata:"
+                         " kraft`, runs there); nothing was changed",
+                         hint="engines compose and swarm migrate; on engine hosts a new cluster is made on KRaft"
+                              " (`metadata: kraft`): docs/bare-metal.md, \"KRaft on the hosts\"")
     if spec.security.migration is not None:
         raise UsageError(f"the cluster is moving to the secured profile (security.migration:"
                          f" {spec.security.migration}): that move finishes before its metadata moves to KRaft",

@@ -1152,10 +1152,11 @@ class ClusterSpec(_Model):
                     " N on each node). kraft: a KRaft controller quorum from the start (`kctl init --kraft`), with"
                     " the layout a cluster has after `kctl migrate kraft finalize`: controller N beside broker N"
                     " on each ZooKeeper participant's node (node id 3000 + N), no ZooKeeper. A cluster made on"
-                    " zookeeper moves to KRaft with `kctl migrate kraft`, whatever this says; a cluster made on"
-                    " kraft stays there. kraft runs on engines compose and swarm (not yet hosts) and without"
-                    " `security.enabled` (a secured cluster is made on zookeeper and migrated: its SCRAM users and"
-                    " ACLs move with it).")
+                    " zookeeper moves to KRaft with `kctl migrate kraft` (engines compose and swarm), whatever"
+                    " this says; a cluster made on kraft stays there. kraft runs on every engine (on hosts: a"
+                    " kctl-controller.service unit beside kctl-kafka.service; docs/bare-metal.md) and without"
+                    " `security.enabled` (a secured cluster is made on zookeeper and migrated, on engines compose"
+                    " and swarm: its SCRAM users and ACLs move with it).")
     nodes: list[NodeSpec] = Field(default_factory=_default_nodes, min_length=1, description="The nodes.")
     zookeeper: ZooKeeperSpec = Field(default_factory=ZooKeeperSpec, description="ZooKeeper settings.")
     kafka: KafkaSpec = Field(default_factory=KafkaSpec, description="Kafka broker settings.")
@@ -1669,14 +1670,12 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
             errors.append(f"security.admin_user: {sec.admin_user!r} is one of kctl's ZooKeeper principals"
                           f" ({', '.join(RESERVED_PRINCIPALS)})")
     if spec.metadata is MetadataMode.kraft:
-        if spec.engine is Engine.hosts:
-            errors.append("metadata: kraft on engine hosts is not built yet (the hosts have no controller unit);"
-                          " make it on zookeeper and migrate it later, or use engine compose or swarm")
         if sec.enabled:
             errors.append("metadata: kraft with security.enabled is not built yet (a new cluster's admin SCRAM"
                           " credential would have to be in the metadata log before its brokers first start); make"
                           " it with metadata: zookeeper and move it with `kctl migrate kraft`, which keeps its users"
-                          " and ACLs")
+                          " and ACLs" + (" (on engine compose or swarm: engine hosts does not migrate)"
+                                         if spec.engine is Engine.hosts else ""))
         if spec.topology is not Topology.colocated:
             errors.append("metadata: kraft runs each controller beside its broker: topology colocated")
     if sec.migration is not None:

@@ -5,9 +5,10 @@ changed
 and starts what is not running, but restarts no running service: install.sh records on the host each service
 whose running process predates its new files (/run/kctl/restart-pending, cleared by kctl-prepare at the
 service's next start). Once the cluster is healthy, :func:`up` restarts those through the roll of ``kctl
-restart`` (:func:`kctl.roll.run.roll`): ZooKeeper first, followers before the leader, then the brokers, the
-controller last, one at a time through the same gates (under-replicated partitions, min.insync.replicas,
-ZooKeeper's quorum, each broker registered again), and a preferred leader election.
+restart`` (:func:`kctl.roll.run.roll`): ZooKeeper first (on KRaft: the controllers, the quorum whole again after
+each), followers before the leader, then the brokers, the controller last, one at a time through the same gates
+(under-replicated partitions, min.insync.replicas, ZooKeeper's quorum, each broker registered again), and a
+preferred leader election.
 
 The record lives on the hosts, so an interrupted ``kctl up`` (a gate that timed out, Ctrl-C, a lost terminal)
 leaves what it did not restart pending there: the next ``kctl up`` restarts it; ``kctl restart --rolling``
@@ -24,6 +25,7 @@ from typing import Any
 
 from kctl.cluster import lifecycle
 from kctl.cluster import lock as state_lock
+from kctl.kraft import config as kc
 from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec
 from kctl.roll import run
@@ -32,11 +34,15 @@ from kctl.runtime.engine import engines
 
 def restart_phases(spec: ClusterSpec, pending: Mapping[str, Sequence[str]]) -> list[tuple[str, list[str]]]:
     """The rolls that restart ``pending`` (host -> its services to restart), in order: (service, nodes),
-    ZooKeeper before Kafka, each node once per service in the spec's order (the roll orders them by role). Pure."""
+    ZooKeeper (on KRaft: the controllers) before Kafka, each node once per service in the spec's order (the roll
+    orders them by role). Pure."""
     out: list[tuple[str, list[str]]] = []
-    for service in ("zookeeper", "kafka"):
+    controllers = {spec.zk_host(n) for n in kc.controller_nodes(spec)} if spec.on_kraft else set()
+    for service in ("controller", "zookeeper", "kafka"):
         nodes = [n.hostname for h, n, services in services_of(spec)
-                 if service in services and service in pending.get(h, ())]
+                 if (h in controllers if service == "controller" else service in services and not
+                     (service == "zookeeper" and spec.on_kraft))
+                 and service in pending.get(h, ())]
         if nodes:
             out.append((service, nodes))
     return out

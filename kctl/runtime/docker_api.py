@@ -242,9 +242,10 @@ def process_states(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, 
 
 def _states(cmdlines: list[str], services: tuple[str, ...]) -> dict[str, str]:
     procs = _states_run(cmdlines, services)
-    # the image's `unformatted` SERVICE: storage without meta.properties that kctl did not make, refused
+    # the image's `unformatted` SERVICE (/usr/local/lib/kctl/unformatted; a host's /opt/kctl/bin/unformatted):
+    # storage without meta.properties that kctl did not make, refused
     for service in ("controller", "kafka"):
-        if any(f"kctl/unformatted {service}" in c for c in cmdlines):
+        if any(f"/unformatted {service} " in f"{c} " for c in cmdlines):
             procs[service] = "UNFORMATTED"
     return procs
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from kctl import contract
 from kctl.errors import KctlError, UsageError
 from kctl.files import follow_lines, tail_start
+from kctl.kraft import config as kc
 from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec
 from kctl.runtime.engine import engines
@@ -43,8 +44,11 @@ def locate(spec: ClusterSpec, state: Path, node: str, service: str) -> NodeLog:
     hosts = [(host, services) for host, nd, services in services_of(spec) if nd.id == n.id]
     named = [h for h in hosts if h[0] == node]
     candidates = named or hosts
-    # supervisord runs in every container; a ZooKeeper or Kafka log only where that service runs.
-    match = [h for h, services in candidates if service == "supervisor" or service in services]
+    # supervisord runs in every container; a ZooKeeper or Kafka log only where that service runs, a KRaft
+    # controller's on a controller's node once the cluster has controllers (on KRaft, or migrating to it).
+    controllers = {spec.zk_host(c) for c in kc.controller_nodes(spec)} if spec.kraft_phase != "zookeeper" else set()
+    match = [h for h, services in candidates if service == "supervisor" or service in services
+             or (service == "controller" and h in controllers)]
     if not match:
         runs = ", ".join(f"{h} runs {' and '.join(s)}" for h, s in candidates)
         raise UsageError(f"{node} has no {service} log ({runs})",

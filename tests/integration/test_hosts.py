@@ -585,6 +585,207 @@ def test_down_uninstalls_everything_but_the_data_then_volumes_removes_the_data(f
         assert fleet.ssh(h, "test -e /var/opt/kctl").returncode == 1, h
 
 
+# ----- a cluster made on KRaft, on the same hosts once the ZooKeeper one is gone ----------------------------
+
+
+def quorum_on(fleet: Any, host: str, bootstrap: str) -> dict[str, Any]:
+    """`kafka-metadata-quorum.sh describe --status` run on the host itself (as root, as an operator would), read
+    here without kctl's parser: the leader, the voters' ids and the cluster id."""
+    out = on(fleet, host, as_root(
+        f"env KAFKA_HEAP_OPTS=-Xmx128m LOG_DIR=/tmp /opt/kctl/kafka/bin/kafka-metadata-quorum.sh"
+        f" --bootstrap-controller {bootstrap} describe --status 2>/dev/null"), timeout=120)
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    return {"leader": int(fields["LeaderId"]), "cluster_id": fields["ClusterId"].strip(),
+            "voters": sorted(int(i) for i in re.findall(r'"id":\s*(\d+)', fields["CurrentVoters"])),
+            "lag": int(fields["MaxFollowerLag"])}
+
+
+def produce(bootstrap: str, topic: str, values: list[str]) -> None:
+    """``values`` produced with acks=all by a producer of the test's own (confluent-kafka directly, no kctl)."""
+    from confluent_kafka import Producer
+
+    failed: list[Any] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for value in values:
+        producer.produce(topic, value.encode(), on_delivery=lambda err, _msg: failed.append(err) if err else None)
+    assert producer.flush(60) == 0 and not failed, failed
+
+
+def read_back(bootstrap: str, topic: str, count: int) -> list[str]:
+    """Every record of ``topic`` from the start, by a consumer of the test's own (a new group), until ``count`` came
+    or 60 s passed, and for a second more (so that a record too many shows)."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex[:8]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    read: list[str] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                read.append(msg.value().decode())
+            elif len(read) >= count:
+                break
+    finally:
+        consumer.close()
+    return read
+
+
+def kraft_cluster(fleet: Any, spec_file: Path, hosts: tuple[str, ...]) -> Path:
+    """kctl.yaml of a cluster made on KRaft on ``hosts``, in a directory (a state dir) of its own, once the
+    ZooKeeper cluster's data is gone from every host (whichever tests ran before)."""
+    gone = kctl(spec_file, "down", "--volumes")  # run alone (-k), no `up` trusted the hosts' keys: they are bare
+    assert gone.returncode == 0 or all(installed(fleet, h) == [] for h in HOSTS), gone.stderr
+    d = spec_file.parent / f"kraft{len(hosts)}"
+    d.mkdir(exist_ok=True)
+    nodes = [{"id": i, "hostname": h, "advertised_host": fleet[h].ip} for i, h in enumerate(hosts, 1)]
+    alone = {"default_replication_factor": 1, "offsets_topic_replication_factor": 1,
+             "transaction_state_log_replication_factor": 1, "min_insync_replicas": 1} if len(hosts) == 1 else {}
+    path = write_spec(d / "kctl.yaml", fleet, known_hosts=spec_file.parent / "known_hosts", metadata="kraft",
+                      nodes=nodes, kafka=alone)
+    path.write_text(path.read_text().replace("name: hl", "name: hk"))
+    return path
+
+
+def controller_story(fleet: Any, hosts: tuple[str, ...]) -> str:
+    """The units' journals and the controllers' logs: for a test whose KRaft cluster did not come up."""
+    return "\n".join(f"--- {h} ---\n" + on(fleet, h, as_root(
+        "journalctl -u kctl-controller -u kctl-kafka --no-pager -n 40; tail -n 40"
+        " /var/log/kctl/controller/server.log; true")) for h in hosts)
+
+
+def test_a_cluster_made_on_kraft_runs_a_controller_unit_beside_each_broker_and_formats_once(
+        fleet: Any, spec_file: Path) -> None:
+    # a ZooKeeper cluster on hosts is not migrated: refused before anything is asked, with where to go instead
+    refused = kctl(spec_file, "migrate", "kraft", "next", "--yes", timeout=120)
+    assert refused.returncode == 2, refused.stderr
+    assert "a migration to KRaft on engine hosts is not built yet" in refused.stderr, refused.stderr
+    assert "metadata: kraft" in refused.stderr and "Traceback" not in refused.stderr
+    path = kraft_cluster(fleet, spec_file, HOSTS)
+    voters = [3001, 3002, 3003]
+    bootstrap = ",".join(f"{h}:9095" for h in HOSTS)
+    try:
+        done = kctl(path, "up", timeout=600)
+        if done.returncode != 0:
+            pytest.fail(f"{done.stderr}\n{controller_story(fleet, HOSTS)}")
+        record = json.loads((path.parent / ".kctl" / "hk" / "kraft.json").read_text())
+        assert f"metadata: kraft: cluster id {record['cluster_id']}" in done.stderr
+        for i, h in enumerate(HOSTS, 1):
+            # what each host runs: a controller unit and a broker unit, enabled and active, no ZooKeeper at all
+            assert installed(fleet, h) == sorted([*INSTALLED, "/etc/systemd/system/kctl-controller.service",
+                                                  "/etc/systemd/system/kctl-kafka.service", "logger"]), h
+            units = on(fleet, h, "systemctl is-enabled kctl-controller kctl-kafka; systemctl is-active"
+                                 " kctl-controller kctl-kafka").split()
+            assert units == ["enabled", "enabled", "active", "active"], (h, units)
+            assert jvm_pid(fleet, h, "QuorumPeerMain") == ""
+            # formatted once with the cluster's id; the first start took the permits away
+            ids = on(fleet, h, as_root("cat /var/opt/kctl/controller/metadata/meta.properties"
+                                       " /var/opt/kctl/kafka/data/meta.properties; ls -a /var/opt/kctl"))
+            assert ids.count(f"cluster.id={record['cluster_id']}") == 2, (h, ids)
+            assert f"node.id={3000 + i}" in ids and f"node.id={i}" in ids and ".kctl-format-" not in ids, (h, ids)
+        q = quorum_on(fleet, "logger2", bootstrap)
+        assert (q["voters"], q["cluster_id"]) == (voters, record["cluster_id"]) and q["leader"] in voters, q
+        st = json.loads(kctl(path, "status", "--wait", "30", "-o", "json", timeout=120).stdout)
+        assert (st["health"], st["metadata"], st["zookeeper"]) == ("healthy", "kraft", []), st["problems"]
+        assert sorted(c["id"] for c in st["controllers"]) == voters and st["controller"] in voters
+        assert kctl(path, "topic", "create", "greetings", "-p", "3", "-r", "3").returncode == 0
+        sent = [f"greeting {i}" for i in range(60)]
+        produce(st["bootstrap_servers"], "greetings", sent)
+        assert sorted(read_back(st["bootstrap_servers"], "greetings", len(sent))) == sorted(sent)
+
+        # a second `up` changes nothing; `kctl restart` rolls one controller through the quorum's gate
+        pids = {h: jvm_pid(fleet, h, "controller.properties") for h in HOSTS}
+        again = kctl(path, "up", timeout=300)
+        assert again.returncode == 0 and all(f"{h}: noop (up to date)" in again.stderr for h in HOSTS), again.stderr
+        rolled = kctl(path, "restart", "logger2", "--service", "controller", "--yes", timeout=600)
+        assert rolled.returncode == 0, rolled.stderr
+        assert "the KRaft controller quorum whole again" in rolled.stderr, rolled.stderr
+        after = {h: jvm_pid(fleet, h, "controller.properties") for h in HOSTS}
+        assert after["logger2"] not in ("", pids["logger2"]) and [after[h] for h in ("logger1", "logger3")] == [
+            pids[h] for h in ("logger1", "logger3")], (pids, after)
+        logs = kctl(path, "logs", "logger2", "--service", "controller", "--tail", "400")
+        assert logs.returncode == 0 and "nodeId=3002" in logs.stdout, logs.stderr
+
+        # a controller whose metadata disk came back empty is never formatted again by itself: refused
+        # (UNFORMATTED) until the operator permits it, then it copies the metadata back from the others
+        on(fleet, "logger3", as_root("systemctl stop kctl-controller && rm -rf /var/opt/kctl/controller/metadata"
+                                     " && systemctl start kctl-controller"))
+        said = ""
+        for _ in range(30):
+            st = json.loads(kctl(path, "status", "-o", "json", timeout=120).stdout)
+            said = " ".join(st["problems"])
+            if "logger3: controller UNFORMATTED" in said:
+                break
+            time.sleep(1)
+        assert "logger3: controller UNFORMATTED" in said and "kctl node format-storage logger3" in said, said
+        assert fleet.ssh("logger3", "sudo -n test -e /var/opt/kctl/controller/metadata/meta.properties"
+                         ).returncode == 1
+        assert "REFUSED to format" in on(fleet, "logger3", "sudo -n journalctl -u kctl-controller --no-pager -n 20")
+        fixed = kctl(path, "node", "format-storage", "logger3", "--service", "controller", "--yes", timeout=300)
+        assert fixed.returncode == 0, fixed.stderr
+        assert f"cluster.id={record['cluster_id']}" in on(
+            fleet, "logger3", "sudo -n cat /var/opt/kctl/controller/metadata/meta.properties")
+        healthy = wait_healthy(path, 120)
+        assert healthy.returncode == 0, healthy.stdout
+        q = quorum_on(fleet, "logger1", bootstrap)
+        assert q["voters"] == voters and q["leader"] in voters, q
+        more = [f"greeting {i}" for i in range(60, 70)]
+        produce(st["bootstrap_servers"], "greetings", more)
+        # the records from before the controller's disk was lost are all there, with the new ones, once each
+        assert sorted(read_back(st["bootstrap_servers"], "greetings", 70)) == sorted(sent + more)
+    finally:
+        down = kctl(path, "down", "--volumes", timeout=300)
+    assert down.returncode == 0, down.stderr
+    for h in HOSTS:
+        assert installed(fleet, h) == [] and fleet.ssh(h, "test -e /var/opt/kctl").returncode == 1, h
+
+
+# long: make test keeps a KRaft cluster's up, a controller's roll and its storage refused and formatted on request
+# (above); this adds a node's roll and a `kctl down` and `kctl up` on the kept data.
+@pytest.mark.long
+def test_a_kraft_cluster_on_hosts_rolls_a_node_and_comes_back_on_its_kept_data_unformatted_again(
+        fleet: Any, spec_file: Path) -> None:
+    path = kraft_cluster(fleet, spec_file, HOSTS)
+    try:
+        done = kctl(path, "up", timeout=600)
+        if done.returncode != 0:
+            pytest.fail(f"{done.stderr}\n{controller_story(fleet, HOSTS)}")
+        bootstrap = json.loads(wait_healthy(path, 60).stdout)["bootstrap_servers"]
+        assert kctl(path, "topic", "create", "kept", "-p", "3", "-r", "3").returncode == 0
+        sent = [f"kept {i}" for i in range(100)]
+        produce(bootstrap, "kept", sent)
+        # a node's roll: its broker down through its gates, its controller, then both back; the others untouched
+        pids = {h: (jvm_pid(fleet, h, "controller.properties"), jvm_pid(fleet, h, "server.properties"))
+                for h in HOSTS}
+        rolled = kctl(path, "restart", "logger1", "--service", "node", "--yes", timeout=600)
+        assert rolled.returncode == 0, rolled.stderr
+        now = {h: (jvm_pid(fleet, h, "controller.properties"), jvm_pid(fleet, h, "server.properties"))
+               for h in HOSTS}
+        assert "" not in now["logger1"] and not set(now["logger1"]) & set(pids["logger1"]), (pids, now)
+        assert [now[h] for h in ("logger2", "logger3")] == [pids[h] for h in ("logger2", "logger3")]
+        # down keeps the data; up installs again on hosts that are no longer new: nothing is formatted again
+        # (meta.properties holds each directory's random id: a format would change it)
+        meta = ("sudo -n md5sum /var/opt/kctl/controller/metadata/meta.properties"
+                " /var/opt/kctl/kafka/data/meta.properties")
+        before = {h: on(fleet, h, meta) for h in HOSTS}
+        assert kctl(path, "down", timeout=600).returncode == 0
+        since = on(fleet, "logger1", "date '+%Y-%m-%d %H:%M:%S'").strip()
+        again = kctl(path, "up", timeout=600)
+        if again.returncode != 0:
+            pytest.fail(f"{again.stderr}\n{controller_story(fleet, HOSTS)}")
+        for h in HOSTS:
+            assert on(fleet, h, meta) == before[h], h
+            journal = on(fleet, h, f"sudo -n journalctl -u kctl-controller -u kctl-kafka --no-pager --since '{since}'")
+            assert "formatting" not in journal.lower() and "REFUSED" not in journal, (h, journal)
+            assert ".kctl-format-" not in on(fleet, h, "sudo -n ls -a /var/opt/kctl"), h
+        assert sorted(read_back(bootstrap, "kept", len(sent))) == sorted(sent)
+    finally:
+        down = kctl(path, "down", "--volumes", timeout=300)
+    assert down.returncode == 0, down.stderr
+
+
 # long: make test keeps the secured bundle's files and modes (tests/unit/test_bundle.py).
 @pytest.mark.long
 def test_the_secured_profile_on_hosts_keeps_every_secret_in_files_only_its_user_reads(

@@ -44,7 +44,6 @@ def test_metadata_kraft_resolves_to_a_cluster_on_kraft(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("settings", "words"), [
-    ({"engine": "hosts"}, "metadata: kraft on engine hosts is not built yet"),
     ({"security": {"enabled": True}}, "metadata: kraft with security.enabled is not built yet"),
     ({"topology": "split"}, "topology colocated"),
 ])
@@ -54,6 +53,17 @@ def test_what_metadata_kraft_cannot_be_yet_is_refused(settings: dict[str, object
     with pytest.raises(SpecError) as err:
         parse_spec({"metadata": "kraft", **settings})
     assert any(words in p for p in err.value.problems), err.value.problems
+
+
+def test_metadata_kraft_runs_on_engine_hosts_but_a_secured_one_is_refused_with_where_to_migrate() -> None:
+    from kctl.errors import SpecError
+
+    nodes = [{"id": i, "hostname": f"logger{i}", "advertised_host": f"10.9.0.{i}"} for i in (1, 2, 3)]
+    spec, warnings = parse_spec({"metadata": "kraft", "engine": "hosts", "nodes": nodes})
+    assert spec.metadata.value == "kraft" and warnings == []
+    with pytest.raises(SpecError) as err:
+        parse_spec({"metadata": "kraft", "engine": "hosts", "nodes": nodes, "security": {"enabled": True}})
+    assert any("engine hosts does not migrate" in p for p in err.value.problems), err.value.problems
 
 
 def test_a_node_on_kraft_retires_zookeeper_and_formats_with_the_clusters_id() -> None:

@@ -59,8 +59,9 @@ class Capability(Enum):
     # The nodes' data directories are directories of the state dir on this machine (bind mounts): the monitor
     # reads their disks' usage there.
     DATA_IN_STATE_DIR = "data-in-state-dir"
-    # A node can run a KRaft controller beside its broker (`kctl migrate kraft`).
-    KRAFT_CONTROLLERS = "kraft-controllers"
+    # A running ZooKeeper cluster's nodes can gain a KRaft controller beside their brokers mid-flight (`kctl migrate
+    # kraft`). A cluster made on KRaft runs its controllers on every engine.
+    KRAFT_MIGRATION = "kraft-migration"
     # `kctl up --engine` may move a stopped cluster to or from this engine: its nodes need nothing that only
     # kctl.yaml can say (an engine whose nodes need their addresses there is chosen in kctl.yaml alone).
     CHOSEN_BY_FLAG = "chosen-by-flag"

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from kctl import contract
 from kctl.files import write_durable
+from kctl.kraft import config as kraft_config
 from kctl.model import properties
 from kctl.model.spec import ClusterSpec, NodeSpec
 
@@ -77,9 +78,12 @@ def parse_identity(text: str) -> dict[str, str]:
 
 
 def data_dirs(spec: ClusterSpec, node: NodeSpec, services: tuple[str, ...]) -> list[str]:
-    """The data root and every data directory the node's rendered files name."""
+    """The data root and every data directory the node's rendered files name (on KRaft, a controller's metadata
+    log instead of ZooKeeper's: a host there has no ZooKeeper)."""
     dirs = [contract.DATA_ROOT]
-    if "zookeeper" in services:
+    if "zookeeper" in services and spec.on_kraft:
+        dirs += [kraft_config.METADATA_DIR] if node in kraft_config.controller_nodes(spec) else []
+    elif "zookeeper" in services:
         zoo = properties.zoo_cfg(spec, node)
         dirs += [zoo.get(properties.DATA_DIR, ""), zoo.get(properties.DATA_LOG_DIR, "")]
     if "kafka" in services:

@@ -13,6 +13,11 @@ whose config changed, then starts what is not running, ZooKeeper everywhere befo
 files changed is left to the gated roll that follows (:mod:`kctl.roll.up`), never restarted here.
 ``kctl down`` stops the brokers (controlled shutdowns), then runs the installed uninstall.sh on every host
 (``--volumes``: the data too).
+
+A cluster on KRaft (``metadata: kraft``) has a KRaft controller unit on each ZooKeeper participant's host instead
+of a ZooKeeper (:func:`kctl.runtime.engine.bundle.host_services`), started before the brokers; the status path
+reports the node's ZooKeeper RETIRED, as a container's on KRaft. Its storage is formatted once, at the first
+start, only on a host new to kctl (:func:`kctl.runtime.engine.bundle.format_permits`, install.sh).
 """
 
 from __future__ import annotations
@@ -40,17 +45,18 @@ CONFIG_HASH_FILE = f"{contract.CONF_DIR}/config-hash"
 UNINSTALL = f"{contract.HOST_ROOT}/uninstall.sh"
 # Where a bundle lands on its host while install.sh runs (root's, 0700; removed after: it holds secrets).
 REMOTE_BUNDLE = "/var/tmp/kctl-bundle-{cluster}"
+# The programs a host may have a unit for, in the order `kctl up` starts them (a unit not installed there is no
+# program of the host's).
+PROGRAMS = bundle.UNIT_SERVICES
 # One ssh round trip per host for the status path: the installed config hash, then a line per unit systemd gave
 # up on (kctl.runtime.docker_api.GAVE_UP), then every process's command line.
 _OBSERVE = "; ".join([f"cat {CONFIG_HASH_FILE} 2>/dev/null || echo -", "echo ---",
                       *(f"systemctl is-failed --quiet {contract.unit_name(s)} && echo '{GAVE_UP}{s}'"
-                        for s in contract.SERVICES), "ps -eo args"])
+                        for s in PROGRAMS), "ps -eo args"])
 # Checked on every host before `kctl up` changes any: sudo without a password, systemd as PID 1, Java 17+.
 _PREFLIGHT = ("echo sudo-ok; if [ -d /run/systemd/system ] && [ \"$(ps -o comm= -p 1)\" = systemd ]; then"
               " echo systemd-ok; fi; java -version 2>&1 | head -n 1")
 _FACTS = "---kctl-host-facts---"  # what follows it: the host's identity and data (kctl.runtime.engine.host_identity)
-# The programs a host may have a unit for (a unit not installed there is no program of the host's).
-PROGRAMS = (*contract.SERVICES, "controller")
 # systemd's view of a unit in supervisord's words (Engine.process_states), by its ActiveState; an activating unit
 # whose SubState is auto-restart waits out its RestartSec before systemd starts it again: supervisord's BACKOFF.
 _AS_SUPERVISORD = {"active": "RUNNING", "reloading": "RUNNING", "activating": "STARTING", "deactivating": "STOPPING",
@@ -65,7 +71,8 @@ class HostsEngine(Engine):
     """Every node on a host of its own, through ssh and systemd."""
 
     kind = EngineKind.hosts.value
-    # No controller unit (a migration to KRaft is not built here), and no fault on a whole host (it would take
+    # KRaft controller units on a cluster made on KRaft, but no migration to KRaft (a ZooKeeper cluster's hosts
+    # gain no controller unit mid-flight: Capability.KRAFT_MIGRATION), and no fault on a whole host (it would take
     # kctl's own ssh session with it): kctl.runtime.faults.HostFaults.
     capabilities = frozenset({Capability.SSH_HOSTS})
     # A rendered file reaches a host's processes at their next restart once :meth:`deliver` (install.sh) has put
@@ -79,6 +86,7 @@ class HostsEngine(Engine):
     def __init__(self) -> None:
         super().__init__()
         self._ps: dict[str, list[str]] = {}
+        self._on_kraft = False  # the observed cluster's: its hosts run no ZooKeeper (RETIRED, as in a container)
 
     # ----- hosts as containers ------------------------------------------------------------
 
@@ -113,6 +121,7 @@ class HostsEngine(Engine):
 
     def observe(self, spec: ClusterSpec, timeout: float = 5.0) -> list[Container]:
         services = {h: s for h, _n, s in services_of(spec)}
+        self._on_kraft = spec.on_kraft
         out: list[Container] = []
         for n, state, digest, ps in self._looks(spec, timeout):
             if state == "not-installed":
@@ -126,7 +135,12 @@ class HostsEngine(Engine):
     def processes(self, c: Container, timeout: float = 5.0) -> dict[str, str]:
         if c.name not in self._ps:
             return {}
-        return process_states(self._ps[c.name], c.services)
+        procs = process_states(self._ps[c.name], c.services)
+        if self._on_kraft and procs.get("zookeeper") == "STOPPED":
+            # on KRaft a host has no ZooKeeper unit: its ZooKeeper is retired, as a container's is (the image's
+            # `retired`), and `kctl up` starts none
+            procs["zookeeper"] = "RETIRED"
+        return procs
 
     def running_host_ports(self, spec: ClusterSpec) -> list[int]:
         return []  # nothing is published on this machine
@@ -140,7 +154,7 @@ class HostsEngine(Engine):
     def log_lines(self, spec: ClusterSpec, host: str, path: str, tail: int) -> list[str] | None:
         node = spec.node(host)
         if path == contract.container_log("supervisor"):  # no supervisord here: systemd's journal of the units
-            units = [f"--unit={contract.unit_name(s)}" for s in contract.SERVICES]
+            units = [f"--unit={contract.unit_name(s)}" for s in PROGRAMS]
             argv = ["journalctl", "--no-pager", "--output=short-iso", "-n", str(tail), *units]
         else:
             argv = ["tail", "-n", str(tail), path]
@@ -156,7 +170,7 @@ class HostsEngine(Engine):
 
         node = spec.node(host)
         if path == contract.container_log("supervisor"):
-            units = [f"--unit={contract.unit_name(s)}" for s in contract.SERVICES]
+            units = [f"--unit={contract.unit_name(s)}" for s in PROGRAMS]
             argv = ["journalctl", "--no-pager", "--output=short-iso", "-f", "-n", str(tail), *units]
         else:
             argv = ["tail", "-n", str(tail), "-F", path]
@@ -318,9 +332,14 @@ class HostsEngine(Engine):
                      say: Progress) -> tuple[dict[str, Any], dict[str, list[str]]]:
         made = {b.host: b for b in bundle.write_bundles(spec, state_dir, state_dir / "bundle", progress=say)}
         nodes = [spec.node(h) for h in hosts]
+
+        def install(n: NodeSpec) -> list[str]:
+            again = self._install(spec, n, made[n.hostname].path)
+            bundle.consume_permits(state_dir, n.hostname)  # placed on the host, if it was new: never again
+            return again
+
         with _pool(len(nodes)) as pool:
-            restarts = dict(zip(hosts, pool.map(lambda n: self._install(spec, n, made[n.hostname].path), nodes),
-                                strict=True))
+            restarts = dict(zip(hosts, pool.map(install, nodes), strict=True))
         return made, restarts
 
     def deliver(self, spec: ClusterSpec, state_dir: Path, say: Progress) -> None:
@@ -337,15 +356,16 @@ class HostsEngine(Engine):
                 " service")
 
     def deploy(self, spec: ClusterSpec, state_dir: Path, say: Progress, services: list[str]) -> None:
-        """Install the bundles of ``services`` (hosts) and start every service that is not running, ZooKeeper on
-        every host before any broker. A running service whose files changed is not restarted here: install.sh
+        """Install the bundles of ``services`` (hosts) and start every service that is not running, ZooKeeper (on
+        KRaft: the controllers) on every host before any broker. A running service whose files changed is not
+        restarted here: install.sh
         records it as pending on its host (:meth:`pending_restarts`), and `kctl up` restarts those through the
         gated roll, one node at a time (:mod:`kctl.roll.up`)."""
         made, restarts = self._install_all(spec, state_dir, services, say)
         for host, again in restarts.items():
             say(f"{host}: bundle installed" + (f"; {', '.join(again)} to restart through the roll (its files"
                                                 f" changed)" if again else ""))
-        for svc in contract.SERVICES:  # ZooKeeper on every host before any broker
+        for svc in PROGRAMS:  # the metadata quorum (ZooKeeper, or KRaft controllers) on every host before any broker
             todo = [h for h in services if svc in made[h].services and svc not in restarts[h]]
             with _pool(len(todo)) as pool:
                 list(pool.map(lambda host, svc=svc: self.start_service(spec, host, svc), todo))
@@ -355,21 +375,21 @@ class HostsEngine(Engine):
         installed for them; kctl-prepare clears the record when the service starts again)."""
         found = [(h, n) for h, n, _s in services_of(spec)]
         shell = "; ".join(f"[ -e {contract.HOST_PENDING_DIR}/{s} ] && systemctl is-active --quiet"
-                          f" {contract.unit_name(s)} && echo {s}" for s in contract.SERVICES) + "; true"
+                          f" {contract.unit_name(s)} && echo {s}" for s in PROGRAMS) + "; true"
 
         def look(node: NodeSpec) -> list[str]:
             try:
                 code, out = Ssh(spec).run(node, ["sh", "-c", shell], timeout=30, stderr=False)
             except SshError:
                 return []
-            return [s for s in out.split() if s in contract.SERVICES] if code == 0 else []
+            return [s for s in out.split() if s in PROGRAMS] if code == 0 else []
 
         with _pool(len(found)) as pool:
             seen = list(pool.map(lambda item: look(item[1]), found))
         return {h: svcs for (h, _n), svcs in zip(found, seen, strict=True) if svcs}
 
     def ps(self, spec: ClusterSpec, state_dir: Path) -> str:
-        units = " ".join(contract.unit_name(s) for s in contract.SERVICES)
+        units = " ".join(contract.unit_name(s) for s in PROGRAMS)
         lines: list[str] = []
         for n in spec.nodes:
             try:
@@ -443,7 +463,9 @@ class HostsEngine(Engine):
         node = spec.node(host)
         self._require_own(spec, node, data=False)
         if stop_timeout > 0:
-            for svc in ("kafka", "zookeeper"):
+            for svc in ("kafka", "controller", "zookeeper"):
+                if svc == "controller" and not spec.on_kraft:
+                    continue
                 try:
                     self.stop_service(spec, host, svc)
                 except KctlError:

@@ -299,7 +299,7 @@ class SwarmEngine(Engine):
     kind = EngineKind.swarm.value
     # Its data is in volumes on the Swarm node that runs each task, not in the state dir.
     capabilities = frozenset({Capability.CONTAINERS, Capability.PORTS_BY_INDEX, Capability.SWARM_LABELS,
-                              Capability.KRAFT_CONTROLLERS, Capability.CHOSEN_BY_FLAG, Capability.NODE_FAULTS})
+                              Capability.KRAFT_MIGRATION, Capability.CHOSEN_BY_FLAG, Capability.NODE_FAULTS})
     files_reach_a_restart = False
 
     logs_in_state_dir = False

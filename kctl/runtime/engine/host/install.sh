@@ -7,8 +7,11 @@
 #   wrappers                 /opt/kctl/bin
 #   configuration            /etc/kctl (root, 0644), secrets /etc/kctl/secrets (service user, 0700, files 0400)
 #   data, logs               /var/opt/kctl, /var/log/kctl (service user, 0750)
-#   systemd units            /etc/systemd/system/kctl-zookeeper.service, kctl-kafka.service: installed and
-#                            enabled; started by `kctl up`, or here with --start
+#   systemd units            /etc/systemd/system/kctl-zookeeper.service, kctl-kafka.service (on KRaft:
+#                            kctl-controller.service, kctl-kafka.service): installed and enabled; started by
+#                            `kctl up`, or here with --start
+#   format permits           on KRaft, on a host that held nothing of kctl: /var/opt/kctl/.kctl-format-SERVICE,
+#                            the permit to format the storage kctl makes here (at the service's first start)
 #
 # Every line "changed: WHAT" names what this run changed; "restart: SERVICE" a service whose running process
 # predates a change it reads (recorded in /run/kctl/restart-pending until it starts again; kctl restarts it
@@ -19,7 +22,7 @@ START=0
 for arg in "$@"; do
   case "$arg" in
     --start) START=1 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "install.sh: unknown option $arg (--start, --help)" >&2; exit 64 ;;
   esac
 done
@@ -40,6 +43,10 @@ java_major="$("$JAVA" -version 2>&1 | sed -n -E '1s/.*version "([0-9]+).*/\1/p')
 # /etc/kctl/identity, installed bundle or data is another cluster's or another node's is refused, and so is a
 # data directory with data but no kctl marker where this node is not installed (kctl never writes over it).
 ident() { grep -v '^#' "$1" | tr '\n' ' '; }
+# a host that holds nothing of kctl yet (no identity, no earlier install): the only one whose KRaft storage this
+# install permits formatting (below)
+FRESH=1
+if [ -e /etc/kctl/identity ] || [ -e /opt/kctl/bundle.env ]; then FRESH=0; fi
 if [ -f "$HERE/conf/identity" ]; then
   want="$(ident "$HERE/conf/identity")"
   ours=0
@@ -99,6 +106,19 @@ for d in /opt/kctl /opt/kctl/bin /etc/kctl; do
 done
 for d in /var/opt/kctl /var/log/kctl; do
   if [ ! -d "$d" ] || [ "$(stat -c '%U' "$d")" != "$U" ]; then install -d -m 0750 -o "$U" -g "$U" "$d"; changed "$d"; fi
+done
+
+# --- KRaft storage kctl makes here: a node new to kctl (the bundle names its services in KCTL_FORMAT_PERMITS) on a
+# host that held nothing of kctl gets the permit to format it at the service's first start (controller-start,
+# kafka-start: kraft_storage in jvm-common.sh; the first start on formatted storage takes it away). Written before
+# anything else, so that an install that stops part way and is run again (no longer FRESH) keeps it. Anywhere
+# else an empty metadata or log dir is a lost, wiped or unmounted disk: refused (UNFORMATTED), never formatted.
+for svc in ${KCTL_FORMAT_PERMITS:-}; do
+  permit="/var/opt/kctl/.kctl-format-$svc"
+  if [ "$FRESH" -eq 1 ] && [ ! -e "$permit" ]; then
+    install -m 0644 -o "$U" -g "$U" /dev/null "$permit"
+    changed "$permit (the permit to format the $svc's new storage)"
+  fi
 done
 
 # --- the Kafka distribution and the exporters: each identity in a directory of its own, /opt/kctl/dists/<identity>,
@@ -166,6 +186,7 @@ for f in "$HERE"/conf/*; do
   case "$name" in
     zoo.cfg|zoo.cfg.dynamic|myid|log4j-zookeeper.properties) svcs=zookeeper ;;
     server.properties|log4j-kafka.properties|jmx-exporter.yaml) svcs=kafka ;;
+    controller.properties|log4j-controller.properties|controller-jvm.options) svcs=controller ;;
     config-hash|README|identity) svcs="" ;;  # for kctl and the operator: no process reads them
     *) svcs="$KCTL_BUNDLE_SERVICES" ;;
   esac
@@ -202,7 +223,7 @@ for svc in $KCTL_BUNDLE_SERVICES; do
   install_file "$HERE/units/$unit" "/etc/systemd/system/$unit" 0644 root:root "$svc"
   [ "$CHANGED" -eq "$before" ] || units_changed=1
 done
-for svc in zookeeper kafka; do  # a unit this node no longer runs (`broker: false`)
+for svc in controller zookeeper kafka; do  # a unit this node no longer runs (`broker: false`)
   case " $KCTL_BUNDLE_SERVICES " in *" $svc "*) continue ;; esac
   unit="kctl-$svc.service"
   if [ -e "/etc/systemd/system/$unit" ]; then

@@ -1,8 +1,8 @@
 #!/bin/bash
 # uninstall.sh: removes what install.sh installed on this host (run as root; `kctl down` of engine hosts runs
-# it over ssh): the units (stopped first, Kafka before ZooKeeper), /opt/kctl, /etc/kctl, /var/log/kctl,
-# /run/kctl and the service user and group. The data in /var/opt/kctl (ZooKeeper's snapshots and
-# transaction logs, Kafka's log dirs) is kept unless --purge-data is given.
+# it over ssh): the units (stopped first, Kafka before ZooKeeper or the KRaft controller), /opt/kctl, /etc/kctl,
+# /var/log/kctl, /run/kctl and the service user and group. The data in /var/opt/kctl (ZooKeeper's snapshots and
+# transaction logs, a KRaft controller's metadata log, Kafka's log dirs) is kept unless --purge-data is given.
 set -euo pipefail
 HERE="$(cd "$(dirname "$(readlink -f "$0")")" && pwd)"
 PURGE=0
@@ -23,7 +23,7 @@ fi
 
 removed=0
 gone() { echo "removed: $1"; removed=$((removed + 1)); }
-for svc in kafka zookeeper; do
+for svc in kafka controller zookeeper; do
   unit="kctl-$svc.service"
   if [ -e "/etc/systemd/system/$unit" ]; then
     systemctl disable --now "$unit" >/dev/null 2>&1 || true
@@ -32,7 +32,7 @@ for svc in kafka zookeeper; do
   fi
 done
 systemctl daemon-reload
-systemctl reset-failed kctl-kafka.service kctl-zookeeper.service >/dev/null 2>&1 || true
+systemctl reset-failed kctl-kafka.service kctl-controller.service kctl-zookeeper.service >/dev/null 2>&1 || true
 for d in /opt/kctl /etc/kctl /var/log/kctl /run/kctl; do
   if [ -e "$d" ]; then rm -rf "$d"; gone "$d"; fi
 done
