@@ -284,6 +284,9 @@ def test_three_secured_nodes_on_kafka_4_roll_under_a_scram_load(tmp_path: Path) 
         st = json.loads(ok(kctl(tmp_path, "status", "--wait", "60", "-o", "json")))
         assert st["health"] == "healthy", st["problems"]
         assert_no_secret_outside_files(tmp_path, name, nodes=3)
+        out = subprocess.run(["docker", "exec", container(name, 1), "cat", "/var/log/kctl/controller/controller.out"],
+                             capture_output=True, text=True, timeout=60).stdout
+        assert "UserScramCredentialRecord(...)" in out, out[-2000:]  # Kafka 4.3's echo of the records, cut
         print(f"\nsecured KRaft roll on 4.3.1: {len(load.acked)} acknowledged, longest stall {load.stall:.1f} s")
     finally:
         kctl(tmp_path, "down", "--volumes")
