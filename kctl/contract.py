@@ -87,6 +87,11 @@ KAFKA_JAAS_FILE = "kafka.jaas"
 ZOOKEEPER_JAAS_FILE = "zookeeper.jaas"
 ADMIN_CLIENT_FILE = "admin-client.properties"
 CONTROLLER_CLIENT_FILE = "controller-client.properties"  # the admin's login to the KRaft controllers
+# A cluster made on KRaft and secured (`kctl init --kraft --secure`): the arguments a controller's storage format
+# adds to kafka-storage.sh (``--add-scram`` with the admin's SCRAM credential, KIP-900: the credential is in the
+# bootstrap metadata before any broker starts), one a line, passed as ``@file`` (the tool's argparse reads
+# arguments from a file): the password never is a process argument. A secret (kraft_storage in jvm-common.sh).
+KRAFT_FORMAT_ARGS_FILE = "kraft-format.args"
 # A KRaft controller's extra JVM flags (the secured profile's login; no secret), a rendered file under /etc/kctl.
 CONTROLLER_JVM_FILE = "controller-jvm.options"
 

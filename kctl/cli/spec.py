@@ -25,7 +25,8 @@ def init(
                                                          " ports are chosen free of running clusters."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
     secure: bool = typer.Option(False, "--secure", help="The secured profile: TLS, SASL/SCRAM, ACLs, ZooKeeper"
-                                                        " authentication (security.enabled: true)."),
+                                                        " authentication (security.enabled: true); with --kraft"
+                                                        " the KRaft controllers' listener too."),
     kraft: bool = typer.Option(False, "--kraft", help="Metadata in a KRaft controller quorum from the start"
                                                       " (metadata: kraft): controller N beside broker N on each"
                                                       " node, no ZooKeeper."),
@@ -56,7 +57,7 @@ def init(
     except OSError as exc:
         raise KctlError(f"cannot write {file}: {exc.strerror}") from None
     output.info(f"wrote {file} (cluster {cluster!r}, 3 nodes, bootstrap servers {spec.bootstrap_servers}"
-                + (", secured: SASL_SSL, ACLs, ZooKeeper authentication" if secure else "")
+                + (f", secured: SASL_SSL, ACLs{'' if kraft else ', ZooKeeper authentication'}" if secure else "")
                 + (", metadata in KRaft controllers" if kraft else "")
                 + "); next: `kctl render` or `kctl up`")
 

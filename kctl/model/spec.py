@@ -609,7 +609,10 @@ PHASE_NAMES = {PHASE_PLAIN: "PLAINTEXT", **{i: m.value for m, i in MIGRATION_PHA
 
 class SecuritySpec(_Model):
     enabled: bool = Field(False, description="The secured profile: TLS, SASL/SCRAM, ACLs and ZooKeeper"
-                                             " authentication (`kctl init --secure` writes true).")
+                                             " authentication (`kctl init --secure` writes true). On KRaft"
+                                             " (`metadata: kraft`, `kctl init --kraft --secure`): the same"
+                                             " listeners, SCRAM users and ACLs (Kafka's StandardAuthorizer),"
+                                             " the controllers' listener SASL/PLAIN over TLS, no ZooKeeper.")
     migration: Migration | None = Field(
         None, description="A step of moving a running PLAINTEXT cluster to the secured profile without stopping"
                           " it (" + ", then ".join(m.value for m in Migration) + ", then none: one `kctl apply`"
@@ -623,7 +626,8 @@ class SecuritySpec(_Model):
                                         " SASL_PLAINTEXT).")
     sasl_mechanism: str = Field("SCRAM-SHA-512", description="SASL mechanism of clients and brokers: "
                                 + " or ".join(SASL_MECHANISMS) + ".")
-    authorizer: bool = Field(True, description="kafka.security.authorizer.AclAuthorizer with"
+    authorizer: bool = Field(True, description="kafka.security.authorizer.AclAuthorizer (on KRaft Kafka's"
+                                               " org.apache.kafka.metadata.authorizer.StandardAuthorizer) with"
                                                " allow.everyone.if.no.acl.found=false.")
     admin_user: str = Field("admin", description="The super user kctl itself uses; its password is generated"
                                                  " into the state dir, never written to kctl.yaml.")
@@ -1154,9 +1158,10 @@ class ClusterSpec(_Model):
                     " on each ZooKeeper participant's node (node id 3000 + N), no ZooKeeper. A cluster made on"
                     " zookeeper moves to KRaft with `kctl migrate kraft` (engines compose and swarm), whatever"
                     " this says; a cluster made on kraft stays there. kraft runs on every engine (on hosts: a"
-                    " kctl-controller.service unit beside kctl-kafka.service; docs/bare-metal.md) and without"
-                    " `security.enabled` (a secured cluster is made on zookeeper and migrated, on engines compose"
-                    " and swarm: its SCRAM users and ACLs move with it).")
+                    " kctl-controller.service unit beside kctl-kafka.service; docs/bare-metal.md), plain or secured"
+                    " (`security.enabled`, `kctl init --kraft --secure`, engines compose and swarm: each controller"
+                    " formats its metadata log with the admin's SCRAM credential, Kafka's KIP-900 bootstrap;"
+                    " docs/security.md).")
     nodes: list[NodeSpec] = Field(default_factory=_default_nodes, min_length=1, description="The nodes.")
     zookeeper: ZooKeeperSpec = Field(default_factory=ZooKeeperSpec, description="ZooKeeper settings.")
     kafka: KafkaSpec = Field(default_factory=KafkaSpec, description="Kafka broker settings.")
@@ -1670,14 +1675,16 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
             errors.append(f"security.admin_user: {sec.admin_user!r} is one of kctl's ZooKeeper principals"
                           f" ({', '.join(RESERVED_PRINCIPALS)})")
     if spec.metadata is MetadataMode.kraft:
-        if sec.enabled:
-            errors.append("metadata: kraft with security.enabled is not built yet (a new cluster's admin SCRAM"
-                          " credential would have to be in the metadata log before its brokers first start); make"
-                          " it with metadata: zookeeper and move it with `kctl migrate kraft`, which keeps its users"
-                          " and ACLs" + (" (on engine compose or swarm: engine hosts does not migrate)"
-                                         if spec.engine is Engine.hosts else ""))
+        if sec.enabled and spec.engine is Engine.hosts:
+            errors.append("metadata: kraft with security.enabled on engine hosts is not built yet (its controllers'"
+                          " first format with the admin's SCRAM credential is tested on compose and swarm only);"
+                          " use engine compose or swarm, or metadata: kraft without security on hosts")
         if spec.topology is not Topology.colocated:
             errors.append("metadata: kraft runs each controller beside its broker: topology colocated")
+        if sec.migration is not None:
+            errors.append("security.migration on metadata: kraft is not built yet (its steps write the admin's SCRAM"
+                          " credential through ZooKeeper); a cluster made on KRaft is secured from the start:"
+                          " `kctl init --kraft --secure`")
     if sec.migration is not None:
         if not sec.enabled:
             errors.append("security.migration: a step towards the secured profile needs security.enabled: true")

@@ -10,7 +10,8 @@ Layout::
     secrets/<host>/                   what container <host> mounts read-only on contract.SECRETS_MOUNT:
         keystore.p12, ca.pem (the CAs it trusts), passwords.properties, kafka.jaas, zookeeper.jaas,
         admin-client.properties, scram-bootstrap.properties,
-        controller-client.properties (KRaft controllers run: a migration, or finalized)
+        controller-client.properties (KRaft controllers run: a migration, or finalized),
+        kraft-format.args (a controller's node of a cluster made on KRaft: its storage format's --add-scram)
 
 Passwords come from :mod:`secrets`, live in these files only, and reach the JVMs as files
 (JAAS, FileConfigProvider): never kctl.yaml, an environment variable or a process argument.
@@ -30,7 +31,7 @@ from kctl.deferred import defer_import
 from kctl.errors import KctlError
 from kctl.model import properties as p
 from kctl.model.properties import SCRAM_MODULE, security_protocol
-from kctl.model.spec import ClusterSpec, state_dir_for
+from kctl.model.spec import ClusterSpec, MetadataMode, state_dir_for
 
 # Every client command reads its settings here; only the state dir's secret files are rendered, and only the
 # secured profile's keystores need the CA.
@@ -47,6 +48,7 @@ USERS = "users"
 SCRAM_BOOTSTRAP_FILE = "scram-bootstrap.properties"
 KEYSTORE = "keystore"  # the key of the keystores' password in passwords.json
 _USER_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+_PASSWORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")  # token_urlsafe's
 
 
 def state_dir_of(spec: ClusterSpec) -> Path:
@@ -270,12 +272,28 @@ def ensure(spec: ClusterSpec, state_dir: Path) -> list[str]:
             if spec.kraft_phase != "zookeeper":  # KRaft controllers run: kctl's login to them
                 files[contract.CONTROLLER_CLIENT_FILE] = render.client_properties(
                     p.controller_client(spec, pw[admin]), f"client settings of {admin} for the KRaft controllers")
+            if spec.metadata is MetadataMode.kraft and "zookeeper" in services:
+                # made on KRaft: the node's controller formats its metadata log with the admin's credential
+                files[contract.KRAFT_FORMAT_ARGS_FILE] = kraft_format_args(spec, pw[admin])
         if "zookeeper" in services and spec.security.zookeeper.sasl:
             files[contract.ZOOKEEPER_JAAS_FILE] = render.jaas_file(p.zookeeper_jaas(spec, pw), host)
         for name, data in files.items():
             if write_secret(d / name, data):
                 made.append(f"{host}/{name}")
     return made
+
+
+def kraft_format_args(spec: ClusterSpec, password: str) -> str:
+    """What a controller of a cluster made on KRaft adds to its ``kafka-storage.sh format`` (a secret): the admin's
+    SCRAM credential into the bootstrap metadata (KIP-900's ``--add-scram``), one argument a line, read by the tool
+    from the file (``@file``) so that the password is no process argument. The password is kctl's own
+    (:func:`new_password`: URL-safe, nothing the tool's ``[name=...,password=...]`` syntax would split on)."""
+    if not password or any(c not in _PASSWORD_CHARS for c in password):
+        raise KctlError("the admin's password in passwords.json is not one kctl generated (letters, digits, '-'"
+                        " and '_'): kafka-storage.sh's --add-scram could not carry it",
+                        hint="remove the admin's entry from passwords.json before the cluster's first `kctl up`"
+                             " and kctl generates one")
+    return f"--add-scram\n{spec.security.sasl_mechanism}=[name={spec.security.admin_user},password={password}]\n"
 
 
 def forget_host(state_dir: Path, host: str) -> None:

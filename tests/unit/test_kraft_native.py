@@ -44,7 +44,10 @@ def test_metadata_kraft_resolves_to_a_cluster_on_kraft(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("settings", "words"), [
-    ({"security": {"enabled": True}}, "metadata: kraft with security.enabled is not built yet"),
+    ({"engine": "hosts", "security": {"enabled": True}},
+     "metadata: kraft with security.enabled on engine hosts is not built yet"),
+    ({"security": {"enabled": True, "migration": "secure-listeners"}},
+     "security.migration on metadata: kraft is not built yet"),
     ({"topology": "split"}, "topology colocated"),
 ])
 def test_what_metadata_kraft_cannot_be_yet_is_refused(settings: dict[str, object], words: str) -> None:
@@ -55,7 +58,7 @@ def test_what_metadata_kraft_cannot_be_yet_is_refused(settings: dict[str, object
     assert any(words in p for p in err.value.problems), err.value.problems
 
 
-def test_metadata_kraft_runs_on_engine_hosts_but_a_secured_one_is_refused_with_where_to_migrate() -> None:
+def test_metadata_kraft_runs_on_engine_hosts_but_a_secured_one_is_refused_with_where_to_go() -> None:
     from kctl.errors import SpecError
 
     nodes = [{"id": i, "hostname": f"logger{i}", "advertised_host": f"10.9.0.{i}"} for i in (1, 2, 3)]
@@ -63,7 +66,8 @@ def test_metadata_kraft_runs_on_engine_hosts_but_a_secured_one_is_refused_with_w
     assert spec.metadata.value == "kraft" and warnings == []
     with pytest.raises(SpecError) as err:
         parse_spec({"metadata": "kraft", "engine": "hosts", "nodes": nodes, "security": {"enabled": True}})
-    assert any("engine hosts does not migrate" in p for p in err.value.problems), err.value.problems
+    assert any("on engine hosts is not built yet" in p and "compose or swarm" in p for p in err.value.problems), \
+        err.value.problems
 
 
 def test_a_node_on_kraft_retires_zookeeper_and_formats_with_the_clusters_id() -> None:
@@ -213,3 +217,53 @@ def test_the_quorum_tool_is_asked_only_once_the_quorum_state_files_agree(monkeyp
     files["logger3"] = (3001, 4)
     ok, saw = probe()
     assert ok and len(asked) == 1, saw
+
+
+def test_a_secured_cluster_made_on_kraft_formats_its_controllers_with_the_admins_credential(tmp_path: Path) -> None:
+    """`kctl init --kraft --secure`: allowed; every controller's node gets the format's --add-scram arguments (a
+    0600 secret); its files are the secured KRaft ones (SASL_SSL everywhere, PLAIN on the controllers' listener,
+    the StandardAuthorizer, the admin its super user) and name no password."""
+    import stat
+
+    from kctl import contract
+    from kctl.model.properties import parse_properties, services_of
+    from kctl.model.render import node_files
+    from kctl.security import store
+
+    spec, warnings = parse_spec({"metadata": "kraft", "security": {"enabled": True}})
+    assert warnings == []
+    spec = spec.with_kraft("kraft", "Xy7kQ2fnT3a1bC9dE0fG1h")
+    store.ensure(spec, tmp_path)
+    pw = store.passwords(spec, tmp_path)
+    for host, node, services in services_of(spec):
+        args = store.secrets_dir(tmp_path) / host / contract.KRAFT_FORMAT_ARGS_FILE
+        assert args.read_text() == f"--add-scram\nSCRAM-SHA-512=[name=admin,password={pw['admin']}]\n"
+        assert stat.S_IMODE(args.stat().st_mode) == 0o600
+        files = node_files(spec, host, node, services)
+        assert not [f for f, text in files.items() if any(p in text for p in pw.values())]
+        controller = parse_properties(files["conf/controller.properties"])
+        server = parse_properties(files["conf/server.properties"])
+        for props in (controller, server):
+            assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+            assert props["super.users"] == "User:admin" and props["allow.everyone.if.no.acl.found"] == "false"
+            assert "CONTROLLER:SASL_SSL" in props["listener.security.protocol.map"]
+            assert props["sasl.mechanism.controller.protocol"] == "PLAIN"
+        assert server["listener.security.protocol.map"] == "CONTROLLER:SASL_SSL,EXTERNAL:SASL_SSL,INTERNAL:SASL_SSL"
+        assert not {k for k in server if k.startswith("zookeeper.")}
+    # a migrated cluster's controllers take the credentials from ZooKeeper: no format arguments
+    zk, _ = parse_spec({"security": {"enabled": True}})
+    store.ensure(zk.with_kraft("kraft", "Xy7kQ2fnT3a1bC9dE0fG1h"), tmp_path / "zk")
+    assert not list((tmp_path / "zk").rglob(contract.KRAFT_FORMAT_ARGS_FILE))
+
+
+def test_a_password_the_format_could_not_carry_is_refused() -> None:
+    from kctl.errors import KctlError
+    from kctl.security import store
+
+    spec, _ = parse_spec({"metadata": "kraft", "security": {"enabled": True, "sasl_mechanism": "SCRAM-SHA-256",
+                                                              "admin_user": "ops"}})
+    assert store.kraft_format_args(spec, "Ab_-9") == "--add-scram\nSCRAM-SHA-256=[name=ops,password=Ab_-9]\n"
+    for bad in ("a,b", "x]", "", "a b", "p\nq"):
+        with pytest.raises(KctlError) as err:
+            store.kraft_format_args(spec, bad)
+        assert bad not in err.value.message or not bad

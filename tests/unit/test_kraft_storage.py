@@ -121,6 +121,47 @@ def test_one_lost_log_dir_of_several_is_refused(node: Path) -> None:
     assert not lost.exists()
 
 
+# A storage tool that says what it was run with and echoes bootstrap records as Kafka 4.2+ does.
+ECHOING_TOOL = """#!/bin/bash
+echo "ARGV $*"
+for a in "$@"; do case "$a" in @*) echo "ARGFILE $(tr '\\n' ' ' < "${a#@}")" >&2 ;; esac; done
+echo "Bootstrap metadata: BootstrapMetadata(records=[ApiMessageAndVersion(UserScramCredentialRecord(name='admin',\
+ mechanism=2, salt=[49, 54], storedKey=[-103, 117], serverKey=[117, -80], iterations=4096) at version 0)])"
+mkdir -p "$(sed -n 's/^log.dirs=//p' "$4")" && touch "$(sed -n 's/^log.dirs=//p' "$4")/meta.properties"
+"""
+
+
+@pytest.mark.parametrize("service", ["controller", "kafka"])
+def test_a_controller_formats_with_the_scram_arguments_from_its_secret_file(node: Path, service: str) -> None:
+    """A secured cluster made on KRaft: the controller's format adds the admin's credential (--add-scram) from the
+    secret file, as @FILE (the tool's argparse reads it): the password is no process argument, and the records the
+    tool echoes reach the log without the credential's keys. A broker's format adds nothing."""
+    (node / "kafka" / "bin" / "kafka-storage.sh").write_text(ECHOING_TOOL)
+    secrets = node / "secrets"
+    secrets.mkdir()
+    args = secrets / contract.KRAFT_FORMAT_ARGS_FILE
+    args.write_text("--add-scram\nSCRAM-SHA-512=[name=admin,password=s3cret-pw_x]\n")
+    meta = node / "data" / "meta"
+    (node / "data" / f".kctl-format-{service}").touch()
+    conf = node / "c.properties"
+    conf.write_text(f"log.dirs={meta}\n")
+    p = subprocess.run(["bash", "-c", f'. "{node}/lib/jvm-common.sh"; kraft_storage {service} "$1" "$2"; echo READY',
+                        "_", str(conf), str(meta)], capture_output=True, text=True, timeout=30,
+                       env={"PATH": "/usr/bin:/bin", "KAFKA_HOME": str(node / "kafka"), "LOG_DIR": str(node),
+                            "KCTL_LIB_DIR": str(node / "lib"), "KCTL_FORMAT_PERMIT_DIR": str(node / "data"),
+                            "KCTL_CLUSTER_ID_FILE": str(node / "cluster-id"), "KCTL_SECRETS_DIR": str(secrets),
+                            "KCTL_SCRAM_USER": "admin"})
+    assert p.returncode == 0 and p.stdout.strip().endswith("READY"), p.stdout + p.stderr
+    [argv] = [line for line in p.stdout.splitlines() if line.startswith("ARGV ")]
+    assert "s3cret" not in p.stdout + p.stderr  # neither in the arguments nor in what reaches the log
+    if service == "controller":
+        assert argv.endswith(f"--ignore-formatted @{args}")
+        assert "the bootstrap metadata gets the SCRAM credential of admin" in p.stdout
+        assert "UserScramCredentialRecord(...)" in p.stdout and "storedKey" not in p.stdout
+    else:
+        assert argv.endswith("--ignore-formatted") and "@" not in argv
+
+
 def test_the_scripts_use_the_contract_permit() -> None:
     common = (NODE / "jvm-common.sh").read_text()
     assert contract.DATA_ROOT in common and contract.FORMAT_PERMIT_PREFIX in common
@@ -128,6 +169,8 @@ def test_the_scripts_use_the_contract_permit() -> None:
     for script in ("controller-start", "kafka-start"):
         assert "kraft_storage " in (NODE / script).read_text()
     assert "kafka-storage.sh\" format" not in (NODE / "controller-start").read_text()  # only through kraft_storage
+    assert f"{contract.SECRETS_DIR}/{contract.KRAFT_FORMAT_ARGS_FILE}" in common.replace(
+        "${KCTL_SECRETS_DIR:-/run/kctl/secrets}", contract.SECRETS_DIR)
     dockerfile = (NODE.parents[3] / "Dockerfile").read_text()
     assert "/usr/local/lib/kctl/unformatted" in dockerfile and contract.format_permit("controller") in dockerfile
 

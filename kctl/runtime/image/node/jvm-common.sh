@@ -99,8 +99,19 @@ kraft_storage() {
   [ -n "$cluster_id" ] || { echo "kctl: ${KCTL_CLUSTER_ID_FILE:-/etc/kctl/cluster-id} is missing or empty" >&2; exit 64; }
   mkdir -p "${missing[@]}"
   echo "kctl: formatting ${missing[*]} for cluster $cluster_id (storage kctl made: $permit)"
+  # A controller of a secured cluster made on KRaft: its bootstrap metadata gets the admin's SCRAM credential
+  # (KIP-900's --add-scram), read by the tool from a secret file (@FILE: one argument a line), never an argument
+  # of a process; the tool's echo of the bootstrap records (Kafka 4.2+) keeps the credential's keys out of the log.
+  local extra=() scram_args="${KCTL_SECRETS_DIR:-/run/kctl/secrets}/kraft-format.args"
+  if [ "$svc" = controller ] && [ -r "$scram_args" ]; then
+    extra=("@$scram_args")
+    echo "kctl: the bootstrap metadata gets the SCRAM credential of ${KCTL_SCRAM_USER:-the admin} (--add-scram in" \
+      "$scram_args)"
+  fi
   env -u KAFKA_JMX_PORT -u KAFKA_OPTS KAFKA_HEAP_OPTS="-Xmx128m" LOG_DIR="$LOG_DIR" \
     KAFKA_LOG4J_OPTS="-Dlog4j.configuration=file:$KAFKA_HOME/config/tools-log4j.properties" \
-    "$KAFKA_HOME/bin/kafka-storage.sh" format --cluster-id="$cluster_id" --config "$conf" --ignore-formatted
+    "$KAFKA_HOME/bin/kafka-storage.sh" format --cluster-id="$cluster_id" --config "$conf" --ignore-formatted \
+    ${extra[@]+"${extra[@]}"} 2>&1 \
+    | sed -E -e 's/UserScramCredentialRecord\([^)]*\)/UserScramCredentialRecord(...)/g' -e '/[Pp]assword/d'
   rm -f "$permit"
 }
