@@ -51,7 +51,7 @@ def _tool_kind(bootstrap: str | None, target: Target, group: str) -> tuple[str, 
 
     spec = _share_spec(bootstrap, target)
     kind = sources.tool_kind(spec, group)
-    return (kind.lower(), spec) if kind is not None and spec is not None else None
+    return (kind, spec) if kind is not None and spec is not None else None
 
 
 def group_list(bootstrap: str | None = BootstrapOpt, file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:

@@ -95,7 +95,7 @@ def list_groups(target: Target, *, client: Any = None) -> list[GroupSummary]:
     except Exception as exc:  # noqa: BLE001
         raise kafka_error(exc, "cannot list consumer groups") from None
     return sorted((GroupSummary(g.group_id, g.state.name if g.state else "UNKNOWN",
-                                _type_name(getattr(g, "type", None)).upper(),
+                                _type_name(getattr(g, "type", None)),
                                 bool(g.is_simple_consumer_group)) for g in res.valid),
                   key=lambda g: g.group)
 

@@ -170,7 +170,7 @@ def to_json(status: GroupStatus, *, state: str | None = None, window: int, sourc
     worst = max((p.status for p in status.partitions), default=Status.OK)
     return {
         "group": status.group,
-        "type": type.upper() if type else None,
+        "type": type.lower() if type else None,
         "state": state,
         # The worst partition's status (STOP, STALL and REWIND named); Burrow's group status caps them at ERR.
         "status": worst.name,

@@ -28,12 +28,12 @@ from kctl.kafka.client import Target
 from kctl.model.spec import ClusterSpec
 from kctl.monitor.sampler import GroupSnapshot, share_snapshot_of, snapshot_of, streams_snapshot_of
 
-SHARE, STREAMS = "SHARE", "STREAMS"
+SHARE, STREAMS = "share", "streams"
 
 
 @dataclass
 class Listing:
-    """Every group with its type (as `kctl group list` names them: CLASSIC, CONSUMER, SHARE, STREAMS) and
+    """Every group with its type (as `kctl group list` names them: classic, consumer, share, streams) and
     its state as listed."""
 
     types: dict[str, str] = field(default_factory=dict)
@@ -63,7 +63,7 @@ def list_all(target: Target, spec: ClusterSpec | None, *, client: Any = None) ->
 
 
 def tool_kind(spec: ClusterSpec | None, group: str) -> str | None:
-    """SHARE or STREAMS when ``group`` is a share or a streams group of this kctl.yaml's cluster (their two
+    """share or streams when ``group`` is a share or a streams group of this kctl.yaml's cluster (their two
     lists side by side); None otherwise (and where :func:`with_tools` is false)."""
     if spec is None or not with_tools(spec):
         return None
@@ -94,7 +94,7 @@ def describe_any(target: Target, spec: ClusterSpec | None, group: str) -> dict[s
         if kind is None:
             raise
     if kind is None:
-        return {**dataclasses.asdict(d), "type": d.type.upper()}
+        return {**dataclasses.asdict(d), "type": d.type}
     assert spec is not None
     if kind == STREAMS:
         st = streams_groups.describe(spec, target, group)

@@ -325,6 +325,7 @@ class Store:
                       for (t, p), e in ends.items() if e[-1].timestamp_ms == at_ms)
         st = self.db.execute("SELECT * FROM groups WHERE grp = ? ORDER BY ts_ms DESC LIMIT 1", (group,)).fetchone()
         kind = st["type"] if st is not None and "type" in st.keys() else None  # noqa: SIM118 - a Row: in tests values
+        kind = kind.lower() if kind else None  # a store written when types were spelled in capitals
         return StoredGroup(group, at_ms, st["state"] if st else None, parts, kind)
 
     def stored_windows(self, window: int) -> list[StoredGroup]:

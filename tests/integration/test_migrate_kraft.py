@@ -289,7 +289,7 @@ def groups_of_both_types(cluster: KafkaCluster) -> None:
             else:
                 assert member["target_assignment"] is None, member
         listed = {r["group"]: r["type"] for r in json.loads(kctl(cluster, "group", "list", "-o", "json").stdout)}
-        assert {listed[g] for g, _c in made.values()} == {"CONSUMER", "CLASSIC"}, listed
+        assert {listed[g] for g, _c in made.values()} == {"consumer", "classic"}, listed
     finally:
         for _g, c in made.values():
             c.close()

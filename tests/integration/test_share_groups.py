@@ -79,7 +79,7 @@ def test_a_share_group_listed_described_reset_and_deleted(cluster: KafkaCluster)
     assert end == 150 and 0 <= p["start_offset"] <= 100, d
     assert p["lag"] == end - p["start_offset"] == d["total_lag"], d
     listed = json.loads(kctl(cluster, "group", "list", "-o", "json").stdout)
-    assert {"group": group, "state": "EMPTY", "type": "SHARE", "simple": False} in listed, listed
+    assert {"group": group, "state": "EMPTY", "type": "share", "simple": False} in listed, listed
 
     # an active member: described with its partition; a reset is refused
     member = ShareConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
@@ -166,10 +166,10 @@ def test_a_share_group_judged_by_kctl_lag_the_monitor_and_the_console_alike(clus
     lag = kctl(cluster, "lag", group, "--samples", "3", "--interval", "1", "-o", "json")
     assert lag.returncode == 1, lag.stderr
     doc = json.loads(lag.stdout)
-    assert (doc["type"], doc["state"], doc["status"], doc["total_lag"]) == ("SHARE", "EMPTY", "STOP", p["lag"]), doc
+    assert (doc["type"], doc["state"], doc["status"], doc["total_lag"]) == ("share", "EMPTY", "STOP", p["lag"]), doc
     assert doc["partitions"][0]["offset"] == p["start_offset"]
     table = kctl(cluster, "lag", "--samples", "2", "--interval", "1")  # every group: this one among them, typed
-    assert any(group in ln and "SHARE" in ln and "STOP" in ln for ln in table.stdout.splitlines()), table.stdout
+    assert any(group in ln and "share" in ln and "STOP" in ln for ln in table.stdout.splitlines()), table.stdout
 
     mon = Monitor(cluster.spec, cluster.state_dir, interval_s=1, window=5, log=lambda line: None)
     try:
@@ -178,10 +178,10 @@ def test_a_share_group_judged_by_kctl_lag_the_monitor_and_the_console_alike(clus
             time.sleep(1)
         mon.round()
         docs, _, _ = mon.snapshot()
-        assert (docs[group]["status"], docs[group]["total_lag"], docs[group]["type"]) == ("STOP", p["lag"], "SHARE")
+        assert (docs[group]["status"], docs[group]["total_lag"], docs[group]["type"]) == ("STOP", p["lag"], "share")
         assert api.burrow_status(cluster.spec.name, docs[group], every_partition=True)["worst_status"] == "STOP"
         [row] = [r for r in ops.group_list(cluster.spec) if r["group"] == group]
-        assert (row["type"], row["status"], row["total_lag"]) == ("SHARE", "STOP", p["lag"]), row
+        assert (row["type"], row["status"], row["total_lag"]) == ("share", "STOP", p["lag"]), row
 
         # A member takes the rest and stays: Kafka's lag goes to 0, and every reader says OK.
         stop = threading.Event()
@@ -222,7 +222,7 @@ def test_a_share_group_judged_by_kctl_lag_the_monitor_and_the_console_alike(clus
 def test_a_streams_group_listed_described_and_judged(cluster: KafkaCluster, tmp_path: object) -> None:
     """A real streams group: Kafka's WordCountDemo (kafka-streams-examples 4.3.1, resolved by Maven as kctl's
     image build resolves Kafka's jars, run on this machine's JVM) with group.protocol=streams against the cluster's
-    127.0.0.1 listener. `kctl group list` types it STREAMS, `kctl group describe` gives its state, its member's
+    127.0.0.1 listener. `kctl group list` types it streams, `kctl group describe` gives its state, its member's
     four tasks and each partition's committed offset and lag (checked against the log end a plain consumer reads),
     `kctl lag` judges it OK; stopped, it is EMPTY with no member."""
     import shutil
@@ -269,9 +269,9 @@ def test_a_streams_group_listed_described_and_judged(cluster: KafkaCluster, tmp_
         [member] = d["members"]  # type: ignore[misc]
         assert member["active"] == ["0_0", "0_1", "1_0", "1_1"], member  # two subtopologies, two partitions each
         listed = json.loads(kctl(cluster, "group", "list", "-o", "json").stdout)
-        assert {"group": app, "state": "STABLE", "type": "STREAMS", "simple": False} in listed, listed
+        assert {"group": app, "state": "STABLE", "type": "streams", "simple": False} in listed, listed
         lag = json.loads(kctl(cluster, "lag", app, "--samples", "2", "--interval", "1", "-o", "json").stdout)
-        assert (lag["type"], lag["status"]) == ("STREAMS", "OK") and lag["total_lag"] >= 0, lag
+        assert (lag["type"], lag["status"]) == ("streams", "OK") and lag["total_lag"] >= 0, lag
     finally:
         demo.send_signal(signal.SIGTERM)
         demo.wait(60)

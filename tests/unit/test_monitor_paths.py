@@ -49,7 +49,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     clock = [T0]
     monkeypatch.setattr(time, "time", lambda: clock[0])
     monkeypatch.setattr(kgroups, "list_groups",
-                        lambda *a, **kw: [SimpleNamespace(group="app", type="CLASSIC", state="STABLE")])
+                        lambda *a, **kw: [SimpleNamespace(group="app", type="classic", state="STABLE")])
     monkeypatch.setattr(kgroups, "describe", cluster.describe)
     monkeypatch.setattr(mx, "scrape_all", lambda endpoints: [])
     mon = Monitor(spec, tmp_path / "state", interval_s=2, window=5, log=lambda line: None)

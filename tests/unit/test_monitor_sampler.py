@@ -155,7 +155,7 @@ def test_a_share_partition_not_initialized_has_no_sample_and_the_doc_names_the_t
     assert [(s.sample, s.end.end) for s in added] == [(None, None)]
     doc = to_json(w.evaluate("sg", 1.0), state=w.states["sg"], window=5, source="fresh sampling",
                   type=w.types["sg"])
-    assert doc["type"] == "SHARE" and doc["status"] == "OK" and doc["total_lag"] == 0
+    assert doc["type"] == "share" and doc["status"] == "OK" and doc["total_lag"] == 0
 
 
 def test_a_streams_group_owns_its_partitions_while_it_has_members() -> None:
