@@ -37,14 +37,6 @@ def _share_spec(bootstrap: str | None, target: Target) -> ClusterSpec | None:
     return spec if bootstrap is None and spec is not None and share_groups.supported(spec) else None
 
 
-def _share_group(bootstrap: str | None, target: Target, group: str) -> ClusterSpec | None:
-    """The cluster's spec when ``group`` is one of its share groups; else None."""
-    from kctl.kafka import share_groups
-
-    spec = _share_spec(bootstrap, target)
-    return spec if spec is not None and group in dict(share_groups.list_groups(spec)) else None
-
-
 def _tool_kind(bootstrap: str | None, target: Target, group: str) -> tuple[str, ClusterSpec] | None:
     """("share" | "streams", spec) when ``group`` is a share or a streams group of kctl's own cluster; else None."""
     from kctl.monitor import sources
@@ -52,6 +44,21 @@ def _tool_kind(bootstrap: str | None, target: Target, group: str) -> tuple[str, 
     spec = _share_spec(bootstrap, target)
     kind = sources.tool_kind(spec, group)
     return (kind, spec) if kind is not None and spec is not None else None
+
+
+def _not_streams(bootstrap: str | None, target: Target, group: str, verb: str) -> ClusterSpec | None:
+    """The cluster's spec when ``group`` is one of its share groups, None for a classic or consumer group; a
+    streams group is refused: its offsets and its application's internal topics (changelogs, repartition topics)
+    go together, which Kafka's own tool does and kctl does not yet."""
+    kind = _tool_kind(bootstrap, target, group)
+    if kind is not None and kind[0] == "streams":
+        what = ("--reset-offsets --input-topic TOPIC --to-earliest --dry-run (then --execute, which also deletes"
+                " the application's internal topics)" if verb == "reset-offsets" else "--delete")
+        raise UsageError(f"{group!r} is a streams group: kctl describes it but does not "
+                         + ("reset its offsets" if verb == "reset-offsets" else "delete it") + " yet",
+                         hint=f"stop the Kafka Streams application, then run Kafka's own tool in a node:"
+                              f" kafka-streams-groups.sh --bootstrap-server ... --group {group} {what}")
+    return kind[1] if kind is not None else None
 
 
 def group_list(bootstrap: str | None = BootstrapOpt, file: Path = SpecOpt, fmt: Format = OutputOpt) -> None:
@@ -136,7 +143,7 @@ def group_reset(
                          hint=f"e.g. `kctl group reset-offsets {group} --topic {topic} --to-earliest` (a dry run"
                               " until --execute)")
     target = connect(file, bootstrap, write=True)
-    spec = _share_group(bootstrap, target, group)
+    spec = _not_streams(bootstrap, target, group, "reset-offsets")
     if spec is not None:
         from kctl.kafka import share_groups
 
@@ -161,7 +168,7 @@ def group_delete(
     from kctl.kafka import groups
 
     target = connect(file, bootstrap, write=True)
-    spec = _share_group(bootstrap, target, group)
+    spec = _not_streams(bootstrap, target, group, "delete")
     if spec is not None:
         from kctl.kafka import share_groups
 

@@ -288,5 +288,55 @@ def test_three_secured_nodes_on_kafka_4_roll_under_a_scram_load(tmp_path: Path) 
                              capture_output=True, text=True, timeout=60).stdout
         assert "UserScramCredentialRecord(...)" in out, out[-2000:]  # Kafka 4.3's echo of the records, cut
         print(f"\nsecured KRaft roll on 4.3.1: {len(load.acked)} acknowledged, longest stall {load.stall:.1f} s")
+        rotate_ca_under_load(tmp_path, name)
     finally:
         kctl(tmp_path, "down", "--volumes")
+
+
+def rotate_ca_under_load(cwd: Path, name: str) -> None:
+    """`kctl cert rotate-ca` on KRaft (controllers and brokers rolled at each step) under an acks=all load from an
+    outside client that trusts what docs/security.md says to give it: the old ca.pem during the first step,
+    trust.pem from then on. Every acknowledged record is read back by an independent reader (kcat, with trust.pem
+    after the last step), no client is refused, and each node's listener then serves a certificate the new CA
+    signed (Python's ssl and cryptography, not kctl)."""
+    import shutil
+    import socket
+    import ssl
+
+    from cryptography import x509
+
+    from kctl import contract
+    from kctl.security import store
+
+    root = store.secrets_dir(cwd / ".kctl" / name)
+    admin = login(cwd)
+    old_ca = x509.load_pem_x509_certificate((root / contract.CA_FILE).read_bytes())
+    figures = []
+    for phase, steps in (("trust", ["trust"]), ("reissue+drop", ["reissue", "drop"])):
+        topic = f"rotate-{phase.split('+')[0]}"
+        ok(kctl(cwd, "topic", "create", topic, "-p", "3", "-r", "3"))
+        given = cwd / f"given-{phase}.pem"  # what an outside client holds in this phase
+        shutil.copy(root / (contract.CA_FILE if phase == "trust" else contract.TRUST_FILE), given)
+        conf = {**admin, "ssl.ca.location": str(given)}
+        with Load(conf, topic, max_records=100_000, max_seconds=1200) as load:
+            time.sleep(2)
+            for step in steps:
+                p = kctl(cwd, "cert", "rotate-ca", "--yes", timeout=1500)
+                assert p.returncode == 0 and f"{step} done" in p.stderr + p.stdout, (p.stdout + p.stderr)[-3000:]
+            time.sleep(2)
+        assert load.failures() == [] and len(load.acked) > 100, load.errors[:5]
+        reader = {**admin, "ssl.ca.location": str(root / contract.TRUST_FILE)}
+        lost = sorted(load.acked - set(kcat_values(reader, topic)))
+        assert lost == [], f"{len(lost)} acknowledged records not read back: {lost[:20]}"
+        figures.append(f"{phase}: {len(load.acked)} acknowledged, 0 lost, longest stall {load.stall:.1f} s")
+    new_ca = x509.load_pem_x509_certificate((root / contract.CA_FILE).read_bytes())
+    assert new_ca.subject != old_ca.subject
+    st = json.loads(ok(kctl(cwd, "status", "--wait", "60", "-o", "json")))
+    assert st["health"] == "healthy", st["problems"]
+    for port in sorted({int(b.rsplit(":", 1)[1]) for b in admin["bootstrap.servers"].split(",")}):
+        ctx = ssl.create_default_context(cafile=str(root / contract.TRUST_FILE))
+        ctx.check_hostname = False
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10)) as sock:
+            served = x509.load_der_x509_certificate(sock.getpeercert(binary_form=True) or b"")
+        served.verify_directly_issued_by(new_ca)  # raises unless the new CA signed what the listener serves
+    print("\nCA rotated on KRaft under load: " + "; ".join(figures))
