@@ -85,7 +85,7 @@ def group_describe(
 ) -> None:
     """State, members, and per partition: committed offset, log-end offset and lag (a share group: each
     share-partition's start offset and lag; a streams group: its members' tasks)."""
-    from kctl.kafka import groups, share_groups, streams_groups
+    from kctl.kafka import consumer_epochs, groups, share_groups, streams_groups
 
     target = connect(file, bootstrap)
     try:
@@ -113,9 +113,18 @@ def group_describe(
                     footer=f"group {s.group} (share): {s.state}, coordinator {s.coordinator}, {len(s.members)}"
                            f" member(s), total lag {s.total_lag}" + (f"\nmembers: {members}" if members else ""))
         return
-    members = "; ".join(f"{m.client_id}@{m.host} [{', '.join(m.assignment) or '-'}]" for m in d.members)
+    own = target.spec if bootstrap is None else None
+    if d.type == "consumer" and own is not None and consumer_epochs.supported(own):
+        try:
+            consumer_epochs.attach(own, d)
+        except KctlError as exc:
+            output.warn(f"the group's epochs are not known: {exc.message}")
+    members = "; ".join(f"{m.client_id}@{m.host} [{', '.join(m.assignment) or '-'}]"
+                        + (f" epoch {m.member_epoch}" if m.member_epoch is not None else "") for m in d.members)
+    epochs = (f", group epoch {d.group_epoch}, target assignment epoch {d.target_assignment_epoch}"
+              if d.group_epoch is not None else "")
     footer = (f"group {d.group} ({d.type}): {d.state}, coordinator {d.coordinator}, {len(d.members)} member(s), "
-              f"total lag {d.total_lag}" + (f"\nmembers: {members}" if members else ""))
+              f"total lag {d.total_lag}{epochs}" + (f"\nmembers: {members}" if members else ""))
     output.emit(d, fmt, rows=[output.to_plain(p) for p in d.partitions],
                 columns=["topic", "partition", "committed", "log_end", "lag", "client_id"],
                 wide_columns=["consumer_id", "host"], title=f"group {d.group}", footer=footer)

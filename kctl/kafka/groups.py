@@ -50,6 +50,10 @@ class Member:
     # A KIP-848 consumer group's member: the partitions the coordinator means it to own (it takes them as the
     # members before it give them up); None in a classic group, whose assignment the members' leader makes.
     target_assignment: list[str] | None = None
+    # A KIP-848 member's epoch and its target assignment's epoch (Kafka's tool on kctl's own cluster; None
+    # elsewhere): a member behind the group's target assignment epoch is still reconciling.
+    member_epoch: int | None = None
+    target_epoch: int | None = None
 
 
 @dataclass
@@ -64,6 +68,9 @@ class GroupDescription:
     # classic (the members' own protocol, Kafka < 4 or group.protocol=classic) or consumer (KIP-848: the
     # coordinator assigns, group.version 1); what describe answers
     type: str = "classic"
+    # A consumer group's (KIP-848) group epoch and its target assignment's epoch: see Member.member_epoch
+    group_epoch: int | None = None
+    target_assignment_epoch: int | None = None
 
 
 @dataclass

@@ -296,9 +296,9 @@ def test_three_secured_nodes_on_kafka_4_roll_under_a_scram_load(tmp_path: Path) 
 def rotate_ca_under_load(cwd: Path, name: str) -> None:
     """`kctl cert rotate-ca` on KRaft (controllers and brokers rolled at each step) under an acks=all load from an
     outside client that trusts what docs/security.md says to give it: the old ca.pem during the first step,
-    trust.pem from then on. Every acknowledged record is read back by an independent reader (kcat, with trust.pem
-    after the last step), no client is refused, and each node's listener then serves a certificate the new CA
-    signed (Python's ssl and cryptography, not kctl)."""
+    trust.pem from then on. Every acknowledged record is read back by an independent reader (a plain consumer of
+    the test's own, trusting trust.pem), no client is refused, and each node's listener then serves a certificate
+    the new CA signed (Python's ssl and cryptography, not kctl)."""
     import shutil
     import socket
     import ssl
@@ -326,7 +326,7 @@ def rotate_ca_under_load(cwd: Path, name: str) -> None:
             time.sleep(2)
         assert load.failures() == [] and len(load.acked) > 100, load.errors[:5]
         reader = {**admin, "ssl.ca.location": str(root / contract.TRUST_FILE)}
-        lost = sorted(load.acked - set(kcat_values(reader, topic)))
+        lost = sorted(load.acked - set(read_values(reader, topic)))
         assert lost == [], f"{len(lost)} acknowledged records not read back: {lost[:20]}"
         figures.append(f"{phase}: {len(load.acked)} acknowledged, 0 lost, longest stall {load.stall:.1f} s")
     new_ca = x509.load_pem_x509_certificate((root / contract.CA_FILE).read_bytes())

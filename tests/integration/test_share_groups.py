@@ -290,3 +290,50 @@ def test_a_streams_group_listed_described_and_judged(cluster: KafkaCluster, tmp_
         assert "Traceback" not in p.stderr
     d = json.loads(kctl(cluster, "group", "describe", app, "-o", "json").stdout)
     assert {x["partition"]: x["committed"] for x in d["partitions"] if x["topic"] == topic} == end, d
+
+
+def test_a_consumer_group_of_kip_848_is_described_with_its_epochs(cluster: KafkaCluster) -> None:
+    """A consumer group of KIP-848's protocol (group.protocol=consumer, two members): `kctl group describe -o json`
+    types it consumer and gives the group epoch, the target assignment's epoch and each member's epoch (Kafka's
+    tool in a node) beside its assignment (the AdminClient); with both members reconciled, their epochs are the
+    group's and every partition is owned once. The epochs are checked against a second, direct run of Kafka's
+    tool (not kctl's parser)."""
+    from confluent_kafka import Consumer, Producer
+
+    topic, group = f"cq-{uuid.uuid4().hex[:6]}", f"cg-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, partitions=4, replication_factor=1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for i in range(40):
+        producer.produce(topic, value=str(i).encode(), partition=i % 4)
+    assert producer.flush(30) == 0
+    members = [Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest"}) for _ in range(2)]
+    try:
+        for c in members:
+            c.subscribe([topic])
+        d: dict[str, object] = {}
+        until = time.monotonic() + 90
+        while time.monotonic() < until:
+            for c in members:
+                c.poll(0.5)
+            d = json.loads(kctl(cluster, "group", "describe", group, "-o", "json").stdout or "{}")
+            ms = d.get("members") or []
+            if (len(ms) == 2 and all(m["assignment"] for m in ms)  # type: ignore[index,union-attr]
+                    and all(m["member_epoch"] == d["group_epoch"] for m in ms)):  # type: ignore[index,union-attr]
+                break
+        assert d.get("type") == "consumer" and d.get("state") == "STABLE", d
+        ms = d["members"]  # type: ignore[assignment]
+        assert isinstance(d["group_epoch"], int) and d["group_epoch"] >= 2, d  # two members joined: two bumps
+        assert d["target_assignment_epoch"] == d["group_epoch"], d
+        assert all(m["member_epoch"] == m["target_epoch"] == d["group_epoch"] for m in ms), ms  # type: ignore[index]
+        owned = sorted(p for m in ms for p in m["assignment"])  # type: ignore[index,union-attr]
+        assert owned == [f"{topic}-{p}" for p in range(4)], ms
+        assert all(sorted(m["target_assignment"]) == sorted(m["assignment"]) for m in ms), ms  # type: ignore[index]
+        raw = cluster.exec("logger1", ["sh", "-c", "KAFKA_OPTS= KAFKA_HEAP_OPTS=-Xmx256m"
+                                                   " /opt/kafka/bin/kafka-consumer-groups.sh --bootstrap-server"
+                                                   f" logger1:{cluster.spec.kafka.internal_port} --describe --group"
+                                                   f" {group} --state --verbose"])[1]
+        assert str(d["group_epoch"]) in raw.split(), raw
+    finally:
+        for c in members:
+            c.close()
