@@ -222,6 +222,13 @@ def apply(spec: ClusterSpec, *, include: Iterable[str] = (), say: Callable[[str]
     raises already made are finalized, the plan then holds only the rest."""
     say = say or (lambda _m: None)
     p = plan(spec, include=include)
+    if any(c.feature == KRAFT_VERSION for c in p.to_apply):
+        # Raised alone, kraft.version would leave every node naming controller.quorum.voters (KAFKA-21426's state):
+        # the conversion records the dynamic quorum and rolls the nodes onto controller.quorum.bootstrap.servers.
+        raise UsageError("kraft.version is raised by `kctl quorum make-dynamic` (it turns the static controller quorum"
+                         " dynamic and rolls every node onto controller.quorum.bootstrap.servers); nothing was raised",
+                         hint="`kctl features apply --yes` without --include kraft.version raises the others;"
+                              " then `kctl quorum make-dynamic`")
     if p.refused:
         raise ClusterError(f"nothing was raised: {p.refused}", hint="`kctl apply` finishes the roll (`kctl status`"
                            " shows each node's release); then `kctl features apply`")

@@ -607,8 +607,9 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
                    f"nodes {[n.id for n in new_spec.nodes]}")
         steps.wait("cluster healthy", _healthy(new_spec), timeout)
     change.seconds = time.monotonic() - t0
-    change.next = ("the other nodes' rendered files no longer list it (zookeeper.connect, the ensemble);"
-                   " that takes effect at their next restart")
+    change.next = ("the other nodes' rendered files no longer list it (" + (
+        "controller.quorum.bootstrap.servers" if kraft else "zookeeper.connect, the ensemble")
+        + "); that takes effect at their next restart")
     return change
 
 
