@@ -534,8 +534,15 @@ def _require_dynamic(spec: ClusterSpec, what: str) -> None:
 
 
 def check_can_grow(spec: ClusterSpec) -> None:
-    """`kctl node add --role controller`: before anything is written."""
+    """`kctl node add --role controller`: before anything is written. A controller of kctl.yaml that is not a
+    voter (an add killed between its format and its promotion) is finished first, not joined by another."""
     _require_dynamic(spec, "a controller is added")
+    voters = parse_voter_dirs(_describe(spec, "--status"))
+    pending = [h for c, h in node_of_controller(spec).items() if c not in voters]
+    if pending:
+        raise UsageError(f"{', '.join(pending)} runs a controller kctl.yaml names that is not a voter (an add or a"
+                         " replacement not finished): nothing was changed",
+                         hint=f"`kctl quorum add-controller {pending[0]}` finishes it (`kctl quorum` shows the quorum)")
 
 
 def check_can_shrink(spec: ClusterSpec, node: NodeSpec, force: bool) -> None:
