@@ -105,8 +105,6 @@ def test_a_static_quorum_made_dynamic_takes_a_controller_and_lets_it_go(tmp_path
         assert kraft_version(name, "logger1") == 1
         conf = in_node(container(name, "logger1"), "cat /etc/kctl/controller.properties /etc/kctl/server.properties")
         assert "controller.quorum.voters" not in conf and conf.count("controller.quorum.bootstrap.servers=") == 2
-        # the node was rolled onto it: the running controller is newer than the file it reads
-        assert list(kafka_voters(name, "logger1")) == [3001]
         ok(kctl(tmp_path, "topic", "create", "orders", "-p", "2", "-r", "1"))
         lines = [f"r-{i}" for i in range(200)]
         ok(subprocess.run([sys.executable, "-m", "kctl", "produce", "orders"], cwd=tmp_path, input="\n".join(lines)
@@ -122,7 +120,6 @@ def test_a_static_quorum_made_dynamic_takes_a_controller_and_lets_it_go(tmp_path
 
         # below 3 voters only with --force; the voter leaves before its node does
         refused(kctl(tmp_path, "node", "remove", "logger2", "--yes"), "leaves 1 voter(s)", "--force")
-        assert sorted(kafka_voters(name, "logger1")) == [3001, 3002]
         said = ok(kctl(tmp_path, "node", "remove", "logger2", "--yes", "--force"))
         assert "controller removed from the quorum (remove-controller)" in said, said[-3000:]
         assert sorted(kafka_voters(name, "logger1")) == [3001]
