@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kctl import contract
-from kctl.cluster import health
+from kctl.cluster import features, health
 from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kraft import config as kc
+from kctl.kraft import phases
 from kctl.model.spec import ClusterSpec, NodeSpec
 from kctl.runtime.engine import engines
+from kctl.runtime.engine.engines import Capability
 from kctl.wait import wait_until
 
 QUORUM_TOOL = "kafka-metadata-quorum.sh"
@@ -263,8 +265,6 @@ def judge(spec_voters: list[int], kraft_version: int | None, rendered_dynamic: b
 
 def kraft_version(spec: ClusterSpec) -> int | None:
     """The finalized kraft.version (kafka-features.sh describe, as `kctl features`)."""
-    from kctl.cluster import features
-
     f = features.describe(spec).get(KRAFT_VERSION)
     return int(f.finalized) if f is not None and f.finalized and f.finalized.isdigit() else 0
 
@@ -295,7 +295,7 @@ def _supported(spec: ClusterSpec) -> None:
     if not spec.on_kraft:
         raise UsageError(f"cluster {spec.name} keeps its metadata in ZooKeeper: it has no controller quorum",
                          hint="`kctl migrate kraft` moves it to KRaft first")
-    if spec.engine.value != "compose":
+    if not engines.supports(spec, Capability.DYNAMIC_QUORUM):
         raise UsageError(f"the dynamic controller quorum is built for engine compose; cluster {spec.name} runs on"
                          f" {spec.engine.value}: nothing was changed",
                          hint="its quorum stays static (controller.quorum.voters); docs/kraft.md, \"Dynamic quorum\"")
@@ -329,9 +329,6 @@ def make_dynamic(spec: ClusterSpec, state_dir: Path, say: Callable[[str], None])
     record the dynamic quorum in kraft.json, so that every render names controller.quorum.bootstrap.servers. The
     caller rolls the nodes onto the new files (`kctl apply`'s gated roll). Rerun at any point: a raised
     kraft.version is found raised, a recorded quorum recorded."""
-    from kctl.cluster import features
-    from kctl.kraft import phases
-
     _supported(spec)
     record = phases.read(state_dir)
     if record.migrating:
