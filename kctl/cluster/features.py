@@ -296,4 +296,4 @@ def raise_the_others(spec: ClusterSpec, say: Callable[[str], None]) -> None:
     held = [c for c in p.changes if c.held]
     if held:
         say("held: " + ", ".join(f"{c.feature} {c.finalized} -> {c.target}" for c in held)
-            + " (a static controller quorum stays static; `kctl features apply --include kraft.version`)")
+            + " (a static controller quorum stays static; `kctl quorum make-dynamic` converts it)")
