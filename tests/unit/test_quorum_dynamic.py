@@ -5,6 +5,8 @@ releases that convert a static quorum, what `kctl quorum` calls a problem, and t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kctl.cluster import quorum as q
@@ -134,3 +136,28 @@ def test_kraft_json_keeps_the_dynamic_quorum_and_an_old_record_reads_static() ->
     assert Record.from_json('{"phase": "kraft"}').quorum is None
     on_zk = ClusterSpec.model_validate({"name": "q"}).with_dynamic_quorum(True)
     assert not on_zk.dynamic_quorum  # only a cluster on KRaft has a controller quorum
+
+
+def test_every_render_after_the_conversion_names_the_bootstrap_servers(tmp_path: Path) -> None:
+    """kraft.json's record is what `kctl up`, `kctl apply` and every roll resolve the spec from: once it says
+    dynamic, each node's controller.properties and server.properties name the bootstrap servers, never the voters."""
+    from kctl.kraft import phases
+    from kctl.model.render import render
+    from kctl.model.spec import load_cluster
+
+    spec_file = tmp_path / "kctl.yaml"
+    spec_file.write_text("name: q\nmetadata: kraft\nversions:\n  kafka: 4.3.1\n")
+    state = tmp_path / ".kctl" / "q"
+    state.mkdir(parents=True)
+    phases.write(state, Record(phase=Phase.kraft, cluster_id="Xy7kQ2fnT3a1bC9dE0fG1h"))
+    before, _ = load_cluster(spec_file)
+    assert not before.dynamic_quorum
+    phases.write(state, phases.read(state).replace(quorum="dynamic"))
+    spec, _ = load_cluster(spec_file)
+    assert spec.dynamic_quorum
+    files = {f"{c.name}/{path}": text for c in render(spec, state).containers for path, text in c.files.items()}
+    quorum_files = {k: v for k, v in files.items() if k.endswith(("/controller.properties", "/server.properties"))}
+    assert len(quorum_files) == 6, sorted(files)
+    for name, text in quorum_files.items():
+        assert "controller.quorum.voters" not in text, name
+        assert "controller.quorum.bootstrap.servers=logger1:9095,logger2:9095,logger3:9095" in text, name
