@@ -140,6 +140,23 @@ def kcat_lines(bootstrap: str, topic: str) -> list[str]:
     return p.stdout.split()
 
 
+def kill_after(cwd: Path, args: list[str], line: str, timeout: float = 300) -> str:
+    """Run kctl ``args`` and SIGKILL it as soon as it says ``line`` (on stderr, where kctl's progress goes)."""
+    p = subprocess.Popen([sys.executable, "-m", "kctl", *args], cwd=cwd, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    seen = []
+    deadline = time.monotonic() + timeout
+    assert p.stderr is not None
+    for said in p.stderr:
+        seen.append(said)
+        if line in said or time.monotonic() > deadline:
+            break
+    p.kill()
+    p.wait(30)
+    assert any(line in s for s in seen), "".join(seen)[-3000:]
+    return "".join(seen)
+
+
 def measured(load: Load, bootstrap: str, topic: str) -> dict[str, object]:
     read = set(kcat_values(bootstrap, topic))
     return {"acked": len(load.acked), "read": len(read & load.acked), "lost": len(load.acked - read),
@@ -188,6 +205,17 @@ def test_controllers_added_removed_and_a_failed_one_replaced_under_load_lose_not
         assert sorted(voters) == [3002, 3003, 3004] and voters[3003] != old, voters
         st = json.loads(ok(kctl(tmp_path, "status", "--wait", "60", "-o", "json")))
         assert st["health"] == "healthy", st["problems"]
+
+        # kctl killed between the new controller's format and its promotion: one clear message, then resumed
+        killed = kill_after(tmp_path, ["node", "add", "--role", "controller"], "formatted to join the quorum")
+        assert "logger5" in (tmp_path / "kctl.yaml").read_text(), killed
+        q = kctl(tmp_path, "quorum")
+        assert q.returncode == 1 and "controller 3005 is in kctl.yaml but not a voter" in q.stdout, q.stdout[-2000:]
+        assert "kctl quorum add-controller 5" in q.stdout
+        refused(kctl(tmp_path, "node", "add", "--role", "controller"), "logger5 runs a controller",
+                "kctl quorum add-controller logger5")
+        said = ok(kctl(tmp_path, "quorum", "add-controller", "logger5"))
+        assert "added" in said and sorted(kafka_voters(name, "logger2")) == [3002, 3003, 3004, 3005]
         print("QUORUM FIGURES " + json.dumps(figures))
         for what, f in figures.items():
             assert f["lost"] == 0 and not f["errors"] and int(str(f["acked"])) > 100, (what, f)
