@@ -1,5 +1,5 @@
 """kctl features: Kafka's finalized features on a cluster on KRaft (kafka-features.sh), each node's release levels,
-and their raise one feature at a time, kraft.version held unless asked for (docs/kraft.md, "Features")."""
+and their raise one feature at a time, kraft.version held unless asked for (docs/cluster.md, "Features")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """kctl quorum: the KRaft controller quorum (static or dynamic, its voters with their directory ids and lag, its
 observers), its conversion to a dynamic quorum (KIP-853, Kafka 4.1+), and a voter's add or remove by Kafka's
-add-controller / remove-controller (docs/kraft.md, "Dynamic quorum")."""
+add-controller / remove-controller (docs/kraft.md)."""
 
 from __future__ import annotations
 

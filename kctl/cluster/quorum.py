@@ -298,11 +298,13 @@ def _supported(spec: ClusterSpec) -> None:
     if not engines.supports(spec, Capability.DYNAMIC_QUORUM):
         raise UsageError(f"the dynamic controller quorum is built for engine compose; cluster {spec.name} runs on"
                          f" {spec.engine.value}: nothing was changed",
-                         hint="its quorum stays static (controller.quorum.voters); docs/kraft.md, \"Dynamic quorum\"")
+                         hint="its quorum stays static (controller.quorum.voters); docs/kraft.md, \"Static and"
+                              " dynamic quorums\"")
     if spec.security.enabled:
         raise UsageError(f"the dynamic controller quorum is not built yet for the secured profile (cluster"
                          f" {spec.name}): nothing was changed",
-                         hint="its quorum stays static (controller.quorum.voters); docs/kraft.md, \"Dynamic quorum\"")
+                         hint="its quorum stays static (controller.quorum.voters); docs/kraft.md, \"Static and"
+                              " dynamic quorums\"")
 
 
 def _release(version: str | None) -> tuple[int, ...]:
