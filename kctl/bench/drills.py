@@ -37,6 +37,9 @@ BOUNCES: dict[str, int] = {
 
 
 MODES = {"zookeeper": "ZooKeeper", "kraft": "KRaft"}
+# Sections another test writes (kept as they are by `make drills`): the quorum changes measured by
+# tests/integration/test_kraft_quorum.py (`make test-long`).
+KEPT = ("quorum",)
 # On KRaft: no ZooKeeper to kill or lose; controller-kill kills the active KRaft controller (the quorum's leader).
 ZOOKEEPER_ONLY = ("zk-leader-kill", "zk-quorum-loss")
 HEADER = ("| scenario | rate | duration | bounces | acked | lost | duplicates | reordered | unacked present |"
@@ -101,7 +104,7 @@ def render(sections: dict[str, str], plotted: bool) -> str:
         "when its bounces do.",
         "",
     ]
-    for mode in MODES:
+    for mode in (*MODES, *KEPT):
         if mode in sections:
             start, end = _marker(mode)
             lines += [start, sections[mode], end, ""]
@@ -129,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     from kctl.drill.scenarios import SCENARIOS
 
     earlier = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
-    sections = {m: text for m in MODES if (text := kept_section(earlier, m)) is not None}
+    sections = {m: text for m in (*MODES, *KEPT) if (text := kept_section(earlier, m)) is not None}
     plotted = PLOT.exists() and "zookeeper" in sections
     # mirror-failover needs a primary and a replica cluster: test_mirror.py runs it, not this one-cluster run.
     names = [n for n in args.only.split(",") if n] or [n for n in SCENARIOS if n != "mirror-failover"]

@@ -1,5 +1,5 @@
 """kctl features: Kafka's finalized features on a cluster on KRaft (kafka-features.sh), each node's release levels,
-and their raise one feature at a time, kraft.version held unless asked for (docs/kraft.md, "Features")."""
+and their raise one feature at a time, kraft.version held unless asked for (docs/cluster.md, "Features")."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import typer
 from kctl import output
 from kctl.cli.common import OutputOpt, SpecOpt, connect
 
-IncludeOpt = typer.Option(None, "--include", help="A held feature to raise too: kraft.version (turns a static"
-                                                  " controller quorum dynamic, KIP-853).")
+IncludeOpt = typer.Option(None, "--include", help="A held feature to plan too: kraft.version (turns a static"
+                                                  " controller quorum dynamic, KIP-853; raised by `kctl quorum"
+                                                  " make-dynamic`).")
 
 
 def register(app: typer.Typer) -> None:
@@ -55,7 +56,7 @@ def _footer(p: Any) -> str:
     held = [c for c in p.changes if c.held]
     if held:
         lines.append("held: " + ", ".join(f"{c.feature} {c.finalized} -> {c.target}" for c in held)
-                     + " (raising kraft.version makes the controller quorum dynamic; --include kraft.version)")
+                     + " (raising kraft.version makes the controller quorum dynamic: `kctl quorum make-dynamic`)")
     if not p.to_apply and not p.refused:
         lines.append("nothing to raise: every feature is at the newest level every node's release maps to"
                      + (", but the held" if held else ""))

@@ -36,6 +36,7 @@ from kctl.cli import (
     mirror,
     monitor,
     node,
+    quorum,
     reassign,
     restart,
     security,
@@ -80,7 +81,8 @@ def _root(
 # The order of ``kctl --help``.
 COMMAND_MODULES: tuple[ModuleType, ...] = (spec, cluster, zk, topic, config, group, monitor, console, clients,
                                            security, stream,
-                                           restart, change, reassign, node, migrate, features, mirror, drill, swarm)
+                                           restart, change, reassign, node, migrate, features, quorum, mirror, drill,
+                                           swarm)
 
 for _module in COMMAND_MODULES:
     _module.register(app)

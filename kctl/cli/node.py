@@ -32,8 +32,9 @@ def _report(change: object, fmt: output.Format, line: str) -> None:
 def node_add(
     node_id: int = typer.Option(None, "--id", min=1, max=255, help="Its id (ZooKeeper myid and broker.id);"
                                                                      " default the highest + 1."),
-    role: str = typer.Option(None, "--role", help="ZooKeeper role: participant (the default) or observer; on KRaft"
-                                                 " always observer (a broker alone, following the controllers)."),
+    role: str = typer.Option(None, "--role", help="ZooKeeper role: participant (the default) or observer. On KRaft:"
+                                                 " a broker alone (the default), or controller: a controller beside"
+                                                 " its broker, made a voter of the dynamic quorum (add-controller)."),
     no_broker: bool = typer.Option(False, "--no-broker", help="A ZooKeeper-only node: no Kafka broker on it"
                                                               " (`broker: false` in kctl.yaml)."),
     force: bool = typer.Option(False, "--force", help="Allow an even number of ZooKeeper participants."),
@@ -67,13 +68,15 @@ def node_add(
 def node_remove(
     node: str = typer.Argument(..., help="The node to remove (loggerN or id)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask; the node's data directories are removed."),
-    force: bool = typer.Option(False, "--force", help="Allow an even number of ZooKeeper participants."),
+    force: bool = typer.Option(False, "--force", help="Allow an even number of ZooKeeper participants; on KRaft,"
+                                                      " fewer than 3 voters left."),
     throttle: str = typer.Option(None, "--throttle", help="Replication rate limit while moving its replicas."),
     timeout: float = typer.Option(900, "--timeout", min=1, help="Seconds moving its replicas may take."),
     file: Path = SpecOpt,
     fmt: output.Format = OutputOpt,
 ) -> None:
-    """Move every replica off the node, remove its ZooKeeper from the ensemble, then its container and data."""
+    """Move every replica off the node, remove its ZooKeeper from the ensemble (on KRaft its controller from the
+    dynamic quorum, remove-controller), then its container and data."""
     from kctl.cluster import nodes
     from kctl.kafka.balance import parse_rate
     from kctl.model.spec import state_dir_for

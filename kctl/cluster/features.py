@@ -222,6 +222,13 @@ def apply(spec: ClusterSpec, *, include: Iterable[str] = (), say: Callable[[str]
     raises already made are finalized, the plan then holds only the rest."""
     say = say or (lambda _m: None)
     p = plan(spec, include=include)
+    if any(c.feature == KRAFT_VERSION for c in p.to_apply):
+        # Raised alone, kraft.version would leave every node naming controller.quorum.voters (KAFKA-21426's state):
+        # the conversion records the dynamic quorum and rolls the nodes onto controller.quorum.bootstrap.servers.
+        raise UsageError("kraft.version is raised by `kctl quorum make-dynamic` (it turns the static controller quorum"
+                         " dynamic and rolls every node onto controller.quorum.bootstrap.servers); nothing was raised",
+                         hint="`kctl features apply --yes` without --include kraft.version raises the others;"
+                              " then `kctl quorum make-dynamic`")
     if p.refused:
         raise ClusterError(f"nothing was raised: {p.refused}", hint="`kctl apply` finishes the roll (`kctl status`"
                            " shows each node's release); then `kctl features apply`")
@@ -289,4 +296,4 @@ def raise_the_others(spec: ClusterSpec, say: Callable[[str], None]) -> None:
     held = [c for c in p.changes if c.held]
     if held:
         say("held: " + ", ".join(f"{c.feature} {c.finalized} -> {c.target}" for c in held)
-            + " (a static controller quorum stays static; `kctl features apply --include kraft.version`)")
+            + " (a static controller quorum stays static; `kctl quorum make-dynamic` converts it)")

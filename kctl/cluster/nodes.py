@@ -23,10 +23,11 @@ from typing import Any
 import yaml
 
 from kctl import contract
-from kctl.cluster import health, lifecycle
+from kctl.cluster import health, lifecycle, quorum
 from kctl.cluster.lock import roll_lock
 from kctl.errors import ClusterError, KctlError, UsageError
 from kctl.kafka import balance, reassign
+from kctl.kraft import config as kraft_config
 from kctl.model.render import render, write
 from kctl.model.spec import ClusterSpec, Topology, parse_cluster
 from kctl.runtime import cluster as rcl
@@ -307,13 +308,24 @@ def _not_migrating(spec: ClusterSpec) -> None:
 
 def _kraft_role(spec: ClusterSpec, role: str | None, broker: bool) -> str:
     """The role of a node added to ``spec``: on ZooKeeper as asked (participant by default); on KRaft an observer,
-    a broker that follows the controller quorum and runs no controller of its own."""
+    a broker that follows the controller quorum and runs no controller of its own, or (``--role controller``, a
+    dynamic quorum) a participant: a controller beside its broker, as every node of kctl.yaml's quorum runs."""
     if not spec.on_kraft:
+        if role == "controller":
+            raise UsageError(f"cluster {spec.name} is on ZooKeeper: it has no KRaft controllers", hint="omit --role,"
+                             " or --role participant / observer (the node's ZooKeeper role)")
         return role or "participant"
+    if role == "controller":
+        quorum.check_can_grow(spec)
+        if not broker:
+            raise UsageError("a controller-only node is not built yet in this kctl: a node added with --role"
+                             " controller runs a controller beside its broker (as the other controllers' nodes);"
+                             " nothing was changed", hint="omit --no-broker")
+        return "participant"
     if role not in (None, "observer"):
-        raise UsageError(f"cluster {spec.name} is on KRaft: a node added there is a broker only (an observer of the"
-                         " controller quorum); the quorum is static (controller.quorum.voters), and adding a voter"
-                         " is not built yet in this kctl; nothing was changed", hint="omit --role")
+        raise UsageError(f"cluster {spec.name} is on KRaft: --role {role}: a node added there is a broker (an observer"
+                         " of the controller quorum) or, with --role controller, a controller beside its broker;"
+                         " nothing was changed", hint="omit --role, or --role controller (a dynamic quorum)")
     if not broker:
         raise UsageError(f"cluster {spec.name} is on KRaft: a node without a broker would run nothing there (no"
                          " ZooKeeper, no controller); nothing was changed", hint="omit --no-broker")
@@ -351,6 +363,7 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
         w for w in edit.warnings if "participants" not in w])
     steps = _Steps(change, say)
     joiner = None if kraft else reconfig.server_of(new_spec, nid)
+    joining = False
     with roll_lock(state_dir, "kctl node add"):
         steps.wait("cluster healthy before the change", _healthy(spec), 30)
         if joiner is not None:
@@ -375,9 +388,19 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
                 made = store.ensure(new_spec, state_dir)
                 steps.done("secrets of the new node written", 0.0,
                            ", ".join(m for m in made if host in m) or "already there")
+            joining = kraft and role == "participant"  # a new controller of the dynamic quorum
+            if joining:
+                # Its controller is formatted by kctl to join (--no-initial-controllers), not by its start script,
+                # which formats a static quorum's: without the permit it waits as UNFORMATTED until then.
+                (state_dir / host / contract.HOST_DATA / f"{contract.FORMAT_PERMIT_PREFIX}controller").unlink(
+                    missing_ok=True)
             t = time.monotonic()
             lifecycle.start_node(new_spec, state_dir, host, progress=say)
             steps.done("container started", time.monotonic() - t, host)
+            if joining:
+                t = time.monotonic()
+                steps.done("controller storage formatted to join the quorum", time.monotonic() - t,
+                           quorum.format_joining(new_spec, host))
             if joiner is not None:
                 # The joiner starts with the current ensemble plus itself and syncs with the leader first.
                 steps.wait(f"ZooKeeper {nid} serving (synced with the leader)", health.zk_serving(new_spec, nid),
@@ -391,8 +414,15 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
                            f" {res.after.participants}, observers {res.after.observers}")
             if broker:
                 steps.wait(f"broker {nid} registered", health.broker_registered(new_spec, nid), timeout)
+            if joining:
+                t = time.monotonic()
+                said = quorum.add_controller(new_spec, host, timeout=timeout, say=say)
+                reconfigured = True  # a voter now: never undone by removing its container
+                steps.done("controller promoted to a voter (add-controller)", time.monotonic() - t, said)
             steps.wait("cluster healthy", _healthy(new_spec), timeout)
         except BaseException:
+            if joining and not reconfigured and _is_voter(new_spec, host):
+                reconfigured = True  # add-controller went through before the failure: the node stays
             if not reconfigured:
                 say(f"undoing: removing {host}, restoring kctl.yaml and the rendered files")
                 _undo_add(spec, spec_path, state_dir, text, host)
@@ -404,7 +434,15 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
     others = ",".join(str(n.id) for n in new_spec.brokers)
     zk_only = ("a ZooKeeper-only node: no broker, no data to move; the brokers' zookeeper.connect lists it"
                " from their next restart (`kctl restart --rolling`)")
-    change.next = zk_only if not broker else (
+    if kraft and role == "participant":
+        change.next = (f"controller {kraft_config.controller_id(new_spec.node(nid))} is a voter (`kctl quorum`);"
+                       f" broker {nid} holds no data yet: `kctl reassign plan --brokers {others}` then `kctl reassign"
+                       " execute plan.json --wait`; the other nodes' controller.quorum.bootstrap.servers list it from"
+                       " their next restart")
+    elif not broker:
+        change.next = zk_only
+    else:
+        change.next = (
         f"broker {nid} holds its share: `kctl reassign status` shows nothing moving" if rebalance is not None else
         f"broker {nid} holds no data yet: `kctl reassign plan --brokers {others}` then"
         " `kctl reassign execute plan.json --wait`" + (
@@ -440,6 +478,13 @@ def _rebalance_onto(spec: ClusterSpec, state_dir: Path, nid: int, by: str, throt
     except KeyboardInterrupt:
         say(f"interrupted: node {nid} is added and healthy; a reassignment already started goes on in Kafka: {how}")
         raise
+
+
+def _is_voter(spec: ClusterSpec, host: str) -> bool:
+    try:
+        return quorum.is_voter(spec, spec.node(host))
+    except KctlError:
+        return False
 
 
 def _unregister(spec: ClusterSpec, broker: int) -> str:
@@ -482,17 +527,17 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
     nid, host = node.id, spec.kafka_host(node)
     if len(spec.nodes) == 1:
         raise UsageError(f"{host} is the only node of {spec.name}", hint="`kctl down` removes the whole cluster")
-    if kraft and node.role.value == "participant":
-        raise UsageError(f"{host} runs a KRaft controller, a voter of the cluster's static quorum"
-                         " (controller.quorum.voters): removing a voter is not built yet in this kctl; nothing was"
-                         " changed", hint="on KRaft, `kctl node remove` takes the nodes added as brokers (role"
-                                           " observer)")
+    controller = kraft and node.role.value == "participant"
+    if controller:
+        quorum.check_can_shrink(spec, node, force)
     change = NodeChange("remove", nid, host, node.role.value, node.broker)
     steps = _Steps(change, say)
     with roll_lock(state_dir, "kctl node remove"):
         member = False if kraft else _ensemble_matches(spec, leaving=nid)
         # A remove that stopped half-way (broker stopped, or ZooKeeper already out) may run again.
-        resumed = (not member and not kraft) or (node.broker and not health.broker_registered(spec, nid)()[0])
+        voter = controller and quorum.is_voter(spec, node)
+        resumed = ((not member and not kraft) or (node.broker and not health.broker_registered(spec, nid)()[0])
+                   or (controller and not voter))
         if not resumed:
             steps.wait("cluster healthy before the change", _healthy(spec), 30)
         # Every check before anything moves: the RF the rest can hold, the quorum the rest keeps.
@@ -512,6 +557,12 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
             _, zk_warn = reconfig.check(reconfig.read_config(spec), [], [nid], live, force)
             change.warnings += zk_warn
 
+        if voter:
+            # Kafka's order: the controller leaves the quorum (remove-controller, with its directory id) before it is
+            # stopped; the rest of the quorum, caught up, keeps a majority of a smaller voter set.
+            t = time.monotonic()
+            said = quorum.remove_controller(spec, str(nid), force=force, say=say)
+            steps.done("controller removed from the quorum (remove-controller)", time.monotonic() - t, said)
         target = balance.balance(current, rest) if node.broker else None
         moves = {(m.topic, m.partition): m.target for m in target.moves} if target else {}
         change.moved_partitions = len(moves)
@@ -556,8 +607,9 @@ def remove(spec: ClusterSpec, spec_path: Path, state_dir: Path, ref: str, *, for
                    f"nodes {[n.id for n in new_spec.nodes]}")
         steps.wait("cluster healthy", _healthy(new_spec), timeout)
     change.seconds = time.monotonic() - t0
-    change.next = ("the other nodes' rendered files no longer list it (zookeeper.connect, the ensemble);"
-                   " that takes effect at their next restart")
+    change.next = ("the other nodes' rendered files no longer list it (" + (
+        "controller.quorum.bootstrap.servers" if kraft else "zookeeper.connect, the ensemble")
+        + "); that takes effect at their next restart")
     return change
 
 
@@ -584,12 +636,23 @@ def format_storage(spec: ClusterSpec, node: str, service: str, *, timeout: float
     if state != "UNFORMATTED":
         raise UsageError(f"{host}'s {service} is {state}, not UNFORMATTED: nothing to format, no permit written",
                          hint="`kctl status` names a service whose empty storage kctl refused")
-    services.permit_format(spec, host, service)
-    say(f"{host}: permit written ({contract.format_permit(service)}); its {service} formats its storage and starts")
+    if service == "controller" and spec.dynamic_quorum:
+        # A controller of a dynamic quorum is formatted to join it (--no-initial-controllers): it starts as an
+        # observer, and becomes a voter again by `kctl quorum add-controller` (docs/kraft.md, "Replace a failed
+        # controller").
+        say(quorum.format_joining(spec, host))
+    else:
+        services.permit_format(spec, host, service)
+        say(f"{host}: permit written ({contract.format_permit(service)}); its {service} formats its storage and"
+            " starts")
 
     def running() -> tuple[bool, str]:
         st = services.process_state(spec, host, service)
         return st == "RUNNING", f"{host} {service} {st}"
 
     wait_until(f"{host}'s {service} running on its new storage", running, timeout, poll=1.0)
+    if service == "controller" and spec.dynamic_quorum:
+        return (f"{host}: controller formatted to join the quorum and runs, an observer copying the metadata back;"
+                f" next: `kctl quorum add-controller {n.hostname}` makes it a voter again (after `kctl quorum"
+                " remove-controller` of its lost incarnation, if not done yet)")
     return f"{host}: {service} formatted its new storage and runs; it copies its metadata back from the others"

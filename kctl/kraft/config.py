@@ -93,6 +93,21 @@ def voters(spec: ClusterSpec) -> str:
     return ",".join(f"{controller_id(n)}@{spec.zk_host(n)}:{CONTROLLER_PORT}" for n in controller_nodes(spec))
 
 
+def bootstrap_servers(spec: ClusterSpec) -> str:
+    """``controller.quorum.bootstrap.servers``: host:port of every controller kctl.yaml names (a dynamic quorum's
+    nodes find the quorum through them; its voters are the ones its metadata log records)."""
+    return ",".join(f"{spec.zk_host(n)}:{CONTROLLER_PORT}" for n in controller_nodes(spec))
+
+
+def quorum_properties(spec: ClusterSpec) -> dict[str, str]:
+    """How a node names the controller quorum: a static quorum by its voters (``controller.quorum.voters``), a
+    dynamic one (KIP-853, kraft.version 1: `kctl quorum make-dynamic`) by ``controller.quorum.bootstrap.servers``,
+    the voters set being the metadata log's (Kafka's "Update KRaft Config" after the kraft.version upgrade)."""
+    if spec.dynamic_quorum:
+        return {"controller.quorum.bootstrap.servers": bootstrap_servers(spec)}
+    return {"controller.quorum.voters": voters(spec)}
+
+
 def controller_protocol(spec: ClusterSpec) -> str:
     """The CONTROLLER listener's security protocol: the brokers' on the secured profile, else PLAINTEXT."""
     return security_protocol(spec) if spec.security.enabled else "PLAINTEXT"
@@ -122,13 +137,16 @@ def controller_properties(spec: ClusterSpec, node: NodeSpec, phase: Phase) -> di
     props = {
         "process.roles": "controller",
         "node.id": str(controller_id(node)),
-        "controller.quorum.voters": voters(spec),
+        **quorum_properties(spec),
         "controller.listener.names": CONTROLLER_LISTENER,
         "listeners": f"{CONTROLLER_LISTENER}://0.0.0.0:{CONTROLLER_PORT}",
         "inter.broker.listener.name": spec.kafka.inter_broker_listener,
         "log.dirs": METADATA_DIR,
         BROKER_SESSION_TIMEOUT: str(spec.kafka.broker_session_timeout_ms),
     }
+    if spec.dynamic_quorum:
+        # the endpoint add-controller records for this voter (what the others reach it by)
+        props["advertised.listeners"] = f"{CONTROLLER_LISTENER}://{spec.zk_host(node)}:{CONTROLLER_PORT}"
     broker = server_properties(spec, node)
     props["listener.security.protocol.map"] = _map_text(_protocol_map(spec, broker))
     props.update({k: broker[k] for k in CONTROLLER_SHARED_KEYS if k in broker})
@@ -165,7 +183,7 @@ def broker_change(spec: ClusterSpec, node: NodeSpec, phase: Phase, zookeeper_pro
     if rank(phase) < rank(Phase.dual_write):
         return BrokerChange()
     quorum = {
-        "controller.quorum.voters": voters(spec),
+        **quorum_properties(spec),
         "controller.listener.names": CONTROLLER_LISTENER,
         "listener.security.protocol.map": _map_text(_protocol_map(spec, zookeeper_props)),
     }

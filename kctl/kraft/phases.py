@@ -114,6 +114,10 @@ class Record:
     # kept these, and (the level) for a release :data:`FORMAT_LEVELS` does not name.
     formatted_metadata_version: str | None = None
     formatted_release: str | None = None
+    # "dynamic" once `kctl quorum make-dynamic` raised kraft.version to 1 (KIP-853): the nodes are rendered with
+    # controller.quorum.bootstrap.servers instead of the static controller.quorum.voters, and a controller's empty
+    # metadata log is formatted with --no-initial-controllers (it joins as an observer, then add-controller).
+    quorum: str | None = None
 
     @property
     def migrating(self) -> bool:
@@ -138,7 +142,7 @@ class Record:
                        metadata_version_release=data.get("metadata_version_release"),
                        metadata_version_pending=data.get("metadata_version_pending"),
                        formatted_metadata_version=data.get("formatted_metadata_version"),
-                       formatted_release=data.get("formatted_release"))
+                       formatted_release=data.get("formatted_release"), quorum=data.get("quorum"))
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise KctlError(f"{STATE_FILE}: not a record of a KRaft migration ({type(exc).__name__}: {exc})",
                             hint="it is kctl's own file in the state dir; do not edit it") from None

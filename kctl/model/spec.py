@@ -1416,6 +1416,19 @@ class ClusterSpec(_Model):
         out._kraft = (phase, cluster_id)
         return out
 
+    # The controller quorum is dynamic (KIP-853, kraft.version 1: `kctl quorum make-dynamic`), as the state dir's
+    # kraft.json records it: the nodes name the quorum by controller.quorum.bootstrap.servers, not by its voters.
+    _dynamic_quorum: bool = PrivateAttr(default=False)
+
+    @property
+    def dynamic_quorum(self) -> bool:
+        return self.on_kraft and self._dynamic_quorum
+
+    def with_dynamic_quorum(self, dynamic: bool = True) -> ClusterSpec:
+        out = self.model_copy()
+        out._dynamic_quorum = dynamic
+        return out
+
     # The state dir's kraft.json record as resolve_cluster read it (kctl.kraft.phases.Record), or None.
     _migration: Any = PrivateAttr(default=None)
 
@@ -1991,6 +2004,7 @@ def resolve_cluster(spec: ClusterSpec, spec_path: Path) -> ClusterSpec:
         out = out.with_kraft(Phase.kraft.value, None)
     if out is spec:
         out = spec.model_copy()
+    out._dynamic_quorum = record.quorum == "dynamic"
     out._migration = record  # what check_migration holds kctl.yaml to, before anything is rendered
     return out
 

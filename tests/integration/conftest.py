@@ -28,10 +28,11 @@ ALONE = "test_swarm.py"
 # Seconds each module took on three workers (a clean-clone `make test` of 2026-12-05; test_declared.py as it
 # is since its quotas come from ZooKeeper, the two newest alone; test_kraft_secured.py alone), to order the queue.
 # test_hosts.py with its KRaft case: 177 s alone (133 s before it, 43 s for the case), scaled by that make test's
-# 172/133. test_share_groups.py: 204 s in the last clean-clone make test.
+# 172/133. test_share_groups.py: 204 s in the last clean-clone make test. test_kraft_quorum.py: 70 s alone.
 SLOW = {"test_hosts.py": 228, "test_mirror.py": 172, "test_mirror_secured.py": 157, "test_drill.py": 154,
         "test_change.py": 149, "test_migrate_kraft.py": 146, "test_stream.py": 143, "test_nodes.py": 116,
         "test_restart.py": 115, "test_monitor.py": 108, "test_kraft_native.py": 100, "test_lifecycle.py": 99,
+        "test_kraft_quorum.py": 70,
         "test_monitor_alerts.py": 97, "test_sweep.py": 93, "test_security.py": 91, "test_ops_configs.py": 86,
         "test_security_migration_online.py": 81, "test_ops_clients.py": 69, "test_console.py": 66,
         "test_declared.py": 60, "test_testing_api.py": 60, "test_image.py": 58, "test_stream_sinks.py": 52,

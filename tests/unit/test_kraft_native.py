@@ -92,8 +92,9 @@ def test_a_node_on_kraft_retires_zookeeper_and_formats_with_the_clusters_id() ->
 
 def test_node_changes_are_refused_mid_migration_and_on_kraft_for_a_voter(tmp_path: Path) -> None:
     """Mid-migration every node change is refused; on KRaft a node joins as a broker alone (an observer of the
-    controller quorum) and only such a node leaves: the voters of a static quorum stay. Each refusal comes before
-    anything is touched (no cluster here: a change that got further would fail on Docker, not with these words)."""
+    controller quorum), or as a controller of a dynamic quorum only: the voters of a static quorum stay. Each
+    refusal comes before anything is touched (no cluster here: a change that got further would fail on Docker,
+    not with these words)."""
     from kctl.cluster import nodes
     from kctl.errors import UsageError
 
@@ -106,12 +107,19 @@ def test_node_changes_are_refused_mid_migration_and_on_kraft_for_a_voter(tmp_pat
     with pytest.raises(UsageError, match="phase dual-write"):
         nodes.remove(mid, spec_file, state, "logger3")
     on_kraft = ClusterSpec().with_kraft("kraft", "Xy7kQ2fnT3a1bC9dE0fG1h")
-    with pytest.raises(UsageError, match="adding a voter is not built"):
+    with pytest.raises(UsageError, match="--role participant: a node added there is a broker"):
         nodes.add(on_kraft, spec_file, state, role="participant")
     with pytest.raises(UsageError, match="would run nothing there"):
         nodes.add(on_kraft, spec_file, state, broker=False)
-    with pytest.raises(UsageError, match="removing a voter is not built"):
+    # a voter is added or removed only with a dynamic quorum (docs/kraft.md): a static one says how to convert
+    with pytest.raises(UsageError, match="is static") as e:
+        nodes.add(on_kraft, spec_file, state, role="controller")
+    assert "kctl quorum make-dynamic" in (e.value.hint or "")
+    with pytest.raises(UsageError, match="a controller is removed only with a dynamic quorum"):
         nodes.remove(on_kraft, spec_file, state, "logger3")
+    with pytest.raises(UsageError, match="secured profile"):
+        nodes.add(on_kraft.model_copy(update={"security": on_kraft.security.model_copy(update={"enabled": True})}),
+                  spec_file, state, role="controller")
     assert spec_file.read_text() == "name: logger\n"  # kctl.yaml untouched
     assert nodes._kraft_role(on_kraft, None, True) == "observer"
     assert nodes._kraft_role(ClusterSpec(), None, True) == "participant"

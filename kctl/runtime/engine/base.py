@@ -68,6 +68,10 @@ class Capability(Enum):
     # Faults on a whole node or its network (kill or pause a node, cut or slow its network): the failure drills
     # that need them.
     NODE_FAULTS = "node-faults"
+    # The KRaft controller quorum may turn dynamic and change its voters (KIP-853: `kctl quorum make-dynamic`,
+    # `kctl node add --role controller`): kctl formats a joining controller in its node and rolls every node onto
+    # controller.quorum.bootstrap.servers (built and tested on compose).
+    DYNAMIC_QUORUM = "dynamic-quorum"
 
 
 class WrongEngine(KctlError):

@@ -95,6 +95,7 @@ class ComposeEngine(Engine):
 
     kind = EngineKind.compose.value
     capabilities = frozenset({Capability.CONTAINERS, Capability.PORTS_BY_INDEX, Capability.DATA_IN_STATE_DIR,
+                              Capability.DYNAMIC_QUORUM,
                               Capability.KRAFT_MIGRATION, Capability.CHOSEN_BY_FLAG, Capability.NODE_FAULTS})
 
     # ----- lifecycle --------------------------------------------------------------------
