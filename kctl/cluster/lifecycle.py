@@ -173,6 +173,16 @@ def up(
                       if wait else 0.0)
     elif prometheus.down(spec, state_dir):
         (progress or (lambda _m: None))("monitoring.prometheus is off: stopped Prometheus and Alertmanager")
+    if spec.spark is not None:
+        # Beside the brokers, on their network: a Spark standalone master and its workers (kctl.stream.spark)
+        from kctl.stream import spark
+
+        spark.up(spec, state_dir, progress, wait_s=120.0 if wait else 0.0)
+    elif (state_dir / "spark" / "compose.yaml").exists():
+        from kctl.stream import spark
+
+        if spark.down(spec, state_dir):
+            (progress or (lambda _m: None))("spark is not declared: stopped the Spark cluster")
     result.seconds = time.monotonic() - started
     return result
 
@@ -235,6 +245,11 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     eng.check_before_down(spec, state_dir, volumes=volumes)  # engine hosts: each one this cluster's node, or bare
     if prometheus.down(spec, state_dir, volumes=volumes):
         say("stopped Prometheus and Alertmanager")
+    if (state_dir / "spark" / "compose.yaml").exists():
+        from kctl.stream import spark
+
+        if spark.down(spec, state_dir):
+            say("stopped and removed the Spark cluster (master, workers, stream drivers)")
     if mirrors.down(spec, state_dir):
         say("stopped and removed the mirrors into this cluster")
     dc = eng.client()
