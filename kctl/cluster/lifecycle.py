@@ -154,6 +154,11 @@ def up(
     TimeoutReached (with what the stage last saw and the relevant log tail) when ``timeout`` passes first.
     """
     started = time.monotonic()
+    if spec.spark is not None:  # refused before anything starts: the workers' memory, the driver's Python
+        from kctl.stream import spark
+
+        spark.check_fits(spec)
+        spark.check_python()
     result = converge(spec, state_dir, build=build, kafka_dist=kafka_dist, progress=progress,
                       strict_spread=strict_spread)
     if wait:
