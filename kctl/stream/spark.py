@@ -464,3 +464,10 @@ def stop_driver(container: str, timeout_s: int = 60) -> None:
         docker_api.client().containers.get(container).stop(timeout=timeout_s)
     except docker_api.sdk().errors.NotFound:
         pass
+
+
+def remove_driver(container: str) -> None:
+    try:
+        docker_api.client().containers.get(container).remove(force=True)
+    except docker_api.sdk().errors.NotFound:
+        pass

@@ -186,6 +186,8 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
         state = spark.driver_state(name)
         job = read_json(sd / "job.json") or {}
         fresh = job.get("started_at") != before
+        if fresh and job.get("state") == "failed":
+            raise GiveUp(f"the stream job failed at start: {job.get('error')}\n{tail()}")
         done = fresh and job.get("state") in ("finished", "stopped")
         if not done and state in ("exited", "dead", None) and spark.driver_exit_code(name) != 0:
             raise GiveUp(f"the driver container {name} exited at start (code {spark.driver_exit_code(name)}):"
@@ -193,8 +195,12 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
         ok = fresh and job.get("state") in ("running", "finished", "stopped")
         return ok, f"container {state}; job.json: state {job.get('state') if fresh else 'not written yet'}"
 
-    wait_until(f"stream job driver {name} running", probe, 180.0, poll=0.5, log_tail=lambda _s: tail(),
-               hint=f"see {log} (`kctl logs {spark.driver_host(cfg.name)}`)")
+    try:
+        wait_until(f"stream job driver {name} running", probe, 180.0, poll=0.5, log_tail=lambda _s: tail(),
+                   hint=f"see {log} (`kctl logs {spark.driver_host(cfg.name)}`)")
+    except KctlError:
+        spark.remove_driver(name)  # nothing half-made: Docker would restart a driver that fails at start forever
+        raise
     res = {"container": name, "master": cfg.master, "ui": st["ui"], "checkpoint": cfg.checkpoint, "out": cfg.out,
            "log": str(log)}
     if detach:
