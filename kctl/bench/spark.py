@@ -36,6 +36,7 @@ from kctl.agent.produce import produce
 from kctl.bench.doc import add_output_args, publish, table
 from kctl.kafka.client import Target
 from kctl.stream.progress import job_progress
+from kctl.wait import ticks
 
 KCTL = [str(Path(sys.executable).parent / "kctl")]
 
@@ -54,12 +55,10 @@ def _with_data(cp: Path) -> list[dict[str, Any]]:
 
 
 def _wait(what: str, cond: Any, timeout: float = 600) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    for _ in ticks(0.1, until=time.monotonic() + timeout):
         got = cond()
         if got:
             return got
-        time.sleep(0.1)
     raise RuntimeError(f"timed out waiting for {what}")
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from kctl.errors import KctlError, TimeoutReached
 from kctl.kafka.client import Target, consumer, kafka_error
+from kctl.stream import spark
 from kctl.stream import tables as delta_tables
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.preflight import check_topics
@@ -122,8 +123,6 @@ def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus
     container = cfg.get("container")
     spark_cluster: dict[str, Any] | None = None
     if container:  # a driver in its container on the Spark cluster: Docker knows whether it runs
-        from kctl.stream import spark
-
         driver = spark.driver_state(container)
         alive = driver in ("running", "restarting")
         spark_cluster = {"driver": container, "driver_state": driver or "gone"}
@@ -211,8 +210,6 @@ def stop(checkpoint: str | Path, timeout_s: float = 120.0) -> dict[str, Any]:
 def _stop_driver(checkpoint: str | Path, sd: Path, container: str, timeout_s: float) -> dict[str, Any]:
     """Stop a driver in its container: the stop marker (the job stops after its batch and exits 0, which Docker's
     on-failure policy leaves stopped), then `docker stop` if it does not act on it."""
-    from kctl.stream import spark
-
     job = read_json(sd / "job.json") or {}
     if spark.driver_state(container) not in ("running", "restarting"):
         return {"checkpoint": str(checkpoint), "container": container, "stopped": False,

@@ -13,6 +13,7 @@ from kctl.errors import KctlError, UsageError
 from kctl.extras import require
 from kctl.kafka.client import Target
 from kctl.stream import jars as jarlib
+from kctl.stream import spark
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.preflight import check_topics
 from kctl.stream.record import pid_alive, read_json
@@ -106,8 +107,6 @@ def _wait_running(proc: subprocess.Popen[bytes], sd: Path, log: Path, timeout_s:
 def cluster_paths(cluster_dir: Path, name: str, out: str | None, checkpoint: str | None) -> tuple[str, str]:
     """The job's --out and --checkpoint on a Spark cluster: given ones checked to lie in its shared directory,
     else that directory's ``<job>/out`` and ``<job>/checkpoint``."""
-    from kctl.stream import spark
-
     base = spark.data_dir(cluster_dir) / name
     o = str(Path(out).resolve()) if out else str(base / "out")
     c = str(Path(checkpoint).resolve()) if checkpoint else str(base / "checkpoint")
@@ -119,8 +118,6 @@ def _shared_jars(jars: list[str], cluster_dir: Path) -> list[str]:
     """The job's jars copied (hard-linked where the file system allows) into the shared directory: the driver's
     container sees that one, not kctl's cache; the executors fetch them from the driver."""
     import shutil
-
-    from kctl.stream import spark
 
     d = spark.data_dir(cluster_dir) / "jars"
     d.mkdir(parents=True, exist_ok=True)
@@ -144,8 +141,6 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
                       timeout_s: float | None = None) -> dict[str, Any]:
     """Run the job on the kctl.yaml's Spark cluster: its driver in a container of its own (restarted by Docker
     after a crash), its executors on the workers. Foreground: until the driver exits; ``detach``: once it runs."""
-    from kctl.stream import spark
-
     require("pyspark", "stream")
     if not cfg.topics:
         raise UsageError("no topic to read", hint="pass --topic")
