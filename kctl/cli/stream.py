@@ -33,8 +33,9 @@ def register(app: typer.Typer) -> None:
 BootstrapOpt = typer.Option(None, "--bootstrap-servers", "-b", envvar="KCTL_BOOTSTRAP_SERVERS",
                             help="Kafka bootstrap servers; default: from kctl.yaml.")
 CheckpointOpt = typer.Option(None, "--checkpoint", help="Checkpoint dir [default: .kctl/stream/checkpoint].")
-TablesOutOpt = typer.Option(".kctl/stream/out", "--out",
-                            help="The job's output: a dir, or s3a://BUCKET/PREFIX (with the --s3-* options).")
+TablesOutOpt = typer.Option(None, "--out",
+                            help="The job's output: a dir, or s3a://BUCKET/PREFIX (with the --s3-* options)"
+                                 " [default: .kctl/stream/out; with kctl.yaml's Spark cluster: the --name job's].")
 S3EndpointOpt = typer.Option(None, "--s3-endpoint", help="S3-compatible endpoint, http(s)://HOST[:PORT]; "
                                                          "default: AWS S3 of --s3-region.")
 S3RegionOpt = typer.Option("us-east-1", "--s3-region", help="The store's region.")
@@ -251,6 +252,19 @@ def _checkpoint(checkpoint: Path | None, name: str, spec: Path) -> Path:
     return Path(".kctl/stream/checkpoint")
 
 
+def _out(name: str, spec: Path) -> str:
+    """The job's output dir when --out is left out: the --name job's on kctl.yaml's Spark cluster, else the
+    default."""
+    if spec.exists():
+        loaded = load(spec)
+        if loaded.spark is not None:
+            from kctl.model.spec import state_dir_for
+            from kctl.stream.submit import cluster_paths
+
+            return cluster_paths(state_dir_for(loaded, spec), name, None, None)[0]
+    return ".kctl/stream/out"
+
+
 def status(
     checkpoint: Path = CheckpointOpt,
     bootstrap: str = typer.Option(None, "--bootstrap-servers", "-b", help="Override the job's bootstrap servers."),
@@ -303,11 +317,14 @@ def metrics(
     s3_path_style: bool = S3PathStyleOpt,
     s3_credentials: Path = S3CredentialsOpt,
     s3_profile: str = S3ProfileOpt,
+    name: str = JobNameOpt,
+    spec: Path = SpecOpt,
     output: Format = OutputOpt,
 ) -> None:
     """Requests and bytes per 1-minute event-time window, host and HTTP status."""
     from kctl.stream.metrics import FIELDS, read_metrics
 
+    out = out or _out(name, spec)
     rows = read_metrics(out, store=_store(out, s3_endpoint, s3_region, s3_path_style, s3_credentials, s3_profile))
     emit(rows, output, rows=rows, columns=FIELDS)
 
@@ -321,6 +338,8 @@ def query(
     s3_path_style: bool = S3PathStyleOpt,
     s3_credentials: Path = S3CredentialsOpt,
     s3_profile: str = S3ProfileOpt,
+    name: str = JobNameOpt,
+    spec: Path = SpecOpt,
     output: Format = OutputOpt,
 ) -> None:
     """Ask the job's Delta tables a question in SQL (DuckDB over delta-rs; no JVM)."""
@@ -328,6 +347,7 @@ def query(
 
     if limit < 0:
         raise UsageError(f"--limit must be 0 or more, not {limit}")
+    out = out or _out(name, spec)
     res = run_query(out, sql, limit or None,
                     store=_store(out, s3_endpoint, s3_region, s3_path_style, s3_credentials, s3_profile))
     emit(res.rows, output, rows=res.rows, columns=res.columns)
@@ -343,10 +363,13 @@ def optimize(
     s3_path_style: bool = S3PathStyleOpt,
     s3_credentials: Path = S3CredentialsOpt,
     s3_profile: str = S3ProfileOpt,
+    name: str = JobNameOpt,
+    spec: Path = SpecOpt,
     output: Format = OutputOpt,
 ) -> None:
     """Compact the tables' small files and VACUUM old ones (by the running job itself, if it runs)."""
     from kctl.stream.tables import optimize as do_optimize
 
+    out = out or _out(name, spec)
     store = _store(out, s3_endpoint, s3_region, s3_path_style, s3_credentials, s3_profile)
-    emit(do_optimize(out, checkpoint or Path(".kctl/stream/checkpoint"), retain_hours, store=store), output)
+    emit(do_optimize(out, _checkpoint(checkpoint, name, spec), retain_hours, store=store), output)

@@ -157,6 +157,9 @@ def test_a_job_on_the_spark_cluster_matches_ground_truth(cluster: KafkaCluster) 
     drv = docker.from_env().containers.get(res["container"])
     assert drv.status == "exited" and drv.attrs["State"]["ExitCode"] == 0
     _check(Path(res["out"]), events, bad=7)
+    # the readers find the job's tables by its name, as status and stop find its checkpoint
+    q = _json(_kctl(c, "stream", "query", "SELECT count(*) AS n FROM archive", "--name", "short", "-o", "json"))
+    assert q == [{"n": len(events)}]
 
 
 @pytest.mark.long
