@@ -156,6 +156,10 @@ def status(
             output.warn(f"not healthy after {wait:g}s")
     # Raises (exit 2) when the cluster is not running, or what answers on its ports is another one.
     st = health.status(spec, state_dir_for(spec, file))
+    if spec.spark is not None:
+        from kctl.stream import spark
+
+        st.spark = spark.status_or_error(spec)
     from kctl.runtime.engine import engines
     from kctl.runtime.engine.engines import Capability
 
@@ -190,6 +194,11 @@ def status(
               + ("\nmetadata: KRaft (the controller quorum; ZooKeeper retired)" if st.metadata == "kraft" else
                  f"\nmetadata: ZooKeeper, migrating to KRaft: phase {st.kraft_migration} (`kctl migrate kraft"
                  " status`)" if st.kraft_migration else ""))
+    if st.spark is not None:
+        sp = st.spark
+        footer += (f"\nspark: master {sp['master']} {sp['status']} (UI {sp['ui']}); workers: "
+                   + (", ".join(f"{w['name']} {w['state']} ({w['ui']})" for w in sp["workers"]) or "none")
+                   + (f"; {sp['error']}" if sp.get("error") else ""))
     metadata_columns = ["kraft"] if st.metadata == "kraft" else ["zk_mode", "zxid"]
     output.emit(st, fmt, rows=rows,
                 columns=["node", where, *metadata_columns, "broker", "registered", "controller", "urp"],

@@ -33,8 +33,9 @@ def register(app: typer.Typer) -> None:
 BootstrapOpt = typer.Option(None, "--bootstrap-servers", "-b", envvar="KCTL_BOOTSTRAP_SERVERS",
                             help="Kafka bootstrap servers; default: from kctl.yaml.")
 CheckpointOpt = typer.Option(None, "--checkpoint", help="Checkpoint dir [default: .kctl/stream/checkpoint].")
-TablesOutOpt = typer.Option(".kctl/stream/out", "--out",
-                            help="The job's output: a dir, or s3a://BUCKET/PREFIX (with the --s3-* options).")
+TablesOutOpt = typer.Option(None, "--out",
+                            help="The job's output: a dir, or s3a://BUCKET/PREFIX (with the --s3-* options)"
+                                 " [default: .kctl/stream/out; with kctl.yaml's Spark cluster: the --name job's].")
 S3EndpointOpt = typer.Option(None, "--s3-endpoint", help="S3-compatible endpoint, http(s)://HOST[:PORT]; "
                                                          "default: AWS S3 of --s3-region.")
 S3RegionOpt = typer.Option("us-east-1", "--s3-region", help="The store's region.")
@@ -144,9 +145,14 @@ def gen_logs(
 
 def submit(
     topic: list[str] = typer.Option(["access-logs"], "--topic", "-t", help="Topic(s) to read (repeatable)."),
-    out: Path = typer.Option(Path(".kctl/stream/out"), "--out", help="Output dir: archive, deadletter, metrics."),
-    checkpoint: Path = CheckpointOpt,
-    master: str = typer.Option("local[2]", "--master", help="local[N] or spark://HOST:PORT."),
+    out: Path = typer.Option(None, "--out", help="Output dir: archive, deadletter, metrics [default:"
+                                                 " .kctl/stream/out; with kctl.yaml's Spark cluster: its shared"
+                                                 " dir's JOB/out]."),
+    checkpoint: Path = typer.Option(None, "--checkpoint", help="Checkpoint dir [default: .kctl/stream/checkpoint;"
+                                                               " with kctl.yaml's Spark cluster: its shared dir's"
+                                                               " JOB/checkpoint]."),
+    master: str = typer.Option(None, "--master", help="local[N] or spark://HOST:PORT [default: kctl.yaml's Spark"
+                                                      " cluster (its `spark` section), else local[2]]."),
     trigger: str = typer.Option("1s", "--trigger", help="Micro-batch interval."),
     available_now: bool = typer.Option(False, "--available-now", help="Process what is in Kafka, then exit."),
     detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background; see `kctl stream status`."),
@@ -189,8 +195,30 @@ def submit(
         bad.append(str(exc))
     if bad:
         raise UsageError("; ".join(bad), hint="`kctl stream submit --help` describes the options")
-    cp = checkpoint or Path(".kctl/stream/checkpoint")
     jar_list = [j for spec_ in (jars or []) for j in spec_.split(",") if j]
+    loaded = load(spec) if spec.exists() else None
+    if master is None and loaded is not None and loaded.spark is not None:
+        # kctl.yaml declares a Spark cluster: the job's driver in a container of its own, executors on the workers
+        from kctl.model.spec import state_dir_for
+        from kctl.stream.submit import cluster_paths, submit_to_cluster
+
+        cluster_dir = state_dir_for(loaded, spec)
+        o, c = cluster_paths(cluster_dir, name, str(out) if out else None, str(checkpoint) if checkpoint else None)
+        cfg = JobConfig(
+            bootstrap_servers="", topics=list(topic), out=o, checkpoint=c,
+            trigger="available-now" if available_now else trigger_interval(trigger),
+            starting_offsets=starting_offsets, fail_on_data_loss=fail_on_data_loss,
+            max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
+            name=name, optimize_every=optimize_every, vacuum_retain_hours=retain_hours, extra_conf=extra_conf,
+            host_bootstrap_servers=_bootstrap(bootstrap, spec))
+        if not detach:
+            info(f"starting the stream job on the Spark cluster of {spec} ({cfg.trigger}); its driver runs in a"
+                 " container: Ctrl-C stops it after the current batch")
+        emit(submit_to_cluster(cfg, loaded, cluster_dir, detach=detach), output)
+        return
+    master = master or "local[2]"
+    out = out or Path(".kctl/stream/out")
+    cp = checkpoint or Path(".kctl/stream/checkpoint")
     cfg = JobConfig(
         bootstrap_servers=_bootstrap(bootstrap, spec), topics=list(topic), out=str(out.resolve()),
         checkpoint=str(cp.resolve()), master=master,
@@ -206,23 +234,63 @@ def submit(
     emit(do_submit(cfg, detach=detach), output)
 
 
+JobNameOpt = typer.Option("main", "--name", help="The job's name (with kctl.yaml's Spark cluster: where its"
+                                                 " checkpoint is, when --checkpoint is left out).")
+
+
+def _checkpoint(checkpoint: Path | None, name: str, spec: Path) -> Path:
+    """--checkpoint, else the job's own on kctl.yaml's Spark cluster (when it declares one), else the default."""
+    if checkpoint is not None:
+        return checkpoint
+    if spec.exists():
+        loaded = load(spec)
+        if loaded.spark is not None:
+            from kctl.model.spec import state_dir_for
+            from kctl.stream.submit import cluster_paths
+
+            return Path(cluster_paths(state_dir_for(loaded, spec), name, None, None)[1])
+    return Path(".kctl/stream/checkpoint")
+
+
+def _out(name: str, spec: Path) -> str:
+    """The job's output dir when --out is left out: the --name job's on kctl.yaml's Spark cluster, else the
+    default."""
+    if spec.exists():
+        loaded = load(spec)
+        if loaded.spark is not None:
+            from kctl.model.spec import state_dir_for
+            from kctl.stream.submit import cluster_paths
+
+            return cluster_paths(state_dir_for(loaded, spec), name, None, None)[0]
+    return ".kctl/stream/out"
+
+
 def status(
     checkpoint: Path = CheckpointOpt,
     bootstrap: str = typer.Option(None, "--bootstrap-servers", "-b", help="Override the job's bootstrap servers."),
+    name: str = JobNameOpt,
+    spec: Path = SpecOpt,
     output: Format = OutputOpt,
 ) -> None:
-    """Progress of the job and its lag per partition (Kafka latest minus checkpointed offsets)."""
+    """Progress of the job and its lag per partition (Kafka latest minus checkpointed offsets); on a Spark
+    cluster, its driver's container, the master and the workers."""
     from kctl.output import to_plain
     from kctl.stream.state import status as get_status
 
-    st = get_status(checkpoint or Path(".kctl/stream/checkpoint"), bootstrap)
+    st = get_status(_checkpoint(checkpoint, name, spec), bootstrap)
     if output in (Format.json, Format.yaml):
         emit(st, output)
         return
     d = to_plain(st)
     parts = d.pop("partitions")
     tables = d.pop("tables")
+    sp = d.pop("spark")
+    if sp is not None:
+        d.update(driver=f"{sp['driver']} ({sp['driver_state']})",
+                 spark_master=f"{sp.get('master')} {sp.get('status')} (UI {sp.get('ui')})")
     emit(d, output)
+    if sp is not None and sp.get("workers"):
+        emit(sp["workers"], output, columns=["name", "state", "cores", "cores_used", "memory_mb", "ui"])
     emit(parts, output, columns=["topic", "partition", "committed", "latest", "lag"])
     if tables:
         emit(tables, output, columns=["table", "version", "files", "rows", "last_batch"])
@@ -231,12 +299,15 @@ def status(
 def stop(
     checkpoint: Path = CheckpointOpt,
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the current batch to finish."),
+    name: str = JobNameOpt,
+    spec: Path = SpecOpt,
     output: Format = OutputOpt,
 ) -> None:
-    """Stop the job gracefully, after its current micro-batch."""
+    """Stop the job gracefully, after its current micro-batch (on a Spark cluster: its driver's container stays
+    stopped)."""
     from kctl.stream.state import stop as do_stop
 
-    emit(do_stop(checkpoint or Path(".kctl/stream/checkpoint"), timeout), output)
+    emit(do_stop(_checkpoint(checkpoint, name, spec), timeout), output)
 
 
 def metrics(
@@ -246,11 +317,14 @@ def metrics(
     s3_path_style: bool = S3PathStyleOpt,
     s3_credentials: Path = S3CredentialsOpt,
     s3_profile: str = S3ProfileOpt,
+    name: str = JobNameOpt,
+    spec: Path = SpecOpt,
     output: Format = OutputOpt,
 ) -> None:
     """Requests and bytes per 1-minute event-time window, host and HTTP status."""
     from kctl.stream.metrics import FIELDS, read_metrics
 
+    out = out or _out(name, spec)
     rows = read_metrics(out, store=_store(out, s3_endpoint, s3_region, s3_path_style, s3_credentials, s3_profile))
     emit(rows, output, rows=rows, columns=FIELDS)
 
@@ -264,6 +338,8 @@ def query(
     s3_path_style: bool = S3PathStyleOpt,
     s3_credentials: Path = S3CredentialsOpt,
     s3_profile: str = S3ProfileOpt,
+    name: str = JobNameOpt,
+    spec: Path = SpecOpt,
     output: Format = OutputOpt,
 ) -> None:
     """Ask the job's Delta tables a question in SQL (DuckDB over delta-rs; no JVM)."""
@@ -271,6 +347,7 @@ def query(
 
     if limit < 0:
         raise UsageError(f"--limit must be 0 or more, not {limit}")
+    out = out or _out(name, spec)
     res = run_query(out, sql, limit or None,
                     store=_store(out, s3_endpoint, s3_region, s3_path_style, s3_credentials, s3_profile))
     emit(res.rows, output, rows=res.rows, columns=res.columns)
@@ -286,10 +363,13 @@ def optimize(
     s3_path_style: bool = S3PathStyleOpt,
     s3_credentials: Path = S3CredentialsOpt,
     s3_profile: str = S3ProfileOpt,
+    name: str = JobNameOpt,
+    spec: Path = SpecOpt,
     output: Format = OutputOpt,
 ) -> None:
     """Compact the tables' small files and VACUUM old ones (by the running job itself, if it runs)."""
     from kctl.stream.tables import optimize as do_optimize
 
+    out = out or _out(name, spec)
     store = _store(out, s3_endpoint, s3_region, s3_path_style, s3_credentials, s3_profile)
-    emit(do_optimize(out, checkpoint or Path(".kctl/stream/checkpoint"), retain_hours, store=store), output)
+    emit(do_optimize(out, _checkpoint(checkpoint, name, spec), retain_hours, store=store), output)

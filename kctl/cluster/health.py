@@ -256,6 +256,8 @@ class ClusterStatus:
     kraft_migration: str | None = None
     # On KRaft: each controller's view of the quorum {node, id, leader, epoch, error}.
     controllers: list[dict[str, Any]] = field(default_factory=list)
+    # kctl.yaml's Spark cluster (its `spark` section): {master, ui, status, workers: [{name, state, ui, ...}]}
+    spark: dict[str, Any] | None = None
 
     @property
     def exit_code(self) -> int:

@@ -44,6 +44,7 @@ from kctl.runtime.docker_api import NOT_RUNNING
 from kctl.runtime.engine import engines, services
 from kctl.runtime.image.build import ensure_image
 from kctl.security import store
+from kctl.stream import spark
 from kctl.wait import POLL_S, StageResult, wait_for_stages
 
 if TYPE_CHECKING:
@@ -154,6 +155,9 @@ def up(
     TimeoutReached (with what the stage last saw and the relevant log tail) when ``timeout`` passes first.
     """
     started = time.monotonic()
+    if spec.spark is not None:  # refused before anything starts: the workers' memory, the driver's Python
+        spark.check_fits(spec)
+        spark.check_python()
     result = converge(spec, state_dir, build=build, kafka_dist=kafka_dist, progress=progress,
                       strict_spread=strict_spread)
     if wait:
@@ -173,6 +177,11 @@ def up(
                       if wait else 0.0)
     elif prometheus.down(spec, state_dir):
         (progress or (lambda _m: None))("monitoring.prometheus is off: stopped Prometheus and Alertmanager")
+    if spec.spark is not None:
+        # Beside the brokers, on their network: a Spark standalone master and its workers (kctl.stream.spark)
+        spark.up(spec, state_dir, progress, wait_s=120.0 if wait else 0.0)
+    elif (state_dir / "spark" / "compose.yaml").exists() and spark.down(spec, state_dir):
+        (progress or (lambda _m: None))("spark is not declared: stopped the Spark cluster")
     result.seconds = time.monotonic() - started
     return result
 
@@ -235,6 +244,8 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     eng.check_before_down(spec, state_dir, volumes=volumes)  # engine hosts: each one this cluster's node, or bare
     if prometheus.down(spec, state_dir, volumes=volumes):
         say("stopped Prometheus and Alertmanager")
+    if (state_dir / "spark" / "compose.yaml").exists() and spark.down(spec, state_dir):
+        say("stopped and removed the Spark cluster (master, workers, stream drivers)")
     if mirrors.down(spec, state_dir):
         say("stopped and removed the mirrors into this cluster")
     dc = eng.client()

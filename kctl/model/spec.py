@@ -1129,6 +1129,48 @@ class QuotaSpec(_Model):
         return {k: float(getattr(self, k)) for k in QUOTA_KEYS if getattr(self, k) is not None}
 
 
+class SparkSpec(_Model):
+    """A Spark standalone cluster beside the brokers (issue #46; docs/pipeline.md)."""
+
+    workers: int = Field(1, description="Spark workers (each a container beside the brokers, on the cluster"
+                                        " network); `kctl stream submit` runs the job's executors on them.")
+    worker_cores: int = Field(1, description="Cores each worker offers to executors.")
+    worker_memory: str = Field("1g", description="Memory each worker offers to executors (a JVM size: 512m, 1g);"
+                                                 " `kctl up` refuses more than the machine has.")
+    ui_port: Port = Field(18080, description="Host port (127.0.0.1) of the master's web UI and JSON endpoint;"
+                                             " worker N's UI is published on ui_port + N.")
+
+    @field_validator("workers")
+    @classmethod
+    def _workers(cls, v: int) -> int:
+        if not 1 <= v <= 16:
+            raise ValueError(f"{v} workers: a Spark cluster needs 1 to 16 workers (leave the spark section out"
+                             " for no Spark cluster: the job then runs in local[N])")
+        return v
+
+    @field_validator("worker_cores")
+    @classmethod
+    def _cores(cls, v: int) -> int:
+        if not 1 <= v <= 64:
+            raise ValueError(f"{v} worker cores: each worker offers 1 to 64 cores")
+        return v
+
+    @field_validator("worker_memory")
+    @classmethod
+    def _memory(cls, v: str) -> str:
+        if not _HEAP.match(v):
+            raise ValueError(f"{v!r} is not a memory size such as 512m or 1g")
+        if spark_memory_mb(v) < 512:
+            raise ValueError(f"{v}: a worker needs at least 512m (its executor's JVM)")
+        return v
+
+
+def spark_memory_mb(size: str) -> int:
+    """A JVM size (512m, 1g, 2G) in MiB."""
+    n, unit = int(size[:-1]), size[-1].lower()
+    return {"k": n // 1024, "m": n, "g": n * 1024}.get(unit, n // (1024 * 1024))
+
+
 def _default_nodes() -> list[NodeSpec]:
     return [NodeSpec(id=i, hostname=f"logger{i}") for i in (1, 2, 3)]
 
@@ -1193,6 +1235,11 @@ class ClusterSpec(_Model):
         None, description="Client quotas, declared: per user, client id, or both, or their defaults (a quota"
                           " naming a user needs the secured profile). A quota the file no longer names for a"
                           " listed entity is deleted; another entity's only with `--prune`.")
+    spark: SparkSpec | None = Field(
+        None, description="A Spark standalone cluster (master and workers from the installed pyspark's"
+                          " distribution) beside the brokers, started by `kctl up`; `kctl stream submit` then runs"
+                          " the job there (docs/pipeline.md). Left out: no Spark cluster, the job runs in"
+                          " local[N]. Engine compose only for now.")
     cluster_id: str | None = Field(
         None, description="Kafka's cluster id of the cluster this spec made (`kctl up` records it in the state"
                           " dir); set it to bind a spec restored from version control to that cluster: every command"
@@ -1708,6 +1755,24 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         if spec.secure_internal_port in (*inside, *(spec.kafka_host_port(n) for n in spec.brokers)):
             errors.append(f"security.migration: the INTERNAL_SECURE port {spec.secure_internal_port}"
                           " (kafka.internal_port + 1) clashes with another port of the container")
+    if spec.spark is not None:
+        if spec.engine is not Engine.compose:
+            errors.append(f"spark: a Spark cluster on engine {spec.engine.value} is not built yet (engine compose"
+                          " only); leave the spark section out there and run the job with `kctl stream submit"
+                          " --master local[N]`, or its tables on S3 with a Spark cluster of your own")
+        if spec.security.enabled:
+            errors.append("spark: a Spark cluster beside a secured cluster is not built yet (the driver would need"
+                          " the admin's credentials in its container); run the job with `kctl stream submit"
+                          " --master local[N]`")
+        sp = spec.spark
+        for i, port in enumerate(range(sp.ui_port, sp.ui_port + sp.workers + 1)):
+            what = "spark.ui_port" if i == 0 else f"spark.ui_port + {i} (worker {i})"
+            if port > 65535:
+                errors.append(f"{what}: derived host port {port} is above 65535; lower spark.ui_port")
+            elif port in published:
+                errors.append(f"{what}: host port {port} is also used by {published[port]}")
+            else:
+                published[port] = what
     declared_errors, declared_warnings = _declared_problems(spec)
     return errors + declared_errors, warnings + declared_warnings
 

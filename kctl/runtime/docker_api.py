@@ -368,9 +368,16 @@ def current_containers(found: list[Any]) -> list[Any]:
     return [best[h][1] for h in sorted(best)]
 
 
+LABEL_SPARK = "io.kctl.spark"  # kctl.stream.spark.LABEL_SPARK: a cluster's Spark containers
+
+
 def remove_by_label(cluster: str, dc: Any, volumes: bool = True) -> int:
     """Remove every container and network labelled with this cluster (leftovers of a crashed run)."""
     n = 0
+    # the Spark cluster beside it (kctl.stream.spark) first: its containers hold the cluster's network
+    for c in dc.containers.list(all=True, filters={"label": f"{LABEL_SPARK}={cluster}"}, ignore_removed=True):
+        c.remove(force=True, v=volumes)
+        n += 1
     for c in sdk_containers(cluster, dc):
         c.remove(force=True, v=volumes)
         n += 1

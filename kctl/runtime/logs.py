@@ -36,6 +36,10 @@ class NodeLog:
 
 def locate(spec: ClusterSpec, state: Path, node: str, service: str) -> NodeLog:
     """Where ``service``'s log of ``node`` (a hostname, a node id, or zkN/kafkaN) is on the host."""
+    if spec.spark is not None and (node == "spark-master" or node.startswith(("spark-worker-", "stream-"))):
+        # the Spark cluster's master, a worker, a stream job's driver (kctl.stream.spark): one log each
+        d = state.resolve() / "spark" / "logs"
+        return NodeLog(node=node, container=node, service="spark", path=d / f"{node}.log", logs_dir=d)
     if service not in contract.LOG_FILES:
         raise UsageError(f"unknown service {service!r}",
                          hint=f"use --service {', '.join(SERVICES[:-1])} or {SERVICES[-1]}")
@@ -98,7 +102,7 @@ def in_container(spec: ClusterSpec, log: NodeLog, *, tail: int, follow: bool) ->
     """engine swarm: the log read in the node's container (its logs are on a volume of the Swarm node that
     runs it, not in the state dir); None where the state dir has it (engine compose)."""
     eng = engines.for_spec(spec)
-    if eng.logs_in_state_dir:
+    if eng.logs_in_state_dir or log.service == "spark":
         return None
     followed = eng.follow_lines(spec, log.container, contract.container_log(log.service), tail) if follow else None
     if followed is not None:

@@ -86,6 +86,15 @@ class JobConfig:
     # Tables on an S3-compatible store (an s3a:// out): kctl.stream.s3.Settings as a dict -- the endpoint, region,
     # addressing and the credentials FILE's path; the keys themselves are read by the driver (never written here).
     s3: dict[str, Any] | None = None
+    # A driver in a container of the Spark cluster (kctl.stream.spark): its host name on the cluster network (the
+    # executors connect to it there; None: 127.0.0.1, a driver on this host), its container (what `kctl stream
+    # status|stop` ask Docker about: the pid it records is the container's own), the cores it may take, and the
+    # bootstrap servers this host reaches the brokers on (bootstrap_servers are then the INTERNAL listeners).
+    driver_host: str | None = None
+    container: str | None = None
+    cores_max: int = 2
+    host_bootstrap_servers: str | None = None
+    spark_ui_port: int | None = None  # the Spark master's UI on 127.0.0.1 (`kctl stream status` lists the workers)
 
     def secured_spec(self) -> Any:
         """The ClusterSpec of ``spec_file`` when its cluster is secured (kctl's client factory adds SASL_SSL)."""

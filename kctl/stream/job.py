@@ -329,12 +329,15 @@ def _write_json(path: Path, data: Any) -> None:
 def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
     from pyspark.sql import SparkSession
 
-    # Bind the driver to loopback: kctl talks only to 127.0.0.1.
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Bind a driver on this host to loopback: kctl talks only to 127.0.0.1 (a driver in its container listens on
+    # the cluster network, cfg.driver_host).
+    if not cfg.driver_host:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     b = (
         SparkSession.builder.appName(app_name).master(cfg.master)
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", cfg.driver_host or "127.0.0.1")
+        # in its container, the driver listens on the cluster network (its executors connect to it there)
+        .config("spark.driver.bindAddress", "0.0.0.0" if cfg.driver_host else "127.0.0.1")
         .config("spark.driver.memory", cfg.driver_memory)
         .config("spark.executor.memory", cfg.executor_memory)
         .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
@@ -360,7 +363,9 @@ def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
     )
     if cfg.master.startswith("spark://"):
-        b = b.config("spark.cores.max", "2").config("spark.executor.cores", "1")
+        b = b.config("spark.cores.max", str(cfg.cores_max)).config("spark.executor.cores", "1")
+        if cfg.container:  # executors on the Spark cluster's workers: the same mounted Python packages
+            b = b.config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
     if cfg.jars:
 
         # Spark reads the jars for as long as the session lives: their cache entries (kctl.cache) are held for
@@ -442,7 +447,9 @@ def warm_up(spark: Any, cfg: JobConfig) -> tuple[float, dict[str, int]]:
     import tempfile
 
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kctl-warm-up-") as tmp:
+    # On a Spark cluster the executors write the tables: a directory they see too (beside the checkpoint's).
+    where = str(state_dir(cfg.checkpoint)) if cfg.container else None
+    with tempfile.TemporaryDirectory(prefix="kctl-warm-up-", dir=where) as tmp:
         out = Path(tmp) / "out"
         create_tables(spark, out)
         when = dt.datetime(2000, 1, 1)

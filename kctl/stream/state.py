@@ -19,6 +19,7 @@ from typing import Any
 
 from kctl.errors import KctlError, TimeoutReached
 from kctl.kafka.client import Target, consumer, kafka_error
+from kctl.stream import spark
 from kctl.stream import tables as delta_tables
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.preflight import check_topics
@@ -54,6 +55,8 @@ class StreamStatus:
     group: str | None = None
     partitions: list[PartitionLag] = field(default_factory=list)
     tables: list[Any] = field(default_factory=list)
+    # A job on kctl.yaml's Spark cluster: its driver's container and state, the master and its workers.
+    spark: dict[str, Any] | None = None
 
 
 def _latest_batch(d: Path) -> int | None:
@@ -116,13 +119,22 @@ def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus
     prog = read_json(sd / "progress.json") or job.get("last_progress") or {}
     counters = read_json(sd / "counters.json") or job.get("counters") or {}
     pid = job.get("pid")
-    alive = pid_alive(pid)
+    cfg = job.get("config") or {}
+    container = cfg.get("container")
+    spark_cluster: dict[str, Any] | None = None
+    if container:  # a driver in its container on the Spark cluster: Docker knows whether it runs
+        driver = spark.driver_state(container)
+        alive = driver in ("running", "restarting")
+        spark_cluster = {"driver": container, "driver_state": driver or "gone"}
+        if cfg.get("spark_ui_port"):
+            spark_cluster.update(spark.status_at(int(cfg["spark_ui_port"])))
+    else:
+        alive = pid_alive(pid)
     st = job.get("state", "unknown")
     if st in ("running", "starting") and not alive:
         st = "dead"  # killed without a chance to record it
-    cfg = job.get("config") or {}
     b, committed = committed_offsets(checkpoint)
-    bootstrap = bootstrap or cfg.get("bootstrap_servers")
+    bootstrap = bootstrap or cfg.get("host_bootstrap_servers") or cfg.get("bootstrap_servers")
     topics = sorted(set(cfg.get("topics") or []) | set(committed))
     rows: list[PartitionLag] = []
     total: int | None = None
@@ -152,7 +164,7 @@ def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus
         num_input_rows=prog.get("numInputRows"),
         watermark=(prog.get("eventTime") or {}).get("watermark"),
         archived=counters.get("archived"), deadletter=counters.get("deadletter"),
-        total_lag=total, group=job.get("group"), partitions=rows, tables=tables,
+        total_lag=total, group=job.get("group"), partitions=rows, tables=tables, spark=spark_cluster,
     )
 
 
@@ -171,6 +183,9 @@ def stop(checkpoint: str | Path, timeout_s: float = 120.0) -> dict[str, Any]:
     sd = state_dir(checkpoint)
     job = read_json(sd / "job.json") or {}
     pid: int | None = job.get("pid")
+    container = (job.get("config") or {}).get("container")
+    if container:
+        return _stop_driver(checkpoint, sd, container, timeout_s)
     if pid is None or not pid_alive(pid):
         return {"checkpoint": str(checkpoint), "pid": pid, "stopped": False, "state": job.get("state", "not running")}
     (sd / "stop").write_text("stop\n")
@@ -190,3 +205,24 @@ def stop(checkpoint: str | Path, timeout_s: float = 120.0) -> dict[str, Any]:
                                  " nothing") from None
     job = read_json(sd / "job.json") or {}
     return {"checkpoint": str(checkpoint), "pid": pid, "stopped": True, "state": job.get("state")}
+
+
+def _stop_driver(checkpoint: str | Path, sd: Path, container: str, timeout_s: float) -> dict[str, Any]:
+    """Stop a driver in its container: the stop marker (the job stops after its batch and exits 0, which Docker's
+    on-failure policy leaves stopped), then `docker stop` if it does not act on it."""
+    job = read_json(sd / "job.json") or {}
+    if spark.driver_state(container) not in ("running", "restarting"):
+        return {"checkpoint": str(checkpoint), "container": container, "stopped": False,
+                "state": job.get("state", "not running")}
+    (sd / "stop").write_text("stop\n")
+
+    def exited() -> tuple[bool, str]:
+        s = spark.driver_state(container)
+        return s not in ("running", "restarting"), f"container {container} {s}"
+
+    try:
+        wait_until(f"stream job driver {container} to stop after its batch", exited, timeout_s, poll=0.3)
+    except TimeoutReached:
+        spark.stop_driver(container, int(SIGTERM_GRACE))
+    job = read_json(sd / "job.json") or {}
+    return {"checkpoint": str(checkpoint), "container": container, "stopped": True, "state": job.get("state")}

@@ -13,6 +13,7 @@ from kctl.errors import KctlError, UsageError
 from kctl.extras import require
 from kctl.kafka.client import Target
 from kctl.stream import jars as jarlib
+from kctl.stream import spark
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.preflight import check_topics
 from kctl.stream.record import pid_alive, read_json
@@ -101,3 +102,117 @@ def _wait_running(proc: subprocess.Popen[bytes], sd: Path, log: Path, timeout_s:
     wait_until(f"stream job (pid {proc.pid}) running", probe, timeout_s, poll=0.3,
                log_tail=lambda _saw: "\n".join(log.read_text(errors="replace").splitlines()[-15:]),
                hint=f"see {log}")
+
+
+def cluster_paths(cluster_dir: Path, name: str, out: str | None, checkpoint: str | None) -> tuple[str, str]:
+    """The job's --out and --checkpoint on a Spark cluster: given ones checked to lie in its shared directory,
+    else that directory's ``<job>/out`` and ``<job>/checkpoint``."""
+    base = spark.data_dir(cluster_dir) / name
+    o = str(Path(out).resolve()) if out else str(base / "out")
+    c = str(Path(checkpoint).resolve()) if checkpoint else str(base / "checkpoint")
+    spark.check_shared(cluster_dir, o, c)
+    return o, c
+
+
+def _shared_jars(jars: list[str], cluster_dir: Path) -> list[str]:
+    """The job's jars copied (hard-linked where the file system allows) into the shared directory: the driver's
+    container sees that one, not kctl's cache; the executors fetch them from the driver."""
+    import shutil
+
+    d = spark.data_dir(cluster_dir) / "jars"
+    d.mkdir(parents=True, exist_ok=True)
+    out: list[str] = []
+    for j in jars:
+        src = Path(j)
+        dst = d / src.name
+        if not dst.exists() or dst.stat().st_size != src.stat().st_size:
+            tmp = d / f".{src.name}.tmp"
+            tmp.unlink(missing_ok=True)
+            try:
+                os.link(src, tmp)
+            except OSError:
+                shutil.copy2(src, tmp)
+            os.replace(tmp, dst)
+        out.append(str(dst))
+    return out
+
+
+def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: bool = False,
+                      timeout_s: float | None = None) -> dict[str, Any]:
+    """Run the job on the kctl.yaml's Spark cluster: its driver in a container of its own (restarted by Docker
+    after a crash), its executors on the workers. Foreground: until the driver exits; ``detach``: once it runs."""
+    require("pyspark", "stream")
+    if not cfg.topics:
+        raise UsageError("no topic to read", hint="pass --topic")
+    sp = spec.spark
+    spark.check_python()
+    check_metrics_table(Path(cfg.out) / "metrics")
+    host_bs = cfg.host_bootstrap_servers or spec.bootstrap_servers
+    check_topics(Target.of(None, host_bs), cfg.topics)
+    st = spark.status(spec)  # the master answers, with a worker to run executors on
+    alive = [w for w in st["workers"] if w["state"] == "ALIVE"]
+    if not alive:
+        raise KctlError(f"the Spark cluster has no worker alive (master {st['status']})",
+                        hint="`kctl status` lists them; `kctl up` starts them; `kctl logs spark-worker-1`")
+    cfg.jars = _shared_jars(cfg.jars or jarlib.jars_for_job(None), cluster_dir)
+    cfg.master = spark.master_url()
+    cfg.driver_host = spark.driver_host(cfg.name)
+    cfg.container = spark.driver_container(spec, cfg.name)
+    cfg.cores_max = sp.workers * sp.worker_cores
+    cfg.spark_ui_port = sp.ui_port
+    cfg.bootstrap_servers = spec.internal_bootstrap_servers
+    cfg.host_bootstrap_servers = host_bs
+    sd = state_dir(cfg.checkpoint)
+    sd.mkdir(parents=True, exist_ok=True)
+    Path(cfg.out).mkdir(parents=True, exist_ok=True)
+    cfg_path = sd / "config.json"
+    cfg_path.write_text(cfg.to_json(), encoding="utf-8")
+    before = (read_json(sd / "job.json") or {}).get("started_at")
+    name = spark.start_driver(spec, cluster_dir, cfg.name, cfg_path)
+    log = spark.logs_dir(cluster_dir) / f"{spark.driver_host(cfg.name)}.log"
+
+    def tail() -> str:
+        try:
+            return "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        except OSError:
+            return ""
+
+    def probe() -> tuple[bool, str]:
+        state = spark.driver_state(name)
+        job = read_json(sd / "job.json") or {}
+        fresh = job.get("started_at") != before
+        if fresh and job.get("state") == "failed":
+            raise GiveUp(f"the stream job failed at start: {job.get('error')}\n{tail()}")
+        done = fresh and job.get("state") in ("finished", "stopped")
+        if not done and state in ("exited", "dead", None) and spark.driver_exit_code(name) != 0:
+            raise GiveUp(f"the driver container {name} exited at start (code {spark.driver_exit_code(name)}):"
+                         f"\n{tail()}")
+        ok = fresh and job.get("state") in ("running", "finished", "stopped")
+        return ok, f"container {state}; job.json: state {job.get('state') if fresh else 'not written yet'}"
+
+    try:
+        wait_until(f"stream job driver {name} running", probe, 180.0, poll=0.5, log_tail=lambda _s: tail(),
+                   hint=f"see {log} (`kctl logs {spark.driver_host(cfg.name)}`)")
+    except KctlError:
+        spark.remove_driver(name)  # nothing half-made: Docker would restart a driver that fails at start forever
+        raise
+    res = {"container": name, "master": cfg.master, "ui": st["ui"], "checkpoint": cfg.checkpoint, "out": cfg.out,
+           "log": str(log)}
+    if detach:
+        return {**res, "detached": True}
+
+    def exited() -> tuple[bool, str]:
+        s = spark.driver_state(name)
+        return s in ("exited", "dead", None), f"container {s}"
+
+    try:
+        wait_until(f"stream job driver {name} to exit", exited, timeout_s or 10 ** 9, poll=1.0)
+    except KeyboardInterrupt:
+        (sd / "stop").write_text("stop\n")
+        wait_until(f"stream job driver {name} to stop", exited, 180.0, poll=0.5)
+    code = spark.driver_exit_code(name)
+    job = read_json(sd / "job.json") or {}
+    if code:
+        raise KctlError(f"stream job exited with code {code}: {job.get('error', 'see its log')}",
+                        hint=f"`kctl logs {spark.driver_host(cfg.name)}`")
+    return {**res, "detached": False, "state": job.get("state"), "counters": job.get("counters")}

@@ -1,0 +1,473 @@
+"""kctl.yaml's ``spark:`` section: a Spark standalone cluster beside the brokers, and the stream job's driver in it.
+
+Spark's own distribution runs it: the master (``org.apache.spark.deploy.master.Master``) and N workers
+(``...deploy.worker.Worker``) are started with ``bin/spark-class`` of the installed pyspark, whose package
+directory (jars, bin) is mounted read-only into each container. Their image, ``kctl/spark:<pyspark>``, is the
+node image (Java 17) with Debian's python3 added, so it is built offline from what the node image already has.
+
+They form the Compose project ``kctl-<name>-spark`` (``<state>/spark/compose.yaml``), apart from the
+cluster's own project but on its network (``kctl-<name>``, external here), so executors reach the brokers by
+their INTERNAL listeners. UIs are published on 127.0.0.1 only: the master's on ``spark.ui_port``, worker N's
+on ``spark.ui_port + N``. The master keeps its recovery state (registered workers and applications) in
+``<state>/spark/master`` (``spark.deploy.recoveryMode FILESYSTEM``): a restarted master finds the running job
+and its workers again.
+
+The job's driver (``kctl stream submit`` with a declared Spark cluster) runs in a container of its own,
+``kctl-<name>-stream-<job>`` on the same network, restarted by Docker after a crash (``on-failure``); it
+resumes from its checkpoint. Its tables and checkpoint live in ``<state>/spark/data``, mounted at the same
+absolute path into the driver and every worker, so the executors' files, the driver's commits and kctl's own
+readers on this host see one directory. Every process writes its log under ``<state>/spark/logs``
+(``kctl logs spark-master``, ``kctl logs spark-worker-1``, ``kctl logs stream-<job>``).
+
+The driver runs the installed Python packages (pyspark, delta-rs, confluent-kafka and kctl itself), mounted
+read-only: the host's Python must be the image's (3.11 on Linux, as Debian bookworm's), which is checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import kctl
+from kctl.errors import KctlError, UsageError
+from kctl.model.render import template, write_text_files
+from kctl.model.spec import ClusterSpec, spark_memory_mb
+from kctl.runtime import docker_api
+from kctl.runtime.engine.compose import compose_project
+from kctl.runtime.image import build as image
+from kctl.wait import ticks
+
+Progress = Callable[[str], None]
+
+LABEL_SPARK = docker_api.LABEL_SPARK  # the Kafka cluster's name, on every container of its Spark cluster
+LABEL_SPARK_ROLE = "io.kctl.spark-role"  # master, worker, driver
+MASTER = "spark-master"
+MASTER_PORT = 7077
+MASTER_UI = 8080
+WORKER_UI = 8081
+PY = "/opt/kctl/python"  # the installed site-packages (pyspark in it: SPARK_HOME)
+SRC = "/opt/kctl/src"  # kctl's own package
+SPARK_HOME = f"{PY}/pyspark"
+CONF = "/etc/kctl-spark"
+LOGS = "/var/log/kctl-spark"
+WORK = "/var/opt/kctl/spark"
+DAEMON_MEMORY = "256m"  # the master's and each worker's own JVM (executors get worker_memory)
+IMAGE_PYTHON = (3, 11)  # Debian bookworm's python3
+
+DOCKERFILE = """\
+# The Spark image kctl builds (kctl/stream/spark.py): the node image (Java 17), with Debian's python3 for the
+# driver and Spark's Python workers. Spark itself and the Python packages are mounted from the installed pyspark.
+ARG BASE_IMAGE
+FROM ${BASE_IMAGE}
+ARG DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \\
+ && apt-get install -y --no-install-recommends python3 \\
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
+HEALTHCHECK NONE
+ENTRYPOINT []
+WORKDIR /
+"""
+
+
+def project(spec: ClusterSpec) -> str:
+    return f"{spec.project}-spark"
+
+
+def directory(state_dir: Path) -> Path:
+    return state_dir.resolve() / "spark"
+
+
+def data_dir(state_dir: Path) -> Path:
+    """The directory every executor, the driver and this host see at the same path (tables, checkpoints)."""
+    return directory(state_dir) / "data"
+
+
+def logs_dir(state_dir: Path) -> Path:
+    return directory(state_dir) / "logs"
+
+
+def worker_name(i: int) -> str:
+    return f"spark-worker-{i}"
+
+
+def master_url() -> str:
+    return f"spark://{MASTER}:{MASTER_PORT}"
+
+
+def ui_url(spec: ClusterSpec) -> str:
+    assert spec.spark is not None
+    return f"http://127.0.0.1:{spec.spark.ui_port}"
+
+
+def driver_container(spec: ClusterSpec, job: str) -> str:
+    return f"{spec.project}-stream-{job}"
+
+
+def driver_host(job: str) -> str:
+    return f"stream-{job}"
+
+
+# ----- the installed distribution ---------------------------------------------------------------------------------
+
+def site_packages() -> Path:
+    """The site-packages directory pyspark is installed in (its bin/spark-class and jars/ are Spark's own)."""
+    found = importlib.util.find_spec("pyspark")
+    if found is None or not found.origin:
+        raise KctlError("a Spark cluster needs pyspark installed (its jars and bin/spark-class run the master and"
+                        " workers)", hint="pip install 'kctl[stream]'")
+    return Path(found.origin).resolve().parent.parent
+
+
+def pyspark_version() -> str:
+    return importlib.metadata.version("pyspark")
+
+
+def check_python() -> None:
+    """The driver container runs this Python's packages with the image's python3: same version, Linux x86_64."""
+    if sys.version_info[:2] != IMAGE_PYTHON or sys.platform != "linux" or platform.machine() != "x86_64":
+        raise KctlError(
+            f"the Spark cluster's driver runs the installed Python packages in a Debian bookworm container (Python"
+            f" {'.'.join(map(str, IMAGE_PYTHON))}, Linux x86_64); this kctl runs on Python"
+            f" {sys.version_info.major}.{sys.version_info.minor}, {sys.platform} {platform.machine()}",
+            hint="install kctl in a Python 3.11 environment on Linux, or leave the spark section out and run the"
+                 " job with `kctl stream submit --master local[N]`")
+
+
+def image_tag() -> str:
+    digest = hashlib.sha256(DOCKERFILE.encode()).hexdigest()[:8]
+    return f"kctl/spark:{pyspark_version()}-{digest}"
+
+
+def ensure_image(spec: ClusterSpec, progress: Progress | None = None) -> str:
+    """Build the Spark image once, from the node image (which `kctl up` has built before)."""
+    tag = image_tag()
+    dc = docker_api.client()
+    try:
+        dc.images.get(tag)
+        return tag
+    except docker_api.sdk().errors.ImageNotFound:
+        pass
+    base = spec.local_image_ref
+    if progress:
+        progress(f"building {tag} from {base} (Debian's python3 beside the node image's Java 17)")
+    with tempfile.TemporaryDirectory(prefix="kctl-spark-") as tmp:
+        (Path(tmp) / "Dockerfile").write_text(DOCKERFILE)
+        image.build_from_context(dc, Path(tmp), tag=tag, base_image=base, labels={"io.kctl.image": "spark"},
+                                 progress=progress)
+    return tag
+
+
+# ----- rendering --------------------------------------------------------------------------------------------------
+
+def spark_defaults(spec: ClusterSpec) -> dict[str, str]:
+    """spark-defaults.conf of the master and workers."""
+    return {
+        # The master's state survives its restart: workers and the running application register again.
+        "spark.deploy.recoveryMode": "FILESYSTEM",
+        "spark.deploy.recoveryDirectory": f"{WORK}/recovery",
+        # A finished application's work dirs (its jars, executor logs) go after a day.
+        "spark.worker.cleanup.enabled": "true",
+        "spark.worker.cleanup.appDataTtl": "86400",
+        "spark.ui.reverseProxy": "false",
+    }
+
+
+def _labels(spec: ClusterSpec, role: str) -> dict[str, str]:
+    return dict(sorted({**spec.labels, LABEL_SPARK: spec.name, LABEL_SPARK_ROLE: role}.items()))
+
+
+def _mounts(state_dir: Path) -> list[str]:
+    return [f"{site_packages()}:{PY}:ro", f"{Path(kctl.__file__).resolve().parent}:{SRC}/kctl:ro",
+            f"{directory(state_dir)}/conf:{CONF}:ro", f"{logs_dir(state_dir)}:{LOGS}",
+            f"{data_dir(state_dir)}:{data_dir(state_dir)}"]
+
+
+def _env() -> dict[str, str]:
+    return {"SPARK_HOME": SPARK_HOME, "SPARK_CONF_DIR": CONF, "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
+            "PYTHONPATH": f"{SRC}:{PY}", "PYSPARK_PYTHON": "python3", "LANG": "C.UTF-8"}
+
+
+def _logged(argv: list[str], log: str) -> list[str]:
+    """Run ``argv`` with its output appended to ``log`` under LOGS (kept on the host, read by `kctl logs`)."""
+    return ["sh", "-c", 'exec "$@" >>' + f"{LOGS}/{log} 2>&1", "sh", *argv]
+
+
+def compose_document(spec: ClusterSpec, state_dir: Path, tag: str) -> dict[str, Any]:
+    sp = spec.spark
+    assert sp is not None
+    common = {"image": tag, "restart": "unless-stopped", "environment": _env(), "networks": ["cluster"],
+              "stop_grace_period": "30s"}
+    spark_class = f"{SPARK_HOME}/bin/spark-class"
+    services: dict[str, Any] = {
+        MASTER: {**common, "hostname": MASTER, "labels": _labels(spec, "master"),
+                 "command": _logged([spark_class, "org.apache.spark.deploy.master.Master", "--host", MASTER,
+                                     "--port", str(MASTER_PORT), "--webui-port", str(MASTER_UI)], f"{MASTER}.log"),
+                 "ports": [f"127.0.0.1:{sp.ui_port}:{MASTER_UI}"],
+                 "volumes": [*_mounts(state_dir), f"{directory(state_dir)}/master:{WORK}"]},
+    }
+    for i in range(1, sp.workers + 1):
+        name = worker_name(i)
+        services[name] = {
+            **common, "hostname": name, "labels": _labels(spec, "worker"), "depends_on": [MASTER],
+            "command": _logged([spark_class, "org.apache.spark.deploy.worker.Worker", master_url(), "--host", name,
+                                "--cores", str(sp.worker_cores), "--memory", sp.worker_memory,
+                                "--webui-port", str(WORKER_UI), "--work-dir", f"{WORK}/work"], f"{name}.log"),
+            "ports": [f"127.0.0.1:{sp.ui_port + i}:{WORKER_UI}"],
+            "volumes": [*_mounts(state_dir), f"{directory(state_dir)}/{name}:{WORK}"]}
+    return {"name": project(spec), "services": services,
+            "networks": {"cluster": {"name": spec.project, "external": True}}}
+
+
+def render(spec: ClusterSpec, state_dir: Path, tag: str) -> dict[str, str]:
+    """The files under ``<state>/spark`` (relative path -> text)."""
+    head = "# Rendered by kctl from kctl.yaml (spark); `kctl up` rewrites it.\n"
+    return {"conf/spark-defaults.conf": template("spark-defaults.conf.j2", cluster=spec.name,
+                                                 properties=spark_defaults(spec)),
+            "compose.yaml": head + yaml.dump(compose_document(spec, state_dir, tag), Dumper=_NoAliases,
+                                             sort_keys=False, default_flow_style=False, width=1 << 16)}
+
+
+class _NoAliases(yaml.SafeDumper):
+    """Every service spelled out (no &id001 anchors for the settings they share)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+# ----- lifecycle --------------------------------------------------------------------------------------------------
+
+def machine_memory_mb() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024))
+    except (ValueError, OSError):
+        return 0
+
+
+def check_fits(spec: ClusterSpec) -> None:
+    """The workers' memory (and their daemons') must fit in the machine: refused before anything starts."""
+    sp = spec.spark
+    assert sp is not None
+    want = sp.workers * (spark_memory_mb(sp.worker_memory) + spark_memory_mb(DAEMON_MEMORY))
+    have = machine_memory_mb()
+    if have and want > have:
+        raise UsageError(
+            f"spark: {sp.workers} worker(s) x worker_memory {sp.worker_memory} (+{DAEMON_MEMORY} each for the"
+            f" worker itself) need {want} MiB; this machine has {have} MiB",
+            hint="lower spark.worker_memory or spark.workers in kctl.yaml (1g per worker runs the stream job)")
+
+
+def _compose(spec: ClusterSpec, state_dir: Path, *args: str, timeout: float = 300) -> None:
+    d = directory(state_dir)
+    compose_project(project(spec), d / "compose.yaml", *args, timeout=timeout, what="the Spark cluster",
+                    hint=f"`kctl logs spark-master`; its files: {d}")
+
+
+def up(spec: ClusterSpec, state_dir: Path, progress: Progress | None = None, wait_s: float = 120.0) -> dict[str, Any]:
+    """Write the files, start the master and workers, and wait until every worker is ALIVE at the master."""
+    check_fits(spec)
+    check_python()
+    tag = ensure_image(spec, progress)
+    d = directory(state_dir)
+    existed = (d / "conf" / "spark-defaults.conf").exists()
+    changed = write_text_files(render(spec, state_dir, tag), d)
+    sp = spec.spark
+    assert sp is not None
+    for sub in ("logs", "data", "master", *(worker_name(i) for i in range(1, sp.workers + 1))):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+    _compose(spec, state_dir, "up", "-d", "--remove-orphans")
+    if existed and any(p.parent.name == "conf" for p in changed):
+        _compose(spec, state_dir, "restart")  # a changed spark-defaults.conf: the daemons read it at start
+    if wait_s <= 0:
+        return {}
+    last: Any = None
+    for _ in ticks(1.0, until=time.monotonic() + wait_s):
+        try:
+            st = status(spec)
+        except KctlError as exc:
+            last = exc.message
+            continue
+        alive = [w for w in st["workers"] if w["state"] == "ALIVE"]
+        if st.get("status") == "ALIVE" and len(alive) >= sp.workers:
+            if progress:
+                progress(f"spark: master and {len(alive)} worker(s) alive; UI {st['ui']}")
+            return st
+        last = f"master {st.get('status')}, {len(alive)}/{sp.workers} workers alive"
+    raise KctlError(f"the Spark cluster did not come up within {wait_s:.0f} s (last: {last})",
+                    hint=f"`kctl logs spark-master`, `kctl logs spark-worker-1`; its files: {d}")
+
+
+def down(spec: ClusterSpec, state_dir: Path) -> bool:
+    """Stop and remove the drivers, master and workers; False when none was ever started here."""
+    removed = False
+    dc = None
+    try:
+        dc = docker_api.client()
+        for c in dc.containers.list(all=True, filters={"label": f"{LABEL_SPARK}={spec.name}"}, ignore_removed=True):
+            if (c.labels or {}).get(LABEL_SPARK_ROLE) == "driver":
+                c.remove(force=True)
+                removed = True
+    except KctlError:
+        pass
+    if (directory(state_dir) / "compose.yaml").exists():
+        _compose(spec, state_dir, "down", "--remove-orphans", "--timeout", "30")
+        removed = True
+    return removed
+
+
+def remove_by_label(cluster: str, dc: Any) -> int:
+    """Every container of a cluster's Spark cluster, whatever left it (a test's cleanup)."""
+    n = 0
+    for c in dc.containers.list(all=True, filters={"label": f"{LABEL_SPARK}={cluster}"}, ignore_removed=True):
+        c.remove(force=True)
+        n += 1
+    return n
+
+
+# ----- status ---------------------------------------------------------------------------------------------------
+
+def master_json(port: int, timeout_s: float = 5.0) -> dict[str, Any]:
+    """The master's JSON endpoint (``/json/`` of its UI), read on its published port."""
+    url = f"http://127.0.0.1:{port}/json/"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 - 127.0.0.1, our own master
+            doc: dict[str, Any] = json.loads(resp.read())
+            return doc
+    except (OSError, urllib.error.URLError, ValueError) as exc:
+        raise KctlError(f"the Spark master does not answer on {url}: {exc}",
+                        hint="`kctl up` starts it; `kctl logs spark-master` shows its log") from None
+
+
+def status(spec: ClusterSpec) -> dict[str, Any]:
+    """{master, ui, status, workers: [{name, state, cores, memory_mb, ui}], applications: [...]} from the master."""
+    assert spec.spark is not None
+    return _status(master_json(spec.spark.ui_port), spec.spark.ui_port)
+
+
+def _status(doc: dict[str, Any], port: int) -> dict[str, Any]:
+    # The master remembers a worker's earlier registrations (DEAD) beside its current one: one per worker, the
+    # alive one first, else its latest.
+    latest: dict[str, dict[str, Any]] = {}
+    for w in sorted(doc.get("workers") or [], key=lambda w: (w.get("state") == "ALIVE", str(w.get("id")))):
+        latest[str(w.get("host") or "")] = w
+    workers = []
+    for w in sorted(latest.values(), key=lambda w: str(w.get("host"))):
+        host = str(w.get("host") or "")
+        idx = host.rsplit("-", 1)[-1]
+        ui = f"http://127.0.0.1:{port + int(idx)}" if host.startswith("spark-worker-") and idx.isdigit() \
+            else w.get("webuiaddress")
+        workers.append({"name": host, "id": w.get("id"), "state": w.get("state"), "cores": w.get("cores"),
+                        "cores_used": w.get("coresused"), "memory_mb": w.get("memory"),
+                        "memory_used_mb": w.get("memoryused"), "ui": ui})
+    apps = [{"id": a.get("id"), "name": a.get("name"), "state": a.get("state"), "cores": a.get("cores")}
+            for a in doc.get("activeapps") or []]
+    return {"master": doc.get("url") or master_url(), "ui": f"http://127.0.0.1:{port}", "status": doc.get("status"),
+            "workers": workers, "applications": apps}
+
+
+def status_at(port: int) -> dict[str, Any]:
+    """:func:`status` of the master whose UI is on ``port``; {master, ui, status: "down", error} when it does not
+    answer."""
+    try:
+        return _status(master_json(port), port)
+    except KctlError as exc:
+        return {"master": master_url(), "ui": f"http://127.0.0.1:{port}", "status": "down", "workers": [],
+                "applications": [], "error": exc.message}
+
+
+def status_or_error(spec: ClusterSpec) -> dict[str, Any]:
+    assert spec.spark is not None
+    return status_at(spec.spark.ui_port)
+
+
+# ----- the driver -------------------------------------------------------------------------------------------------
+
+def check_shared(state_dir: Path, *paths: str) -> None:
+    """The job's --out and --checkpoint must lie in the directory the driver and every executor see."""
+    shared = data_dir(state_dir)
+    bad = [p for p in paths if shared != Path(p) and shared not in Path(p).parents]
+    if bad:
+        raise UsageError(f"{', '.join(bad)}: not in the Spark cluster's shared directory {shared}",
+                         hint="leave --out and --checkpoint out (they default to a directory there), or pass paths"
+                              f" under {shared}; `--master local[N]` runs the job on this host with any paths")
+
+
+def start_driver(spec: ClusterSpec, state_dir: Path, job: str, config: Path) -> str:
+    """Start the job's driver container (replacing a stopped one of the same job); its name."""
+    name = driver_container(spec, job)
+    dc = docker_api.client()
+    try:
+        old = dc.containers.get(name)
+        old.reload()
+        if old.status == "running":
+            raise KctlError(f"the stream job {job} already runs in container {name}",
+                            hint="see `kctl stream status`; stop it with `kctl stream stop`")
+        old.remove(force=True)
+    except docker_api.sdk().errors.NotFound:
+        pass
+    logs_dir(state_dir).mkdir(parents=True, exist_ok=True)
+    volumes = {}
+    for m in _mounts(state_dir):
+        host, target, *mode = m.split(":")
+        volumes[host] = {"bind": target, "mode": mode[0] if mode else "rw"}
+    env = {**_env(), "KCTL_SPARK_LOG_LEVEL": os.environ.get("KCTL_SPARK_LOG_LEVEL", "WARN")}
+    env.pop("SPARK_DAEMON_MEMORY")
+    try:
+        dc.containers.run(
+            image_tag(), _logged(["python3", "-m", "kctl.stream.job", "--config", str(config)],
+                                 f"{driver_host(job)}.log"),
+            name=name, hostname=driver_host(job), network=spec.project, environment=env, volumes=volumes,
+            labels={**_labels(spec, "driver"), "io.kctl.stream-job": job}, detach=True,
+            # A crash (a non-zero exit, a kill) starts it again; a graceful stop (exit 0) leaves it stopped.
+            restart_policy={"Name": "on-failure", "MaximumRetryCount": 0}, stop_signal="SIGTERM")
+    except docker_api.sdk().errors.APIError as exc:
+        raise KctlError(f"Docker did not start the driver container {name}: {exc.explanation}",
+                        hint="is the Spark cluster up? `kctl up` starts it (`kctl status` lists it)") from None
+    return name
+
+
+def driver_state(container: str) -> str | None:
+    """The driver container's state (running, restarting, exited), None when it is gone."""
+    try:
+        c = docker_api.client().containers.get(container)
+    except docker_api.sdk().errors.NotFound:
+        return None
+    except KctlError:
+        return None
+    return str(c.status)
+
+
+def driver_exit_code(container: str) -> int | None:
+    try:
+        c = docker_api.client().containers.get(container)
+    except docker_api.sdk().errors.NotFound:
+        return None
+    return int(((c.attrs or {}).get("State") or {}).get("ExitCode", 0))
+
+
+def stop_driver(container: str, timeout_s: int = 60) -> None:
+    """docker stop of the driver (SIGTERM: the job stops after its batch), for a driver deaf to its stop marker."""
+    try:
+        docker_api.client().containers.get(container).stop(timeout=timeout_s)
+    except docker_api.sdk().errors.NotFound:
+        pass
+
+
+def remove_driver(container: str) -> None:
+    try:
+        docker_api.client().containers.get(container).remove(force=True)
+    except docker_api.sdk().errors.NotFound:
+        pass

@@ -1,0 +1,212 @@
+"""The pipeline on a Spark cluster that kctl runs (kctl.yaml's ``spark`` section, engine compose): `kctl up` starts
+a Spark standalone master and a worker beside a one-node Kafka cluster, `kctl stream submit` runs the job's driver in
+a container of its own with its executor on the worker, and every table equals the generated events' ground truth
+(read here without a JVM: tests.integration.test_stream._check) -- after a clean run, and (make test-long) after
+a worker killed mid-stream, the driver's container crashed, and the master restarted.
+
+A fault here is what a machine does to a process, not what an operator does to a container: the container's main
+process gets SIGKILL from this host (`docker kill` is an operator's stop, after which Docker restarts nothing).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kctl.testing.cluster import KafkaCluster
+from tests.integration.ports import free_bases, spark_quick_jit
+from tests.integration.test_stream import _check, _events, _send, _topic
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+KCTL = [str(Path(sys.executable).parent / "kctl")]
+T0 = dt.datetime(2024, 6, 1, 11, 58, 40, tzinfo=dt.timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    base = free_bases(1, nodes=3, start=46100)[0]
+    c = KafkaCluster(1, workdir=str(tmp_path_factory.mktemp("spark")),
+                     spark={"workers": 1, "worker_cores": 1, "worker_memory": "1g", "ui_port": base})
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+        import docker
+
+        dc = docker.from_env()
+        left = dc.containers.list(all=True, filters={"label": f"io.kctl.spark={c.spec.name}"})
+        for x in left:
+            x.remove(force=True)
+        assert not left, f"`kctl down` left Spark containers: {[x.name for x in left]}"
+
+
+def _kctl(c: KafkaCluster, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*KCTL, *args, "-f", str(c.spec_file)], capture_output=True, text=True, timeout=timeout,
+                          check=False, cwd=c.spec_file.parent)
+
+
+def _json(r: subprocess.CompletedProcess[str]) -> Any:
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    return json.loads(r.stdout)
+
+
+def _status(c: KafkaCluster, job: str) -> dict[str, Any]:
+    return dict(_json(_kctl(c, "stream", "status", "--name", job, "-o", "json")))
+
+
+def _caught_up(c: KafkaCluster, job: str, want: int, timeout: float = 300) -> dict[str, Any]:
+    """Until the job's checkpoint holds every record (lag 0 over ``want`` records in the topic)."""
+    deadline = time.monotonic() + timeout
+    st: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        st = _status(c, job)
+        latest = sum(p["latest"] for p in st["partitions"])
+        if st["total_lag"] == 0 and latest == want:
+            return st
+        time.sleep(1)
+    raise AssertionError(f"job {job} did not catch up within {timeout:.0f} s: {json.dumps(st)[:2000]}")
+
+
+def _submit(c: KafkaCluster, job: str, topic: str) -> dict[str, Any]:
+    return dict(_json(_kctl(c, "stream", "submit", "-d", "--name", job, "-t", topic, "--trigger", "1s",
+                            "--conf", "=".join(spark_quick_jit()), "-o", "json")))
+
+
+def _stop(c: KafkaCluster, job: str) -> None:
+    r = _json(_kctl(c, "stream", "stop", "--name", job, "-o", "json"))
+    assert r["stopped"] is True and r["state"] == "stopped", r
+
+
+def _crash(container: str) -> None:
+    """SIGKILL the container's main process from this host: the container exits 137, as after a crash."""
+    import docker
+
+    pid = docker.from_env().containers.get(container).attrs["State"]["Pid"]
+    assert pid > 0, f"{container} does not run"
+    os.kill(pid, signal.SIGKILL)
+
+
+def _restarts(container: str) -> int:
+    import docker
+
+    return int(docker.from_env().containers.get(container).attrs["RestartCount"])
+
+
+def _spark_alive(c: KafkaCluster, timeout: float = 180) -> dict[str, Any]:
+    """`kctl status`'s spark section once the master is ALIVE with its worker and the job's application."""
+    deadline = time.monotonic() + timeout
+    sp: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        sp = _json(_kctl(c, "status", "-o", "json"))["spark"]
+        if sp["status"] == "ALIVE" and [w["state"] for w in sp["workers"]] == ["ALIVE"] and sp["applications"]:
+            return sp
+        time.sleep(1)
+    raise AssertionError(f"the Spark cluster is not back within {timeout:.0f} s: {sp}")
+
+
+def _launched(c: KafkaCluster) -> int:
+    """Executors the worker was asked to launch, from its log (what `kctl logs spark-worker-1` shows)."""
+    log = c.state_dir.resolve() / "spark" / "logs" / "spark-worker-1.log"
+    return log.read_text(encoding="utf-8", errors="replace").count("Asked to launch executor")
+
+
+def _spark_container(c: KafkaCluster, service: str) -> str:
+    return f"{c.spec.project}-spark-{service}-1"
+
+
+def test_a_job_on_the_spark_cluster_matches_ground_truth(cluster: KafkaCluster) -> None:
+    """`kctl status` lists the master and its worker ALIVE (their UIs on 127.0.0.1); the job runs on the cluster
+    (its driver a container, its executor on the worker), catches up, `kctl stream stop` stops it for good, and
+    every table equals the ground truth."""
+    c = cluster
+    st = _json(_kctl(c, "status", "-o", "json"))
+    sp = st["spark"]
+    assert sp["status"] == "ALIVE" and sp["master"] == "spark://spark-master:7077"
+    assert sp["ui"] == f"http://127.0.0.1:{c.spec.spark.ui_port}"
+    assert [(w["name"], w["state"], w["ui"]) for w in sp["workers"]] == \
+        [("spark-worker-1", "ALIVE", f"http://127.0.0.1:{c.spec.spark.ui_port + 1}")]
+    bs = c.bootstrap_servers
+    topic = _topic(bs, partitions=2)
+    events = _events(400, seed=3, start=T0)
+    _send(bs, topic, events, bad=7, seed=3)
+    res = _submit(c, "short", topic)
+    assert res["container"] == f"{c.spec.project}-stream-short" and res["master"] == "spark://spark-master:7077"
+    st = _caught_up(c, "short", len(events) + 7)
+    assert st["state"] == "running" and st["spark"]["driver_state"] == "running"
+    # the job is the master's application, its executor on the worker
+    assert [a["name"] for a in st["spark"]["applications"]] == ["kctl-stream"]
+    assert st["spark"]["workers"][0]["cores_used"] == 1
+    # each process's log in `kctl logs`: the driver's (Spark's own start), the worker's (its executor for the job)
+    assert "Spark's default log4j profile" in _kctl(c, "logs", "stream-short", "-n", "1000").stdout
+    assert "Asked to launch executor" in _kctl(c, "logs", "spark-worker-1", "-n", "1000").stdout
+    _stop(c, "short")
+    import docker
+
+    drv = docker.from_env().containers.get(res["container"])
+    assert drv.status == "exited" and drv.attrs["State"]["ExitCode"] == 0
+    _check(Path(res["out"]), events, bad=7)
+    # the readers find the job's tables by its name, as status and stop find its checkpoint
+    q = _json(_kctl(c, "stream", "query", "SELECT count(*) AS n FROM archive", "--name", "short", "-o", "json"))
+    assert q == [{"n": len(events)}]
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("fault", ["worker", "driver", "master"])
+def test_a_fault_mid_stream_loses_nothing(cluster: KafkaCluster, fault: str) -> None:
+    """Half the events, caught up; the fault (the worker's JVM killed, the driver's container crashed, the master
+    restarted); the other half; caught up again: every table equals the ground truth, nothing twice."""
+    c = cluster
+    bs = c.bootstrap_servers
+    job = f"fault-{fault}"
+    topic = _topic(bs, partitions=2)
+    events = _events(1200, seed=17, start=T0)
+    first, second = events[:600], events[600:]
+    _send(bs, topic, first, bad=5, seed=17)
+    res = _submit(c, job, topic)
+    _caught_up(c, job, len(first) + 5)
+    app = [a["id"] for a in _status(c, job)["spark"]["applications"]]
+    launched = _launched(c)
+    if fault == "worker":
+        w = _spark_container(c, "spark-worker-1")
+        before = _restarts(w)
+        _send(bs, topic, second[:300])  # a batch in flight when the worker goes
+        _crash(w)
+        time.sleep(2)
+        assert _restarts(w) == before + 1  # Docker's restart policy started it again
+        _send(bs, topic, second[300:])
+    elif fault == "driver":
+        before = _restarts(res["container"])
+        _send(bs, topic, second[:300])
+        _crash(res["container"])
+        _send(bs, topic, second[300:])
+        time.sleep(2)
+        assert _restarts(res["container"]) == before + 1
+    else:
+        m = _spark_container(c, "spark-master")
+        import docker
+
+        driver_restarts = _restarts(res["container"])
+        docker.from_env().containers.get(m).restart(timeout=10)
+        _send(bs, topic, second)
+    st = _caught_up(c, job, len(events) + 5, timeout=420)
+    assert st["state"] == "running"
+    after = _spark_alive(c)  # the job may catch up before a restarted master answers
+    if fault == "worker":  # the job got a new executor on the worker that came back
+        assert _launched(c) > launched
+    if fault == "master":  # its recovery state: the same application, on the same executor, its driver untouched
+        assert [a["id"] for a in after["applications"]] == app
+        assert _launched(c) == launched and _restarts(res["container"]) == driver_restarts
+    _stop(c, job)
+    _check(Path(res["out"]), events, bad=5)

@@ -1,0 +1,99 @@
+"""kctl.yaml's spark section: its checks, and the Spark cluster's files as kctl renders them (no container)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kctl.errors import UsageError
+from kctl.model.spec import ClusterSpec, check_rules, parse_spec, spark_memory_mb
+from kctl.stream import spark
+
+
+def _spec(**data: Any) -> ClusterSpec:
+    return parse_spec({"name": "sp", **data})[0]
+
+
+def test_absent_means_no_spark_cluster() -> None:
+    assert _spec().spark is None
+
+
+def test_defaults() -> None:
+    sp = _spec(spark={}).spark
+    assert sp is not None and (sp.workers, sp.worker_cores, sp.worker_memory, sp.ui_port) == (1, 1, "1g", 18080)
+
+
+@pytest.mark.parametrize(("section", "says"), [
+    ({"workers": 0}, "0 workers: a Spark cluster needs 1 to 16 workers"),
+    ({"workers": 17}, "1 to 16 workers"),
+    ({"worker_cores": 0}, "each worker offers 1 to 64 cores"),
+    ({"worker_memory": "lots"}, "'lots' is not a memory size such as 512m or 1g"),
+    ({"worker_memory": "256m"}, "a worker needs at least 512m"),
+])
+def test_bad_values_are_refused_with_what_is_allowed(section: dict[str, Any], says: str) -> None:
+    with pytest.raises(Exception) as exc:  # noqa: PT011 - SpecError (kctl's) or pydantic's, said the same way
+        parse_spec({"name": "sp", "spark": section})
+    assert says in str(exc.value) + " ".join(str(p) for p in getattr(exc.value, "problems", []) or [])
+
+
+def test_engines_not_built_and_a_secured_cluster_are_refused() -> None:
+    errors, _ = check_rules(ClusterSpec.model_validate({"name": "sp", "engine": "swarm", "spark": {}}))
+    assert any("spark: a Spark cluster on engine swarm is not built yet" in e for e in errors)
+    errors, _ = check_rules(ClusterSpec.model_validate({"name": "sp", "engine": "hosts", "spark": {}}))
+    assert any("engine hosts is not built yet" in e and "--master local[N]" in e for e in errors)
+    errors, _ = check_rules(ClusterSpec.model_validate({"name": "sp", "security": {"enabled": True}, "spark": {}}))
+    assert any("secured cluster is not built yet" in e for e in errors)
+
+
+def test_ui_ports_may_not_clash_with_the_nodes_ports() -> None:
+    spec = ClusterSpec.model_validate({"name": "sp", "spark": {"ui_port": 12181, "workers": 2}})
+    errors, _ = check_rules(spec)
+    assert "spark.ui_port: host port 12181 is also used by nodes.0.zookeeper_port" in errors
+    assert "spark.ui_port + 1 (worker 1): host port 12182 is also used by nodes.1.zookeeper_port" in errors
+
+
+def test_memory_sizes() -> None:
+    assert [spark_memory_mb(s) for s in ("512m", "1g", "2G", "1024k")] == [512, 1024, 2048, 1]
+
+
+def test_workers_larger_than_the_machine_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spark, "machine_memory_mb", lambda: 4096)
+    spark.check_fits(_spec(spark={"workers": 3, "worker_memory": "1g"}))  # 3 x (1024 + 256) = 3840 fits
+    with pytest.raises(UsageError) as exc:
+        spark.check_fits(_spec(spark={"workers": 4, "worker_memory": "1g"}))
+    assert exc.value.message == ("spark: 4 worker(s) x worker_memory 1g (+256m each for the worker itself) need"
+                                 " 5120 MiB; this machine has 4096 MiB")
+    assert "lower spark.worker_memory or spark.workers" in (exc.value.hint or "")
+
+
+def test_the_compose_file_and_spark_defaults(tmp_path: Path) -> None:
+    spec = _spec(spark={"workers": 2, "worker_cores": 2, "worker_memory": "1g", "ui_port": 18100},
+                 labels={"team": "logs"})
+    files = spark.render(spec, tmp_path, "kctl/spark:test")
+    doc = yaml.safe_load(files["compose.yaml"])
+    assert doc["name"] == "kctl-sp-spark"
+    assert doc["networks"] == {"cluster": {"name": "kctl-sp", "external": True}}  # beside the brokers
+    assert list(doc["services"]) == ["spark-master", "spark-worker-1", "spark-worker-2"]
+    m, w2 = doc["services"]["spark-master"], doc["services"]["spark-worker-2"]
+    assert m["ports"] == ["127.0.0.1:18100:8080"] and w2["ports"] == ["127.0.0.1:18102:8081"]
+    assert "org.apache.spark.deploy.master.Master" in m["command"]
+    cmd = w2["command"]
+    assert cmd[cmd.index("--cores") + 1] == "2" and cmd[cmd.index("--memory") + 1] == "1g"
+    assert "spark://spark-master:7077" in cmd
+    assert m["labels"] == {"io.kctl.spark": "sp", "io.kctl.spark-role": "master", "team": "logs"}
+    shared = str(spark.data_dir(tmp_path))
+    assert f"{shared}:{shared}" in w2["volumes"]  # the same path in every container and on this host
+    assert "&id" not in files["compose.yaml"]
+    conf = files["conf/spark-defaults.conf"]
+    assert "spark.deploy.recoveryMode FILESYSTEM\n" in conf
+
+
+def test_the_job_s_paths_must_be_in_the_shared_directory(tmp_path: Path) -> None:
+    shared = spark.data_dir(tmp_path)
+    spark.check_shared(tmp_path, str(shared / "j" / "out"), str(shared / "j" / "cp"))
+    with pytest.raises(UsageError) as exc:
+        spark.check_shared(tmp_path, "/elsewhere/out", str(shared / "cp"))
+    assert "/elsewhere/out: not in the Spark cluster's shared directory" in exc.value.message
