@@ -144,7 +144,7 @@ def _emit_lag(docs: list[dict[str, Any]], window: int, fmt: Format, *, single: b
     if fmt in (Format.json, Format.yaml, Format.raw):
         output.emit(docs[0] if single else docs, fmt)
         return
-    rows = [{"group": d["group"], "type": (d.get("type") or "-").upper(), "state": d["state"], "status": d["status"],
+    rows = [{"group": d["group"], "type": d.get("type") or "-", "state": d["state"], "status": d["status"],
              "total_lag": d["total_lag"],
              "max_lag": (f"{d['max_lag']['topic']}-{d['max_lag']['partition']}={d['max_lag']['lag']}"
                          if d["max_lag"] else "-"),

@@ -65,6 +65,8 @@ ARGS: dict[tuple[str, ...], list[str]] = {
     ("mirror", "failover"): [GROUP, "--yes"],
     ("support-bundle",): ["--out", "sweep-bundle.tar.gz"],
     ("node", "format-storage"): ["1", "--service", "kafka", "--yes"],
+    ("quorum", "add-controller"): ["logger1"],
+    ("quorum", "remove-controller"): ["logger1", "--force"],
 }
 
 # Commands the sweep does not run, and why.
