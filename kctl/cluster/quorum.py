@@ -190,11 +190,14 @@ def parse_voter_dirs(text: str) -> dict[int, str | None]:
 # The joining controller's add-controller on the secured profile: its own controller.properties (id, directory, the
 # endpoint it advertises) and the admin's login to the CONTROLLER listener (SASL/PLAIN), which Kafka's tool reads
 # from one --command-config file. That file is made in the node for the one run, by the JVMs' user under umask 077 in
-# its secrets directory (0700), and removed after: the password stays in files the node's user alone reads.
+# its secrets directory (0700), and removed after: the password stays in files the node's user alone reads. The
+# controller's own TLS settings (its keystore, read through a config provider) are left out: the tool is a client,
+# which the login's truststore serves.
 JOIN_CONFIG_PREFIX = "add-controller."
 _JOIN_SCRIPT = (
     'umask 077; f=$(mktemp "$1/{prefix}XXXXXX") || exit 70; shift; '
-    '{{ cat "$1"; echo; cat "$2"; }} > "$f" || {{ rm -f "$f"; exit 70; }}; shift 2; '
+    '{{ sed -e "/^ssl\\./d" -e "/^config\\.providers/d" "$1"; echo; cat "$2"; }} > "$f" || {{ rm -f "$f"; exit 70; }}; '
+    'shift 2; '
     '"$@" --command-config "$f" add-controller; rc=$?; rm -f "$f"; exit $rc')
 
 

@@ -210,7 +210,8 @@ def test_a_secured_add_controller_reads_its_own_controller_file_and_the_login_fr
 
     secrets, conf = tmp_path / "secrets", tmp_path / "controller.properties"
     secrets.mkdir(mode=0o700)
-    conf.write_text("node.id=3002\ncontroller.listener.names=CONTROLLER")  # no newline at its end
+    conf.write_text("node.id=3002\nssl.keystore.password=${file:/run/kctl/secrets/passwords.properties:k}\n"
+                    "config.providers=file\ncontroller.listener.names=CONTROLLER")  # no newline at its end
     login = secrets / "controller-client.properties"
     login.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n")
     seen = tmp_path / "seen"
