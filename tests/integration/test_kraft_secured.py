@@ -280,7 +280,8 @@ def test_a_secured_quorum_made_dynamic_takes_a_controller_and_lets_it_go(tmp_pat
     """The secured profile's dynamic quorum (KIP-853) on Kafka 4.3: `kctl quorum make-dynamic`, a controller added by
     `kctl node add --role controller` (its certificate, keystore and logins made before its controller starts; its
     add-controller logged in over SASL_SSL) and removed by `kctl node remove --force`; a SCRAM user's records
-    acknowledged before, between and after are all read back, by that user and by kcat; no password outside files."""
+    acknowledged before, between and after are all read back, by that user and by the admin's own reader; no
+    password outside files."""
     name = init(tmp_path, nodes=1, kafka="4.3.1", ports_for=2)
     try:
         ok(kctl(tmp_path, "up"))
@@ -327,7 +328,9 @@ def test_a_secured_quorum_made_dynamic_takes_a_controller_and_lets_it_go(tmp_pat
         assert (st["health"], st["quorum"]) == ("healthy", "ok"), st["problems"]
         got, error = consume(app, 1000)
         assert (sorted(got), error) == (list(range(1000)), "")
-        assert sorted(kcat_values(login(tmp_path), TOPIC)) == list(range(1000))  # kcat, the admin: independent
+        # an independent reader: the admin's plain consumer of the test's own, partition by partition to their end
+        # (kcat cannot log in with SCRAM to Kafka 4: docs/security.md, "kcat and Kafka 4")
+        assert sorted(read_values(login(tmp_path), TOPIC)) == list(range(1000))
         assert_no_secret_outside_files(tmp_path, name, nodes=1)
     finally:
         kctl(tmp_path, "down", "--volumes")
