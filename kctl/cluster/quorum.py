@@ -187,19 +187,53 @@ def parse_voter_dirs(text: str) -> dict[int, str | None]:
     return {}
 
 
+# The joining controller's add-controller on the secured profile: its own controller.properties (id, directory, the
+# endpoint it advertises) and the admin's login to the CONTROLLER listener (SASL/PLAIN), which Kafka's tool reads
+# from one --command-config file. That file is made in the node for the one run, by the JVMs' user under umask 077 in
+# its secrets directory (0700), and removed after: the password stays in files the node's user alone reads. The
+# controller's own TLS settings (its keystore, read through a config provider) are left out: the tool is a client,
+# which the login's truststore serves.
+JOIN_CONFIG_PREFIX = "add-controller."
+_JOIN_SCRIPT = (
+    'umask 077; f=$(mktemp "$1/{prefix}XXXXXX") || exit 70; shift; '
+    '{{ sed -e "/^ssl\\./d" -e "/^config\\.providers/d" "$1"; echo; cat "$2"; }} > "$f" || {{ rm -f "$f"; exit 70; }}; '
+    'shift 2; '
+    '"$@" --command-config "$f" add-controller; rc=$?; rm -f "$f"; exit $rc')
+
+
+def quorum_tool_argv(spec: ClusterSpec, bootstrap: str, args: list[str], *,
+                     join: bool = False) -> tuple[list[str], str | None]:
+    """Pure: (argv, user) of kafka-metadata-quorum.sh ``args`` in a controller's node. On the secured profile the
+    tool logs in to the CONTROLLER listener with the admin's SASL/PLAIN login, a file in the node
+    (controller-client.properties, as `kctl status` asks the quorum); ``join`` (add-controller, run in the joining
+    controller's node) gives it that controller's own controller.properties with the login added (see above).
+    No password is in the argv: they are in files only."""
+    tool = f"{engines.for_spec(spec).kafka_bin}/{QUORUM_TOOL}"
+    login = contract.secret_path(contract.CONTROLLER_CLIENT_FILE)
+    own = f"{contract.CONF_DIR}/controller.properties"
+    if join and spec.security.enabled:
+        run = ["env", "KAFKA_HEAP_OPTS=-Xmx128m", "KAFKA_JMX_PORT=", "LOG_DIR=/tmp/kctl-quorum-logs", tool,
+               "--bootstrap-controller", bootstrap]
+        return (["sh", "-c", _JOIN_SCRIPT.format(prefix=JOIN_CONFIG_PREFIX), "add-controller", contract.SECRETS_DIR,
+                 own, login, *run], f"{contract.JVM_UID}:{contract.JVM_UID}")
+    command_config = own if join else login if spec.security.enabled else None
+    config = (["--command-config", command_config] if command_config else [])
+    return (["env", "KAFKA_HEAP_OPTS=-Xmx128m", "KAFKA_JMX_PORT=", tool, "--bootstrap-controller", bootstrap,
+             *config, *(["add-controller"] if join else args)], None)
+
+
 def _quorum_tool(spec: ClusterSpec, args: list[str], *, host: str | None = None, skip: set[str] | None = None,
-                 command_config: str | None = None, timeout: float = 60) -> tuple[int, str, str]:
+                 join: bool = False, timeout: float = 60) -> tuple[int, str, str]:
     """kafka-metadata-quorum.sh ``args`` in a controller's node (the first whose node is not in ``skip``), against
-    the controllers kctl.yaml names: (exit code, output, the node asked in)."""
+    the controllers kctl.yaml names: (exit code, output, the node asked in). ``join``: add-controller of ``host``'s
+    controller (:func:`quorum_tool_argv`)."""
     hosts = [h for h in controller_hosts(spec) if h not in (skip or set())]
     if not hosts:
         raise ClusterError("no controller's node to ask the quorum from")
     host = host or hosts[0]
     bootstrap = ",".join(f"{h}:{kc.CONTROLLER_PORT}" for h in hosts)
-    tool = f"{engines.for_spec(spec).kafka_bin}/{QUORUM_TOOL}"
-    config = (["--command-config", command_config] if command_config else [])
-    code, out = engines.exec_in(spec, host, ["env", "KAFKA_HEAP_OPTS=-Xmx128m", "KAFKA_JMX_PORT=", tool,
-                                             "--bootstrap-controller", bootstrap, *config, *args], timeout=timeout)
+    argv, user = quorum_tool_argv(spec, bootstrap, args, join=join)
+    code, out = engines.exec_in(spec, host, argv, user=user, timeout=timeout)
     return code, out, host
 
 
@@ -298,11 +332,6 @@ def _supported(spec: ClusterSpec) -> None:
     if not engines.supports(spec, Capability.DYNAMIC_QUORUM):
         raise UsageError(f"the dynamic controller quorum is built for engine compose; cluster {spec.name} runs on"
                          f" {spec.engine.value}: nothing was changed",
-                         hint="its quorum stays static (controller.quorum.voters); docs/kraft.md, \"Static and"
-                              " dynamic quorums\"")
-    if spec.security.enabled:
-        raise UsageError(f"the dynamic controller quorum is not built yet for the secured profile (cluster"
-                         f" {spec.name}): nothing was changed",
                          hint="its quorum stays static (controller.quorum.voters); docs/kraft.md, \"Static and"
                               " dynamic quorums\"")
 
@@ -465,8 +494,7 @@ def add_controller(spec: ClusterSpec, host: str, *, timeout: float = 300, max_la
     res = wait_until(f"controller {cid} caught up as an observer, the quorum healthy", caught_up, timeout, poll=2.0)
     say(f"ok  controller {cid} caught up ({res.seconds:.1f}s): {res.saw}")
     voters_now = [h for c, h in node_of_controller(spec).items() if c in dirs]
-    config = f"{contract.CONF_DIR}/controller.properties"
-    code, out, _ = _quorum_tool(spec, ["add-controller"], host=host, command_config=config,
+    code, out, _ = _quorum_tool(spec, ["add-controller"], host=host, join=True,
                                 skip=set(controller_hosts(spec)) - set(voters_now), timeout=120)
     if code != 0 and cid not in parse_voter_dirs(_describe(spec, "--status")):
         raise ClusterError(f"add-controller {cid} failed: {out.strip().splitlines()[-1] if out.strip() else code}",

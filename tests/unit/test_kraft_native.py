@@ -117,7 +117,8 @@ def test_node_changes_are_refused_mid_migration_and_on_kraft_for_a_voter(tmp_pat
     assert "kctl quorum make-dynamic" in (e.value.hint or "")
     with pytest.raises(UsageError, match="a controller is removed only with a dynamic quorum"):
         nodes.remove(on_kraft, spec_file, state, "logger3")
-    with pytest.raises(UsageError, match="secured profile"):
+    # the secured profile's quorum grows like a plain one's: a static quorum says how to convert it first
+    with pytest.raises(UsageError, match="is static"):
         nodes.add(on_kraft.model_copy(update={"security": on_kraft.security.model_copy(update={"enabled": True})}),
                   spec_file, state, role="controller")
     assert spec_file.read_text() == "name: logger\n"  # kctl.yaml untouched

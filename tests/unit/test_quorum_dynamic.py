@@ -161,3 +161,78 @@ def test_every_render_after_the_conversion_names_the_bootstrap_servers(tmp_path:
     for name, text in quorum_files.items():
         assert "controller.quorum.voters" not in text, name
         assert "controller.quorum.bootstrap.servers=logger1:9095,logger2:9095,logger3:9095" in text, name
+
+
+def secured(dynamic: bool = True) -> ClusterSpec:
+    s = ClusterSpec.model_validate({"name": "q", "metadata": "kraft", "versions": {"kafka": "4.3.1"},
+                                    "security": {"enabled": True}})
+    return s.with_kraft(Phase.kraft.value, "cid").with_dynamic_quorum(dynamic)
+
+
+def test_the_secured_profile_asks_the_quorum_with_the_admins_controller_login_from_a_file() -> None:
+    """describe and remove-controller on the secured profile: the CONTROLLER listener's SASL/PLAIN login, the file
+    `kctl status` asks the quorum with; on a plain cluster no login at all."""
+    from kctl import contract
+
+    login = f"{contract.SECRETS_DIR}/{contract.CONTROLLER_CLIENT_FILE}"
+    argv, user = q.quorum_tool_argv(secured(), "logger1:9095", ["describe", "--status"])
+    assert user is None and argv[-4:] == ["--command-config", login, "describe", "--status"], argv
+    assert argv[argv.index("--bootstrap-controller") + 1] == "logger1:9095"
+    argv, _ = q.quorum_tool_argv(secured(), "logger1:9095", ["remove-controller", "--controller-id", "3002",
+                                                              "--controller-directory-id", "x"])
+    assert argv[argv.index("--command-config") + 1] == login and argv[-4:-2] == ["--controller-id", "3002"]
+    argv, user = q.quorum_tool_argv(spec(True), "logger1:9095", ["describe", "--status"])
+    assert user is None and "--command-config" not in argv
+
+
+def test_a_secured_add_controller_reads_its_own_controller_file_and_the_login_from_a_private_copy(
+        tmp_path: Path) -> None:
+    """add-controller on the secured profile: one --command-config holding the joiner's controller.properties and
+    the admin's login, made by the JVMs' user with umask 077 in the 0700 secrets dir, removed after the run (its
+    exit code kept). The script is run here with a stand-in for Kafka's tool, which records its arguments and the
+    file's mode and text."""
+    import os
+    import stat
+    import subprocess
+
+    from kctl import contract
+
+    argv, user = q.quorum_tool_argv(secured(), "logger1:9095", ["add-controller"], join=True)
+    assert user == f"{contract.JVM_UID}:{contract.JVM_UID}"
+    assert argv[:2] == ["sh", "-c"] and "umask 077" in argv[2]
+    assert argv[4:7] == [contract.SECRETS_DIR, f"{contract.CONF_DIR}/controller.properties",
+                         f"{contract.SECRETS_DIR}/{contract.CONTROLLER_CLIENT_FILE}"]
+    assert "kafka-metadata-quorum.sh" in " ".join(argv) and "password" not in " ".join(argv).lower()
+    # plain: Kafka's way, the joiner's own controller.properties
+    plain, user = q.quorum_tool_argv(spec(True), "logger1:9095", ["add-controller"], join=True)
+    assert user is None and plain[-3:] == ["--command-config", f"{contract.CONF_DIR}/controller.properties",
+                                           "add-controller"]
+
+    secrets, conf = tmp_path / "secrets", tmp_path / "controller.properties"
+    secrets.mkdir(mode=0o700)
+    conf.write_text("node.id=3002\nssl.keystore.password=${file:/run/kctl/secrets/passwords.properties:k}\n"
+                    "config.providers=file\ncontroller.listener.names=CONTROLLER")  # no newline at its end
+    login = secrets / "controller-client.properties"
+    login.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n")
+    seen = tmp_path / "seen"
+    fake = tmp_path / "tool"
+    fake.write_text(f'#!/bin/sh\necho "$@" > {seen}; f=$2\nstat -c %a "$f" >> {seen}; cat "$f" >> {seen}\nexit 3\n')
+    fake.chmod(0o755)
+    script = argv[2]
+    run = subprocess.run(["sh", "-c", script, "add-controller", str(secrets), str(conf), str(login), str(fake)],
+                         capture_output=True, text=True, timeout=30, env={**os.environ})
+    assert run.returncode == 3, run.stderr  # the tool's exit code, kept
+    args, mode, *text = seen.read_text().splitlines()
+    assert args.startswith("--command-config ") and args.endswith(" add-controller")
+    assert mode == "600" and text == ["node.id=3002", "controller.listener.names=CONTROLLER",
+                                      "security.protocol=SASL_SSL", "sasl.mechanism=PLAIN"]
+    assert list(secrets.iterdir()) == [login]  # the copy removed after the run
+    assert stat.S_IMODE(secrets.stat().st_mode) == 0o700
+
+
+def test_the_secured_profile_is_no_longer_refused_but_engines_swarm_and_hosts_are() -> None:
+    q._supported(secured())  # noqa: SLF001  (no refusal)
+    swarm = ClusterSpec.model_validate({"name": "q", "metadata": "kraft", "engine": "swarm",
+                                        "versions": {"kafka": "4.3.1"}, "security": {"enabled": True}})
+    with pytest.raises(UsageError, match="built for engine compose"):
+        q._supported(swarm.with_kraft(Phase.kraft.value, "cid"))  # noqa: SLF001
