@@ -528,7 +528,13 @@ def test_logs_of_a_stopped_service_and_up_starts_it_again(fleet: Any, spec_file:
     assert json.loads(kctl(spec_file, "status", "-o", "json").stdout)["health"] == "healthy"
 
 
+@pytest.mark.long  # see below; make test's short forms: test_hosts_fleet.py (a killed service comes back) and the
+# crash loop after this one (systemd gives up, `kctl up` starts it)
 def test_a_killed_broker_comes_back_through_systemd(fleet: Any, spec_file: Path) -> None:
+    # In two of three clean-clone make tests of 2026-12-05 (three workers, a loaded machine), the JVM systemd
+    # started after the kill -9 was itself killed by a SIGKILL that neither this test nor systemd sent, about 23 s
+    # later (the killed JVM's ZooKeeper session expiring meanwhile), and the third start had not registered within
+    # 240 s; alone (this module by itself) it passes. Until that second kill is explained, make test-long runs it.
     old = jvm_pid(fleet, "logger1", "kafka.Kafka")
     on(fleet, "logger1", f"sudo -n kill -9 {old}")
     # systemd starts it again; its start waits out the killed JVM's ZooKeeper registration (up to the session's
