@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     with KafkaCluster(nodes=3, quick_jit=False, follower_wait_ms=None) as cluster:
         kafka_bench.main(["-f", str(cluster.spec_file), "-n", str(args.records)])
         stream_bench.main(["--bootstrap-servers", cluster.bootstrap_servers, "--events", str(args.events)])
+        from kctl.bench import cost as cost_bench
+
+        cost_bench.main(["--bootstrap-servers", cluster.bootstrap_servers])
+    from kctl.bench import spark as spark_bench
+
+    spark_bench.main([])
     if args.security:
         from kctl.bench import security as security_bench
 

@@ -1,0 +1,255 @@
+"""The pipeline's CPU per event (issue #46's cost half): CPU-seconds per million events at steady state, beside
+the floor and Spark's source-only and source + parse figures, all from one run on one topic.
+
+    python -m kctl.bench.cost [--events 600000] [--cap 100000] [--bootstrap-servers B] [--no-write]
+
+CPU is counted per process tree from /proc (user + system time of this process and every live descendant:
+the job's Python process, its JVM and the JVM's Python workers), so the figures do not depend on what else
+shares the cores. Without ``--bootstrap-servers`` a one-node Kafka cluster is started through kctl's testing
+API and removed at the end.
+
+1. ``--events`` generated filebeat events on a fresh 3-partition topic.
+2. The floor: a confluent-kafka consumer in this process that reads and ``json.loads`` every event.
+3. Spark's Kafka source alone (a batch read of the topic into Spark's no-op sink) and the same read with the
+   job's parse (every column evaluated), in one session after a warm-up round: the JVM's CPU per event.
+4. The job itself (``--available-now``, micro-batches of at most ``--cap`` events), once per lever: its
+   start (submit to the first batch with data: CPU and wall) and its steady state (the CPU between the first
+   and the last batch with data, over the events of the batches after the first), and events per second over
+   the same batches (rows / StreamingQueryProgress trigger time).
+
+Then prints the figures and rewrites the "## Pipeline cost" section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kctl.agent.nginx import generate
+from kctl.agent.produce import produce
+from kctl.bench.doc import add_output_args, publish, table
+from kctl.bench.stream import _drop, _topic, floor
+from kctl.kafka.client import Target
+from kctl.stream.config import JobConfig
+from kctl.stream.jars import delta_version, jars_for_job
+from kctl.stream.job import build_session, parse
+from kctl.stream.progress import job_progress
+from kctl.stream.submit import submit
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, user + system CPU seconds) of a live process, None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def tree_cpu(root: int | None = None) -> float:
+    """CPU seconds of ``root`` (this process) and every live descendant."""
+    root = root or os.getpid()
+    procs: dict[int, tuple[int, float]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit() and (s := _stat(int(d))) is not None:
+            procs[int(d)] = s
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _cpu) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in procs:
+            total += procs[pid][1]
+        todo += children.get(pid, [])
+    return total
+
+
+def measured(fn: Callable[[], Any]) -> tuple[Any, float, float]:
+    """(fn's result, CPU seconds of this process tree, wall seconds) over one call."""
+    c0, t0 = tree_cpu(), time.monotonic()
+    res = fn()
+    return res, tree_cpu() - c0, time.monotonic() - t0
+
+
+def spark_source(cfg: JobConfig, events: int) -> dict[str, float]:
+    """CPU seconds per million events of Spark's Kafka source alone and with the job's parse (the second of two
+    rounds each, in one session: the first warms the JVM up)."""
+    spark = build_session(cfg, app_name="kctl-bench-cost-read")
+    try:
+        got: dict[str, float] = {}
+        for rnd in range(2):
+            for what in ("read", "parse"):
+                df = (spark.read.format("kafka").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+                      .option("subscribe", ",".join(cfg.topics)).option("startingOffsets", "earliest").load())
+                if rnd == 0 and what == "read" and df.count() != events:
+                    raise RuntimeError(f"Spark did not read the {events} events of the topic")
+                frame = parse(df) if what == "parse" else df
+                _, cpu, wall = measured(frame.write.format("noop").mode("overwrite").save)
+                got[what] = cpu * 1e6 / events
+                got[f"{what}_eps"] = events / wall
+        return got
+    finally:
+        spark.stop()
+
+
+def job_run(base: JobConfig, tag: str, events: int, **changes: Any) -> dict[str, Any]:
+    """One run of the job over the whole topic: its start and its steady state (module docstring, 4.)."""
+    root = Path(base.out).parent
+    cfg = JobConfig(**{**base.__dict__, "out": str(root / f"{tag}-out"), "checkpoint": str(root / f"{tag}-cp"),
+                       **changes})
+    marks: list[tuple[int, float, float]] = []  # (batches with data seen, tree CPU, monotonic) at each new one
+    done = threading.Event()
+
+    def watch() -> None:
+        seen = 0
+        while not done.is_set():
+            n = sum(1 for p in job_progress(cfg.checkpoint) if int(p.get("numInputRows") or 0) > 0)
+            if n > seen:
+                seen = n
+                marks.append((n, tree_cpu(), time.monotonic()))
+            done.wait(0.1)
+
+    c0, t0 = tree_cpu(), time.monotonic()
+    w = threading.Thread(target=watch, daemon=True)
+    w.start()
+    try:
+        submit(cfg)
+    finally:
+        done.set()
+        w.join()
+    total_cpu = tree_cpu() - c0  # the job's processes are gone: what remains is this process's own
+    progs = [p for p in job_progress(cfg.checkpoint) if int(p.get("numInputRows") or 0) > 0]
+    if sum(int(p["numInputRows"]) for p in progs) != events:
+        raise RuntimeError(f"{tag}: the job's batches do not cover the {events} events")
+    if len(progs) < 2 or len(marks) < 2:
+        raise RuntimeError(f"{tag}: fewer than two batches with data seen; lower --cap")
+    # the watcher may see two batches at once: the first mark still ends the first batch
+    first_n, first_cpu, first_t = marks[0]
+    last_n, last_cpu, _ = marks[-1]
+    steady_rows = sum(int(p["numInputRows"]) for p in progs[first_n:last_n])
+    steady_ms = sum(int(p["durationMs"]["triggerExecution"]) for p in progs[first_n:last_n])
+    return {"tag": tag, "batches": len(progs), "first_rows": int(progs[0]["numInputRows"]),
+            "start_cpu_s": first_cpu - c0, "start_wall_s": first_t - t0,
+            "steady_rows": steady_rows, "steady_cpu_per_m": (last_cpu - first_cpu) * 1e6 / max(1, steady_rows),
+            "steady_eps": steady_rows / (steady_ms / 1000.0) if steady_ms else 0.0, "run_cpu_s": total_cpu}
+
+
+# The levers measured beside the job as it ships: (tag, what it changes, JobConfig changes).
+def levers(cap: int) -> list[tuple[str, str, dict[str, Any]]]:
+    c1 = "-XX:TieredStopAtLevel=1"
+    return [
+        ("shipped", f"the job as it ships (micro-batches of ≤{cap:,})", {}),
+        ("cap2x", f"micro-batches of ≤{2 * cap:,}", {"max_offsets_per_trigger": 2 * cap}),
+        ("c1", f"the driver's JIT at C1 only (`--conf spark.driver.extraJavaOptions={c1}`)",
+         {"extra_conf": {"spark.driver.extraJavaOptions": c1}}),
+    ]
+
+
+def render(fig: dict[str, Any]) -> str:
+    fl, src = fig["floor"], fig["source"]
+    rows = [
+        ("the floor: confluent-kafka consumer, read + `json.loads`",
+         f"{fl['cpu_per_m']:.1f} CPU-s per million ({fl['eps']:,.0f} events/s)"),
+        ("Spark's Kafka source alone, nothing parsed or written",
+         f"{src['read']:.1f} CPU-s per million ({src['read_eps']:,.0f} events/s)"),
+        ("Spark's Kafka source + the job's parse, nothing cached or written",
+         f"{src['parse']:.1f} CPU-s per million ({src['parse_eps']:,.0f} events/s)"),
+    ]
+    for r in fig["runs"]:
+        rows += [
+            (f"**the job, steady state: {r['what']}** ({r['batches']} batches, the first excluded:"
+             f" {r['steady_rows']:,} events)",
+             f"**{r['steady_cpu_per_m']:.1f} CPU-s per million** ({r['steady_cpu_per_m'] / fl['cpu_per_m']:.1f}x"
+             f" the floor's CPU; {r['steady_eps']:,.0f} events/s, {r['steady_eps'] / fl['eps']:.2f} of the floor's)"),
+            (f"the job's start, {r['tag']}: submit to the first batch with data ({r['first_rows']:,} events)",
+             f"{r['start_cpu_s']:.1f} CPU-s, {r['start_wall_s']:.1f} s"),
+        ]
+    body = "\n".join(table(("measure", "value"), rows))
+    ship = fig["runs"][0]
+    return f"""## Pipeline cost
+
+Measured by `python -m kctl.bench.cost` on {fig['when']} ({fig['machine']}); Spark {fig['spark']} with
+Delta Lake {fig['delta']} in `local[2]`, one Kafka node, {fig['events']:,} generated filebeat events on a
+3-partition topic. CPU is user + system time of the process tree (this process, the job's Python process, its
+JVM, the JVM's Python workers) read from /proc, so it does not depend on the load beside it ({fig['load']});
+events per second do.
+
+{body}
+
+Against issue #46's target of at most 45 CPU-seconds per million events for the whole job at steady state:
+{ship['steady_cpu_per_m']:.1f} as it ships, {'met' if ship['steady_cpu_per_m'] <= 45 else 'not met'}. The
+steady state is the CPU between the end of the first batch with data and the end of the last one, over the
+events of the batches in between; the start is everything from `submit` (the JVM, the session, the jars, the
+warm-up writer) to the end of the first batch with data.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kctl.bench.cost")
+    ap.add_argument("--bootstrap-servers", "-b", default=os.environ.get("KCTL_BOOTSTRAP_SERVERS"))
+    ap.add_argument("--events", type=int, default=600_000,
+                    help="at least 3 x the largest micro-batch a lever uses (2 x --cap): the steady state needs"
+                         " batches after the first")
+    ap.add_argument("--cap", type=int, default=100_000, help="the job's maxOffsetsPerTrigger (its default)")
+    add_output_args(ap)
+    a = ap.parse_args(argv)
+    if a.events < 3 * a.cap:
+        ap.error("--events must be at least 3 x --cap: the steady state needs batches after the first")
+    # a lever with larger micro-batches runs only where the topic holds three of them
+    if a.bootstrap_servers:
+        fig = _run(a.bootstrap_servers, a)
+    else:
+        from kctl.testing.cluster import KafkaCluster
+
+        with tempfile.TemporaryDirectory(prefix="kctl-bench-cost-") as tmp, KafkaCluster(1, workdir=tmp) as c:
+            fig = _run(c.bootstrap_servers, a)
+    publish(render(fig), a)
+    return 0
+
+
+def _run(bs: str, a: argparse.Namespace) -> dict[str, Any]:
+    topic = _topic(bs)
+    try:
+        events = [(e.key, e.value) for e in generate(a.events, seed=7, hosts=8, rate=1000.0)]
+        produce(Target.of(None, bs), topic, events, max_seconds=900)
+        print(f"produced {len(events)} events to {topic}", file=sys.stderr)
+        eps, cpu, _wall = measured(lambda: floor(bs, topic, len(events)))
+        fl = {"eps": eps, "cpu_per_m": cpu * 1e6 / len(events)}
+        print(f"floor: {fl}", file=sys.stderr)
+        with tempfile.TemporaryDirectory(prefix="kctl-bench-cost-job-") as tmp:
+            base = JobConfig(bootstrap_servers=bs, topics=[topic], out=f"{tmp}/out", checkpoint=f"{tmp}/cp",
+                             trigger="available-now", max_offsets_per_trigger=a.cap, jars=jars_for_job(None),
+                             progress_history=len(events) // a.cap + 10)
+            src = spark_source(base, len(events))
+            print(f"Spark's source: {src}", file=sys.stderr)
+            runs = []
+            for tag, what, changes in levers(a.cap):
+                if len(events) < 3 * changes.get("max_offsets_per_trigger", a.cap):
+                    print(f"job {tag}: skipped, fewer than three of its micro-batches in --events", file=sys.stderr)
+                    continue
+                r = {**job_run(base, tag, len(events), **changes), "what": what}
+                print(f"job {tag}: {r}", file=sys.stderr)
+                runs.append(r)
+    finally:
+        _drop(bs, topic)
+    import pyspark
+
+    return {"when": dt.date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+            "spark": pyspark.__version__, "delta": delta_version(), "events": a.events, "floor": fl,
+            "source": src, "runs": runs, "load": " / ".join(f"{x:.1f}" for x in os.getloadavg())}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

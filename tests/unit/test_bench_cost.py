@@ -1,0 +1,45 @@
+"""kctl.bench.cost: the process tree's CPU read from /proc, and the section it renders."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from kctl.bench.cost import render, tree_cpu
+
+BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6:\n    pass\ninput()\n"
+
+
+def test_tree_cpu_counts_a_live_grandchild() -> None:
+    """A grandchild's CPU is in this process's tree while it lives, and in its parent's tree."""
+    before = tree_cpu()
+    # a shell that starts the busy Python and waits for it: the busy one is a grandchild of this process
+    p = subprocess.Popen(["sh", "-c", f"{sys.executable} -c '{BUSY}'"], stdin=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while tree_cpu(p.pid) < 0.5 and time.monotonic() < deadline:  # the shell's own tree holds the busy child
+            time.sleep(0.05)
+        assert tree_cpu(p.pid) >= 0.5
+        assert tree_cpu() - before >= 0.5
+    finally:
+        assert p.stdin is not None
+        p.stdin.write("\n")
+        p.stdin.close()
+        p.wait(30)
+
+
+def test_the_section_puts_each_figure_beside_the_floor() -> None:
+    run = {"tag": "shipped", "what": "the job as it ships", "batches": 4, "first_rows": 100_000,
+           "start_cpu_s": 30.0, "start_wall_s": 33.0, "steady_rows": 200_000, "steady_cpu_per_m": 50.0,
+           "steady_eps": 20_000.0}
+    fig = {"when": "2026-12-05", "machine": "x86_64, 2 cores", "spark": "4.0.0", "delta": "4.0.0",
+           "events": 300_000, "load": "1.0 / 1.0 / 1.0", "floor": {"cpu_per_m": 5.0, "eps": 100_000.0},
+           "source": {"read": 3.0, "read_eps": 150_000.0, "parse": 15.0, "parse_eps": 80_000.0}, "runs": [run]}
+    text = render(fig)
+    assert text.startswith("## Pipeline cost\n")
+    assert "| the floor: confluent-kafka consumer, read + `json.loads` | 5.0 CPU-s per million (100,000 events/s) |" \
+        in text
+    assert "**50.0 CPU-s per million** (10.0x the floor's CPU; 20,000 events/s, 0.20 of the floor's)" in text
+    assert "50.0 as it ships, not met" in text
+    assert "45.0 as it ships, met" in render({**fig, "runs": [{**run, "steady_cpu_per_m": 45.0}]})
