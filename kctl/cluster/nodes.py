@@ -392,8 +392,8 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
             if joining:
                 # Its controller is formatted by kctl to join (--no-initial-controllers), not by its start script,
                 # which formats a static quorum's: without the permit it waits as UNFORMATTED until then.
-                (state_dir / host / contract.HOST_DATA / f"{contract.FORMAT_PERMIT_PREFIX}controller").unlink(
-                    missing_ok=True)
+                steps.done("controller storage made without a format permit", 0.0,
+                           engines.for_spec(new_spec).withhold_format_permit(new_spec, state_dir, host, "controller"))
             t = time.monotonic()
             lifecycle.start_node(new_spec, state_dir, host, progress=say)
             steps.done("container started", time.monotonic() - t, host)

@@ -230,9 +230,14 @@ def test_a_secured_add_controller_reads_its_own_controller_file_and_the_login_fr
     assert stat.S_IMODE(secrets.stat().st_mode) == 0o700
 
 
-def test_the_secured_profile_is_no_longer_refused_but_engines_swarm_and_hosts_are() -> None:
+def test_the_secured_profile_and_engine_swarm_are_no_longer_refused_but_engine_hosts_is() -> None:
     q._supported(secured())  # noqa: SLF001  (no refusal)
     swarm = ClusterSpec.model_validate({"name": "q", "metadata": "kraft", "engine": "swarm",
                                         "versions": {"kafka": "4.3.1"}, "security": {"enabled": True}})
-    with pytest.raises(UsageError, match="built for engine compose"):
-        q._supported(swarm.with_kraft(Phase.kraft.value, "cid"))  # noqa: SLF001
+    q._supported(swarm.with_kraft(Phase.kraft.value, "cid"))  # noqa: SLF001  (no refusal)
+    hosts = ClusterSpec.model_validate({"name": "q", "metadata": "kraft", "engine": "hosts",
+                                        "versions": {"kafka": "4.3.1"},
+                                        "nodes": [{"id": i, "hostname": f"logger{i}", "advertised_host": f"10.0.0.{i}"}
+                                                  for i in (1, 2, 3)]})
+    with pytest.raises(UsageError, match="built for engines compose and swarm; cluster q runs on hosts"):
+        q._supported(hosts.with_kraft(Phase.kraft.value, "cid"))  # noqa: SLF001
