@@ -36,6 +36,7 @@ INIT_HINT = ("make this engine a Swarm manager: `docker swarm init --advertise-a
              "(a one-node Swarm; others join with `docker swarm join`), or run kctl where DOCKER_HOST names a "
              "manager; `engine: compose` runs the cluster on this engine alone (docs/multi-host.md)")
 REMOVE_WAIT = 120.0
+START_WAIT = 180.0  # a new service's task running (its image on the Swarm node already: --resolve-image never)
 # iptables chain of a network cut (every packet but loopback dropped)
 CUT_CHAIN = "KCTL_CUT"
 STACK_FILE = "stack.yaml"  # compose.yaml with the secured profile's Swarm secrets (names of files, no content)
@@ -452,9 +453,20 @@ class SwarmEngine(Engine):
         proc = run_docker(["stack", "deploy", "--detach=true", "--resolve-image", "never", "-c", path.name,
                            spec.project], timeout=300, cwd=state_dir)
         path.unlink(missing_ok=True)
+        name = service_name(spec, host)
         if proc.returncode != 0:
             raise KctlError(f"`docker stack deploy` of {host} failed: {(proc.stderr or proc.stdout).strip()[-1500:]}",
-                            hint=f"see `docker service ps --no-trunc {service_name(spec, host)}`")
+                            hint=f"see `docker service ps --no-trunc {name}`")
+
+        # The deploy returns once Swarm has the service: its task is assigned a node and started after. The caller
+        # acts in the new container next (a joining controller's format), as after Compose's start.
+        def running() -> tuple[bool, str]:
+            found = [s for s in dc.services.list(filters={"name": name}) if s.name == name]
+            states = sorted(str((t.get("Status") or {}).get("State")) for t in (found[0].tasks() if found else []))
+            return "running" in states, f"tasks {', '.join(states) or 'none yet'}"
+
+        wait_for_stages([Stage(f"{host}: Swarm runs its task (`docker service ps --no-trunc {name}`)", running)],
+                        timeout=START_WAIT, poll=0.5)
 
     def withhold_format_permit(self, spec: ClusterSpec, state_dir: Path, host: str, service: str) -> str:
         """The new node's data volume made before its service, from the node image without ``service``'s permit.
