@@ -399,8 +399,8 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
             steps.done("container started", time.monotonic() - t, host)
             if joining:
                 t = time.monotonic()
-                steps.done("controller storage formatted to join the quorum", time.monotonic() - t,
-                           quorum.format_joining(new_spec, host))
+                said = quorum.format_joining(new_spec, host)
+                steps.done("controller storage formatted to join the quorum", time.monotonic() - t, said)
             if joiner is not None:
                 # The joiner starts with the current ensemble plus itself and syncs with the leader first.
                 steps.wait(f"ZooKeeper {nid} serving (synced with the leader)", health.zk_serving(new_spec, nid),
@@ -451,7 +451,8 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
             " their next restart"))
     if not engines.for_spec(new_spec).files_reach_a_restart:
         change.next += (" (engine swarm: they reach the other services at the next `kctl up`, which makes"
-                        " their tasks again; the running ensemble already has the node)")
+                        " their tasks again; the running " + ("cluster" if kraft else "ensemble")
+                        + " already has the node)")
     change.seconds = time.monotonic() - t0
     return change
 

@@ -679,3 +679,85 @@ def test_swarm_dynamic_quorum_takes_a_controller_and_lets_it_go(stack: Stacks) -
     p = kctl(spec_file, "down", "--volumes", timeout=400)
     assert p.returncode == 0, p.stderr
     assert _stack_objects(name) == {"services": [], "containers": [], "volumes": []}
+
+
+@pytest.mark.long
+def test_swarm_dynamic_quorum_under_load_loses_nothing(stack: Stacks, tmp_path: Path) -> None:
+    """The dynamic quorum's changes on a three-node 4.3 KRaft stack, each under an acks=all load read back by kcat
+    (as tests/integration/test_kraft_quorum.py on Compose): make-dynamic (every task made again, one at a time
+    through the roll's gates), a controller added, a controller's node removed (4 -> 3 voters), the runbook "replace
+    a failed controller" on logger3 as written, and a `kctl node add --role controller` killed after its format,
+    refused again with the hint, then finished by `kctl quorum add-controller`."""
+    from tests.integration import runbook
+    from tests.integration.load import Load
+    from tests.integration.test_kraft_quorum import kill_after, measured, warm
+
+    name, ports, spec_file = stack.make("sdl")
+    data = yaml.safe_load(spec_file.read_text())
+    data.update(metadata="kraft", versions={"kafka": QUORUM_RELEASE})
+    spec_file.write_text(yaml.safe_dump(data))
+    stack.init()
+    p = kctl(spec_file, "up", "--timeout", "240", timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    bootstrap = json.loads(kctl(spec_file, "status", "-o", "json").stdout)["bootstrap_servers"]
+    for t in ("q-dyn", "q-add", "q-remove", "q-replace"):
+        p = kctl(spec_file, "topic", "create", t, "-p", "3", "-r", "3", "--config", "min.insync.replicas=2")
+        assert p.returncode == 0, p.stderr
+    figures: dict[str, dict[str, object]] = {}
+    seconds: dict[str, float] = {}
+
+    def step(what: str, topic: str, *args: str) -> str:
+        t = time.monotonic()
+        with Load(bootstrap, topic, max_seconds=900) as load:
+            warm(load)
+            p = kctl(spec_file, *args, timeout=900)
+            assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+        seconds[what] = round(time.monotonic() - t, 1)
+        figures[what] = measured(load, bootstrap, topic)
+        return p.stderr
+
+    said = step("make-dynamic", "q-dyn", "quorum", "make-dynamic", "--yes")
+    assert "kraft.version: 0 -> 1" in said and "making the container again" in said, said[-3000:]
+    said = step("controller added", "q-add", "node", "add", "--role", "controller", "--timeout", "240")
+    assert "add-controller" in said and sorted(_kafka_voters(name, "logger2")) == [3001, 3002, 3003, 3004]
+    said = step("controller removed", "q-remove", "node", "remove", "logger1", "--yes")  # 4 -> 3: no --force
+    assert sorted(_kafka_voters(name, "logger2")) == [3002, 3003, 3004]
+    bootstrap = json.loads(kctl(spec_file, "status", "-o", "json").stdout)["bootstrap_servers"]
+
+    # the runbook: logger3's metadata disk lost (its task's volume wiped under the controller)
+    old = _kafka_voters(name, "logger2")[3003]
+    t = time.monotonic()
+    with Load(bootstrap, "q-replace", max_seconds=900) as load:
+        warm(load)
+        _task_exec(name, "logger3", "supervisorctl stop controller && rm -rf /var/opt/kctl/controller/metadata &&"
+                                    " supervisorctl start controller")
+        deadline = time.monotonic() + 60
+        while "UNFORMATTED" not in " ".join(json.loads(kctl(spec_file, "status", "-o", "json").stdout)["problems"]):
+            assert time.monotonic() < deadline, "logger3's controller never said UNFORMATTED"
+            time.sleep(2)
+        ran = runbook.run(runbook.RUNBOOKS / "replace-failed-controller.md", spec_file,
+                          state_dir=tmp_path / ".kctl" / name, metadata="kraft")
+        assert any(old in r.output for r in ran), [r.output[-500:] for r in ran]  # removed by its old id
+    seconds["failed controller replaced"] = round(time.monotonic() - t, 1)
+    figures["failed controller replaced"] = measured(load, bootstrap, "q-replace")
+    voters = _kafka_voters(name, "logger2")
+    assert sorted(voters) == [3002, 3003, 3004] and voters[3003] != old, voters
+
+    # kctl killed between the new controller's format and its promotion: one clear message, then resumed
+    killed = kill_after(tmp_path, ["node", "add", "--role", "controller"], "formatted to join the quorum")
+    assert "logger5" in spec_file.read_text(), killed
+    q = kctl(spec_file, "quorum")
+    assert q.returncode == 1 and "controller 3005 is in kctl.yaml but not a voter" in q.stdout, q.stdout[-2000:]
+    _refused(kctl(spec_file, "node", "add", "--role", "controller"), "logger5 runs a controller",
+             "kctl quorum add-controller logger5")
+    p = kctl(spec_file, "quorum", "add-controller", "logger5")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert sorted(_kafka_voters(name, "logger2")) == [3002, 3003, 3004, 3005]
+    st = json.loads(kctl(spec_file, "status", "--wait", "60", "-o", "json").stdout)
+    assert (st["health"], st["quorum"]) == ("healthy", "ok"), st["problems"]
+    print(f"\nSWARM QUORUM FIGURES {json.dumps(figures)} seconds {json.dumps(seconds)}")
+    for what, f in figures.items():
+        assert f["lost"] == 0 and not f["errors"] and int(str(f["acked"])) > 100, (what, f)
+    p = kctl(spec_file, "down", "--volumes", timeout=400)
+    assert p.returncode == 0, p.stderr
+    assert _stack_objects(name) == {"services": [], "containers": [], "volumes": []}
