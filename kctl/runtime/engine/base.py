@@ -72,8 +72,8 @@ class Capability(Enum):
     # `kctl node add --role controller`): kctl formats a joining controller in its node (an exec in its container,
     # its storage made without the permit its start script would format a static quorum's storage by:
     # Engine.withhold_format_permit) and rolls every node onto controller.quorum.bootstrap.servers (kctl apply's
-    # gated roll: Compose restarts the processes, Swarm makes each task again with its new configs). Built and
-    # tested on compose and swarm; engine hosts keeps a static quorum.
+    # gated roll: Compose and hosts restart the processes, Swarm makes each task again with its new configs).
+    # Built and tested on every engine (compose, swarm, hosts).
     DYNAMIC_QUORUM = "dynamic-quorum"
 
 
