@@ -874,7 +874,6 @@ def test_a_kraft_quorum_on_hosts_made_dynamic_takes_a_controller_on_a_new_host_a
         added = kctl(path, "node", "add", "--address", fleet["logger2"].ip, "--role", "controller", timeout=900)
         assert added.returncode == 0, added.stderr[-3000:] + controller_story(fleet, ("logger1", "logger2"))
         assert "controller promoted to a voter (add-controller)" in added.stderr, added.stderr[-3000:]
-        print(added.stderr)
         q = quorum_on(fleet, "logger1", "logger1:9095,logger2:9095")
         assert q["voters"] == [3001, 3002] and q["lag"] == 0, q
         # formatted by kctl to join, as the service user; its unit, started without the permit, never formatted
