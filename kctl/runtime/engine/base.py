@@ -70,10 +70,10 @@ class Capability(Enum):
     NODE_FAULTS = "node-faults"
     # The KRaft controller quorum may turn dynamic and change its voters (KIP-853: `kctl quorum make-dynamic`,
     # `kctl node add --role controller`): kctl formats a joining controller in its node (an exec in its container,
-    # or over ssh on a host; its storage made without the permit its start script would format a static quorum's
-    # storage by:
-    # Engine.withhold_format_permit) and rolls every node onto controller.quorum.bootstrap.servers (kctl apply's
-    # gated roll: Compose and hosts restart the processes, Swarm makes each task again with its new configs).
+    # or over ssh on a host), its storage made without the permit by which its start script would format a static
+    # quorum's storage (Engine.withhold_format_permit), and rolls every node onto
+    # controller.quorum.bootstrap.servers (kctl apply's gated roll: Compose and hosts restart the processes, Swarm
+    # makes each task again with its new configs).
     # Built and tested on every engine (compose, swarm, hosts).
     DYNAMIC_QUORUM = "dynamic-quorum"
 
