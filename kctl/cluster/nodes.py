@@ -392,15 +392,15 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
             if joining:
                 # Its controller is formatted by kctl to join (--no-initial-controllers), not by its start script,
                 # which formats a static quorum's: without the permit it waits as UNFORMATTED until then.
-                (state_dir / host / contract.HOST_DATA / f"{contract.FORMAT_PERMIT_PREFIX}controller").unlink(
-                    missing_ok=True)
+                steps.done("controller storage made without a format permit", 0.0,
+                           engines.for_spec(new_spec).withhold_format_permit(new_spec, state_dir, host, "controller"))
             t = time.monotonic()
             lifecycle.start_node(new_spec, state_dir, host, progress=say)
             steps.done("container started", time.monotonic() - t, host)
             if joining:
                 t = time.monotonic()
-                steps.done("controller storage formatted to join the quorum", time.monotonic() - t,
-                           quorum.format_joining(new_spec, host))
+                said = quorum.format_joining(new_spec, host)
+                steps.done("controller storage formatted to join the quorum", time.monotonic() - t, said)
             if joiner is not None:
                 # The joiner starts with the current ensemble plus itself and syncs with the leader first.
                 steps.wait(f"ZooKeeper {nid} serving (synced with the leader)", health.zk_serving(new_spec, nid),
@@ -451,7 +451,8 @@ def add(spec: ClusterSpec, spec_path: Path, state_dir: Path, *, node_id: int | N
             " their next restart"))
     if not engines.for_spec(new_spec).files_reach_a_restart:
         change.next += (" (engine swarm: they reach the other services at the next `kctl up`, which makes"
-                        " their tasks again; the running ensemble already has the node)")
+                        " their tasks again; the running " + ("cluster" if kraft else "ensemble")
+                        + " already has the node)")
     change.seconds = time.monotonic() - t0
     return change
 

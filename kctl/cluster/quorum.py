@@ -330,8 +330,8 @@ def _supported(spec: ClusterSpec) -> None:
         raise UsageError(f"cluster {spec.name} keeps its metadata in ZooKeeper: it has no controller quorum",
                          hint="`kctl migrate kraft` moves it to KRaft first")
     if not engines.supports(spec, Capability.DYNAMIC_QUORUM):
-        raise UsageError(f"the dynamic controller quorum is built for engine compose; cluster {spec.name} runs on"
-                         f" {spec.engine.value}: nothing was changed",
+        raise UsageError(f"the dynamic controller quorum is not built for engine {spec.engine.value}, which cluster"
+                         f" {spec.name} runs on: nothing was changed",
                          hint="its quorum stays static (controller.quorum.voters); docs/kraft.md, \"Static and"
                               " dynamic quorums\"")
 

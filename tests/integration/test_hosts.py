@@ -842,3 +842,60 @@ def test_the_secured_profile_on_hosts_keeps_every_secret_in_files_only_its_user_
         kctl(secured, "down", "--volumes", timeout=300)
     for h in HOSTS:
         assert installed(fleet, h) == [], h
+
+
+# long (issue #47): the dynamic controller quorum on hosts; make test keeps it on engines compose and swarm
+# (test_kraft_quorum.py, test_swarm.py), whose code it shares but for the service user and the permits' install.
+@pytest.mark.long
+def test_a_kraft_quorum_on_hosts_made_dynamic_takes_a_controller_on_a_new_host_and_lets_it_go(
+        fleet: Any, spec_file: Path) -> None:
+    path = kraft_cluster(fleet, spec_file, ("logger1",))
+    data = yaml.safe_load(path.read_text())
+    data["versions"] = {"kafka": "4.3.1"}  # kraft.version 1 from Kafka 4.1 on
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    try:
+        done = kctl(path, "up", timeout=600)
+        if done.returncode != 0:
+            pytest.fail(f"{done.stderr}\n{controller_story(fleet, ('logger1',))}")
+        assert quorum_on(fleet, "logger1", "logger1:9095")["voters"] == [3001]
+        refused = kctl(path, "node", "add", "--address", fleet["logger2"].ip, "--role", "controller")
+        assert refused.returncode == 2 and "is static" in refused.stderr, refused.stderr
+        assert "logger2" not in path.read_text() and installed(fleet, "logger2") == []
+
+        made = kctl(path, "quorum", "make-dynamic", "--yes", timeout=900)
+        assert made.returncode == 0 and "kraft.version: 0 -> 1" in made.stderr, made.stderr[-3000:]
+        conf = on(fleet, "logger1", as_root("cat /etc/kctl/controller.properties /etc/kctl/server.properties"))
+        assert "controller.quorum.voters" not in conf and conf.count("controller.quorum.bootstrap.servers=") == 2
+        st = json.loads(wait_healthy(path, 60).stdout)
+        assert kctl(path, "topic", "create", "orders", "-p", "2", "-r", "1").returncode == 0
+        sent = [f"order {i}" for i in range(100)]
+        produce(st["bootstrap_servers"], "orders", sent)
+
+        added = kctl(path, "node", "add", "--address", fleet["logger2"].ip, "--role", "controller", timeout=900)
+        assert added.returncode == 0, added.stderr[-3000:] + controller_story(fleet, ("logger1", "logger2"))
+        assert "controller promoted to a voter (add-controller)" in added.stderr, added.stderr[-3000:]
+        q = quorum_on(fleet, "logger1", "logger1:9095,logger2:9095")
+        assert q["voters"] == [3001, 3002] and q["lag"] == 0, q
+        # formatted by kctl to join, as the service user; its unit, started without the permit, never formatted
+        # it as a static quorum's (which Kafka refuses on a dynamic quorum's files)
+        meta = on(fleet, "logger2", as_root("stat -c %U /var/opt/kctl/controller/metadata/meta.properties;"
+                                            " cat /var/opt/kctl/controller/metadata/meta.properties"))
+        assert meta.startswith("logger\n") and "node.id=3002" in meta, meta
+        journal = on(fleet, "logger2", "sudo -n journalctl -u kctl-controller --no-pager")
+        assert "must specify one of" not in journal and "formatting" not in journal, journal[-2000:]
+
+        refused = kctl(path, "node", "remove", "logger2", "--yes")
+        assert refused.returncode == 2 and "leaves 1 voter(s)" in refused.stderr, refused.stderr
+        removed = kctl(path, "node", "remove", "logger2", "--yes", "--force", timeout=900)
+        assert removed.returncode == 0, removed.stderr[-3000:]
+        assert "controller removed from the quorum (remove-controller)" in removed.stderr
+        assert quorum_on(fleet, "logger1", "logger1:9095")["voters"] == [3001]
+        assert installed(fleet, "logger2") == [] and fleet.ssh("logger2", "test -e /var/opt/kctl").returncode == 1
+        st = json.loads(wait_healthy(path, 60).stdout)
+        assert (st["health"], st["quorum"]) == ("healthy", "ok"), st["problems"]
+        assert sorted(read_back(st["bootstrap_servers"], "orders", len(sent))) == sorted(sent)
+    finally:
+        down = kctl(path, "down", "--volumes", timeout=300)
+    assert down.returncode == 0, down.stderr
+    for h in ("logger1", "logger2"):
+        assert installed(fleet, h) == [], h

@@ -13,6 +13,7 @@ same name elsewhere, a kctl.yaml that says engine compose: each refused, no task
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -570,3 +571,191 @@ def test_swarm_migrates_to_kraft(stack: Stacks) -> None:
         assert "no-zookeeper" in out, out
     p = kctl(spec_file, "down", "--volumes", timeout=400)
     assert p.returncode == 0, p.stderr
+
+
+QUORUM_RELEASE = "4.3.1"  # as tests/integration/test_kraft_quorum.py
+KAFKA_TOOLS = "env KAFKA_HEAP_OPTS=-Xmx128m KAFKA_JMX_PORT= /opt/kafka/bin"
+
+
+def _task_exec(name: str, host: str, script: str) -> str:
+    """``script`` in ``host``'s running task container, as Docker runs it (not through kctl)."""
+    (cid,) = _tasks(name)[f"kctl-{name}_{host}"].split(",")
+    res = docker.from_env().containers.get(cid).exec_run(["sh", "-c", script])
+    out = res.output.decode()
+    assert res.exit_code == 0, out
+    return out
+
+
+def _kafka_voters(name: str, host: str) -> dict[int, str]:
+    """{voter id: directory id} as kafka-metadata-quorum.sh, run by hand in ``host``'s task, answers."""
+    out = _task_exec(name, host, f"{KAFKA_TOOLS}/kafka-metadata-quorum.sh --bootstrap-controller {host}:9095"
+                                 " describe --status 2>/dev/null")
+    line = next(ln for ln in out.splitlines() if ln.startswith("CurrentVoters"))
+    return {int(i): d for i, d in re.findall(r'"id": (\d+), "directoryId": "([^"]+)"', line)}
+
+
+def _one_kraft_node(stack: Stacks, prefix: str) -> tuple[str, list[int], Path]:
+    name, ports, spec_file = stack.make(prefix)
+    data = yaml.safe_load(spec_file.read_text())
+    data.update(metadata="kraft", versions={"kafka": QUORUM_RELEASE}, nodes=data["nodes"][:1])
+    data["kafka"] = {**data["kafka"], "default_replication_factor": 1, "offsets_topic_replication_factor": 1,
+                     "transaction_state_log_replication_factor": 1, "min_insync_replicas": 1}
+    spec_file.write_text(yaml.safe_dump(data))
+    return name, ports, spec_file
+
+
+def test_swarm_dynamic_quorum_takes_a_controller_and_lets_it_go(stack: Stacks) -> None:
+    """The dynamic controller quorum (KIP-853) on engine swarm (issue #47), on a one-node 4.3 KRaft stack: `kctl
+    quorum make-dynamic` raises kraft.version and rolls the node onto controller.quorum.bootstrap.servers (a new
+    task, its Swarm configs made again); `kctl node add --role controller` starts a node whose controller kctl
+    formats to join (its volume made without the start script's permit) and promotes; `kctl node remove` removes
+    the voter before the node's service and volumes. Kafka's own tools, run by hand in the tasks, say so; every
+    record produced before is read back by the test's own reader."""
+    name, ports, spec_file = _one_kraft_node(stack, "sd")
+    stack.init()
+    t0 = time.monotonic()
+    p = kctl(spec_file, "up", "--timeout", "240", timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    q = json.loads(kctl(spec_file, "quorum", "-o", "json").stdout)
+    assert q["dynamic"] is False and [v["id"] for v in q["voters"]] == [3001], q
+    p = kctl(spec_file, "node", "add", "--role", "controller")
+    _refused(p, "is static", "kctl quorum make-dynamic")
+    assert "logger2" not in spec_file.read_text()
+    timings = {"up": time.monotonic() - t0}
+
+    t = time.monotonic()
+    task = _tasks(name)[f"kctl-{name}_logger1"]
+    p = kctl(spec_file, "quorum", "make-dynamic", "--yes", timeout=600)
+    assert p.returncode == 0 and "kraft.version: 0 -> 1" in p.stderr, p.stdout + p.stderr
+    assert _tasks(name)[f"kctl-{name}_logger1"] != task  # the roll made its task again, with the new files
+    features = _task_exec(name, "logger1", f"{KAFKA_TOOLS}/kafka-features.sh --bootstrap-server logger1:9092"
+                                           " describe 2>/dev/null")
+    assert re.search(r"Feature: kraft.version\s.*FinalizedVersionLevel: 1", features), features
+    conf = _task_exec(name, "logger1", "cat /etc/kctl/controller.properties /etc/kctl/server.properties")
+    assert "controller.quorum.voters" not in conf and conf.count("controller.quorum.bootstrap.servers=") == 2
+    timings["make-dynamic"] = time.monotonic() - t
+
+    bootstrap = f"127.0.0.1:{ports[3]}"
+    assert kctl(spec_file, "topic", "create", "orders", "-p", "2", "-r", "1").returncode == 0
+    from confluent_kafka import Producer
+
+    prod = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    acked: list[int] = []
+    for i in range(RECORDS):
+        prod.produce("orders", str(i).encode(),
+                     on_delivery=lambda err, msg: None if err else acked.append(int(msg.value())))
+    assert prod.flush(60) == 0 and len(acked) == RECORDS
+    del prod  # closed: no reconnects while the nodes change
+
+    t = time.monotonic()
+    p = kctl(spec_file, "node", "add", "--role", "controller", "--timeout", "240", timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "made without the permit" in p.stderr and "controller promoted to a voter (add-controller)" in p.stderr
+    voters = _kafka_voters(name, "logger1")
+    joined = _task_exec(name, "logger2", "cat /var/opt/kctl/controller/metadata/meta.properties")
+    assert sorted(voters) == [3001, 3002] and f"directory.id={voters[3002]}" in joined, (voters, joined)
+    log = _task_exec(name, "logger2", "cat /var/log/kctl/controller/*.out /var/log/kctl/controller/*.log"
+                                      " 2>/dev/null; true")
+    assert "must specify one of the following" not in log  # its start script never formatted it as static
+    q = json.loads(kctl(spec_file, "quorum", "-o", "json").stdout)
+    assert q["dynamic"] and q["problems"] == [] and {v["node"] for v in q["voters"]} == {"logger1", "logger2"}, q
+    timings["node add --role controller"] = time.monotonic() - t
+
+    t = time.monotonic()
+    _refused(kctl(spec_file, "node", "remove", "logger2", "--yes"), "leaves 1 voter(s)", "--force")
+    p = kctl(spec_file, "node", "remove", "logger2", "--yes", "--force", timeout=600)
+    assert p.returncode == 0 and "controller removed from the quorum (remove-controller)" in p.stderr, p.stderr
+    assert sorted(_kafka_voters(name, "logger1")) == [3001]
+    assert _stack_objects(name)["services"] == [f"kctl-{name}_logger1"]
+    assert not [v for v in _stack_objects(name)["volumes"] if "logger2" in v]
+    timings["node remove"] = time.monotonic() - t
+    st = json.loads(kctl(spec_file, "status", "--wait", "60", "-o", "json").stdout)
+    assert (st["health"], st["quorum"]) == ("healthy", "ok"), st["problems"]
+    assert sorted(_read_values(bootstrap, "orders")) == sorted(acked)
+    print(f"\nswarm dynamic quorum: {', '.join(f'{k} {v:.1f} s' for k, v in timings.items())}")
+
+    p = kctl(spec_file, "down", "--volumes", timeout=400)
+    assert p.returncode == 0, p.stderr
+    assert _stack_objects(name) == {"services": [], "containers": [], "volumes": []}
+
+
+@pytest.mark.long
+def test_swarm_dynamic_quorum_under_load_loses_nothing(stack: Stacks, tmp_path: Path) -> None:
+    """The dynamic quorum's changes on a three-node 4.3 KRaft stack, each under an acks=all load read back by kcat
+    (as tests/integration/test_kraft_quorum.py on Compose): make-dynamic (every task made again, one at a time
+    through the roll's gates), a controller added, a controller's node removed (4 -> 3 voters), the runbook "replace
+    a failed controller" on logger3 as written, and a `kctl node add --role controller` killed after its format,
+    refused again with the hint, then finished by `kctl quorum add-controller`."""
+    from tests.integration import runbook
+    from tests.integration.load import Load
+    from tests.integration.test_kraft_quorum import kill_after, measured, warm
+
+    name, ports, spec_file = stack.make("sdl")
+    data = yaml.safe_load(spec_file.read_text())
+    data.update(metadata="kraft", versions={"kafka": QUORUM_RELEASE})
+    spec_file.write_text(yaml.safe_dump(data))
+    stack.init()
+    p = kctl(spec_file, "up", "--timeout", "240", timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    bootstrap = json.loads(kctl(spec_file, "status", "-o", "json").stdout)["bootstrap_servers"]
+    for t in ("q-dyn", "q-add", "q-remove", "q-replace"):
+        p = kctl(spec_file, "topic", "create", t, "-p", "3", "-r", "3", "--config", "min.insync.replicas=2")
+        assert p.returncode == 0, p.stderr
+    figures: dict[str, dict[str, object]] = {}
+    seconds: dict[str, float] = {}
+
+    def step(what: str, topic: str, *args: str) -> str:
+        t = time.monotonic()
+        with Load(bootstrap, topic, max_seconds=900) as load:
+            warm(load)
+            p = kctl(spec_file, *args, timeout=900)
+            assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+        seconds[what] = round(time.monotonic() - t, 1)
+        figures[what] = measured(load, bootstrap, topic)
+        return p.stderr
+
+    said = step("make-dynamic", "q-dyn", "quorum", "make-dynamic", "--yes")
+    assert "kraft.version: 0 -> 1" in said and "making the container again" in said, said[-3000:]
+    said = step("controller added", "q-add", "node", "add", "--role", "controller", "--timeout", "240")
+    assert "add-controller" in said and sorted(_kafka_voters(name, "logger2")) == [3001, 3002, 3003, 3004]
+    said = step("controller removed", "q-remove", "node", "remove", "logger1", "--yes")  # 4 -> 3: no --force
+    assert sorted(_kafka_voters(name, "logger2")) == [3002, 3003, 3004]
+    bootstrap = json.loads(kctl(spec_file, "status", "-o", "json").stdout)["bootstrap_servers"]
+
+    # the runbook: logger3's metadata disk lost (its task's volume wiped under the controller)
+    old = _kafka_voters(name, "logger2")[3003]
+    t = time.monotonic()
+    with Load(bootstrap, "q-replace", max_seconds=900) as load:
+        warm(load)
+        _task_exec(name, "logger3", "supervisorctl stop controller && rm -rf /var/opt/kctl/controller/metadata &&"
+                                    " supervisorctl start controller")
+        deadline = time.monotonic() + 60
+        while "UNFORMATTED" not in " ".join(json.loads(kctl(spec_file, "status", "-o", "json").stdout)["problems"]):
+            assert time.monotonic() < deadline, "logger3's controller never said UNFORMATTED"
+            time.sleep(2)
+        ran = runbook.run(runbook.RUNBOOKS / "replace-failed-controller.md", spec_file,
+                          state_dir=tmp_path / ".kctl" / name, metadata="kraft")
+        assert any(old in r.output for r in ran), [r.output[-500:] for r in ran]  # removed by its old id
+    seconds["failed controller replaced"] = round(time.monotonic() - t, 1)
+    figures["failed controller replaced"] = measured(load, bootstrap, "q-replace")
+    voters = _kafka_voters(name, "logger2")
+    assert sorted(voters) == [3002, 3003, 3004] and voters[3003] != old, voters
+
+    # kctl killed between the new controller's format and its promotion: one clear message, then resumed
+    killed = kill_after(tmp_path, ["node", "add", "--role", "controller"], "formatted to join the quorum")
+    assert "logger5" in spec_file.read_text(), killed
+    q = kctl(spec_file, "quorum")
+    assert q.returncode == 1 and "controller 3005 is in kctl.yaml but not a voter" in q.stdout, q.stdout[-2000:]
+    _refused(kctl(spec_file, "node", "add", "--role", "controller"), "logger5 runs a controller",
+             "kctl quorum add-controller logger5")
+    p = kctl(spec_file, "quorum", "add-controller", "logger5")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert sorted(_kafka_voters(name, "logger2")) == [3002, 3003, 3004, 3005]
+    st = json.loads(kctl(spec_file, "status", "--wait", "60", "-o", "json").stdout)
+    assert (st["health"], st["quorum"]) == ("healthy", "ok"), st["problems"]
+    print(f"\nSWARM QUORUM FIGURES {json.dumps(figures)} seconds {json.dumps(seconds)}")
+    for what, f in figures.items():
+        assert f["lost"] == 0 and not f["errors"] and int(str(f["acked"])) > 100, (what, f)
+    p = kctl(spec_file, "down", "--volumes", timeout=400)
+    assert p.returncode == 0, p.stderr
+    assert _stack_objects(name) == {"services": [], "containers": [], "volumes": []}

@@ -28,8 +28,8 @@ EXPECTED: dict[type[Engine], set[Capability]] = {
     ComposeEngine: {C.CONTAINERS, C.PORTS_BY_INDEX, C.DATA_IN_STATE_DIR, C.KRAFT_MIGRATION, C.CHOSEN_BY_FLAG,
                     C.NODE_FAULTS, C.DYNAMIC_QUORUM},
     SwarmEngine: {C.CONTAINERS, C.PORTS_BY_INDEX, C.SWARM_LABELS, C.KRAFT_MIGRATION, C.CHOSEN_BY_FLAG,
-                  C.NODE_FAULTS},
-    HostsEngine: {C.SSH_HOSTS},
+                  C.NODE_FAULTS, C.DYNAMIC_QUORUM},
+    HostsEngine: {C.SSH_HOSTS, C.DYNAMIC_QUORUM},
 }
 
 

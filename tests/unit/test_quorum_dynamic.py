@@ -14,6 +14,7 @@ from kctl.errors import UsageError
 from kctl.kraft import config as kc
 from kctl.kraft.phases import Phase, Record
 from kctl.model.spec import ClusterSpec
+from kctl.runtime.engine.engines import Capability
 
 STATUS_DYNAMIC = """ClusterId:              qwn_MFV-TMOwHJhBeeRGqQ
 LeaderId:               3002
@@ -230,9 +231,23 @@ def test_a_secured_add_controller_reads_its_own_controller_file_and_the_login_fr
     assert stat.S_IMODE(secrets.stat().st_mode) == 0o700
 
 
-def test_the_secured_profile_is_no_longer_refused_but_engines_swarm_and_hosts_are() -> None:
+def test_the_secured_profile_and_engines_swarm_and_hosts_are_no_longer_refused() -> None:
     q._supported(secured())  # noqa: SLF001  (no refusal)
     swarm = ClusterSpec.model_validate({"name": "q", "metadata": "kraft", "engine": "swarm",
                                         "versions": {"kafka": "4.3.1"}, "security": {"enabled": True}})
-    with pytest.raises(UsageError, match="built for engine compose"):
+    q._supported(swarm.with_kraft(Phase.kraft.value, "cid"))  # noqa: SLF001  (no refusal)
+    hosts = ClusterSpec.model_validate({"name": "q", "metadata": "kraft", "engine": "hosts",
+                                        "versions": {"kafka": "4.3.1"},
+                                        "nodes": [{"id": i, "hostname": f"logger{i}", "advertised_host": f"10.0.0.{i}"}
+                                                  for i in (1, 2, 3)]})
+    q._supported(hosts.with_kraft(Phase.kraft.value, "cid"))  # noqa: SLF001  (no refusal)
+
+
+def test_an_engine_without_the_capability_is_refused_with_nothing_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl.runtime.engine.swarm import SwarmEngine
+
+    monkeypatch.setattr(SwarmEngine, "capabilities", SwarmEngine.capabilities - {Capability.DYNAMIC_QUORUM})
+    swarm = ClusterSpec.model_validate({"name": "q", "metadata": "kraft", "engine": "swarm",
+                                        "versions": {"kafka": "4.3.1"}})
+    with pytest.raises(UsageError, match="not built for engine swarm, which cluster q runs on: nothing was changed"):
         q._supported(swarm.with_kraft(Phase.kraft.value, "cid"))  # noqa: SLF001

@@ -69,8 +69,12 @@ class Capability(Enum):
     # that need them.
     NODE_FAULTS = "node-faults"
     # The KRaft controller quorum may turn dynamic and change its voters (KIP-853: `kctl quorum make-dynamic`,
-    # `kctl node add --role controller`): kctl formats a joining controller in its node and rolls every node onto
-    # controller.quorum.bootstrap.servers (built and tested on compose).
+    # `kctl node add --role controller`): kctl formats a joining controller in its node (an exec in its container,
+    # or over ssh on a host), its storage made without the permit by which its start script would format a static
+    # quorum's storage (Engine.withhold_format_permit), and rolls every node onto
+    # controller.quorum.bootstrap.servers (kctl apply's gated roll: Compose and hosts restart the processes, Swarm
+    # makes each task again with its new configs).
+    # Built and tested on every engine (compose, swarm, hosts).
     DYNAMIC_QUORUM = "dynamic-quorum"
 
 
@@ -247,6 +251,16 @@ class Engine(abc.ABC):
         """Put the state dir's rendered files where the nodes' processes read them at their next start, without
         restarting anything (``kctl apply``, before its roll). Compose: already there (a bind mount)."""
         return None
+
+    def withhold_format_permit(self, spec: ClusterSpec, state_dir: Path, host: str, service: str) -> str:
+        """A new node's ``service`` (a dynamic quorum's joining controller) starts without the permit to format its
+        storage (:func:`kctl.contract.format_permit`): it waits as UNFORMATTED until kctl formats it (its start
+        script formats a static quorum's storage, and cannot tell a joiner from the first controller). Called
+        before the node's first start. Compose and hosts: the permit render.write left in the state dir's data
+        dir goes (Compose mounts that dir; engine hosts installs the permits it finds there); what was done."""
+        permit = state_dir / host / contract.HOST_DATA / f"{contract.FORMAT_PERMIT_PREFIX}{service}"
+        permit.unlink(missing_ok=True)
+        return f"{host}: no permit for its {service}'s start script to format its storage"
 
     def pending_restarts(self, spec: ClusterSpec) -> dict[str, list[str]]:
         """host -> the running services whose process predates the files installed for it since (engine hosts:

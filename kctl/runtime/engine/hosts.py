@@ -74,7 +74,7 @@ class HostsEngine(Engine):
     # KRaft controller units on a cluster made on KRaft, but no migration to KRaft (a ZooKeeper cluster's hosts
     # gain no controller unit mid-flight: Capability.KRAFT_MIGRATION), and no fault on a whole host (it would take
     # kctl's own ssh session with it): kctl.runtime.faults.HostFaults.
-    capabilities = frozenset({Capability.SSH_HOSTS})
+    capabilities = frozenset({Capability.SSH_HOSTS, Capability.DYNAMIC_QUORUM})
     # A rendered file reaches a host's processes at their next restart once :meth:`deliver` (install.sh) has put
     # it in /etc/kctl: `kctl apply` delivers first, then rolls.
     files_reach_a_restart = True
@@ -148,6 +148,10 @@ class HostsEngine(Engine):
     def exec_in(self, spec: ClusterSpec, name: str, argv: list[str], user: str | None = None,
                 timeout: float = 60, dc: Any | None = None, stderr: bool = True) -> tuple[int, str]:
         node = spec.node(name)
+        if user == f"{contract.JVM_UID}:{contract.JVM_UID}":
+            # the JVMs' user, as a container names it (the image's uid and gid): on a host the service user
+            # install.sh made, whose uid is 555 only where that was free
+            user = contract.SERVICE_USER
         return Ssh(spec).run(node, argv, user=None if user in (None, "root") else user, timeout=timeout,
                              stderr=stderr)
 

@@ -36,6 +36,7 @@ INIT_HINT = ("make this engine a Swarm manager: `docker swarm init --advertise-a
              "(a one-node Swarm; others join with `docker swarm join`), or run kctl where DOCKER_HOST names a "
              "manager; `engine: compose` runs the cluster on this engine alone (docs/multi-host.md)")
 REMOVE_WAIT = 120.0
+START_WAIT = 180.0  # a new service's task running (its image on the Swarm node already: --resolve-image never)
 # iptables chain of a network cut (every packet but loopback dropped)
 CUT_CHAIN = "KCTL_CUT"
 STACK_FILE = "stack.yaml"  # compose.yaml with the secured profile's Swarm secrets (names of files, no content)
@@ -299,7 +300,8 @@ class SwarmEngine(Engine):
     kind = EngineKind.swarm.value
     # Its data is in volumes on the Swarm node that runs each task, not in the state dir.
     capabilities = frozenset({Capability.CONTAINERS, Capability.PORTS_BY_INDEX, Capability.SWARM_LABELS,
-                              Capability.KRAFT_MIGRATION, Capability.CHOSEN_BY_FLAG, Capability.NODE_FAULTS})
+                              Capability.KRAFT_MIGRATION, Capability.CHOSEN_BY_FLAG, Capability.NODE_FAULTS,
+                              Capability.DYNAMIC_QUORUM})
     files_reach_a_restart = False
 
     logs_in_state_dir = False
@@ -451,9 +453,54 @@ class SwarmEngine(Engine):
         proc = run_docker(["stack", "deploy", "--detach=true", "--resolve-image", "never", "-c", path.name,
                            spec.project], timeout=300, cwd=state_dir)
         path.unlink(missing_ok=True)
+        name = service_name(spec, host)
         if proc.returncode != 0:
             raise KctlError(f"`docker stack deploy` of {host} failed: {(proc.stderr or proc.stdout).strip()[-1500:]}",
-                            hint=f"see `docker service ps --no-trunc {service_name(spec, host)}`")
+                            hint=f"see `docker service ps --no-trunc {name}`")
+
+        # The deploy returns once Swarm has the service: its task is assigned a node and started after. The caller
+        # acts in the new container next (a joining controller's format), as after Compose's start.
+        def running() -> tuple[bool, str]:
+            found = [s for s in dc.services.list(filters={"name": name}) if s.name == name]
+            states = sorted(str((t.get("Status") or {}).get("State")) for t in (found[0].tasks() if found else []))
+            return "running" in states, f"tasks {', '.join(states) or 'none yet'}"
+
+        wait_for_stages([Stage(f"{host}: Swarm runs its task (`docker service ps --no-trunc {name}`)", running)],
+                        timeout=START_WAIT, poll=0.5)
+
+    def withhold_format_permit(self, spec: ClusterSpec, state_dir: Path, host: str, service: str) -> str:
+        """The new node's data volume made before its service, from the node image without ``service``'s permit.
+
+        A task's named volume is filled from the image's /var/opt/kctl when it is first mounted empty, and the
+        image carries both permits (a new node's storage is kctl's to format): the joining controller's start
+        script would format a static quorum's storage (which fails on a dynamic quorum's files, over and over). So
+        the volume is made here, labelled as the stack makes it (`kctl down --volumes` and `kctl node remove` find
+        it), filled once by a throwaway container of the node image that removes the permit; the task then
+        mounts a volume that is not empty, and its controller waits as UNFORMATTED until kctl formats it in its
+        container (an exec: the task must run on this engine's Swarm node, else refused)."""
+        super().withhold_format_permit(spec, state_dir, host, service)
+        dc = self.client()
+        local_id = require_manager(dc)
+        target = plan_placement(spec, nodes(dc)).hosts.get(host)
+        if target is not None and target.id != local_id:
+            raise KctlError(f"{host} would run on Swarm node {target.hostname}, not on this engine's: kctl formats a"
+                            " joining controller in its container, and acts only on the containers of the engine it"
+                            " talks to; nothing of the node was started",
+                            hint="run kctl on the manager that node is (`docker node ls`; DOCKER_HOST), or add it"
+                                 " there (docs/multi-host.md)")
+        name = f"{spec.project}_{host}-{contract.HOST_DATA}"
+        labels = {**spec.labels, contract.LABEL_CLUSTER: spec.name, contract.LABEL_STACK_NAMESPACE: spec.project}
+        found = dc.volumes.list(filters={"name": name})
+        if not [v for v in found if v.name == name]:
+            dc.volumes.create(name=name, driver="local", labels=labels)
+        permit = contract.format_permit(service)
+        try:
+            dc.containers.run(spec.local_image_ref, ["rm", "-f", permit], remove=True, user="root",
+                              network_mode="none", volumes={name: {"bind": contract.DATA_ROOT, "mode": "rw"}})
+        except api.sdk().errors.DockerException as exc:
+            raise KctlError(f"cannot prepare {host}'s data volume {name}: {exc}",
+                            hint="`kctl image build`, then the same command again") from None
+        return f"{host}: data volume {name} made without the permit for its {service}'s start script to format it"
 
     def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
         """``kctl node remove``: the node's service removed (its task stopped, SIGTERM then up to its
@@ -478,12 +525,7 @@ class SwarmEngine(Engine):
                                     ignore_removed=True):
             if (c.labels or {}).get(contract.LABEL_CLUSTER) == spec.name:
                 c.remove(force=True)
-        for v in dc.volumes.list(filters={"label": f"{contract.LABEL_CLUSTER}={spec.name}"}):
-            if v.name in (f"{spec.project}_{host}-data", f"{spec.project}_{host}-logs"):
-                try:
-                    v.remove(force=True)
-                except Exception:  # noqa: BLE001 - a volume on another Swarm node is not this engine's
-                    pass
+        self._remove_volumes(spec, dc, host)
         label = contract.swarm_placement_label(spec.name, host)
         for n in dc.nodes.list():
             spec_ = dict(n.attrs.get("Spec") or {})
@@ -492,6 +534,16 @@ class SwarmEngine(Engine):
                 spec_["Labels"] = {k: v for k, v in labels.items() if k != label}
                 n.update(spec_)
         return True
+
+    @staticmethod
+    def _remove_volumes(spec: ClusterSpec, dc: Any, host: str) -> None:
+        """``host``'s data and log volumes on this engine."""
+        for v in dc.volumes.list(filters={"label": f"{contract.LABEL_CLUSTER}={spec.name}"}):
+            if v.name in (f"{spec.project}_{host}-{contract.HOST_DATA}", f"{spec.project}_{host}-{contract.HOST_LOGS}"):
+                try:
+                    v.remove(force=True)
+                except Exception:  # noqa: BLE001 - a volume on another Swarm node is not this engine's
+                    pass
 
     def recreate_one(self, spec: ClusterSpec, state_dir: Path, host: str) -> None:
         """A new task for one service, from the rendered files, waited for; the other services untouched.
