@@ -18,6 +18,9 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+# the module object's own namespace (a getset descriptor of ModuleType)
+_OWN_DICT: Any = vars(types.ModuleType)["__dict__"]
+
 
 class _Deferred(types.ModuleType):
     """The stand-in. Every name read through it is the real module's at that moment (it keeps no copy), and once
@@ -44,6 +47,15 @@ class _Deferred(types.ModuleType):
             super().__delattr__(attr)
         else:
             delattr(real, attr)
+
+    @property
+    def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
+        """The real module's namespace once it is loaded (the stand-in's own before): what a reader of a module's
+        ``__dict__`` finds, as pytest's monkeypatch does to know what to restore (it would restore nothing and
+        delete the real module's name at undo if it read the stand-in's empty one)."""
+        real = self._real()
+        own: dict[str, Any] = _OWN_DICT.__get__(self)
+        return real.__dict__ if real is not None else own
 
     def _real(self) -> types.ModuleType | None:
         real = sys.modules.get(self.__name__)

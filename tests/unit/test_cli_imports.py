@@ -176,3 +176,17 @@ def test_a_deferred_engine_loads_when_picked_and_a_patch_through_it_reaches_its_
             "assert cls is real.HostsEngine and type(real).__name__ == 'module'\n"
             "hosts.PATCHED = 1\nassert real.PATCHED == 1\ndel hosts.PATCHED\nassert not hasattr(real, 'PATCHED')\n")
     assert "kctl.runtime.engine.hosts" in loaded_after(code)
+
+
+def test_pytests_monkeypatch_through_a_loaded_stand_in_restores_the_real_module() -> None:
+    """pytest's monkeypatch reads the target's ``__dict__`` to know what to put back: through a stand-in whose
+    module is loaded that is the real module's, so its undo restores the name instead of deleting it there
+    (tests that patch kctl.runtime.engine.engines through kctl.cluster.identity's stand-in lost for_spec)."""
+    code = ("import sys, pytest\nfrom kctl.deferred import defer_import\n"
+            "defer_import('kctl.runtime.engine.hosts')\nfrom kctl.runtime.engine import hosts\n"
+            "assert type(hosts).__name__ == '_Deferred'\nreal_fn = hosts.HostsEngine\n"
+            "real = sys.modules['kctl.runtime.engine.hosts']\nassert real is not hosts\n"
+            "mp = pytest.MonkeyPatch()\nmp.setattr(hosts, 'HostsEngine', 'fake')\n"
+            "assert real.HostsEngine == 'fake' and hosts.HostsEngine == 'fake'\nmp.undo()\n"
+            "assert real.HostsEngine is real_fn and hosts.HostsEngine is real_fn\n")
+    assert "kctl.runtime.engine.hosts" in loaded_after(code)
