@@ -263,8 +263,8 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
         with cf.ThreadPoolExecutor(max_workers=max(1, len(kafka_first))) as pool:
             list(pool.map(lambda c: _stop_kafka(spec, c, dc, say), kafka_first))
     else:
-        for c in infos:
-            eng.remove_one(spec, c.name, stop_timeout=0)
+        for c in infos:  # the data stay: `kctl down` removes them only with --volumes (eng.remove below)
+            eng.remove_one(spec, c.name, stop_timeout=0, keep_data=True)
     removed = eng.remove(spec, state_dir, volumes=volumes, dc=dc)
     if volumes:
         # Host keys are the operator's trust, not the cluster's data: a known-hosts file in the state dir (named

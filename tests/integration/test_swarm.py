@@ -674,6 +674,16 @@ def test_swarm_dynamic_quorum_takes_a_controller_and_lets_it_go(stack: Stacks) -
     assert sorted(_read_values(bootstrap, "orders")) == sorted(acked)
     print(f"\nswarm dynamic quorum: {', '.join(f'{k} {v:.1f} s' for k, v in timings.items())}")
 
+    # `kctl down` without a quorum removes the nodes' services at once, and keeps their data: only --volumes
+    # removes it (it once removed each node's volumes as `kctl node remove` does)
+    (cid,) = _tasks(name)[f"kctl-{name}_logger1"].split(",")
+    res = docker.from_env().containers.get(cid).exec_run(
+        ["supervisorctl", "-c", "/etc/supervisor/supervisord.conf", "stop", "controller"], user="root")
+    assert res.exit_code == 0, res.output.decode()
+    p = kctl(spec_file, "down", timeout=400)
+    assert p.returncode == 0 and "no KRaft controller quorum" in p.stderr, p.stderr
+    left = _stack_objects(name)
+    assert left["services"] == [] and f"kctl-{name}_logger1-data" in left["volumes"], left
     p = kctl(spec_file, "down", "--volumes", timeout=400)
     assert p.returncode == 0, p.stderr
     assert _stack_objects(name) == {"services": [], "containers": [], "volumes": []}

@@ -67,7 +67,8 @@ class FakeEngine:
     def check_before_down(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool) -> None:
         return None
 
-    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
+    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180, keep_data: bool = False) -> bool:
+        assert keep_data, "kctl down removes a node's data only through remove(volumes=True)"
         self.calls.append(("remove_one", host, stop_timeout))
         return True
 

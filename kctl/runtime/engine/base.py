@@ -307,8 +307,10 @@ class Engine(abc.ABC):
         """Make one container again from the rendered files (the others untouched)."""
 
     @abc.abstractmethod
-    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
-        """Remove one node's container (``kctl node remove``); False when it has none."""
+    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180, keep_data: bool = False) -> bool:
+        """Remove one node's container (``kctl node remove``: with the storage only it used, where the engine keeps
+        that beside the container); False when it has none. ``keep_data``: the node's data stays wherever it is
+        (``kctl down``, which removes data only with --volumes)."""
 
     # ----- faults (kctl.runtime.faults) ---------------------------------------------------
 

@@ -135,7 +135,7 @@ class ComposeEngine(Engine):
         run_compose(spec, state_dir, "up", "-d", "--no-deps", "--force-recreate", "--no-build",
                     "--pull", "never", host)
 
-    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
+    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180, keep_data: bool = False) -> bool:
         dc = self.client()
         found = [c for c in self.containers(spec, dc) if c.name == host]
         if not found:
@@ -143,7 +143,7 @@ class ComposeEngine(Engine):
         container = dc.containers.get(found[0].id)
         if found[0].state == "running":
             container.stop(timeout=stop_timeout)
-        container.remove(v=True)
+        container.remove(v=not keep_data)  # the data are bind mounts of the state dir: only anonymous volumes go
         return True
 
     # ----- faults -----------------------------------------------------------------------

@@ -463,7 +463,7 @@ class HostsEngine(Engine):
         pending for the roll (:meth:`pending_restarts`)."""
         self.deploy(spec, state_dir, lambda _m: None, [host])
 
-    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
+    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180, keep_data: bool = False) -> bool:
         node = spec.node(host)
         self._require_own(spec, node, data=False)
         if stop_timeout > 0:
@@ -474,7 +474,7 @@ class HostsEngine(Engine):
                     self.stop_service(spec, host, svc)
                 except KctlError:
                     pass
-        return self._uninstall(spec, node, volumes=False)
+        return self._uninstall(spec, node, volumes=False)  # the data go only with purge_node_data
 
     def purge_node_data(self, spec: ClusterSpec, host: str) -> None:
         node = spec.node(host)

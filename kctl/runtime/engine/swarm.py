@@ -502,9 +502,10 @@ class SwarmEngine(Engine):
                             hint="`kctl image build`, then the same command again") from None
         return f"{host}: data volume {name} made without the permit for its {service}'s start script to format it"
 
-    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180) -> bool:
+    def remove_one(self, spec: ClusterSpec, host: str, *, stop_timeout: int = 180, keep_data: bool = False) -> bool:
         """``kctl node remove``: the node's service removed (its task stopped, SIGTERM then up to its
-        stop_grace_period), its placement label and, on this engine's host, its volumes; False if none."""
+        stop_grace_period), its placement label and, on this engine's host and unless ``keep_data``, its volumes;
+        False if none."""
         dc = self.client()
         require_manager(dc)
         name = service_name(spec, host)
@@ -525,7 +526,8 @@ class SwarmEngine(Engine):
                                     ignore_removed=True):
             if (c.labels or {}).get(contract.LABEL_CLUSTER) == spec.name:
                 c.remove(force=True)
-        self._remove_volumes(spec, dc, host)
+        if not keep_data:
+            self._remove_volumes(spec, dc, host)
         label = contract.swarm_placement_label(spec.name, host)
         for n in dc.nodes.list():
             spec_ = dict(n.attrs.get("Spec") or {})
