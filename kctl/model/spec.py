@@ -1594,15 +1594,18 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
         rest.setdefault(port, i)
 
     participants = len(spec.participants)
+    # on KRaft the participants are the controllers: a Raft quorum's majority, the same arithmetic
+    kraft = spec.on_kraft or spec.metadata is MetadataMode.kraft
+    voters, quorum = ("KRaft controllers", "quorum") if kraft else ("ZooKeeper participants", "ensemble")
     if participants == 0:
-        errors.append("nodes: at least one node must be a ZooKeeper participant (observers cannot form a quorum)")
+        errors.append(f"nodes: at least one node must be one of the {voters} (observers cannot form a quorum)")
     elif participants % 2 == 0:
         warnings.append(
-            f"nodes: {participants} ZooKeeper participants: an even ensemble tolerates no more failures than"
+            f"nodes: {participants} {voters}: an even {quorum} tolerates no more failures than"
             f" {participants - 1}; use 3 or 5, not 4"
         )
     if participants == 1 and len(spec.nodes) > 1:
-        warnings.append("nodes: a single participant has no fault tolerance; use 3 or 5")
+        warnings.append(f"nodes: a single one of the {voters} has no fault tolerance; use 3 or 5")
 
     brokers = len(spec.brokers)
     if not brokers:

@@ -76,7 +76,15 @@ def test_invalid_hostnames(bad: str) -> None:
 def test_even_participants_warn() -> None:
     spec, warnings = parse_spec({"nodes": nodes(1, 2, 3, 4)})
     assert len(spec.participants) == 4
-    assert any("use 3 or 5, not 4" in w for w in warnings)
+    assert "nodes: 4 ZooKeeper participants: an even ensemble tolerates no more failures than 3; use 3 or 5, not 4" \
+        in warnings
+
+
+def test_even_controllers_warn_in_kraft_words() -> None:
+    spec, warnings = parse_spec({"metadata": "kraft", "nodes": nodes(1, 2, 3, 4)})
+    assert len(spec.participants) == 4
+    assert warnings == ["nodes: 4 KRaft controllers: an even quorum tolerates no more failures than 3; use 3 or 5,"
+                        " not 4"]
 
 
 def test_observer_does_not_count_towards_quorum() -> None:
@@ -88,7 +96,7 @@ def test_no_participant_is_an_error() -> None:
     ps = problems({"nodes": nodes(1, role="observer"),
                    "kafka": {"default_replication_factor": 1, "offsets_topic_replication_factor": 1,
                              "transaction_state_log_replication_factor": 1, "min_insync_replicas": 1}})
-    assert any("at least one node must be a ZooKeeper participant" in p for p in ps)
+    assert any("at least one node must be one of the ZooKeeper participants" in p for p in ps)
 
 
 def test_replication_factors_not_above_brokers() -> None:
