@@ -44,6 +44,7 @@ from kctl.stream.jars import delta_version, jars_for_job
 from kctl.stream.job import build_session, parse
 from kctl.stream.progress import job_progress
 from kctl.stream.submit import submit
+from kctl.wait import ticks
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -114,12 +115,11 @@ def job_run(base: JobConfig, tag: str, events: int, **changes: Any) -> dict[str,
 
     def watch() -> None:
         seen = 0
-        while not done.is_set():
+        for _ in ticks(0.1, stop=done):
             n = sum(1 for p in job_progress(cfg.checkpoint) if int(p.get("numInputRows") or 0) > 0)
             if n > seen:
                 seen = n
                 marks.append((n, tree_cpu(), time.monotonic()))
-            done.wait(0.1)
 
     c0, t0 = tree_cpu(), time.monotonic()
     w = threading.Thread(target=watch, daemon=True)
