@@ -13,6 +13,7 @@ from kctl import contract
 from kctl.errors import KctlError
 from kctl.model.spec import ClusterSpec, check_rules
 from kctl.runtime.engine import bundle as b
+from tests.unit import systemd_units
 
 
 def hosts_spec(**extra: object) -> ClusterSpec:
@@ -220,19 +221,7 @@ def test_the_environment_file_quotes_each_value() -> None:
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed here")
 def test_systemd_verifies_the_units(tmp_path: Path) -> None:
     one = b.bundle_files(hosts_spec(), dist(tmp_path), {})["logger1"]
-    root = tmp_path / "root"
-    (root / "opt/kctl/bin").mkdir(parents=True)
-    units = root / "etc/systemd/system"
-    units.mkdir(parents=True)
-    shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
-    for rel, f in one.items():
-        if rel.startswith("bin/"):
-            (root / "opt/kctl" / rel).write_bytes(f.data)
-            (root / "opt/kctl" / rel).chmod(0o755)
-        if rel.startswith("units/"):
-            (units / Path(rel).name).write_bytes(f.data)
-    proc = subprocess.run(["systemd-analyze", "verify", f"--root={root}", str(units / "kctl-zookeeper.service"),
-                           str(units / "kctl-kafka.service")], capture_output=True, text=True, timeout=60)
+    proc = systemd_units.verify(one, tmp_path, "kctl-zookeeper.service", "kctl-kafka.service")
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 

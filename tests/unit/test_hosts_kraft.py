@@ -21,6 +21,7 @@ from kctl.roll import up as rolling
 from kctl.runtime.engine import bundle as b
 from kctl.runtime.engine import host_identity as hid
 from kctl.runtime.engine import hosts
+from tests.unit import systemd_units
 
 CLUSTER_ID = "Xy7kQ2fnT3a1bC9dE0fG1h"
 
@@ -103,20 +104,9 @@ def test_a_zookeeper_clusters_units_are_unchanged_by_kraft(tmp_path: Path) -> No
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed here")
 def test_systemd_verifies_and_rates_the_controller_unit(tmp_path: Path) -> None:
     one = b.bundle_files(kraft_spec(), dist(tmp_path), {})["logger1"]
-    root = tmp_path / "root"
-    (root / "opt/kctl/bin").mkdir(parents=True)
-    units = root / "etc/systemd/system"
-    units.mkdir(parents=True)
-    shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
-    for rel, f in one.items():
-        if rel.startswith("bin/"):
-            (root / "opt/kctl" / rel).write_bytes(f.data)
-            (root / "opt/kctl" / rel).chmod(0o755)
-        if rel.startswith("units/"):
-            (units / Path(rel).name).write_bytes(f.data)
-    proc = subprocess.run(["systemd-analyze", "verify", f"--root={root}", str(units / "kctl-controller.service"),
-                           str(units / "kctl-kafka.service")], capture_output=True, text=True, timeout=60)
+    proc = systemd_units.verify(one, tmp_path, "kctl-controller.service", "kctl-kafka.service")
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    units = tmp_path / "root/etc/systemd/system"
     proc = subprocess.run(["systemd-analyze", "security", "--offline=yes", str(units / "kctl-controller.service")],
                           capture_output=True, text=True, timeout=60)
     m = re.search(r"Overall exposure level for kctl-controller\.service: (\d+\.\d)", proc.stdout)
