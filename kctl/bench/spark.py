@@ -101,17 +101,9 @@ def run_one(spec: Path, bs: str, master: str | None, tmp: Path, first: int, smal
 
 def _free_pair(start: int = 46300, stop: int = 49000) -> int:
     """A port whose next one is free too (the master's UI and the worker's), on 127.0.0.1."""
-    import socket
+    from kctl.runtime.ports import port_free
 
-    def free(port: int) -> bool:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-        return True
-
-    return next(p for p in range(start, stop, 10) if free(p) and free(p + 1))
+    return next(p for p in range(start, stop, 10) if port_free(p) and port_free(p + 1))
 
 
 def render(fig: dict[str, Any]) -> str:

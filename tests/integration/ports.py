@@ -5,28 +5,19 @@ them (test_hosts' cluster publishes the defaults). Moved to free ranges far from
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import yaml
 
+from kctl.runtime.ports import port_free
 from kctl.testing.cluster import with_quick_jit
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def free_bases(count: int, nodes: int = 3, start: int = 41000, stop: int = 49000) -> list[int]:
     """``count`` port bases, each with ``nodes`` free consecutive ports, 10 apart from ``start`` (below ``stop``)."""
     bases: list[int] = []
     for base in range(start, stop, 10):
-        if all(_free(base + i) for i in range(nodes)):
+        if all(port_free(base + i) for i in range(nodes)):
             bases.append(base)
             if len(bases) == count:
                 return bases
