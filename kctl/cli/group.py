@@ -85,18 +85,13 @@ def group_describe(
 ) -> None:
     """State, members, and per partition: committed offset, log-end offset and lag (a share group: each
     share-partition's start offset and lag; a streams group: its members' tasks)."""
-    from kctl.kafka import consumer_epochs, groups, share_groups, streams_groups
+    from kctl.kafka import consumer_epochs, groups, streams_groups
+    from kctl.monitor import sources
 
     target = connect(file, bootstrap)
-    try:
-        d = groups.describe(target, group)
-        kind = _tool_kind(bootstrap, target, group) if d.state == "DEAD" else None  # a streams group's offsets
-    except KctlError:
-        kind = _tool_kind(bootstrap, target, group)
-        if kind is None:
-            raise
-    if kind is not None and kind[0] == "streams":
-        st = streams_groups.describe(kind[1], target, group)
+    found = sources.describe_typed(target, _share_spec(bootstrap, target), group)
+    if isinstance(found, streams_groups.StreamsGroupDescription):
+        st = found
         tasks = "; ".join(f"{m.client_id}@{m.process} [{', '.join(m.active) or '-'}]"
                           + (f" standby [{', '.join(m.standby)}]" if m.standby else "") for m in st.members)
         output.emit(st, fmt, rows=[output.to_plain(p) for p in st.partitions],
@@ -105,14 +100,15 @@ def group_describe(
                            f" member(s), total lag {st.total_lag}" + (f"\nmembers (active tasks): {tasks}" if tasks
                                                                       else ""))
         return
-    if kind is not None:
-        s = share_groups.describe(kind[1], group)
+    if not isinstance(found, groups.GroupDescription):
+        s = found
         members = "; ".join(f"{m.client_id}@{m.host} [{', '.join(m.assignment) or '-'}]" for m in s.members)
         output.emit(s, fmt, rows=[output.to_plain(p) for p in s.partitions],
                     columns=["topic", "partition", "start_offset", "lag"], title=f"share group {s.group}",
                     footer=f"group {s.group} (share): {s.state}, coordinator {s.coordinator}, {len(s.members)}"
                            f" member(s), total lag {s.total_lag}" + (f"\nmembers: {members}" if members else ""))
         return
+    d = found
     own = target.spec if bootstrap is None else None
     if d.type == "consumer" and own is not None and consumer_epochs.supported(own):
         try:

@@ -77,14 +77,12 @@ def tool_kind(spec: ClusterSpec | None, group: str) -> str | None:
     return None
 
 
-def describe_any(target: Target, spec: ClusterSpec | None, group: str) -> dict[str, Any]:
-    """A group of any type as one JSON-ready shape (the console's): group, type, state, coordinator, assignor,
-    members (consumer_id, client_id, host, assignment), partitions (topic, partition, committed, log_end, lag,
-    client_id) and total_lag. A share-partition's ``committed`` is its start offset and ``log_end`` None (Kafka's
-    tool gives its lag, not the log end); a streams member's ``host`` is its process id, its assignment its
-    active tasks."""
-    import dataclasses
-
+def describe_typed(target: Target, spec: ClusterSpec | None, group: str
+                   ) -> kgroups.GroupDescription | streams_groups.StreamsGroupDescription | \
+        share_groups.ShareGroupDescription:
+    """A group of any type described by what speaks for its type: a classic or consumer group by the AdminClient,
+    a streams or share group (which it does not know, or knows only by its offsets) by Kafka's tool in a node of
+    ``spec``'s cluster (None: not kctl's own cluster, so only the AdminClient's answer)."""
     kind: str | None
     try:
         d = kgroups.describe(target, group)
@@ -94,15 +92,29 @@ def describe_any(target: Target, spec: ClusterSpec | None, group: str) -> dict[s
         if kind is None:
             raise
     if kind is None:
-        return {**dataclasses.asdict(d), "type": d.type}
+        return d
     assert spec is not None
-    if kind == STREAMS:
-        st = streams_groups.describe(spec, target, group)
+    return streams_groups.describe(spec, target, group) if kind == STREAMS else share_groups.describe(spec, group)
+
+
+def describe_any(target: Target, spec: ClusterSpec | None, group: str) -> dict[str, Any]:
+    """A group of any type as one JSON-ready shape (the console's): group, type, state, coordinator, assignor,
+    members (consumer_id, client_id, host, assignment), partitions (topic, partition, committed, log_end, lag,
+    client_id) and total_lag. A share-partition's ``committed`` is its start offset and ``log_end`` None (Kafka's
+    tool gives its lag, not the log end); a streams member's ``host`` is its process id, its assignment its
+    active tasks."""
+    import dataclasses
+
+    found = describe_typed(target, spec, group)
+    if isinstance(found, kgroups.GroupDescription):
+        return {**dataclasses.asdict(found), "type": found.type}
+    if isinstance(found, streams_groups.StreamsGroupDescription):
+        st = found
         return {"group": group, "type": STREAMS, "state": st.state, "coordinator": st.coordinator, "assignor": "",
                 "members": [{"consumer_id": m.member_id, "client_id": m.client_id, "host": m.process,
                              "assignment": m.active} for m in st.members],
                 "partitions": [dataclasses.asdict(p) for p in st.partitions], "total_lag": st.total_lag}
-    sh = share_groups.describe(spec, group)
+    sh = found
     return {"group": group, "type": SHARE, "state": sh.state, "coordinator": sh.coordinator, "assignor": "",
             "members": [{"consumer_id": m.consumer_id, "client_id": m.client_id, "host": m.host,
                          "assignment": m.assignment} for m in sh.members],
