@@ -49,7 +49,17 @@ def _tool_kind(bootstrap: str | None, target: Target, group: str) -> tuple[str, 
 def _not_streams(bootstrap: str | None, target: Target, group: str, verb: str) -> ClusterSpec | None:
     """The cluster's spec when ``group`` is one of its share groups, None for a classic or consumer group; a
     streams group is refused: its offsets and its application's internal topics (changelogs, repartition topics)
-    go together, which Kafka's own tool does and kctl does not yet."""
+    go together, which Kafka's own tool does and kctl does not yet. A group the AdminClient describes as live is a
+    classic or consumer group: Kafka's tools are not asked (two JVMs in a node)."""
+    from kctl.kafka import groups
+
+    if _share_spec(bootstrap, target) is None:
+        return None
+    try:
+        if groups.describe(target, group).state != "DEAD":
+            return None
+    except KctlError:
+        pass  # not a group the AdminClient knows: a share or streams group, or none
     kind = _tool_kind(bootstrap, target, group)
     if kind is not None and kind[0] == "streams":
         what = ("--reset-offsets --input-topic TOPIC --to-earliest --dry-run (then --execute, which also deletes"

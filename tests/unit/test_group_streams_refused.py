@@ -5,12 +5,14 @@ AdminClient."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from kctl.cli.main import app
+from kctl.errors import KctlError
 from kctl.kafka.client import Target
 from kctl.model.spec import parse_spec
 
@@ -23,9 +25,20 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     spec, _ = parse_spec({"name": "streams", "metadata": "kraft", "versions": {"kafka": "4.3.1"}})
     spec = spec.with_kraft("kraft", "AAAAAAAAAAAAAAAAAAAAAA")  # a cluster on KRaft, as its state says
-    seen: dict[str, Any] = {"kind": None, "done": []}
+    seen: dict[str, Any] = {"kind": None, "done": [], "asked": 0}
+
+    def describe(target: Target, group: str) -> Any:
+        if seen["kind"] is not None:  # the AdminClient knows no share group, and a streams group only as DEAD
+            raise KctlError(f"group {group!r} does not exist")
+        return SimpleNamespace(state="STABLE")
+
+    def tool_kind(spec: Any, group: str) -> str | None:
+        seen["asked"] += 1
+        return seen["kind"]  # type: ignore[no-any-return]
+
     monkeypatch.setattr(cli_group, "connect", lambda *a, **kw: Target(spec, "127.0.0.1:9092"))
-    monkeypatch.setattr(sources, "tool_kind", lambda spec, group: seen["kind"])
+    monkeypatch.setattr(groups, "describe", describe)
+    monkeypatch.setattr(sources, "tool_kind", tool_kind)
     for mod, name in ((groups, "delete"), (groups, "reset_offsets"), (share_groups, "delete"),
                       (share_groups, "reset_offsets")):
         monkeypatch.setattr(mod, name, lambda *a, _n=f"{mod.__name__}.{name}", **kw: seen["done"].append(_n))
@@ -54,3 +67,5 @@ def test_share_and_classic_groups_are_still_deleted_by_their_own_path(calls: dic
     run = CliRunner().invoke(app, ["group", "delete", "g"])
     assert run.exit_code == 0, run.output
     assert calls["done"] == [expected]
+    # a group the AdminClient describes as live asks no Kafka tool (two JVMs in a node) what it is
+    assert calls["asked"] == (0 if kind is None else 1)
