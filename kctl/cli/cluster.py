@@ -160,6 +160,10 @@ def status(
         from kctl.stream import spark
 
         st.spark = spark.status_or_error(spec)
+        wrong = spark.problems(spec, st.spark)
+        if wrong:  # the job's executors run on the workers: a cluster without them is degraded
+            st.problems = [*st.problems, *wrong]
+            st.health = "degraded" if st.health == "healthy" else st.health
     from kctl.runtime.engine import engines
     from kctl.runtime.engine.engines import Capability
 

@@ -393,6 +393,21 @@ def status_or_error(spec: ClusterSpec) -> dict[str, Any]:
     return status_at(spec.spark.ui_port)
 
 
+def problems(spec: ClusterSpec, st: dict[str, Any]) -> list[str]:
+    """Pure: what is wrong with kctl.yaml's Spark cluster in its status ``st`` (:func:`status_at`): a master that
+    does not answer or is not ALIVE, a declared worker (spark-worker-N) not ALIVE at it. `kctl status` counts them
+    as problems of the cluster (degraded): the job's executors run on the workers."""
+    assert spec.spark is not None
+    if st.get("status") != "ALIVE":
+        why = st.get("error") or f"its state is {st.get('status')}"
+        return [f"spark: the master does not answer ({why}); `kctl logs spark-master`, `kctl up` starts it again"]
+    state = {w["name"]: w["state"] for w in st.get("workers") or []}
+    return [f"spark: worker {name} is {state.get(name, 'not registered')} at the master (its"
+            f" executors are gone); `kctl logs {name}`, `kctl up` starts it again"
+            for name in (f"spark-worker-{i}" for i in range(1, spec.spark.workers + 1))
+            if state.get(name) != "ALIVE"]
+
+
 # ----- the driver -------------------------------------------------------------------------------------------------
 
 def check_shared(state_dir: Path, *paths: str) -> None:

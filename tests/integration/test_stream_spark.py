@@ -161,6 +161,26 @@ def test_a_job_on_the_spark_cluster_matches_ground_truth(cluster: KafkaCluster) 
     q = _json(_kctl(c, "stream", "query", "SELECT count(*) AS n FROM archive", "--name", "short", "-o", "json"))
     assert q == [{"n": len(events)}]
 
+    # a worker that is gone (stopped: Docker does not start it again) degrades `kctl status`; `kctl up` brings it back
+    docker.from_env().containers.get(_spark_container(c, "spark-worker-1")).stop(timeout=10)
+
+    def status_until(rc: int) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+        deadline = time.monotonic() + 90  # the master drops a worker as its connection closes, takes one at once
+        while True:
+            p = _kctl(c, "status", "-o", "json")
+            if p.returncode == rc or time.monotonic() > deadline:
+                return p, json.loads(p.stdout or "{}")
+            time.sleep(1)
+
+    p, st = status_until(1)
+    assert p.returncode == 1 and st["health"] == "degraded", p.stdout + p.stderr
+    assert [m for m in st["problems"] if m.startswith("spark:")] == [
+        m for m in st["problems"] if m.startswith("spark: worker spark-worker-1 is ")] != [], st["problems"]
+    assert _kctl(c, "up").returncode == 0
+    p, st = status_until(0)
+    assert p.returncode == 0 and st["health"] == "healthy", p.stdout + p.stderr
+    assert [w["state"] for w in st["spark"]["workers"]] == ["ALIVE"]
+
 
 @pytest.mark.long
 @pytest.mark.parametrize("fault", ["worker", "driver", "master"])

@@ -97,3 +97,22 @@ def test_the_job_s_paths_must_be_in_the_shared_directory(tmp_path: Path) -> None
     with pytest.raises(UsageError) as exc:
         spark.check_shared(tmp_path, "/elsewhere/out", str(shared / "cp"))
     assert "/elsewhere/out: not in the Spark cluster's shared directory" in exc.value.message
+
+
+def test_a_master_down_or_a_declared_worker_not_alive_is_a_problem() -> None:
+    spec = _spec(spark={"workers": 2})
+    alive = {"status": "ALIVE", "workers": [{"name": "spark-worker-1", "state": "ALIVE"},
+                                            {"name": "spark-worker-2", "state": "ALIVE"}]}
+    assert spark.problems(spec, alive) == []
+    dead = {**alive, "workers": [{"name": "spark-worker-1", "state": "ALIVE"},
+                                 {"name": "spark-worker-2", "state": "DEAD"}]}
+    assert spark.problems(spec, dead) == [
+        "spark: worker spark-worker-2 is DEAD at the master (its executors are gone); `kctl logs spark-worker-2`,"
+        " `kctl up` starts it again"]
+    gone = {**alive, "workers": [{"name": "spark-worker-2", "state": "ALIVE"}]}
+    assert [p.split(" (")[0] for p in spark.problems(spec, gone)] == [
+        "spark: worker spark-worker-1 is not registered at the master"]
+    down = {"status": "down", "workers": [], "error": "connection refused"}
+    assert spark.problems(spec, down) == [
+        "spark: the master does not answer (connection refused); `kctl logs spark-master`, `kctl up` starts it"
+        " again"]
