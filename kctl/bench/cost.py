@@ -1,7 +1,7 @@
 """The pipeline's CPU per event (issue #46's cost half): CPU-seconds per million events at steady state, beside
 the floor and Spark's source-only and source + parse figures, all from one run on one topic.
 
-    python -m kctl.bench.cost [--events 600000] [--cap 100000] [--bootstrap-servers B] [--no-write]
+    python -m kctl.bench.cost [--events 600000] [--cap 200000] [--bootstrap-servers B] [--no-write]
 
 CPU is counted per process tree from /proc (user + system time of this process and every live descendant:
 the job's Python process, its JVM and the JVM's Python workers), so the figures do not depend on what else
@@ -151,7 +151,7 @@ def levers(cap: int) -> list[tuple[str, str, dict[str, Any]]]:
     c1 = "-XX:TieredStopAtLevel=1"
     return [
         ("shipped", f"the job as it ships (micro-batches of ≤{cap:,})", {}),
-        ("cap2x", f"micro-batches of ≤{2 * cap:,}", {"max_offsets_per_trigger": 2 * cap}),
+        ("half", f"micro-batches of ≤{cap // 2:,}", {"max_offsets_per_trigger": cap // 2}),
         ("c1", f"the driver's JIT at C1 only (`--conf spark.driver.extraJavaOptions={c1}`)",
          {"extra_conf": {"spark.driver.extraJavaOptions": c1}}),
     ]
@@ -200,9 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kctl.bench.cost")
     ap.add_argument("--bootstrap-servers", "-b", default=os.environ.get("KCTL_BOOTSTRAP_SERVERS"))
     ap.add_argument("--events", type=int, default=600_000,
-                    help="at least 3 x the largest micro-batch a lever uses (2 x --cap): the steady state needs"
-                         " batches after the first")
-    ap.add_argument("--cap", type=int, default=100_000, help="the job's maxOffsetsPerTrigger (its default)")
+                    help="at least 3 x --cap: the steady state needs batches after the first")
+    ap.add_argument("--cap", type=int, default=JobConfig.max_offsets_per_trigger or 200_000,
+                    help="the job's maxOffsetsPerTrigger (its default)")
     add_output_args(ap)
     a = ap.parse_args(argv)
     if a.events < 3 * a.cap:

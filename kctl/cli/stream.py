@@ -159,7 +159,7 @@ def submit(
     starting_offsets: str = typer.Option("earliest", "--starting-offsets", help="earliest, latest, or JSON."),
     fail_on_data_loss: bool = typer.Option(False, "--fail-on-data-loss/--no-fail-on-data-loss",
                                            help="Fail when Kafka deleted offsets the job had not read."),
-    max_offsets: int = typer.Option(100_000, "--max-offsets-per-trigger",
+    max_offsets: int = typer.Option(200_000, "--max-offsets-per-trigger",
                                     help="Cap on records per micro-batch (0: none)."),
     jars: list[str] = typer.Option(None, "--jars", help="Kafka source jars (offline); default: resolved and cached."),
     driver_memory: str = typer.Option("768m", "--driver-memory"),

@@ -58,8 +58,10 @@ class JobConfig:
     trigger: str = "1 second"  # a processing-time interval, or "available-now" (docs/pipeline.md: why 1 s)
     starting_offsets: str = "earliest"
     fail_on_data_loss: bool = False
-    # Bounds a catch-up batch (its cached rows: about 130 MB per 100,000 events); 0 or None: no cap.
-    max_offsets_per_trigger: int | None = 100_000
+    # Bounds a catch-up batch (its cached rows: about 130 MB per 100,000 events); 0 or None: no cap. 200,000: the
+    # job's CPU per event at steady state falls with the batch's size (a fixed cost per batch), 48.6 CPU-s per
+    # million at 100,000 against 41.3 at 200,000 in one run of kctl.bench.cost (docs/benchmarks.md).
+    max_offsets_per_trigger: int | None = 200_000
     watermark: str = "10 minutes"
     jars: list[str] = field(default_factory=list)
     packages: list[str] = field(default_factory=list)
