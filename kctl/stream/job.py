@@ -595,7 +595,10 @@ def run(cfg: JobConfig) -> int:
     rc = 0
     try:
         while q.isActive:
-            q.awaitTermination(0.5)
+            try:
+                q.awaitTermination(0.5)
+            except Exception:  # noqa: BLE001 - the query failed (StreamingQueryException): q.exception() says why
+                break
             if stop.is_set() or (sd / "stop").exists():
                 _graceful_stop(q)
                 status["state"] = "stopped"

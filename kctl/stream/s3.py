@@ -183,7 +183,7 @@ def hadoop_conf(s: Settings, c: Credentials | None = None) -> dict[str, str]:
         # Give up on an unreachable store within about a minute rather than S3A's default of many.
         "spark.hadoop.fs.s3a.attempts.maximum": "3",
         "spark.hadoop.fs.s3a.retry.limit": "3",
-        "spark.hadoop.fs.s3a.connection.establish.timeout": "5000",
+        "spark.hadoop.fs.s3a.connection.establish.timeout": "15000",  # S3A's minimum
         "spark.hadoop.fs.s3a.connection.timeout": "30000",
         # Delta's log on S3: a single writer (the job), S3SingleDriverLogStore is Delta's default for s3a.
         "spark.delta.logStore.s3a.impl": "io.delta.storage.S3SingleDriverLogStore",

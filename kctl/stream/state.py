@@ -57,6 +57,8 @@ class StreamStatus:
     tables: list[Any] = field(default_factory=list)
     # A job on kctl.yaml's Spark cluster: its driver's container and state, the master and its workers.
     spark: dict[str, Any] | None = None
+    # Why a failed job stopped (its query's error, one line; for a store that did not answer, what to do).
+    error: str | None = None
 
 
 def _latest_batch(names: list[str]) -> int | None:
@@ -173,6 +175,7 @@ def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus
         watermark=(prog.get("eventTime") or {}).get("watermark"),
         archived=counters.get("archived"), deadletter=counters.get("deadletter"),
         total_lag=total, group=job.get("group"), partitions=rows, tables=tables, spark=spark_cluster,
+        error=job.get("error") if st == "failed" else None,
     )
 
 
