@@ -204,20 +204,21 @@ def submit(
     jar_list = [j for spec_ in (jars or []) for j in spec_.split(",") if j]
     loaded = load(spec) if spec.exists() else None
     on_cluster = master is None and loaded is not None and loaded.spark is not None
+    store = s3.Settings(endpoint=s3_endpoint, region=s3_region, path_style=s3_path_style,
+                        credentials_file=str(s3_credentials.expanduser().resolve()) if s3_credentials else None,
+                        profile=s3_profile)
     if on_cluster and loaded is not None:
-        if s3.is_s3(out) or s3.is_s3(checkpoint) or s3_endpoint or s3_credentials:
-            raise UsageError("the job on kctl.yaml's Spark cluster does not write to S3 yet",
-                             hint="run it with --master local[2] (the driver and its executors on this machine"
-                                  " write to the store), or leave --out and --checkpoint in the cluster's shared"
-                                  " dir")
         # kctl.yaml declares a Spark cluster: the job's driver in a container of its own, executors on the workers
         from kctl.model.spec import state_dir_for
         from kctl.stream.submit import cluster_paths, submit_to_cluster
 
         cluster_dir = state_dir_for(loaded, spec)
+        # The store, its buckets and the credentials file, before Kafka is asked anything and before any JVM starts.
+        s3_store = check_s3(out or "", checkpoint or "", store, None)
         o, c = cluster_paths(cluster_dir, name, out, checkpoint)
         cfg = JobConfig(
             bootstrap_servers="", topics=list(topic), out=o, checkpoint=c,
+            s3=dataclasses.asdict(s3_store) if s3_store else None,
             trigger="available-now" if available_now else trigger_interval(trigger),
             starting_offsets=starting_offsets, fail_on_data_loss=fail_on_data_loss,
             max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
@@ -231,9 +232,6 @@ def submit(
     master = master or "local[2]"
     out = out or str(DEFAULT_OUT)
     cp = checkpoint or str(DEFAULT_CHECKPOINT)
-    store = s3.Settings(endpoint=s3_endpoint, region=s3_region, path_style=s3_path_style,
-                        credentials_file=str(s3_credentials.expanduser().resolve()) if s3_credentials else None,
-                        profile=s3_profile)
     # The store, its buckets and the credentials file, before Kafka is asked anything and before any JVM starts.
     s3_store = check_s3(out, cp, store, master)
     cfg = JobConfig(

@@ -276,17 +276,18 @@ def test_submit_bad_inputs_end_before_kafka_and_the_jvm(store: Store, tmp_path: 
     _one_message(_submit_cmd(tmp_path, "status", "--checkpoint", cp), "no stream job has run", ".kctl/stream/s3")
 
 
-def _s3_rows(store: Store, url: str, sql: str) -> list[dict[str, Any]]:
-    """``sql`` over the Delta table at ``url`` (view ``t``), read by this test's own delta-rs straight from moto."""
+def _s3_rows(store: Store | dict[str, str], url: str, sql: str) -> list[dict[str, Any]]:
+    """``sql`` over the Delta table at ``url`` (view ``t``), read by this test's own delta-rs straight from moto (a
+    Store, or delta-rs storage options)."""
     import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
 
-    t = DeltaTable(url, storage_options=store.storage_options())
+    t = DeltaTable(url, storage_options=store if isinstance(store, dict) else store.storage_options())
     rows: list[dict[str, Any]] = pa.table(QueryBuilder().register("t", t).execute(sql).read_all()).to_pylist()
     return rows
 
 
-def _check_s3(store: Store, root: str, events: list[Any], bad: int) -> None:
+def _check_s3(store: Store | dict[str, str], root: str, events: list[Any], bad: int) -> None:
     """Every table under ``root`` (s3://BUCKET/PREFIX) against the generated events' ground truth."""
     from kctl.agent.nginx import ground_truth
 
