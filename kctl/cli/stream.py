@@ -202,6 +202,11 @@ def submit(
     if bad:
         raise UsageError("; ".join(bad), hint="`kctl stream submit --help` describes the options")
     jar_list = [j for spec_ in (jars or []) for j in spec_.split(",") if j]
+    if (s3.is_s3(out) or s3.is_s3(checkpoint)) and jar_list and not any("hadoop-aws" in Path(j).name
+                                                                         for j in jar_list):
+        raise UsageError("--jars names no hadoop-aws jar, which Spark needs to write to s3a://",
+                         hint="add hadoop-aws (the version of pyspark's hadoop-client jars) and its "
+                              "software.amazon.awssdk bundle to --jars, or leave --jars out (kctl resolves them)")
     loaded = load(spec) if spec.exists() else None
     on_cluster = master is None and loaded is not None and loaded.spark is not None
     store = s3.Settings(endpoint=s3_endpoint, region=s3_region, path_style=s3_path_style,

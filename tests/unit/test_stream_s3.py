@@ -161,6 +161,8 @@ def test_submit_to_s3_checks_its_settings_first(tmp_path: Path) -> None:
     assert "local[N] or on kctl.yaml's Spark cluster" in p.stderr
     p = _submit(tmp_path, "--out", "s3a://b/x", "--checkpoint", "s3a://b/x/")
     assert p.returncode == 2 and "same S3 prefix" in p.stderr
+    p = _submit(tmp_path, "--out", "s3a://b/x", "--jars", "/j/kafka.jar,/j/delta.jar")
+    assert p.returncode == 2 and "names no hadoop-aws jar" in p.stderr
     p = _submit(tmp_path, "--out", str(tmp_path / "o"), "--s3-credentials", "/nowhere")
     assert p.returncode == 2 and "s3a:// --out or --checkpoint only" in p.stderr
     assert list(tmp_path.iterdir()) == []
