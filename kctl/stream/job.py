@@ -662,7 +662,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", required=True, help="JobConfig JSON written by `kctl stream submit`")
     args = ap.parse_args(argv)
     cfg = JobConfig.from_json(Path(args.config).read_text(encoding="utf-8"))
-    return run(cfg)
+    try:
+        return run(cfg)
+    except KctlError as e:  # e.g. the S3 store stopped answering before the query started: one line, no traceback
+        print(f"kctl: {e.message}" + (f" ({e.hint})" if e.hint else ""), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
