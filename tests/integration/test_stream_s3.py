@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from kctl.stream.record import pid_alive
 from tests.integration.s3store import SECRET_KEY, Store, moto_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -332,10 +333,10 @@ def _wait(what: str, probe: Any, timeout: float, poll: float = 0.3) -> Any:
 
 @pytest.mark.spark
 def test_job_writes_exact_tables_to_s3(store: Store, kafka: Any, tmp_path: Path) -> None:
-    """The short form (make test): one detached `--available-now` run of `kctl stream submit --out s3a://...
-    --checkpoint s3a://...`: while it runs no process holds the secret key in its argv or environment; the tables
-    on the store, read by this test's own delta-rs, equal the ground truth; `kctl stream status` reads the
-    checkpoint on the store (no lag left) and the tables."""
+    """The short form (make test): one detached run of `kctl stream submit --out s3a://... --checkpoint s3a://...`
+    until `kctl stream status` (the checkpoint's offsets on the store) shows no lag, then `kctl stream stop`: while
+    it runs no process holds the secret key in its argv or environment; the tables on the store, read by this
+    test's own delta-rs, equal the ground truth; status reads the tables' rows too."""
     from tests.integration.ports import spark_quick_jit
     from tests.integration.test_stream import _events, _send, _topic
 
@@ -346,16 +347,23 @@ def test_job_writes_exact_tables_to_s3(store: Store, kafka: Any, tmp_path: Path)
     events = _events(600, seed=61, start=dt.datetime(2024, 6, 3, 9, 59, 30, tzinfo=dt.timezone.utc))
     _send(bs, topic, events, bad=3, seed=61)
     r = _submit_cmd(tmp_path, "submit", "-b", bs, "-t", topic, "--out", out, "--checkpoint", cp, *store.s3_args(),
-                    "--available-now", "--detach", "-o", "json", "--conf", "=".join(spark_quick_jit()), timeout=300)
+                    "--trigger", "1s", "--detach", "-o", "json", "--conf", "=".join(spark_quick_jit()), timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     pid = int(json.loads(r.stdout)["pid"])
     assert _processes_holding(SECRET_KEY) == []
-    _wait("the run to finish", lambda: not Path(f"/proc/{pid}").exists(), 240)
+
+    def status() -> dict[str, Any]:
+        r = _submit_cmd(tmp_path, "status", "--checkpoint", cp, "-o", "json")
+        assert r.returncode == 0, r.stderr
+        return dict(json.loads(r.stdout))
+
+    _wait("the run to catch up", lambda: status()["total_lag"] == 0, 240, poll=1)
+    r = _submit_cmd(tmp_path, "stop", "--checkpoint", cp, "-o", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["stopped"] is True, r.stderr
+    assert not pid_alive(pid)
     _check_s3(store, f"s3://{bucket}/j/out", events, bad=3)
-    r = _submit_cmd(tmp_path, "status", "--checkpoint", cp, "-o", "json")
-    assert r.returncode == 0, r.stderr
-    s = json.loads(r.stdout)
-    assert s["state"] == "finished" and s["total_lag"] == 0 and s["error"] is None, s
+    s = status()
+    assert s["state"] == "stopped" and s["total_lag"] == 0 and s["error"] is None, s
     assert {t["table"]: t["rows"] for t in s["tables"]} == {"archive": 600, "deadletter": 3, "metrics": len(
         _s3_rows(store, f"s3://{bucket}/j/out/metrics", "SELECT host FROM t"))}
     sd = tmp_path / ".kctl" / "stream" / "s3" / bucket / "j" / "cp" / "_kctl"
@@ -411,7 +419,7 @@ def test_job_on_s3_exact_after_kill9_and_an_unreachable_store(store: Store, kafk
     _wait("two batches of the first run", lambda: batches() >= 2, 240)
     assert _processes_holding(SECRET_KEY) == []  # the driver's JVM and Python run: no key in argv or env
     _os.kill(pid, signal.SIGKILL)
-    _wait("the killed job gone", lambda: not Path(f"/proc/{pid}").exists(), 30)
+    _wait("the killed job gone", lambda: not pid_alive(pid), 30)
     s = status()
     assert s["state"] == "dead" and s["total_lag"] > 0 and s["last_committed_batch"] is not None, s
     print(f"run 1 (killed): {time.monotonic() - t0:.0f} s")
@@ -436,7 +444,7 @@ def test_job_on_s3_exact_after_kill9_and_an_unreachable_store(store: Store, kafk
         store.proxy.resume()
     print(f"store paused for {time.monotonic() - paused:.0f} s")
     if failed:  # one message that names the store and what to do, without the key
-        _wait("the failed job gone", lambda: not Path(f"/proc/{pid}").exists(), 60)
+        _wait("the failed job gone", lambda: not pid_alive(pid), 60)
         s = status()
         assert s["state"] == "failed", s
         err = json.loads((sd / "job.json").read_text())["error"]
