@@ -32,7 +32,8 @@ def register(app: typer.Typer) -> None:
 
 BootstrapOpt = typer.Option(None, "--bootstrap-servers", "-b", envvar="KCTL_BOOTSTRAP_SERVERS",
                             help="Kafka bootstrap servers; default: from kctl.yaml.")
-CheckpointOpt = typer.Option(None, "--checkpoint", help="Checkpoint dir [default: .kctl/stream/checkpoint].")
+CheckpointOpt = typer.Option(None, "--checkpoint", help="Checkpoint dir or s3a://BUCKET/PREFIX"
+                                                        " [default: .kctl/stream/checkpoint].")
 TablesOutOpt = typer.Option(None, "--out",
                             help="The job's output: a dir, or s3a://BUCKET/PREFIX (with the --s3-* options)"
                                  " [default: .kctl/stream/out; with kctl.yaml's Spark cluster: the --name job's].")
@@ -145,12 +146,12 @@ def gen_logs(
 
 def submit(
     topic: list[str] = typer.Option(["access-logs"], "--topic", "-t", help="Topic(s) to read (repeatable)."),
-    out: Path = typer.Option(None, "--out", help="Output dir: archive, deadletter, metrics [default:"
-                                                 " .kctl/stream/out; with kctl.yaml's Spark cluster: its shared"
-                                                 " dir's JOB/out]."),
-    checkpoint: Path = typer.Option(None, "--checkpoint", help="Checkpoint dir [default: .kctl/stream/checkpoint;"
-                                                               " with kctl.yaml's Spark cluster: its shared dir's"
-                                                               " JOB/checkpoint]."),
+    out: str = typer.Option(None, "--out", help="Output dir, or s3a://BUCKET/PREFIX with the --s3-* options:"
+                                                " archive, deadletter, metrics [default: .kctl/stream/out; with"
+                                                " kctl.yaml's Spark cluster: its shared dir's JOB/out]."),
+    checkpoint: str = typer.Option(None, "--checkpoint", help="Checkpoint dir, or s3a://BUCKET/PREFIX [default:"
+                                                              " .kctl/stream/checkpoint; with kctl.yaml's Spark"
+                                                              " cluster: its shared dir's JOB/checkpoint]."),
     master: str = typer.Option(None, "--master", help="local[N] or spark://HOST:PORT [default: kctl.yaml's Spark"
                                                       " cluster (its `spark` section), else local[2]]."),
     trigger: str = typer.Option("1s", "--trigger", help="Micro-batch interval."),
@@ -169,20 +170,25 @@ def submit(
     retain_hours: float = typer.Option(168.0, "--retain-hours", help="VACUUM keeps files younger than this."),
     conf: list[str] = typer.Option(None, "--conf", help="A Spark setting, spark.KEY=VALUE (repeatable), as with"
                                                         " spark-submit: e.g. spark.driver.extraJavaOptions."),
+    s3_endpoint: str = S3EndpointOpt,
+    s3_region: str = S3RegionOpt,
+    s3_path_style: bool = S3PathStyleOpt,
+    s3_credentials: Path = S3CredentialsOpt,
+    s3_profile: str = S3ProfileOpt,
     bootstrap: str = BootstrapOpt,
     spec: Path = SpecOpt,
     output: Format = OutputOpt,
 ) -> None:
-    """Run the streaming job (foreground unless --detach)."""
-    from kctl.stream.config import JobConfig, parse_conf
+    """Run the streaming job (foreground unless --detach); its tables and checkpoint in local dirs or on an
+    S3-compatible store."""
+    import dataclasses
+
+    from kctl.stream import s3
+    from kctl.stream.config import DEFAULT_CHECKPOINT, DEFAULT_OUT, JobConfig, parse_conf
+    from kctl.stream.submit import check_s3, trigger_interval
     from kctl.stream.submit import submit as do_submit
-    from kctl.stream.submit import trigger_interval
     from kctl.stream.tables import MIN_RETAIN_HOURS
 
-    if str(out).startswith(("s3a:", "s3:")) or str(checkpoint or "").startswith(("s3a:", "s3:")):
-        raise UsageError("the job does not write to S3 yet: its --out and --checkpoint are local dirs",
-                         hint="`kctl stream metrics|query|optimize --out s3a://...` read tables on S3 "
-                              "(docs/pipeline.md, issue #46)")
     bad = [m for m, ok in ((f"--optimize-every must be 0 or more, not {optimize_every}", optimize_every >= 0),
                            (f"--max-offsets-per-trigger must be 0 or more, not {max_offsets}", max_offsets >= 0),
                            (f"--retain-hours must be at least {MIN_RETAIN_HOURS}, not {retain_hours}",
@@ -196,16 +202,28 @@ def submit(
     if bad:
         raise UsageError("; ".join(bad), hint="`kctl stream submit --help` describes the options")
     jar_list = [j for spec_ in (jars or []) for j in spec_.split(",") if j]
+    if (s3.is_s3(out) or s3.is_s3(checkpoint)) and jar_list and not any("hadoop-aws" in Path(j).name
+                                                                         for j in jar_list):
+        raise UsageError("--jars names no hadoop-aws jar, which Spark needs to write to s3a://",
+                         hint="add hadoop-aws (the version of pyspark's hadoop-client jars) and its "
+                              "software.amazon.awssdk bundle to --jars, or leave --jars out (kctl resolves them)")
     loaded = load(spec) if spec.exists() else None
-    if master is None and loaded is not None and loaded.spark is not None:
+    on_cluster = master is None and loaded is not None and loaded.spark is not None
+    store = s3.Settings(endpoint=s3_endpoint, region=s3_region, path_style=s3_path_style,
+                        credentials_file=str(s3_credentials.expanduser().resolve()) if s3_credentials else None,
+                        profile=s3_profile)
+    if on_cluster and loaded is not None:
         # kctl.yaml declares a Spark cluster: the job's driver in a container of its own, executors on the workers
         from kctl.model.spec import state_dir_for
         from kctl.stream.submit import cluster_paths, submit_to_cluster
 
         cluster_dir = state_dir_for(loaded, spec)
-        o, c = cluster_paths(cluster_dir, name, str(out) if out else None, str(checkpoint) if checkpoint else None)
+        # The store, its buckets and the credentials file, before Kafka is asked anything and before any JVM starts.
+        s3_store = check_s3(out or "", checkpoint or "", store, None)
+        o, c = cluster_paths(cluster_dir, name, out, checkpoint)
         cfg = JobConfig(
             bootstrap_servers="", topics=list(topic), out=o, checkpoint=c,
+            s3=dataclasses.asdict(s3_store) if s3_store else None,
             trigger="available-now" if available_now else trigger_interval(trigger),
             starting_offsets=starting_offsets, fail_on_data_loss=fail_on_data_loss,
             max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
@@ -217,11 +235,13 @@ def submit(
         emit(submit_to_cluster(cfg, loaded, cluster_dir, detach=detach), output)
         return
     master = master or "local[2]"
-    out = out or Path(".kctl/stream/out")
-    cp = checkpoint or Path(".kctl/stream/checkpoint")
+    out = out or str(DEFAULT_OUT)
+    cp = checkpoint or str(DEFAULT_CHECKPOINT)
+    # The store, its buckets and the credentials file, before Kafka is asked anything and before any JVM starts.
+    s3_store = check_s3(out, cp, store, master)
     cfg = JobConfig(
-        bootstrap_servers=_bootstrap(bootstrap, spec), topics=list(topic), out=str(out.resolve()),
-        checkpoint=str(cp.resolve()), master=master,
+        bootstrap_servers=_bootstrap(bootstrap, spec), topics=list(topic), out=_abs(out),
+        checkpoint=_abs(cp), master=master, s3=dataclasses.asdict(s3_store) if s3_store else None,
         trigger="available-now" if available_now else trigger_interval(trigger),
         starting_offsets=starting_offsets, fail_on_data_loss=fail_on_data_loss,
         max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
@@ -234,11 +254,18 @@ def submit(
     emit(do_submit(cfg, detach=detach), output)
 
 
+def _abs(path: str) -> str:
+    """A local dir made absolute (the job runs in a process of its own); an s3a:// URL as it is."""
+    from kctl.stream import s3
+
+    return path if s3.is_s3(path) else str(Path(path).resolve())
+
+
 JobNameOpt = typer.Option("main", "--name", help="The job's name (with kctl.yaml's Spark cluster: where its"
                                                  " checkpoint is, when --checkpoint is left out).")
 
 
-def _checkpoint(checkpoint: Path | None, name: str, spec: Path) -> Path:
+def _checkpoint(checkpoint: str | None, name: str, spec: Path) -> str:
     """--checkpoint, else the job's own on kctl.yaml's Spark cluster (when it declares one), else the default."""
     if checkpoint is not None:
         return checkpoint
@@ -248,8 +275,8 @@ def _checkpoint(checkpoint: Path | None, name: str, spec: Path) -> Path:
             from kctl.model.spec import state_dir_for
             from kctl.stream.submit import cluster_paths
 
-            return Path(cluster_paths(state_dir_for(loaded, spec), name, None, None)[1])
-    return Path(".kctl/stream/checkpoint")
+            return cluster_paths(state_dir_for(loaded, spec), name, None, None)[1]
+    return ".kctl/stream/checkpoint"
 
 
 def _out(name: str, spec: Path) -> str:
@@ -266,7 +293,7 @@ def _out(name: str, spec: Path) -> str:
 
 
 def status(
-    checkpoint: Path = CheckpointOpt,
+    checkpoint: str = CheckpointOpt,
     bootstrap: str = typer.Option(None, "--bootstrap-servers", "-b", help="Override the job's bootstrap servers."),
     name: str = JobNameOpt,
     spec: Path = SpecOpt,
@@ -297,7 +324,7 @@ def status(
 
 
 def stop(
-    checkpoint: Path = CheckpointOpt,
+    checkpoint: str = CheckpointOpt,
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds to wait for the current batch to finish."),
     name: str = JobNameOpt,
     spec: Path = SpecOpt,
@@ -355,7 +382,7 @@ def query(
 
 def optimize(
     out: str = TablesOutOpt,
-    checkpoint: Path = CheckpointOpt,
+    checkpoint: str = CheckpointOpt,
     retain_hours: float = typer.Option(168.0, "--retain-hours",
                                        help="VACUUM keeps files unreferenced for less than this (at least 1)."),
     s3_endpoint: str = S3EndpointOpt,

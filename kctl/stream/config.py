@@ -10,6 +10,7 @@ from typing import Any
 
 from kctl.model.spec import load_cluster
 from kctl.security import store
+from kctl.stream import s3 as objstore
 from kctl.stream.s3 import Settings as S3Settings
 
 DEFAULT_TOPIC = "access-logs"
@@ -119,6 +120,22 @@ class JobConfig:
     def s3_settings(self) -> S3Settings | None:
         return S3Settings(**self.s3) if self.s3 else None
 
+    def files(self) -> objstore.Files:
+        """The checkpoint's and the output's small files, local or on the store (keys read from the file)."""
+        return objstore.Files.of(self.s3_settings())
+
+    def storage_options(self) -> dict[str, str] | None:
+        """delta-rs's options for tables under ``out`` (None for a local dir)."""
+        store = self.s3_settings()
+        if store is None or not objstore.is_s3(self.out):
+            return None
+        creds = objstore.read_credentials(str(store.credentials_file), profile=store.profile)
+        return objstore.storage_options(store, creds)
+
+    def table(self, name: str) -> str:
+        """The path (or s3a:// URL) of one of the job's tables."""
+        return objstore.join(self.out, name)
+
     @property
     def available_now(self) -> bool:
         return self.trigger == "available-now"
@@ -133,6 +150,15 @@ class JobConfig:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+# kctl's own files for a job whose checkpoint is on S3: a local dir named after the checkpoint's URL (its pid, stop
+# marker and log are this machine's, and status reads them without the store).
+S3_STATE = Path(".kctl/stream/s3")
+
+
 def state_dir(checkpoint: str | Path) -> Path:
-    """kctl's own files for a job (pid, progress, stop marker, log), beside Spark's in the checkpoint."""
+    """kctl's own files for a job (pid, progress, stop marker, log), beside Spark's in the checkpoint; for a
+    checkpoint on S3, in ``.kctl/stream/s3/BUCKET/PREFIX/_kctl`` of the working directory."""
+    if objstore.is_s3(str(checkpoint)):
+        loc = objstore.parse_url(str(checkpoint))
+        return (S3_STATE / loc.bucket / loc.key / "_kctl").resolve()
     return Path(checkpoint) / "_kctl"

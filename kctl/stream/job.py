@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl import cache
-from kctl.errors import TimeoutReached
+from kctl.errors import KctlError, TimeoutReached
 from kctl.kafka import groups
 from kctl.kafka.client import Target
 from kctl.stream import s3, sinks
@@ -192,23 +192,24 @@ class BatchWriter:
     (query id, batch id)."""
 
     def __init__(self, cfg: JobConfig, counters: dict[str, int], app_id: str) -> None:
-        out = Path(cfg.out)
         self.cfg = cfg
-        self.archive = str(out / "archive")
-        self.deadletter = str(out / "deadletter")
-        self.metrics = str(out / "metrics")
+        self.archive = cfg.table("archive")
+        self.deadletter = cfg.table("deadletter")
+        self.metrics = cfg.table("metrics")
+        # delta-rs's options for tables on S3 (the keys, read from the credentials file in this process)
+        self.options = cfg.storage_options()
         self.counters = counters
         self.app_id = app_id
         self.state = state_dir(cfg.checkpoint)
         self.first = True
-        self.metrics_table = sinks.MetricsTable(self.metrics)
+        self.metrics_table = sinks.MetricsTable(self.metrics, self.options)
         # Seconds of the last batch's steps (parse + counts, appends, merge), kept in counters.json.
         self.timings: dict[str, float] = {}
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         t0 = time.monotonic()
         if not self.app_id:  # a new checkpoint: Spark wrote the query id before running batch 0
-            self.app_id = query_id(self.cfg.checkpoint) or ""
+            self.app_id = query_id(self.cfg.checkpoint, self.cfg.files()) or ""
             if not self.app_id:
                 raise RuntimeError(f"no query id in {self.cfg.checkpoint}/metadata")
         parsed = parse(batch).persist()
@@ -230,7 +231,7 @@ class BatchWriter:
         """Whether batch ``b`` is already in ``table`` (only a run's first batch can be a replay)."""
         if not self.first:
             return False
-        v = sinks.last_txn_version(table, self.app_id)
+        v = sinks.last_txn_version(table, self.app_id, self.options)
         return v is not None and v >= b
 
     def _write(self, parsed: Any, b: int) -> None:
@@ -306,7 +307,7 @@ def optimize_tables(spark: Any, cfg: JobConfig, sd: Path) -> dict[str, Any]:
     t0 = time.monotonic()
     res: dict[str, Any] = {"retain_hours": cfg.vacuum_retain_hours, "tables": {}}
     for name in ("archive", "deadletter", "metrics"):
-        path = str(Path(cfg.out) / name)
+        path = cfg.table(name)
         if not DeltaTable.isDeltaTable(spark, path):
             continue
         t = DeltaTable.forPath(spark, path)
@@ -407,13 +408,12 @@ def read_kafka(spark: Any, cfg: JobConfig) -> Any:
     return r.load()
 
 
-def _check_owner(cfg: JobConfig) -> None:
+def _check_owner(cfg: JobConfig, files: s3.Files) -> None:
     """Refuse an --out already filled from another checkpoint: batch ids would collide."""
-    owner = Path(cfg.out) / "_kctl_owner.json"
-    meta = Path(cfg.checkpoint) / "metadata"
-    if owner.exists():
-        want = json.loads(owner.read_text())["query_id"]
-        have = json.loads(meta.read_text().splitlines()[0])["id"] if meta.exists() else None
+    text = files.read_text(cfg.table("_kctl_owner.json"))
+    if text is not None:
+        want = json.loads(text)["query_id"]
+        have = query_id(cfg.checkpoint, files)
         if have != want:
             raise SystemExit(
                 f"kctl: {cfg.out} holds the output of checkpoint query {want}, but {cfg.checkpoint} is "
@@ -430,13 +430,14 @@ def kafka_schema() -> Any:
     ])
 
 
-def create_tables(spark: Any, out: Path) -> None:
-    """The three Delta tables, empty, with the columns the parser gives (readers find them from the start)."""
+def create_tables(spark: Any, out: str | Path, storage_options: dict[str, str] | None = None) -> None:
+    """The three Delta tables, empty, with the columns the parser gives (readers find them from the start); an
+    s3a:// ``out`` with delta-rs's ``storage_options``."""
     empty = parse(spark.createDataFrame([], kafka_schema()))
     # statistics on event_time (archive) and topic, partition, offset, kafka_timestamp (dead-letter)
-    sinks.create_table(spark, str(out / "archive"), archive_rows(empty).schema, ["date"], stats_columns=1)
-    sinks.create_table(spark, str(out / "deadletter"), deadletter_rows(empty).schema, stats_columns=4)
-    sinks.create_metrics_table(str(out / "metrics"))
+    sinks.create_table(spark, s3.join(str(out), "archive"), archive_rows(empty).schema, ["date"], stats_columns=1)
+    sinks.create_table(spark, s3.join(str(out), "deadletter"), deadletter_rows(empty).schema, stats_columns=4)
+    sinks.create_metrics_table(s3.join(str(out), "metrics"), storage_options)
 
 
 def warm_up(spark: Any, cfg: JobConfig) -> tuple[float, dict[str, int]]:
@@ -451,6 +452,7 @@ def warm_up(spark: Any, cfg: JobConfig) -> tuple[float, dict[str, int]]:
     where = str(state_dir(cfg.checkpoint)) if cfg.container else None
     with tempfile.TemporaryDirectory(prefix="kctl-warm-up-", dir=where) as tmp:
         out = Path(tmp) / "out"
+        w_cfg = JobConfig(**{**cfg.__dict__, "out": str(out), "checkpoint": str(Path(tmp) / "cp"), "optimize_every": 0})
         create_tables(spark, out)
         when = dt.datetime(2000, 1, 1)
         recs: list[tuple[Any, ...]] = []
@@ -462,16 +464,16 @@ def warm_up(spark: Any, cfg: JobConfig) -> tuple[float, dict[str, int]]:
             recs.append((f"warm-up-{i % 2}".encode(), json.dumps(envelope).encode(), "warm-up", 0, i, when, 0))
         recs.append((None, b"not an access log", "warm-up", 0, len(recs), when, 0))
         counters = new_counters()
-        w_cfg = JobConfig(**{**cfg.__dict__, "out": str(out), "checkpoint": str(Path(tmp) / "cp"), "optimize_every": 0})
         BatchWriter(w_cfg, counters, "warm-up")(spark.createDataFrame(recs, kafka_schema()), 0)
     return time.monotonic() - t0, counters
 
 
-def query_id(checkpoint: str | Path) -> str | None:
-    """The streaming query's id, from the checkpoint (Spark writes it before the first batch)."""
-    meta = Path(checkpoint) / "metadata"
+def query_id(checkpoint: str | Path, files: s3.Files | None = None) -> str | None:
+    """The streaming query's id, from the checkpoint (Spark writes it before the first batch); ``files`` reads a
+    checkpoint on S3."""
     try:
-        return str(json.loads(meta.read_text().splitlines()[0])["id"])
+        text = (files or s3.Files()).read_text(s3.join(str(checkpoint), "metadata"))
+        return str(json.loads((text or "").splitlines()[0])["id"])
     except (OSError, ValueError, KeyError, IndexError):
         return None
 
@@ -558,7 +560,8 @@ def run(cfg: JobConfig) -> int:
     sd = state_dir(cfg.checkpoint)
     sd.mkdir(parents=True, exist_ok=True)
     (sd / "stop").unlink(missing_ok=True)
-    _check_owner(cfg)
+    files = cfg.files()
+    _check_owner(cfg, files)
     status: dict[str, Any] = {"pid": os.getpid(), "state": "starting", "config": json.loads(cfg.to_json()),
                               "started_at": dt.datetime.now(dt.timezone.utc).isoformat()}
     _write_json(sd / "job.json", status)
@@ -567,39 +570,42 @@ def run(cfg: JobConfig) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
 
     spark = build_session(cfg)
-    create_tables(spark, Path(cfg.out))
+    create_tables(spark, cfg.out, cfg.storage_options())
     status["warm_up_s"] = round(warm_up(spark, cfg)[0], 2)
     watermark: dict[str, str] = {}
     history = ProgressHistory(sd / HISTORY, keep=cfg.progress_history)
     offsets = OffsetPublisher(cfg)
-    offsets.publish(committed_offsets(cfg.checkpoint)[1])  # what an earlier run committed
+    offsets.publish(committed_offsets(cfg.checkpoint, files)[1])  # what an earlier run committed
     spark.streams.addListener(_Listener.make(sd / "progress.json", history, watermark, offsets))
     counters = new_counters()
     # The watermark tracks event-time progress (shown by `kctl stream status`) on the Kafka record time (when
     # filebeat shipped the line: seconds after the request), which costs no parsing per row; it drops nothing:
     # foreachBatch merges every row into its window, so totals stay exact (see docs/pipeline.md).
     events = read_kafka(spark, cfg).withWatermark("timestamp", cfg.watermark)
-    writer = BatchWriter(cfg, counters, query_id(cfg.checkpoint) or "")
+    writer = BatchWriter(cfg, counters, query_id(cfg.checkpoint, files) or "")
     w = events.writeStream.foreachBatch(writer).option("checkpointLocation", cfg.checkpoint)
     w = w.trigger(availableNow=True) if cfg.available_now else w.trigger(processingTime=cfg.trigger)
     q = w.queryName("kctl-stream").start()
-    owner = Path(cfg.out) / "_kctl_owner.json"
-    if not owner.exists():
-        _write_json(owner, {"query_id": str(q.id), "checkpoint": str(Path(cfg.checkpoint).resolve())})
+    owner = cfg.table("_kctl_owner.json")
+    if files.read_text(owner) is None:
+        files.write_text(owner, json.dumps({"query_id": str(q.id), "checkpoint": cfg.checkpoint}, indent=2))
     status.update(state="running", query_id=str(q.id), run_id=str(q.runId), group=group_name(cfg))
     _write_json(sd / "job.json", status)
 
     rc = 0
     try:
         while q.isActive:
-            q.awaitTermination(0.5)
+            try:
+                q.awaitTermination(0.5)
+            except Exception:  # noqa: BLE001 - the query failed (StreamingQueryException): q.exception() says why
+                break
             if stop.is_set() or (sd / "stop").exists():
                 _graceful_stop(q)
                 status["state"] = "stopped"
                 break
         exc = q.exception()
         if exc is not None:
-            status.update(state="failed", error=str(exc).splitlines()[0][:2000])
+            status.update(state="failed", error=failure(cfg, exc))
             rc = 1
         elif status["state"] != "stopped":
             status["state"] = "finished"
@@ -610,10 +616,32 @@ def run(cfg: JobConfig) -> int:
         (sd / "stop").unlink(missing_ok=True)
         # The listener bus may not deliver the last progress before the session stops: publish what the
         # checkpoint holds as committed now.
-        offsets.publish(committed_offsets(cfg.checkpoint)[1])
+        try:
+            offsets.publish(committed_offsets(cfg.checkpoint, files)[1])
+        except KctlError as e:  # a checkpoint on a store that does not answer: the next run publishes them
+            print(f"kctl: warning: {e.message}", file=sys.stderr)
         offsets.close()
         spark.stop()
     return rc
+
+
+def failure(cfg: JobConfig, exc: Any) -> str:
+    """The one line job.json records for a failed query (no key of the store in it): for tables or a checkpoint on
+    S3, a store that does not answer now is named as the cause, with what to do."""
+    first = str(exc).splitlines()[0][:2000] if str(exc) else type(exc).__name__
+    store = cfg.s3_settings()
+    if store is None:
+        return first
+    files = cfg.files()
+    first = s3.scrub(first, files.credentials)
+    for url in (cfg.out, cfg.checkpoint):
+        if s3.is_s3(url) and files.credentials is not None:
+            try:
+                s3.check_store(store, files.credentials, s3.parse_url(url))
+            except KctlError as e:
+                return (f"{e.message}; the job stopped ({first[:300]}). Nothing is lost: submit it again with the "
+                        "same --checkpoint and --out once the store answers")
+    return first
 
 
 def _graceful_stop(q: Any, timeout_s: float = 120.0) -> None:
@@ -634,7 +662,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", required=True, help="JobConfig JSON written by `kctl stream submit`")
     args = ap.parse_args(argv)
     cfg = JobConfig.from_json(Path(args.config).read_text(encoding="utf-8"))
-    return run(cfg)
+    try:
+        return run(cfg)
+    except KctlError as e:  # e.g. the S3 store stopped answering before the query started: one line, no traceback
+        print(f"kctl: {e.message}" + (f" ({e.hint})" if e.hint else ""), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from kctl.errors import KctlError, UsageError
@@ -182,7 +183,7 @@ def hadoop_conf(s: Settings, c: Credentials | None = None) -> dict[str, str]:
         # Give up on an unreachable store within about a minute rather than S3A's default of many.
         "spark.hadoop.fs.s3a.attempts.maximum": "3",
         "spark.hadoop.fs.s3a.retry.limit": "3",
-        "spark.hadoop.fs.s3a.connection.establish.timeout": "5000",
+        "spark.hadoop.fs.s3a.connection.establish.timeout": "15000",  # S3A's minimum
         "spark.hadoop.fs.s3a.connection.timeout": "30000",
         # Delta's log on S3: a single writer (the job), S3SingleDriverLogStore is Delta's default for s3a.
         "spark.delta.logStore.s3a.impl": "io.delta.storage.S3SingleDriverLogStore",
@@ -214,6 +215,12 @@ def storage_options(s: Settings, c: Credentials) -> dict[str, str]:
         "AWS_REGION": s.region,
         "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
         "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": str(not s.path_style).lower(),
+        # A store that stops answering fails a call within about a minute (object_store's default: 10 retries over
+        # 3 minutes), like S3A's settings in hadoop_conf; a pause of a few seconds is retried through.
+        "max_retries": "8",
+        "retry_timeout": "60s",
+        "connect_timeout": "5s",
+        "timeout": "30s",
     }
     if c.session_token:
         opts["AWS_SESSION_TOKEN"] = c.session_token
@@ -238,9 +245,9 @@ def scrub(text: str, c: Credentials | None) -> str:
     return text
 
 
-def check_store(s: Settings, c: Credentials, loc: Location, *, timeout_s: float = 5.0) -> None:
-    """The bucket exists and answers: one clear message otherwise (before the job starts or a table is read).
-    Uses pyarrow's S3 file system (pyarrow is in the stream and tables extras)."""
+def filesystem(s: Settings, c: Credentials, *, timeout_s: float = 5.0, attempts: int = 3) -> Any:
+    """pyarrow's S3 file system for the store (pyarrow is in the stream and tables extras): the small files of a
+    checkpoint on S3 (its metadata, offsets and commits) and the bucket check."""
     from pyarrow import fs as pafs
 
     kwargs: dict[str, object] = {"access_key": c.access_key, "secret_key": c.secret_key,
@@ -252,18 +259,119 @@ def check_store(s: Settings, c: Credentials, loc: Location, *, timeout_s: float 
         e = urlparse(s.endpoint)
         kwargs["endpoint_override"] = e.netloc
         kwargs["scheme"] = e.scheme
-    where = s.endpoint or f"AWS S3 ({s.region})"
+    return pafs.S3FileSystem(retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=attempts), **kwargs)
+
+
+def where(s: Settings) -> str:
+    return s.endpoint or f"AWS S3 ({s.region})"
+
+
+def unreachable(s: Settings, c: Credentials | None, bucket: str, e: BaseException) -> KctlError:
+    """The one message for a store that does not answer (or refuses the keys)."""
+    first = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return KctlError(f"S3 store {where(s)} does not answer for bucket {bucket}: {scrub(first, c)}",
+                     hint="check --s3-endpoint (and that the store runs), the region and the keys in "
+                          f"{s.credentials_file}")
+
+
+def check_store(s: Settings, c: Credentials, loc: Location, *, timeout_s: float = 5.0) -> None:
+    """The bucket exists and answers: one clear message otherwise (before the job starts or a table is read)."""
+    from pyarrow import fs as pafs
+
     try:
-        info = pafs.S3FileSystem(retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=1),
-                                 **kwargs).get_file_info(loc.bucket)
+        info = filesystem(s, c, timeout_s=timeout_s, attempts=1).get_file_info(loc.bucket)
     except OSError as e:
-        raise KctlError(f"S3 store {where} does not answer for bucket {loc.bucket}: "
-                        f"{scrub(str(e).splitlines()[0] if str(e) else type(e).__name__, c)}",
-                        hint="check --s3-endpoint (and that the store runs), the region and the keys in "
-                             f"{s.credentials_file}") from None
+        raise unreachable(s, c, loc.bucket, e) from None
     if info.type == pafs.FileType.NotFound:
-        raise KctlError(f"S3 bucket {loc.bucket} does not exist at {where}",
+        raise KctlError(f"S3 bucket {loc.bucket} does not exist at {where(s)}",
                         hint="create it first (kctl writes into an existing bucket, it creates none)")
+
+
+def join(root: str, name: str) -> str:
+    """``root/name`` for a local dir or an s3a:// URL (pathlib would fold the URL's ``//``)."""
+    return f"{root.rstrip('/')}/{name}" if is_s3(root) else str(Path(root) / name)
+
+
+class Files:
+    """The few small files kctl reads and writes beside Spark's (a checkpoint's ``metadata``, ``offsets/<n>``,
+    ``commits/<n>``; ``OUT/_kctl_owner.json``) at local paths or, with ``settings``, at s3a:// URLs. Errors of
+    the store become one :class:`KctlError` without the keys."""
+
+    def __init__(self, settings: Settings | None = None, credentials: Credentials | None = None) -> None:
+        self.settings = settings
+        self.credentials = credentials
+        self._fs: Any = None
+
+    @classmethod
+    def of(cls, settings: Settings | dict[str, Any] | None) -> Files:
+        """For a job's settings (the credentials read from its file), or local paths only (None)."""
+        if isinstance(settings, dict):
+            settings = Settings(**settings)
+        if settings is None or not settings.credentials_file:
+            return cls()
+        return cls(settings, read_credentials(settings.credentials_file, profile=settings.profile))
+
+    def _s3(self, url: str) -> tuple[Any, str]:
+        if self.settings is None or self.credentials is None:
+            raise UsageError(f"{_safe(url)} is on S3, but no S3 settings were given",
+                             hint="pass --s3-endpoint and --s3-credentials FILE")
+        if self._fs is None:
+            self._fs = filesystem(self.settings, self.credentials)
+        loc = parse_url(url)
+        return self._fs, f"{loc.bucket}/{loc.key}".rstrip("/")
+
+    def _fail(self, url: str, e: BaseException) -> KctlError:
+        assert self.settings is not None
+        return unreachable(self.settings, self.credentials, parse_url(url).bucket, e)
+
+    def read_text(self, path: str | Path) -> str | None:
+        """The file's text; None when there is none."""
+        p = str(path)
+        if not is_s3(p):
+            try:
+                return Path(p).read_text(encoding="utf-8")
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+        fs, key = self._s3(p)
+        try:
+            with fs.open_input_stream(key) as f:
+                return bytes(f.read()).decode("utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            if "NoSuchKey" in str(e) or "does not exist" in str(e).lower():
+                return None
+            raise self._fail(p, e) from None
+
+    def write_text(self, path: str | Path, text: str) -> None:
+        p = str(path)
+        if not is_s3(p):
+            Path(p).parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(p).with_name(f".{Path(p).name}.tmp")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, p)
+            return
+        fs, key = self._s3(p)
+        try:
+            with fs.open_output_stream(key) as f:  # one PUT: an object appears whole or not at all
+                f.write(text.encode("utf-8"))
+        except OSError as e:
+            raise self._fail(p, e) from None
+
+    def names(self, path: str | Path) -> list[str]:
+        """The names in a directory (an S3 prefix); [] when there is none."""
+        p = str(path)
+        if not is_s3(p):
+            d = Path(p)
+            return [x.name for x in d.iterdir()] if d.is_dir() else []
+        from pyarrow import fs as pafs
+
+        fs, key = self._s3(p)
+        try:
+            infos = fs.get_file_info(pafs.FileSelector(key, allow_not_found=True))
+        except OSError as e:
+            raise self._fail(p, e) from None
+        return [i.base_name for i in infos]
 
 
 def env_without_aws(env: dict[str, str]) -> dict[str, str]:

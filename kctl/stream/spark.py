@@ -420,8 +420,9 @@ def check_shared(state_dir: Path, *paths: str) -> None:
                               f" under {shared}; `--master local[N]` runs the job on this host with any paths")
 
 
-def start_driver(spec: ClusterSpec, state_dir: Path, job: str, config: Path) -> str:
-    """Start the job's driver container (replacing a stopped one of the same job); its name."""
+def start_driver(spec: ClusterSpec, state_dir: Path, job: str, config: Path, files: list[str] | None = None) -> str:
+    """Start the job's driver container (replacing a stopped one of the same job); its name. ``files``: host files
+    the driver reads (an S3 credentials file), mounted read-only at the same path."""
     name = driver_container(spec, job)
     dc = docker_api.client()
     try:
@@ -438,6 +439,8 @@ def start_driver(spec: ClusterSpec, state_dir: Path, job: str, config: Path) -> 
     for m in _mounts(state_dir):
         host, target, *mode = m.split(":")
         volumes[host] = {"bind": target, "mode": mode[0] if mode else "rw"}
+    for f in files or []:
+        volumes[f] = {"bind": f, "mode": "ro"}
     env = {**_env(), "KCTL_SPARK_LOG_LEVEL": os.environ.get("KCTL_SPARK_LOG_LEVEL", "WARN")}
     env.pop("SPARK_DAEMON_MEMORY")
     try:

@@ -19,7 +19,7 @@ from typing import Any
 
 from kctl.errors import KctlError, TimeoutReached
 from kctl.kafka.client import Target, consumer, kafka_error
-from kctl.stream import spark
+from kctl.stream import s3, spark
 from kctl.stream import tables as delta_tables
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.preflight import check_topics
@@ -57,25 +57,30 @@ class StreamStatus:
     tables: list[Any] = field(default_factory=list)
     # A job on kctl.yaml's Spark cluster: its driver's container and state, the master and its workers.
     spark: dict[str, Any] | None = None
+    # Why a failed job stopped (its query's error, one line; for a store that did not answer, what to do).
+    error: str | None = None
 
 
-def _latest_batch(d: Path) -> int | None:
-    ids = [int(p.name) for p in d.glob("*") if p.name.isdigit()] if d.exists() else []
+def _latest_batch(names: list[str]) -> int | None:
+    ids = [int(n) for n in names if n.isdigit()]
     return max(ids) if ids else None
 
 
-def committed_offsets(checkpoint: str | Path) -> tuple[int | None, dict[str, dict[int, int]]]:
-    """(last committed batch id, {topic: {partition: next offset}}) from a Spark checkpoint."""
-    cp = Path(checkpoint)
-    b = _latest_batch(cp / "commits")
+def committed_offsets(checkpoint: str | Path, files: s3.Files | None = None) -> tuple[int | None,
+                                                                                     dict[str, dict[int, int]]]:
+    """(last committed batch id, {topic: {partition: next offset}}) from a Spark checkpoint (``files`` reads one
+    on S3; KctlError when the store does not answer)."""
+    files = files or s3.Files()
+    cp = str(checkpoint)
+    b = _latest_batch(files.names(s3.join(cp, "commits")))
     if b is None:
         return None, {}
-    f = cp / "offsets" / str(b)
     offsets: dict[str, dict[int, int]] = {}
     try:
-        lines = f.read_text(encoding="utf-8").splitlines()
+        text = files.read_text(s3.join(s3.join(cp, "offsets"), str(b)))
     except OSError:
         return b, {}
+    lines = (text or "").splitlines()
     for line in lines[2:]:  # "v1", the batch metadata, then one line per source
         try:
             src = json.loads(line)
@@ -112,9 +117,11 @@ def latest_offsets(target: Target, topics: list[str], timeout_s: float = 5.0) ->
 def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus:
     sd = state_dir(checkpoint)
     job = read_json(sd / "job.json")
-    if job is None and not (Path(checkpoint) / "offsets").exists():
-        raise KctlError(f"no stream job has run with checkpoint {checkpoint}",
-                        hint="start one with `kctl stream submit`, or pass --checkpoint")
+    if job is None and (s3.is_s3(str(checkpoint)) or not (Path(checkpoint) / "offsets").exists()):
+        where = f" (kctl's record of it would be in {sd})" if s3.is_s3(str(checkpoint)) else ""
+        raise KctlError(f"no stream job has run with checkpoint {checkpoint}{where}",
+                        hint="start one with `kctl stream submit`, or pass --checkpoint (for one on S3, from the "
+                             "directory it was submitted from)")
     job = job or {}
     prog = read_json(sd / "progress.json") or job.get("last_progress") or {}
     counters = read_json(sd / "counters.json") or job.get("counters") or {}
@@ -133,7 +140,8 @@ def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus
     st = job.get("state", "unknown")
     if st in ("running", "starting") and not alive:
         st = "dead"  # killed without a chance to record it
-    b, committed = committed_offsets(checkpoint)
+    files = s3.Files.of(cfg.get("s3")) if s3.is_s3(str(checkpoint)) else s3.Files()
+    b, committed = committed_offsets(checkpoint, files)
     bootstrap = bootstrap or cfg.get("host_bootstrap_servers") or cfg.get("bootstrap_servers")
     topics = sorted(set(cfg.get("topics") or []) | set(committed))
     rows: list[PartitionLag] = []
@@ -150,9 +158,11 @@ def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus
                 total += lag
     dur = (prog.get("durationMs") or {}).get("triggerExecution")
     tables: list[Any] = []
-    if cfg.get("out") and Path(cfg["out"]).is_dir():
+    out = cfg.get("out")
+    if out and (s3.is_s3(out) or Path(out).is_dir()):
         try:
-            tables = list(delta_tables.info(cfg["out"], job.get("query_id")))
+            store = s3.Settings(**cfg["s3"]) if cfg.get("s3") else None
+            tables = list(delta_tables.info(out, job.get("query_id"), store=store))
         except KctlError:
             tables = []  # no deltalake here (`kctl[tables]`): the rest of the status stands
     return StreamStatus(
@@ -165,6 +175,7 @@ def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus
         watermark=(prog.get("eventTime") or {}).get("watermark"),
         archived=counters.get("archived"), deadletter=counters.get("deadletter"),
         total_lag=total, group=job.get("group"), partitions=rows, tables=tables, spark=spark_cluster,
+        error=job.get("error") if st == "failed" else None,
     )
 
 

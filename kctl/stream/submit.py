@@ -13,7 +13,7 @@ from kctl.errors import KctlError, UsageError
 from kctl.extras import require
 from kctl.kafka.client import Target
 from kctl.stream import jars as jarlib
-from kctl.stream import spark
+from kctl.stream import s3, spark
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.preflight import check_topics
 from kctl.stream.record import pid_alive, read_json
@@ -38,11 +38,44 @@ def trigger_interval(text: str) -> str:
 
 
 def job_env() -> dict[str, str]:
-    env = dict(os.environ)
+    """The job process's environment: this one's, without AWS keys (the job reads the S3 credentials file)."""
+    env = s3.env_without_aws(dict(os.environ))
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     return env
+
+
+def check_s3(out: str, checkpoint: str, store: s3.Settings | None, master: str | None) -> s3.Settings | None:
+    """The S3 settings of a job whose --out or --checkpoint is an s3a:// URL, checked before anything starts (the
+    URLs, the credentials file, the store and its buckets): one message with a hint, nothing written. None for
+    a job on local dirs (the --s3-* options are then refused). ``master`` None: kctl.yaml's Spark cluster."""
+    urls = [u for u in (out, checkpoint) if s3.is_s3(u)]
+    if not urls:
+        if store is not None and (store.endpoint or store.credentials_file):
+            raise UsageError("--s3-endpoint and --s3-credentials apply to an s3a:// --out or --checkpoint only",
+                             hint="write --out s3a://BUCKET/PREFIX, or leave the --s3-* options out")
+        return None
+    if master is None and s3.is_s3(checkpoint):
+        raise UsageError("on kctl.yaml's Spark cluster the job's checkpoint stays in the cluster's shared dir",
+                         hint="leave --checkpoint out (its tables go to --out s3a://...), or run the job with "
+                              "--master local[2] to keep the checkpoint on S3 too")
+    if master is not None and not master.startswith("local"):
+        raise UsageError(f"a job with tables or a checkpoint on S3 runs with --master local[N] or on kctl.yaml's "
+                         f"Spark cluster, not {master}",
+                         hint="pass --master local[2] (the driver and its executors on this machine write to the "
+                              "store), or declare the cluster in kctl.yaml's `spark:` section (docs/pipeline.md)")
+    store = store or s3.Settings()
+    locs = [s3.parse_url(u) for u in urls]
+    if len(locs) == 2 and (locs[0].bucket, locs[0].key) == (locs[1].bucket, locs[1].key):
+        raise UsageError("--out and --checkpoint name the same S3 prefix", hint="e.g. --out s3a://B/job/out "
+                         "--checkpoint s3a://B/job/checkpoint")
+    for u in urls:
+        store.validate(u)
+    creds = s3.read_credentials(str(store.credentials_file), profile=store.profile)
+    for loc in {(x.bucket): x for x in locs}.values():
+        s3.check_store(store, creds, loc)
+    return store
 
 
 def submit(cfg: JobConfig, *, detach: bool = False, timeout_s: float | None = None) -> dict[str, Any]:
@@ -50,17 +83,22 @@ def submit(cfg: JobConfig, *, detach: bool = False, timeout_s: float | None = No
     require("pyspark", "stream")  # the job process needs it; say so before anything starts
     if not cfg.topics:
         raise UsageError("no topic to read", hint="pass --topic")
-    check_metrics_table(Path(cfg.out) / "metrics")  # before anything starts: the job could not write it
+    on_s3 = s3.is_s3(cfg.out) or s3.is_s3(cfg.checkpoint)
+    if on_s3:
+        check_s3(cfg.out, cfg.checkpoint, cfg.s3_settings(), cfg.master)
+    # before anything starts: the job could not write it
+    check_metrics_table(cfg.table("metrics"), cfg.storage_options())
     check_topics(Target.of(cfg.secured_spec(), cfg.bootstrap_servers), cfg.topics)
     if not cfg.jars and not cfg.packages:
-        cfg.jars = jarlib.jars_for_job(None)
+        cfg.jars = jarlib.jars_for_job(None, s3=on_s3)
     sd = state_dir(cfg.checkpoint)
     job = read_json(sd / "job.json") or {}
     if pid_alive(job.get("pid")) and job.get("state") in ("starting", "running"):
         raise KctlError(f"a stream job (pid {job['pid']}) already runs with checkpoint {cfg.checkpoint}",
                         hint="see `kctl stream status`; stop it with `kctl stream stop`")
     sd.mkdir(parents=True, exist_ok=True)
-    Path(cfg.out).mkdir(parents=True, exist_ok=True)
+    if not s3.is_s3(cfg.out):
+        Path(cfg.out).mkdir(parents=True, exist_ok=True)
     cfg_path = sd / "config.json"
     cfg_path.write_text(cfg.to_json(), encoding="utf-8")
     cmd = [sys.executable, "-m", "kctl.stream.job", "--config", str(cfg_path)]
@@ -108,9 +146,10 @@ def cluster_paths(cluster_dir: Path, name: str, out: str | None, checkpoint: str
     """The job's --out and --checkpoint on a Spark cluster: given ones checked to lie in its shared directory,
     else that directory's ``<job>/out`` and ``<job>/checkpoint``."""
     base = spark.data_dir(cluster_dir) / name
-    o = str(Path(out).resolve()) if out else str(base / "out")
-    c = str(Path(checkpoint).resolve()) if checkpoint else str(base / "checkpoint")
-    spark.check_shared(cluster_dir, o, c)
+    o = out if out and s3.is_s3(out) else str(Path(out).resolve()) if out else str(base / "out")
+    c = checkpoint if checkpoint and s3.is_s3(checkpoint) else (
+        str(Path(checkpoint).resolve()) if checkpoint else str(base / "checkpoint"))
+    spark.check_shared(cluster_dir, *(p for p in (o, c) if not s3.is_s3(p)))
     return o, c
 
 
@@ -146,7 +185,10 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
         raise UsageError("no topic to read", hint="pass --topic")
     sp = spec.spark
     spark.check_python()
-    check_metrics_table(Path(cfg.out) / "metrics")
+    store = cfg.s3_settings()
+    if store is not None:
+        check_s3(cfg.out, cfg.checkpoint, store, None)
+    check_metrics_table(cfg.table("metrics"), cfg.storage_options())
     host_bs = cfg.host_bootstrap_servers or spec.bootstrap_servers
     check_topics(Target.of(None, host_bs), cfg.topics)
     st = spark.status(spec)  # the master answers, with a worker to run executors on
@@ -154,7 +196,7 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
     if not alive:
         raise KctlError(f"the Spark cluster has no worker alive (master {st['status']})",
                         hint="`kctl status` lists them; `kctl up` starts them; `kctl logs spark-worker-1`")
-    cfg.jars = _shared_jars(cfg.jars or jarlib.jars_for_job(None), cluster_dir)
+    cfg.jars = _shared_jars(cfg.jars or jarlib.jars_for_job(None, s3=store is not None), cluster_dir)
     cfg.master = spark.master_url()
     cfg.driver_host = spark.driver_host(cfg.name)
     cfg.container = spark.driver_container(spec, cfg.name)
@@ -164,11 +206,15 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
     cfg.host_bootstrap_servers = host_bs
     sd = state_dir(cfg.checkpoint)
     sd.mkdir(parents=True, exist_ok=True)
-    Path(cfg.out).mkdir(parents=True, exist_ok=True)
+    if not s3.is_s3(cfg.out):
+        Path(cfg.out).mkdir(parents=True, exist_ok=True)
     cfg_path = sd / "config.json"
     cfg_path.write_text(cfg.to_json(), encoding="utf-8")
     before = (read_json(sd / "job.json") or {}).get("started_at")
-    name = spark.start_driver(spec, cluster_dir, cfg.name, cfg_path)
+    # The S3 credentials file, read-only at the same path: the driver reads the keys itself (never in its
+    # environment or arguments) and hands them to the executors in its jobs' hadoop configuration.
+    files = [store.credentials_file] if store is not None and store.credentials_file else []
+    name = spark.start_driver(spec, cluster_dir, cfg.name, cfg_path, files=files)
     log = spark.logs_dir(cluster_dir) / f"{spark.driver_host(cfg.name)}.log"
 
     def tail() -> str:

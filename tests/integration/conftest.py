@@ -39,7 +39,9 @@ SLOW = {"test_hosts.py": 228, "test_mirror.py": 172, "test_mirror_secured.py": 1
         "test_share_groups.py": 200, "test_ops_zk_topics.py": 42, "test_kraft_secured.py": 41, "test_health.py": 36,
         "test_console_reassign.py": 25, "test_kraft_storage.py": 24, "test_metadata_version_raise.py": 20,
         "test_hosts_fleet.py": 10, "test_core_without_extras.py": 6, "test_kafka4.py": 5,
-        "test_console_pages.py": 5, "test_stream_s3.py": 5, "test_stream_parse.py": 4,
+        "test_console_pages.py": 5, "test_stream_parse.py": 4,
+        # alone, 2026-12-05: moto, a one-node Kafka and one run of the job on the store (31-38 s of it)
+        "test_stream_s3.py": 50,
         # alone, 2026-12-05: one Kafka node, a Spark master and worker, the job's driver container
         "test_stream_spark.py": 30}
 

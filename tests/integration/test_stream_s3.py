@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from kctl.stream.record import pid_alive
 from tests.integration.s3store import SECRET_KEY, Store, moto_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -233,3 +234,248 @@ def test_metrics_merge_on_s3_exactly_once(store: Store) -> None:
     got = sorted((int(r["window_start"].timestamp()), r["host"], r["status"], r["requests"], r["bytes"])
                  for r in t.to_pyarrow_table().to_pylist())
     assert got == [(w0, "web-1", 200, 5, 500), (w0, "web-2", 404, 1, 10), (w0 + 60, "web-1", 500, 1, 5)]
+
+
+# ----- the job itself on the store: `kctl stream submit --out s3a://... --checkpoint s3a://...` ------------------
+
+
+def _submit_cmd(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`kctl stream ...` run from ``cwd`` (where kctl keeps its record of a job whose checkpoint is on S3)."""
+    p = subprocess.run([sys.executable, "-m", "kctl", "stream", *args], capture_output=True, text=True,
+                       timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=cwd)
+    assert SECRET_KEY not in p.stdout + p.stderr
+    return p
+
+
+def test_submit_bad_inputs_end_before_kafka_and_the_jvm(store: Store, tmp_path: Path) -> None:
+    """`kctl stream submit --out s3a://...`: no credentials, a group-readable file, a missing bucket, a store that does
+    not answer -- each one message with a hint, before Kafka is asked anything (the bootstrap server given answers
+    nothing) and before any JVM starts; nothing written to the bucket or to the local state dir."""
+    bucket = store.bucket("kctl-submit-bad")
+    out, cp = f"s3a://{bucket}/job/out", f"s3a://{bucket}/job/cp"
+    base = ["submit", "-b", "127.0.0.1:1", "--available-now", "--out", out, "--checkpoint", cp]
+    _one_message(_submit_cmd(tmp_path, *base, "--s3-endpoint", store.endpoint), "needs credentials",
+                 "--s3-credentials")
+    loose = tmp_path / "loose"
+    loose.write_text(store.credentials.read_text())
+    loose.chmod(0o640)
+    _one_message(_submit_cmd(tmp_path, *base, "--s3-endpoint", store.endpoint, "--s3-credentials", str(loose)),
+                 "readable by others", "chmod 600")
+    loose.unlink()
+    _one_message(_submit_cmd(tmp_path, "submit", "-b", "127.0.0.1:1", "--out", "s3a://no-such-bucket/o",
+                             *store.s3_args()), "no-such-bucket does not exist", "create it first")
+    _one_message(_submit_cmd(tmp_path, "submit", "-b", "127.0.0.1:1", "--out", "/tmp/x", "--checkpoint",
+                             "s3a://no-such-bucket/cp", *store.s3_args()), "no-such-bucket does not exist")
+    store.proxy.pause()
+    try:
+        _one_message(_submit_cmd(tmp_path, *base, *store.s3_args(), timeout=60), "does not answer", "--s3-endpoint")
+    finally:
+        store.proxy.resume()
+    assert store.client().list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
+    assert list(tmp_path.iterdir()) == []
+    # status of a checkpoint on S3 that no job used from here: one message naming where kctl looked
+    _one_message(_submit_cmd(tmp_path, "status", "--checkpoint", cp), "no stream job has run", ".kctl/stream/s3")
+
+
+def _s3_rows(store: Store | dict[str, str], url: str, sql: str) -> list[dict[str, Any]]:
+    """``sql`` over the Delta table at ``url`` (view ``t``), read by this test's own delta-rs straight from moto (a
+    Store, or delta-rs storage options)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
+
+    t = DeltaTable(url, storage_options=store if isinstance(store, dict) else store.storage_options())
+    rows: list[dict[str, Any]] = pa.table(QueryBuilder().register("t", t).execute(sql).read_all()).to_pylist()
+    return rows
+
+
+def _check_s3(store: Store | dict[str, str], root: str, events: list[Any], bad: int) -> None:
+    """Every table under ``root`` (s3://BUCKET/PREFIX) against the generated events' ground truth."""
+    from kctl.agent.nginx import ground_truth
+
+    archive = _s3_rows(store, f"{root}/archive", 'SELECT topic, "partition", "offset" FROM t')
+    assert len(archive) == len(events)
+    assert len({(r["topic"], r["partition"], r["offset"]) for r in archive}) == len(events)  # no duplicates
+    dl = _s3_rows(store, f"{root}/deadletter", 'SELECT topic, "partition", "offset", reason FROM t')
+    assert len(dl) == bad and len({(r["topic"], r["partition"], r["offset"]) for r in dl}) == bad
+    assert all(r["reason"] for r in dl)
+    truth = {(w.strftime("%Y-%m-%dT%H:%M:%SZ"), h, s): v for (w, h, s), v in ground_truth(events).items()}
+    rows = _s3_rows(store, f"{root}/metrics", "SELECT window_start, host, status, requests, bytes FROM t")
+    got = {(r["window_start"].strftime("%Y-%m-%dT%H:%M:%SZ"), r["host"], r["status"]): (r["requests"], r["bytes"])
+           for r in rows}
+    assert len(rows) == len(got)  # exactly one row per (window_start, host, status)
+    assert got == truth
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A one-node Kafka cluster for the job's tests (started only when one of them runs)."""
+    from kctl.testing.cluster import KafkaCluster
+
+    c = KafkaCluster(1, workdir=str(tmp_path_factory.mktemp("kafka")))
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _wait(what: str, probe: Any, timeout: float, poll: float = 0.3) -> Any:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = probe()
+        if got:
+            return got
+        time.sleep(poll)
+    pytest.fail(f"{what}: not within {timeout:.0f} s")
+
+
+@pytest.mark.spark
+def test_job_writes_exact_tables_to_s3(store: Store, kafka: Any, tmp_path: Path) -> None:
+    """The short form (make test): one detached run of `kctl stream submit --out s3a://... --checkpoint s3a://...`
+    until `kctl stream status` (the checkpoint's offsets on the store) shows no lag, then `kctl stream stop`: while
+    it runs no process holds the secret key in its argv or environment; the tables on the store, read by this
+    test's own delta-rs, equal the ground truth; status reads the tables' rows too."""
+    from tests.integration.ports import spark_quick_jit
+    from tests.integration.test_stream import _events, _send, _topic
+
+    bs = kafka.bootstrap_servers
+    topic = _topic(bs)
+    bucket = store.bucket("kctl-job-short")
+    out, cp = f"s3a://{bucket}/j/out", f"s3a://{bucket}/j/cp"
+    events = _events(600, seed=61, start=dt.datetime(2024, 6, 3, 9, 59, 30, tzinfo=dt.timezone.utc))
+    _send(bs, topic, events, bad=3, seed=61)
+    r = _submit_cmd(tmp_path, "submit", "-b", bs, "-t", topic, "--out", out, "--checkpoint", cp, *store.s3_args(),
+                    "--trigger", "1s", "--detach", "-o", "json", "--conf", "=".join(spark_quick_jit()), timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    pid = int(json.loads(r.stdout)["pid"])
+    assert _processes_holding(SECRET_KEY) == []
+
+    def status() -> dict[str, Any]:
+        r = _submit_cmd(tmp_path, "status", "--checkpoint", cp, "-o", "json")
+        assert r.returncode == 0, r.stderr
+        return dict(json.loads(r.stdout))
+
+    _wait("the run to catch up", lambda: status()["total_lag"] == 0, 240, poll=1)
+    r = _submit_cmd(tmp_path, "stop", "--checkpoint", cp, "-o", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["stopped"] is True, r.stderr
+    assert not pid_alive(pid)
+    _check_s3(store, f"s3://{bucket}/j/out", events, bad=3)
+    s = status()
+    assert s["state"] == "stopped" and s["total_lag"] == 0 and s["error"] is None, s
+    assert {t["table"]: t["rows"] for t in s["tables"]} == {"archive": 600, "deadletter": 3, "metrics": len(
+        _s3_rows(store, f"s3://{bucket}/j/out/metrics", "SELECT host FROM t"))}
+    sd = tmp_path / ".kctl" / "stream" / "s3" / bucket / "j" / "cp" / "_kctl"
+    assert all(SECRET_KEY not in f.read_text(errors="replace") for f in sd.iterdir() if f.is_file())
+
+
+@pytest.mark.spark
+@pytest.mark.long  # three or four runs of the job, each a JVM with hadoop-aws's SDK bundle: ~4-6 min here
+def test_job_on_s3_exact_after_kill9_and_an_unreachable_store(store: Store, kafka: Any, tmp_path: Path) -> None:
+    """`kctl stream submit --out s3a://... --checkpoint s3a://...` (local[2], moto through the pausable proxy): a run
+    killed with SIGKILL mid-stream, more events, a run during which the store stops answering (until the job fails,
+    at most 40 s: it rides a pause out or fails with one message naming the store), and a catch-up run: the tables
+    on the store, read by this test's own delta-rs, equal the generated events' ground truth; `kctl stream status`
+    shows the kill's lag and none at the end; the secret key is in no process's argv or environment, nor in
+    kctl's files."""
+    import os as _os
+    import signal
+    import time
+
+    from kctl.agent.nginx import generate, ground_truth
+    from tests.integration.ports import spark_quick_jit
+    from tests.integration.test_stream import _events, _send, _topic
+
+    bs = kafka.bootstrap_servers
+    topic = _topic(bs)
+    bucket = store.bucket("kctl-job")
+    out, cp = f"s3a://{bucket}/run/out", f"s3a://{bucket}/run/cp"
+    start = dt.datetime(2024, 6, 2, 8, 0, 0, tzinfo=dt.timezone.utc)
+    first = _events(3000, seed=51, start=start)
+    _send(bs, topic, first, bad=10, seed=51)
+    more = list(generate(1500, seed=52, hosts=4, start=start + dt.timedelta(minutes=3), rate=20.0))
+    sd = tmp_path / ".kctl" / "stream" / "s3" / bucket / "run" / "cp" / "_kctl"
+    counters = sd / "counters.json"
+    args = ["submit", "-b", bs, "-t", topic, "--out", out, "--checkpoint", cp, *store.s3_args(), "-o", "json",
+            "--conf", "=".join(spark_quick_jit()), "--name", "s3job"]
+
+    def batches() -> int:
+        try:
+            return int(json.loads(counters.read_text())["batches"])
+        except (OSError, ValueError, KeyError):
+            return 0
+
+    def status() -> dict[str, Any]:
+        r = _submit_cmd(tmp_path, "status", "--checkpoint", cp, "-o", "json")
+        assert r.returncode == 0, r.stderr
+        return dict(json.loads(r.stdout))
+
+    # 1. a detached run, killed with SIGKILL after its second batch
+    t0 = time.monotonic()
+    r = _submit_cmd(tmp_path, *args, "--detach", "--trigger", "1s", "--max-offsets-per-trigger", "400", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    pid = int(json.loads(r.stdout)["pid"])
+    _wait("two batches of the first run", lambda: batches() >= 2, 240)
+    assert _processes_holding(SECRET_KEY) == []  # the driver's JVM and Python run: no key in argv or env
+    _os.kill(pid, signal.SIGKILL)
+    _wait("the killed job gone", lambda: not pid_alive(pid), 30)
+    s = status()
+    assert s["state"] == "dead" and s["total_lag"] > 0 and s["last_committed_batch"] is not None, s
+    print(f"run 1 (killed): {time.monotonic() - t0:.0f} s")
+
+    # 2. more events; a run during which the store stops answering
+    _send(bs, topic, more)
+    counters.unlink(missing_ok=True)
+    t0 = time.monotonic()
+    r = _submit_cmd(tmp_path, *args, "--detach", "--trigger", "1s", "--max-offsets-per-trigger", "300", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    pid = int(json.loads(r.stdout)["pid"])
+    _wait("a batch of the second run", lambda: batches() >= 1, 240)
+    store.proxy.pause()
+    paused = time.monotonic()
+    try:  # batches keep coming (the events of both sends): one meets the store gone within seconds
+        while time.monotonic() - paused < 40:
+            failed = json.loads((sd / "job.json").read_text()).get("state") == "failed"
+            if failed:
+                break
+            time.sleep(0.5)
+    finally:
+        store.proxy.resume()
+    print(f"store paused for {time.monotonic() - paused:.0f} s")
+    if failed:  # one message that names the store and what to do, without the key
+        _wait("the failed job gone", lambda: not pid_alive(pid), 60)
+        s = status()
+        assert s["state"] == "failed", s
+        err = json.loads((sd / "job.json").read_text())["error"]
+        assert "does not answer" in err and "submit it again" in err and "\n" not in err, err
+        assert s["error"] == err
+        print(f"the failed run's error: {err}")
+    else:  # it rode the pause out: it catches up, and stops gracefully
+        _wait("the second run caught up", lambda: status()["total_lag"] == 0, 240, poll=1)
+        r = _submit_cmd(tmp_path, "stop", "--checkpoint", cp, "-o", "json")
+        assert r.returncode == 0 and json.loads(r.stdout)["stopped"] is True, r.stderr
+    print(f"run 2 (store paused; {'failed' if failed else 'rode it out'}): {time.monotonic() - t0:.0f} s")
+
+    # 3. a catch-up run in the foreground: everything exactly once
+    t0 = time.monotonic()
+    r = _submit_cmd(tmp_path, *args, "--available-now", "--max-offsets-per-trigger", "2000", timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    print(f"run 3 (catch-up): {time.monotonic() - t0:.0f} s")
+    _check_s3(store, f"s3://{bucket}/run/out", first + more, bad=10)
+    s = status()
+    assert s["state"] == "finished" and s["total_lag"] == 0, s
+    tables = {t["table"]: t for t in s["tables"]}
+    assert tables["archive"]["rows"] == len(first + more) and tables["deadletter"]["rows"] == 10
+    assert tables["metrics"]["rows"] == len(ground_truth(first + more)) and tables["metrics"]["last_batch"] is not None
+    # kctl's own reader agrees
+    p = kctl("stream", "query", "SELECT CAST(sum(requests) AS BIGINT) AS n FROM metrics", "--out", out,
+             *store.s3_args(), "-o", "json")
+    assert p.returncode == 0 and json.loads(p.stdout) == [{"n": len(first + more)}], p.stderr
+    # the checkpoint is on the store (Spark's offsets and commits), kctl's record of the job on this machine
+    keys = {o["Key"] for o in store.client().list_objects_v2(Bucket=bucket, Prefix="run/cp/")["Contents"]}
+    assert "run/cp/metadata" in keys and any(k.startswith("run/cp/commits/") for k in keys)
+    assert not (tmp_path / "s3a:").exists()
+    for f in sd.iterdir():
+        if f.is_file():
+            assert SECRET_KEY not in f.read_text(errors="replace"), f

@@ -230,3 +230,79 @@ def test_a_fault_mid_stream_loses_nothing(cluster: KafkaCluster, fault: str) -> 
         assert _launched(c) == launched and _restarts(res["container"]) == driver_restarts
     _stop(c, job)
     _check(Path(res["out"]), events, bad=5)
+
+
+@pytest.mark.long  # the hadoop-aws SDK bundle (530 MB) goes to the driver's container and the worker's executor
+def test_a_job_on_the_spark_cluster_writes_its_tables_to_s3(cluster: KafkaCluster, tmp_path: Path) -> None:
+    """An S3-compatible server (moto) in a container of this test's own on the cluster's network, reached by the
+    driver's container, the worker's executor and this host at the container's address (no published port): the
+    job's tables go to `--out s3a://...` (its checkpoint in the cluster's shared dir), the keys from a 0600 file
+    mounted read-only into the driver, which hands them to its executors in its jobs' hadoop configuration:
+    never in a container's environment or command, nor in any process's argv or environment on this host. The
+    tables, read by this test's own delta-rs, equal the ground truth."""
+    import boto3
+    import docker
+
+    from kctl.stream import spark as kspark
+    from tests.integration.s3store import ACCESS_KEY, SECRET_KEY
+    from tests.integration.test_stream_s3 import _check_s3, _processes_holding
+
+    c = cluster
+    dc = docker.from_env()
+    moto = dc.containers.run(
+        kspark.image_tag(), ["python3", "-m", "moto.server", "-H", "0.0.0.0", "-p", "5000"], detach=True,
+        name=f"{c.spec.project}-s3test", network=c.spec.project, environment={"PYTHONPATH": "/kctl-py"},
+        volumes={str(kspark.site_packages()): {"bind": "/kctl-py", "mode": "ro"}},
+        labels={"io.kctl.test": "s3"})
+    try:
+        moto.reload()
+        ip = moto.attrs["NetworkSettings"]["Networks"][c.spec.project]["IPAddress"]
+        endpoint = f"http://{ip}:5000"
+        s3c = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=ACCESS_KEY,
+                           aws_secret_access_key=SECRET_KEY)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                s3c.create_bucket(Bucket="kctl-cluster")
+                break
+            except Exception:  # noqa: BLE001 - moto still starting
+                assert time.monotonic() < deadline, moto.logs()[-2000:]
+                time.sleep(0.5)
+        creds = tmp_path / "s3-credentials"
+        creds.write_text(f"access_key={ACCESS_KEY}\nsecret_key={SECRET_KEY}\n")
+        creds.chmod(0o600)
+        # the checkpoint stays in the cluster's shared dir: one message, before anything starts
+        r = _kctl(c, "stream", "submit", "--name", "s3cp", "--out", "s3a://kctl-cluster/o", "--checkpoint",
+                  "s3a://kctl-cluster/cp", "--s3-endpoint", endpoint, "--s3-credentials", str(creds))
+        assert r.returncode == 2 and "checkpoint stays in the cluster's shared dir" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and s3c.list_objects_v2(Bucket="kctl-cluster").get("KeyCount", 0) == 0
+        bs = c.bootstrap_servers
+        topic = _topic(bs, partitions=2)
+        events = _events(500, seed=5, start=T0)
+        _send(bs, topic, events, bad=4, seed=5)
+        job = "s3"
+        r = _kctl(c, "stream", "submit", "-d", "--name", job, "-t", topic, "--trigger", "1s", "--out",
+                  "s3a://kctl-cluster/out", "--s3-endpoint", endpoint, "--s3-credentials", str(creds),
+                  "--conf", "=".join(spark_quick_jit()), "-o", "json")
+        assert SECRET_KEY not in r.stdout + r.stderr
+        res = _json(r)
+        st = _caught_up(c, job, len(events) + 4)
+        assert st["state"] == "running" and st["spark"]["workers"][0]["cores_used"] == 1
+        # the keys: in no container's environment or command, in no process's argv or environment on this host
+        for x in dc.containers.list(filters={"label": f"io.kctl.spark={c.spec.name}"}):
+            cfg = x.attrs["Config"]
+            assert SECRET_KEY not in json.dumps([cfg.get("Env"), cfg.get("Cmd"), cfg.get("Entrypoint"),
+                                                 x.attrs.get("Args")]), x.name
+        assert _processes_holding(SECRET_KEY) == []
+        _stop(c, job)
+        opts = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
+        _check_s3(opts, "s3://kctl-cluster/out", events, bad=4)
+        # the archive's data files are written by tasks, which on the cluster run only on the worker's executor (the
+        # driver's delta-rs writes the metrics): the executor had the keys
+        assert "Asked to launch executor" in _kctl(c, "logs", "spark-worker-1", "-n", "2000").stdout
+        assert res["out"] == "s3a://kctl-cluster/out"
+        log = (c.state_dir.resolve() / "spark" / "logs" / f"{kspark.driver_host(job)}.log").read_text(errors="replace")
+        assert SECRET_KEY not in log
+    finally:
+        moto.remove(force=True)

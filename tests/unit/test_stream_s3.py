@@ -134,11 +134,58 @@ def test_reading_the_file_puts_no_secret_in_argv_or_env(tmp_path: Path) -> None:
     assert str(p) in out.stdout and SECRET not in out.stdout
 
 
-def test_submit_refuses_s3_out_for_now(tmp_path: Path) -> None:
-    """Until the job writes to S3, `kctl stream submit --out s3a://...` says so, and makes no local dir of it."""
+def _submit(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     root = Path(__file__).resolve().parents[2]
-    p = subprocess.run([sys.executable, "-m", "kctl", "stream", "submit", "--out", "s3a://b/x", "-b", "127.0.0.1:1"],
+    p = subprocess.run([sys.executable, "-m", "kctl", "stream", "submit", "-b", "127.0.0.1:1", *args],
                        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)},
                        timeout=60)
-    assert p.returncode == 2 and "does not write to S3 yet" in p.stderr and "Traceback" not in p.stderr
+    assert "Traceback" not in p.stderr and SECRET not in p.stderr, p.stderr
+    return p
+
+
+def test_submit_to_s3_checks_its_settings_first(tmp_path: Path) -> None:
+    """`kctl stream submit --out s3a://...` without credentials, with a loose file, on a Spark master, or with the
+    checkpoint on the output's prefix: one message with a hint, before Kafka is asked anything (the bootstrap
+    server here answers nothing), and no local dir made. (Against a real store: tests/integration/test_stream_s3.py.)"""
+    p = _submit(tmp_path, "--out", "s3a://b/x")
+    assert p.returncode == 2 and "needs credentials" in p.stderr and "--s3-credentials" in p.stderr
+    loose = _file(tmp_path, f"access_key=A\nsecret_key={SECRET}\n", 0o640)
+    p = _submit(tmp_path, "--out", "s3a://b/x", "--s3-credentials", str(loose))
+    assert p.returncode == 2 and "readable by others" in p.stderr and "chmod 600" in p.stderr
+    loose.chmod(0o600)
+    p = _submit(tmp_path, "--out", "s3a://b/x", "--s3-credentials", str(loose), "--s3-endpoint", "ftp://h")
+    assert p.returncode == 2 and "not http(s)://HOST[:PORT]" in p.stderr
+    loose.unlink()
+    p = _submit(tmp_path, "--out", "s3a://b/x", "--master", "spark://127.0.0.1:7077")
+    assert p.returncode == 2 and "--master local[2]" in p.stderr
+    assert "local[N] or on kctl.yaml's Spark cluster" in p.stderr
+    p = _submit(tmp_path, "--out", "s3a://b/x", "--checkpoint", "s3a://b/x/")
+    assert p.returncode == 2 and "same S3 prefix" in p.stderr
+    p = _submit(tmp_path, "--out", "s3a://b/x", "--jars", "/j/kafka.jar,/j/delta.jar")
+    assert p.returncode == 2 and "names no hadoop-aws jar" in p.stderr
+    p = _submit(tmp_path, "--out", str(tmp_path / "o"), "--s3-credentials", "/nowhere")
+    assert p.returncode == 2 and "s3a:// --out or --checkpoint only" in p.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_state_dir_of_a_checkpoint_on_s3_is_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kctl.stream.config import JobConfig, state_dir
+
+    monkeypatch.chdir(tmp_path)
+    assert state_dir("s3a://b/jobs/cp/") == tmp_path / ".kctl/stream/s3/b/jobs/cp/_kctl"
+    assert state_dir(str(tmp_path / "cp")) == tmp_path / "cp" / "_kctl"
+    assert s3.join("s3a://b/x/", "metrics") == "s3a://b/x/metrics" and s3.join("/o", "metrics") == "/o/metrics"
+    cfg = JobConfig("", ["t"], "s3a://b/out", "/cp")
+    assert cfg.table("archive") == "s3a://b/out/archive" and cfg.storage_options() is None
+
+
+def test_files_on_local_paths(tmp_path: Path) -> None:
+    from kctl.stream.state import committed_offsets
+
+    f = s3.Files()
+    assert f.read_text(tmp_path / "cp" / "metadata") is None and f.names(tmp_path / "cp" / "commits") == []
+    f.write_text(tmp_path / "cp" / "offsets" / "3", 'v1\n{"batchWatermarkMs":0}\n{"t":{"0":5,"1":7}}\n')
+    f.write_text(tmp_path / "cp" / "commits" / "3", "v1\n")
+    assert committed_offsets(tmp_path / "cp", f) == (3, {"t": {0: 5, 1: 7}})
+    with pytest.raises(UsageError, match="no S3 settings"):
+        f.read_text("s3a://b/cp/metadata")
