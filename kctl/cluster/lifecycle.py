@@ -280,8 +280,9 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
 
 def _zookeeper_quorum(spec: ClusterSpec) -> bool:
     """Whether the ensemble (on KRaft: the controllers) has a quorum now, as ``kctl status`` judges it (every
-    server asked, 1.5 s at most)."""
-    obs = health.gather(spec, 1.5, docker=False, kafka=False)
+    server asked, 1.5 s at most). On KRaft Docker is asked too: a controller's quorum-state file outlives its
+    process, so only a leader whose controller runs counts (health.controller_leader)."""
+    obs = health.gather(spec, 1.5, docker=spec.on_kraft, kafka=False)
     return health.check_quorum(spec, obs)[0]
 
 

@@ -405,7 +405,8 @@ class SwarmEngine(Engine):
     def remove(self, spec: ClusterSpec, state_dir: Path, *, volumes: bool, dc: Any) -> int:
         stack = f"{contract.LABEL_STACK_NAMESPACE}={spec.project}"
         names = [s.name for s in dc.services.list(filters={"label": stack})]
-        if names:
+        # the stack's network too: a `kctl down` without a quorum removed each service first (remove_one)
+        if names or [n for n in dc.networks.list(names=[spec.project]) if n.name == spec.project]:
             proc = run_docker(["stack", "rm", spec.project], timeout=120)
             if proc.returncode != 0:
                 raise KctlError(f"`docker stack rm` failed: {(proc.stderr or proc.stdout).strip()[-1000:]}",
@@ -515,6 +516,16 @@ class SwarmEngine(Engine):
         if proc.returncode != 0:
             raise KctlError(f"`docker service rm {name}` failed: {(proc.stderr or proc.stdout).strip()[-800:]}",
                             hint="`docker service ls`")
+        if stop_timeout == 0:
+            # at once (`kctl down` without a quorum): Swarm would give the task its whole stop_grace_period after
+            # the SIGTERM, and a broker that cannot reach a controller spends it; the service is gone, so nothing
+            # starts the task again. A task on another Swarm node gets its grace period (not this engine's).
+            for c in dc.containers.list(filters={"label": f"{contract.LABEL_SERVICE}={host}"}, ignore_removed=True):
+                if (c.labels or {}).get(contract.LABEL_CLUSTER) == spec.name:
+                    try:
+                        c.kill()
+                    except Exception:  # noqa: BLE001 - exited meanwhile
+                        pass
 
         def stopped() -> tuple[bool, str]:
             up = [c.state for c in api.infos(spec.name, dc) if c.name == host
