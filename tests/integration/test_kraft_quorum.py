@@ -76,11 +76,11 @@ def kraft_version(name: str, host: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def make_cluster(tmp_path: Path, name: str, nodes: int) -> None:
+def make_cluster(tmp_path: Path, name: str, nodes: int, release: str = RELEASE) -> None:
     ok(kctl(tmp_path, "init", "--kraft", "--name", name))
     spec = tmp_path / "kctl.yaml"
     data = yaml.safe_load(spec.read_text())
-    data["versions"]["kafka"] = RELEASE
+    data["versions"]["kafka"] = release
     data["nodes"] = data["nodes"][:nodes]
     if nodes < 3:
         data["kafka"].update(default_replication_factor=nodes, offsets_topic_replication_factor=nodes,
@@ -89,9 +89,12 @@ def make_cluster(tmp_path: Path, name: str, nodes: int) -> None:
     away_from_defaults(spec, nodes=nodes + 1)  # one more node joins below
 
 
-def test_a_static_quorum_made_dynamic_takes_a_controller_and_lets_it_go(tmp_path: Path) -> None:
+# 4.1 is the first release make-dynamic takes (its kraft.version 1 upgrade of a running quorum): make test-long
+# converts one live too.
+@pytest.mark.parametrize("release", [RELEASE, pytest.param("4.1.1", marks=pytest.mark.long)])
+def test_a_static_quorum_made_dynamic_takes_a_controller_and_lets_it_go(tmp_path: Path, release: str) -> None:
     name = f"kt-q-{uuid.uuid4().hex[:6]}"
-    make_cluster(tmp_path, name, 1)
+    make_cluster(tmp_path, name, 1, release)
     try:
         ok(kctl(tmp_path, "up"))
         q = json.loads(kctl(tmp_path, "quorum", "-o", "json").stdout)
