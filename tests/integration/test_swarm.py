@@ -481,14 +481,7 @@ def test_swarm_on_kraft(stack: Stacks) -> None:
     bootstrap = ",".join(f"127.0.0.1:{port}" for port in ports[3:])
     p = kctl(spec_file, "topic", "create", "rt", "--partitions", "3", "--replication-factor", "3")
     assert p.returncode == 0, p.stderr
-    from confluent_kafka import Producer
-
-    prod = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
-    acked: list[int] = []
-    for i in range(RECORDS):
-        prod.produce("rt", str(i).encode(),
-                     on_delivery=lambda err, msg: None if err else acked.append(int(msg.value())))
-    assert prod.flush(60) == 0 and len(acked) == RECORDS
+    acked = _produce_acked(bootstrap, "rt")
 
     p = kctl(spec_file, "drill", "run", "controller-kill", *DRILL_SHORT, "-o", "json", timeout=500)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -577,6 +570,20 @@ QUORUM_RELEASE = "4.3.1"  # as tests/integration/test_kraft_quorum.py
 KAFKA_TOOLS = "env KAFKA_HEAP_OPTS=-Xmx128m KAFKA_JMX_PORT= /opt/kafka/bin"
 
 
+def _produce_acked(bootstrap: str, topic: str) -> list[int]:
+    """RECORDS numbered records produced with acks=all and idempotence, every one acknowledged: their numbers (the
+    producer is gone when this returns)."""
+    from confluent_kafka import Producer
+
+    prod = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    acked: list[int] = []
+    for i in range(RECORDS):
+        prod.produce(topic, str(i).encode(),
+                     on_delivery=lambda err, msg: None if err else acked.append(int(msg.value())))
+    assert prod.flush(60) == 0 and len(acked) == RECORDS
+    return acked
+
+
 def _task_exec(name: str, host: str, script: str) -> str:
     """``script`` in ``host``'s running task container, as Docker runs it (not through kctl)."""
     (cid,) = _tasks(name)[f"kctl-{name}_{host}"].split(",")
@@ -637,15 +644,7 @@ def test_swarm_dynamic_quorum_takes_a_controller_and_lets_it_go(stack: Stacks) -
 
     bootstrap = f"127.0.0.1:{ports[3]}"
     assert kctl(spec_file, "topic", "create", "orders", "-p", "2", "-r", "1").returncode == 0
-    from confluent_kafka import Producer
-
-    prod = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
-    acked: list[int] = []
-    for i in range(RECORDS):
-        prod.produce("orders", str(i).encode(),
-                     on_delivery=lambda err, msg: None if err else acked.append(int(msg.value())))
-    assert prod.flush(60) == 0 and len(acked) == RECORDS
-    del prod  # closed: no reconnects while the nodes change
+    acked = _produce_acked(bootstrap, "orders")  # its producer closed: no reconnects while the nodes change
 
     t = time.monotonic()
     p = kctl(spec_file, "node", "add", "--role", "controller", "--timeout", "240", timeout=600)
