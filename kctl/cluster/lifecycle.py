@@ -250,7 +250,7 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
         say("stopped and removed the mirrors into this cluster")
     dc = eng.client()
     infos = eng.containers(spec, dc)
-    if graceful and any(c.state == "running" for c in infos) and not _zookeeper_quorum(spec):
+    if graceful and any(c.state == "running" for c in infos) and not _metadata_quorum(spec):
         # A controlled shutdown asks the controller through ZooKeeper: without a quorum each broker would
         # wait out its retries and supervisord's 120 s before being killed anyway.
         say(f"no {'KRaft controller' if spec.on_kraft else 'ZooKeeper'} quorum: a controlled shutdown cannot reach"
@@ -278,7 +278,7 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     return len(infos) or removed
 
 
-def _zookeeper_quorum(spec: ClusterSpec) -> bool:
+def _metadata_quorum(spec: ClusterSpec) -> bool:
     """Whether the ensemble (on KRaft: the controllers) has a quorum now, as ``kctl status`` judges it (every
     server asked, 1.5 s at most). On KRaft Docker is asked too: a controller's quorum-state file outlives its
     process, so only a leader whose controller runs counts (health.controller_leader)."""

@@ -32,7 +32,7 @@ class FakeEngine:
         self.existing = existing
         self.calls: list[tuple[Any, ...]] = []
         self.procs: dict[str, dict[str, str]] = {}  # host -> service -> state; RUNNING where not given
-        self.quorum = True  # what lifecycle._zookeeper_quorum answers
+        self.quorum = True  # what lifecycle._metadata_quorum answers
 
     def observe(self, spec: ClusterSpec, timeout: float = 5.0) -> list[docker_api.Container]:
         return [docker_api.Container(c.id, c.name, c.node, c.services, c.state, None, c.config_hash)
@@ -84,7 +84,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> FakeEngine:
     monkeypatch.setattr(engines, "exec_in", lambda spec, name, argv, **_k: eng.calls.append(("exec", name, argv[-2:]))
                         or (0, ""))
     monkeypatch.setattr(rc, "require_image", lambda dc, ref: eng.calls.append(("image", ref)))
-    monkeypatch.setattr(lifecycle, "_zookeeper_quorum", lambda spec: eng.quorum)
+    monkeypatch.setattr(lifecycle, "_metadata_quorum", lambda spec: eng.quorum)
     return eng
 
 
@@ -108,7 +108,7 @@ def test_down_not_graceful_removes_at_once_and_the_state_dir_with_volumes(fake: 
     assert not state.exists()
 
 
-def test_down_without_a_zookeeper_quorum_stops_at_once_and_says_why(fake: FakeEngine, tmp_path: Path) -> None:
+def test_down_without_a_metadata_quorum_stops_at_once_and_says_why(fake: FakeEngine, tmp_path: Path) -> None:
     # a controlled shutdown needs the controller, through ZooKeeper: without a quorum each broker would wait
     # out supervisord's 120 s
     fake.quorum = False
