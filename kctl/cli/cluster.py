@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import typer
@@ -149,13 +150,24 @@ def status(
     from kctl.model.spec import state_dir_for
 
     spec = load(file)
-    if wait:
+    state_dir = state_dir_for(spec, file)
+    # Raises (exit 2) when the cluster is not running, or what answers on its ports is another one.
+    st = None if wait else health.status(spec, state_dir)
+    end = time.monotonic() + wait
+    while st is None:  # --wait: the reading shown is a healthy one, unless the time ran out
         try:
-            health.wait_for(spec, lambda s: s.health == "healthy", timeout=wait, description="healthy")
+            health.wait_for(spec, lambda s: s.health == "healthy", timeout=max(end - time.monotonic(), 0.1),
+                            description="healthy")
         except TimeoutReached:
             output.warn(f"not healthy after {wait:g}s")
-    # Raises (exit 2) when the cluster is not running, or what answers on its ports is another one.
-    st = health.status(spec, state_dir_for(spec, file))
+            st = health.status(spec, state_dir)
+            break
+        st = health.status(spec, state_dir)
+        if st.health != "healthy":
+            if time.monotonic() < end:
+                st = None  # healthy a moment ago, not now (an election under way): wait on
+            else:
+                output.warn(f"not healthy after {wait:g}s")
     if spec.spark is not None:
         from kctl.stream import spark
 

@@ -110,16 +110,30 @@ def zk_state(node_name: str, port: int, timeout: float, address: str = "127.0.0.
                    latency_avg=s.latency_avg, connections=s.connections)
 
 
+# A controller's file names no leader for a moment during each election (a candidate's vote is written before
+# its win): a read that finds none is read again this often before the view says so.
+NO_LEADER_REREADS = (0.3, 0.7)
+
+
 def controller_view(spec: ClusterSpec, host: str, controller_id: int, timeout: float) -> ControllerView:
-    """What the controller on ``host`` says of its quorum: its quorum-state file, read in its container."""
-    try:
-        code, out = engines.exec_in(spec, host, ["cat", kc.QUORUM_STATE], timeout=max(timeout, 3.0), stderr=False)
-    except KctlError as exc:
-        return ControllerView(host, controller_id, error=exc.message)
-    if code != 0:
-        return ControllerView(host, controller_id, error="no quorum-state file (never started?)")
-    leader, epoch = kc.parse_quorum_state(out)
-    return ControllerView(host, controller_id, leader, epoch, None if leader is not None else "no leader")
+    """What the controller on ``host`` says of its quorum: its quorum-state file, read in its container. A file
+    that names no leader is read again after NO_LEADER_REREADS (an election's moment is not a lost quorum); what
+    the last read found goes into the error."""
+    out = ""
+    for pause in (0.0, *NO_LEADER_REREADS):
+        time.sleep(pause)
+        try:
+            code, out = engines.exec_in(spec, host, ["cat", kc.QUORUM_STATE], timeout=max(timeout, 3.0),
+                                        stderr=False)
+        except KctlError as exc:
+            return ControllerView(host, controller_id, error=exc.message)
+        if code != 0:
+            return ControllerView(host, controller_id, error="no quorum-state file (never started?)")
+        leader, epoch = kc.parse_quorum_state(out)
+        if leader is not None:
+            return ControllerView(host, controller_id, leader, epoch)
+    said = " ".join(out.split())[:160] or "an empty file"
+    return ControllerView(host, controller_id, None, epoch, f"no leader (its quorum-state: {said})")
 
 
 def controller_leader(spec: ClusterSpec, views: dict[str, ControllerView],

@@ -434,3 +434,64 @@ def test_apply_on_kraft_rolls_the_controllers_whose_files_changed_first() -> Non
     # a node made again restarts its controller with it: not twice
     again = ap.ApplyPlan("k", [], files, recreate={"logger2": ["image: a -> b"]})
     assert ap.phases(KRAFT, again) == [("controller", ["logger1", "logger3"], ()), ("node", ["logger2"], ("logger2",))]
+
+
+def test_a_controller_file_without_a_leader_is_read_again_before_it_is_called_no_leader(monkeypatch) -> None:
+    """An election writes the candidate's vote (leaderId -1) a moment before its win: one such read is not a lost
+    quorum. A file that still names none after the re-reads is, with what it said in the error."""
+    from kctl.runtime.engine import engines
+
+    candidate = '{"leaderId":-1,"leaderEpoch":5,"votedId":3001,"data_version":0}'
+    leader = '{"leaderId":3001,"leaderEpoch":5,"votedId":-1,"data_version":0}'
+    monkeypatch.setattr(health, "NO_LEADER_REREADS", (0.0, 0.0))
+    for files, want in (([candidate, leader], (3001, 5, None)),
+                        ([candidate, candidate, leader], (3001, 5, None)),
+                        ([candidate] * 3, (None, 5, "no leader (its quorum-state: " + candidate + ")")),
+                        (["", "", ""], (None, None, "no leader (its quorum-state: an empty file)"))):
+        reads = iter(files)
+        asked: list[list[str]] = []
+
+        def exec_in(_spec, host, argv, timeout, stderr, reads=reads, asked=asked):
+            asked.append(argv)
+            return 0, next(reads)
+
+        monkeypatch.setattr(engines, "exec_in", exec_in)
+        v = health.controller_view(KRAFT, "logger1", 3001, 1.0)
+        assert (v.leader, v.epoch, v.error) == want and len(asked) == len(files)
+    # a file that is not there is said at once, not read again
+    calls: list[int] = []
+    monkeypatch.setattr(engines, "exec_in", lambda *_a, **_k: calls.append(1) or (1, ""))
+    v = health.controller_view(KRAFT, "logger1", 3001, 1.0)
+    assert v.error == "no quorum-state file (never started?)" and calls == [1]
+
+
+def test_status_wait_shows_a_healthy_reading_not_one_after_it(monkeypatch, tmp_path) -> None:
+    """`kctl status --wait N`: when the reading after the wait is not healthy (an election began in between), it
+    waits on, within N, and what it prints and exits with is the healthy reading; past N it says so."""
+    import itertools
+    import json
+
+    from typer.testing import CliRunner
+
+    from kctl.cli import cluster as cli_cluster
+    from kctl.cli.main import app
+
+    healthy = assess(SPEC, healthy_obs())
+    obs = healthy_obs()
+    obs.zookeeper = {h: ZkState(h, 2181 + i, "down") for i, h in enumerate(HOSTS)}
+    sick = assess(SPEC, obs)
+    assert (healthy.health, sick.health) == ("healthy", "degraded")
+    monkeypatch.setattr(cli_cluster, "load", lambda _f: SPEC)
+    for readings, code, waits in (([sick, healthy], 0, 2), ([healthy], 0, 1), (None, 1, None)):
+        it = iter(readings) if readings else itertools.repeat(sick)
+        waited: list[float] = []
+        monkeypatch.setattr(health, "wait_for", lambda *_a, timeout, waited=waited, **_k: waited.append(timeout))
+        monkeypatch.setattr(health, "status", lambda *_a, it=it, **_k: next(it))
+        run = CliRunner().invoke(app, ["status", "--wait", "0.3" if waits is None else "30", "-o", "json"])
+        assert run.exit_code == code, run.output
+        assert run.stdout, (readings, run.output, run.exception)
+        assert json.loads(run.stdout)["health"] == ("healthy" if code == 0 else "degraded")
+        if waits is not None:
+            assert len(waited) == waits
+        else:
+            assert "not healthy after 0.3s" in run.stderr and len(waited) >= 1
