@@ -23,6 +23,8 @@ from kctl.deferred import defer_import
 from kctl.errors import KctlError
 from kctl.kafka import describe as kmd
 from kctl.kafka.client import round_trip
+from kctl.kafka.controllers import ControllerView, controller_leader, controller_view
+from kctl.kafka.controllers import problems as controllers_problems
 from kctl.kraft import config as kc
 from kctl.model.properties import services_of
 from kctl.model.spec import ClusterSpec, ZkRole
@@ -69,17 +71,6 @@ class ContainerObs:
 
 
 @dataclass
-class ControllerView:
-    """A KRaft controller's view of its quorum (its quorum-state file): the leader it follows, in which epoch."""
-
-    node: str
-    id: int
-    leader: int | None = None
-    epoch: int | None = None
-    error: str | None = None
-
-
-@dataclass
 class Observations:
     """What Docker, ZooKeeper (or, on KRaft, the controllers) and Kafka said; ``None`` where that source was not
     asked."""
@@ -108,51 +99,6 @@ def zk_state(node_name: str, port: int, timeout: float, address: str = "127.0.0.
         return ZkState(node_name, port, "unknown", error=ans.text.strip()[:200] or "empty answer")
     return ZkState(node_name, port, s.mode, zxid=s.zxid, outstanding=s.outstanding,
                    latency_avg=s.latency_avg, connections=s.connections)
-
-
-# A controller's file names no leader for a moment during each election (a candidate's vote is written before
-# its win): a read that finds none is read again this often before the view says so.
-NO_LEADER_REREADS = (0.3, 0.7)
-
-
-def controller_view(spec: ClusterSpec, host: str, controller_id: int, timeout: float) -> ControllerView:
-    """What the controller on ``host`` says of its quorum: its quorum-state file, read in its container. A file
-    that names no leader is read again after NO_LEADER_REREADS (an election's moment is not a lost quorum); what
-    the last read found goes into the error."""
-    out = ""
-    for pause in (0.0, *NO_LEADER_REREADS):
-        time.sleep(pause)
-        try:
-            code, out = engines.exec_in(spec, host, ["cat", kc.QUORUM_STATE], timeout=max(timeout, 3.0),
-                                        stderr=False)
-        except KctlError as exc:
-            return ControllerView(host, controller_id, error=exc.message)
-        if code != 0:
-            return ControllerView(host, controller_id, error="no quorum-state file (never started?)")
-        leader, epoch = kc.parse_quorum_state(out)
-        if leader is not None:
-            return ControllerView(host, controller_id, leader, epoch)
-    said = " ".join(out.split())[:160] or "an empty file"
-    return ControllerView(host, controller_id, None, epoch, f"no leader (its quorum-state: {said})")
-
-
-def controller_leader(spec: ClusterSpec, views: dict[str, ControllerView],
-                      containers: dict[str, ContainerObs] | None = None) -> int | None:
-    """The KRaft quorum's leader: the newest epoch's leader, named by a majority of the voters, whose own
-    controller runs (when Docker was asked); None without one. Pure."""
-    voters = {kc.controller_id(n): spec.zk_host(n) for n in kc.controller_nodes(spec)}
-    named = [(v.epoch, v.leader) for v in views.values() if v.leader is not None and v.epoch is not None]
-    if not named:
-        return None
-    epoch, leader = max(named)
-    agree = sum(1 for v in views.values() if (v.epoch, v.leader) == (epoch, leader))
-    if leader not in voters or agree <= len(voters) // 2:
-        return None
-    if containers is not None:
-        c = containers.get(voters[leader])
-        if c is None or c.state != "running" or c.processes.get("controller") != "RUNNING":
-            return None
-    return leader
 
 
 def _docker(spec: ClusterSpec, timeout: float) -> dict[str, ContainerObs]:
@@ -404,11 +350,7 @@ def assess(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> Clus
     ctrl_leader = controller_leader(spec, views, obs.containers) if obs.controllers is not None else None
     if obs.controllers is not None:
         q_ok = ctrl_leader is not None
-        for host, v in views.items():
-            if v.error and host not in excused:
-                problems.append(f"{host}: controller: {v.error}")
-        if not q_ok:
-            problems.append("the KRaft controller quorum has no leader")
+        problems += controllers_problems(spec, views, ctrl_leader, excused)
     expected = len(spec.brokers)  # a ZooKeeper-only node (`broker: false`) has none
     if obs.kafka is None and obs.kafka_error is None:
         pass  # Kafka was not asked

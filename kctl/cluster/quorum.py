@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kctl import contract
-from kctl.cluster import features, health
+from kctl.cluster import features
 from kctl.errors import ClusterError, KctlError, UsageError
+from kctl.kafka import controllers
 from kctl.kraft import config as kc
 from kctl.kraft import phases
 from kctl.model.spec import ClusterSpec, NodeSpec
@@ -94,11 +95,7 @@ def files_agree(spec: ClusterSpec) -> tuple[bool, str]:
     """Every controller's quorum-state file names one leader in one epoch (a `cat` in each node, read in
     parallel): the cheap sign that a quorum has formed. A file outlives its controller's process, so agreement
     is no proof; a disagreement or a missing file is a sure "not yet"."""
-    import concurrent.futures as cf
-
-    nodes = kc.controller_nodes(spec)
-    with cf.ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-        views = list(pool.map(lambda n: health.controller_view(spec, spec.zk_host(n), kc.controller_id(n), 3.0), nodes))
+    views = list(controllers.views(spec, 3.0).values())
     named = {(v.epoch, v.leader) for v in views}
     saw = ", ".join(f"{v.node}: " + (v.error or f"leader {v.leader} (epoch {v.epoch})") for v in views)
     return all(v.error is None for v in views) and len(named) == 1, saw

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from kctl.cluster import health
 from kctl.errors import KctlError
+from kctl.kafka import controllers
 from kctl.kraft import config as kc
 from kctl.model.spec import ClusterSpec
 from kctl.roll.run import registered_gate, roll, unregistered_gate
@@ -88,7 +89,7 @@ def controller_kill(b: Bounce) -> None:
 
 def _kraft_leader(spec: ClusterSpec) -> int | None:
     obs = health.gather(spec, 1.0, docker=True, kafka=False)
-    return health.controller_leader(spec, obs.controllers or {}, obs.containers)
+    return controllers.controller_leader(spec, obs.controllers or {}, obs.containers)
 
 
 def _another_kraft_leader(b: Bounce, old: int) -> Probe:

@@ -1352,12 +1352,13 @@ class ClusterSpec(_Model):
         return out
 
     def metrics_endpoints(self) -> list[tuple[NodeSpec, str, str]]:
-        """(node, service, url) of every exporter, as kctl reaches them."""
+        """(node, service, url) of every exporter, as kctl reaches them. On KRaft no ZooKeeper runs, so none of
+        its exporters is listed (their ports stay in the nodes' published ports until they are made again)."""
         out: list[tuple[NodeSpec, str, str]] = []
         for n in self.nodes:
             for port, service in ((self.zk_metrics_host_port(n), "zookeeper"),
                                   (self.kafka_metrics_host_port(n), "kafka")):
-                if port is not None:
+                if port is not None and not (service == "zookeeper" and self.on_kraft):
                     out.append((n, service, f"http://{self.node_address(n)}:{port}/metrics"))
         return out
 

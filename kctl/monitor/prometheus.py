@@ -67,7 +67,7 @@ def prometheus_config(spec: ClusterSpec) -> dict[str, Any]:
     jobs: dict[str, list[dict[str, Any]]] = {"kafka": [], "zookeeper": []}
     for n in spec.nodes:
         for service, port in (("zookeeper", spec.zk_metrics_host_port(n)), ("kafka", spec.kafka_metrics_host_port(n))):
-            if port is not None:
+            if port is not None and not (service == "zookeeper" and spec.on_kraft):  # on KRaft none runs
                 jobs[service].append({"targets": [f"127.0.0.1:{port}"], "labels": {"node": n.hostname}})
     scrape = [{"job_name": job, "static_configs": cfgs} for job, cfgs in jobs.items() if cfgs]
     scrape.append({"job_name": "kctl-monitor", "static_configs": [{"targets": [f"127.0.0.1:{mon.monitor_port}"]}]})
@@ -77,6 +77,12 @@ def prometheus_config(spec: ClusterSpec) -> dict[str, Any]:
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{mon.alertmanager_port}"]}]}]},
         "scrape_configs": scrape,
     }
+
+
+# The rules Prometheus can judge only on ZooKeeper: on KRaft no ZooKeeper runs, and the quorum's leader is in the
+# controllers' quorum-state files, which no exporter serves (a KRaft broker exports no ActiveControllerCount); the
+# kctl monitor's `controller` rule reads those files (kctl.kafka.controllers), as `kctl status` does.
+ON_ZOOKEEPER_ONLY = frozenset({"zookeeper", "controller"})
 
 
 def alert_rules(spec: ClusterSpec) -> dict[str, Any]:
@@ -107,7 +113,7 @@ def alert_rules(spec: ClusterSpec) -> dict[str, Any]:
     }
     rules = []
     for name, rule in mon.alerts.items():
-        if not rule.enabled:
+        if not rule.enabled or (spec.on_kraft and name in ON_ZOOKEEPER_ONLY):
             continue
         alert, expr, summary = exprs[name]
         rules.append({"alert": alert, "expr": expr, "for": _seconds(rule.threshold_seconds),

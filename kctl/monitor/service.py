@@ -43,6 +43,7 @@ from typing import Any
 
 from kctl import contract
 from kctl.errors import KctlError
+from kctl.kafka import controllers
 from kctl.kafka.client import Target, admin
 from kctl.model.spec import ClusterSpec
 from kctl.monitor import api, notify, sources
@@ -95,6 +96,9 @@ class Observation:
     groups: dict[str, dict[str, Any]]  # group -> to_json
     disks: dict[str, float] = field(default_factory=dict)  # "broker N" -> used percent
     certificates: dict[str, str] = field(default_factory=dict)  # "certificate HOST" -> what is wrong (expiry)
+    # On KRaft: each controller's view of its quorum and the leader a majority names (kctl.kafka.controllers, as
+    # `kctl status` reads them); None on ZooKeeper, where zookeeper_modes is the metadata quorum.
+    kraft: tuple[dict[str, controllers.ControllerView], int | None] | None = None
 
 
 def firing(obs: Observation, disk_percent: float) -> dict[tuple[str, str], str]:
@@ -104,11 +108,19 @@ def firing(obs: Observation, disk_percent: float) -> dict[tuple[str, str], str]:
     offline = sum(b.get("offline_partitions") or 0 for b in brokers)
     if offline:
         out[("offline-partitions", "cluster")] = f"{offline} partitions without a leader"
-    answering = [b for b in brokers if b.get("active_controller") is not None]
-    controllers = [b["id"] for b in answering if b["active_controller"]]
-    if answering and len(controllers) != 1:
-        out[("controller", "cluster")] = ("no active controller" if not controllers else
-                                          f"{len(controllers)} active controllers: brokers {controllers}")
+    if obs.kraft is not None:  # the controllers' quorum (a KRaft broker exports no ActiveControllerCount)
+        views, leader = obs.kraft
+        for host, v in sorted(views.items()):
+            if v.error:
+                out[("controller", f"controller {host}")] = f"{host}: controller: {v.error}"
+        if leader is None:
+            out[("controller", "cluster")] = "the KRaft controller quorum has no leader"
+    else:
+        answering = [b for b in brokers if b.get("active_controller") is not None]
+        active = [b["id"] for b in answering if b["active_controller"]]
+        if answering and len(active) != 1:
+            out[("controller", "cluster")] = ("no active controller" if not active else
+                                              f"{len(active)} active controllers: brokers {active}")
     urp = {b["id"]: b.get("under_replicated_partitions") or 0 for b in brokers}
     if sum(urp.values()):
         out[("under-replicated", "cluster")] = (f"{sum(urp.values())} under-replicated partitions ("
@@ -245,8 +257,18 @@ class Monitor:
             del self.statuses[gone]
         return added
 
+    def kraft_quorum(self) -> tuple[dict[str, controllers.ControllerView], int | None] | None:
+        """On KRaft: every controller's view and the leader a majority of them names; None on ZooKeeper."""
+        if not self.spec.on_kraft:
+            return None
+        views = controllers.views(self.spec, 2.0)
+        return views, controllers.controller_leader(self.spec, views)
+
     def zookeeper_modes(self) -> dict[str, str | None]:
+        """Each ZooKeeper's srvr mode (None: no answer); {} on KRaft, where no ZooKeeper runs."""
         out: dict[str, str | None] = {}
+        if self.spec.on_kraft:
+            return out
         for n in self.spec.nodes:
             try:
                 ans = fourlw.ask(self.spec.node_address(n), self.spec.zk_host_port(n), "srvr", timeout=2.0)
@@ -311,7 +333,7 @@ class Monitor:
         report = mx.report(self.last_scrapes or scrapes, scrapes)
         self.last_scrapes = scrapes
         obs = Observation(report, self.zookeeper_modes(), len(self.spec.participants), docs, self.disks(),
-                          self.certificates())
+                          self.certificates(), self.kraft_quorum())
         step = self.tracker.step(now, firing(obs, self.spec.monitoring.disk_percent))
         notes = step.notes
         ts_ms = int(now * 1000)

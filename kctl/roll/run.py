@@ -28,8 +28,8 @@ from kctl.cluster import health
 from kctl.cluster.lock import clear_record, down_text, holder_text, lock_record, read_record, roll_lock, write_record
 from kctl.cluster.quorum import quorum_ready
 from kctl.errors import ClusterError, KctlError, TimeoutReached
+from kctl.kafka import controllers, leaders
 from kctl.kafka import describe as kmd
-from kctl.kafka import leaders
 from kctl.kafka.client import Target
 from kctl.kraft import config as kc
 from kctl.model.spec import ClusterSpec
@@ -131,7 +131,7 @@ def plan(spec: ClusterSpec, service: str | None, nodes: list[str], recreate: tup
     zk_modes = {h: z.mode for h, z in (obs.zookeeper or {}).items()}
     controller = obs.kafka.controller if obs.kafka else None
     if spec.on_kraft:  # the node whose controller leads the quorum goes last (a broker names a random one)
-        leader = health.controller_leader(spec, obs.controllers or {})
+        leader = controllers.controller_leader(spec, obs.controllers or {})
         controller = next((n.id for n in kc.controller_nodes(spec) if kc.controller_id(n) == leader), None)
     out = rp.plan_roll(spec, service=service, nodes=nodes, zk_modes=zk_modes, controller=controller,
                        recreate=recreate)

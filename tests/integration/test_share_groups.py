@@ -138,6 +138,7 @@ def test_a_share_group_judged_by_kctl_lag_the_monitor_and_the_console_alike(clus
 
     from kctl.console import ops
     from kctl.monitor import api
+    from kctl.monitor import metrics as mx
     from kctl.monitor.service import Monitor
 
     topic, group = f"lq-{uuid.uuid4().hex[:6]}", f"lg-{uuid.uuid4().hex[:6]}"
@@ -180,6 +181,17 @@ def test_a_share_group_judged_by_kctl_lag_the_monitor_and_the_console_alike(clus
         docs, _, _ = mon.snapshot()
         assert (docs[group]["status"], docs[group]["total_lag"], docs[group]["type"]) == ("STOP", p["lag"], "share")
         assert api.burrow_status(cluster.spec.name, docs[group], every_partition=True)["worst_status"] == "STOP"
+        # On KRaft the monitor asks no ZooKeeper (no srvr, no exporter) and judges the quorum from the controllers'
+        # files, as `kctl status` does: a healthy cluster opens no alert of either. A KRaft broker exports no
+        # ActiveControllerCount (its controller's JVM has it, and no exporter): the brokers cannot say it here.
+        assert cluster.spec.on_kraft
+        opened = sorted(a.key for a in mon.tracker.open_alerts())
+        assert not [k for k in opened if k[0] in ("zookeeper", "exporter", "controller")], opened
+        views, leader = mon.kraft_quorum() or ({}, None)
+        assert (leader, sorted(views)) == (3001, ["logger1"]), views
+        report = mx.report(mon.last_scrapes, mon.last_scrapes)
+        assert [b["active_controller"] for b in report["brokers"]] == [None], report["brokers"]
+        assert [e.service for e in mon.endpoints] == ["kafka"] and report["errors"] == [], report["errors"]
         [row] = [r for r in ops.group_list(cluster.spec) if r["group"] == group]
         assert (row["type"], row["status"], row["total_lag"]) == ("share", "STOP", p["lag"]), row
 

@@ -439,11 +439,12 @@ def test_apply_on_kraft_rolls_the_controllers_whose_files_changed_first() -> Non
 def test_a_controller_file_without_a_leader_is_read_again_before_it_is_called_no_leader(monkeypatch) -> None:
     """An election writes the candidate's vote (leaderId -1) a moment before its win: one such read is not a lost
     quorum. A file that still names none after the re-reads is, with what it said in the error."""
+    from kctl.kafka import controllers
     from kctl.runtime.engine import engines
 
     candidate = '{"leaderId":-1,"leaderEpoch":5,"votedId":3001,"data_version":0}'
     leader = '{"leaderId":3001,"leaderEpoch":5,"votedId":-1,"data_version":0}'
-    monkeypatch.setattr(health, "NO_LEADER_REREADS", (0.0, 0.0))
+    monkeypatch.setattr(controllers, "NO_LEADER_REREADS", (0.0, 0.0))
     for files, want in (([candidate, leader], (3001, 5, None)),
                         ([candidate, candidate, leader], (3001, 5, None)),
                         ([candidate] * 3, (None, 5, "no leader (its quorum-state: " + candidate + ")")),
@@ -456,12 +457,12 @@ def test_a_controller_file_without_a_leader_is_read_again_before_it_is_called_no
             return 0, next(reads)
 
         monkeypatch.setattr(engines, "exec_in", exec_in)
-        v = health.controller_view(KRAFT, "logger1", 3001, 1.0)
+        v = controllers.controller_view(KRAFT, "logger1", 3001, 1.0)
         assert (v.leader, v.epoch, v.error) == want and len(asked) == len(files)
     # a file that is not there is said at once, not read again
     calls: list[int] = []
     monkeypatch.setattr(engines, "exec_in", lambda *_a, **_k: calls.append(1) or (1, ""))
-    v = health.controller_view(KRAFT, "logger1", 3001, 1.0)
+    v = controllers.controller_view(KRAFT, "logger1", 3001, 1.0)
     assert v.error == "no quorum-state file (never started?)" and calls == [1]
 
 

@@ -204,14 +204,14 @@ def test_the_only_broker_of_a_cluster_on_kraft_is_gone_once_its_process_exited()
 
 
 def test_the_quorum_tool_is_asked_only_once_the_quorum_state_files_agree(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kctl.cluster import health
     from kctl.cluster import quorum as kq
-    from kctl.cluster.health import ControllerView
+    from kctl.kafka import controllers
+    from kctl.kafka.controllers import ControllerView
 
     spec = ClusterSpec.model_validate({"name": "k", "metadata": "kraft", "cluster_id": "MkU3OEVBNTcwNTJENDM2Qg"})
     files = {"logger1": (3001, 4), "logger2": (3001, 4), "logger3": (None, 5)}  # logger3 mid-election
     asked: list[str] = []
-    monkeypatch.setattr(health, "controller_view", lambda _s, host, cid, _t: ControllerView(
+    monkeypatch.setattr(controllers, "controller_view", lambda _s, host, cid, _t: ControllerView(
         host, cid, files[host][0], files[host][1], None if files[host][0] else "no leader"))
 
     def tool(_spec: ClusterSpec, host: str | None = None) -> kq.Quorum:

@@ -131,3 +131,54 @@ def test_api_speaks_burrows_json_and_prometheus_text() -> None:
     assert 'kctl_alert_open{alert="group-status",cluster="logger",subject="group billing"} 1.0' in text
     assert 'kctl_broker_disk_used_percent{broker="broker 1",cluster="logger"} 42.12' in text
     assert get("/health")[1]["rounds"] == 3
+
+
+def test_on_kraft_the_controllers_files_are_the_quorum_and_no_zookeeper_is_asked(monkeypatch) -> None:
+    """A cluster on KRaft runs no ZooKeeper: the monitor asks none (no srvr, no exporter, no Prometheus job or
+    rule for it) and judges the quorum as `kctl status` does, from the controllers' quorum-state files: a
+    controller's error and a quorum without a leader fire `controller`, in status's words (a KRaft broker exports
+    no ActiveControllerCount, so the brokers' metrics cannot say it)."""
+    from kctl.kafka import controllers
+    from kctl.kafka.controllers import ControllerView
+    from kctl.monitor import prometheus as prom
+    from kctl.monitor.service import Monitor
+    from kctl.zk import fourlw
+
+    zk_spec, _ = parse_spec({"name": "k4", "monitoring": {"enabled": True}})
+    spec = zk_spec.with_kraft("kraft", "AAAAAAAAAAAAAAAAAAAAAA")
+    assert spec.on_kraft and not zk_spec.on_kraft
+    assert {svc for _n, svc, _u in zk_spec.metrics_endpoints()} == {"zookeeper", "kafka"}
+    assert {svc for _n, svc, _u in spec.metrics_endpoints()} == {"kafka"}
+    jobs = {j["job_name"] for j in prom.prometheus_config(spec)["scrape_configs"]}
+    assert "zookeeper" not in jobs and "zookeeper" in {j["job_name"] for j in
+                                                       prom.prometheus_config(zk_spec)["scrape_configs"]}
+    rules = {r["labels"]["kctl_rule"] for r in prom.alert_rules(spec)["groups"][0]["rules"]}
+    assert rules.isdisjoint({"zookeeper", "controller"}) and "offline-partitions" in rules
+    assert {"zookeeper", "controller"} <= {r["labels"]["kctl_rule"]
+                                           for r in prom.alert_rules(zk_spec)["groups"][0]["rules"]}
+
+    asked: list[str] = []
+    monkeypatch.setattr(fourlw, "ask", lambda *a, **k: asked.append("srvr") or (_ for _ in ()).throw(
+        fourlw.FourLetterError("refused")))
+    files = {"logger1": ControllerView("logger1", 3001, 3002, 7), "logger2": ControllerView("logger2", 3002, 3002, 7),
+             "logger3": ControllerView("logger3", 3003, error="no quorum-state file (never started?)")}
+    monkeypatch.setattr(controllers, "controller_view", lambda _s, host, _cid, _t: files[host])
+    mon = Monitor.__new__(Monitor)  # its two readers alone, without a store
+    mon.spec = spec
+    assert mon.zookeeper_modes() == {} and asked == []
+    views, leader = mon.kraft_quorum()
+    assert leader == 3002 and views == files
+    mon.spec = zk_spec
+    assert mon.kraft_quorum() is None and set(mon.zookeeper_modes()) == {"logger1", "logger2", "logger3"}
+
+    kraft_brokers = {"brokers": [{**broker(i), "active_controller": None} for i in (1, 2, 3)], "errors": []}
+    got = firing(Observation(kraft_brokers, {}, 3, {}, kraft=(views, leader)), 85.0)
+    assert got == {("controller", "controller logger3"): "logger3: controller: no quorum-state file (never"
+                                                          " started?)"}
+    lost = {h: ControllerView(h, v.id, 3002, 7) for h, v in files.items() if h == "logger1"}
+    got = firing(Observation(kraft_brokers, {}, 3, {}, kraft=(lost, None)), 85.0)
+    assert got == {("controller", "cluster"): "the KRaft controller quorum has no leader"}
+    # the same words as `kctl status` for the same files
+    assert controllers.problems(spec, views, leader) == [
+        "logger3: controller: no quorum-state file (never started?)"]
+    assert controllers.problems(spec, lost, None) == ["the KRaft controller quorum has no leader"]
