@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import typer
@@ -148,15 +147,16 @@ def status(
     from kctl.cluster import health
     from kctl.errors import TimeoutReached
     from kctl.model.spec import state_dir_for
+    from kctl.wait import Deadline
 
     spec = load(file)
     state_dir = state_dir_for(spec, file)
     # Raises (exit 2) when the cluster is not running, or what answers on its ports is another one.
     st = None if wait else health.status(spec, state_dir)
-    end = time.monotonic() + wait
+    deadline = Deadline(wait)
     while st is None:  # --wait: the reading shown is a healthy one, unless the time ran out
         try:
-            health.wait_for(spec, lambda s: s.health == "healthy", timeout=max(end - time.monotonic(), 0.1),
+            health.wait_for(spec, lambda s: s.health == "healthy", timeout=max(deadline.left(), 0.1),
                             description="healthy")
         except TimeoutReached:
             output.warn(f"not healthy after {wait:g}s")
@@ -164,18 +164,10 @@ def status(
             break
         st = health.status(spec, state_dir)
         if st.health != "healthy":
-            if time.monotonic() < end:
+            if not deadline.passed():
                 st = None  # healthy a moment ago, not now (an election under way): wait on
             else:
                 output.warn(f"not healthy after {wait:g}s")
-    if spec.spark is not None:
-        from kctl.stream import spark
-
-        st.spark = spark.status_or_error(spec)
-        wrong = spark.problems(spec, st.spark)
-        if wrong:  # the job's executors run on the workers: a cluster without them is degraded
-            st.problems = [*st.problems, *wrong]
-            st.health = "degraded" if st.health == "healthy" else st.health
     from kctl.runtime.engine import engines
     from kctl.runtime.engine.engines import Capability
 

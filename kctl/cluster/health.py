@@ -37,8 +37,10 @@ from kctl.zk import fourlw
 # `kctl status` observes; the log tails and the root znode's check are `kctl up`'s stages only.
 defer_import("kctl.runtime.cluster")
 defer_import("kctl.zk.znodes")
+defer_import("kctl.stream.spark")  # asked only of a cluster with a Spark cluster: its driver's imports stay out
 
 from kctl.runtime import cluster as rc  # noqa: E402
+from kctl.stream import spark as spark_cluster  # noqa: E402
 from kctl.zk import znodes  # noqa: E402
 
 SERVING = ("leader", "follower", "observer", "standalone")
@@ -83,6 +85,8 @@ class Observations:
     kafka_error: str | None = None
     # Readiness only: every broker's own answer (they agree only once the controller has told each).
     kafka_views: list[kmd.Metadata] | None = None
+    # kctl.yaml's Spark cluster, as its master says (kctl.stream.spark.status_at); None when not asked or none.
+    spark: dict[str, Any] | None = None
     elapsed_ms: float = 0.0
 
 
@@ -113,7 +117,7 @@ def _docker(spec: ClusterSpec, timeout: float) -> dict[str, ContainerObs]:
 
 
 def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zookeeper: bool = True,
-           kafka: bool = True, every_broker: bool = False) -> Observations:
+           kafka: bool = True, every_broker: bool = False, spark: bool = False) -> Observations:
     """Ask every source in parallel; each answer is bounded by ``timeout`` (a dead node never hangs this).
 
     Kafka: the first broker to answer (:func:`kctl.kafka.describe.fetch_any`), or with ``every_broker``
@@ -142,6 +146,8 @@ def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zook
         zk_f = {h: pool.submit(zk_state, h, port, timeout, addr) for h, port, addr in zk_nodes} if zookeeper else {}
         ctrl_f = {h: pool.submit(controller_view, spec, h, cid, timeout) for h, cid in ctrl_nodes} \
             if zookeeper else {}
+        spark_f = pool.submit(spark_cluster.status_at, spec.spark.ui_port, max(timeout, 5.0)) \
+            if spark and spec.spark is not None else None
         if docker_f is not None:
             try:
                 obs.containers = docker_f.result()
@@ -161,6 +167,8 @@ def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zook
             obs.controllers = {h: f.result() for h, f in ctrl_f.items()}
         elif zookeeper:
             obs.zookeeper = {h: f.result() for h, f in zk_f.items()}
+        if spark_f is not None:
+            obs.spark = spark_f.result()
     obs.elapsed_ms = (time.monotonic() - started) * 1000
     return obs
 
@@ -365,6 +373,8 @@ def assess(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> Clus
     if urp_total and urp_total > urp_excused:
         problems.append(f"{urp_total} under-replicated partitions"
                         + (f" ({urp_excused} only for want of {sorted(excused)})" if urp_excused else ""))
+    if obs.spark is not None and spec.spark is not None:  # the job's executors run on its workers
+        problems += spark_cluster.problems(spec, obs.spark)
 
     anything = any(z.mode in SERVING for z in zks.values()) or bool(ids) or ctrl_leader is not None
     health = "healthy" if not problems else ("degraded" if anything else "down")
@@ -400,6 +410,7 @@ def assess(spec: ClusterSpec, obs: Observations, allow_missing: int = 0) -> Clus
         kraft_migration=spec.kraft_phase if spec.kraft_phase != "zookeeper" else None,
         controllers=[{"node": v.node, "id": v.id, "leader": v.leader, "epoch": v.epoch, "error": v.error}
                      for v in views.values()],
+        spark=obs.spark,
     )
 
 
@@ -411,7 +422,7 @@ def status(spec: ClusterSpec, state_dir: Path | None = None, timeout: float = 1.
     came back): a KctlError (exit 2) when its containers, or what answers on its ports while
     none of its containers runs, or the Kafka answering there, belong to another cluster.
     """
-    obs = gather(spec, timeout)
+    obs = gather(spec, timeout, spark=True)
     if state_dir is not None:
         check_identity(spec, state_dir, obs)
     st = assess(spec, obs)

@@ -91,6 +91,16 @@ def cluster_cards(entries: list[Entry]) -> list[dict[str, Any]]:
         return list(pool.map(cluster_card, entries))
 
 
+def spark_view(st: dict[str, Any] | None) -> dict[str, Any] | None:
+    """kctl.yaml's Spark cluster as the cluster page shows it: the master's state and UI, each worker's state,
+    cores and memory (its applications' names are no part of it)."""
+    if st is None:
+        return None
+    return {"master": st.get("master"), "ui": st.get("ui"), "status": st.get("status"), "error": st.get("error"),
+            "workers": [{k: w.get(k) for k in ("name", "state", "cores", "cores_used", "memory_mb", "ui")}
+                        for w in st.get("workers") or []]}
+
+
 def cluster_detail(spec: ClusterSpec) -> dict[str, Any]:
     """ZooKeeper ensemble and brokers as `kctl status` sees them, each broker with the partitions and leaders it
     holds (one metadata answer) and, when a monitor runs, its latest messages in/s and log size; the partitions
@@ -99,6 +109,7 @@ def cluster_detail(spec: ClusterSpec) -> dict[str, Any]:
     doc: dict[str, Any] = {"name": spec.name, "health": st.health, "quorum": st.quorum, "leader": st.leader,
                            "controller": st.controller, "zookeeper": st.zookeeper, "brokers": st.brokers,
                            "problems": st.problems, "bootstrap_servers": st.bootstrap_servers,
+                           "metadata": st.metadata, "controllers": st.controllers, "spark": spark_view(st.spark),
                            "under_replicated": [], "offline": []}
     held: dict[int, list[int]] = {}
     if st.brokers_registered:

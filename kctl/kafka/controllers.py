@@ -13,6 +13,7 @@ from kctl.errors import KctlError
 from kctl.kraft import config as kc
 from kctl.model.spec import ClusterSpec
 from kctl.runtime.engine import engines
+from kctl.wait import pause_until
 
 
 @dataclass
@@ -37,8 +38,8 @@ class NodeProcesses(Protocol):
 
 
 # A controller's file names no leader for a moment during each election (a candidate's vote is written before
-# its win): a read that finds none is read again this often before the view says so.
-NO_LEADER_REREADS = (0.3, 0.7)
+# its win): a read that finds none is read again, these many seconds after the first, before the view says so.
+NO_LEADER_REREADS = (0.3, 1.0)
 
 
 def controller_view(spec: ClusterSpec, host: str, controller_id: int, timeout: float) -> ControllerView:
@@ -46,8 +47,9 @@ def controller_view(spec: ClusterSpec, host: str, controller_id: int, timeout: f
     that names no leader is read again after NO_LEADER_REREADS (an election's moment is not a lost quorum); what
     the last read found goes into the error."""
     out, epoch = "", None
-    for pause in (0.0, *NO_LEADER_REREADS):
-        time.sleep(pause)
+    first = time.monotonic()
+    for after in (0.0, *NO_LEADER_REREADS):
+        pause_until(first + after)
         try:
             code, out = engines.exec_in(spec, host, ["cat", kc.QUORUM_STATE], timeout=max(timeout, 3.0),
                                         stderr=False)

@@ -378,25 +378,21 @@ def _status(doc: dict[str, Any], port: int) -> dict[str, Any]:
             "workers": workers, "applications": apps}
 
 
-def status_at(port: int) -> dict[str, Any]:
+def status_at(port: int, timeout_s: float = 5.0) -> dict[str, Any]:
     """:func:`status` of the master whose UI is on ``port``; {master, ui, status: "down", error} when it does not
     answer."""
     try:
-        return _status(master_json(port), port)
+        return _status(master_json(port, timeout_s), port)
     except KctlError as exc:
         return {"master": master_url(), "ui": f"http://127.0.0.1:{port}", "status": "down", "workers": [],
                 "applications": [], "error": exc.message}
 
 
-def status_or_error(spec: ClusterSpec) -> dict[str, Any]:
-    assert spec.spark is not None
-    return status_at(spec.spark.ui_port)
-
-
 def problems(spec: ClusterSpec, st: dict[str, Any]) -> list[str]:
     """Pure: what is wrong with kctl.yaml's Spark cluster in its status ``st`` (:func:`status_at`): a master that
     does not answer or is not ALIVE, a declared worker (spark-worker-N) not ALIVE at it. `kctl status` counts them
-    as problems of the cluster (degraded): the job's executors run on the workers."""
+    as problems of the cluster (degraded): the job's executors run on the workers; kctl.cluster.health asks the
+    master beside the nodes, so `kctl status`, its waits and the console say the same."""
     assert spec.spark is not None
     if st.get("status") != "ALIVE":
         why = st.get("error") or f"its state is {st.get('status')}"

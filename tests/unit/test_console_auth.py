@@ -360,3 +360,50 @@ def test_the_console_command_refuses_with_a_hint_and_starts_nothing(
     code, out = cli("console", "user", "list", "-o", "json")
     assert code == 0 and '"role": "admin"' in out and "hash" not in out
     assert started == []
+
+
+def test_the_cluster_page_shows_a_kraft_quorum_and_the_spark_cluster_as_status_does(
+        config: ConsoleConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cluster page and its API take the quorum and the Spark cluster from the one status (kctl.cluster.health,
+    as `kctl status`): on KRaft the controllers' table, not an empty ZooKeeper one; a dead worker both a problem
+    (degraded) and a row; the Spark applications' names are not shown."""
+    from types import SimpleNamespace
+
+    from kctl.cluster import health
+    from kctl.cluster.health import ContainerObs, Observations
+    from kctl.kafka import describe as kmd
+    from kctl.kafka.controllers import ControllerView
+    from kctl.model.spec import parse_spec
+
+    spec = parse_spec({"name": "alpha", "spark": {"workers": 2}})[0].with_kraft("kraft", "AAAAAAAAAAAAAAAAAAAAAA")
+    procs = {"zookeeper": "RETIRED", "controller": "RUNNING", "kafka": "RUNNING"}
+    spark = {"master": "spark://spark-master:7077", "ui": "http://127.0.0.1:18080", "status": "ALIVE",
+             "workers": [{"name": "spark-worker-1", "state": "ALIVE", "cores": 1, "cores_used": 1, "memory_mb": 1024,
+                          "ui": "http://127.0.0.1:18081"},
+                         {"name": "spark-worker-2", "state": "DEAD", "cores": 1, "cores_used": 0, "memory_mb": 1024,
+                          "ui": "http://127.0.0.1:18082"}],
+             "applications": [{"id": "app-1", "name": "secret-job-name", "state": "RUNNING", "cores": 1}]}
+    obs = Observations(
+        containers={h: ContainerObs(h, "running", "healthy", dict(procs)) for h in ("logger1", "logger2", "logger3")},
+        controllers={h: ControllerView(h, 3001 + i, 3002, 9) for i, h in enumerate(("logger1", "logger2", "logger3"))},
+        kafka=kmd.Metadata((1, 2, 3), 2, ()), spark=spark)
+    st = health.assess(spec, obs)
+    assert st.health == "degraded" and st.spark == spark and any("spark-worker-2 is DEAD" in p for p in st.problems)
+    monkeypatch.setattr(health, "status", lambda *_a, **_k: st)  # the real cluster_detail, over that status
+    monkeypatch.setattr(ops, "require_reachable", lambda _t: SimpleNamespace(topics={}))
+    doc = ops.cluster_detail(spec)
+    assert (doc["metadata"], doc["quorum"], doc["health"]) == ("kraft", "ok", "degraded")
+    assert [(c["node"], c["leader"]) for c in doc["controllers"]] == [("logger1", 3002), ("logger2", 3002),
+                                                                      ("logger3", 3002)]
+    assert [(w["name"], w["state"]) for w in doc["spark"]["workers"]] == [("spark-worker-1", "ALIVE"),
+                                                                          ("spark-worker-2", "DEAD")]
+    assert "secret-job-name" not in str(doc)
+    c = client_for(config)
+    login(c, "vera")
+    monkeypatch.setattr(ops, "cluster_detail", lambda _spec: doc)
+    page = c.get("/clusters/alpha").text
+    assert "KRaft controller quorum (quorum ok)" in page and 'id="zookeeper"' not in page
+    assert 'data-controller="3002"' in page and "Spark cluster (master ALIVE)" in page
+    assert 'data-worker="spark-worker-2"><td>spark-worker-2</td><td>DEAD</td>' in page
+    assert "spark-worker-2 is DEAD at the master" in page and "secret-job-name" not in page
+    assert c.get("/api/clusters/alpha").json()["spark"]["workers"][1]["state"] == "DEAD"
