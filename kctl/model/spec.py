@@ -351,6 +351,7 @@ ALERT_RULES = {
     "exporter": "an exporter not answering",
     "certificate": "a certificate of the secured profile expired or expiring within"
                    " monitoring.certificate_warn_days (30); repeated daily",
+    "spark": "kctl.yaml's Spark cluster: its master not answering, or a declared worker not ALIVE at it",
 }
 
 

@@ -83,6 +83,8 @@ def prometheus_config(spec: ClusterSpec) -> dict[str, Any]:
 # controllers' quorum-state files, which no exporter serves (a KRaft broker exports no ActiveControllerCount); the
 # kctl monitor's `controller` rule reads those files (kctl.kafka.controllers), as `kctl status` does.
 ON_ZOOKEEPER_ONLY = frozenset({"zookeeper", "controller"})
+# The rules only the kctl monitor judges: the Spark master's state is in its JSON, which no exporter serves.
+KCTL_MONITOR_ONLY = frozenset({"spark"})
 
 
 def alert_rules(spec: ClusterSpec) -> dict[str, Any]:
@@ -113,7 +115,7 @@ def alert_rules(spec: ClusterSpec) -> dict[str, Any]:
     }
     rules = []
     for name, rule in mon.alerts.items():
-        if not rule.enabled or (spec.on_kraft and name in ON_ZOOKEEPER_ONLY):
+        if not rule.enabled or name in KCTL_MONITOR_ONLY or (spec.on_kraft and name in ON_ZOOKEEPER_ONLY):
             continue
         alert, expr, summary = exprs[name]
         rules.append({"alert": alert, "expr": expr, "for": _seconds(rule.threshold_seconds),

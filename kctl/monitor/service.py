@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from kctl import contract
+from kctl.deferred import defer_import
 from kctl.errors import KctlError
 from kctl.kafka import controllers
 from kctl.kafka.client import Target, admin
@@ -57,6 +58,9 @@ from kctl.runtime.engine.engines import Capability
 from kctl.security import certs
 from kctl.wait import ticks
 from kctl.zk import fourlw
+
+defer_import("kctl.stream.spark")  # asked only of a cluster with a Spark cluster
+from kctl.stream import spark as spark_cluster  # noqa: E402
 
 DELIVERY_PERIOD_S = 2.0
 PRUNE_EVERY = 30  # rounds
@@ -99,6 +103,8 @@ class Observation:
     # On KRaft: each controller's view of its quorum and the leader a majority names (kctl.kafka.controllers, as
     # `kctl status` reads them); None on ZooKeeper, where zookeeper_modes is the metadata quorum.
     kraft: tuple[dict[str, controllers.ControllerView], int | None] | None = None
+    # kctl.yaml's Spark cluster: (subject, problem) as `kctl status` finds them (kctl.stream.spark.findings).
+    spark: list[tuple[str, str]] = field(default_factory=list)
 
 
 def firing(obs: Observation, disk_percent: float) -> dict[tuple[str, str], str]:
@@ -146,6 +152,8 @@ def firing(obs: Observation, disk_percent: float) -> dict[tuple[str, str], str]:
         out[("exporter", f"{e['node']} {e['service']}")] = e["error"]
     for subject, details in obs.certificates.items():
         out[("certificate", subject)] = details
+    for subject, details in obs.spark:
+        out[("spark", subject)] = details
     return out
 
 
@@ -257,6 +265,12 @@ class Monitor:
             del self.statuses[gone]
         return added
 
+    def spark(self) -> list[tuple[str, str]]:
+        """What is wrong with kctl.yaml's Spark cluster, as its master says (nothing without one)."""
+        if self.spec.spark is None:
+            return []
+        return spark_cluster.findings(self.spec, spark_cluster.status_at(self.spec.spark.ui_port, 5.0))
+
     def kraft_quorum(self) -> tuple[dict[str, controllers.ControllerView], int | None] | None:
         """On KRaft: every controller's view and the leader a majority of them names; None on ZooKeeper."""
         if not self.spec.on_kraft:
@@ -333,7 +347,7 @@ class Monitor:
         report = mx.report(self.last_scrapes or scrapes, scrapes)
         self.last_scrapes = scrapes
         obs = Observation(report, self.zookeeper_modes(), len(self.spec.participants), docs, self.disks(),
-                          self.certificates(), self.kraft_quorum())
+                          self.certificates(), self.kraft_quorum(), self.spark())
         step = self.tracker.step(now, firing(obs, self.spec.monitoring.disk_percent))
         notes = step.notes
         ts_ms = int(now * 1000)

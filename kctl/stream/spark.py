@@ -388,20 +388,27 @@ def status_at(port: int, timeout_s: float = 5.0) -> dict[str, Any]:
                 "applications": [], "error": exc.message}
 
 
-def problems(spec: ClusterSpec, st: dict[str, Any]) -> list[str]:
-    """Pure: what is wrong with kctl.yaml's Spark cluster in its status ``st`` (:func:`status_at`): a master that
-    does not answer or is not ALIVE, a declared worker (spark-worker-N) not ALIVE at it. `kctl status` counts them
-    as problems of the cluster (degraded): the job's executors run on the workers; kctl.cluster.health asks the
-    master beside the nodes, so `kctl status`, its waits and the console say the same."""
+def findings(spec: ClusterSpec, st: dict[str, Any]) -> list[tuple[str, str]]:
+    """Pure: what is wrong with kctl.yaml's Spark cluster in its status ``st`` (:func:`status_at`), as (subject,
+    problem): a master that does not answer or is not ALIVE ("spark-master"), a declared worker (spark-worker-N)
+    not ALIVE at it. `kctl status` counts them as problems of the cluster (degraded: the job's executors run on
+    the workers; kctl.cluster.health asks the master beside the nodes, so its waits and the console say the
+    same), and the monitor's `spark` rule fires one alert per subject with the same words."""
     assert spec.spark is not None
     if st.get("status") != "ALIVE":
         why = st.get("error") or f"its state is {st.get('status')}"
-        return [f"spark: the master does not answer ({why}); `kctl logs spark-master`, `kctl up` starts it again"]
+        return [("spark-master", f"spark: the master does not answer ({why}); `kctl logs spark-master`, `kctl up`"
+                                 " starts it again")]
     state = {w["name"]: w["state"] for w in st.get("workers") or []}
-    return [f"spark: worker {name} is {state.get(name, 'not registered')} at the master (its"
-            f" executors are gone); `kctl logs {name}`, `kctl up` starts it again"
+    return [(name, f"spark: worker {name} is {state.get(name, 'not registered')} at the master (its"
+                   f" executors are gone); `kctl logs {name}`, `kctl up` starts it again")
             for name in (f"spark-worker-{i}" for i in range(1, spec.spark.workers + 1))
             if state.get(name) != "ALIVE"]
+
+
+def problems(spec: ClusterSpec, st: dict[str, Any]) -> list[str]:
+    """Pure: :func:`findings`' problems alone, as `kctl status` lists them."""
+    return [text for _subject, text in findings(spec, st)]
 
 
 # ----- the driver -------------------------------------------------------------------------------------------------

@@ -176,6 +176,23 @@ def test_a_job_on_the_spark_cluster_matches_ground_truth(cluster: KafkaCluster) 
     assert p.returncode == 1 and st["health"] == "degraded", p.stdout + p.stderr
     assert [m for m in st["problems"] if m.startswith("spark:")] == [
         m for m in st["problems"] if m.startswith("spark: worker spark-worker-1 is ")] != [], st["problems"]
+    # one answer: the console's card and page, and the monitor's spark rule, say what status says
+    from kctl.console import ops
+    from kctl.console.config import Entry
+    from kctl.monitor.service import Monitor
+
+    card = ops.cluster_card(Entry(c.spec_file, c.spec, None, fixed=True))
+    assert card["health"] == "degraded" and [m for m in card["problems"] if m.startswith("spark:")] == [
+        m for m in st["problems"] if m.startswith("spark:")], card
+    page = ops.cluster_detail(c.spec)
+    assert [w["state"] for w in page["spark"]["workers"]] != ["ALIVE"], page["spark"]
+    mon = Monitor(c.spec, c.state_dir, interval_s=1, window=5, log=lambda line: None)
+    try:
+        mon.round(with_groups=False)
+        opened = {a.key: a.details for a in mon.tracker.open_alerts()}
+        assert opened.get(("spark", "spark-worker-1"), "").startswith("spark: worker spark-worker-1 is "), opened
+    finally:
+        mon.store.close()
     assert _kctl(c, "up").returncode == 0
     p, st = status_until(0)
     assert p.returncode == 0 and st["health"] == "healthy", p.stdout + p.stderr

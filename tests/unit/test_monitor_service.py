@@ -182,3 +182,33 @@ def test_on_kraft_the_controllers_files_are_the_quorum_and_no_zookeeper_is_asked
     assert controllers.problems(spec, views, leader) == [
         "logger3: controller: no quorum-state file (never started?)"]
     assert controllers.problems(spec, lost, None) == ["the KRaft controller quorum has no leader"]
+
+
+def test_a_dead_spark_worker_fires_the_spark_rule_in_the_words_of_kctl_status(monkeypatch) -> None:
+    """kctl.yaml's Spark cluster: the monitor asks its master each round; a declared worker not ALIVE, or a master
+    that does not answer, opens a `spark` alert per subject with the problem `kctl status` lists (one reading,
+    kctl.stream.spark.findings); no Spark cluster, nothing asked. Prometheus has no rule for it (no exporter)."""
+    from kctl.monitor import prometheus as prom
+    from kctl.monitor.service import Monitor
+    from kctl.stream import spark
+
+    spec, _ = parse_spec({"name": "s", "spark": {"workers": 2}})
+    asked: list[int] = []
+    answers = [{"status": "ALIVE", "workers": [{"name": "spark-worker-1", "state": "ALIVE"},
+                                               {"name": "spark-worker-2", "state": "DEAD"}]},
+               {"status": "down", "error": "the Spark master does not answer on http://127.0.0.1:1/json/: refused",
+                "workers": []}]
+    monkeypatch.setattr(spark, "status_at", lambda port, _t=5.0: asked.append(port) or answers[len(asked) - 1])
+    mon = Monitor.__new__(Monitor)
+    mon.spec = spec
+    found = mon.spark()
+    assert [s for s, _ in found] == ["spark-worker-2"] and asked == [spec.spark.ui_port]
+    got = firing(Observation({"brokers": [], "errors": []}, {}, 3, {}, spark=found), 85.0)
+    assert got == {("spark", "spark-worker-2"): spark.problems(spec, answers[0])[0]}
+    assert "worker spark-worker-2 is DEAD at the master" in got[("spark", "spark-worker-2")]
+    got = firing(Observation({"brokers": [], "errors": []}, {}, 3, {}, spark=mon.spark()), 85.0)
+    assert list(got) == [("spark", "spark-master")] and "refused" in got[("spark", "spark-master")]
+    mon.spec = parse_spec({"name": "s"})[0]
+    assert mon.spark() == [] and len(asked) == 2
+    assert "spark" in spec.monitoring.alerts
+    assert "spark" not in {r["labels"]["kctl_rule"] for r in prom.alert_rules(spec)["groups"][0]["rules"]}
