@@ -39,6 +39,10 @@ SUPERVISORD_CONF = "/etc/supervisor/supervisord.conf"
 # -Xms/-Xmx, and the JIT stopped at C1 (a run ends before C2's compiles would pay off). kctl.model.properties.tool_env.
 TOOL_HEAP = "-Xmx256m"
 TOOL_JIT = "-XX:TieredStopAtLevel=1"
+# ... and their classes from the node image's class-data sharing archive (made at image build by one tool's run:
+# node/cds-archive), on the engines whose nodes run that image. A JVM that cannot map it (an image made before
+# it) starts as without it, silently (-Xshare:auto, Java's default).
+TOOL_CDS = "-XX:SharedArchiveFile=/opt/kafka/cds/tools.jsa"
 HEALTHCHECK = "/usr/local/bin/kctl-healthcheck"
 # Linux capabilities of a node container: NET_ADMIN lets `kctl drill` slow its own network down (tc netem).
 CAP_ADD = ("NET_ADMIN",)

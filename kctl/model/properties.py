@@ -406,11 +406,13 @@ def controller_jvm_options(spec: ClusterSpec) -> str:
 
 def tool_env(spec: ClusterSpec) -> dict[str, str]:
     """The environment of a Kafka admin tool kctl runs in a node: the tools' heap and JIT (contract.TOOL_HEAP,
-    TOOL_JIT) and the engine's flags, in place of the broker's KAFKA_HEAP_OPTS and KAFKA_OPTS that the node
-    carries (its ZooKeeper login, kafka.jvm_options' GC tuning: a tool speaks to the INTERNAL listener, with
-    --command-config on a secured cluster)."""
+    TOOL_JIT), the node image's class-data sharing archive of the tools (TOOL_CDS; not on engine hosts, whose
+    hosts run Kafka's own distribution) and the engine's flags, in place of the broker's KAFKA_HEAP_OPTS and
+    KAFKA_OPTS that the node carries (its ZooKeeper login, kafka.jvm_options' GC tuning: a tool speaks to the
+    INTERNAL listener, with --command-config on a secured cluster)."""
+    cds = [contract.TOOL_CDS] if spec.engine in (Engine.compose, Engine.swarm) else []  # the node image's
     return {contract.ENV_KAFKA_HEAP: contract.TOOL_HEAP,
-            contract.ENV_KAFKA_OPTS: " ".join([contract.TOOL_JIT, *_engine_jvm_options(spec, "kafka")])}
+            contract.ENV_KAFKA_OPTS: " ".join([contract.TOOL_JIT, *cds, *_engine_jvm_options(spec, "kafka")])}
 
 
 def _engine_jvm_options(spec: ClusterSpec, component: str) -> list[str]:

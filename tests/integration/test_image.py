@@ -12,6 +12,7 @@ import docker.errors
 import pytest
 from docker.models.containers import Container
 
+from kctl import contract
 from kctl.runtime.image import build as image
 
 pytestmark = pytest.mark.integration
@@ -82,6 +83,11 @@ def test_class_data_sharing_archives_fit_the_images_jvm(client: docker.DockerCli
         out = _run(client, "java", "-Xshare:on", f"-XX:SharedArchiveFile=/opt/kafka/cds/{service}.jsa",
                    "-Xlog:cds=info", "-cp", "/opt/kafka/libs/*", "-version")
         assert "sharing" in out and f"{service}.jsa" in out, out
+    # the tools' archive, as kctl runs a tool (kctl.model.properties.tool_env), through kafka-run-class.sh's
+    # classpath: -Xshare:on fails if it could not be mapped
+    out = _run(client, "env", f"KAFKA_OPTS=-Xshare:on {contract.TOOL_CDS} -Xlog:cds=info", "kafka-topics.sh",
+               "--version")
+    assert "tools.jsa" in out and out.strip().splitlines()[-1].startswith(node_image.kafka_version), out
 
 
 ZOO_CFG = """\

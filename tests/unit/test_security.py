@@ -116,12 +116,16 @@ def test_kafka_tools_run_in_a_node_with_a_client_jvms_environment_not_the_broker
     assert "-XX:+UseParallelGC" in properties.jvm_options(spec, "kafka")  # the broker's own
     run = cluster.run_kafka_tool(spec, "kafka-configs.sh", ["--describe"])
     assert run.exit_code == 0 and run.argv[0].endswith("/kafka-configs.sh")
-    assert ran[0][:3] == ["env", "KAFKA_HEAP_OPTS=-Xmx256m", "KAFKA_OPTS=-XX:TieredStopAtLevel=1"], ran[0]
+    assert ran[0][:3] == ["env", "KAFKA_HEAP_OPTS=-Xmx256m",
+                          "KAFKA_OPTS=-XX:TieredStopAtLevel=1 -XX:SharedArchiveFile=/opt/kafka/cds/tools.jsa"], ran[0]
     assert ran[0][3:] == run.argv and "--command-config" in run.argv
     assert "UseParallelGC" not in " ".join(ran[0]) and "login.config" not in " ".join(ran[0])
     swarm, _ = parse_spec({"engine": "swarm"})
-    assert properties.tool_env(swarm)["KAFKA_OPTS"] == " ".join(["-XX:TieredStopAtLevel=1",
+    assert properties.tool_env(swarm)["KAFKA_OPTS"] == " ".join(["-XX:TieredStopAtLevel=1", contract.TOOL_CDS,
                                                                  *properties.SWARM_DNS_OPTIONS])
+    # engine hosts runs Kafka's own distribution: no image, no archive of the tools
+    hosts = type(swarm).model_validate({"engine": "hosts"})
+    assert properties.tool_env(hosts)["KAFKA_OPTS"] == "-XX:TieredStopAtLevel=1"
 
 
 def test_jaas_golden() -> None:
