@@ -399,9 +399,11 @@ def jvm_options(spec: ClusterSpec, component: str) -> str:
 
 def controller_jvm_options(spec: ClusterSpec) -> str:
     """Extra JVM flags of a KRaft controller: the secured profile's login (the brokers' JAAS file, whose
-    ``controller.KafkaServer`` section is the CONTROLLER listener's) and the engine's; the spec's
-    ``kafka.jvm_options`` are the brokers' alone. Empty on a plain Compose cluster."""
-    return " ".join([*_security_jvm_options(spec, "kafka"), *_engine_jvm_options(spec, "kafka")])
+    ``controller.KafkaServer`` section is the CONTROLLER listener's), the engine's, then the spec's
+    ``kafka.controller_jvm_options`` (``kafka.jvm_options`` are the brokers' alone). Empty on a plain Compose
+    cluster that names none."""
+    return " ".join([*_security_jvm_options(spec, "kafka"), *_engine_jvm_options(spec, "kafka"),
+                     *spec.kafka.controller_jvm_options])
 
 
 def tool_env(spec: ClusterSpec) -> dict[str, str]:

@@ -296,6 +296,10 @@ class KafkaSpec(_Model):
         default_factory=list,
         description="Extra JVM flags of each broker, after kctl's own (e.g. -XX:TieredStopAtLevel=1: starts"
                     " sooner on less CPU, lower peak speed; docs/configs.md). Not the heap: use heap.")
+    controller_jvm_options: list[str] = Field(
+        default_factory=list,
+        description="Extra JVM flags of each KRaft controller (the node's controller process, on KRaft and while"
+                    " migrating to it), after kctl's own; jvm_options are the brokers' alone.")
     jmx: bool = Field(False, description="Expose JMX on a published port per broker.")
     jmx_port_base: Port = Field(19999, description="First host port for JMX when enabled.")
     overrides: Overrides = Field(
@@ -309,7 +313,7 @@ class KafkaSpec(_Model):
             raise ValueError(f"{v!r} is not a JVM heap size such as 512m or 1g")
         return v
 
-    @field_validator("jvm_options")
+    @field_validator("jvm_options", "controller_jvm_options")
     @classmethod
     def _jvm_options(cls, v: list[str]) -> list[str]:
         return _check_jvm_options(v)

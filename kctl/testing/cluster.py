@@ -112,7 +112,8 @@ _FETCH_WAIT_BOUNDS = ("replica.fetch.wait.max.ms", "replica.lag.time.max.ms", "r
 
 
 def with_quick_jit(data: dict[str, Any]) -> dict[str, Any]:
-    """kctl.yaml's data with the quick JIT (:data:`QUICK_JIT`) for its ZooKeepers, its brokers and its mirrors
+    """kctl.yaml's data with the quick JIT (:data:`QUICK_JIT`) for its ZooKeepers, its brokers, its KRaft
+    controllers and its mirrors
     given as dicts, except where a section names JVM flags of its own (an empty ``jvm_options``, as `kctl init`
     spells the default, names none): the one rule for every short-lived cluster of the tests, the testing
     API's and those a test writes a kctl.yaml for. ``data`` is left as it was."""
@@ -124,6 +125,8 @@ def with_quick_jit(data: dict[str, Any]) -> dict[str, Any]:
     out = dict(data)
     for svc in ("zookeeper", "kafka"):
         out[svc] = quick(out.get(svc) or {})
+    if not out["kafka"].get("controller_jvm_options"):  # a KRaft controller's, beside its node's broker
+        out["kafka"] = {**out["kafka"], "controller_jvm_options": list(QUICK_JIT)}
     if out.get("mirrors"):
         out["mirrors"] = [quick(m) for m in out["mirrors"]]
     return out

@@ -268,9 +268,35 @@ def test_the_quick_jit_rule_fills_kctl_inits_empty_flags_and_keeps_named_ones() 
     quick = with_quick_jit(written)
     assert quick["zookeeper"] == {"jvm_options": ["-XX:TieredStopAtLevel=1"], "host_port_base": 12181}
     assert quick["kafka"]["jvm_options"] == ["-XX:+UseSerialGC"]
+    assert quick["kafka"]["controller_jvm_options"] == ["-XX:TieredStopAtLevel=1"]  # a KRaft controller's
     assert [m["jvm_options"] for m in quick["mirrors"]] == [["-XX:TieredStopAtLevel=1"]] * 2
     assert repr(written) == before  # the caller's data as it was
-    assert with_quick_jit({})["kafka"] == {"jvm_options": ["-XX:TieredStopAtLevel=1"]}
+    assert with_quick_jit({})["kafka"] == {"jvm_options": ["-XX:TieredStopAtLevel=1"],
+                                           "controller_jvm_options": ["-XX:TieredStopAtLevel=1"]}
+    named = with_quick_jit({"kafka": {"controller_jvm_options": ["-XX:+UseSerialGC"]}})
+    assert named["kafka"]["controller_jvm_options"] == ["-XX:+UseSerialGC"]
+
+
+def test_a_kraft_controller_gets_its_own_jvm_flags_not_the_brokers() -> None:
+    """kafka.controller_jvm_options go to each controller's JVM file (controller-start reads it) after the
+    secured profile's and the engine's; kafka.jvm_options stay the brokers'."""
+    from kctl import contract
+    from kctl.model import properties
+    from kctl.model.render import node_files
+
+    spec = ClusterSpec.model_validate({"name": "k", "kafka": {"jvm_options": ["-XX:+UseSerialGC"],
+                                                             "controller_jvm_options": ["-XX:TieredStopAtLevel=1"]}})
+    assert properties.controller_jvm_options(spec) == "-XX:TieredStopAtLevel=1"
+    assert "UseSerialGC" not in properties.controller_jvm_options(spec)
+    kraft = spec.with_kraft("kraft", "AAAAAAAAAAAAAAAAAAAAAA")
+    files = node_files(kraft, "logger1", kraft.nodes[0], ("zookeeper", "kafka"))
+    assert files["conf/" + contract.CONTROLLER_JVM_FILE] == "-XX:TieredStopAtLevel=1\n"
+    plain = ClusterSpec.model_validate({"name": "k"}).with_kraft("kraft", "AAAAAAAAAAAAAAAAAAAAAA")
+    assert "conf/" + contract.CONTROLLER_JVM_FILE not in node_files(plain, "logger1", plain.nodes[0],
+                                                                     ("zookeeper", "kafka"))
+    for bad in (["-XX:+UseG1GC -Xmx1g"], ["-Xmx1g"], ["-Dsasl.password=x"]):  # checked as the brokers' are
+        with pytest.raises(ValueError):
+            ClusterSpec.model_validate({"kafka": {"controller_jvm_options": bad}})
 
 
 def test_the_testing_api_lets_followers_wait_2_s_for_data_unless_told_otherwise(tmp_path: Path) -> None:
