@@ -46,6 +46,7 @@ from kctl.deferred import defer_import
 from kctl.errors import KctlError
 from kctl.kafka import controllers
 from kctl.kafka.client import Target, admin
+from kctl.kraft import config as kc
 from kctl.model.spec import ClusterSpec
 from kctl.monitor import api, notify, sources
 from kctl.monitor import metrics as mx
@@ -269,13 +270,21 @@ class Monitor:
         """What is wrong with kctl.yaml's Spark cluster, as its master says (nothing without one)."""
         if self.spec.spark is None:
             return []
-        return spark_cluster.findings(self.spec, spark_cluster.status_at(self.spec.spark.ui_port, 5.0))
+        try:
+            return spark_cluster.findings(self.spec, spark_cluster.status_at(self.spec.spark.ui_port, 5.0))
+        except Exception as exc:  # noqa: BLE001 - an answer kctl cannot read is an alert, never a lost round
+            return [("spark-master", f"spark: the master's answer cannot be read ({exc})")]
 
     def kraft_quorum(self) -> tuple[dict[str, controllers.ControllerView], int | None] | None:
         """On KRaft: every controller's view and the leader a majority of them names; None on ZooKeeper."""
         if not self.spec.on_kraft:
             return None
-        views = controllers.views(self.spec, 2.0)
+        try:
+            views = controllers.views(self.spec, 2.0)
+        except Exception as exc:  # noqa: BLE001 - files kctl cannot read are an alert, never a lost round
+            views = {self.spec.zk_host(n): controllers.ControllerView(
+                self.spec.zk_host(n), kc.controller_id(n), error=f"its quorum-state file cannot be read ({exc})")
+                for n in kc.controller_nodes(self.spec)}
         return views, controllers.controller_leader(self.spec, views)
 
     def zookeeper_modes(self) -> dict[str, str | None]:

@@ -168,6 +168,11 @@ def test_on_kraft_the_controllers_files_are_the_quorum_and_no_zookeeper_is_asked
     assert mon.zookeeper_modes() == {} and asked == []
     views, leader = mon.kraft_quorum()
     assert leader == 3002 and views == files
+    # files it cannot read at all: each controller's error and no leader, alerts rather than a lost round
+    monkeypatch.setattr(controllers, "views", lambda *_a: (_ for _ in ()).throw(RuntimeError("engine gone")))
+    broken, none = mon.kraft_quorum()
+    assert none is None and {v.error for v in broken.values()} == {
+        "its quorum-state file cannot be read (engine gone)"} and len(broken) == 3
     mon.spec = zk_spec
     assert mon.kraft_quorum() is None and set(mon.zookeeper_modes()) == {"logger1", "logger2", "logger3"}
 
@@ -210,5 +215,10 @@ def test_a_dead_spark_worker_fires_the_spark_rule_in_the_words_of_kctl_status(mo
     assert list(got) == [("spark", "spark-master")] and "refused" in got[("spark", "spark-master")]
     mon.spec = parse_spec({"name": "s"})[0]
     assert mon.spark() == [] and len(asked) == 2
+    # an answer it cannot read is an alert, not a lost round
+    mon.spec = spec
+    monkeypatch.setattr(spark, "status_at", lambda port, _t=5.0: {"status": "ALIVE", "workers": [{"state": "x"}]})
+    [(subject, text)] = mon.spark()
+    assert subject == "spark-master" and text.startswith("spark: the master's answer cannot be read"), text
     assert "spark" in spec.monitoring.alerts
     assert "spark" not in {r["labels"]["kctl_rule"] for r in prom.alert_rules(spec)["groups"][0]["rules"]}
