@@ -871,6 +871,8 @@ def test_a_kraft_quorum_on_hosts_made_dynamic_takes_a_controller_on_a_new_host_a
         sent = [f"order {i}" for i in range(100)]
         produce(st["bootstrap_servers"], "orders", sent)
 
+        # the journal from here on: an earlier test in this session may have run a controller on logger2
+        since = on(fleet, "logger2", "date '+%Y-%m-%d %H:%M:%S'").strip()
         added = kctl(path, "node", "add", "--address", fleet["logger2"].ip, "--role", "controller", timeout=900)
         assert added.returncode == 0, added.stderr[-3000:] + controller_story(fleet, ("logger1", "logger2"))
         assert "controller promoted to a voter (add-controller)" in added.stderr, added.stderr[-3000:]
@@ -881,7 +883,8 @@ def test_a_kraft_quorum_on_hosts_made_dynamic_takes_a_controller_on_a_new_host_a
         meta = on(fleet, "logger2", as_root("stat -c %U /var/opt/kctl/controller/metadata/meta.properties;"
                                             " cat /var/opt/kctl/controller/metadata/meta.properties"))
         assert meta.startswith("logger\n") and "node.id=3002" in meta, meta
-        journal = on(fleet, "logger2", "sudo -n journalctl -u kctl-controller --no-pager")
+        journal = on(fleet, "logger2", f"sudo -n journalctl -u kctl-controller --no-pager --since '{since}'")
+        assert "kctl: starting the KRaft controller on logger2" in journal, journal[-2000:]  # its start is in it
         assert "must specify one of" not in journal and "formatting" not in journal, journal[-2000:]
 
         refused = kctl(path, "node", "remove", "logger2", "--yes")
