@@ -240,7 +240,7 @@ def monitor_start(
         return
     from kctl.monitor.service import Monitor
 
-    mon = Monitor(spec, state_dir, interval_s=interval, window=window,
+    mon = Monitor(spec, state_dir, interval_s=interval, window=window, spec_file=file,
                   log=lambda line: print(time.strftime("%Y-%m-%dT%H:%M:%S ") + line, flush=True))
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: mon.stopping.set())

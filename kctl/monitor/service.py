@@ -26,6 +26,11 @@ after the retention is given up with a log line. An HTTP server on 127.0.0.1 ans
 and ``/metrics`` (:mod:`.api`). After a restart (a kill -9 included), the windows and the
 alert state come back from the store: the evaluation has its window at once, and an open alert is neither
 opened again nor forgotten.
+
+The monitor follows kctl.yaml as it runs (:meth:`Monitor.follow_spec`, at each round): a node that ``kctl node
+add`` or ``remove`` wrote there is watched, or no longer, from the next round on, as are changed rules and
+notifiers; a file that no longer loads is logged once and the last good one kept; what fixes the process itself
+(the interval, the window, the API's port, the cluster's name) is logged as taking effect at a restart.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from kctl.errors import KctlError
 from kctl.kafka import controllers
 from kctl.kafka.client import Target, admin
 from kctl.kraft import config as kc
-from kctl.model.spec import ClusterSpec
+from kctl.model.spec import ClusterSpec, load_cluster
 from kctl.monitor import api, notify, sources
 from kctl.monitor import metrics as mx
 from kctl.monitor.alerts import Rule, Tracker
@@ -164,8 +169,10 @@ def firing(obs: Observation, disk_percent: float) -> dict[tuple[str, str], str]:
 class Monitor:
     def __init__(self, spec: ClusterSpec, state_dir: Path, *, interval_s: float | None = None,
                  window: int | None = None, log: Callable[[str], None] = print,
-                 store_timeout_s: float = 10.0) -> None:
+                 store_timeout_s: float = 10.0, spec_file: Path | None = None) -> None:
         self.spec = spec
+        self.spec_file = spec_file
+        self._spec_text = self._read_spec_text()  # what follow_spec compares kctl.yaml's text with
         self.state_dir = state_dir
         self._certs_read: tuple[float, tuple[int, ...], dict[str, str], dict[str, float]] | None = None
         self.interval_s = interval_s or spec.monitoring.interval_seconds
@@ -343,9 +350,63 @@ class Monitor:
         read = self._certs_read
         return dict(read[3]) if read else {}
 
+    def _read_spec_text(self) -> str | None:
+        if self.spec_file is None:
+            return None
+        try:
+            return self.spec_file.read_text(encoding="utf-8")
+        except OSError:
+            return None
+
+    def follow_spec(self) -> bool:
+        """kctl.yaml read again if its text changed since the last look: the nodes (their exporters, ZooKeeper or
+        controller files, data disks), the rules and the notifiers of the new one from this round on; the
+        settings of the process itself only at a restart (logged). A file that does not load (mid-edit, or
+        invalid) is logged once per text and the last good spec kept. True when the spec was replaced."""
+        text = self._read_spec_text()
+        if text is None or text == self._spec_text:
+            return False
+        self._spec_text = text
+        assert self.spec_file is not None
+        try:
+            new, _warnings = load_cluster(self.spec_file)
+        except KctlError as exc:
+            self.log(f"monitor: {self.spec_file} changed but does not load, so the monitor watches as before:"
+                     f" {exc}")
+            return False
+        old = self.spec
+        if new.name != old.name:
+            self.log(f"monitor: {self.spec_file} now names cluster {new.name!r}, not {old.name!r}: kept watching"
+                     f" {old.name!r}; `kctl monitor stop` and `start` for the other")
+            return False
+        fixed = [label for label, a, b in (
+            ("monitoring.interval_seconds", old.monitoring.interval_seconds, new.monitoring.interval_seconds),
+            ("monitoring.window", old.monitoring.window, new.monitoring.window),
+            ("monitoring.allowed_lag", old.monitoring.allowed_lag, new.monitoring.allowed_lag),
+            ("monitoring.monitor_port", old.monitoring.monitor_port, new.monitoring.monitor_port)) if a != b]
+        was = {n.hostname for n in old.nodes}
+        now = {n.hostname for n in new.nodes}
+        self.spec = new
+        self.endpoints = endpoints_of(new)
+        self.tracker.rules = rules_of(new)
+        self.notifiers = {n.key: n for n in new.monitoring.notifiers}
+        self._certs_read = None
+        target = Target.of(new)
+        if (target.bootstrap_servers, new.security) != (self.target.bootstrap_servers, old.security):
+            self._admin = None  # the next sampling makes a client for the new bootstrap or login
+        self.target = target
+        change = "; ".join(part for part in (
+            f"added {', '.join(sorted(now - was))}" if now - was else "",
+            f"removed {', '.join(sorted(was - now))}" if was - now else "") if part) or "the same nodes"
+        self.log(f"monitor: {self.spec_file} changed: watching {len(now)} node(s) ({change}) from this round"
+                 + (f"; {', '.join(fixed)} take(s) effect at a restart (`kctl monitor stop`, then `start`)"
+                    if fixed else ""))
+        return True
+
     def round(self, *, with_groups: bool = True) -> list[Any]:
         """One round; ``with_groups``: sample the groups in it too (else :meth:`groups_loop` does, beside)."""
         started = time.monotonic()
+        self.follow_spec()
         if with_groups:
             self.groups_round()
         now = time.time()

@@ -222,3 +222,53 @@ def test_a_dead_spark_worker_fires_the_spark_rule_in_the_words_of_kctl_status(mo
     assert subject == "spark-master" and text.startswith("spark: the master's answer cannot be read"), text
     assert "spark" in spec.monitoring.alerts
     assert "spark" not in {r["labels"]["kctl_rule"] for r in prom.alert_rules(spec)["groups"][0]["rules"]}
+
+
+def test_the_monitor_follows_kctl_yaml_as_node_add_and_remove_write_it(tmp_path: Path) -> None:
+    import yaml
+
+    from kctl.model.spec import default_spec_yaml, load_cluster
+    from kctl.monitor.service import Monitor
+
+    path = tmp_path / "kctl.yaml"
+    path.write_text(default_spec_yaml("follow"))
+    lines: list[str] = []
+    mon = Monitor(load_cluster(path)[0], tmp_path / "state", spec_file=path, log=lines.append)
+    hosts = {e.node for e in mon.endpoints}
+    assert mon.follow_spec() is False and lines == []  # unchanged: not even read as a spec
+
+    data = yaml.safe_load(path.read_text())
+    data["nodes"].append({"id": 4, "hostname": "logger4", "role": "observer", "broker": True})
+    data["monitoring"]["alerts"] = {"disk": False}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert mon.follow_spec() is True
+    assert {e.node for e in mon.endpoints} == hosts | {"logger4"}
+    assert "logger4" in {n.hostname for n in mon.spec.nodes} and "disk" not in mon.tracker.rules
+    assert "watching 4 node(s) (added logger4)" in lines[-1] and "restart" not in lines[-1], lines
+
+    path.write_text("nodes: [\n")  # mid-edit: logged once, the last good spec kept
+    assert mon.follow_spec() is False and mon.follow_spec() is False
+    assert len(mon.spec.nodes) == 4 and sum("does not load" in line for line in lines) == 1, lines
+
+    data["nodes"] = data["nodes"][:3]
+    data["monitoring"]["interval_seconds"] = 7
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert mon.follow_spec() is True and {e.node for e in mon.endpoints} == hosts
+    assert "(removed logger4)" in lines[-1] and "monitoring.interval_seconds take(s) effect at a restart" \
+        in lines[-1], lines
+    assert mon.interval_s != 7
+
+    other = dict(data, name="another")
+    path.write_text(yaml.safe_dump(other, sort_keys=False))
+    assert mon.follow_spec() is False and mon.spec.name == "follow" and "kept watching 'follow'" in lines[-1]
+
+
+def test_each_round_looks_at_kctl_yaml_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.unit.monitor_receivers import monitor
+
+    mon = monitor(tmp_path, monkeypatch, [])
+    looked: list[int] = []
+    monkeypatch.setattr(mon, "follow_spec", lambda: looked.append(mon.rounds) or False)
+    mon.round(with_groups=False)
+    mon.round(with_groups=False)
+    assert looked == [0, 1]
