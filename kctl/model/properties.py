@@ -400,10 +400,12 @@ def jvm_options(spec: ClusterSpec, component: str) -> str:
 def controller_jvm_options(spec: ClusterSpec) -> str:
     """Extra JVM flags of a KRaft controller: the secured profile's login (the brokers' JAAS file, whose
     ``controller.KafkaServer`` section is the CONTROLLER listener's), the engine's, then the spec's
-    ``kafka.controller_jvm_options`` (``kafka.jvm_options`` are the brokers' alone). Empty on a plain Compose
-    cluster that names none."""
+    ``kafka.controller_jvm_options`` (``kafka.jvm_options`` are the brokers' alone), and ``kafka.controller_heap``
+    when set (after the image's default heap on controller-start's command line: the last -Xmx wins). Empty on a
+    plain Compose cluster that names none."""
+    heap = spec.kafka.controller_heap
     return " ".join([*_security_jvm_options(spec, "kafka"), *_engine_jvm_options(spec, "kafka"),
-                     *spec.kafka.controller_jvm_options])
+                     *spec.kafka.controller_jvm_options, *([f"-Xms{heap}", f"-Xmx{heap}"] if heap else [])])
 
 
 def tool_env(spec: ClusterSpec) -> dict[str, str]:

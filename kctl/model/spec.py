@@ -164,13 +164,14 @@ class Versions(_Model):
         return contract.ZOOKEEPER_VERSIONS.get(self.kafka)
 
 
-def _check_jvm_options(v: list[str]) -> list[str]:
-    """JVM flags: one flag per item, no whitespace (the start scripts split on it), the heap kept to `heap`."""
+def _check_jvm_options(v: list[str], heap: str = "heap") -> list[str]:
+    """JVM flags: one flag per item, no whitespace (the start scripts split on it), the heap kept to the setting
+    ``heap`` names."""
     for flag in v:
         if not re.match(r"^-\S+$", flag):
             raise ValueError(f"{flag!r} is not one JVM flag (it starts with '-' and has no whitespace)")
         if re.match(r"^-Xm[sx]", flag):
-            raise ValueError(f"{flag!r} sets the heap: use the `heap` setting instead")
+            raise ValueError(f"{flag!r} sets the heap: use the `{heap}` setting instead")
         if re.search(r"(?i)password|secret", flag):
             raise ValueError(f"{flag.split('=', 1)[0]!r} would put a secret in the process's arguments and"
                              " environment; kctl passes secrets as files (docs/security.md)")
@@ -299,24 +300,33 @@ class KafkaSpec(_Model):
     controller_jvm_options: list[str] = Field(
         default_factory=list,
         description="Extra JVM flags of each KRaft controller (the node's controller process, on KRaft and while"
-                    " migrating to it), after kctl's own; jvm_options are the brokers' alone.")
+                    " migrating to it), after kctl's own; jvm_options are the brokers' alone. Not the heap: use"
+                    " controller_heap.")
+    controller_heap: str | None = Field(
+        None, description="JVM heap of each KRaft controller (-Xms/-Xmx); unset: 256m, the node image's default"
+                          " (a controller holds the cluster's metadata, not its data).")
     jmx: bool = Field(False, description="Expose JMX on a published port per broker.")
     jmx_port_base: Port = Field(19999, description="First host port for JMX when enabled.")
     overrides: Overrides = Field(
         default_factory=dict, description="Extra server.properties keys; win over kctl's values."
     )
 
-    @field_validator("heap")
+    @field_validator("heap", "controller_heap")
     @classmethod
-    def _heap(cls, v: str) -> str:
-        if not _HEAP.match(v):
+    def _heap(cls, v: str | None) -> str | None:
+        if v is not None and not _HEAP.match(v):
             raise ValueError(f"{v!r} is not a JVM heap size such as 512m or 1g")
         return v
 
-    @field_validator("jvm_options", "controller_jvm_options")
+    @field_validator("jvm_options")
     @classmethod
     def _jvm_options(cls, v: list[str]) -> list[str]:
         return _check_jvm_options(v)
+
+    @field_validator("controller_jvm_options")
+    @classmethod
+    def _controller_jvm_options(cls, v: list[str]) -> list[str]:
+        return _check_jvm_options(v, "controller_heap")
 
     @field_validator("zookeeper_chroot")
     @classmethod

@@ -297,6 +297,26 @@ def test_a_kraft_controller_gets_its_own_jvm_flags_not_the_brokers() -> None:
     for bad in (["-XX:+UseG1GC -Xmx1g"], ["-Xmx1g"], ["-Dsasl.password=x"]):  # checked as the brokers' are
         with pytest.raises(ValueError):
             ClusterSpec.model_validate({"kafka": {"controller_jvm_options": bad}})
+    with pytest.raises(ValueError, match="use the `controller_heap` setting"):  # the controller's own, not heap
+        ClusterSpec.model_validate({"kafka": {"controller_jvm_options": ["-Xmx1g"]}})
+    with pytest.raises(ValueError, match="use the `heap` setting"):
+        ClusterSpec.model_validate({"kafka": {"jvm_options": ["-Xmx1g"]}})
+
+
+def test_a_kraft_controllers_heap_is_its_own_setting() -> None:
+    """kafka.controller_heap after every other flag in the controller's JVM file: controller-start puts that
+    file after the image's -Xmx256m, and the JVM takes the last -Xmx; unset, no file on a plain cluster."""
+    from kctl import contract
+    from kctl.model.render import node_files
+
+    spec = ClusterSpec.model_validate({"name": "k", "kafka": {"heap": "768m", "controller_heap": "384m",
+                                                             "controller_jvm_options": ["-XX:+UseSerialGC"]}})
+    kraft = spec.with_kraft("kraft", "AAAAAAAAAAAAAAAAAAAAAA")
+    files = node_files(kraft, "logger1", kraft.nodes[0], ("zookeeper", "kafka"))
+    assert files["conf/" + contract.CONTROLLER_JVM_FILE] == "-XX:+UseSerialGC -Xms384m -Xmx384m\n"
+    for bad in ("384", "1.5g", "-Xmx1g"):
+        with pytest.raises(ValueError, match="is not a JVM heap size"):
+            ClusterSpec.model_validate({"kafka": {"controller_heap": bad}})
 
 
 def test_the_testing_api_lets_followers_wait_2_s_for_data_unless_told_otherwise(tmp_path: Path) -> None:
