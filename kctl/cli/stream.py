@@ -265,18 +265,18 @@ JobNameOpt = typer.Option("main", "--name", help="The job's name (with kctl.yaml
                                                  " checkpoint is, when --checkpoint is left out).")
 
 
-def _checkpoint(checkpoint: str | None, name: str, spec: Path) -> str:
-    """--checkpoint, else the job's own on kctl.yaml's Spark cluster (when it declares one), else the default."""
-    if checkpoint is not None:
-        return checkpoint
+def _checkpoint(checkpoint: str | None, name: str, spec: Path) -> tuple[str, Path | None]:
+    """The job's checkpoint and, where it names one, kctl's record dir of it (JobConfig.record_dir): on
+    kctl.yaml's Spark cluster (when it declares one) the --name job's (kctl.stream.submit.find_job), else
+    --checkpoint or the default."""
     if spec.exists():
         loaded = load(spec)
         if loaded.spark is not None:
             from kctl.model.spec import state_dir_for
-            from kctl.stream.submit import cluster_paths
+            from kctl.stream.submit import find_job
 
-            return cluster_paths(state_dir_for(loaded, spec), name, None, None)[1]
-    return ".kctl/stream/checkpoint"
+            return find_job(state_dir_for(loaded, spec), name, checkpoint)
+    return (checkpoint if checkpoint is not None else ".kctl/stream/checkpoint"), None
 
 
 def _out(name: str, spec: Path) -> str:
@@ -304,7 +304,8 @@ def status(
     from kctl.output import to_plain
     from kctl.stream.state import status as get_status
 
-    st = get_status(_checkpoint(checkpoint, name, spec), bootstrap)
+    cp, record = _checkpoint(checkpoint, name, spec)
+    st = get_status(cp, bootstrap, record)
     if output in (Format.json, Format.yaml):
         emit(st, output)
         return
@@ -334,7 +335,8 @@ def stop(
     stopped)."""
     from kctl.stream.state import stop as do_stop
 
-    emit(do_stop(_checkpoint(checkpoint, name, spec), timeout), output)
+    cp, record = _checkpoint(checkpoint, name, spec)
+    emit(do_stop(cp, timeout, record), output)
 
 
 def metrics(
@@ -399,4 +401,5 @@ def optimize(
 
     out = out or _out(name, spec)
     store = _store(out, s3_endpoint, s3_region, s3_path_style, s3_credentials, s3_profile)
-    emit(do_optimize(out, _checkpoint(checkpoint, name, spec), retain_hours, store=store), output)
+    cp, record = _checkpoint(checkpoint, name, spec)
+    emit(do_optimize(out, cp, retain_hours, store=store, record=record), output)

@@ -98,6 +98,14 @@ class JobConfig:
     cores_max: int = 2
     host_bootstrap_servers: str | None = None
     spark_ui_port: int | None = None  # the Spark master's UI on 127.0.0.1 (`kctl stream status` lists the workers)
+    # kctl's own files of the job where state_dir(checkpoint) would not put them: a job on kctl.yaml's Spark
+    # cluster whose checkpoint is on S3 keeps them in the cluster's shared dir (JOB/_kctl), which its driver's
+    # container and this host both see. None: state_dir(checkpoint).
+    record_dir: str | None = None
+
+    def state(self) -> Path:
+        """kctl's own files of this job (pid, progress, stop marker, config): :func:`state_dir`."""
+        return state_dir(self.checkpoint, self.record_dir)
 
     def secured_spec(self) -> Any:
         """The ClusterSpec of ``spec_file`` when its cluster is secured (kctl's client factory adds SASL_SSL)."""
@@ -155,9 +163,12 @@ class JobConfig:
 S3_STATE = Path(".kctl/stream/s3")
 
 
-def state_dir(checkpoint: str | Path) -> Path:
+def state_dir(checkpoint: str | Path, record: str | Path | None = None) -> Path:
     """kctl's own files for a job (pid, progress, stop marker, log), beside Spark's in the checkpoint; for a
-    checkpoint on S3, in ``.kctl/stream/s3/BUCKET/PREFIX/_kctl`` of the working directory."""
+    checkpoint on S3, in ``.kctl/stream/s3/BUCKET/PREFIX/_kctl`` of the working directory, or in ``record``
+    when the job names one (:attr:`JobConfig.record_dir`: a job on kctl.yaml's Spark cluster)."""
+    if record is not None:
+        return Path(record)
     if objstore.is_s3(str(checkpoint)):
         loc = objstore.parse_url(str(checkpoint))
         return (S3_STATE / loc.bucket / loc.key / "_kctl").resolve()

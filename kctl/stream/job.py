@@ -26,7 +26,7 @@ from kctl.errors import KctlError, TimeoutReached
 from kctl.kafka import groups
 from kctl.kafka.client import Target
 from kctl.stream import s3, sinks
-from kctl.stream.config import JobConfig, state_dir
+from kctl.stream.config import JobConfig
 from kctl.stream.progress import HISTORY, ProgressHistory
 from kctl.stream.state import committed_offsets
 from kctl.wait import wait_until
@@ -200,7 +200,7 @@ class BatchWriter:
         self.options = cfg.storage_options()
         self.counters = counters
         self.app_id = app_id
-        self.state = state_dir(cfg.checkpoint)
+        self.state = cfg.state()
         self.first = True
         self.metrics_table = sinks.MetricsTable(self.metrics, self.options)
         # Seconds of the last batch's steps (parse + counts, appends, merge), kept in counters.json.
@@ -449,7 +449,7 @@ def warm_up(spark: Any, cfg: JobConfig) -> tuple[float, dict[str, int]]:
 
     t0 = time.monotonic()
     # On a Spark cluster the executors write the tables: a directory they see too (beside the checkpoint's).
-    where = str(state_dir(cfg.checkpoint)) if cfg.container else None
+    where = str(cfg.state()) if cfg.container else None
     with tempfile.TemporaryDirectory(prefix="kctl-warm-up-", dir=where) as tmp:
         out = Path(tmp) / "out"
         w_cfg = JobConfig(**{**cfg.__dict__, "out": str(out), "checkpoint": str(Path(tmp) / "cp"), "optimize_every": 0})
@@ -557,7 +557,7 @@ class _Listener:
 
 
 def run(cfg: JobConfig) -> int:
-    sd = state_dir(cfg.checkpoint)
+    sd = cfg.state()
     sd.mkdir(parents=True, exist_ok=True)
     (sd / "stop").unlink(missing_ok=True)
     files = cfg.files()

@@ -67,9 +67,11 @@ def read_history(path: Path, last: int | None = None) -> list[dict[str, Any]]:
     return events[-last:] if last > 0 else []
 
 
-def job_progress(checkpoint: str | Path, last: int | None = None) -> list[dict[str, Any]]:
-    """The recent progress events of the job that runs (or ran) with ``checkpoint``."""
-    return read_history(state_dir(checkpoint) / HISTORY, last)
+def job_progress(checkpoint: str | Path, last: int | None = None,
+                 record: str | Path | None = None) -> list[dict[str, Any]]:
+    """The recent progress events of the job that runs (or ran) with ``checkpoint`` (``record``: its
+    :attr:`JobConfig.record_dir`, if it names one)."""
+    return read_history(state_dir(checkpoint, record) / HISTORY, last)
 
 
 def _count_lines(path: Path) -> int:

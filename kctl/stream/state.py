@@ -114,8 +114,9 @@ def latest_offsets(target: Target, topics: list[str], timeout_s: float = 5.0) ->
     return out
 
 
-def status(checkpoint: str | Path, bootstrap: str | None = None) -> StreamStatus:
-    sd = state_dir(checkpoint)
+def status(checkpoint: str | Path, bootstrap: str | None = None, record: str | Path | None = None) -> StreamStatus:
+    """``record``: the job's :attr:`JobConfig.record_dir`, if it names one (kctl.cli.stream finds it by name)."""
+    sd = state_dir(checkpoint, record)
     job = read_json(sd / "job.json")
     if job is None and (s3.is_s3(str(checkpoint)) or not (Path(checkpoint) / "offsets").exists()):
         where = f" (kctl's record of it would be in {sd})" if s3.is_s3(str(checkpoint)) else ""
@@ -189,9 +190,9 @@ def _num(v: Any) -> float | None:
 SIGTERM_GRACE = 30.0  # seconds a job that ignored its stop marker gets after SIGTERM
 
 
-def stop(checkpoint: str | Path, timeout_s: float = 120.0) -> dict[str, Any]:
+def stop(checkpoint: str | Path, timeout_s: float = 120.0, record: str | Path | None = None) -> dict[str, Any]:
     """Ask the job to stop after its current batch (stop marker + SIGTERM); wait for it to exit."""
-    sd = state_dir(checkpoint)
+    sd = state_dir(checkpoint, record)
     job = read_json(sd / "job.json") or {}
     pid: int | None = job.get("pid")
     container = (job.get("config") or {}).get("container")

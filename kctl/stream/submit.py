@@ -56,10 +56,6 @@ def check_s3(out: str, checkpoint: str, store: s3.Settings | None, master: str |
             raise UsageError("--s3-endpoint and --s3-credentials apply to an s3a:// --out or --checkpoint only",
                              hint="write --out s3a://BUCKET/PREFIX, or leave the --s3-* options out")
         return None
-    if master is None and s3.is_s3(checkpoint):
-        raise UsageError("on kctl.yaml's Spark cluster the job's checkpoint stays in the cluster's shared dir",
-                         hint="leave --checkpoint out (its tables go to --out s3a://...), or run the job with "
-                              "--master local[2] to keep the checkpoint on S3 too")
     if master is not None and not master.startswith("local"):
         raise UsageError(f"a job with tables or a checkpoint on S3 runs with --master local[N] or on kctl.yaml's "
                          f"Spark cluster, not {master}",
@@ -91,7 +87,7 @@ def submit(cfg: JobConfig, *, detach: bool = False, timeout_s: float | None = No
     check_topics(Target.of(cfg.secured_spec(), cfg.bootstrap_servers), cfg.topics)
     if not cfg.jars and not cfg.packages:
         cfg.jars = jarlib.jars_for_job(None, s3=on_s3)
-    sd = state_dir(cfg.checkpoint)
+    sd = cfg.state()
     job = read_json(sd / "job.json") or {}
     if pid_alive(job.get("pid")) and job.get("state") in ("starting", "running"):
         raise KctlError(f"a stream job (pid {job['pid']}) already runs with checkpoint {cfg.checkpoint}",
@@ -153,6 +149,31 @@ def cluster_paths(cluster_dir: Path, name: str, out: str | None, checkpoint: str
     return o, c
 
 
+def record_home(cluster_dir: Path, name: str) -> Path:
+    """kctl's own files of the ``name`` job on the Spark cluster when its checkpoint is on S3 (a local checkpoint
+    holds them in its ``_kctl``): the shared dir's ``JOB/_kctl``."""
+    return spark.data_dir(cluster_dir) / name / "_kctl"
+
+
+def find_job(cluster_dir: Path, name: str, checkpoint: str | None) -> tuple[str, Path | None]:
+    """The checkpoint and record dir of the ``name`` job on the Spark cluster, as `kctl stream status|stop|
+    optimize` look it up: ``checkpoint`` when given (with the job's record dir if the job of that name ran with
+    it on S3), else the one the job of that name last ran with: its shared dir's checkpoint, or the S3 one its
+    record names (whichever started last)."""
+    home = record_home(cluster_dir, name)
+    recorded = (read_json(home / "config.json") or {}).get("checkpoint")
+    if checkpoint is not None:
+        return checkpoint, home if recorded is not None and recorded == checkpoint else None
+    local = cluster_paths(cluster_dir, name, None, None)[1]
+    if not recorded or not s3.is_s3(recorded):
+        return local, None
+
+    def started(sd: Path) -> str:
+        return str((read_json(sd / "job.json") or {}).get("started_at") or "")
+
+    return (recorded, home) if started(home) >= started(state_dir(local)) else (local, None)
+
+
 def _shared_jars(jars: list[str], cluster_dir: Path) -> list[str]:
     """The job's jars copied (hard-linked where the file system allows) into the shared directory: the driver's
     container sees that one, not kctl's cache; the executors fetch them from the driver."""
@@ -202,9 +223,11 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
     cfg.container = spark.driver_container(spec, cfg.name)
     cfg.cores_max = sp.workers * sp.worker_cores
     cfg.spark_ui_port = sp.ui_port
+    if s3.is_s3(cfg.checkpoint):  # kctl's record of the job where the driver's container and this host see it
+        cfg.record_dir = str(record_home(cluster_dir, cfg.name))
     cfg.bootstrap_servers = spec.internal_bootstrap_servers
     cfg.host_bootstrap_servers = host_bs
-    sd = state_dir(cfg.checkpoint)
+    sd = cfg.state()
     sd.mkdir(parents=True, exist_ok=True)
     if not s3.is_s3(cfg.out):
         Path(cfg.out).mkdir(parents=True, exist_ok=True)

@@ -196,7 +196,8 @@ MIN_RETAIN_HOURS = 1.0
 
 
 def optimize(out: str | Path, checkpoint: str | Path, retain_hours: float = 168.0,
-             timeout_s: float = 600.0, store: s3.Settings | None = None) -> OptimizeResult:
+             timeout_s: float = 600.0, store: s3.Settings | None = None,
+             record: str | Path | None = None) -> OptimizeResult:
     """Compact small files and VACUUM what no version younger than ``retain_hours`` references.
 
     While the job runs, it does the work itself between two micro-batches (a request file in its state
@@ -206,7 +207,7 @@ def optimize(out: str | Path, checkpoint: str | Path, retain_hours: float = 168.
         raise UsageError(f"--retain-hours {retain_hours} is below {MIN_RETAIN_HOURS}",
                          hint="VACUUM must keep the files a running reader may still open")
     root = require_out(out, store)
-    sd = state_dir(checkpoint)
+    sd = state_dir(checkpoint, record)
     job = read_json(sd / "job.json") or {}
     if pid_alive(job.get("pid")) and job.get("state") in ("starting", "running"):
         if abs(float((job.get("config") or {}).get("vacuum_retain_hours", 168.0)) - retain_hours) > 1e-9:

@@ -253,10 +253,12 @@ def test_a_fault_mid_stream_loses_nothing(cluster: KafkaCluster, fault: str) -> 
 def test_a_job_on_the_spark_cluster_writes_its_tables_to_s3(cluster: KafkaCluster, tmp_path: Path) -> None:
     """An S3-compatible server (moto) in a container of this test's own on the cluster's network, reached by the
     driver's container, the worker's executor and this host at the container's address (no published port): the
-    job's tables go to `--out s3a://...` (its checkpoint in the cluster's shared dir), the keys from a 0600 file
+    job's tables go to `--out s3a://...` and its checkpoint to `--checkpoint s3a://...` (kctl's record of the job
+    in the cluster's shared dir, where `kctl stream status|stop --name` find it), the keys from a 0600 file
     mounted read-only into the driver, which hands them to its executors in its jobs' hadoop configuration:
     never in a container's environment or command, nor in any process's argv or environment on this host. The
-    tables, read by this test's own delta-rs, equal the ground truth."""
+    driver's container crashed mid-stream resumes from the checkpoint on the store. The tables, read by this
+    test's own delta-rs, equal the ground truth."""
     import boto3
     import docker
 
@@ -288,19 +290,20 @@ def test_a_job_on_the_spark_cluster_writes_its_tables_to_s3(cluster: KafkaCluste
         creds = tmp_path / "s3-credentials"
         creds.write_text(f"access_key={ACCESS_KEY}\nsecret_key={SECRET_KEY}\n")
         creds.chmod(0o600)
-        # the checkpoint stays in the cluster's shared dir: one message, before anything starts
+        # a bucket the store does not have: one message, before anything starts, nothing written
         r = _kctl(c, "stream", "submit", "--name", "s3cp", "--out", "s3a://kctl-cluster/o", "--checkpoint",
-                  "s3a://kctl-cluster/cp", "--s3-endpoint", endpoint, "--s3-credentials", str(creds))
-        assert r.returncode == 2 and "checkpoint stays in the cluster's shared dir" in r.stderr, r.stderr
-        assert "Traceback" not in r.stderr and s3c.list_objects_v2(Bucket="kctl-cluster").get("KeyCount", 0) == 0
+                  "s3a://no-such-bucket/cp", "--s3-endpoint", endpoint, "--s3-credentials", str(creds))
+        assert r.returncode != 0 and "no-such-bucket" in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert s3c.list_objects_v2(Bucket="kctl-cluster").get("KeyCount", 0) == 0
+        assert not (c.state_dir.resolve() / "spark" / "data" / "s3cp").exists()
         bs = c.bootstrap_servers
         topic = _topic(bs, partitions=2)
         events = _events(500, seed=5, start=T0)
         _send(bs, topic, events, bad=4, seed=5)
         job = "s3"
         r = _kctl(c, "stream", "submit", "-d", "--name", job, "-t", topic, "--trigger", "1s", "--out",
-                  "s3a://kctl-cluster/out", "--s3-endpoint", endpoint, "--s3-credentials", str(creds),
-                  "--conf", "=".join(spark_quick_jit()), "-o", "json")
+                  "s3a://kctl-cluster/out", "--checkpoint", "s3a://kctl-cluster/cp", "--s3-endpoint", endpoint,
+                  "--s3-credentials", str(creds), "--conf", "=".join(spark_quick_jit()), "-o", "json")
         assert SECRET_KEY not in r.stdout + r.stderr
         res = _json(r)
         st = _caught_up(c, job, len(events) + 4)
@@ -311,10 +314,23 @@ def test_a_job_on_the_spark_cluster_writes_its_tables_to_s3(cluster: KafkaCluste
             assert SECRET_KEY not in json.dumps([cfg.get("Env"), cfg.get("Cmd"), cfg.get("Entrypoint"),
                                                  x.attrs.get("Args")]), x.name
         assert _processes_holding(SECRET_KEY) == []
+        # Spark's checkpoint is on the store (the lag above was read from its offsets and commits there); kctl's
+        # record of the job is in the shared dir, not in the directory kctl ran in
+        keys = {o["Key"] for o in s3c.list_objects_v2(Bucket="kctl-cluster", Prefix="cp/")["Contents"]}
+        assert "cp/offsets/0" in keys and "cp/commits/0" in keys, sorted(keys)[:20]
+        record = c.state_dir.resolve() / "spark" / "data" / job / "_kctl"
+        assert (record / "job.json").is_file() and not (c.spec_file.parent / ".kctl" / "stream" / "s3").exists()
+        # the driver's container crashed: Docker starts it again, and it resumes from the checkpoint on the store
+        restarts = _restarts(res["container"])
+        _crash(res["container"])
+        more = _events(300, seed=6, start=T0 + dt.timedelta(minutes=30))
+        _send(bs, topic, more)
+        st = _caught_up(c, job, len(events) + 4 + len(more), timeout=420)
+        assert st["state"] == "running" and _restarts(res["container"]) > restarts
         _stop(c, job)
         opts = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
                 "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
-        _check_s3(opts, "s3://kctl-cluster/out", events, bad=4)
+        _check_s3(opts, "s3://kctl-cluster/out", events + more, bad=4)
         # the archive's data files are written by tasks, which on the cluster run only on the worker's executor (the
         # driver's delta-rs writes the metrics): the executor had the keys
         assert "Asked to launch executor" in _kctl(c, "logs", "spark-worker-1", "-n", "2000").stdout

@@ -116,3 +116,33 @@ def test_a_master_down_or_a_declared_worker_not_alive_is_a_problem() -> None:
     assert spark.problems(spec, down) == [
         "spark: the master does not answer (connection refused); `kctl logs spark-master`, `kctl up` starts it"
         " again"]
+
+
+def test_a_job_with_its_checkpoint_on_s3_is_found_by_name_through_its_record_in_the_shared_dir(
+        tmp_path: Path) -> None:
+    """On kctl.yaml's Spark cluster a job whose checkpoint is on S3 keeps kctl's record of it (config, job.json,
+    progress, the stop marker) in the shared dir's JOB/_kctl, which the driver's container sees; `kctl stream
+    status|stop|optimize --name JOB` find the checkpoint and that record, or the job's local checkpoint when the
+    job of that name last ran with one."""
+    import json
+
+    from kctl.stream.config import JobConfig, state_dir
+    from kctl.stream.submit import cluster_paths, find_job, record_home
+
+    local = cluster_paths(tmp_path, "main", None, None)[1]
+    assert find_job(tmp_path, "main", None) == (local, None)  # nothing ran yet: the shared dir's checkpoint
+    home = record_home(tmp_path, "main")
+    assert home == spark.data_dir(tmp_path) / "main" / "_kctl"
+    cfg = JobConfig("b:9092", ["t"], "s3a://b/out", "s3a://b/cp", record_dir=str(home))
+    assert cfg.state() == home and state_dir("s3a://b/cp", None) != home  # the record wins over the cwd's
+    home.mkdir(parents=True)
+    (home / "config.json").write_text(cfg.to_json())
+    (home / "job.json").write_text(json.dumps({"started_at": "2026-12-06T03:00:00+00:00"}))
+    assert find_job(tmp_path, "main", None) == ("s3a://b/cp", home)
+    assert find_job(tmp_path, "main", "s3a://b/cp") == ("s3a://b/cp", home)
+    assert find_job(tmp_path, "main", "s3a://b/other") == ("s3a://b/other", None)
+    assert find_job(tmp_path, "other", None)[1] is None
+    # the same name later run with its checkpoint in the shared dir: that one is the job's now
+    (Path(local) / "_kctl").mkdir(parents=True)
+    (Path(local) / "_kctl" / "job.json").write_text(json.dumps({"started_at": "2026-12-06T04:00:00+00:00"}))
+    assert find_job(tmp_path, "main", None) == (local, None)
