@@ -49,18 +49,15 @@ def job_env() -> dict[str, str]:
 def check_s3(out: str, checkpoint: str, store: s3.Settings | None, master: str | None) -> s3.Settings | None:
     """The S3 settings of a job whose --out or --checkpoint is an s3a:// URL, checked before anything starts (the
     URLs, the credentials file, the store and its buckets): one message with a hint, nothing written. None for
-    a job on local dirs (the --s3-* options are then refused). ``master`` None: kctl.yaml's Spark cluster."""
+    a job on local dirs (the --s3-* options are then refused). ``master`` None: kctl.yaml's Spark cluster; on
+    any master the store is asked from this host (a standalone cluster's executors must reach it at the same
+    endpoint: docs/pipeline.md)."""
     urls = [u for u in (out, checkpoint) if s3.is_s3(u)]
     if not urls:
         if store is not None and (store.endpoint or store.credentials_file):
             raise UsageError("--s3-endpoint and --s3-credentials apply to an s3a:// --out or --checkpoint only",
                              hint="write --out s3a://BUCKET/PREFIX, or leave the --s3-* options out")
         return None
-    if master is not None and not master.startswith("local"):
-        raise UsageError(f"a job with tables or a checkpoint on S3 runs with --master local[N] or on kctl.yaml's "
-                         f"Spark cluster, not {master}",
-                         hint="pass --master local[2] (the driver and its executors on this machine write to the "
-                              "store), or declare the cluster in kctl.yaml's `spark:` section (docs/pipeline.md)")
     store = store or s3.Settings()
     locs = [s3.parse_url(u) for u in urls]
     if len(locs) == 2 and (locs[0].bucket, locs[0].key) == (locs[1].bucket, locs[1].key):

@@ -479,3 +479,36 @@ def test_job_on_s3_exact_after_kill9_and_an_unreachable_store(store: Store, kafk
     for f in sd.iterdir():
         if f.is_file():
             assert SECRET_KEY not in f.read_text(errors="replace"), f
+
+
+@pytest.mark.spark
+@pytest.mark.long  # a standalone master and worker, and the SDK bundle (530 MB) fetched by the worker's executor
+def test_job_on_a_standalone_spark_cluster_writes_its_tables_and_checkpoint_to_s3(
+        store: Store, kafka: Any, tmp_path: Path) -> None:
+    """`kctl stream submit --master spark://...` (a standalone master and worker of the installed pyspark on
+    127.0.0.1, started by the test) with `--out s3a://...` and `--checkpoint s3a://...`: the executor, on the
+    worker, gets the hadoop-aws jars from the driver and the keys in the job's hadoop configuration; the tables
+    on the store, read by this test's own delta-rs, equal the ground truth; `kctl stream status` reads the lag
+    from the checkpoint on the store."""
+    from tests.integration.ports import spark_quick_jit
+    from tests.integration.test_stream import _events, _send, _standalone, _topic
+
+    bs = kafka.bootstrap_servers
+    topic = _topic(bs)
+    bucket = store.bucket("kctl-standalone")
+    out, cp = f"s3a://{bucket}/j/out", f"s3a://{bucket}/j/cp"
+    events = _events(800, seed=71, start=dt.datetime(2024, 6, 4, 7, 0, 0, tzinfo=dt.timezone.utc))
+    _send(bs, topic, events, bad=5, seed=71)
+    with _standalone(tmp_path) as master:
+        r = _submit_cmd(tmp_path, "submit", "-b", bs, "-t", topic, "--out", out, "--checkpoint", cp,
+                        *store.s3_args(), "--master", master, "--available-now", "-o", "json",
+                        "--conf", "=".join(spark_quick_jit()), timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        worker_log = (tmp_path / "standalone.log").read_text(errors="replace")
+    assert "Asked to launch executor" in worker_log  # the archive's files were written by the worker's executor
+    assert SECRET_KEY not in worker_log
+    _check_s3(store, f"s3://{bucket}/j/out", events, bad=5)
+    r = _submit_cmd(tmp_path, "status", "--checkpoint", cp, "-o", "json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["state"] == "finished" and s["total_lag"] == 0 and s["last_committed_batch"] is not None, s
