@@ -639,8 +639,10 @@ def failure(cfg: JobConfig, exc: Any) -> str:
             try:
                 s3.check_store(store, files.credentials, s3.parse_url(url))
             except KctlError as e:
-                return (f"{e.message}; the job stopped ({first[:300]}). Nothing is lost: submit it again with the "
-                        "same --checkpoint and --out once the store answers")
+                then = ("Docker starts its driver again, and it resumes from the checkpoint once the store answers"
+                        if cfg.container else
+                        "submit it again with the same --checkpoint and --out once the store answers")
+                return f"{e.message}; the job stopped ({first[:300]}). Nothing is lost: {then}"
     return first
 
 

@@ -257,8 +257,8 @@ def test_a_job_on_the_spark_cluster_writes_its_tables_to_s3(cluster: KafkaCluste
     in the cluster's shared dir, where `kctl stream status|stop --name` find it), the keys from a 0600 file
     mounted read-only into the driver, which hands them to its executors in its jobs' hadoop configuration:
     never in a container's environment or command, nor in any process's argv or environment on this host. The
-    driver's container crashed mid-stream resumes from the checkpoint on the store. The tables, read by this
-    test's own delta-rs, equal the ground truth."""
+    driver's container crashed mid-stream resumes from the checkpoint on the store, and so does a job whose store
+    stopped answering for 40 s. The tables, read by this test's own delta-rs, equal the ground truth."""
     import boto3
     import docker
 
@@ -327,10 +327,23 @@ def test_a_job_on_the_spark_cluster_writes_its_tables_to_s3(cluster: KafkaCluste
         _send(bs, topic, more)
         st = _caught_up(c, job, len(events) + 4 + len(more), timeout=420)
         assert st["state"] == "running" and _restarts(res["container"]) > restarts
+        # the store stops answering for 40 s (its container paused) while events come: the job rides it out, or
+        # its query fails, the driver exits 1 and Docker starts it again until the store answers; nothing lost
+        restarts = _restarts(res["container"])
+        late = _events(300, seed=7, start=T0 + dt.timedelta(minutes=50))
+        moto.pause()
+        try:
+            _send(bs, topic, late)
+            time.sleep(40)
+        finally:
+            moto.unpause()
+        st = _caught_up(c, job, len(events) + 4 + len(more) + len(late), timeout=600)
+        print(f"store paused 40 s: the driver restarted {_restarts(res['container']) - restarts} time(s)")
+        assert st["state"] == "running", st
         _stop(c, job)
         opts = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
                 "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
-        _check_s3(opts, "s3://kctl-cluster/out", events + more, bad=4)
+        _check_s3(opts, "s3://kctl-cluster/out", events + more + late, bad=4)
         # the archive's data files are written by tasks, which on the cluster run only on the worker's executor (the
         # driver's delta-rs writes the metrics): the executor had the keys
         assert "Asked to launch executor" in _kctl(c, "logs", "spark-worker-1", "-n", "2000").stdout
