@@ -52,6 +52,61 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
         assert not left, f"`kctl down` left Spark containers: {[x.name for x in left]}"
 
 
+class _S3:
+    """moto's server in a container of the test's own on the cluster's network, reached by the driver's container,
+    the worker's executor and this host at the container's address (no published port)."""
+
+    def __init__(self, container: Any, endpoint: str, client: Any, creds: Path) -> None:
+        self.container, self.endpoint, self.client, self.creds = container, endpoint, client, creds
+
+    def args(self) -> list[str]:
+        return ["--s3-endpoint", self.endpoint, "--s3-credentials", str(self.creds)]
+
+    def options(self) -> dict[str, str]:
+        """The test's own delta-rs reader's storage options (not kctl's)."""
+        from tests.integration.s3store import ACCESS_KEY, SECRET_KEY
+
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
+
+
+@pytest.fixture(scope="module")
+def s3_on_cluster(cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_S3]:
+    """A bucket ``kctl-cluster`` on moto beside the cluster, and a 0600 credentials file for it."""
+    import boto3
+    import docker
+
+    from kctl.stream import spark as kspark
+    from tests.integration.s3store import ACCESS_KEY, SECRET_KEY
+
+    c = cluster
+    moto = docker.from_env().containers.run(
+        kspark.image_tag(), ["python3", "-m", "moto.server", "-H", "0.0.0.0", "-p", "5000"], detach=True,
+        name=f"{c.spec.project}-s3test", network=c.spec.project, environment={"PYTHONPATH": "/kctl-py"},
+        volumes={str(kspark.site_packages()): {"bind": "/kctl-py", "mode": "ro"}},
+        labels={"io.kctl.test": "s3"})
+    try:
+        moto.reload()
+        ip = moto.attrs["NetworkSettings"]["Networks"][c.spec.project]["IPAddress"]
+        endpoint = f"http://{ip}:5000"
+        s3c = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=ACCESS_KEY,
+                           aws_secret_access_key=SECRET_KEY)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                s3c.create_bucket(Bucket="kctl-cluster")
+                break
+            except Exception:  # noqa: BLE001 - moto still starting
+                assert time.monotonic() < deadline, moto.logs()[-2000:]
+                time.sleep(0.5)
+        creds = tmp_path_factory.mktemp("s3creds") / "s3-credentials"
+        creds.write_text(f"access_key={ACCESS_KEY}\nsecret_key={SECRET_KEY}\n")
+        creds.chmod(0o600)
+        yield _S3(moto, endpoint, s3c, creds)
+    finally:
+        moto.remove(force=True)
+
+
 def _kctl(c: KafkaCluster, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*KCTL, *args, "-f", str(c.spec_file)], capture_output=True, text=True, timeout=timeout,
                           check=False, cwd=c.spec_file.parent)
@@ -79,9 +134,9 @@ def _caught_up(c: KafkaCluster, job: str, want: int, timeout: float = 300) -> di
     raise AssertionError(f"job {job} did not catch up within {timeout:.0f} s: {json.dumps(st)[:2000]}")
 
 
-def _submit(c: KafkaCluster, job: str, topic: str) -> dict[str, Any]:
+def _submit(c: KafkaCluster, job: str, topic: str, *more: str) -> dict[str, Any]:
     return dict(_json(_kctl(c, "stream", "submit", "-d", "--name", job, "-t", topic, "--trigger", "1s",
-                            "--conf", "=".join(spark_quick_jit()), "-o", "json")))
+                            "--conf", "=".join(spark_quick_jit()), "-o", "json", *more)))
 
 
 def _stop(c: KafkaCluster, job: str) -> None:
@@ -201,9 +256,11 @@ def test_a_job_on_the_spark_cluster_matches_ground_truth(cluster: KafkaCluster) 
 
 @pytest.mark.long
 @pytest.mark.parametrize("fault", ["worker", "driver", "master"])
-def test_a_fault_mid_stream_loses_nothing(cluster: KafkaCluster, fault: str) -> None:
+def test_a_fault_mid_stream_loses_nothing(cluster: KafkaCluster, fault: str, request: pytest.FixtureRequest) -> None:
     """Half the events, caught up; the fault (the worker's JVM killed, the driver's container crashed, the master
-    restarted); the other half; caught up again: every table equals the ground truth, nothing twice."""
+    restarted); the other half; caught up again: every table equals the ground truth, nothing twice. With the
+    worker and the master faults the tables and the checkpoint are on S3 (moto beside the cluster), with the
+    driver's in the cluster's shared dir (the S3 test below crashes the driver with them on S3)."""
     c = cluster
     bs = c.bootstrap_servers
     job = f"fault-{fault}"
@@ -211,7 +268,10 @@ def test_a_fault_mid_stream_loses_nothing(cluster: KafkaCluster, fault: str) -> 
     events = _events(1200, seed=17, start=T0)
     first, second = events[:600], events[600:]
     _send(bs, topic, first, bad=5, seed=17)
-    res = _submit(c, job, topic)
+    store: _S3 | None = request.getfixturevalue("s3_on_cluster") if fault != "driver" else None
+    on_s3 = ["--out", f"s3a://kctl-cluster/{job}/out", "--checkpoint", f"s3a://kctl-cluster/{job}/cp",
+             *store.args()] if store is not None else []
+    res = _submit(c, job, topic, *on_s3)
     _caught_up(c, job, len(first) + 5)
     app = [a["id"] for a in _status(c, job)["spark"]["applications"]]
     launched = _launched(c)
@@ -246,11 +306,16 @@ def test_a_fault_mid_stream_loses_nothing(cluster: KafkaCluster, fault: str) -> 
         assert [a["id"] for a in after["applications"]] == app
         assert _launched(c) == launched and _restarts(res["container"]) == driver_restarts
     _stop(c, job)
-    _check(Path(res["out"]), events, bad=5)
+    if store is not None:
+        from tests.integration.test_stream_s3 import _check_s3
+
+        _check_s3(store.options(), f"s3://kctl-cluster/{job}/out", events, bad=5)
+    else:
+        _check(Path(res["out"]), events, bad=5)
 
 
 @pytest.mark.long  # the hadoop-aws SDK bundle (530 MB) goes to the driver's container and the worker's executor
-def test_a_job_on_the_spark_cluster_writes_its_tables_to_s3(cluster: KafkaCluster, tmp_path: Path) -> None:
+def test_a_job_on_the_spark_cluster_writes_its_tables_to_s3(cluster: KafkaCluster, s3_on_cluster: _S3) -> None:
     """An S3-compatible server (moto) in a container of this test's own on the cluster's network, reached by the
     driver's container, the worker's executor and this host at the container's address (no published port): the
     job's tables go to `--out s3a://...` and its checkpoint to `--checkpoint s3a://...` (kctl's record of the job
@@ -259,96 +324,71 @@ def test_a_job_on_the_spark_cluster_writes_its_tables_to_s3(cluster: KafkaCluste
     never in a container's environment or command, nor in any process's argv or environment on this host. The
     driver's container crashed mid-stream resumes from the checkpoint on the store, and so does a job whose store
     stopped answering for 40 s. The tables, read by this test's own delta-rs, equal the ground truth."""
-    import boto3
     import docker
 
     from kctl.stream import spark as kspark
-    from tests.integration.s3store import ACCESS_KEY, SECRET_KEY
+    from tests.integration.s3store import SECRET_KEY
     from tests.integration.test_stream_s3 import _check_s3, _processes_holding
 
     c = cluster
     dc = docker.from_env()
-    moto = dc.containers.run(
-        kspark.image_tag(), ["python3", "-m", "moto.server", "-H", "0.0.0.0", "-p", "5000"], detach=True,
-        name=f"{c.spec.project}-s3test", network=c.spec.project, environment={"PYTHONPATH": "/kctl-py"},
-        volumes={str(kspark.site_packages()): {"bind": "/kctl-py", "mode": "ro"}},
-        labels={"io.kctl.test": "s3"})
+    moto, endpoint, s3c, creds = s3_on_cluster.container, s3_on_cluster.endpoint, s3_on_cluster.client, \
+        s3_on_cluster.creds
+    # a bucket the store does not have: one message, before anything starts, nothing written
+    r = _kctl(c, "stream", "submit", "--name", "s3cp", "--out", "s3a://kctl-cluster/o", "--checkpoint",
+              "s3a://no-such-bucket/cp", "--s3-endpoint", endpoint, "--s3-credentials", str(creds))
+    assert r.returncode != 0 and "no-such-bucket" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert s3c.list_objects_v2(Bucket="kctl-cluster", Prefix="o/").get("KeyCount", 0) == 0  # the refused --out
+    assert not (c.state_dir.resolve() / "spark" / "data" / "s3cp").exists()
+    bs = c.bootstrap_servers
+    topic = _topic(bs, partitions=2)
+    events = _events(500, seed=5, start=T0)
+    _send(bs, topic, events, bad=4, seed=5)
+    job = "s3"
+    r = _kctl(c, "stream", "submit", "-d", "--name", job, "-t", topic, "--trigger", "1s", "--out",
+              "s3a://kctl-cluster/out", "--checkpoint", "s3a://kctl-cluster/cp", "--s3-endpoint", endpoint,
+              "--s3-credentials", str(creds), "--conf", "=".join(spark_quick_jit()), "-o", "json")
+    assert SECRET_KEY not in r.stdout + r.stderr
+    res = _json(r)
+    st = _caught_up(c, job, len(events) + 4)
+    assert st["state"] == "running" and st["spark"]["workers"][0]["cores_used"] == 1
+    # the keys: in no container's environment or command, in no process's argv or environment on this host
+    for x in dc.containers.list(filters={"label": f"io.kctl.spark={c.spec.name}"}):
+        cfg = x.attrs["Config"]
+        assert SECRET_KEY not in json.dumps([cfg.get("Env"), cfg.get("Cmd"), cfg.get("Entrypoint"),
+                                             x.attrs.get("Args")]), x.name
+    assert _processes_holding(SECRET_KEY) == []
+    # Spark's checkpoint is on the store (the lag above was read from its offsets and commits there); kctl's
+    # record of the job is in the shared dir, not in the directory kctl ran in
+    keys = {o["Key"] for o in s3c.list_objects_v2(Bucket="kctl-cluster", Prefix="cp/")["Contents"]}
+    assert "cp/offsets/0" in keys and "cp/commits/0" in keys, sorted(keys)[:20]
+    record = c.state_dir.resolve() / "spark" / "data" / job / "_kctl"
+    assert (record / "job.json").is_file() and not (c.spec_file.parent / ".kctl" / "stream" / "s3").exists()
+    # the driver's container crashed: Docker starts it again, and it resumes from the checkpoint on the store
+    restarts = _restarts(res["container"])
+    _crash(res["container"])
+    more = _events(300, seed=6, start=T0 + dt.timedelta(minutes=30))
+    _send(bs, topic, more)
+    st = _caught_up(c, job, len(events) + 4 + len(more), timeout=420)
+    assert st["state"] == "running" and _restarts(res["container"]) > restarts
+    # the store stops answering for 40 s (its container paused) while events come: the job rides it out, or
+    # its query fails, the driver exits 1 and Docker starts it again until the store answers; nothing lost
+    restarts = _restarts(res["container"])
+    late = _events(300, seed=7, start=T0 + dt.timedelta(minutes=50))
+    moto.pause()
     try:
-        moto.reload()
-        ip = moto.attrs["NetworkSettings"]["Networks"][c.spec.project]["IPAddress"]
-        endpoint = f"http://{ip}:5000"
-        s3c = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=ACCESS_KEY,
-                           aws_secret_access_key=SECRET_KEY)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                s3c.create_bucket(Bucket="kctl-cluster")
-                break
-            except Exception:  # noqa: BLE001 - moto still starting
-                assert time.monotonic() < deadline, moto.logs()[-2000:]
-                time.sleep(0.5)
-        creds = tmp_path / "s3-credentials"
-        creds.write_text(f"access_key={ACCESS_KEY}\nsecret_key={SECRET_KEY}\n")
-        creds.chmod(0o600)
-        # a bucket the store does not have: one message, before anything starts, nothing written
-        r = _kctl(c, "stream", "submit", "--name", "s3cp", "--out", "s3a://kctl-cluster/o", "--checkpoint",
-                  "s3a://no-such-bucket/cp", "--s3-endpoint", endpoint, "--s3-credentials", str(creds))
-        assert r.returncode != 0 and "no-such-bucket" in r.stderr and "Traceback" not in r.stderr, r.stderr
-        assert s3c.list_objects_v2(Bucket="kctl-cluster").get("KeyCount", 0) == 0
-        assert not (c.state_dir.resolve() / "spark" / "data" / "s3cp").exists()
-        bs = c.bootstrap_servers
-        topic = _topic(bs, partitions=2)
-        events = _events(500, seed=5, start=T0)
-        _send(bs, topic, events, bad=4, seed=5)
-        job = "s3"
-        r = _kctl(c, "stream", "submit", "-d", "--name", job, "-t", topic, "--trigger", "1s", "--out",
-                  "s3a://kctl-cluster/out", "--checkpoint", "s3a://kctl-cluster/cp", "--s3-endpoint", endpoint,
-                  "--s3-credentials", str(creds), "--conf", "=".join(spark_quick_jit()), "-o", "json")
-        assert SECRET_KEY not in r.stdout + r.stderr
-        res = _json(r)
-        st = _caught_up(c, job, len(events) + 4)
-        assert st["state"] == "running" and st["spark"]["workers"][0]["cores_used"] == 1
-        # the keys: in no container's environment or command, in no process's argv or environment on this host
-        for x in dc.containers.list(filters={"label": f"io.kctl.spark={c.spec.name}"}):
-            cfg = x.attrs["Config"]
-            assert SECRET_KEY not in json.dumps([cfg.get("Env"), cfg.get("Cmd"), cfg.get("Entrypoint"),
-                                                 x.attrs.get("Args")]), x.name
-        assert _processes_holding(SECRET_KEY) == []
-        # Spark's checkpoint is on the store (the lag above was read from its offsets and commits there); kctl's
-        # record of the job is in the shared dir, not in the directory kctl ran in
-        keys = {o["Key"] for o in s3c.list_objects_v2(Bucket="kctl-cluster", Prefix="cp/")["Contents"]}
-        assert "cp/offsets/0" in keys and "cp/commits/0" in keys, sorted(keys)[:20]
-        record = c.state_dir.resolve() / "spark" / "data" / job / "_kctl"
-        assert (record / "job.json").is_file() and not (c.spec_file.parent / ".kctl" / "stream" / "s3").exists()
-        # the driver's container crashed: Docker starts it again, and it resumes from the checkpoint on the store
-        restarts = _restarts(res["container"])
-        _crash(res["container"])
-        more = _events(300, seed=6, start=T0 + dt.timedelta(minutes=30))
-        _send(bs, topic, more)
-        st = _caught_up(c, job, len(events) + 4 + len(more), timeout=420)
-        assert st["state"] == "running" and _restarts(res["container"]) > restarts
-        # the store stops answering for 40 s (its container paused) while events come: the job rides it out, or
-        # its query fails, the driver exits 1 and Docker starts it again until the store answers; nothing lost
-        restarts = _restarts(res["container"])
-        late = _events(300, seed=7, start=T0 + dt.timedelta(minutes=50))
-        moto.pause()
-        try:
-            _send(bs, topic, late)
-            time.sleep(40)
-        finally:
-            moto.unpause()
-        st = _caught_up(c, job, len(events) + 4 + len(more) + len(late), timeout=600)
-        print(f"store paused 40 s: the driver restarted {_restarts(res['container']) - restarts} time(s)")
-        assert st["state"] == "running", st
-        _stop(c, job)
-        opts = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
-                "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
-        _check_s3(opts, "s3://kctl-cluster/out", events + more + late, bad=4)
-        # the archive's data files are written by tasks, which on the cluster run only on the worker's executor (the
-        # driver's delta-rs writes the metrics): the executor had the keys
-        assert "Asked to launch executor" in _kctl(c, "logs", "spark-worker-1", "-n", "2000").stdout
-        assert res["out"] == "s3a://kctl-cluster/out"
-        log = (c.state_dir.resolve() / "spark" / "logs" / f"{kspark.driver_host(job)}.log").read_text(errors="replace")
-        assert SECRET_KEY not in log
+        _send(bs, topic, late)
+        time.sleep(40)
     finally:
-        moto.remove(force=True)
+        moto.unpause()
+    st = _caught_up(c, job, len(events) + 4 + len(more) + len(late), timeout=600)
+    print(f"store paused 40 s: the driver restarted {_restarts(res['container']) - restarts} time(s)")
+    assert st["state"] == "running", st
+    _stop(c, job)
+    _check_s3(s3_on_cluster.options(), "s3://kctl-cluster/out", events + more + late, bad=4)
+    # the archive's data files are written by tasks, which on the cluster run only on the worker's executor (the
+    # driver's delta-rs writes the metrics): the executor had the keys
+    assert "Asked to launch executor" in _kctl(c, "logs", "spark-worker-1", "-n", "2000").stdout
+    assert res["out"] == "s3a://kctl-cluster/out"
+    log = (c.state_dir.resolve() / "spark" / "logs" / f"{kspark.driver_host(job)}.log").read_text(errors="replace")
+    assert SECRET_KEY not in log
