@@ -162,6 +162,9 @@ def submit(
                                            help="Fail when Kafka deleted offsets the job had not read."),
     max_offsets: int = typer.Option(200_000, "--max-offsets-per-trigger",
                                     help="Cap on records per micro-batch (0: none)."),
+    small_batch_rows: int = typer.Option(5_000, "--small-batch-rows",
+                                         help="A micro-batch of at most this many records is written by delta-rs"
+                                              " from the driver, not by Spark's Delta appends (0: never)."),
     jars: list[str] = typer.Option(None, "--jars", help="Kafka source jars (offline); default: resolved and cached."),
     driver_memory: str = typer.Option("768m", "--driver-memory"),
     name: str = typer.Option("main", "--name", help="Job name: offsets are committed to group kctl-stream-NAME."),
@@ -191,6 +194,7 @@ def submit(
 
     bad = [m for m, ok in ((f"--optimize-every must be 0 or more, not {optimize_every}", optimize_every >= 0),
                            (f"--max-offsets-per-trigger must be 0 or more, not {max_offsets}", max_offsets >= 0),
+                           (f"--small-batch-rows must be 0 or more, not {small_batch_rows}", small_batch_rows >= 0),
                            (f"--retain-hours must be at least {MIN_RETAIN_HOURS}, not {retain_hours}",
                             retain_hours >= MIN_RETAIN_HOURS),
                            (f"--name {name!r} must be non-empty, without spaces", bool(name) and " " not in name))
@@ -228,7 +232,7 @@ def submit(
             starting_offsets=starting_offsets, fail_on_data_loss=fail_on_data_loss,
             max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
             name=name, optimize_every=optimize_every, vacuum_retain_hours=retain_hours, extra_conf=extra_conf,
-            host_bootstrap_servers=_bootstrap(bootstrap, spec))
+            host_bootstrap_servers=_bootstrap(bootstrap, spec), small_batch_rows=small_batch_rows)
         if not detach:
             info(f"starting the stream job on the Spark cluster of {spec} ({cfg.trigger}); its driver runs in a"
                  " container: Ctrl-C stops it after the current batch")
@@ -247,7 +251,7 @@ def submit(
         max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
         name=name, optimize_every=optimize_every, vacuum_retain_hours=retain_hours,
         spec_file=str(spec.resolve()) if spec.exists() else None,  # a secured one: its credentials
-        extra_conf=extra_conf,
+        extra_conf=extra_conf, small_batch_rows=small_batch_rows,
     )
     if not detach:
         info(f"starting the stream job on {master} ({cfg.trigger}); Ctrl-C stops it after the current batch")

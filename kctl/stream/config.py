@@ -64,6 +64,10 @@ class JobConfig:
     # million at 100,000 against 41.3 at 200,000 in one run of kctl.bench.cost (docs/benchmarks.md).
     max_offsets_per_trigger: int | None = 200_000
     watermark: str = "10 minutes"
+    # A batch of at most this many records (known from the checkpoint's offset log) is written in one Spark job
+    # and delta-rs commits from the driver, instead of Spark's Delta appends (a second Spark job and a JVM
+    # commit each, about a second even for a few rows); 0: every batch through Spark (docs/pipeline.md).
+    small_batch_rows: int = 5_000
     jars: list[str] = field(default_factory=list)
     packages: list[str] = field(default_factory=list)
     driver_memory: str = "768m"

@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from kctl.kafka.client import Target
 from kctl.stream import s3, sinks
 from kctl.stream.config import JobConfig
 from kctl.stream.progress import HISTORY, ProgressHistory
-from kctl.stream.state import committed_offsets
+from kctl.stream.state import batch_records, committed_offsets
 from kctl.wait import wait_until
 
 # nginx "combined" + "$http_x_forwarded_for" (optional, so plain combined parses too).
@@ -182,6 +183,31 @@ def batch_counts(parsed: Any) -> list[Any]:
     return rows
 
 
+def small_batch(parsed: Any) -> tuple[Any, Any, list[tuple[int, str, int, int, int]]]:
+    """A small batch in one Spark job: its parsed rows come to the driver as Arrow, and the archive's rows, the
+    dead-letter rows and the metrics' counts (as :func:`batch_counts` makes them: per 1-minute event-time window,
+    host and status of the good rows, requests and bytes) are taken from them with pyarrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark.sql import functions as F
+
+    rows = parsed.select("*", F.to_date("event_time").alias("_archive_date"),
+                         F.to_date("kafka_timestamp").alias("_deadletter_date")).toArrow()
+    ok = rows["ok"]
+    good, bad = rows.filter(ok), rows.filter(pc.invert(ok))
+
+    def pick(t: Any, columns: list[str], date: str) -> Any:
+        return t.select([date if c == "date" else c for c in columns]).rename_columns(columns)
+
+    micros = pc.cast(pc.floor_temporal(good["event_time"], unit="minute"), pa.int64())
+    keyed = pa.table({"ws": pc.divide(micros, 1_000_000), "host": good["host"], "status": good["status"],
+                      "bytes": good["bytes"]})
+    agg = keyed.group_by(["ws", "host", "status"]).aggregate([("bytes", "sum"), ("bytes", "count")]).to_pylist()
+    counts = [(int(r["ws"]), str(r["host"]), int(r["status"]), int(r["bytes_count"]), int(r["bytes_sum"] or 0))
+              for r in agg]
+    return pick(good, ARCHIVE_COLUMNS, "_archive_date"), pick(bad, DEADLETTER_COLUMNS, "_deadletter_date"), counts
+
+
 def new_counters() -> dict[str, int]:
     """The counters a :class:`BatchWriter` keeps (counters.json), before the first batch."""
     return {"batches": 0, "archived": 0, "deadletter": 0, "last_batch_id": -1, "last_batch_seconds_x1000": 0}
@@ -206,17 +232,25 @@ class BatchWriter:
         # Seconds of the last batch's steps (parse + counts, appends, merge), kept in counters.json.
         self.timings: dict[str, float] = {}
 
-    def __call__(self, batch: Any, batch_id: int) -> None:
+    def __call__(self, batch: Any, batch_id: int, records: int | None = None) -> None:
+        """``records``: the batch's record count when the caller knows it (the warm-up); else the checkpoint's
+        offset log says (:func:`kctl.stream.state.batch_records`)."""
         t0 = time.monotonic()
         if not self.app_id:  # a new checkpoint: Spark wrote the query id before running batch 0
             self.app_id = query_id(self.cfg.checkpoint, self.cfg.files()) or ""
             if not self.app_id:
                 raise RuntimeError(f"no query id in {self.cfg.checkpoint}/metadata")
-        parsed = parse(batch).persist()
-        try:
-            self._write(parsed, batch_id)
-        finally:
-            parsed.unpersist()
+        small = self.cfg.small_batch_rows
+        n = records if records is not None else (
+            batch_records(self.cfg.checkpoint, batch_id, self.cfg.files()) if small else None)
+        if n is not None and n <= small:
+            self._write_small(parse(batch), batch_id)
+        else:
+            parsed = parse(batch).persist()
+            try:
+                self._write(parsed, batch_id)
+            finally:
+                parsed.unpersist()
         self.counters["batches"] += 1
         self.counters["last_batch_id"] = batch_id
         self.counters["last_batch_seconds_x1000"] = int((time.monotonic() - t0) * 1000)
@@ -242,16 +276,45 @@ class BatchWriter:
         t0 = time.monotonic()
         counts = batch_counts(parsed)
         self.timings = {"counts": time.monotonic() - t0}
-        good_rows = [r for r in counts if r["ok"]]
-        good = sum(int(r["requests"]) for r in good_rows)
+        good_rows = [(int(r["ws"]), r["host"], int(r["status"]), int(r["requests"]), int(r["bytes"] or 0))
+                     for r in counts if r["ok"]]
+        good = sum(r[3] for r in good_rows)
         bad = sum(int(r["requests"]) for r in counts if not r["ok"])
-        want = self.cfg.outputs
+        self._merge_beside(good_rows, b, lambda: self._appends(parsed, b, good, bad))
+
+    def _write_small(self, parsed: Any, b: int) -> None:
+        """A batch of at most ``small_batch_rows`` records: one Spark job brings its parsed rows to the driver
+        (:func:`small_batch`), and delta-rs appends them, with the same transaction identifiers as Spark's
+        appends, beside the metrics MERGE."""
+        t0 = time.monotonic()
+        archive, deadletter, good_rows = small_batch(parsed)
+        self.timings = {"counts": time.monotonic() - t0}
+
+        def appends() -> None:
+            t1 = time.monotonic()
+            want = self.cfg.outputs
+            if archive.num_rows and "archive" in want and not self._done(self.archive, b):
+                sinks.append_arrow(archive, self.archive, app_id=self.app_id, version=b, partition_by=["date"],
+                                   storage_options=self.options)
+                self.counters["archived"] += archive.num_rows
+            if deadletter.num_rows and "deadletter" in want and not self._done(self.deadletter, b):
+                sinks.append_arrow(deadletter, self.deadletter, app_id=self.app_id, version=b,
+                                   storage_options=self.options)
+                self.counters["deadletter"] += deadletter.num_rows
+            self.timings["appends"] = time.monotonic() - t1
+
+        self._merge_beside(good_rows, b, appends)
+
+    def _merge_beside(self, good_rows: list[tuple[int, str, int, int, int]], b: int,
+                      appends: Callable[[], None]) -> None:
+        """The metrics MERGE of ``good_rows`` (delta-rs, on a thread) while ``appends`` runs here; the MERGE's error
+        raised after both."""
         merge = None
-        if good_rows and "metrics" in want:
+        if good_rows and "metrics" in self.cfg.outputs:
             merge = threading.Thread(target=self._merge, args=(good_rows, b), name=f"kctl-merge-{b}", daemon=True)
             merge.start()
         try:
-            self._appends(parsed, b, good, bad)
+            appends()
         finally:
             if merge is not None:
                 merge.join()
@@ -273,12 +336,10 @@ class BatchWriter:
             self.counters["deadletter"] += bad
         self.timings["appends"] = time.monotonic() - t0
 
-    def _merge(self, good_rows: list[Any], b: int) -> None:
+    def _merge(self, good_rows: list[tuple[int, str, int, int, int]], b: int) -> None:
         t0 = time.monotonic()
         try:
-            rows = [(int(r["ws"]), r["host"], int(r["status"]), int(r["requests"]), int(r["bytes"] or 0))
-                    for r in good_rows]
-            self.metrics_table.merge_counts(rows, app_id=self.app_id, version=b)
+            self.metrics_table.merge_counts(good_rows, app_id=self.app_id, version=b)
         except BaseException as exc:  # noqa: BLE001 - re-raised by _write in the batch's thread
             self._merge_error = exc
         self.timings["merge"] = time.monotonic() - t0
@@ -444,7 +505,8 @@ def warm_up(spark: Any, cfg: JobConfig) -> tuple[float, dict[str, int]]:
     """Run the writer once on 20 access-log records and a malformed one, into a throwaway directory, before the
     query starts: the first micro-batch with data then finds the code paths compiled (Spark's generated code,
     the JIT, Delta's and delta-rs's first calls) instead of paying for them while data waits.
-    Seconds, and the writer's counters (20 archived, 1 dead-letter)."""
+    Seconds, and the writer's counters (20 archived and 1 dead-letter per batch: two batches, one of each way of
+    writing, unless ``small_batch_rows`` is 0)."""
     import tempfile
 
     t0 = time.monotonic()
@@ -464,7 +526,11 @@ def warm_up(spark: Any, cfg: JobConfig) -> tuple[float, dict[str, int]]:
             recs.append((f"warm-up-{i % 2}".encode(), json.dumps(envelope).encode(), "warm-up", 0, i, when, 0))
         recs.append((None, b"not an access log", "warm-up", 0, len(recs), when, 0))
         counters = new_counters()
-        BatchWriter(w_cfg, counters, "warm-up")(spark.createDataFrame(recs, kafka_schema()), 0)
+        writer = BatchWriter(w_cfg, counters, "warm-up")
+        # both ways of writing a batch: through Spark's Delta appends, and a small one through delta-rs
+        writer(spark.createDataFrame(recs, kafka_schema()), 0)
+        if cfg.small_batch_rows:
+            writer(spark.createDataFrame(recs, kafka_schema()), 1, records=len(recs))
     return time.monotonic() - t0, counters
 
 

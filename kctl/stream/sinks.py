@@ -45,6 +45,17 @@ def append(df: Any, path: str, *, app_id: str, version: int, partition_by: Seque
     w.save(path)
 
 
+def append_arrow(data: Any, path: str, *, app_id: str, version: int, partition_by: Sequence[str] = (),
+                 storage_options: dict[str, str] | None = None) -> None:
+    """:func:`append` of an Arrow table by delta-rs (no Spark job): the same (app_id, version) transaction
+    identifier in the commit, so Spark's appends and these skip the same replays."""
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    write_deltalake(_rs(path), data, mode="append", partition_by=list(partition_by) or None,
+                    storage_options=storage_options,
+                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
+
+
 METRICS_PARTITION = "window_start"
 
 

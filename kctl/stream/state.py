@@ -75,12 +75,22 @@ def committed_offsets(checkpoint: str | Path, files: s3.Files | None = None) -> 
     b = _latest_batch(files.names(s3.join(cp, "commits")))
     if b is None:
         return None, {}
-    offsets: dict[str, dict[int, int]] = {}
+    return b, batch_end_offsets(cp, b, files) or {}
+
+
+def batch_end_offsets(checkpoint: str | Path, b: int,
+                      files: s3.Files | None = None) -> dict[str, dict[int, int]] | None:
+    """{topic: {partition: end offset}} of batch ``b`` as the checkpoint's offset log holds it (Spark writes it
+    before it runs the batch); None when it has no such file."""
+    files = files or s3.Files()
     try:
-        text = files.read_text(s3.join(s3.join(cp, "offsets"), str(b)))
+        text = files.read_text(s3.join(s3.join(str(checkpoint), "offsets"), str(b)))
     except OSError:
-        return b, {}
-    lines = (text or "").splitlines()
+        return None
+    if text is None:
+        return None
+    offsets: dict[str, dict[int, int]] = {}
+    lines = text.splitlines()
     for line in lines[2:]:  # "v1", the batch metadata, then one line per source
         try:
             src = json.loads(line)
@@ -90,7 +100,27 @@ def committed_offsets(checkpoint: str | Path, files: s3.Files | None = None) -> 
             for topic, parts in src.items():
                 if isinstance(parts, dict):
                     offsets.setdefault(topic, {}).update({int(p): int(o) for p, o in parts.items()})
-    return b, offsets
+    return offsets
+
+
+def batch_records(checkpoint: str | Path, b: int, files: s3.Files | None = None) -> int | None:
+    """How many Kafka records batch ``b`` covers at most (its end offsets minus the previous batch's; fewer when
+    a topic is compacted or transactional), from the offset log; None when that cannot be known (the first
+    batch, a partition the previous batch did not have, a file that is not there)."""
+    if b <= 0:
+        return None
+    end = batch_end_offsets(checkpoint, b, files)
+    start = batch_end_offsets(checkpoint, b - 1, files)
+    if not end or start is None:
+        return None
+    n = 0
+    for topic, parts in end.items():
+        for p, o in parts.items():
+            s = start.get(topic, {}).get(p)
+            if s is None:
+                return None
+            n += max(0, o - s)
+    return n
 
 
 def latest_offsets(target: Target, topics: list[str], timeout_s: float = 5.0) -> dict[str, dict[int, tuple[int, int]]]:

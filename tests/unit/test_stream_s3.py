@@ -188,3 +188,20 @@ def test_files_on_local_paths(tmp_path: Path) -> None:
     assert committed_offsets(tmp_path / "cp", f) == (3, {"t": {0: 5, 1: 7}})
     with pytest.raises(UsageError, match="no S3 settings"):
         f.read_text("s3a://b/cp/metadata")
+
+
+def test_a_batchs_record_count_comes_from_the_offset_log(tmp_path: Path) -> None:
+    """What decides whether a batch goes the small way (kctl.stream.job.BatchWriter): its end offsets minus the
+    previous batch's; unknown for the first batch, a partition new in it, or a batch the log does not hold."""
+    from kctl.stream.state import batch_end_offsets, batch_records
+
+    f = s3.Files()
+    cp = tmp_path / "cp"
+    f.write_text(cp / "offsets" / "0", 'v1\n{"batchWatermarkMs":0}\n{"t":{"0":5,"1":7}}\n')
+    f.write_text(cp / "offsets" / "1", 'v1\n{"batchWatermarkMs":0}\n{"t":{"0":9,"1":7}}\n')
+    f.write_text(cp / "offsets" / "2", 'v1\n{"batchWatermarkMs":0}\n{"t":{"0":9,"1":10,"2":4}}\n')
+    assert batch_end_offsets(cp, 1, f) == {"t": {0: 9, 1: 7}} and batch_end_offsets(cp, 7, f) is None
+    assert batch_records(cp, 1, f) == 4
+    assert batch_records(cp, 0, f) is None  # the first batch: where it started is not in the log
+    assert batch_records(cp, 2, f) is None  # partition 2 is new in batch 2
+    assert batch_records(cp, 3, f) is None  # no such batch
