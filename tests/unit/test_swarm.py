@@ -230,3 +230,72 @@ def test_secured_swarm_stack_without_secrets_is_a_clear_error(tmp_path: Path) ->
     data = yaml.safe_load(render(spec, tmp_path).files[COMPOSE_FILE])
     with pytest.raises(KctlError, match="has no secrets"):
         with_secrets(spec, tmp_path, data)
+
+
+class _Node:
+    """A Swarm node as the SDK shows it: its update is taken only at the version it was read at."""
+
+    def __init__(self, node_id: str, labels: dict[str, str], store: dict[str, Any]) -> None:
+        self.id = node_id
+        self.store = store
+        self.attrs: dict[str, Any] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        self.attrs = {"Version": {"Index": self.store["version"]}, "Spec": {"Labels": dict(self.store["labels"])},
+                      "Description": {"Hostname": f"host-{self.id}"}}
+
+    def update(self, spec: dict[str, Any]) -> None:
+        import docker.errors
+        if self.attrs["Version"]["Index"] != self.store["version"]:
+            raise docker.errors.APIError("500 Server Error", explanation="rpc error: update out of sequence")
+        self.store["labels"] = dict(spec["Labels"])
+        self.store["version"] += 1
+        self.store["writes"] += 1
+
+
+def test_node_labels_written_again_on_a_fresh_read_when_the_node_moved_under_them() -> None:
+    from kctl.runtime.engine.swarm import relabel
+
+    store: dict[str, Any] = {"version": 5, "labels": {"other.team": "x", "old": "true"}, "writes": 0}
+    node = _Node("n1", {}, store)
+    store["version"] = 6  # the node's status report got in between kctl's read and its write
+    store["labels"] = {"other.team": "x", "old": "true", "theirs": "1"}
+
+    class Dc:
+        class nodes:  # noqa: N801 - the SDK's shape
+            @staticmethod
+            def list() -> list[_Node]:
+                return [node]
+
+    out = relabel(Dc, lambda _id, labels: {k: v for k, v in labels.items() if k != "old"} | {"new": "true"})
+    # the label another writer set in between is kept: the change is made on the fresh read
+    assert store["labels"] == {"other.team": "x", "theirs": "1", "new": "true"}
+    assert store["writes"] == 1 and out == [("host-n1", ["new"])]
+    # nothing to change: no write at all
+    assert relabel(Dc, lambda _id, labels: labels) == [] and store["writes"] == 1
+
+
+def test_a_node_update_refused_for_another_reason_is_not_retried() -> None:
+    import docker.errors
+
+    from kctl.runtime.engine.swarm import relabel
+
+    class Refusing:
+        id = "n1"
+        attrs: dict[str, Any] = {"Spec": {"Labels": {}}}
+        calls = 0
+
+        def update(self, spec: dict[str, Any]) -> None:
+            Refusing.calls += 1
+            raise docker.errors.APIError("403 Forbidden", explanation="this node is not a swarm manager")
+
+    class Dc:
+        class nodes:  # noqa: N801
+            @staticmethod
+            def list() -> list[Any]:
+                return [Refusing()]
+
+    with pytest.raises(docker.errors.APIError, match="Forbidden"):
+        relabel(Dc, lambda _id, labels: {"a": "true"})
+    assert Refusing.calls == 1

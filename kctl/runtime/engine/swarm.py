@@ -13,6 +13,7 @@ reached on each node's published ports at ``spec.node_address(node)``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,24 +175,60 @@ def taken_ports(spec: ClusterSpec, dc: Any, placement: Placement, local_id: str,
     return out
 
 
+LABEL_UPDATE_WAIT = 30.0  # a node's labels written against a version that another update got in before
+
+
+def relabel(dc: Any, change: Callable[[str, dict[str, str]], dict[str, str]]) -> list[tuple[str, list[str]]]:
+    """Set each Swarm node's labels to ``change(node id, its labels)``; (hostname, labels added) per node changed.
+
+    Swarm takes a node's update only at the version it was read at, and a node's version moves under kctl's
+    feet (its own status reports, another manager's or kctl command's update): "update out of sequence". The
+    node is read again and the change made again on its fresh labels, until written or ``LABEL_UPDATE_WAIT``.
+    """
+    changed: list[tuple[str, list[str]]] = []
+    refused: list[Exception] = []  # any other refusal ends the wait and is raised as it came
+    for n in dc.nodes.list():
+        added: list[str] = []
+
+        def write(n: Any = n, added: list[str] = added) -> tuple[bool, str]:
+            spec_ = dict(n.attrs.get("Spec") or {})
+            labels = dict(spec_.get("Labels") or {})
+            new = change(n.id, labels)
+            if new == labels:
+                return True, "unchanged"
+            spec_["Labels"] = new
+            try:
+                n.update(spec_)
+            except api.sdk().errors.APIError as e:
+                if "out of sequence" not in str(e):
+                    refused.append(e)
+                    return True, "refused"
+                n.reload()
+                return False, f"node {n.id}: {e.explanation or e}"
+            added[:] = sorted(set(new) - set(labels))
+            changed.append(((n.attrs.get("Description") or {}).get("Hostname", n.id), added))
+            return True, "written"
+
+        wait_for_stages([Stage("a Swarm node's labels written", write)], timeout=LABEL_UPDATE_WAIT, poll=0.5)
+        if refused:
+            raise refused[0]
+    return changed
+
+
 def set_labels(spec: ClusterSpec, dc: Any, placement: Placement, say: Progress) -> None:
     """Label each chosen Swarm node for its container hosts, and unlabel the others (``kctl swarm label``)."""
     wanted: dict[str, set[str]] = {}
     for host, target in placement.hosts.items():
         wanted.setdefault(target.id, set()).add(contract.swarm_placement_label(spec.name, host))
     prefix = f"{contract.LABEL_SWARM_PLACEMENT_PREFIX}.{spec.name}."
-    for n in dc.nodes.list():
-        spec_ = dict(n.attrs.get("Spec") or {})
-        labels = dict(spec_.get("Labels") or {})
+
+    def change(node_id: str, labels: dict[str, str]) -> dict[str, str]:
         keep = {k: v for k, v in labels.items() if not k.startswith(prefix)}
-        new = keep | {k: "true" for k in wanted.get(n.id, set())}
-        if new != labels:
-            spec_["Labels"] = new
-            n.update(spec_)
-            added = sorted(set(new) - set(labels))
-            if added:
-                say(f"swarm node {(n.attrs.get('Description') or {}).get('Hostname', n.id)}: labelled "
-                    + ", ".join(k.removeprefix(prefix) for k in added))
+        return keep | {k: "true" for k in wanted.get(node_id, set())}
+
+    for hostname, added in relabel(dc, change):
+        if added:
+            say(f"swarm node {hostname}: labelled " + ", ".join(k.removeprefix(prefix) for k in added))
 
 
 def label(spec: ClusterSpec, strict_spread: bool = False, say: Progress | None = None) -> Placement:
@@ -430,13 +467,7 @@ class SwarmEngine(Engine):
                     except Exception:  # noqa: BLE001 - still in use by a container being removed: reported below
                         pass
             prefix = f"{contract.LABEL_SWARM_PLACEMENT_PREFIX}.{spec.name}."
-            for n in dc.nodes.list():
-                spec_ = dict(n.attrs.get("Spec") or {})
-                labels = dict(spec_.get("Labels") or {})
-                keep = {k: v for k, v in labels.items() if not k.startswith(prefix)}
-                if keep != labels:
-                    spec_["Labels"] = keep
-                    n.update(spec_)
+            relabel(dc, lambda _id, labels: {k: v for k, v in labels.items() if not k.startswith(prefix)})
         return len(names)
 
     def start_one(self, spec: ClusterSpec, state_dir: Path, host: str, say: Progress | None = None) -> None:
@@ -540,12 +571,7 @@ class SwarmEngine(Engine):
         if not keep_data:
             self._remove_volumes(spec, dc, host)
         label = contract.swarm_placement_label(spec.name, host)
-        for n in dc.nodes.list():
-            spec_ = dict(n.attrs.get("Spec") or {})
-            labels = dict(spec_.get("Labels") or {})
-            if label in labels:
-                spec_["Labels"] = {k: v for k, v in labels.items() if k != label}
-                n.update(spec_)
+        relabel(dc, lambda _id, labels: {k: v for k, v in labels.items() if k != label})
         return True
 
     @staticmethod
