@@ -232,7 +232,8 @@ def submit(
             starting_offsets=starting_offsets, fail_on_data_loss=fail_on_data_loss,
             max_offsets_per_trigger=max_offsets, jars=jar_list, driver_memory=driver_memory,
             name=name, optimize_every=optimize_every, vacuum_retain_hours=retain_hours, extra_conf=extra_conf,
-            host_bootstrap_servers=_bootstrap(bootstrap, spec), small_batch_rows=small_batch_rows)
+            host_bootstrap_servers=_bootstrap(bootstrap, spec), small_batch_rows=small_batch_rows,
+            host_spec_file=str(spec.resolve()))
         if not detach:
             info(f"starting the stream job on the Spark cluster of {spec} ({cfg.trigger}); its driver runs in a"
                  " container: Ctrl-C stops it after the current batch")

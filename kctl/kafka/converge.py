@@ -141,7 +141,9 @@ def _quotas(spec: ClusterSpec) -> dict[QuotaEntity, dict[str, float]]:
     return out
 
 
-MIRROR_USERS = ("mirror-to-", "mirror-from-")  # kctl mirror's users on a source and a target (kctl.mirror.access)
+# The users kctl makes for its own services: MirrorMaker's on a source and a target (kctl.mirror.access), the stream
+# job's on kctl.yaml's Spark cluster (kctl.stream.login).
+SERVICE_USERS = ("mirror-to-", "mirror-from-", "kctl-stream-")
 
 
 def kctls_topic(spec: ClusterSpec, name: str) -> bool:
@@ -161,13 +163,13 @@ def kctls_topic(spec: ClusterSpec, name: str) -> bool:
 
 
 def kctls_user(name: str) -> bool:
-    return name.startswith(MIRROR_USERS)
+    return name.startswith(SERVICE_USERS)
 
 
 def read_live(spec: ClusterSpec, declared: State) -> State:
     """The live cluster's state of the sections ``declared`` manages (None for the others: not read), without
-    what Kafka, kctl and its mirrors own (:func:`kctls_topic`, the mirrors' users and their ACLs) unless
-    kctl.yaml names it."""
+    what Kafka, kctl and its mirrors own (:func:`kctls_topic`, the users of kctl's services and their ACLs)
+    unless kctl.yaml names it."""
     named = set(declared.topics or {})
     users = {c.user for c in declared.credentials or set()}
     return live_state(

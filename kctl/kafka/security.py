@@ -287,6 +287,43 @@ def list_acls(spec: ClusterSpec, principal: str | None = None, topic: str | None
     return sorted(rows, key=lambda r: (r.principal, r.resource_type, r.resource, r.operation))
 
 
+# ----- users kctl makes for its own services (MirrorMaker, the stream job on kctl.yaml's Spark cluster) ----------
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One ACL: allow ``operation`` on a resource (topic, group, transactional_id or cluster)."""
+
+    resource: str
+    name: str
+    operation: str
+    prefixed: bool = False
+
+
+def grant_binding(principal: str, g: Grant) -> Any:
+    ck = _ck()
+    rtype = {"topic": ck.ResourceType.TOPIC, "group": ck.ResourceType.GROUP, "cluster": ck.ResourceType.BROKER,
+             "transactional_id": ck.ResourceType.TRANSACTIONAL_ID}[g.resource]
+    pattern = ck.ResourcePatternType.PREFIXED if g.prefixed else ck.ResourcePatternType.LITERAL
+    return ck.AclBinding(rtype, g.name, pattern, principal, "*", getattr(ck.AclOperation, g.operation.upper()),
+                         ck.AclPermissionType.ALLOW)
+
+
+def ensure_user(spec: ClusterSpec, user: str, grants: list[Grant]) -> str:
+    """The user's password: the SCRAM user made (or its password reset when kctl does not keep it) and its
+    ACLs added, on the secured cluster ``spec``. Idempotent: a user with its password kept is left as it is,
+    ACLs already there are kept."""
+    state = store.state_dir_of(spec)
+    kept = store.user_file(state, user)
+    users = {r.user for r in list_users(spec)}
+    if user not in users:
+        set_password(spec, user, None, create=True)
+    elif not kept.exists():
+        set_password(spec, user, None, create=False)
+    add_bindings(spec, [grant_binding(f"User:{user}", g) for g in grants], f"ACLs of {user}")
+    return store.user_password(spec, state, user)[1]
+
+
 # ----- quotas ----------------------------------------------------------------------------------
 
 

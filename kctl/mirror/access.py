@@ -16,25 +16,12 @@ Every step is idempotent: a user with its password kept is left as it is, ACLs a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from kctl.errors import KctlError
-from kctl.kafka import security
+from kctl.kafka.security import Grant, ensure_user
 from kctl.mirror.config import Login
 from kctl.model.properties import security_protocol
 from kctl.model.spec import ClusterSpec, MirrorPolicy, MirrorSpec
 from kctl.security import store
-
-
-@dataclass(frozen=True)
-class Grant:
-    """One ACL: allow ``operation`` on a resource (topic, group, transactional_id or cluster)."""
-
-    resource: str
-    name: str
-    operation: str
-    prefixed: bool = False
 
 
 def source_user(target: ClusterSpec) -> str:
@@ -67,31 +54,6 @@ def target_grants(mirror: MirrorSpec) -> list[Grant]:
         grants += [Grant("transactional_id", group, "all", prefixed=True),
                    Grant("transactional_id", f"connect-cluster-{group}", "all")]
     return grants
-
-
-def _binding(principal: str, g: Grant) -> Any:
-    import importlib
-
-    ck = importlib.import_module("confluent_kafka.admin")
-    rtype = {"topic": ck.ResourceType.TOPIC, "group": ck.ResourceType.GROUP, "cluster": ck.ResourceType.BROKER,
-             "transactional_id": ck.ResourceType.TRANSACTIONAL_ID}[g.resource]
-    pattern = ck.ResourcePatternType.PREFIXED if g.prefixed else ck.ResourcePatternType.LITERAL
-    return ck.AclBinding(rtype, g.name, pattern, principal, "*", getattr(ck.AclOperation, g.operation.upper()),
-                         ck.AclPermissionType.ALLOW)
-
-
-def ensure_user(spec: ClusterSpec, user: str, grants: list[Grant]) -> str:
-    """The user's password: the SCRAM user made (or its password reset when kctl does not keep it) and its
-    ACLs added, on the secured cluster ``spec``."""
-    state = store.state_dir_of(spec)
-    kept = store.user_file(state, user)
-    users = {r.user for r in security.list_users(spec)}
-    if user not in users:
-        security.set_password(spec, user, None, create=True)
-    elif not kept.exists():
-        security.set_password(spec, user, None, create=False)
-    security.add_bindings(spec, [_binding(f"User:{user}", g) for g in grants], f"ACLs of {user}")
-    return store.user_password(spec, state, user)[1]
 
 
 def login_of(spec: ClusterSpec, user: str, password: str) -> Login:

@@ -1779,10 +1779,6 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
             errors.append(f"spark: a Spark cluster on engine {spec.engine.value} is not built yet (engine compose"
                           " only); leave the spark section out there and run the job with `kctl stream submit"
                           " --master local[N]`, or its tables on S3 with a Spark cluster of your own")
-        if spec.security.enabled:
-            errors.append("spark: a Spark cluster beside a secured cluster is not built yet (the driver would need"
-                          " the admin's credentials in its container); run the job with `kctl stream submit"
-                          " --master local[N]`")
         sp = spec.spark
         for i, port in enumerate(range(sp.ui_port, sp.ui_port + sp.workers + 1)):
             what = "spark.ui_port" if i == 0 else f"spark.ui_port + {i} (worker {i})"

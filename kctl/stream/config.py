@@ -106,6 +106,14 @@ class JobConfig:
     # cluster whose checkpoint is on S3 keeps them in the cluster's shared dir (JOB/_kctl), which its driver's
     # container and this host both see. None: state_dir(checkpoint).
     record_dir: str | None = None
+    # A job on kctl.yaml's Spark cluster beside a secured cluster: the 0600 file of its own user's login (librdkafka's
+    # settings with the CA's PEM, kctl.stream.login), mounted read-only into its driver's container alone. The driver
+    # hands the login to its executors inside the Kafka source's options (never a file, an argument or an
+    # environment variable on a worker). None: spec_file's admin login, or a plain cluster.
+    kafka_login: str | None = None
+    # kctl.yaml of a job on its Spark cluster, for kctl's readers on this host (`kctl stream status`: their login);
+    # the driver, in its container, never reads it.
+    host_spec_file: str | None = None
 
     def state(self) -> Path:
         """kctl's own files of this job (pid, progress, stop marker, config): :func:`state_dir`."""
@@ -121,13 +129,31 @@ class JobConfig:
             return None
         return spec
 
-    def kafka_security(self) -> dict[str, str]:
-        """The Java client's security settings (Spark's ``kafka.*`` options); {} for a plain cluster."""
+    def client_settings(self) -> dict[str, str]:
+        """librdkafka's security settings of the job's clients: its own login's (:attr:`kafka_login`), else the
+        admin's of a secured ``spec_file``; {} for a plain cluster."""
+        if self.kafka_login:
+            data: dict[str, str] = json.loads(Path(self.kafka_login).read_text(encoding="utf-8"))
+            return data
         spec = self.secured_spec()
-        if spec is None:
-            return {}
+        return store.client_settings(spec) if spec is not None else {}
 
-        return store.java_settings(store.client_settings(spec))
+    def kafka_security(self) -> dict[str, str]:
+        """The Java client's security settings (Spark's ``kafka.*`` options); {} for a plain cluster. A login with
+        the CA's PEM gives it as the truststore's content, so no executor needs a file of it."""
+        settings = self.client_settings()
+        if "ssl.ca.pem" not in settings:
+            return store.java_settings(settings)
+        java = store.java_settings({k: v for k, v in settings.items() if k != "ssl.ca.pem"})
+        return java | {"ssl.truststore.type": "PEM", "ssl.truststore.certificates": settings["ssl.ca.pem"]}
+
+    def target(self, bootstrap: str) -> Any:
+        """kctl's clients of the job (its group's commits, the preflight) as the job logs in."""
+        from kctl.kafka.client import Target
+
+        if self.kafka_login:
+            return Target.foreign(bootstrap, self.client_settings(), name=f"the stream job {self.name}")
+        return Target.of(self.secured_spec(), bootstrap)
 
     def s3_settings(self) -> S3Settings | None:
         return S3Settings(**self.s3) if self.s3 else None

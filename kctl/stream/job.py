@@ -25,8 +25,7 @@ from typing import Any
 from kctl import cache
 from kctl.errors import KctlError, TimeoutReached
 from kctl.kafka import groups
-from kctl.kafka.client import Target
-from kctl.stream import s3, sinks
+from kctl.stream import login, s3, sinks
 from kctl.stream.config import JobConfig
 from kctl.stream.progress import HISTORY, ProgressHistory
 from kctl.stream.state import batch_records, committed_offsets
@@ -466,6 +465,9 @@ def read_kafka(spark: Any, cfg: JobConfig) -> Any:
         r = r.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
     for k, v in cfg.kafka_security().items():  # a secured cluster: security.protocol, sasl.*, the truststore
         r = r.option(f"kafka.{k}", v)
+    if cfg.kafka_login:
+        # the job's own user may read its own groups only: Spark's consumers take theirs under the job's group
+        r = r.option("groupIdPrefix", login.spark_group_prefix(cfg.name))
     return r.load()
 
 
@@ -545,7 +547,7 @@ def query_id(checkpoint: str | Path, files: s3.Files | None = None) -> str | Non
 
 
 def group_name(cfg: JobConfig) -> str:
-    return f"kctl-stream-{cfg.name}"
+    return login.group(cfg.name)
 
 
 def end_offsets(progress: dict[str, Any]) -> dict[str, dict[int, int]]:
@@ -582,7 +584,7 @@ class OffsetPublisher:
         try:
             if self._committer is None:
                 self._committer = groups.GroupCommitter(
-                    Target.of(self.cfg.secured_spec(), self.cfg.bootstrap_servers), group_name(self.cfg))
+                    self.cfg.target(self.cfg.bootstrap_servers), group_name(self.cfg))
             self._committer.commit(offsets)
             self.last = offsets
         except Exception as exc:  # noqa: BLE001 - lag reporting must never stop the pipeline

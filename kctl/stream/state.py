@@ -178,7 +178,7 @@ def status(checkpoint: str | Path, bootstrap: str | None = None, record: str | P
     rows: list[PartitionLag] = []
     total: int | None = None
     if bootstrap and topics:
-        secured = JobConfig("", [], "", "", spec_file=cfg.get("spec_file")).secured_spec()
+        secured = JobConfig("", [], "", "", spec_file=cfg.get("spec_file") or cfg.get("host_spec_file")).secured_spec()
         latest = latest_offsets(Target.of(secured, bootstrap), topics)
         total = 0
         for t in topics:

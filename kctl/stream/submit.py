@@ -13,7 +13,7 @@ from kctl.errors import KctlError, UsageError
 from kctl.extras import require
 from kctl.kafka.client import Target
 from kctl.stream import jars as jarlib
-from kctl.stream import s3, spark
+from kctl.stream import login, s3, spark
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.preflight import check_topics
 from kctl.stream.record import pid_alive, read_json
@@ -208,7 +208,7 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
         check_s3(cfg.out, cfg.checkpoint, store, None)
     check_metrics_table(cfg.table("metrics"), cfg.storage_options())
     host_bs = cfg.host_bootstrap_servers or spec.bootstrap_servers
-    check_topics(Target.of(None, host_bs), cfg.topics)
+    check_topics(Target.of(spec, host_bs), cfg.topics)  # as kctl's own clients log in (the admin, when secured)
     st = spark.status(spec)  # the master answers, with a worker to run executors on
     alive = [w for w in st["workers"] if w["state"] == "ALIVE"]
     if not alive:
@@ -224,6 +224,8 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
         cfg.record_dir = str(record_home(cluster_dir, cfg.name))
     cfg.bootstrap_servers = spec.internal_bootstrap_servers
     cfg.host_bootstrap_servers = host_bs
+    if spec.kctl_logs_in:  # the job logs in as its own user; kctl's readers on this host as the admin
+        cfg.kafka_login = str(login.provision(spec, cluster_dir, cfg.name, cfg.topics))
     sd = cfg.state()
     sd.mkdir(parents=True, exist_ok=True)
     if not s3.is_s3(cfg.out):
@@ -234,6 +236,8 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
     # The S3 credentials file, read-only at the same path: the driver reads the keys itself (never in its
     # environment or arguments) and hands them to the executors in its jobs' hadoop configuration.
     files = [store.credentials_file] if store is not None and store.credentials_file else []
+    if cfg.kafka_login:  # the job's Kafka login, read-only into its driver's container alone
+        files.append(cfg.kafka_login)
     name = spark.start_driver(spec, cluster_dir, cfg.name, cfg_path, files=files)
     log = spark.logs_dir(cluster_dir) / f"{spark.driver_host(cfg.name)}.log"
 

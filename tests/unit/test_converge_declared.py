@@ -99,7 +99,8 @@ def test_what_kafka_kctl_and_the_mirrors_own_is_never_planned() -> None:
     assert all(converge.kctls_topic(spec, n) for n in owned)
     assert not any(converge.kctls_topic(spec, n) for n in ("audit", "payments", "eastern", "west.orders"))
     assert converge.kctls_user("mirror-to-b") and converge.kctls_user("mirror-from-east")
-    assert not converge.kctls_user("app")
+    assert converge.kctls_user("kctl-stream-main")  # the stream job's on kctl.yaml's Spark cluster
+    assert not converge.kctls_user("app") and not converge.kctls_user("stream-main")
 
 
 def test_a_password_file_is_read_and_checked(tmp_path: Path) -> None:

@@ -39,13 +39,13 @@ def test_bad_values_are_refused_with_what_is_allowed(section: dict[str, Any], sa
     assert says in str(exc.value) + " ".join(str(p) for p in getattr(exc.value, "problems", []) or [])
 
 
-def test_engines_not_built_and_a_secured_cluster_are_refused() -> None:
+def test_engines_not_built_are_refused_and_a_secured_cluster_is_taken() -> None:
     errors, _ = check_rules(ClusterSpec.model_validate({"name": "sp", "engine": "swarm", "spark": {}}))
     assert any("spark: a Spark cluster on engine swarm is not built yet" in e for e in errors)
     errors, _ = check_rules(ClusterSpec.model_validate({"name": "sp", "engine": "hosts", "spark": {}}))
     assert any("engine hosts is not built yet" in e and "--master local[N]" in e for e in errors)
     errors, _ = check_rules(ClusterSpec.model_validate({"name": "sp", "security": {"enabled": True}, "spark": {}}))
-    assert any("secured cluster is not built yet" in e for e in errors)
+    assert [e for e in errors if e.startswith("spark")] == []
 
 
 def test_ui_ports_may_not_clash_with_the_nodes_ports() -> None:
@@ -146,3 +146,43 @@ def test_a_job_with_its_checkpoint_on_s3_is_found_by_name_through_its_record_in_
     (Path(local) / "_kctl").mkdir(parents=True)
     (Path(local) / "_kctl" / "job.json").write_text(json.dumps({"started_at": "2026-12-06T04:00:00+00:00"}))
     assert find_job(tmp_path, "main", None) == (local, None)
+
+
+# ----- the job's own login beside a secured cluster (kctl.stream.login) ------------------------------------------
+
+
+def test_the_job_user_is_granted_its_topics_its_group_and_its_spark_consumers_groups_only() -> None:
+    from kctl.stream import login
+
+    got = {(g.resource, g.name, g.operation, g.prefixed) for g in login.grants("main", ["b", "a", "a"])}
+    assert got == {("topic", "a", "read", False), ("topic", "a", "describe", False),
+                   ("topic", "b", "read", False), ("topic", "b", "describe", False),
+                   ("group", "kctl-stream-main", "read", False), ("group", "kctl-stream-main", "describe", False),
+                   ("group", "kctl-stream-main.spark-", "read", True)}
+    assert login.user("main") == login.group("main") == "kctl-stream-main"
+    # another job's group is outside the prefix the Spark consumers are granted
+    assert not "kctl-stream-main2.spark-x".startswith("kctl-stream-main.spark-")
+
+
+def test_a_login_file_gives_the_executors_the_ca_as_content_and_the_driver_a_foreign_target(tmp_path: Path) -> None:
+    import json
+
+    from kctl.stream.config import JobConfig
+
+    pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    f = tmp_path / "main.json"
+    f.write_text(json.dumps({"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
+                             "sasl.username": "kctl-stream-main", "sasl.password": "pw-123456", "ssl.ca.pem": pem}))
+    cfg = JobConfig("logger1:19092", ["t"], "/o", "/c", name="main", kafka_login=str(f),
+                    spec_file="/nowhere/kctl.yaml")  # never read when the job has its own login
+    java = cfg.kafka_security()
+    assert java == {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                    "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required"
+                                        ' username="kctl-stream-main" password="pw-123456";',
+                    "ssl.truststore.type": "PEM", "ssl.truststore.certificates": pem}
+    assert not any("location" in k for k in java)  # no file an executor would need
+    t = cfg.target("logger1:19092")
+    assert t.spec is None and t.security["sasl.username"] == "kctl-stream-main" and t.security["ssl.ca.pem"] == pem
+    assert "pw-123456" not in repr(t) and "pw-123456" not in cfg.to_json()
+    # without a login file and without a secured kctl.yaml: no security settings at all
+    assert JobConfig("b:9092", ["t"], "/o", "/c").kafka_security() == {}
