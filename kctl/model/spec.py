@@ -1254,7 +1254,8 @@ class ClusterSpec(_Model):
         None, description="A Spark standalone cluster (master and workers from the installed pyspark's"
                           " distribution) beside the brokers, started by `kctl up`; `kctl stream submit` then runs"
                           " the job there (docs/pipeline.md). Left out: no Spark cluster, the job runs in"
-                          " local[N]. Engine compose only for now.")
+                          " local[N]. Engines compose and swarm (on swarm the Spark containers run on the engine kctl"
+                          " talks to, on the stack's overlay network).")
     cluster_id: str | None = Field(
         None, description="Kafka's cluster id of the cluster this spec made (`kctl up` records it in the state"
                           " dir); set it to bind a spec restored from version control to that cluster: every command"
@@ -1775,9 +1776,9 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
             errors.append(f"security.migration: the INTERNAL_SECURE port {spec.secure_internal_port}"
                           " (kafka.internal_port + 1) clashes with another port of the container")
     if spec.spark is not None:
-        if spec.engine is not Engine.compose:
-            errors.append(f"spark: a Spark cluster on engine {spec.engine.value} is not built yet (engine compose"
-                          " only); leave the spark section out there and run the job with `kctl stream submit"
+        if spec.engine is Engine.hosts:
+            errors.append("spark: a Spark cluster on engine hosts is not built yet (engines compose and swarm);"
+                          " leave the spark section out there and run the job with `kctl stream submit"
                           " --master local[N]`, or its tables on S3 with a Spark cluster of your own")
         sp = spec.spark
         for i, port in enumerate(range(sp.ui_port, sp.ui_port + sp.workers + 1)):

@@ -12,6 +12,7 @@ same name elsewhere, a kctl.yaml that says engine compose: each refused, no task
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import socket
@@ -405,6 +406,59 @@ def test_swarm_node_container_killed_and_replaced(stack: Stacks) -> None:
     assert p.returncode == 0, p.stderr
 
 
+@pytest.mark.spark
+def test_a_spark_cluster_beside_a_swarm_stack_runs_the_job_on_its_network(stack: Stacks, tmp_path: Path) -> None:
+    """kctl.yaml's spark section on engine swarm: `kctl up` starts the master and a worker on this engine (the
+    manager kctl talks to) attached to the stack's overlay network, `kctl status` lists them, the job's driver and
+    executor read the brokers through their INTERNAL listeners over that network and every table equals the ground
+    truth; `kctl down --volumes` removes the Spark containers and the network with the stack."""
+    from tests.integration.ports import free_bases, spark_quick_jit
+    from tests.integration.test_stream import _check, _events, _send, _topic
+
+    name, ports, spec_file = stack.make("sp")
+    data = yaml.safe_load(spec_file.read_text())
+    data.update(nodes=data["nodes"][:1], spark={"workers": 1, "worker_memory": "1g",
+                                                "ui_port": free_bases(1, nodes=3, start=46500)[0]})
+    data["kafka"] = {**data.get("kafka", {}), "default_replication_factor": 1, "offsets_topic_replication_factor": 1,
+                     "transaction_state_log_replication_factor": 1, "min_insync_replicas": 1}
+    spec_file.write_text(yaml.safe_dump(data))
+    stack.init()
+    p = kctl(spec_file, "up", "--timeout", "240", timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    st = json.loads(kctl(spec_file, "status", "-o", "json").stdout)
+    assert st["health"] == "healthy" and st["spark"]["status"] == "ALIVE", st
+    assert [w["state"] for w in st["spark"]["workers"]] == ["ALIVE"]
+
+    bs = f"127.0.0.1:{ports[3]}"
+    topic = _topic(bs, partitions=2)
+    events = _events(300, seed=11, start=dt.datetime(2024, 6, 1, 11, 58, 40, tzinfo=dt.timezone.utc))
+    _send(bs, topic, events, bad=3, seed=11)
+    p = kctl(spec_file, "stream", "submit", "-d", "--name", "sw", "-t", topic, "--trigger", "1s", "--conf",
+             "=".join(spark_quick_jit()), "-o", "json", timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    res = json.loads(p.stdout)
+    dc = docker.from_env()
+    for c in dc.containers.list(filters={"label": f"io.kctl.spark={name}"}):
+        assert list(c.attrs["NetworkSettings"]["Networks"]) == [f"kctl-{name}"], c.name
+    deadline = time.monotonic() + 300
+    got: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        got = json.loads(kctl(spec_file, "stream", "status", "--name", "sw", "-o", "json").stdout or "{}")
+        if got.get("total_lag") == 0 and sum(q["latest"] for q in got["partitions"]) == len(events) + 3:
+            break
+        time.sleep(1)
+    assert got.get("total_lag") == 0 and got["spark"]["driver_state"] == "running", got
+    p = kctl(spec_file, "stream", "stop", "--name", "sw", "-o", "json")
+    assert p.returncode == 0 and json.loads(p.stdout)["state"] == "stopped", p.stdout + p.stderr
+    _check(Path(res["out"]), events, bad=3)
+
+    p = kctl(spec_file, "down", "--volumes", timeout=400)
+    assert p.returncode == 0, p.stderr
+    assert _stack_objects(name) == {"services": [], "containers": [], "volumes": []}
+    assert dc.containers.list(all=True, filters={"label": f"io.kctl.spark={name}"}) == []
+    assert [n.name for n in dc.networks.list(names=[f"kctl-{name}"])] == []
+
+
 def test_swarm_secured_profile(stack: Stacks, tmp_path: Path) -> None:
     """`security.enabled` on engine swarm: the secrets reach each task as Swarm secrets of its own (no password
     in the stack file, a service's definition or a task's environment), the stack comes up healthy through
@@ -611,6 +665,7 @@ def _one_kraft_node(stack: Stacks, prefix: str) -> tuple[str, list[int], Path]:
     return name, ports, spec_file
 
 
+@pytest.mark.long  # its short form on compose is in make test (test_kraft_quorum.py)
 def test_swarm_dynamic_quorum_takes_a_controller_and_lets_it_go(stack: Stacks) -> None:
     """The dynamic controller quorum (KIP-853) on engine swarm (issue #47), on a one-node 4.3 KRaft stack: `kctl
     quorum make-dynamic` raises kraft.version and rolls the node onto controller.quorum.bootstrap.servers (a new
