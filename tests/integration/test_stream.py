@@ -123,7 +123,10 @@ def test_a_detached_run_matches_ground_truth_and_stops_gracefully(kafka_cluster:
     r = _kctl("stream", "stop", "--checkpoint", str(tmp_path / "cp"), "-o", "json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["stopped"] is True
-    assert json.loads((tmp_path / "cp" / "_kctl" / "job.json").read_text())["state"] == "stopped"
+    job = json.loads((tmp_path / "cp" / "_kctl" / "job.json").read_text())
+    assert job["state"] == "stopped"
+    # every record was waiting at the start: the first batch, not a warm-up, paid the writer's first calls
+    assert job["warm_up"] == f"skipped: {len(events) + 18} records waiting" and job["warm_up_s"] == 0
     _check(tmp_path / "out", events, bad=18)
     # the job's progress history (what the benchmark reads) accounts for every record of the run
     from kctl.stream.progress import job_progress

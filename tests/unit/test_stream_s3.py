@@ -205,3 +205,38 @@ def test_a_batchs_record_count_comes_from_the_offset_log(tmp_path: Path) -> None
     assert batch_records(cp, 0, f) is None  # the first batch: where it started is not in the log
     assert batch_records(cp, 2, f) is None  # partition 2 is new in batch 2
     assert batch_records(cp, 3, f) is None  # no such batch
+
+
+def test_records_waiting_counts_past_the_checkpoint_or_says_it_does_not_know(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What decides whether the job's warm-up runs: the records in its topics past its checkpoint at its start."""
+    from kctl.errors import KctlError
+    from kctl.stream import job
+    from kctl.stream.config import JobConfig
+
+    latest = {"t": {0: (0, 5), 1: (2, 2), 2: (10, 30)}}
+    committed: dict[str, dict[int, int]] = {}
+    asked: list[str] = []
+
+    def fake_latest(target: object, topics: list[str]) -> dict[str, dict[int, tuple[int, int]]]:
+        asked.append(",".join(topics))
+        if topics == ["down"]:
+            raise KctlError("cannot read offsets")
+        return latest
+
+    monkeypatch.setattr(job, "latest_offsets", fake_latest)
+    monkeypatch.setattr(job, "committed_offsets", lambda cp, files: (None if not committed else 3, committed))
+    files = s3.Files()
+
+    def cfg(**kw: object) -> JobConfig:
+        return JobConfig("b:9092", ["t"], "/o", "/c", **kw)  # type: ignore[arg-type]
+
+    assert job.records_waiting(cfg(), files) == 5 + 0 + 20  # a new checkpoint from earliest: from each low mark
+    committed.update({"t": {0: 5, 2: 25}})
+    assert job.records_waiting(cfg(), files) == 0 + 0 + 5  # past the checkpoint (partition 1: none ever)
+    committed["t"][2] = 30
+    assert job.records_waiting(cfg(), files) == 0  # caught up: the warm-up runs
+    committed.clear()
+    n = len(asked)
+    assert job.records_waiting(cfg(starting_offsets="latest"), files) == 0 and len(asked) == n  # Kafka not asked
+    assert job.records_waiting(cfg(starting_offsets='{"t":{"0":3}}'), files) is None
+    assert job.records_waiting(JobConfig("b:9092", ["down"], "/o", "/c"), files) is None
