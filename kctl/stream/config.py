@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kctl.kafka.client import Target
 from kctl.model.spec import load_cluster
 from kctl.security import store
 from kctl.stream import s3 as objstore
@@ -147,10 +148,8 @@ class JobConfig:
         java = store.java_settings({k: v for k, v in settings.items() if k != "ssl.ca.pem"})
         return java | {"ssl.truststore.type": "PEM", "ssl.truststore.certificates": settings["ssl.ca.pem"]}
 
-    def target(self, bootstrap: str) -> Any:
+    def target(self, bootstrap: str) -> Target:
         """kctl's clients of the job (its group's commits, the preflight) as the job logs in."""
-        from kctl.kafka.client import Target
-
         if self.kafka_login:
             return Target.foreign(bootstrap, self.client_settings(), name=f"the stream job {self.name}")
         return Target.of(self.secured_spec(), bootstrap)
