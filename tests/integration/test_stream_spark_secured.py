@@ -21,9 +21,8 @@ import pytest
 
 from kctl.kafka.client import Target
 from kctl.testing.cluster import KafkaCluster
-from tests.integration.ports import free_bases
 from tests.integration.test_stream import _check, _events
-from tests.integration.test_stream_spark import _caught_up, _json, _kctl, _stop, _submit
+from tests.integration.test_stream_spark import _caught_up, _json, _kctl, _stop, _submit, spark_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.long]
 
@@ -33,20 +32,7 @@ JOB = "sec"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    base = free_bases(1, nodes=3, start=46300)[0]
-    c = KafkaCluster(1, workdir=str(tmp_path_factory.mktemp("spark-secured")), security=True,
-                     spark={"workers": 1, "worker_cores": 1, "worker_memory": "1g", "ui_port": base})
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
-        import docker
-
-        left = docker.from_env().containers.list(all=True, filters={"label": f"io.kctl.spark={c.spec.name}"})
-        for x in left:
-            x.remove(force=True)
-        assert not left, f"`kctl down` left Spark containers: {[x.name for x in left]}"
+    yield from spark_cluster(tmp_path_factory, "spark-secured", 46300, security=True)
 
 
 def _new_topic(c: KafkaCluster, partitions: int = 2) -> str:
