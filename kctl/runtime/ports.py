@@ -86,6 +86,34 @@ def _reserve(directory: Path, port: int, now: float) -> bool:
     return False
 
 
+def free_runs(count: int, length: int, step: int = 10) -> list[int]:
+    """The first ports of ``count`` runs of ``length`` consecutive ports (a spec's port bases), each run free on
+    127.0.0.1 now, below the kernel's ephemeral range and reserved against other choosers like :func:`free_ports`;
+    runs start ``step`` apart."""
+    low, high = _POOL
+    eph = _ephemeral_range()
+    directory, now = _reservations(), time.time()
+    bases: list[int] = []
+    for base in range(low, high - length + 2, step):
+        if len(bases) == count:
+            break
+        run = range(base, base + length)
+        if eph is not None and any(eph[0] <= p <= eph[1] for p in run):
+            continue
+        if not all(port_free(p) for p in run):
+            continue
+        taken = [p for p in run if _reserve(directory, p, now)]
+        if len(taken) == length:
+            bases.append(base)
+        else:  # another chooser holds part of the run: give back what was taken here
+            for p in taken:
+                (directory / str(p)).unlink(missing_ok=True)
+    if len(bases) < count:
+        raise KctlError(f"found only {len(bases)} of {count} runs of {length} free host ports in {low}-{high}",
+                        hint=f"free some local ports (`ss -ltn`), or remove old reservations in {directory}")
+    return bases
+
+
 def free_ports(n: int) -> list[int]:
     """``n`` distinct ports on 127.0.0.1 that nothing listens on right now, outside the kernel's ephemeral range,
     each reserved against other choosers on this machine for an hour."""

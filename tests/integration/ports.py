@@ -4,24 +4,20 @@ them (test_hosts' cluster publishes the defaults). Moved to free ranges far from
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import yaml
 
-from kctl.runtime.ports import port_free
+from kctl.runtime.ports import free_runs
 from kctl.testing.cluster import with_quick_jit
 
 
-def free_bases(count: int, nodes: int = 3, start: int = 41000, stop: int = 49000) -> list[int]:
-    """``count`` port bases, each with ``nodes`` free consecutive ports, 10 apart from ``start`` (below ``stop``)."""
-    bases: list[int] = []
-    for base in range(start, stop, 10):
-        if all(port_free(base + i) for i in range(nodes)):
-            bases.append(base)
-            if len(bases) == count:
-                return bases
-    raise AssertionError(f"no {count} free port ranges in {start}-{stop}")
+def free_bases(count: int, nodes: int = 3) -> list[int]:
+    """``count`` port bases, each with ``nodes`` free consecutive ports, 10 apart: below the kernel's ephemeral range
+    (no outgoing connection of any process takes one meanwhile) and reserved against the other pytest-xdist workers'
+    and the testing API's choices (kctl.runtime.ports.free_runs). A CI run saw a base from 41000-49000, inside Linux's
+    ephemeral range, "in use on 127.0.0.1" at `kctl up`."""
+    return free_runs(count, nodes)
 
 
 def spark_quick_jit() -> tuple[str, str]:
@@ -32,24 +28,12 @@ def spark_quick_jit() -> tuple[str, str]:
     return "spark.driver.extraJavaOptions", " ".join(QUICK_JIT)
 
 
-def worker_range(start: int = 41000, stop: int = 49000) -> tuple[int, int]:
-    """The share of ``start``-``stop`` that this pytest-xdist worker picks ports from. A port is only "free" until
-    something binds it: a test that takes its cluster down and up again on kept data (test_kraft_native) frees its
-    ports for the moment between, and a test on another worker that looked for free ports then took them (a CI run
-    saw logger1 left Created, its port published by the other test's cluster). Workers never share a range."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    index = int(worker[2:]) if worker[2:].isdigit() else 0
-    size = (stop - start) // 4
-    low = start + (index % 4) * size
-    return low, low + size
-
-
-def away_from_defaults(spec_file: Path, nodes: int = 3, start: int = 41000) -> None:
+def away_from_defaults(spec_file: Path, nodes: int = 3) -> None:
     """Give kctl.yaml's published ports (ZooKeeper clients, Kafka's external listeners, the exporters) bases of
-    ``nodes`` free consecutive ports each, from this worker's share of ``start``-49000 (worker_range), and its
-    JVMs the testing API's quick JIT (a short-lived test cluster: kctl.testing.cluster.QUICK_JIT)."""
-    low, high = worker_range(start)
-    bases = free_bases(4, nodes, low, high)
+    ``nodes`` free consecutive ports each (free_bases: reserved, so no other worker's test takes them, even while
+    a test takes its cluster down and up again on kept data), and its JVMs the testing API's quick JIT (a
+    short-lived test cluster: kctl.testing.cluster.QUICK_JIT)."""
+    bases = free_bases(4, nodes)
     data = with_quick_jit(yaml.safe_load(spec_file.read_text()))
     data.setdefault("zookeeper", {})["host_port_base"] = bases[0]
     data.setdefault("kafka", {})["external_port_base"] = bases[1]

@@ -93,7 +93,7 @@ def container(cwd: Path, node: str) -> Any:
 
 
 def _consecutive_bases() -> tuple[int, int]:
-    first, second = free_bases(2, start=31000, stop=39000)
+    first, second = free_bases(2)
     return first, second
 
 

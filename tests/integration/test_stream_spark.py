@@ -35,14 +35,14 @@ T0 = dt.datetime(2024, 6, 1, 11, 58, 40, tzinfo=dt.timezone.utc)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    yield from spark_cluster(tmp_path_factory, "spark", 46100)
+    yield from spark_cluster(tmp_path_factory, "spark")
 
 
-def spark_cluster(tmp_path_factory: pytest.TempPathFactory, prefix: str, ui_from: int,
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory, prefix: str,
                   **settings: Any) -> Iterator[KafkaCluster]:
-    """A one-node cluster with a Spark master and one worker (its UIs from the first free ports at ``ui_from``),
-    taken down at the end; `kctl down` must leave no Spark container."""
-    base = free_bases(1, nodes=3, start=ui_from)[0]
+    """A one-node cluster with a Spark master and one worker (their UIs on free ports), taken down at the end;
+    `kctl down` must leave no Spark container."""
+    base = free_bases(1, nodes=3)[0]
     c = KafkaCluster(1, workdir=str(tmp_path_factory.mktemp(prefix)),
                      spark={"workers": 1, "worker_cores": 1, "worker_memory": "1g", "ui_port": base}, **settings)
     c.start()

@@ -32,7 +32,7 @@ JOB = "sec"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    yield from spark_cluster(tmp_path_factory, "spark-secured", 46300, security=True)
+    yield from spark_cluster(tmp_path_factory, "spark-secured", security=True)
 
 
 def _new_topic(c: KafkaCluster, partitions: int = 2) -> str:

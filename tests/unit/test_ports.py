@@ -64,3 +64,27 @@ def test_processes_choosing_at_once_never_share_a_port(tmp_path: Path) -> None:
         p.join(timeout=60)
     flat = [p for g in got for p in g]
     assert len(flat) == 800 and len(set(flat)) == 800
+
+
+def test_runs_of_consecutive_ports_are_free_reserved_and_outside_the_ephemeral_range() -> None:
+    """A spec's port bases (tests/integration/ports.free_bases): each run whole, never inside the ephemeral range,
+    never handed out twice, and never over a port free_ports reserved."""
+    single = set(ports.free_ports(30))
+    first = ports.free_runs(5, 4)
+    second = ports.free_runs(5, 4)
+    eph = ports._ephemeral_range()
+    taken = [p for b in first + second for p in range(b, b + 4)]
+    assert len(taken) == len(set(taken)) == 40 and not set(taken) & single
+    for p in taken:
+        assert ports._POOL[0] <= p <= ports._POOL[1] and (eph is None or not eph[0] <= p <= eph[1])
+
+
+def test_a_run_with_one_port_held_is_skipped_and_its_other_ports_given_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    directory = ports._reservations()
+    monkeypatch.setattr(ports, "_ephemeral_range", lambda: None)
+    monkeypatch.setattr(ports, "_POOL", (21000, 21029))
+    assert ports._reserve(directory, 21002, ports.time.time())  # another chooser holds a port of the first run
+    assert ports.free_runs(1, 3) == [21010]
+    assert not (directory / "21000").exists() and not (directory / "21001").exists()  # given back
+    with pytest.raises(ports.KctlError, match="found only 1 of 2 runs of 3 free host ports"):
+        ports.free_runs(2, 3)
