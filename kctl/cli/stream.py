@@ -341,7 +341,16 @@ def stop(
     from kctl.stream.state import stop as do_stop
 
     cp, record = _checkpoint(checkpoint, name, spec)
-    emit(do_stop(cp, timeout, record), output)
+    res = do_stop(cp, timeout, record)
+    loaded = load(spec) if spec.exists() else None
+    if loaded is not None and loaded.spark is not None and loaded.spark.warm_driver:
+        # the job gave the workers' cores back: the next job's warm driver starts (kctl.stream.warm)
+        from kctl.model.spec import state_dir_for
+        from kctl.stream import warm
+
+        got = warm.ensure(loaded, state_dir_for(loaded, spec))
+        res["warm_driver"] = got["container"] if got else None
+    emit(res, output)
 
 
 def metrics(

@@ -44,7 +44,7 @@ from kctl.runtime.docker_api import NOT_RUNNING
 from kctl.runtime.engine import engines, services
 from kctl.runtime.image.build import ensure_image
 from kctl.security import store
-from kctl.stream import spark
+from kctl.stream import spark, warm
 from kctl.wait import POLL_S, StageResult, wait_for_stages
 
 if TYPE_CHECKING:
@@ -180,6 +180,7 @@ def up(
     if spec.spark is not None:
         # Beside the brokers, on their network: a Spark standalone master and its workers (kctl.stream.spark)
         spark.up(spec, state_dir, progress, wait_s=120.0 if wait else 0.0)
+        warm.ensure(spec, state_dir, progress)  # spark.warm_driver: one driver warm for the next job
     elif (state_dir / "spark" / "compose.yaml").exists() and spark.down(spec, state_dir):
         (progress or (lambda _m: None))("spark is not declared: stopped the Spark cluster")
     result.seconds = time.monotonic() - started

@@ -1154,6 +1154,12 @@ class SparkSpec(_Model):
                                                  " `kctl up` refuses more than the machine has.")
     ui_port: Port = Field(18080, description="Host port (127.0.0.1) of the master's web UI and JSON endpoint;"
                                              " worker N's UI is published on ui_port + N.")
+    warm_driver: bool = Field(False, description="Keep one stream-job driver started and warmed (its JVM, its"
+                                                 " Spark session, an executor on a worker, the writer run once) while"
+                                                 " no job holds the cluster: `kctl stream submit` hands it the job"
+                                                 " instead of starting a driver (seconds to the first batch, not"
+                                                 " tens). It holds a driver's and an executor's memory and the"
+                                                 " workers' cores while it waits (docs/pipeline.md).")
 
     @field_validator("workers")
     @classmethod

@@ -642,7 +642,9 @@ class _Listener:
         return L()
 
 
-def run(cfg: JobConfig) -> int:
+def run(cfg: JobConfig, spark: Any = None) -> int:
+    """The job until it stops, finishes or fails; its exit code. ``spark``: a session a warm driver built and
+    warmed before the job came (kctl.stream.warm), else one is built here."""
     sd = cfg.state()
     sd.mkdir(parents=True, exist_ok=True)
     (sd / "stop").unlink(missing_ok=True)
@@ -655,12 +657,16 @@ def run(cfg: JobConfig) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
 
-    spark = build_session(cfg)
+    warm = spark is not None
+    spark = spark if warm else build_session(cfg)
     create_tables(spark, cfg.out, cfg.storage_options())
     # The warm-up pays the writer's first-call costs before data arrives; with records already waiting the first
     # batch pays them itself, and the warm-up would only come before it (docs/pipeline.md, docs/benchmarks.md).
-    waiting = records_waiting(cfg, files)
-    if waiting:
+    # A warm driver ran it before the job came.
+    waiting = None if warm else records_waiting(cfg, files)
+    if warm:
+        status.update(warm_up_s=0.0, warm_up="done by the warm driver before the job came")
+    elif waiting:
         status.update(warm_up_s=0.0, warm_up=f"skipped: {waiting} records waiting")
     else:
         status["warm_up_s"] = round(warm_up(spark, cfg)[0], 2)
@@ -755,9 +761,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m kctl.stream.job")
     ap.add_argument("--config", required=True, help="JobConfig JSON written by `kctl stream submit`")
     args = ap.parse_args(argv)
-    cfg = JobConfig.from_json(Path(args.config).read_text(encoding="utf-8"))
+    return run_config(JobConfig.from_json(Path(args.config).read_text(encoding="utf-8")))
+
+
+def run_config(cfg: JobConfig, spark: Any = None) -> int:
+    """:func:`run`, a KctlError said in one line on stderr (exit code 1)."""
     try:
-        return run(cfg)
+        return run(cfg, spark)
     except KctlError as e:  # e.g. the S3 store stopped answering before the query started: one line, no traceback
         print(f"kctl: {e.message}" + (f" ({e.hint})" if e.hint else ""), file=sys.stderr)
         return 1

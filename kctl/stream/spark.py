@@ -437,27 +437,58 @@ def start_driver(spec: ClusterSpec, state_dir: Path, job: str, config: Path, fil
         old.remove(force=True)
     except docker_api.sdk().errors.NotFound:
         pass
+    run_driver(spec, state_dir, name, driver_host(job),
+               _logged(["python3", "-m", "kctl.stream.job", "--config", str(config)], f"{driver_host(job)}.log"),
+               {"io.kctl.stream-job": job}, files)
+    return name
+
+
+def run_driver(spec: ClusterSpec, state_dir: Path, name: str, host: str, argv: list[str], labels: dict[str, str],
+               files: list[str] | None = None) -> None:
+    """docker run of a driver container ``name`` (host name ``host`` on the cluster network, where its executors
+    connect to it) running ``argv``, with the mounts every Spark container has and ``files`` read-only."""
+    dc = docker_api.client()
     logs_dir(state_dir).mkdir(parents=True, exist_ok=True)
     volumes = {}
     for m in _mounts(state_dir):
-        host, target, *mode = m.split(":")
-        volumes[host] = {"bind": target, "mode": mode[0] if mode else "rw"}
+        src, target, *mode = m.split(":")
+        volumes[src] = {"bind": target, "mode": mode[0] if mode else "rw"}
     for f in files or []:
         volumes[f] = {"bind": f, "mode": "ro"}
     env = {**_env(), "KCTL_SPARK_LOG_LEVEL": os.environ.get("KCTL_SPARK_LOG_LEVEL", "WARN")}
     env.pop("SPARK_DAEMON_MEMORY")
     try:
         dc.containers.run(
-            image_tag(), _logged(["python3", "-m", "kctl.stream.job", "--config", str(config)],
-                                 f"{driver_host(job)}.log"),
-            name=name, hostname=driver_host(job), network=spec.project, environment=env, volumes=volumes,
-            labels={**_labels(spec, "driver"), "io.kctl.stream-job": job}, detach=True,
+            image_tag(), argv, name=name, hostname=host, network=spec.project, environment=env, volumes=volumes,
+            labels={**_labels(spec, "driver"), **labels}, detach=True,
             # A crash (a non-zero exit, a kill) starts it again; a graceful stop (exit 0) leaves it stopped.
             restart_policy={"Name": "on-failure", "MaximumRetryCount": 0}, stop_signal="SIGTERM")
     except docker_api.sdk().errors.APIError as exc:
         raise KctlError(f"Docker did not start the driver container {name}: {exc.explanation}",
                         hint="is the Spark cluster up? `kctl up` starts it (`kctl status` lists it)") from None
-    return name
+
+
+def shared_jars(jars: list[str], state_dir: Path) -> list[str]:
+    """The job's jars copied (hard-linked where the file system allows) into the shared directory: the driver's
+    container sees that one, not kctl's cache; the executors fetch them from the driver."""
+    import shutil
+
+    d = data_dir(state_dir) / "jars"
+    d.mkdir(parents=True, exist_ok=True)
+    out: list[str] = []
+    for j in jars:
+        src = Path(j)
+        dst = d / src.name
+        if not dst.exists() or dst.stat().st_size != src.stat().st_size:
+            tmp = d / f".{src.name}.tmp"
+            tmp.unlink(missing_ok=True)
+            try:
+                os.link(src, tmp)
+            except OSError:
+                shutil.copy2(src, tmp)
+            os.replace(tmp, dst)
+        out.append(str(dst))
+    return out
 
 
 def driver_state(container: str) -> str | None:

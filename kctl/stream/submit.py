@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ from kctl.errors import KctlError, UsageError
 from kctl.extras import require
 from kctl.kafka.client import Target
 from kctl.stream import jars as jarlib
-from kctl.stream import login, s3, spark
+from kctl.stream import login, s3, spark, warm
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.preflight import check_topics
 from kctl.stream.record import pid_alive, read_json
@@ -171,27 +174,30 @@ def find_job(cluster_dir: Path, name: str, checkpoint: str | None) -> tuple[str,
     return (recorded, home) if started(home) >= started(state_dir(local)) else (local, None)
 
 
-def _shared_jars(jars: list[str], cluster_dir: Path) -> list[str]:
-    """The job's jars copied (hard-linked where the file system allows) into the shared directory: the driver's
-    container sees that one, not kctl's cache; the executors fetch them from the driver."""
-    import shutil
+@contextlib.contextmanager
+def _submit_lock(sd: Path, job: str) -> Iterator[None]:
+    """Held while a submit of the job starts it (flock: released when the process ends, however it ends): two at
+    once would both find no driver running, and start two."""
+    fd = os.open(sd / "submit.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise KctlError(f"another `kctl stream submit` of the job {job} is under way",
+                            hint=f"let it finish; `kctl stream status --name {job}` shows the job") from None
+        yield
+    finally:
+        os.close(fd)
 
-    d = spark.data_dir(cluster_dir) / "jars"
-    d.mkdir(parents=True, exist_ok=True)
-    out: list[str] = []
-    for j in jars:
-        src = Path(j)
-        dst = d / src.name
-        if not dst.exists() or dst.stat().st_size != src.stat().st_size:
-            tmp = d / f".{src.name}.tmp"
-            tmp.unlink(missing_ok=True)
-            try:
-                os.link(src, tmp)
-            except OSError:
-                shutil.copy2(src, tmp)
-            os.replace(tmp, dst)
-        out.append(str(dst))
-    return out
+
+def _refuse_running(spec: Any, cluster_dir: Path, cfg: JobConfig, cfg_path: Path) -> None:
+    """The job must not run already: in its own driver's container, or in a warm driver it was handed."""
+    recorded = (read_json(cfg_path) or {}).get("container")
+    for c in {spark.driver_container(spec, cfg.name), recorded} - {None}:
+        mine = c == spark.driver_container(spec, cfg.name) or warm.claimed_by(c, cluster_dir) == str(cfg_path)
+        if mine and spark.driver_state(str(c)) in ("running", "restarting"):
+            raise KctlError(f"the stream job {cfg.name} already runs in container {c}",
+                            hint="see `kctl stream status`; stop it with `kctl stream stop`")
 
 
 def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: bool = False,
@@ -214,7 +220,7 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
     if not alive:
         raise KctlError(f"the Spark cluster has no worker alive (master {st['status']})",
                         hint="`kctl status` lists them; `kctl up` starts them; `kctl logs spark-worker-1`")
-    cfg.jars = _shared_jars(cfg.jars or jarlib.jars_for_job(None, s3=store is not None), cluster_dir)
+    cfg.jars = spark.shared_jars(cfg.jars or jarlib.jars_for_job(None, s3=store is not None), cluster_dir)
     cfg.master = spark.master_url()
     cfg.driver_host = spark.driver_host(cfg.name)
     cfg.container = spark.driver_container(spec, cfg.name)
@@ -231,58 +237,71 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
     if not s3.is_s3(cfg.out):
         Path(cfg.out).mkdir(parents=True, exist_ok=True)
     cfg_path = sd / "config.json"
-    cfg_path.write_text(cfg.to_json(), encoding="utf-8")
-    before = (read_json(sd / "job.json") or {}).get("started_at")
-    # The S3 credentials file, read-only at the same path: the driver reads the keys itself (never in its
-    # environment or arguments) and hands them to the executors in its jobs' hadoop configuration.
-    files = [store.credentials_file] if store is not None and store.credentials_file else []
-    if cfg.kafka_login:  # the job's Kafka login, read-only into its driver's container alone
-        files.append(cfg.kafka_login)
-    name = spark.start_driver(spec, cluster_dir, cfg.name, cfg_path, files=files)
-    log = spark.logs_dir(cluster_dir) / f"{spark.driver_host(cfg.name)}.log"
+    with _submit_lock(sd, cfg.name):  # a second submit of the job at the same time is refused
+        _refuse_running(spec, cluster_dir, cfg, cfg_path)
+        before = (read_json(sd / "job.json") or {}).get("started_at")
 
-    def tail() -> str:
+        def write_config(c: JobConfig) -> Path:
+            tmp = cfg_path.with_name(".config.json.tmp")
+            tmp.write_text(c.to_json(), encoding="utf-8")
+            os.replace(tmp, cfg_path)
+            return cfg_path
+
+        # A warm driver (spark.warm_driver) takes the job when it holds the session the job would build; else the
+        # job's own driver starts.
+        name = warm.claim(spec, cluster_dir, cfg, write_config)
+        if name is None:
+            write_config(cfg)
+            # The S3 credentials file, read-only at the same path: the driver reads the keys itself (never in its
+            # environment or arguments) and hands them to the executors in its jobs' hadoop configuration.
+            files = [store.credentials_file] if store is not None and store.credentials_file else []
+            if cfg.kafka_login:  # the job's Kafka login, read-only into its driver's container alone
+                files.append(cfg.kafka_login)
+            name = spark.start_driver(spec, cluster_dir, cfg.name, cfg_path, files=files)
+        log = spark.logs_dir(cluster_dir) / f"{spark.driver_host(cfg.name)}.log"
+
+        def tail() -> str:
+            try:
+                return "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+            except OSError:
+                return ""
+
+        def probe() -> tuple[bool, str]:
+            state = spark.driver_state(name)
+            job = read_json(sd / "job.json") or {}
+            fresh = job.get("started_at") != before
+            if fresh and job.get("state") == "failed":
+                raise GiveUp(f"the stream job failed at start: {job.get('error')}\n{tail()}")
+            done = fresh and job.get("state") in ("finished", "stopped")
+            if not done and state in ("exited", "dead", None) and spark.driver_exit_code(name) != 0:
+                raise GiveUp(f"the driver container {name} exited at start (code {spark.driver_exit_code(name)}):"
+                             f"\n{tail()}")
+            ok = fresh and job.get("state") in ("running", "finished", "stopped")
+            return ok, f"container {state}; job.json: state {job.get('state') if fresh else 'not written yet'}"
+
         try:
-            return "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-        except OSError:
-            return ""
+            wait_until(f"stream job driver {name} running", probe, 180.0, poll=0.5, log_tail=lambda _s: tail(),
+                       hint=f"see {log} (`kctl logs {spark.driver_host(cfg.name)}`)")
+        except KctlError:
+            spark.remove_driver(name)  # nothing half-made: Docker would restart a driver that fails at start forever
+            raise
+        res = {"container": name, "master": cfg.master, "ui": st["ui"], "checkpoint": cfg.checkpoint, "out": cfg.out,
+               "log": str(log), "warm_driver": name != spark.driver_container(spec, cfg.name)}
+        if detach:
+            return {**res, "detached": True}
 
-    def probe() -> tuple[bool, str]:
-        state = spark.driver_state(name)
+        def exited() -> tuple[bool, str]:
+            s = spark.driver_state(name)
+            return s in ("exited", "dead", None), f"container {s}"
+
+        try:
+            wait_until(f"stream job driver {name} to exit", exited, timeout_s or 10 ** 9, poll=1.0)
+        except KeyboardInterrupt:
+            (sd / "stop").write_text("stop\n")
+            wait_until(f"stream job driver {name} to stop", exited, 180.0, poll=0.5)
+        code = spark.driver_exit_code(name)
         job = read_json(sd / "job.json") or {}
-        fresh = job.get("started_at") != before
-        if fresh and job.get("state") == "failed":
-            raise GiveUp(f"the stream job failed at start: {job.get('error')}\n{tail()}")
-        done = fresh and job.get("state") in ("finished", "stopped")
-        if not done and state in ("exited", "dead", None) and spark.driver_exit_code(name) != 0:
-            raise GiveUp(f"the driver container {name} exited at start (code {spark.driver_exit_code(name)}):"
-                         f"\n{tail()}")
-        ok = fresh and job.get("state") in ("running", "finished", "stopped")
-        return ok, f"container {state}; job.json: state {job.get('state') if fresh else 'not written yet'}"
-
-    try:
-        wait_until(f"stream job driver {name} running", probe, 180.0, poll=0.5, log_tail=lambda _s: tail(),
-                   hint=f"see {log} (`kctl logs {spark.driver_host(cfg.name)}`)")
-    except KctlError:
-        spark.remove_driver(name)  # nothing half-made: Docker would restart a driver that fails at start forever
-        raise
-    res = {"container": name, "master": cfg.master, "ui": st["ui"], "checkpoint": cfg.checkpoint, "out": cfg.out,
-           "log": str(log)}
-    if detach:
-        return {**res, "detached": True}
-
-    def exited() -> tuple[bool, str]:
-        s = spark.driver_state(name)
-        return s in ("exited", "dead", None), f"container {s}"
-
-    try:
-        wait_until(f"stream job driver {name} to exit", exited, timeout_s or 10 ** 9, poll=1.0)
-    except KeyboardInterrupt:
-        (sd / "stop").write_text("stop\n")
-        wait_until(f"stream job driver {name} to stop", exited, 180.0, poll=0.5)
-    code = spark.driver_exit_code(name)
-    job = read_json(sd / "job.json") or {}
-    if code:
-        raise KctlError(f"stream job exited with code {code}: {job.get('error', 'see its log')}",
-                        hint=f"`kctl logs {spark.driver_host(cfg.name)}`")
-    return {**res, "detached": False, "state": job.get("state"), "counters": job.get("counters")}
+        if code:
+            raise KctlError(f"stream job exited with code {code}: {job.get('error', 'see its log')}",
+                            hint=f"`kctl logs {spark.driver_host(cfg.name)}`")
+        return {**res, "detached": False, "state": job.get("state"), "counters": job.get("counters")}

@@ -261,6 +261,93 @@ def test_a_job_on_the_spark_cluster_matches_ground_truth(cluster: KafkaCluster) 
     assert [w["state"] for w in st["spark"]["workers"]] == ["ALIVE"]
 
 
+def _warm_containers(c: KafkaCluster) -> dict[str, str]:
+    """The cluster's warm drivers (container name -> state), as Docker lists them."""
+    import docker
+
+    got = docker.from_env().containers.list(all=True, filters={"label": [f"io.kctl.spark={c.spec.name}",
+                                                                          "io.kctl.stream-warm"]})
+    return {x.name: x.status for x in got}
+
+
+def _set_warm(c: KafkaCluster, on: bool) -> None:
+    import yaml
+
+    data = yaml.safe_load(c.spec_file.read_text())
+    data["spark"]["warm_driver"] = on
+    c.spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    r = _kctl(c, "up")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+
+
+def _warm_ready(c: KafkaCluster, timeout: float = 300) -> dict[str, Any]:
+    """The ready.json of the warm driver that waits, once it is warm."""
+    from kctl.stream import warm
+    from kctl.stream.record import read_json
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for slot in sorted(warm.slots_dir(c.state_dir).iterdir()):
+            ready = read_json(slot / "ready.json")
+            if ready and not (slot / "claim.json").exists():
+                return dict(ready)
+        time.sleep(0.5)
+    raise AssertionError(f"no warm driver ready within {timeout:.0f} s: {_warm_containers(c)}")
+
+
+def test_a_warm_driver_takes_the_job_and_survives_its_crash(cluster: KafkaCluster) -> None:
+    """kctl.yaml's spark.warm_driver: `kctl up` starts a driver that warms before any job; `kctl stream submit`
+    hands the job to it (no driver of its own), its log is the job's; a second submit of the job is refused; the
+    warm driver's crash (SIGKILL of its main process) starts it again on the job, which resumes from its
+    checkpoint; `kctl stream stop` stops the job and the next warm driver starts; the tables equal the ground
+    truth; warm_driver off and `kctl up`: the one that waits goes."""
+    c = cluster
+    _set_warm(c, True)
+    ready = _warm_ready(c)
+    assert _warm_containers(c) == {ready["container"]: "running"}
+    bs = c.bootstrap_servers
+    topic = _topic(bs, partitions=2)
+    events = _events(600, seed=23, start=T0)
+    first, second = events[:300], events[300:]
+    _send(bs, topic, first, bad=3, seed=23)
+    res = dict(_json(_kctl(c, "stream", "submit", "-d", "--name", "early", "-t", topic, "--trigger", "1s",
+                           "-o", "json")))
+    assert res["warm_driver"] is True and res["container"] == ready["container"], res
+    import docker
+
+    names = [x.name for x in docker.from_env().containers.list(all=True)]
+    assert f"{c.spec.project}-stream-early" not in names  # no driver of its own
+    st = _caught_up(c, "early", len(first) + 3)
+    assert st["state"] == "running" and st["spark"]["driver"] == ready["container"]
+    job = json.loads((Path(res["checkpoint"]) / "_kctl" / "job.json").read_text())
+    assert job["warm_up"].startswith("done by the warm driver"), job
+    log = _kctl(c, "logs", "stream-early", "-n", "1000").stdout
+    assert "the job early runs in the warm driver" in log, log[-2000:]
+    # the same job again while it runs: refused, one message, nothing started
+    again = _kctl(c, "stream", "submit", "-d", "--name", "early", "-t", topic, "-o", "json")
+    assert again.returncode != 0 and "already runs in container" in again.stderr, again.stderr
+    assert "Traceback" not in again.stderr
+    # a crash of the warm driver: Docker starts it again, on the job it was handed
+    before = _restarts(res["container"])
+    _send(bs, topic, second[:150])
+    _crash(res["container"])
+    _send(bs, topic, second[150:])
+    time.sleep(2)
+    assert _restarts(res["container"]) == before + 1
+    st = _caught_up(c, "early", len(events) + 3, timeout=420)
+    assert st["state"] == "running" and st["spark"]["driver_state"] == "running"
+    assert "started again: it runs the job it was handed (early)" in _kctl(c, "logs", "stream-early", "-n",
+                                                                          "3000").stdout
+    r = _json(_kctl(c, "stream", "stop", "--name", "early", "-o", "json"))
+    assert r["stopped"] is True and r["state"] == "stopped", r
+    assert r["warm_driver"] and r["warm_driver"] != res["container"], r
+    # the driver that ran the job is gone (it exited 0 on the stop); the next one waits
+    assert _warm_containers(c) == {r["warm_driver"]: "running"}
+    _check(Path(res["out"]), events, bad=3)
+    _set_warm(c, False)
+    assert _warm_containers(c) == {}
+
+
 @pytest.mark.long
 @pytest.mark.parametrize("fault", ["worker", "driver", "master"])
 def test_a_fault_mid_stream_loses_nothing(cluster: KafkaCluster, fault: str, request: pytest.FixtureRequest) -> None:

@@ -103,6 +103,7 @@ def test_the_docker_sdk_check_can_fail() -> None:
 OWN_WRITERS = {
     "kctl/output.py": "the printer: tables, JSON, YAML, messages",
     "kctl/stream/job.py": "the Spark job: its own process under spark-submit, whose stderr is the job's log",
+    "kctl/stream/warm.py": "a warm driver: the process of its container, whose output is its log, then its job's",
     "kctl/model/docgen.py": "`python -m kctl.model.docgen` prints docs/spec.md",
 }
 

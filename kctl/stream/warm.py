@@ -1,0 +1,268 @@
+"""A warm driver for kctl.yaml's Spark cluster (``spark.warm_driver``): a stream-job driver started before any job
+asks for it, which a job's submit takes over instead of starting one.
+
+Most of the wait between `kctl stream submit` and a job's first batch on the Spark cluster is not the job's: the
+driver's container and JVM, its Spark session, an executor started on a worker and its JVM, the jars fetched, the
+writer's first calls compiled (docs/benchmarks.md). A warm driver does all of that while nobody waits: it builds
+the session a job with default settings builds (kctl.stream.job.build_session), runs the writer once on
+generated records (kctl.stream.job.warm_up, on the executors too), says so in its slot's ``ready.json`` and waits.
+`kctl stream submit` then writes the job's config, *claims* the slot (an exclusive link of ``claim.json``: of two
+submits at once one gets it, the other starts a driver of its own as before) and waits for the job to run; the
+driver reads the claim, moves its log to the job's (``kctl logs stream-<job>``) and runs the job in the session
+it holds (kctl.stream.job.run).
+
+The slot, ``<shared dir>/_warm/<id>/``: ``config.json`` (the session's settings, a JobConfig), ``ready.json``
+(the session's key and when it was warm), ``claim.json`` (the job's config file and its log's name). The
+container, ``kctl-<name>-stream-warm-<id>`` (host ``stream-warm-<id>``), is a driver like any other: Docker
+starts it again after a crash (``on-failure``), and then it finds its claim and runs the job from its
+checkpoint in a session of its own; `kctl stream status|stop` find it in the job's record (its config's
+``container``), as they find a driver started for the job.
+
+Only a job whose session is the warm one's is handed over: the same jars, memory, cores and Spark settings, and
+neither a login of its own to mount (a secured cluster: its login file goes into its own driver alone) nor
+tables on S3 (the credentials file and hadoop-aws from the driver's start). Any other starts its driver as
+before; :func:`why_cold` says why. One warm driver waits while no job holds the cluster: `kctl up` starts it,
+and `kctl stream stop` starts the next once its job has given the workers' cores back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from kctl.model.spec import ClusterSpec
+from kctl.runtime import docker_api
+from kctl.stream import jars as jarlib
+from kctl.stream import job, spark
+from kctl.stream.config import JobConfig
+from kctl.stream.record import read_json
+from kctl.wait import ticks
+
+LABEL_WARM = "io.kctl.stream-warm"  # on a warm driver's container: its slot's id
+# What a Spark session is made of (kctl.stream.job.build_session): a job is handed a warm session only when
+# these are the same in its config.
+SESSION_FIELDS = ("master", "driver_memory", "executor_memory", "shuffle_partitions", "ui", "jars", "packages",
+                  "extra_conf", "cores_max")
+CLAIM_POLL_S = 0.1
+
+
+def slots_dir(state_dir: Path) -> Path:
+    return spark.data_dir(state_dir) / "_warm"
+
+
+def container_name(spec: ClusterSpec, wid: str) -> str:
+    return f"{spec.project}-stream-warm-{wid}"
+
+
+def host_name(wid: str) -> str:
+    return f"stream-warm-{wid}"
+
+
+def session_key(cfg: JobConfig) -> dict[str, Any]:
+    return {f: getattr(cfg, f) for f in SESSION_FIELDS}
+
+
+def why_cold(cfg: JobConfig) -> str | None:
+    """Why the job cannot take a warm driver whatever its settings (None: it can)."""
+    if cfg.s3:
+        return "its tables or checkpoint are on S3 (the driver reads the store's credentials file from its start)"
+    if cfg.kafka_login:
+        return "it logs in to a secured cluster (its login file is mounted into its own driver alone)"
+    return None
+
+
+def base_config(spec: ClusterSpec, state_dir: Path, wid: str) -> JobConfig:
+    """The warm driver's own config: the session a job submitted with default settings builds on this Spark
+    cluster (kctl.stream.submit.submit_to_cluster), a scratch dir in its slot for the writer's warm-up."""
+    sp = spec.spark
+    assert sp is not None
+    slot = slots_dir(state_dir) / wid
+    return JobConfig(bootstrap_servers=spec.internal_bootstrap_servers, topics=[], out=str(slot / "out"),
+                     checkpoint=str(slot / "cp"), master=spark.master_url(), name=f"warm-{wid}",
+                     jars=spark.shared_jars(jarlib.jars_for_job(None, s3=False), state_dir),
+                     driver_host=host_name(wid), container=container_name(spec, wid),
+                     cores_max=sp.workers * sp.worker_cores, spark_ui_port=sp.ui_port)
+
+
+# ----- on this host -----------------------------------------------------------------------------------------------
+
+def _containers(spec: ClusterSpec) -> list[Any]:
+    return list(docker_api.client().containers.list(
+        all=True, filters={"label": [f"{spark.LABEL_SPARK}={spec.name}", LABEL_WARM]}, ignore_removed=True))
+
+
+def tidy(spec: ClusterSpec, state_dir: Path) -> list[Any]:
+    """Remove the warm drivers that ended (their job stopped, or they were stopped before one came) and the slots
+    no container has; the running ones (waiting, or running a job, or restarting after a crash)."""
+    running = []
+    for c in _containers(spec):
+        if c.status in ("running", "restarting"):
+            running.append(c)
+            continue
+        c.remove(force=True)
+    have = {(c.labels or {}).get(LABEL_WARM) for c in running}
+    d = slots_dir(state_dir)
+    if d.is_dir():
+        for slot in d.iterdir():
+            if slot.is_dir() and slot.name not in have:
+                shutil.rmtree(slot, ignore_errors=True)
+    return running
+
+
+def ensure(spec: ClusterSpec, state_dir: Path, progress: Any = None) -> dict[str, Any] | None:
+    """One warm driver waiting (none when kctl.yaml does not ask for it): the one that waits, else a new one
+    (it warms in the background). {"container", "slot", "ready"}; None when kctl.yaml asks for none."""
+    if spec.spark is None or not spec.spark.warm_driver:
+        for c in tidy(spec, state_dir):  # kctl.yaml asks for none (any more): the one that waits goes
+            if not (slots_dir(state_dir) / (c.labels or {}).get(LABEL_WARM, "-") / "claim.json").exists():
+                c.remove(force=True)
+        return None
+    for c in tidy(spec, state_dir):
+        slot = slots_dir(state_dir) / (c.labels or {})[LABEL_WARM]
+        if c.status == "running" and not (slot / "claim.json").exists():
+            return {"container": c.name, "slot": str(slot), "ready": (slot / "ready.json").exists()}
+    wid = uuid.uuid4().hex[:8]
+    slot = slots_dir(state_dir) / wid
+    (slot / "cp").mkdir(parents=True)
+    cfg = base_config(spec, state_dir, wid)
+    (slot / "config.json").write_text(cfg.to_json(), encoding="utf-8")
+    name = container_name(spec, wid)
+    spark.run_driver(spec, state_dir, name, host_name(wid), ["python3", "-m", "kctl.stream.warm", "--slot", str(slot)],
+                     {LABEL_WARM: wid})
+    if progress:
+        progress(f"spark: warm driver {name} starting (it takes the next `kctl stream submit`)")
+    return {"container": name, "slot": str(slot), "ready": False}
+
+
+def claim(spec: ClusterSpec, state_dir: Path, cfg: JobConfig, write_config: Any) -> str | None:
+    """Hand the job to a warm driver that is ready and holds its session: sets ``cfg.container`` and
+    ``cfg.driver_host`` to the warm driver's, ``write_config(cfg)`` writes the job's config file (its path), and
+    the slot's ``claim.json`` is linked into place (exclusive: a slot another submit took is passed over). The
+    container's name, or None (``cfg`` untouched) when no warm driver takes it."""
+    if spec.spark is None or not spec.spark.warm_driver or why_cold(cfg) or not slots_dir(state_dir).is_dir():
+        return None
+    want = session_key(cfg)
+    cold = (cfg.container, cfg.driver_host)
+    for slot in sorted(slots_dir(state_dir).iterdir()):
+        ready = read_json(slot / "ready.json")
+        if not ready or ready.get("key") != want or (slot / "claim.json").exists():
+            continue
+        if spark.driver_state(ready["container"]) != "running":
+            continue
+        cfg.container, cfg.driver_host = ready["container"], ready["host"]
+        path = write_config(cfg)
+        tmp = slot / f".claim-{os.getpid()}-{uuid.uuid4().hex[:6]}.tmp"
+        tmp.write_text(json.dumps({"config": str(path), "job": cfg.name,
+                                   "log": f"{spark.driver_host(cfg.name)}.log"}), encoding="utf-8")
+        try:
+            os.link(tmp, slot / "claim.json")
+        except FileExistsError:
+            continue
+        finally:
+            tmp.unlink(missing_ok=True)
+        return str(cfg.container)
+    cfg.container, cfg.driver_host = cold
+    return None
+
+
+def claimed_by(container: str | None, state_dir: Path) -> str | None:
+    """The job config file a warm driver's container was handed (None: not a warm driver, or not claimed)."""
+    if not container or not slots_dir(state_dir).is_dir():
+        return None
+    for slot in slots_dir(state_dir).iterdir():
+        c = read_json(slot / "claim.json")
+        cfg = read_json(slot / "config.json") or {}
+        if c and cfg.get("container") == container:
+            return str(c.get("config"))
+    return None
+
+
+# ----- in its container -------------------------------------------------------------------------------------------
+
+class _Log:
+    """The process's stdout and stderr (and its JVM's, which inherits them) through a pipe into a log file that
+    can change: the warm driver's own until a job comes, then the job's."""
+
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.Lock()
+        self._file: BinaryIO = path.open("ab")
+        r, w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(w, 1)
+        os.dup2(w, 2)
+        os.close(w)
+        self._r = r
+        threading.Thread(target=self._pump, name="kctl-log", daemon=True).start()
+
+    def _pump(self) -> None:
+        while chunk := os.read(self._r, 65536):
+            with self._lock:
+                self._file.write(chunk)
+                self._file.flush()
+
+    def switch(self, path: Path) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        new = path.open("ab")
+        with self._lock:
+            old, self._file = self._file, new
+        old.close()
+
+
+def _say(text: str) -> None:
+    print(f"{dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')} kctl: {text}", flush=True)
+
+
+def serve(slot: Path) -> int:
+    """The warm driver: the session and the warm-up, ``ready.json``, then the job its claim names (or the job
+    at once, when it starts again after a crash with a claim); exit 0 on SIGTERM before a job came."""
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    base = JobConfig.from_json((slot / "config.json").read_text(encoding="utf-8"))
+    claimed = read_json(slot / "claim.json")
+    log = _Log(Path(spark.LOGS) / (claimed["log"] if claimed else f"{base.driver_host}.log"))
+    if claimed:
+        _say(f"warm driver {base.container} started again: it runs the job it was handed ({claimed['job']})")
+        return job.run_config(JobConfig.from_json(Path(claimed["config"]).read_text(encoding="utf-8")))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    session = job.build_session(base)
+    base.state().mkdir(parents=True, exist_ok=True)
+    warm_s, _ = job.warm_up(session, base)
+    (slot / "ready.json").write_text(json.dumps({
+        "key": session_key(base), "host": base.driver_host, "container": base.container,
+        "warm_up_s": round(warm_s, 2), "ready_at": dt.datetime.now(dt.timezone.utc).isoformat()}), encoding="utf-8")
+    _say(f"warm driver {base.container} ready (warm-up {warm_s:.1f} s); waiting for `kctl stream submit`")
+    for _ in ticks(CLAIM_POLL_S, stop=stop):
+        claimed = read_json(slot / "claim.json")
+        if claimed:
+            break
+    if not claimed:
+        _say("warm driver stopped before a job came")
+        session.stop()
+        return 0
+    _say(f"warm driver {base.container} takes the job {claimed['job']}; its log goes on in {claimed['log']}")
+    log.switch(Path(spark.LOGS) / claimed["log"])
+    _say(f"the job {claimed['job']} runs in the warm driver {base.container}")
+    return job.run_config(JobConfig.from_json(Path(claimed["config"]).read_text(encoding="utf-8")), session)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kctl.stream.warm")
+    ap.add_argument("--slot", required=True, type=Path, help="the warm driver's slot (kctl.stream.warm.ensure)")
+    return serve(ap.parse_args(argv).slot)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
