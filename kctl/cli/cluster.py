@@ -206,7 +206,9 @@ def status(
         sp = st.spark
         footer += (f"\nspark: master {sp['master']} {sp['status']} (UI {sp['ui']}); workers: "
                    + (", ".join(f"{w['name']} {w['state']} ({w['ui']})" for w in sp["workers"]) or "none")
-                   + (f"; {sp['error']}" if sp.get("error") else ""))
+                   + (f"; {sp['error']}" if sp.get("error") else "")
+                   + ("" if "warm_drivers" not in sp else "; warm driver: " + (", ".join(
+                       f"{w['container']} {w['state']}" for w in sp["warm_drivers"]) or "none waiting")))
     metadata_columns = ["kraft"] if st.metadata == "kraft" else ["zk_mode", "zxid"]
     output.emit(st, fmt, rows=rows,
                 columns=["node", where, *metadata_columns, "broker", "registered", "controller", "urp"],

@@ -38,9 +38,11 @@ from kctl.zk import fourlw
 defer_import("kctl.runtime.cluster")
 defer_import("kctl.zk.znodes")
 defer_import("kctl.stream.spark")  # asked only of a cluster with a Spark cluster: its driver's imports stay out
+defer_import("kctl.stream.warm")  # asked only with spark.warm_driver
 
 from kctl.runtime import cluster as rc  # noqa: E402
 from kctl.stream import spark as spark_cluster  # noqa: E402
+from kctl.stream import warm  # noqa: E402
 from kctl.zk import znodes  # noqa: E402
 
 SERVING = ("leader", "follower", "observer", "standalone")
@@ -430,6 +432,8 @@ def status(spec: ClusterSpec, state_dir: Path | None = None, timeout: float = 1.
         st.running = any(c.state == "running" for c in obs.containers.values())
     if state_dir is not None and st.health != "healthy":
         st.problems += interrupted_roll(state_dir, obs)
+    if state_dir is not None and st.spark is not None and spec.spark is not None and spec.spark.warm_driver:
+        st.spark = {**st.spark, "warm_drivers": warm.describe(spec, state_dir)}
     return st
 
 

@@ -39,6 +39,7 @@ import uuid
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from kctl.errors import KctlError
 from kctl.model.spec import ClusterSpec
 from kctl.runtime import docker_api
 from kctl.stream import jars as jarlib
@@ -141,6 +142,28 @@ def ensure(spec: ClusterSpec, state_dir: Path, progress: Any = None) -> dict[str
     if progress:
         progress(f"spark: warm driver {name} starting (it takes the next `kctl stream submit`)")
     return {"container": name, "slot": str(slot), "ready": False}
+
+
+def describe(spec: ClusterSpec, state_dir: Path) -> list[dict[str, Any]]:
+    """The warm drivers as `kctl status` lists them: [{"container", "state": warming | ready | running the job
+    <name> | restarting ..., "ui"?}], from Docker and their slots."""
+    out = []
+    try:
+        found = _containers(spec)
+    except KctlError as exc:
+        return [{"container": None, "state": f"unknown ({exc.message})"}]
+    for c in sorted(found, key=lambda c: str(c.name)):
+        slot = slots_dir(state_dir) / (c.labels or {}).get(LABEL_WARM, "-")
+        claimed = read_json(slot / "claim.json")
+        if claimed:
+            state = f"running the job {claimed.get('job')}" if c.status == "running" else \
+                f"{c.status} (the job {claimed.get('job')})"
+        elif c.status != "running":
+            state = str(c.status)
+        else:
+            state = "ready" if (slot / "ready.json").exists() else "warming"
+        out.append({"container": c.name, "state": state})
+    return out
 
 
 def claim(spec: ClusterSpec, state_dir: Path, cfg: JobConfig, write_config: Any) -> str | None:

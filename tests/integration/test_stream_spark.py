@@ -305,6 +305,8 @@ def test_a_warm_driver_takes_the_job_and_survives_its_crash(cluster: KafkaCluste
     _set_warm(c, True)
     ready = _warm_ready(c)
     assert _warm_containers(c) == {ready["container"]: "running"}
+    assert _json(_kctl(c, "status", "-o", "json"))["spark"]["warm_drivers"] == [
+        {"container": ready["container"], "state": "ready"}]
     bs = c.bootstrap_servers
     topic = _topic(bs, partitions=2)
     events = _events(600, seed=23, start=T0)
@@ -319,6 +321,8 @@ def test_a_warm_driver_takes_the_job_and_survives_its_crash(cluster: KafkaCluste
     assert f"{c.spec.project}-stream-early" not in names  # no driver of its own
     st = _caught_up(c, "early", len(first) + 3)
     assert st["state"] == "running" and st["spark"]["driver"] == ready["container"]
+    assert _json(_kctl(c, "status", "-o", "json"))["spark"]["warm_drivers"] == [
+        {"container": ready["container"], "state": "running the job early"}]
     job = json.loads((Path(res["checkpoint"]) / "_kctl" / "job.json").read_text())
     assert job["warm_up"].startswith("done by the warm driver"), job
     log = _kctl(c, "logs", "stream-early", "-n", "1000").stdout

@@ -159,9 +159,9 @@ def test_a_job_running_in_a_warm_driver_is_not_submitted_again(spec: Any, tmp_pa
 
 
 def test_a_second_submit_of_the_job_at_the_same_time_is_refused(tmp_path: Path) -> None:
-    with submit._submit_lock(tmp_path, "main"):
-        with pytest.raises(KctlError, match="another `kctl stream submit` of the job main is under way"):
-            with submit._submit_lock(tmp_path, "main"):
-                pass
+    with submit._submit_lock(tmp_path, "main"), \
+            pytest.raises(KctlError, match="another `kctl stream submit` of the job main is under way"), \
+            submit._submit_lock(tmp_path, "main"):
+        pass
     with submit._submit_lock(tmp_path, "main"):  # released with its holder
         pass
