@@ -129,7 +129,7 @@ def ensure(spec: ClusterSpec, state_dir: Path, progress: Any = None) -> dict[str
         return None
     for c in tidy(spec, state_dir):
         slot = slots_dir(state_dir) / (c.labels or {})[LABEL_WARM]
-        if c.status == "running" and not (slot / "claim.json").exists():
+        if not (slot / "claim.json").exists():  # waiting, warming, or started again after a crash
             return {"container": c.name, "slot": str(slot), "ready": (slot / "ready.json").exists()}
     wid = uuid.uuid4().hex[:8]
     slot = slots_dir(state_dir) / wid
@@ -260,9 +260,14 @@ def serve(slot: Path) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    session = job.build_session(base)
-    base.state().mkdir(parents=True, exist_ok=True)
-    warm_s, _ = job.warm_up(session, base)
+    try:
+        session = job.build_session(base)
+        base.state().mkdir(parents=True, exist_ok=True)
+        warm_s, _ = job.warm_up(session, base)
+    except Exception as exc:  # noqa: BLE001 - no job waits on it: said, and it ends (exit 0: Docker leaves it)
+        _say(f"warm driver {base.container} could not warm ({str(exc).splitlines()[0][:500] if str(exc) else exc!r});"
+             " it stops, and jobs start drivers of their own until `kctl up` starts another")
+        return 0
     (slot / "ready.json").write_text(json.dumps({
         "key": session_key(base), "host": base.driver_host, "container": base.container,
         "warm_up_s": round(warm_s, 2), "ready_at": dt.datetime.now(dt.timezone.utc).isoformat()}), encoding="utf-8")
