@@ -149,11 +149,14 @@ def job_run(base: JobConfig, tag: str, events: int, **changes: Any) -> dict[str,
 # The levers measured beside the job as it ships: (tag, what it changes, JobConfig changes).
 def levers(cap: int) -> list[tuple[str, str, dict[str, Any]]]:
     c1 = "-XX:TieredStopAtLevel=1"
+    pgc = "-XX:+UseParallelGC"
     return [
         ("shipped", f"the job as it ships (micro-batches of ≤{cap:,})", {}),
         ("half", f"micro-batches of ≤{cap // 2:,}", {"max_offsets_per_trigger": cap // 2}),
         ("c1", f"the driver's JIT at C1 only (`--conf spark.driver.extraJavaOptions={c1}`)",
          {"extra_conf": {"spark.driver.extraJavaOptions": c1}}),
+        ("parallel-gc", f"the parallel collector instead of G1 (`--conf spark.driver.extraJavaOptions={pgc}`)",
+         {"extra_conf": {"spark.driver.extraJavaOptions": pgc}}),
     ]
 
 

@@ -250,6 +250,11 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
         # A warm driver (spark.warm_driver) takes the job when it holds the session the job would build; else the
         # job's own driver starts.
         name = warm.claim(spec, cluster_dir, cfg, write_config)
+        cold: dict[str, Any] = {}
+        if name is None and sp.warm_driver:
+            # A warm driver that waits holds the workers' cores: this job's executors would wait for them forever.
+            cold = {"warm_driver_not_taken": warm.cold_reason(spec, cluster_dir, cfg),
+                    "warm_drivers_removed": warm.retire_idle(spec, cluster_dir)}
         if name is None:
             write_config(cfg)
             # The S3 credentials file, read-only at the same path: the driver reads the keys itself (never in its
@@ -286,7 +291,7 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
             spark.remove_driver(name)  # nothing half-made: Docker would restart a driver that fails at start forever
             raise
         res = {"container": name, "master": cfg.master, "ui": st["ui"], "checkpoint": cfg.checkpoint, "out": cfg.out,
-               "log": str(log), "warm_driver": name != spark.driver_container(spec, cfg.name)}
+               "log": str(log), "warm_driver": name != spark.driver_container(spec, cfg.name), **cold}
         if detach:
             return {**res, "detached": True}
 
@@ -300,6 +305,7 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
             (sd / "stop").write_text("stop\n")
             wait_until(f"stream job driver {name} to stop", exited, 180.0, poll=0.5)
         code = spark.driver_exit_code(name)
+        warm.ensure(spec, cluster_dir)  # the job gave the workers' cores back: the next warm driver (if asked for)
         job = read_json(sd / "job.json") or {}
         if code:
             raise KctlError(f"stream job exited with code {code}: {job.get('error', 'see its log')}",

@@ -35,6 +35,7 @@ import shutil
 import signal
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -54,6 +55,7 @@ LABEL_WARM = "io.kctl.stream-warm"  # on a warm driver's container: its slot's i
 SESSION_FIELDS = ("master", "driver_memory", "executor_memory", "shuffle_partitions", "ui", "jars", "packages",
                   "extra_conf", "cores_max")
 CLAIM_POLL_S = 0.1
+SLOT_GRACE_S = 60.0  # a slot without a container is another kctl's in the making for this long
 
 
 def slots_dir(state_dir: Path) -> Path:
@@ -113,19 +115,49 @@ def tidy(spec: ClusterSpec, state_dir: Path) -> list[Any]:
     have = {(c.labels or {}).get(LABEL_WARM) for c in running}
     d = slots_dir(state_dir)
     if d.is_dir():
+        now = time.time()
         for slot in d.iterdir():
-            if slot.is_dir() and slot.name not in have:
+            # a slot younger than a minute may be another kctl's whose container is not created yet
+            if slot.is_dir() and slot.name not in have and now - slot.stat().st_mtime > SLOT_GRACE_S:
                 shutil.rmtree(slot, ignore_errors=True)
     return running
+
+
+def _take(slot: Path, payload: dict[str, Any]) -> bool:
+    """Link ``claim.json`` into the slot holding ``payload``: True for the one caller that did (a job's submit, or
+    a retirement), False when the slot was taken already."""
+    tmp = slot / f".claim-{os.getpid()}-{uuid.uuid4().hex[:6]}.tmp"
+    try:
+        tmp.write_text(json.dumps(payload), encoding="utf-8")
+        os.link(tmp, slot / "claim.json")
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def retire_idle(spec: ClusterSpec, state_dir: Path) -> list[str]:
+    """Remove the warm drivers no job was handed, so that they give the workers' cores back (a job that cannot take
+    one starts a driver of its own, whose executors would otherwise wait for those cores; kctl.yaml that asks for
+    none any more). Each is taken first as a job's submit takes it (an exclusive claim, which says "retire"), so a
+    submit at the same moment either got it (and it is left to its job) or finds it taken. Their names."""
+    gone = []
+    for c in tidy(spec, state_dir):
+        wid = (c.labels or {}).get(LABEL_WARM, "-")
+        slot = slots_dir(state_dir) / wid
+        if slot.is_dir() and _take(slot, {"retire": True}):
+            c.remove(force=True)
+            shutil.rmtree(slot, ignore_errors=True)
+            gone.append(str(c.name))
+    return gone
 
 
 def ensure(spec: ClusterSpec, state_dir: Path, progress: Any = None) -> dict[str, Any] | None:
     """One warm driver waiting (none when kctl.yaml does not ask for it): the one that waits, else a new one
     (it warms in the background). {"container", "slot", "ready"}; None when kctl.yaml asks for none."""
     if spec.spark is None or not spec.spark.warm_driver:
-        for c in tidy(spec, state_dir):  # kctl.yaml asks for none (any more): the one that waits goes
-            if not (slots_dir(state_dir) / (c.labels or {}).get(LABEL_WARM, "-") / "claim.json").exists():
-                c.remove(force=True)
+        retire_idle(spec, state_dir)  # kctl.yaml asks for none (any more): the one that waits goes
         return None
     for c in tidy(spec, state_dir):
         slot = slots_dir(state_dir) / (c.labels or {})[LABEL_WARM]
@@ -155,7 +187,9 @@ def describe(spec: ClusterSpec, state_dir: Path) -> list[dict[str, Any]]:
     for c in sorted(found, key=lambda c: str(c.name)):
         slot = slots_dir(state_dir) / (c.labels or {}).get(LABEL_WARM, "-")
         claimed = read_json(slot / "claim.json")
-        if claimed:
+        if claimed and claimed.get("retire"):
+            state = "retiring"
+        elif claimed:
             state = f"running the job {claimed.get('job')}" if c.status == "running" else \
                 f"{c.status} (the job {claimed.get('job')})"
         elif c.status != "running":
@@ -183,18 +217,27 @@ def claim(spec: ClusterSpec, state_dir: Path, cfg: JobConfig, write_config: Any)
             continue
         cfg.container, cfg.driver_host = ready["container"], ready["host"]
         path = write_config(cfg)
-        tmp = slot / f".claim-{os.getpid()}-{uuid.uuid4().hex[:6]}.tmp"
-        tmp.write_text(json.dumps({"config": str(path), "job": cfg.name,
-                                   "log": f"{spark.driver_host(cfg.name)}.log"}), encoding="utf-8")
-        try:
-            os.link(tmp, slot / "claim.json")
-        except FileExistsError:
-            continue
-        finally:
-            tmp.unlink(missing_ok=True)
-        return str(cfg.container)
+        if _take(slot, {"config": str(path), "job": cfg.name, "log": f"{spark.driver_host(cfg.name)}.log"}):
+            return str(cfg.container)
     cfg.container, cfg.driver_host = cold
     return None
+
+
+def cold_reason(spec: ClusterSpec, state_dir: Path, cfg: JobConfig) -> str:
+    """Why :func:`claim` handed the job to no warm driver, in the submit's answer."""
+    why = why_cold(cfg)
+    if why:
+        return why
+    d = slots_dir(state_dir)
+    ready = [r for slot in (sorted(d.iterdir()) if d.is_dir() else [])
+             if (r := read_json(slot / "ready.json")) and not (slot / "claim.json").exists()]
+    if not ready:
+        return "no warm driver was ready (one warms after `kctl up` and after `kctl stream stop`)"
+    want = session_key(cfg)
+    differ = sorted({f for r in ready for f in SESSION_FIELDS if (r.get("key") or {}).get(f) != want[f]})
+    if differ:
+        return f"its Spark session differs from the warm driver's ({', '.join(differ)})"
+    return "the warm driver was taken by another submit"
 
 
 def claimed_by(container: str | None, state_dir: Path) -> str | None:
@@ -253,6 +296,9 @@ def serve(slot: Path) -> int:
     sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     base = JobConfig.from_json((slot / "config.json").read_text(encoding="utf-8"))
     claimed = read_json(slot / "claim.json")
+    if claimed and claimed.get("retire"):
+        return 0
+    (slot / "ready.json").unlink(missing_ok=True)  # started again after a crash: not ready until warm again
     log = _Log(Path(spark.LOGS) / (claimed["log"] if claimed else f"{base.driver_host}.log"))
     if claimed:
         _say(f"warm driver {base.container} started again: it runs the job it was handed ({claimed['job']})")
@@ -276,7 +322,7 @@ def serve(slot: Path) -> int:
         claimed = read_json(slot / "claim.json")
         if claimed:
             break
-    if not claimed:
+    if not claimed or claimed.get("retire"):
         _say("warm driver stopped before a job came")
         session.stop()
         return 0

@@ -300,7 +300,8 @@ def test_a_warm_driver_takes_the_job_and_survives_its_crash(cluster: KafkaCluste
     hands the job to it (no driver of its own), its log is the job's; a second submit of the job is refused; the
     warm driver's crash (SIGKILL of its main process) starts it again on the job, which resumes from its
     checkpoint; `kctl stream stop` stops the job and the next warm driver starts; the tables equal the ground
-    truth; warm_driver off and `kctl up`: the one that waits goes."""
+    truth; a job with a session of its own starts its own driver, the waiting warm driver removed first so that
+    the job gets the worker's core; warm_driver off and `kctl up`: the one that waits goes."""
     c = cluster
     _set_warm(c, True)
     ready = _warm_ready(c)
@@ -348,6 +349,18 @@ def test_a_warm_driver_takes_the_job_and_survives_its_crash(cluster: KafkaCluste
     # the driver that ran the job is gone (it exited 0 on the stop); the next one waits
     assert _warm_containers(c) == {r["warm_driver"]: "running"}
     _check(Path(res["out"]), events, bad=3)
+    # a job whose session differs (its own --conf) starts a driver of its own; the warm driver that waits gives
+    # the worker's only core back first, or the job's executor would wait for it forever
+    topic2 = _topic(bs, partitions=1)
+    few = _events(50, seed=29, start=T0)
+    _send(bs, topic2, few)
+    own = _submit(c, "own", topic2)
+    assert own["warm_driver"] is False and own["container"] == f"{c.spec.project}-stream-own", own
+    assert own["warm_drivers_removed"] == [r["warm_driver"]], own
+    assert own["warm_driver_not_taken"].startswith(("its Spark session differs", "no warm driver was ready")), own
+    assert _caught_up(c, "own", len(few))["state"] == "running"
+    r2 = _json(_kctl(c, "stream", "stop", "--name", "own", "-o", "json"))
+    assert r2["stopped"] is True and r2["warm_driver"], r2
     _set_warm(c, False)
     assert _warm_containers(c) == {}
 

@@ -165,3 +165,57 @@ def test_a_second_submit_of_the_job_at_the_same_time_is_refused(tmp_path: Path) 
         pass
     with submit._submit_lock(tmp_path, "main"):  # released with its holder
         pass
+
+
+class _Container:
+    def __init__(self, wid: str, status: str, removed: list[str]) -> None:
+        self.name, self.status, self.labels = f"kctl-w-stream-warm-{wid}", status, {warm.LABEL_WARM: wid}
+        self._removed = removed
+
+    def remove(self, force: bool = False) -> None:
+        self._removed.append(self.name)
+
+
+def test_retiring_takes_only_the_warm_drivers_no_job_was_handed(spec: Any, tmp_path: Path,
+                                                                 docker_states: dict[str, str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    state = tmp_path / "state"
+    cfg = _cfg(tmp_path)
+    for wid in ("a1", "b2", "c3"):
+        _slot(state, wid, cfg, docker_states)
+    assert warm.claim(spec, state, _cfg(tmp_path), _writer(tmp_path / "job" / "config.json")) == \
+        "kctl-w-stream-warm-a1"
+    removed: list[str] = []
+    found = [_Container("a1", "running", removed), _Container("b2", "running", removed),
+             _Container("c3", "exited", removed)]
+    monkeypatch.setattr(warm, "_containers", lambda s: found)
+    assert warm.retire_idle(spec, state) == ["kctl-w-stream-warm-b2"]
+    # the handed one stays with its job; the waiting one is gone with its slot; the exited one is tidied away
+    assert sorted(removed) == ["kctl-w-stream-warm-b2", "kctl-w-stream-warm-c3"]
+    assert (warm.slots_dir(state) / "a1").is_dir() and not (warm.slots_dir(state) / "b2").exists()
+    assert json.loads((warm.slots_dir(state) / "a1" / "claim.json").read_text())["job"] == "main"
+
+
+def test_a_submit_and_a_retirement_at_once_never_both_take_a_slot(spec: Any, tmp_path: Path,
+                                                                  docker_states: dict[str, str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    state = tmp_path / "state"
+    cfg = _cfg(tmp_path)
+    _slot(state, "a1", cfg, docker_states)
+    removed: list[str] = []
+    monkeypatch.setattr(warm, "_containers", lambda s: [_Container("a1", "running", removed)])
+    assert warm.retire_idle(spec, state) == ["kctl-w-stream-warm-a1"]
+    # retired first: the submit that comes after finds nothing to take and keeps its own driver
+    _slot(state, "b2", cfg, docker_states)
+    assert warm._take(warm.slots_dir(state) / "b2", {"retire": True})
+    assert warm.claim(spec, state, cfg, _writer(tmp_path / "c.json")) is None
+    assert cfg.container == "kctl-w-stream-main"
+
+
+def test_why_a_job_was_not_handed_over(spec: Any, tmp_path: Path, docker_states: dict[str, str]) -> None:
+    state = tmp_path / "state"
+    assert warm.cold_reason(spec, state, _cfg(tmp_path)).startswith("no warm driver was ready")
+    _slot(state, "a1", _cfg(tmp_path), docker_states)
+    assert warm.cold_reason(spec, state, _cfg(tmp_path, driver_memory="2g", extra_conf={"spark.x": "1"})) == \
+        "its Spark session differs from the warm driver's (driver_memory, extra_conf)"
+    assert "S3" in warm.cold_reason(spec, state, _cfg(tmp_path, s3={"endpoint": "http://x"}))
