@@ -154,8 +154,8 @@ def test_the_jobs_optimize_compacts_and_keeps_every_row(spark: Any, tmp_path: Pa
     cfg = JobConfig("", ["t"], str(out), str(tmp_path / "cp"), optimize_every=3)
     w = BatchWriter(cfg, {"batches": 0, "archived": 0, "deadletter": 0, "last_batch_id": -1,
                           "last_batch_seconds_x1000": 0}, "query-o")
-    for b in range(3):  # the third batch runs the compaction (optimize_every=3)
-        w(_kafka_df(spark, recs[b * 80:(b + 1) * 80], b * 80), b)
+    for b in range(3):  # the third batch runs the compaction (optimize_every=3), a small batch (delta-rs's appends)
+        w(_kafka_df(spark, recs[b * 80:(b + 1) * 80], b * 80), b, records=80 if b == 2 else None)
     res = json.loads((tmp_path / "cp" / "_kctl" / "optimize.json").read_text())
     assert res["tables"]["archive"]["files_removed"] >= 2 and res["tables"]["archive"]["files_added"] == 1
     truth = {(k[0].strftime("%Y-%m-%dT%H:%M:%SZ"), k[1], k[2]): v for k, v in ground_truth(events).items()}
