@@ -161,13 +161,14 @@ def render(fig: dict[str, Any]) -> str:
           f" cluster, a batch of a few events under 0.5 s): {r['first_batch_s']:.1f} s with the warm driver"
           f" ({'met' if r['first_batch_s'] <= 10 else 'not met'}; {fig['runs'][1]['first_batch_s']:.1f} s"
           f" without it, in this run), and {r['small_batch_median_s']:.2f} s for a small batch"
-          f" ({'met' if r['small_batch_median_s'] < 0.5 else 'not met'}). In a small batch the writer's one Spark"
-          f" job (the Kafka fetch, the parse, the rows to the driver) took about 0.1 s in local[2], the delta-rs commits tens"
-          f" of milliseconds, and the streaming query's own steps (offset log, commit log, Kafka's latest offsets)"
-          f" the rest; two levers took it there from 1.4-1.6 s (docs/pipeline.md): the executors' Kafka fetches no"
-          f" longer wait 500 ms for more data at the end of the log (`kafka.fetch.max.wait.ms` 10), and the parse"
-          f" is built once into the stream's plan instead of from Python for each batch (about 0.2 s). Spark's"
-          f" Delta appends take {fig['runs'][-1]['small_batch_median_s']:.2f} s in the same run (the last rows)."
+          f" ({'met' if r['small_batch_median_s'] < 0.5 else 'not met'}). In a small batch the writer's one"
+          f" Spark job (the Kafka fetch, the parse, the rows to the driver) took about 0.1 s in local[2], the"
+          f" delta-rs commits tens of milliseconds, and the streaming query's own steps (offset log, commit log,"
+          f" Kafka's latest offsets) the rest; two levers took it there from 1.4-1.6 s (docs/pipeline.md): the"
+          f" executors' Kafka fetches no longer wait 500 ms for more data at the end of the log"
+          f" (`kafka.fetch.max.wait.ms` 10), and the parse is built once into the stream's plan instead of from"
+          f" Python for each batch (about 0.2 s). Spark's Delta appends take"
+          f" {fig['runs'][-1]['small_batch_median_s']:.2f} s in the same run (the last rows)."
           for r in fig["runs"][:1]), ""])
 
 
