@@ -206,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="at least 3 x --cap: the steady state needs batches after the first")
     ap.add_argument("--cap", type=int, default=JobConfig.max_offsets_per_trigger or 200_000,
                     help="the job's maxOffsetsPerTrigger (its default)")
+    ap.add_argument("--levers", default=",".join(tag for tag, _w, _c in levers(1)),
+                    help="the levers to run, by tag, comma-separated (the first is the figure against the target)")
     add_output_args(ap)
     a = ap.parse_args(argv)
     if a.events < 3 * a.cap:
@@ -238,7 +240,9 @@ def _run(bs: str, a: argparse.Namespace) -> dict[str, Any]:
             src = spark_source(base, len(events))
             print(f"Spark's source: {src}", file=sys.stderr)
             runs = []
-            for tag, what, changes in levers(a.cap):
+            chosen = a.levers.split(",")
+            for tag, what, changes in sorted((x for x in levers(a.cap) if x[0] in chosen),
+                                             key=lambda x: chosen.index(x[0])):
                 if len(events) < 3 * changes.get("max_offsets_per_trigger", a.cap):
                     print(f"job {tag}: skipped, fewer than three of its micro-batches in --events", file=sys.stderr)
                     continue
