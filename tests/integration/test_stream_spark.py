@@ -304,64 +304,68 @@ def test_a_warm_driver_takes_the_job_and_survives_its_crash(cluster: KafkaCluste
     the job gets the worker's core; warm_driver off and `kctl up`: the one that waits goes."""
     c = cluster
     _set_warm(c, True)
-    ready = _warm_ready(c)
-    assert _warm_containers(c) == {ready["container"]: "running"}
-    assert _json(_kctl(c, "status", "-o", "json"))["spark"]["warm_drivers"] == [
-        {"container": ready["container"], "state": "ready"}]
-    bs = c.bootstrap_servers
-    topic = _topic(bs, partitions=2)
-    events = _events(600, seed=23, start=T0)
-    first, second = events[:300], events[300:]
-    _send(bs, topic, first, bad=3, seed=23)
-    res = dict(_json(_kctl(c, "stream", "submit", "-d", "--name", "early", "-t", topic, "--trigger", "1s",
-                           "-o", "json")))
-    assert res["warm_driver"] is True and res["container"] == ready["container"], res
-    import docker
+    try:
+        ready = _warm_ready(c)
+        assert _warm_containers(c) == {ready["container"]: "running"}
+        assert _json(_kctl(c, "status", "-o", "json"))["spark"]["warm_drivers"] == [
+            {"container": ready["container"], "state": "ready"}]
+        bs = c.bootstrap_servers
+        topic = _topic(bs, partitions=2)
+        events = _events(600, seed=23, start=T0)
+        first, second = events[:300], events[300:]
+        _send(bs, topic, first, bad=3, seed=23)
+        res = dict(_json(_kctl(c, "stream", "submit", "-d", "--name", "early", "-t", topic, "--trigger", "1s",
+                               "-o", "json")))
+        assert res["warm_driver"] is True and res["container"] == ready["container"], res
+        import docker
 
-    names = [x.name for x in docker.from_env().containers.list(all=True)]
-    assert f"{c.spec.project}-stream-early" not in names  # no driver of its own
-    st = _caught_up(c, "early", len(first) + 3)
-    assert st["state"] == "running" and st["spark"]["driver"] == ready["container"]
-    assert _json(_kctl(c, "status", "-o", "json"))["spark"]["warm_drivers"] == [
-        {"container": ready["container"], "state": "running the job early"}]
-    job = json.loads((Path(res["checkpoint"]) / "_kctl" / "job.json").read_text())
-    assert job["warm_up"].startswith("done by the warm driver"), job
-    log = _kctl(c, "logs", "stream-early", "-n", "1000").stdout
-    assert "the job early runs in the warm driver" in log, log[-2000:]
-    # the same job again while it runs: refused, one message, nothing started
-    again = _kctl(c, "stream", "submit", "-d", "--name", "early", "-t", topic, "-o", "json")
-    assert again.returncode != 0 and "already runs in container" in again.stderr, again.stderr
-    assert "Traceback" not in again.stderr
-    # a crash of the warm driver: Docker starts it again, on the job it was handed
-    before = _restarts(res["container"])
-    _send(bs, topic, second[:150])
-    _crash(res["container"])
-    _send(bs, topic, second[150:])
-    time.sleep(2)
-    assert _restarts(res["container"]) == before + 1
-    st = _caught_up(c, "early", len(events) + 3, timeout=420)
-    assert st["state"] == "running" and st["spark"]["driver_state"] == "running"
-    assert "started again: it runs the job it was handed (early)" in _kctl(c, "logs", "stream-early", "-n",
-                                                                          "3000").stdout
-    r = _json(_kctl(c, "stream", "stop", "--name", "early", "-o", "json"))
-    assert r["stopped"] is True and r["state"] == "stopped", r
-    assert r["warm_driver"] and r["warm_driver"] != res["container"], r
-    # the driver that ran the job is gone (it exited 0 on the stop); the next one waits
-    assert _warm_containers(c) == {r["warm_driver"]: "running"}
-    _check(Path(res["out"]), events, bad=3)
-    # a job whose session differs (its own --conf) starts a driver of its own; the warm driver that waits gives
-    # the worker's only core back first, or the job's executor would wait for it forever
-    topic2 = _topic(bs, partitions=1)
-    few = _events(50, seed=29, start=T0)
-    _send(bs, topic2, few)
-    own = _submit(c, "own", topic2)
-    assert own["warm_driver"] is False and own["container"] == f"{c.spec.project}-stream-own", own
-    assert own["warm_drivers_removed"] == [r["warm_driver"]], own
-    assert own["warm_driver_not_taken"].startswith(("its Spark session differs", "no warm driver was ready")), own
-    assert _caught_up(c, "own", len(few))["state"] == "running"
-    r2 = _json(_kctl(c, "stream", "stop", "--name", "own", "-o", "json"))
-    assert r2["stopped"] is True and r2["warm_driver"], r2
-    _set_warm(c, False)
+        names = [x.name for x in docker.from_env().containers.list(all=True)]
+        assert f"{c.spec.project}-stream-early" not in names  # no driver of its own
+        st = _caught_up(c, "early", len(first) + 3)
+        assert st["state"] == "running" and st["spark"]["driver"] == ready["container"]
+        assert _json(_kctl(c, "status", "-o", "json"))["spark"]["warm_drivers"] == [
+            {"container": ready["container"], "state": "running the job early"}]
+        job = json.loads((Path(res["checkpoint"]) / "_kctl" / "job.json").read_text())
+        assert job["warm_up"].startswith("done by the warm driver"), job
+        log = _kctl(c, "logs", "stream-early", "-n", "1000").stdout
+        assert "the job early runs in the warm driver" in log, log[-2000:]
+        # the same job again while it runs: refused, one message, nothing started
+        again = _kctl(c, "stream", "submit", "-d", "--name", "early", "-t", topic, "-o", "json")
+        assert again.returncode != 0 and "already runs in container" in again.stderr, again.stderr
+        assert "Traceback" not in again.stderr
+        # a crash of the warm driver: Docker starts it again, on the job it was handed
+        before = _restarts(res["container"])
+        _send(bs, topic, second[:150])
+        _crash(res["container"])
+        _send(bs, topic, second[150:])
+        time.sleep(2)
+        assert _restarts(res["container"]) == before + 1
+        st = _caught_up(c, "early", len(events) + 3, timeout=420)
+        assert st["state"] == "running" and st["spark"]["driver_state"] == "running"
+        assert "started again: it runs the job it was handed (early)" in _kctl(c, "logs", "stream-early", "-n",
+                                                                              "3000").stdout
+        r = _json(_kctl(c, "stream", "stop", "--name", "early", "-o", "json"))
+        assert r["stopped"] is True and r["state"] == "stopped", r
+        assert r["warm_driver"] and r["warm_driver"] != res["container"], r
+        # the driver that ran the job is gone (it exited 0 on the stop); the next one waits
+        assert _warm_containers(c) == {r["warm_driver"]: "running"}
+        _check(Path(res["out"]), events, bad=3)
+        # a job whose session differs (its own --conf) starts a driver of its own; the warm driver that waits gives
+        # the worker's only core back first, or the job's executor would wait for it forever
+        topic2 = _topic(bs, partitions=1)
+        few = _events(50, seed=29, start=T0)
+        _send(bs, topic2, few)
+        own = _submit(c, "own", topic2)
+        assert own["warm_driver"] is False and own["container"] == f"{c.spec.project}-stream-own", own
+        assert own["warm_drivers_removed"] == [r["warm_driver"]], own
+        assert own["warm_driver_not_taken"].startswith(("its Spark session differs", "no warm driver was ready")), own
+        assert _caught_up(c, "own", len(few))["state"] == "running"
+        r2 = _json(_kctl(c, "stream", "stop", "--name", "own", "-o", "json"))
+        assert r2["stopped"] is True and r2["warm_driver"], r2
+    finally:  # the module's later tests run without its jobs and warm driver, whatever happened here
+        for job in ("early", "own"):
+            _kctl(c, "stream", "stop", "--name", job)
+        _set_warm(c, False)
     assert _warm_containers(c) == {}
 
 
