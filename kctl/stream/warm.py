@@ -268,13 +268,27 @@ class _Log:
         os.dup2(w, 2)
         os.close(w)
         self._r = r
-        threading.Thread(target=self._pump, name="kctl-log", daemon=True).start()
+        self._pump_thread = threading.Thread(target=self._pump, name="kctl-log", daemon=True)
+        self._pump_thread.start()
 
     def _pump(self) -> None:
         while chunk := os.read(self._r, 65536):
             with self._lock:
                 self._file.write(chunk)
                 self._file.flush()
+
+    def close(self, timeout_s: float = 1.0) -> None:
+        """Everything written so far into the file before the process ends: this process's ends of the pipe
+        closed, the pump drained (up to ``timeout_s``: a JVM still running holds its own ends open)."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+        self._pump_thread.join(timeout_s)
+        with self._lock:
+            self._file.flush()
 
     def switch(self, path: Path) -> None:
         sys.stdout.flush()
@@ -300,6 +314,13 @@ def serve(slot: Path) -> int:
         return 0
     (slot / "ready.json").unlink(missing_ok=True)  # started again after a crash: not ready until warm again
     log = _Log(Path(spark.LOGS) / (claimed["log"] if claimed else f"{base.driver_host}.log"))
+    try:
+        return _serve(slot, base, claimed, log)
+    finally:
+        log.close()
+
+
+def _serve(slot: Path, base: JobConfig, claimed: dict[str, Any] | None, log: _Log) -> int:
     if claimed:
         _say(f"warm driver {base.container} started again: it runs the job it was handed ({claimed['job']})")
         return job.run_config(JobConfig.from_json(Path(claimed["config"]).read_text(encoding="utf-8")))
@@ -314,9 +335,11 @@ def serve(slot: Path) -> int:
         _say(f"warm driver {base.container} could not warm ({str(exc).splitlines()[0][:500] if str(exc) else exc!r});"
              " it stops, and jobs start drivers of their own until `kctl up` starts another")
         return 0
-    (slot / "ready.json").write_text(json.dumps({
+    tmp = slot / ".ready.json.tmp"
+    tmp.write_text(json.dumps({
         "key": session_key(base), "host": base.driver_host, "container": base.container,
         "warm_up_s": round(warm_s, 2), "ready_at": dt.datetime.now(dt.timezone.utc).isoformat()}), encoding="utf-8")
+    os.replace(tmp, slot / "ready.json")  # whole, for the submit that reads it
     _say(f"warm driver {base.container} ready (warm-up {warm_s:.1f} s); waiting for `kctl stream submit`")
     for _ in ticks(CLAIM_POLL_S, stop=stop):
         claimed = read_json(slot / "claim.json")
