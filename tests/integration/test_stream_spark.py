@@ -160,6 +160,16 @@ def _crash(container: str) -> None:
     os.kill(pid, signal.SIGKILL)
 
 
+def _crash_between_sends(container: str, before: Any, after: Any) -> None:
+    """``before()`` (a batch in flight), the driver's crash, ``after()``: Docker's restart policy starts it again."""
+    restarts = _restarts(container)
+    before()
+    _crash(container)
+    after()
+    time.sleep(2)
+    assert _restarts(container) == restarts + 1
+
+
 def _restarts(container: str) -> int:
     import docker
 
@@ -334,12 +344,8 @@ def test_a_warm_driver_takes_the_job_and_survives_its_crash(cluster: KafkaCluste
         assert again.returncode != 0 and "already runs in container" in again.stderr, again.stderr
         assert "Traceback" not in again.stderr
         # a crash of the warm driver: Docker starts it again, on the job it was handed
-        before = _restarts(res["container"])
-        _send(bs, topic, second[:150])
-        _crash(res["container"])
-        _send(bs, topic, second[150:])
-        time.sleep(2)
-        assert _restarts(res["container"]) == before + 1
+        _crash_between_sends(res["container"], lambda: _send(bs, topic, second[:150]),
+                             lambda: _send(bs, topic, second[150:]))
         st = _caught_up(c, "early", len(events) + 3, timeout=420)
         assert st["state"] == "running" and st["spark"]["driver_state"] == "running"
         assert "started again: it runs the job it was handed (early)" in _kctl(c, "logs", "stream-early", "-n",
@@ -399,12 +405,8 @@ def test_a_fault_mid_stream_loses_nothing(cluster: KafkaCluster, fault: str, req
         assert _restarts(w) == before + 1  # Docker's restart policy started it again
         _send(bs, topic, second[300:])
     elif fault == "driver":
-        before = _restarts(res["container"])
-        _send(bs, topic, second[:300])
-        _crash(res["container"])
-        _send(bs, topic, second[300:])
-        time.sleep(2)
-        assert _restarts(res["container"]) == before + 1
+        _crash_between_sends(res["container"], lambda: _send(bs, topic, second[:300]),
+                             lambda: _send(bs, topic, second[300:]))
     else:
         m = _spark_container(c, "spark-master")
         import docker
