@@ -8,6 +8,7 @@ as Arrow; DuckDB queries those Arrow datasets in-process. Both come with ``kctl[
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import time
 from dataclasses import dataclass, field
@@ -152,12 +153,16 @@ def query(out: str | Path, sql: str, limit: int | None = 1000, store: s3.Setting
     duckdb = require("duckdb", "tables")
     root = require_out(out, store)
     con = duckdb.connect()
+    sources: list[Any] = []  # released before the answer: see the finally
+    rel: Any = None
+    reader: Any = None
     try:
         views = []
         for name in TABLES:
             t = open_table(root / name)
             if t is not None:
-                con.register(name, arrow_source(t))
+                sources.append(arrow_source(t))
+                con.register(name, sources[-1])
                 views.append(name)
         if not views:
             raise KctlError(f"{out} holds no Delta table yet", hint="has the stream job run with this --out?")
@@ -169,7 +174,8 @@ def query(out: str | Path, sql: str, limit: int | None = 1000, store: s3.Setting
             cols = list(rel.columns)
             # Through Arrow, batch by batch: DuckDB's own conversion of time-zoned timestamps needs pytz.
             to_reader = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader  # duckdb 2 / 1.x
-            for batch in to_reader(1024):
+            reader = to_reader(1024)
+            for batch in reader:
                 data.extend(batch.to_pylist())
                 if limit and len(data) >= limit:
                     break
@@ -180,7 +186,16 @@ def query(out: str | Path, sql: str, limit: int | None = 1000, store: s3.Setting
         rows = [{c: _iso(r.get(c)) for c in cols} for r in data[:limit] if r is not None]
         return QueryResult(cols, rows)
     finally:
+        # Everything that scans is closed and collected here, while Arrow's runtime is whole: a dataset scan's
+        # threads left to the interpreter's final teardown can abort the process after the answer was printed
+        # ("terminate called without an active exception", exit -6; seen once in CI on an S3 table).
+        for open_ in (reader, rel):
+            if open_ is not None:
+                open_.close()
         con.close()
+        del reader, rel, con
+        sources.clear()
+        gc.collect()
 
 
 @dataclass

@@ -6,8 +6,10 @@ shared cluster)."""
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -233,12 +235,18 @@ def test_lag_judges_each_status_on_real_groups(kafka_cluster: Any) -> None:
         warn_at = 10
         d["warn"].commit(warn_at)
 
-        args = [sys.executable, "-m", "kctl", "lag", *(d[n].group for n in names), "--samples", "8",
-                "--interval", "1", "--window", "8", "-o", "json", "-f", str(kafka_cluster.spec_file)]
+        # --watch: a report (one JSON line) after the 2nd snapshot and after each one up to the 8th; the rewind
+        # comes once the first report is in, so snapshots before and after it are in the window however long
+        # kctl's own start takes (a fixed 6 s rewound before the first snapshot on a CI machine at load 17: STALL).
+        args = [sys.executable, "-m", "kctl", "lag", *(d[n].group for n in names), "--samples", "2", "--watch",
+                "--count", "7", "--interval", "1", "--window", "8", "-o", "json", "-f", str(kafka_cluster.spec_file)]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        reports: queue.Queue[str] = queue.Queue()
+        reading = threading.Thread(target=lambda: [reports.put(line) for line in proc.stdout or ()], daemon=True)
+        reading.start()
         start = time.monotonic()
         rewound = False
-        while proc.poll() is None and time.monotonic() - start < 60:  # bounded: the sampling takes ~8 s
+        while proc.poll() is None and time.monotonic() - start < 90:  # bounded: the sampling takes ~8 s
             d["ok"].produce(5)
             d["ok"].commit(d["ok"].end)  # keeps up: lag 0 at (almost) every snapshot
             d["stall"].produce(5)  # a live member that commits nothing new while lag grows
@@ -249,15 +257,18 @@ def test_lag_judges_each_status_on_real_groups(kafka_cluster: Any) -> None:
             warn_at += 3
             d["warn"].commit(warn_at)
             d["warn"].produce(10)
-            # 6 s in: the sampling (8 samples, 1 s apart) has samples before and after it even when kctl's own
-            # start takes 5 s (a CI run on a machine at load 20 rewound 4 s in, before the first sample: STALL)
-            if not rewound and time.monotonic() - start > 6:
+            if not rewound and not reports.empty():
                 d["rewind"].commit(25)  # an offset moved back while lag stays above 0
                 rewound = True
             for n in ("ok", "stall", "rewind", "warn"):
                 d[n].tick()
             time.sleep(0.5)
-        out, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        reading.join(timeout=10)
+        err = proc.stderr.read() if proc.stderr else ""
+        lines = list(reports.queue)
+        assert len(lines) == 7 and rewound, err
+        out = lines[-1]
         got = {r["group"]: r for r in json.loads(out)}
         status = {n: got[d[n].group]["status"] for n in names}
         assert status == {"ok": "OK", "stop": "STOP", "stall": "STALL", "rewind": "REWIND", "warn": "WARN"}, \
