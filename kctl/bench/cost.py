@@ -1,7 +1,8 @@
 """The pipeline's CPU per event (issue #46's cost half): CPU-seconds per million events at steady state, beside
 the floor and Spark's source-only and source + parse figures, all from one run on one topic.
 
-    python -m kctl.bench.cost [--events 600000] [--cap 200000] [--bootstrap-servers B] [--no-write]
+    python -m kctl.bench.cost [--events 600000] [--cap 200000] [--levers shipped,g1] [--rounds 3]
+                              [--bootstrap-servers B] [--no-write]
 
 CPU is counted per process tree from /proc (user + system time of this process and every live descendant:
 the job's Python process, its JVM and the JVM's Python workers), so the figures do not depend on what else
@@ -12,7 +13,8 @@ API and removed at the end.
 2. The floor: a confluent-kafka consumer in this process that reads and ``json.loads`` every event.
 3. Spark's Kafka source alone (a batch read of the topic into Spark's no-op sink) and the same read with the
    job's parse (every column evaluated), in one session after a warm-up round: the JVM's CPU per event.
-4. The job itself (``--available-now``, micro-batches of at most ``--cap`` events), once per lever: its
+4. The job itself (``--available-now``, micro-batches of at most ``--cap`` events), ``--rounds`` times per lever
+   (the levers take turns; the median of each figure is reported, with every run's CPU per million): its
    start (submit to the first batch with data: CPU and wall) and its steady state (the CPU between the first
    and the last batch with data, over the events of the batches after the first), and events per second over
    the same batches (rows / StreamingQueryProgress trigger time).
@@ -26,6 +28,7 @@ import argparse
 import datetime as dt
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import threading
@@ -140,10 +143,18 @@ def job_run(base: JobConfig, tag: str, events: int, **changes: Any) -> dict[str,
     last_n, last_cpu, _ = marks[-1]
     steady_rows = sum(int(p["numInputRows"]) for p in progs[first_n:last_n])
     steady_ms = sum(int(p["durationMs"]["triggerExecution"]) for p in progs[first_n:last_n])
+    # the archive's Parquet files on disk (every version's: the job never vacuums during the run)
+    archive = sum(f.stat().st_size for f in (Path(cfg.out) / "archive").rglob("*.parquet"))
     return {"tag": tag, "batches": len(progs), "first_rows": int(progs[0]["numInputRows"]),
+            "archive_bytes_per_event": archive / events,
             "start_cpu_s": first_cpu - c0, "start_wall_s": first_t - t0,
             "steady_rows": steady_rows, "steady_cpu_per_m": (last_cpu - first_cpu) * 1e6 / max(1, steady_rows),
             "steady_eps": steady_rows / (steady_ms / 1000.0) if steady_ms else 0.0, "run_cpu_s": total_cpu}
+
+
+# The archive's columns whose values hardly repeat within a file (a dictionary only costs CPU before Parquet gives
+# it up).
+UNIQUE_COLUMNS = ("message", "time_local", "timestamp", "offset", "log_offset", "kafka_timestamp")
 
 
 # The levers measured beside the job as it ships: (tag, what it changes, JobConfig changes).
@@ -155,9 +166,25 @@ def levers(cap: int) -> list[tuple[str, str, dict[str, Any]]]:
         ("half", f"micro-batches of ≤{cap // 2:,}", {"max_offsets_per_trigger": cap // 2}),
         ("c1", f"the driver's JIT at C1 only (`--conf spark.driver.extraJavaOptions={c1}`)",
          {"extra_conf": {"spark.driver.extraJavaOptions": c1}}),
+        ("dict", "no Parquet dictionary for the archive's near-unique columns (`--conf"
+                 " spark.hadoop.parquet.enable.dictionary#COLUMN=false` for " + ", ".join(UNIQUE_COLUMNS) + ")",
+         {"extra_conf": {f"spark.hadoop.parquet.enable.dictionary#{c}": "false" for c in UNIQUE_COLUMNS}}),
+        ("memory", "the driver's memory at 1536m, not 768m (`--driver-memory 1536m`)",
+         {"driver_memory": "1536m"}),
+        ("lz4", "Parquet pages compressed with LZ4, not Snappy (`--conf spark.sql.parquet.compression.codec=lz4_raw`)",
+         {"extra_conf": {"spark.sql.parquet.compression.codec": "lz4_raw"}}),
+        ("plain", "Parquet pages not compressed (`--conf spark.sql.parquet.compression.codec=uncompressed`)",
+         {"extra_conf": {"spark.sql.parquet.compression.codec": "uncompressed"}}),
         ("g1", f"G1, the JVM's default collector, instead of the parallel one the job sets (`--conf"
                f" spark.driver.extraJavaOptions={g1}`)", {"extra_conf": {"spark.driver.extraJavaOptions": g1}}),
     ]
+
+
+def median_run(tries: list[dict[str, Any]]) -> dict[str, Any]:
+    """A lever's runs as one: the median of each figure, and every run's steady-state CPU per million."""
+    keys = ("steady_cpu_per_m", "steady_eps", "start_cpu_s", "start_wall_s", "archive_bytes_per_event")
+    return {**tries[0], **{k: statistics.median(float(t[k]) for t in tries) for k in keys},
+            "each_cpu_per_m": [float(t["steady_cpu_per_m"]) for t in tries]}
 
 
 def render(fig: dict[str, Any]) -> str:
@@ -174,9 +201,13 @@ def render(fig: dict[str, Any]) -> str:
         rows += [
             (f"**the job, steady state: {r['what']}** ({r['batches']} batches, the first excluded:"
              f" {r['steady_rows']:,} events)",
-             f"**{r['steady_cpu_per_m']:.1f} CPU-s per million** ({r['steady_cpu_per_m'] / fl['cpu_per_m']:.1f}x"
-             f" the floor's CPU; {r['steady_eps']:,.0f} events/s, {r['steady_eps'] / fl['eps']:.2f} of the floor's)"),
-            (f"the job's start, {r['tag']}: submit to the first batch with data ({r['first_rows']:,} events)",
+             f"**{r['steady_cpu_per_m']:.1f} CPU-s per million** (median of"
+             f" {', '.join(f'{x:.1f}' for x in r['each_cpu_per_m'])};"
+             f" {r['steady_cpu_per_m'] / fl['cpu_per_m']:.1f}x"
+             f" the floor's CPU; {r['steady_eps']:,.0f} events/s, {r['steady_eps'] / fl['eps']:.2f} of the floor's;"
+             f" the archive {r['archive_bytes_per_event']:.0f} bytes per event on disk)"),
+            (f"the job's start, {r['tag']}: submit to the first batch with data ({r['first_rows']:,} events;"
+             " medians)",
              f"{r['start_cpu_s']:.1f} CPU-s, {r['start_wall_s']:.1f} s"),
         ]
     body = "\n".join(table(("measure", "value"), rows))
@@ -185,14 +216,15 @@ def render(fig: dict[str, Any]) -> str:
 
 Measured by `python -m kctl.bench.cost` on {fig['when']} ({fig['machine']}); Spark {fig['spark']} with
 Delta Lake {fig['delta']} in `local[2]`, one Kafka node, {fig['events']:,} generated filebeat events on a
-3-partition topic. CPU is user + system time of the process tree (this process, the job's Python process, its
-JVM, the JVM's Python workers) read from /proc, so it does not depend on the load beside it ({fig['load']});
-events per second do.
+3-partition topic; each lever run {fig['rounds']} times, the levers taking turns, and the median shown (one run's
+figure moved by up to 15% between runs of the same code here). CPU is user + system time of the process tree
+(this process, the job's Python process, its JVM, the JVM's Python workers) read from /proc, so it does not
+depend on the load beside it ({fig['load']}); events per second do.
 
 {body}
 
 Against issue #46's target of at most 45 CPU-seconds per million events for the whole job at steady state:
-{ship['steady_cpu_per_m']:.1f} as it ships, {'met' if ship['steady_cpu_per_m'] <= 45 else 'not met'}. The
+{ship['steady_cpu_per_m']:.1f} as it ships (median), {'met' if ship['steady_cpu_per_m'] <= 45 else 'not met'}. The
 steady state is the CPU between the end of the first batch with data and the end of the last one, over the
 events of the batches in between; the start is everything from `submit` (the JVM, the session, the jars, the
 warm-up writer) to the end of the first batch with data.
@@ -206,10 +238,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="at least 3 x --cap: the steady state needs batches after the first")
     ap.add_argument("--cap", type=int, default=JobConfig.max_offsets_per_trigger or 200_000,
                     help="the job's maxOffsetsPerTrigger (its default)")
-    ap.add_argument("--levers", default=",".join(tag for tag, _w, _c in levers(1)),
-                    help="the levers to run, by tag, comma-separated (the first is the figure against the target)")
+    ap.add_argument("--levers", default="shipped,g1",
+                    help="the levers to run, by tag, comma-separated (the first is the figure against the target);"
+                         f" measured before: {', '.join(tag for tag, _w, _c in levers(1))}")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="runs of each lever, the levers taking turns (one run's figures move by up to 15%%"
+                         " between runs of the same code here: the median of three is compared)")
     add_output_args(ap)
     a = ap.parse_args(argv)
+    if a.rounds < 1:
+        ap.error("--rounds must be at least 1")
     if a.events < 3 * a.cap:
         ap.error("--events must be at least 3 x --cap: the steady state needs batches after the first")
     # a lever with larger micro-batches runs only where the topic holds three of them
@@ -239,23 +277,28 @@ def _run(bs: str, a: argparse.Namespace) -> dict[str, Any]:
                              progress_history=len(events) // a.cap + 10)
             src = spark_source(base, len(events))
             print(f"Spark's source: {src}", file=sys.stderr)
-            runs = []
             chosen = a.levers.split(",")
+            todo = []
             for tag, what, changes in sorted((x for x in levers(a.cap) if x[0] in chosen),
                                              key=lambda x: chosen.index(x[0])):
                 if len(events) < 3 * changes.get("max_offsets_per_trigger", a.cap):
                     print(f"job {tag}: skipped, fewer than three of its micro-batches in --events", file=sys.stderr)
                     continue
-                r = {**job_run(base, tag, len(events), **changes), "what": what}
-                print(f"job {tag}: {r}", file=sys.stderr)
-                runs.append(r)
+                todo.append((tag, what, changes))
+            tries: dict[str, list[dict[str, Any]]] = {tag: [] for tag, _w, _c in todo}
+            for rnd in range(a.rounds):  # the levers take turns, so a slow spell of the machine hits each alike
+                for tag, what, changes in todo:
+                    r = {**job_run(base, f"{tag}-{rnd}", len(events), **changes), "tag": tag, "what": what}
+                    print(f"job {tag}, round {rnd + 1}: {r}", file=sys.stderr)
+                    tries[tag].append(r)
+            runs = [median_run(tries[tag]) for tag, _w, _c in todo]
     finally:
         _drop(bs, topic)
     import pyspark
 
     return {"when": dt.date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
             "spark": pyspark.__version__, "delta": delta_version(), "events": a.events, "floor": fl,
-            "source": src, "runs": runs, "load": " / ".join(f"{x:.1f}" for x in os.getloadavg())}
+            "source": src, "runs": runs, "rounds": a.rounds, "load": " / ".join(f"{x:.1f}" for x in os.getloadavg())}
 
 
 if __name__ == "__main__":
