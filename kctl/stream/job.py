@@ -454,8 +454,8 @@ def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
         b = b.config("spark.jars.packages", ",".join(cfg.packages))
     # The parallel collector instead of G1 in the driver's and the executors' JVMs: 10-25% less CPU per event at
     # steady state (python -m kctl.bench.cost, three runs: 52.4 against 57.7, 59.7 against 66.6, 48.5 against
-    # 64.3 CPU-s per million; three rounds in one run: median 50.4 against 54.0); a --conf that sets the JVM's
-    # options replaces it (two collectors refuse to start).
+    # 64.3 CPU-s per million; two runs of three rounds: medians 50.4 against 54.0, 48.0 against 58.5); a --conf that
+    # sets the JVM's options replaces it (two collectors refuse to start).
     for k in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
         if k not in cfg.extra_conf:
             b = b.config(k, JVM_GC)
