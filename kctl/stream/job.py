@@ -653,7 +653,7 @@ class _Listener:
     wrapper class, the same callback server), but each progress is taken as its JSON in one call. PySpark's
     listener converts every event into Python objects first, field by field: about forty calls into the JVM,
     each looking its name up among the jars, 77 ms per event against 1.5 ms this way (median of 25 events each,
-    local[2]): the listener thread's CPU for every micro-batch, beside the batches on the same cores."""
+    local[2]): time of the listener thread for every micro-batch, beside the batches on the same cores."""
 
     def __init__(self, path: Path, history: ProgressHistory, watermark: dict[str, str],
                  offsets: OffsetPublisher) -> None:
