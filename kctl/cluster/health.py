@@ -148,7 +148,7 @@ def gather(spec: ClusterSpec, timeout: float = 1.5, *, docker: bool = True, zook
         zk_f = {h: pool.submit(zk_state, h, port, timeout, addr) for h, port, addr in zk_nodes} if zookeeper else {}
         ctrl_f = {h: pool.submit(controller_view, spec, h, cid, timeout) for h, cid in ctrl_nodes} \
             if zookeeper else {}
-        spark_f = pool.submit(spark_cluster.status_at, spec.spark.ui_port, max(timeout, 5.0)) \
+        spark_f = pool.submit(spark_cluster.status_of, spec, max(timeout, 5.0)) \
             if spark and spec.spark is not None else None
         if docker_f is not None:
             try:

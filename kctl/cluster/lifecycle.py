@@ -183,6 +183,8 @@ def up(
         warm.ensure(spec, state_dir, progress)  # spark.warm_driver: one driver warm for the next job
     elif (state_dir / "spark" / "compose.yaml").exists() and spark.down(spec, state_dir):
         (progress or (lambda _m: None))("spark is not declared: stopped the Spark cluster")
+    elif (state_dir / "spark" / "hosts").exists() and spark.down(spec, state_dir):
+        (progress or (lambda _m: None))("spark is not declared: stopped and removed the Spark units on the hosts")
     result.seconds = time.monotonic() - started
     return result
 
@@ -245,7 +247,7 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     eng.check_before_down(spec, state_dir, volumes=volumes)  # engine hosts: each one this cluster's node, or bare
     if prometheus.down(spec, state_dir, volumes=volumes):
         say("stopped Prometheus and Alertmanager")
-    if (state_dir / "spark" / "compose.yaml").exists() and spark.down(spec, state_dir):
+    if any((state_dir / "spark" / p).exists() for p in ("compose.yaml", "hosts")) and spark.down(spec, state_dir):
         say("stopped and removed the Spark cluster (master, workers, stream drivers)")
     if mirrors.down(spec, state_dir):
         say("stopped and removed the mirrors into this cluster")

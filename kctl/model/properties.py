@@ -576,6 +576,14 @@ def services_of(spec: ClusterSpec) -> list[tuple[str, NodeSpec, tuple[str, ...]]
     return out
 
 
+def spark_placement(spec: ClusterSpec) -> tuple[str, list[str]]:
+    """engine hosts with a ``spark:`` section: the host of the Spark master (the first node's) and of each worker
+    (worker N on the N-th node's host; kctl.stream.spark_hosts)."""
+    assert spec.spark is not None
+    hosts = [h for h, _n, _s in services_of(spec)]
+    return hosts[0], hosts[:spec.spark.workers]
+
+
 def parse_properties(text: str) -> dict[str, str]:
     """The reverse of a rendered properties file: its ``key=value`` lines (kctl writes no continuations or escapes)."""
     out: dict[str, str] = {}

@@ -1148,12 +1148,15 @@ class SparkSpec(_Model):
     """A Spark standalone cluster beside the brokers (issue #46; docs/pipeline.md)."""
 
     workers: int = Field(1, description="Spark workers (each a container beside the brokers, on the cluster"
-                                        " network); `kctl stream submit` runs the job's executors on them.")
+                                        " network; on engine hosts a systemd unit on the first `workers` nodes'"
+                                        " hosts, the master on the first's); `kctl stream submit` runs the job's"
+                                        " executors on them.")
     worker_cores: int = Field(1, description="Cores each worker offers to executors.")
     worker_memory: str = Field("1g", description="Memory each worker offers to executors (a JVM size: 512m, 1g);"
                                                  " `kctl up` refuses more than the machine has.")
     ui_port: Port = Field(18080, description="Host port (127.0.0.1) of the master's web UI and JSON endpoint;"
-                                             " worker N's UI is published on ui_port + N.")
+                                             " worker N's UI is published on ui_port + N (on engine hosts: the"
+                                             " ports on the master's and worker's own host addresses).")
     warm_driver: bool = Field(False, description="Keep one stream-job driver started and warmed (its JVM, its"
                                                  " Spark session, an executor on a worker, the writer run once) while"
                                                  " no job holds the cluster: `kctl stream submit` hands it the job"
@@ -1782,11 +1785,19 @@ def check_rules(spec: ClusterSpec) -> tuple[list[str], list[str]]:
             errors.append(f"security.migration: the INTERNAL_SECURE port {spec.secure_internal_port}"
                           " (kafka.internal_port + 1) clashes with another port of the container")
     if spec.spark is not None:
-        if spec.engine is Engine.hosts:
-            errors.append("spark: a Spark cluster on engine hosts is not built yet (engines compose and swarm);"
-                          " leave the spark section out there and run the job with `kctl stream submit"
-                          " --master local[N]`, or its tables on S3 with a Spark cluster of your own")
         sp = spec.spark
+        if spec.engine is Engine.hosts:
+            # kctl.stream.spark_hosts: the master on the first node's host, worker N on the N-th node's
+            if sp.workers > len(spec.nodes):
+                errors.append(f"spark.workers: {sp.workers} workers on engine hosts run one per node's host, and"
+                              f" the cluster has {len(spec.nodes)} node(s); lower spark.workers")
+            if sp.warm_driver:
+                errors.append("spark.warm_driver: a warm driver on engine hosts is not built yet (engines compose"
+                              " and swarm); leave it out")
+            if spec.security.enabled:
+                errors.append("spark: a Spark cluster on engine hosts beside the secured profile is not built yet"
+                              " (the job's own login and TLS towards the hosts' listeners); leave the spark"
+                              " section out and run the job with `kctl stream submit --master local[N]`")
         for i, port in enumerate(range(sp.ui_port, sp.ui_port + sp.workers + 1)):
             what = "spark.ui_port" if i == 0 else f"spark.ui_port + {i} (worker {i})"
             if port > 65535:

@@ -278,7 +278,7 @@ class Monitor:
         if self.spec.spark is None:
             return []
         try:
-            return spark_cluster.findings(self.spec, spark_cluster.status_at(self.spec.spark.ui_port, 5.0))
+            return spark_cluster.findings(self.spec, spark_cluster.status_of(self.spec, 5.0))
         except Exception as exc:  # noqa: BLE001 - an answer kctl cannot read is an alert, never a lost round
             return [("spark-master", f"spark: the master's answer cannot be read ({exc})")]
 

@@ -16,11 +16,12 @@ from kctl import contract
 from kctl.errors import KctlError, UsageError
 from kctl.files import follow_lines, tail_start
 from kctl.kraft import config as kc
-from kctl.model.properties import services_of
-from kctl.model.spec import ClusterSpec
+from kctl.model.properties import services_of, spark_placement
+from kctl.model.spec import ClusterSpec, Engine
 from kctl.runtime.engine import engines
 
 SERVICES = tuple(contract.LOG_FILES)
+SPARK_ON_HOST = "spark-host"  # NodeLog.service of a Spark master's or worker's log on its host (engine hosts)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,17 @@ class NodeLog:
 
 def locate(spec: ClusterSpec, state: Path, node: str, service: str) -> NodeLog:
     """Where ``service``'s log of ``node`` (a hostname, a node id, or zkN/kafkaN) is on the host."""
+    if spec.spark is not None and spec.engine is Engine.hosts and (
+            node == "spark-master" or node.startswith("spark-worker-")):
+        # engine hosts: the master's and each worker's unit writes its log on its own host
+        master, workers = spark_placement(spec)
+        idx = node.removeprefix("spark-worker-")
+        if node != "spark-master" and not (idx.isdigit() and 1 <= int(idx) <= len(workers)):
+            raise UsageError(f"no Spark worker {node}", hint=f"spark-worker-1 to spark-worker-{len(workers)}")
+        host = master if node == "spark-master" else workers[int(idx) - 1]
+        role = "spark-master" if node == "spark-master" else "spark-worker"
+        return NodeLog(node=node, container=host, service=SPARK_ON_HOST, path=Path(f"{contract.LOG_ROOT}/{role}.log"),
+                       logs_dir=Path(contract.LOG_ROOT))
     if spec.spark is not None and (node == "spark-master" or node.startswith(("spark-worker-", "stream-"))):
         # the Spark cluster's master, a worker, a stream job's driver (kctl.stream.spark): one log each
         d = state.resolve() / "spark" / "logs"
@@ -102,6 +114,10 @@ def in_container(spec: ClusterSpec, log: NodeLog, *, tail: int, follow: bool) ->
     """engine swarm: the log read in the node's container (its logs are on a volume of the Swarm node that
     runs it, not in the state dir); None where the state dir has it (engine compose)."""
     eng = engines.for_spec(spec)
+    if log.service == SPARK_ON_HOST:  # a Spark daemon's log on its host (engine hosts)
+        if follow:
+            return eng.follow_lines(spec, log.container, str(log.path), tail)
+        return iter(eng.log_lines(spec, log.container, str(log.path), tail) or [])
     if eng.logs_in_state_dir or log.service == "spark":
         return None
     followed = eng.follow_lines(spec, log.container, contract.container_log(log.service), tail) if follow else None

@@ -99,10 +99,14 @@ class JobConfig:
     # status|stop` ask Docker about: the pid it records is the container's own), the cores it may take, and the
     # bootstrap servers this host reaches the brokers on (bootstrap_servers are then the INTERNAL listeners).
     driver_host: str | None = None
+    # On engine hosts the driver runs on this machine's network: it binds the one address the hosts reach it at
+    # (spark.driver.bindAddress; None: 0.0.0.0 in its container on the cluster network, or 127.0.0.1).
+    driver_bind: str | None = None
     container: str | None = None
     cores_max: int = 2
     host_bootstrap_servers: str | None = None
     spark_ui_port: int | None = None  # the Spark master's UI on 127.0.0.1 (`kctl stream status` lists the workers)
+    spark_ui_host: str | None = None  # on engine hosts: the master's host (None: 127.0.0.1)
     # kctl's own files of the job where state_dir(checkpoint) would not put them: a job on kctl.yaml's Spark
     # cluster whose checkpoint is on S3 keeps them in the cluster's shared dir (JOB/_kctl), which its driver's
     # container and this host both see. None: state_dir(checkpoint).

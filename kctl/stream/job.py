@@ -414,8 +414,9 @@ def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
     b = (
         SparkSession.builder.appName(app_name).master(cfg.master)
         .config("spark.driver.host", cfg.driver_host or "127.0.0.1")
-        # in its container, the driver listens on the cluster network (its executors connect to it there)
-        .config("spark.driver.bindAddress", "0.0.0.0" if cfg.driver_host else "127.0.0.1")
+        # in its container, the driver listens on the cluster network (its executors connect to it there); on
+        # engine hosts, on the one address of this machine the hosts reach (cfg.driver_bind)
+        .config("spark.driver.bindAddress", cfg.driver_bind or ("0.0.0.0" if cfg.driver_host else "127.0.0.1"))
         .config("spark.driver.memory", cfg.driver_memory)
         .config("spark.executor.memory", cfg.executor_memory)
         .config("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))

@@ -47,8 +47,11 @@ from kctl.errors import KctlError, UsageError
 from kctl.model.render import template, write_text_files
 from kctl.model.spec import ClusterSpec, spark_memory_mb
 from kctl.runtime import docker_api
+from kctl.runtime.engine import engines
+from kctl.runtime.engine.base import Capability
 from kctl.runtime.engine.compose import compose_project
 from kctl.runtime.image import build as image
+from kctl.stream import spark_hosts
 from kctl.wait import ticks
 
 Progress = Callable[[str], None]
@@ -162,6 +165,13 @@ def ensure_image(spec: ClusterSpec, progress: Progress | None = None) -> str:
     except docker_api.sdk().errors.ImageNotFound:
         pass
     base = spec.local_image_ref
+    try:
+        dc.images.get(base)
+    except docker_api.sdk().errors.ImageNotFound:
+        # engine hosts: `kctl up` ships the distribution to the hosts and builds no node image; the driver's
+        # image starts from it (Java 17), so it is built here first
+        image.ensure_image(dc, kafka_version=spec.versions.kafka, scala_version=spec.versions.scala,
+                           progress=progress)
     if progress:
         progress(f"building {tag} from {base} (Debian's python3 beside the node image's Java 17)")
     with tempfile.TemporaryDirectory(prefix="kctl-spark-") as tmp:
@@ -277,20 +287,36 @@ def _compose(spec: ClusterSpec, state_dir: Path, *args: str, timeout: float = 30
 
 
 def up(spec: ClusterSpec, state_dir: Path, progress: Progress | None = None, wait_s: float = 120.0) -> dict[str, Any]:
-    """Write the files, start the master and workers, and wait until every worker is ALIVE at the master."""
+    """Write the files, start the master and workers, and wait until every worker is ALIVE at the master. On
+    engine hosts: their units (:mod:`kctl.stream.spark_hosts`), and the image the job's driver runs in here."""
+    sp = spec.spark
+    assert sp is not None
+    if spark_hosts.on_hosts(spec):
+        check_python()
+        ensure_image(spec, progress)
+        spark_hosts.install(spec, directory(state_dir) / "hosts", site_packages() / "pyspark", spark_defaults(spec),
+                            progress)
+        return _wait_workers(spec, progress, wait_s, hint="`kctl logs spark-master`, `kctl logs spark-worker-1`;"
+                                                          " on a host: `journalctl -u kctl-spark-master`")
     check_fits(spec)
     check_python()
     tag = ensure_image(spec, progress)
     d = directory(state_dir)
     existed = (d / "conf" / "spark-defaults.conf").exists()
     changed = write_text_files(render(spec, state_dir, tag), d)
-    sp = spec.spark
-    assert sp is not None
     for sub in ("logs", "data", "master", *(worker_name(i) for i in range(1, sp.workers + 1))):
         (d / sub).mkdir(parents=True, exist_ok=True)
     _compose(spec, state_dir, "up", "-d", "--remove-orphans")
     if existed and any(p.parent.name == "conf" for p in changed):
         _compose(spec, state_dir, "restart")  # a changed spark-defaults.conf: the daemons read it at start
+    return _wait_workers(spec, progress, wait_s,
+                         hint=f"`kctl logs spark-master`, `kctl logs spark-worker-1`; its files: {d}")
+
+
+def _wait_workers(spec: ClusterSpec, progress: Progress | None, wait_s: float, hint: str) -> dict[str, Any]:
+    """Until the master is ALIVE with every declared worker ALIVE at it; its status then ({} for no wait)."""
+    sp = spec.spark
+    assert sp is not None
     if wait_s <= 0:
         return {}
     last: Any = None
@@ -306,12 +332,12 @@ def up(spec: ClusterSpec, state_dir: Path, progress: Progress | None = None, wai
                 progress(f"spark: master and {len(alive)} worker(s) alive; UI {st['ui']}")
             return st
         last = f"master {st.get('status')}, {len(alive)}/{sp.workers} workers alive"
-    raise KctlError(f"the Spark cluster did not come up within {wait_s:.0f} s (last: {last})",
-                    hint=f"`kctl logs spark-master`, `kctl logs spark-worker-1`; its files: {d}")
+    raise KctlError(f"the Spark cluster did not come up within {wait_s:.0f} s (last: {last})", hint=hint)
 
 
 def down(spec: ClusterSpec, state_dir: Path) -> bool:
-    """Stop and remove the drivers, master and workers; False when none was ever started here."""
+    """Stop and remove the drivers, master and workers (on engine hosts, their units); False when none was ever
+    started here."""
     removed = False
     dc = None
     try:
@@ -325,6 +351,9 @@ def down(spec: ClusterSpec, state_dir: Path) -> bool:
     if (directory(state_dir) / "compose.yaml").exists():
         _compose(spec, state_dir, "down", "--remove-orphans", "--timeout", "30")
         removed = True
+    if (directory(state_dir) / "hosts").exists() and engines.supports(spec, Capability.SPARK_ON_HOSTS):
+        # the units on the hosts (when the nodes stay: `kctl down` then removes the rest with each node)
+        removed = spark_hosts.remove(spec, directory(state_dir) / "hosts") or removed
     return removed
 
 
@@ -339,11 +368,12 @@ def remove_by_label(cluster: str, dc: Any) -> int:
 
 # ----- status ---------------------------------------------------------------------------------------------------
 
-def master_json(port: int, timeout_s: float = 5.0) -> dict[str, Any]:
-    """The master's JSON endpoint (``/json/`` of its UI), read on its published port."""
-    url = f"http://127.0.0.1:{port}/json/"
+def master_json(port: int, timeout_s: float = 5.0, host: str = "127.0.0.1") -> dict[str, Any]:
+    """The master's JSON endpoint (``/json/`` of its UI), read on its published port (on engine hosts, on the
+    master's host)."""
+    url = f"http://{host}:{port}/json/"
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 - 127.0.0.1, our own master
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 - our own master
             doc: dict[str, Any] = json.loads(resp.read())
             return doc
     except (OSError, urllib.error.URLError, ValueError) as exc:
@@ -351,13 +381,30 @@ def master_json(port: int, timeout_s: float = 5.0) -> dict[str, Any]:
                         hint="`kctl up` starts it; `kctl logs spark-master` shows its log") from None
 
 
+def master_ui_host(spec: ClusterSpec) -> str:
+    """Where the master's UI is reached: 127.0.0.1 (published there), or on engine hosts the master's host."""
+    return spark_hosts.master_address(spec) if spark_hosts.on_hosts(spec) else "127.0.0.1"
+
+
+def _names(spec: ClusterSpec) -> dict[str, tuple[str, str]] | None:
+    return spark_hosts.worker_names(spec) if spark_hosts.on_hosts(spec) else None
+
+
 def status(spec: ClusterSpec) -> dict[str, Any]:
     """{master, ui, status, workers: [{name, state, cores, memory_mb, ui}], applications: [...]} from the master."""
     assert spec.spark is not None
-    return _status(master_json(spec.spark.ui_port), spec.spark.ui_port)
+    host = master_ui_host(spec)
+    return _status(master_json(spec.spark.ui_port, host=host), spec.spark.ui_port, host, _names(spec))
 
 
-def _status(doc: dict[str, Any], port: int) -> dict[str, Any]:
+def status_of(spec: ClusterSpec, timeout_s: float = 5.0) -> dict[str, Any]:
+    """:func:`status_at` of kctl.yaml's Spark cluster, wherever its master runs."""
+    assert spec.spark is not None
+    return status_at(spec.spark.ui_port, timeout_s, master_ui_host(spec), _names(spec))
+
+
+def _status(doc: dict[str, Any], port: int, ui_host: str = "127.0.0.1",
+            names: dict[str, tuple[str, str]] | None = None) -> dict[str, Any]:
     # The master remembers a worker's earlier registrations (DEAD) beside its current one: one per worker, the
     # alive one first, else its latest.
     latest: dict[str, dict[str, Any]] = {}
@@ -369,22 +416,26 @@ def _status(doc: dict[str, Any], port: int) -> dict[str, Any]:
         idx = host.rsplit("-", 1)[-1]
         ui = f"http://127.0.0.1:{port + int(idx)}" if host.startswith("spark-worker-") and idx.isdigit() \
             else w.get("webuiaddress")
+        if names is not None:  # engine hosts: a worker registers with its host's address
+            host, ui = names.get(host, (host, ui))
         workers.append({"name": host, "id": w.get("id"), "state": w.get("state"), "cores": w.get("cores"),
                         "cores_used": w.get("coresused"), "memory_mb": w.get("memory"),
                         "memory_used_mb": w.get("memoryused"), "ui": ui})
     apps = [{"id": a.get("id"), "name": a.get("name"), "state": a.get("state"), "cores": a.get("cores")}
             for a in doc.get("activeapps") or []]
-    return {"master": doc.get("url") or master_url(), "ui": f"http://127.0.0.1:{port}", "status": doc.get("status"),
-            "workers": workers, "applications": apps}
+    return {"master": doc.get("url") or master_url(), "ui": f"http://{ui_host}:{port}",
+            "status": doc.get("status"), "workers": workers, "applications": apps}
 
 
-def status_at(port: int, timeout_s: float = 5.0) -> dict[str, Any]:
-    """:func:`status` of the master whose UI is on ``port``; {master, ui, status: "down", error} when it does not
-    answer."""
+def status_at(port: int, timeout_s: float = 5.0, host: str = "127.0.0.1",
+              names: dict[str, tuple[str, str]] | None = None) -> dict[str, Any]:
+    """:func:`status` of the master whose UI is on ``host:port``; {master, ui, status: "down", error} when it does
+    not answer. ``names``: a worker's address -> (its name, its UI), on engine hosts."""
     try:
-        return _status(master_json(port, timeout_s), port)
+        return _status(master_json(port, timeout_s, host), port, host, names)
     except KctlError as exc:
-        return {"master": master_url(), "ui": f"http://127.0.0.1:{port}", "status": "down", "workers": [],
+        master = master_url() if host == "127.0.0.1" else f"spark://{host}:{MASTER_PORT}"
+        return {"master": master, "ui": f"http://{host}:{port}", "status": "down", "workers": [],
                 "applications": [], "error": exc.message}
 
 
@@ -446,7 +497,8 @@ def start_driver(spec: ClusterSpec, state_dir: Path, job: str, config: Path, fil
 def run_driver(spec: ClusterSpec, state_dir: Path, name: str, host: str, argv: list[str], labels: dict[str, str],
                files: list[str] | None = None) -> None:
     """docker run of a driver container ``name`` (host name ``host`` on the cluster network, where its executors
-    connect to it) running ``argv``, with the mounts every Spark container has and ``files`` read-only."""
+    connect to it; on engine hosts, on this machine's network) running ``argv``, with the mounts every Spark
+    container has and ``files`` read-only."""
     dc = docker_api.client()
     logs_dir(state_dir).mkdir(parents=True, exist_ok=True)
     volumes = {}
@@ -457,9 +509,13 @@ def run_driver(spec: ClusterSpec, state_dir: Path, name: str, host: str, argv: l
         volumes[f] = {"bind": f, "mode": "ro"}
     env = {**_env(), "KCTL_SPARK_LOG_LEVEL": os.environ.get("KCTL_SPARK_LOG_LEVEL", "WARN")}
     env.pop("SPARK_DAEMON_MEMORY")
+    # On engine hosts the executors run on the hosts and connect back to the driver: it runs on this machine's
+    # network (and binds the one address the hosts see it at, the job's spark.driver.bindAddress).
+    where: dict[str, Any] = {"network_mode": "host"} if spark_hosts.on_hosts(spec) else \
+        {"hostname": host, "network": spec.project}
     try:
         dc.containers.run(
-            image_tag(), argv, name=name, hostname=host, network=spec.project, environment=env, volumes=volumes,
+            image_tag(), argv, name=name, **where, environment=env, volumes=volumes,
             labels={**_labels(spec, "driver"), **labels}, detach=True,
             # A crash (a non-zero exit, a kill) starts it again; a graceful stop (exit 0) leaves it stopped.
             restart_policy={"Name": "on-failure", "MaximumRetryCount": 0}, stop_signal="SIGTERM")

@@ -165,7 +165,8 @@ def status(checkpoint: str | Path, bootstrap: str | None = None, record: str | P
         alive = driver in ("running", "restarting")
         spark_cluster = {"driver": container, "driver_state": driver or "gone"}
         if cfg.get("spark_ui_port"):
-            spark_cluster.update(spark.status_at(int(cfg["spark_ui_port"])))
+            spark_cluster.update(spark.status_at(int(cfg["spark_ui_port"]),
+                                                 host=cfg.get("spark_ui_host") or "127.0.0.1"))
     else:
         alive = pid_alive(pid)
     st = job.get("state", "unknown")

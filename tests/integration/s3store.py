@@ -28,13 +28,13 @@ def free_port() -> int:
 class Proxy:
     """127.0.0.1:port -> target; ``pause()`` drops every connection and refuses new ones until ``resume()``."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, bind: str = "127.0.0.1") -> None:
         self.target = target_port
         self.port = free_port()
         self._paused = threading.Event()
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._srv = socket.create_server(("127.0.0.1", self.port))
+        self._srv = socket.create_server((bind, self.port))
         self._srv.settimeout(0.2)
         self._stop = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -114,7 +114,10 @@ class Store:
 
 
 @contextlib.contextmanager
-def moto_store(tmp: Path) -> Iterator[Store]:
+def moto_store(tmp: Path, bind: str = "127.0.0.1") -> Iterator[Store]:
+    """``bind``: the address the proxy (the endpoint kctl is given) listens on: 127.0.0.1, or for the test hosts
+    (containers of the run's own bridge network) this machine's address on that bridge, so their executors reach
+    it; moto itself stays on 127.0.0.1."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -129,11 +132,11 @@ def moto_store(tmp: Path) -> Iterator[Store]:
                 assert proc.poll() is None, "moto_server exited at start"
                 assert time.monotonic() < deadline, "moto_server did not listen in 30 s"
                 time.sleep(0.2)
-        proxy = Proxy(port)
+        proxy = Proxy(port, bind)
         creds = tmp / "s3-credentials"
         creds.write_text(f"access_key={ACCESS_KEY}\nsecret_key={SECRET_KEY}\n")
         creds.chmod(0o600)
-        yield Store(f"http://127.0.0.1:{proxy.port}", f"http://127.0.0.1:{port}", proxy, creds)
+        yield Store(f"http://{bind}:{proxy.port}", f"http://127.0.0.1:{port}", proxy, creds)
     finally:
         if proxy:
             proxy.close()

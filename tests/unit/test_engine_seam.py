@@ -29,7 +29,7 @@ EXPECTED: dict[type[Engine], set[Capability]] = {
                     C.NODE_FAULTS, C.DYNAMIC_QUORUM},
     SwarmEngine: {C.CONTAINERS, C.PORTS_BY_INDEX, C.SWARM_LABELS, C.KRAFT_MIGRATION, C.CHOSEN_BY_FLAG,
                   C.NODE_FAULTS, C.DYNAMIC_QUORUM},
-    HostsEngine: {C.SSH_HOSTS, C.DYNAMIC_QUORUM},
+    HostsEngine: {C.SSH_HOSTS, C.DYNAMIC_QUORUM, C.SPARK_ON_HOSTS},
 }
 
 

@@ -203,7 +203,8 @@ def test_a_dead_spark_worker_fires_the_spark_rule_in_the_words_of_kctl_status(mo
                                                {"name": "spark-worker-2", "state": "DEAD"}]},
                {"status": "down", "error": "the Spark master does not answer on http://127.0.0.1:1/json/: refused",
                 "workers": []}]
-    monkeypatch.setattr(spark, "status_at", lambda port, _t=5.0: asked.append(port) or answers[len(asked) - 1])
+    monkeypatch.setattr(spark, "status_at", lambda port, _t=5.0, _host="127.0.0.1", _names=None:
+                        asked.append(port) or answers[len(asked) - 1])
     mon = Monitor.__new__(Monitor)
     mon.spec = spec
     found = mon.spark()

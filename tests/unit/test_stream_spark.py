@@ -39,13 +39,67 @@ def test_bad_values_are_refused_with_what_is_allowed(section: dict[str, Any], sa
     assert says in str(exc.value) + " ".join(str(p) for p in getattr(exc.value, "problems", []) or [])
 
 
-def test_engine_hosts_is_refused_and_swarm_and_a_secured_cluster_are_taken() -> None:
+def _hosts(n: int = 2, **spark_section: Any) -> ClusterSpec:
+    return ClusterSpec.model_validate({
+        "name": "sp", "engine": "hosts", "spark": spark_section,
+        "nodes": [{"id": i, "hostname": f"h{i}", "advertised_host": f"10.9.0.{10 + i}"} for i in range(1, n + 1)]})
+
+
+def test_engine_hosts_swarm_and_a_secured_cluster_are_taken_with_what_hosts_cannot_do_yet() -> None:
     errors, _ = check_rules(ClusterSpec.model_validate({"name": "sp", "engine": "swarm", "spark": {}}))
     assert [e for e in errors if e.startswith("spark")] == []
-    errors, _ = check_rules(ClusterSpec.model_validate({"name": "sp", "engine": "hosts", "spark": {}}))
-    assert any("engine hosts is not built yet" in e and "--master local[N]" in e for e in errors)
+    errors, _ = check_rules(_hosts(2, workers=2))
+    assert [e for e in errors if e.startswith("spark")] == []
+    errors, _ = check_rules(_hosts(2, workers=3))
+    assert "spark.workers: 3 workers on engine hosts run one per node's host, and the cluster has 2 node(s);" \
+           " lower spark.workers" in errors
+    errors, _ = check_rules(_hosts(2, warm_driver=True))
+    assert any(e.startswith("spark.warm_driver: a warm driver on engine hosts is not built yet") for e in errors)
+    secured = _hosts(2).model_copy(update={"security": ClusterSpec.model_validate(
+        {"name": "x", "security": {"enabled": True}}).security})
+    errors, _ = check_rules(secured)
+    assert any("beside the secured profile is not built yet" in e and "--master local[N]" in e for e in errors)
     errors, _ = check_rules(ClusterSpec.model_validate({"name": "sp", "security": {"enabled": True}, "spark": {}}))
     assert [e for e in errors if e.startswith("spark")] == []
+
+
+def test_on_hosts_the_master_is_on_the_first_node_and_worker_n_on_the_nth() -> None:
+    from kctl.stream import spark_hosts
+
+    spec = _hosts(3, workers=2, ui_port=18300, worker_cores=2, worker_memory="1g")
+    assert spark_hosts.master_url(spec) == "spark://10.9.0.11:7077"
+    assert [(i, h) for i, h, _n in spark_hosts.worker_nodes(spec)] == [(1, "h1"), (2, "h2")]
+    assert [spark_hosts.units_of(spec, h) for h in ("h1", "h2", "h3")] == [
+        ("spark-master", "spark-worker"), ("spark-worker",), ()]
+    assert spark_hosts.worker_names(spec) == {"10.9.0.11": ("spark-worker-1", "http://10.9.0.11:18301"),
+                                              "10.9.0.12": ("spark-worker-2", "http://10.9.0.12:18302")}
+    files = spark_hosts.host_files(spec, "abc123", spark.spark_defaults(spec))
+    assert sorted(files) == ["h1", "h2"]  # h3 runs no Spark unit: no bundle
+    assert sorted(files["h2"]) == ["install-spark.sh", "spark-defaults.conf", "spark.env", "uninstall-spark.sh",
+                                   "units/kctl-spark-worker.service"]
+    assert 'KCTL_SPARK_UNITS="spark-master spark-worker"' in files["h1"]["spark.env"][0].decode()
+    worker = files["h2"]["units/kctl-spark-worker.service"][0].decode()
+    assert ("ExecStart=/opt/kctl/spark-dists/abc123/spark/bin/spark-class org.apache.spark.deploy.worker.Worker"
+            " spark://10.9.0.11:7077 --host 10.9.0.12 --cores 2 --memory 1g --webui-port 18302"
+            " --work-dir /var/opt/kctl/spark/work") in worker
+    assert "SPARK_LOCAL_IP=10.9.0.12 " in worker and "User=logger" in worker and "Restart=on-failure" in worker
+    assert "ReadWritePaths=/var/opt/kctl/spark /var/log/kctl" in worker
+    assert "StandardOutput=append:/var/log/kctl/spark-worker.log" in worker
+    master = files["h1"]["units/kctl-spark-master.service"][0].decode()
+    assert "org.apache.spark.deploy.master.Master --host 10.9.0.11 --port 7077 --webui-port 18300" in master
+    assert "spark.deploy.recoveryMode FILESYSTEM" in files["h1"]["spark-defaults.conf"][0].decode()
+
+
+def test_on_hosts_the_master_s_workers_are_named_by_their_host_s_address() -> None:
+    spec = _hosts(2, workers=2, ui_port=18300)
+    doc = {"url": "spark://10.9.0.11:7077", "status": "ALIVE", "workers": [
+        {"id": "w-old", "host": "10.9.0.12", "state": "DEAD"}, {"id": "w-2", "host": "10.9.0.12", "state": "ALIVE"},
+        {"id": "w-1", "host": "10.9.0.11", "state": "ALIVE"}], "activeapps": []}
+    st = spark._status(doc, 18300, "10.9.0.11", spark._names(spec))
+    assert st["ui"] == "http://10.9.0.11:18300" and st["master"] == "spark://10.9.0.11:7077"
+    assert [(w["name"], w["state"], w["ui"]) for w in st["workers"]] == [
+        ("spark-worker-1", "ALIVE", "http://10.9.0.11:18301"), ("spark-worker-2", "ALIVE", "http://10.9.0.12:18302")]
+    assert spark.problems(spec, st) == []
 
 
 def test_ui_ports_may_not_clash_with_the_nodes_ports() -> None:

@@ -76,6 +76,9 @@ class Capability(Enum):
     # makes each task again with its new configs).
     # Built and tested on every engine (compose, swarm, hosts).
     DYNAMIC_QUORUM = "dynamic-quorum"
+    # kctl.yaml's Spark cluster runs on the nodes' own hosts as systemd units (kctl.stream.spark_hosts), its
+    # daemons on the hosts' addresses, its job's driver on this machine's network: the tables on S3.
+    SPARK_ON_HOSTS = "spark-on-hosts"
 
 
 class WrongEngine(KctlError):

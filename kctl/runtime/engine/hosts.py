@@ -74,7 +74,7 @@ class HostsEngine(Engine):
     # KRaft controller units on a cluster made on KRaft, but no migration to KRaft (a ZooKeeper cluster's hosts
     # gain no controller unit mid-flight: Capability.KRAFT_MIGRATION), and no fault on a whole host (it would take
     # kctl's own ssh session with it): kctl.runtime.faults.HostFaults.
-    capabilities = frozenset({Capability.SSH_HOSTS, Capability.DYNAMIC_QUORUM})
+    capabilities = frozenset({Capability.SSH_HOSTS, Capability.DYNAMIC_QUORUM, Capability.SPARK_ON_HOSTS})
     # A rendered file reaches a host's processes at their next restart once :meth:`deliver` (install.sh) has put
     # it in /etc/kctl: `kctl apply` delivers first, then rolls.
     files_reach_a_restart = True

@@ -23,7 +23,7 @@ fi
 
 removed=0
 gone() { echo "removed: $1"; removed=$((removed + 1)); }
-for svc in kafka controller zookeeper; do
+for svc in spark-worker spark-master kafka controller zookeeper; do  # the Spark cluster's first (spark:)
   unit="kctl-$svc.service"
   if [ -e "/etc/systemd/system/$unit" ]; then
     systemctl disable --now "$unit" >/dev/null 2>&1 || true
@@ -32,7 +32,10 @@ for svc in kafka controller zookeeper; do
   fi
 done
 systemctl daemon-reload
-systemctl reset-failed kctl-kafka.service kctl-controller.service kctl-zookeeper.service >/dev/null 2>&1 || true
+systemctl reset-failed kctl-kafka.service kctl-controller.service kctl-zookeeper.service kctl-spark-worker.service \
+  kctl-spark-master.service >/dev/null 2>&1 || true
+# Spark's work and recovery state is scratch (install-spark.sh), not data: removed with the node.
+if [ -e /var/opt/kctl/spark ]; then rm -rf /var/opt/kctl/spark; gone /var/opt/kctl/spark; fi
 for d in /opt/kctl /etc/kctl /var/log/kctl /run/kctl; do
   if [ -e "$d" ]; then rm -rf "$d"; gone "$d"; fi
 done
