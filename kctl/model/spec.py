@@ -1189,6 +1189,10 @@ class SparkSpec(_Model):
         return v
 
 
+# The Spark master's and each worker's own JVM (SPARK_DAEMON_MEMORY; executors get worker_memory).
+SPARK_DAEMON_MEMORY = "256m"
+
+
 def spark_memory_mb(size: str) -> int:
     """A JVM size (512m, 1g, 2G) in MiB."""
     n, unit = int(size[:-1]), size[-1].lower()

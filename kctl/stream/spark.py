@@ -45,7 +45,7 @@ import yaml
 import kctl
 from kctl.errors import KctlError, UsageError
 from kctl.model.render import template, write_text_files
-from kctl.model.spec import ClusterSpec, spark_memory_mb
+from kctl.model.spec import SPARK_DAEMON_MEMORY, ClusterSpec, spark_memory_mb
 from kctl.runtime import docker_api
 from kctl.runtime.engine import engines
 from kctl.runtime.engine.base import Capability
@@ -68,7 +68,7 @@ SPARK_HOME = f"{PY}/pyspark"
 CONF = "/etc/kctl-spark"
 LOGS = "/var/log/kctl-spark"
 WORK = "/var/opt/kctl/spark"
-DAEMON_MEMORY = "256m"  # the master's and each worker's own JVM (executors get worker_memory)
+DAEMON_MEMORY = SPARK_DAEMON_MEMORY  # the master's and each worker's own JVM (executors get worker_memory)
 IMAGE_PYTHON = (3, 11)  # Debian bookworm's python3
 
 DOCKERFILE = """\
@@ -268,9 +268,13 @@ def machine_memory_mb() -> int:
 
 
 def check_fits(spec: ClusterSpec) -> None:
-    """The workers' memory (and their daemons') must fit in the machine: refused before anything starts."""
+    """The workers' memory (and their daemons') must fit in the machine: refused before anything starts. On engine
+    hosts each worker's host is asked in the engine's preflight (kctl.runtime.engine.hosts.spark_short_of_memory),
+    which runs before any host is changed."""
     sp = spec.spark
     assert sp is not None
+    if spark_hosts.on_hosts(spec):  # each worker on a host of its own: the hosts' preflight checks each one's
+        return
     want = sp.workers * (spark_memory_mb(sp.worker_memory) + spark_memory_mb(DAEMON_MEMORY))
     have = machine_memory_mb()
     if have and want > have:

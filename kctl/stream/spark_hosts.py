@@ -37,7 +37,7 @@ from kctl import cache, contract
 from kctl.errors import KctlError
 from kctl.model.properties import services_of, spark_placement
 from kctl.model.render import template
-from kctl.model.spec import ClusterSpec, NodeSpec
+from kctl.model.spec import SPARK_DAEMON_MEMORY, ClusterSpec, NodeSpec
 from kctl.runtime.engine import engines
 from kctl.runtime.engine.base import Capability
 from kctl.runtime.engine.ssh import Ssh, SshError
@@ -49,7 +49,6 @@ UNITS = ("spark-master", "spark-worker")  # in the order they start
 SPARK_DISTS = f"{contract.HOST_ROOT}/spark-dists"
 SPARK_CONF = f"{contract.CONF_DIR}/spark"
 SPARK_WORK = f"{contract.DATA_ROOT}/spark"
-DAEMON_MEMORY = "256m"
 TAR = "spark.tar"
 ENV = "spark.env"
 SCRIPTS = ("install-spark.sh", "uninstall-spark.sh")
@@ -147,7 +146,7 @@ def _unit(spec: ClusterSpec, host: str, node: NodeSpec, role: str, identity: str
                  "--webui-port", str(sp.ui_port + n), "--work-dir", f"{SPARK_WORK}/work"]
     return template("host/kctl-spark.service.j2", role=role.removeprefix("spark-"), cluster=spec.name, host=host,
                     address=address, conf_dir=contract.CONF_DIR, user=contract.SERVICE_USER, spark_home=home,
-                    spark_conf=SPARK_CONF, daemon_memory=DAEMON_MEMORY, argv=argv, work=SPARK_WORK,
+                    spark_conf=SPARK_CONF, daemon_memory=SPARK_DAEMON_MEMORY, argv=argv, work=SPARK_WORK,
                     log=f"{contract.LOG_ROOT}/{role}.log",
                     after=contract.unit_name("spark-master") if role == "spark-worker" else "",
                     restart_seconds=RESTART_SECONDS, start_limit_burst=START_LIMIT_BURST,

@@ -90,9 +90,24 @@ def test_a_spark_cluster_on_the_hosts_runs_the_job_with_exact_tables_on_s3(
     from tests.integration.test_stream import _events, _send, _topic
     from tests.integration.test_stream_s3 import _check_s3
 
+    # more worker memory than a host has: refused before anything is installed on any host
+    good = spec_file.read_text()
+    spec_file.write_text(good.replace("worker_memory: 768m", "worker_memory: 4096g"))
+    r = kctl(spec_file, "up", timeout=300)
+    assert r.returncode == 2 and "spark: worker_memory 4096g (+256m for the worker itself) needs" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    for h in HOSTS:
+        assert on(fleet, h, "test -e /opt/kctl && echo left || echo bare").strip() == "bare"
+    spec_file.write_text(good)
+
     r = kctl(spec_file, "up", timeout=900)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     h1, h2 = (fleet.host(h) for h in HOSTS)
+    # a second `kctl up` changes nothing: the daemons keep running (no restart)
+    pids = {h: on(fleet, h, "systemctl show -p MainPID --value kctl-spark-worker").strip() for h in HOSTS}
+    r = kctl(spec_file, "up", timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert {h: on(fleet, h, "systemctl show -p MainPID --value kctl-spark-worker").strip() for h in HOSTS} == pids
     # the units on the hosts themselves: the master on the first, a worker on each, run by the service user
     assert on(fleet, "spark1", "systemctl is-active kctl-spark-master kctl-spark-worker").split() == ["active"] * 2
     assert on(fleet, "spark2", "systemctl is-active kctl-spark-worker").split() == ["active"]

@@ -240,3 +240,20 @@ def test_a_login_file_gives_the_executors_the_ca_as_content_and_the_driver_a_for
     assert "pw-123456" not in repr(t) and "pw-123456" not in cfg.to_json()
     # without a login file and without a secured kctl.yaml: no security settings at all
     assert JobConfig("b:9092", ["t"], "/o", "/c").kafka_security() == {}
+
+
+def test_on_hosts_a_worker_s_memory_must_fit_its_host_as_the_preflight_reads_it() -> None:
+    from kctl.runtime.engine.host_identity import HostFacts, parse_facts
+    from kctl.runtime.engine.hosts import spark_short_of_memory
+
+    assert parse_facts("machine-id\tabc\nmem\t2048000\n").mem_total_mb == 2000
+    assert parse_facts("mem\t\n").mem_total_mb is None
+    spec = _hosts(3, workers=2, worker_memory="2g")
+    facts = [(n, HostFacts(f"m{n.id}", None, None, (), mb))
+             for n, mb in zip(spec.nodes, (2304, 2303, 512), strict=True)]
+    # h1 fits exactly (2048 + 256), h2 is one short, h3 runs no worker
+    assert spark_short_of_memory(spec, facts) == (
+        "spark: worker_memory 2g (+256m for the worker itself) needs 2304 MiB on each worker's host;"
+        " h2 (10.9.0.12) has 2303 MiB")
+    assert spark_short_of_memory(spec, [(n, None) for n in spec.nodes]) is None  # unreachable: the preflight says
+    assert spark_short_of_memory(_hosts(3).model_copy(update={"spark": None}), facts) is None

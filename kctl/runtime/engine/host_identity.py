@@ -124,9 +124,15 @@ class HostFacts:
     identity: dict[str, str] | None  # /etc/kctl/identity
     bundle: dict[str, str] | None  # an installed bundle.env's cluster and node
     dirs: tuple[DirState, ...] = ()
+    mem_total_mb: int | None = None  # the host's memory (/proc/meminfo's MemTotal)
+
+
+# What the preflight's round trip adds to observe_script's lines: the host's memory.
+MEM_SCRIPT = "printf 'mem\\t%s\\n' \"$(awk '/^MemTotal:/ {print $2}' /proc/meminfo 2>/dev/null)\""
 
 
 def parse_facts(out: str) -> HostFacts:
+    mem: int | None = None
     machine: str | None = None
     ident: dict[str, str] | None = None
     bundle: dict[str, str] | None = None
@@ -139,11 +145,13 @@ def parse_facts(out: str) -> HostFacts:
             ident = parse_identity(rest)
         elif kind == "bundle":
             bundle = parse_identity(rest)
+        elif kind == "mem":
+            mem = int(rest.strip()) // 1024 if rest.strip().isdigit() else None
         elif kind == "dir":
             state, _, tail = rest.partition("\t")
             path, _, marker = tail.partition("\t")
             dirs.append(DirState(path, state, parse_identity(marker) if state == "marked" else {}))
-    return HostFacts(machine, ident, bundle, tuple(dirs))
+    return HostFacts(machine, ident, bundle, tuple(dirs), mem)
 
 
 @dataclass(frozen=True)

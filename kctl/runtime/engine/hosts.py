@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from kctl import contract
-from kctl.errors import KctlError
-from kctl.model.properties import services_of
-from kctl.model.spec import ClusterSpec, NodeSpec
+from kctl.errors import KctlError, UsageError
+from kctl.model.properties import services_of, spark_placement
+from kctl.model.spec import SPARK_DAEMON_MEMORY, ClusterSpec, NodeSpec, spark_memory_mb
 from kctl.model.spec import Engine as EngineKind
 from kctl.runtime.docker_api import GAVE_UP, Container, ContainerInfo, process_states
 from kctl.runtime.engine import bundle
@@ -242,7 +242,8 @@ class HostsEngine(Engine):
 
         def check(item: tuple[NodeSpec, tuple[str, ...]]) -> tuple[str | None, HostFacts | None]:
             node, services = item
-            shell = f"{_PREFLIGHT}; echo {_FACTS}; {hid.observe_script(hid.data_dirs(spec, node, services))}"
+            shell = (f"{_PREFLIGHT}; echo {_FACTS}; {hid.observe_script(hid.data_dirs(spec, node, services))};"
+                     f" {hid.MEM_SCRIPT}")
             try:
                 code, out = Ssh(spec).run(node, ["sh", "-c", shell], timeout=spec.ssh.connect_timeout + 20)
             except SshError as exc:
@@ -315,6 +316,9 @@ class HostsEngine(Engine):
                             hint="fix each host (or nodes[].advertised_host and ssh: in kctl.yaml), then run"
                                  " `kctl up` again")
         self._refuse_foreign(self.identity_problems(spec, [(n, f) for n, _p, f in found]), "install")
+        short = spark_short_of_memory(spec, [(n, f) for n, _p, f in found])
+        if short:
+            raise UsageError(short, hint="lower spark.worker_memory in kctl.yaml; nothing was changed on any host")
         say(f"hosts: {len(found)} reachable over ssh, with sudo, systemd and Java 17+; each one this cluster's node"
             " or bare")
 
@@ -503,6 +507,21 @@ class HostsEngine(Engine):
 
     def mend_network(self, spec: ClusterSpec, host: str, container: Any, dc: Any) -> bool:
         raise self._no_faults()
+
+
+def spark_short_of_memory(spec: ClusterSpec, facts: list[tuple[NodeSpec, HostFacts | None]]) -> str | None:
+    """kctl.yaml's Spark workers (one per host: kctl.model.properties.spark_placement) whose worker_memory and the
+    worker's own JVM do not fit in their host's memory, said in one line; None when they fit (or none is declared)."""
+    if spec.spark is None:
+        return None
+    need = spark_memory_mb(spec.spark.worker_memory) + spark_memory_mb(SPARK_DAEMON_MEMORY)
+    workers = set(spark_placement(spec)[1])
+    short = [f"{n.hostname} ({spec.node_address(n)}) has {f.mem_total_mb} MiB" for n, f in facts
+             if f is not None and f.mem_total_mb is not None and n.hostname in workers and need > f.mem_total_mb]
+    if not short:
+        return None
+    return (f"spark: worker_memory {spec.spark.worker_memory} (+{SPARK_DAEMON_MEMORY} for the worker itself) needs"
+            f" {need} MiB on each worker's host; " + ", ".join(short))
 
 
 def systemd_states(text: str) -> dict[str, str]:
