@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         from kctl.bench import cost as cost_bench
 
         cost_bench.main(["--bootstrap-servers", cluster.bootstrap_servers])
+    from kctl.bench import batch as batch_bench
+
+    batch_bench.main([])
     from kctl.bench import spark as spark_bench
 
     spark_bench.main([])

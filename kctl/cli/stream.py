@@ -164,7 +164,8 @@ def submit(
                                     help="Cap on records per micro-batch (0: none)."),
     small_batch_rows: int = typer.Option(5_000, "--small-batch-rows",
                                          help="A micro-batch of at most this many records is written by delta-rs"
-                                              " from the driver, not by Spark's Delta appends (0: never)."),
+                                              " from the driver, not by Spark's Delta appends, and so are a larger"
+                                              " batch's bad rows when at most this many (0: never)."),
     jars: list[str] = typer.Option(None, "--jars", help="Kafka source jars (offline); default: resolved and cached."),
     driver_memory: str = typer.Option("768m", "--driver-memory"),
     name: str = typer.Option("main", "--name", help="Job name: offsets are committed to group kctl-stream-NAME."),

@@ -67,7 +67,8 @@ class JobConfig:
     watermark: str = "10 minutes"
     # A batch of at most this many records (known from the checkpoint's offset log) is written in one Spark job
     # and delta-rs commits from the driver, instead of Spark's Delta appends (a second Spark job and a JVM
-    # commit each, about a second even for a few rows); 0: every batch through Spark (docs/pipeline.md).
+    # commit each, about a second even for a few rows); so are a larger batch's bad rows when at most this many;
+    # 0: every batch through Spark (docs/pipeline.md).
     small_batch_rows: int = 5_000
     jars: list[str] = field(default_factory=list)
     packages: list[str] = field(default_factory=list)

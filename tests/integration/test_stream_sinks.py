@@ -8,6 +8,7 @@ seeded points, a reader during the run) are in test_stream.py.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,11 @@ def _last_commit(table: Path) -> list[dict[str, Any]]:
 
     last = sorted((table / "_delta_log").glob("*.json"))[-1]
     return [json.loads(line) for line in last.read_text().splitlines()]
+
+
+def _commit_info(table: Path) -> list[dict[str, Any]]:
+    """The commitInfo actions of the last commit (who wrote it: Spark's engineInfo, delta-rs's clientVersion)."""
+    return [a["commitInfo"] for a in _last_commit(table) if "commitInfo" in a]
 
 
 def test_replayed_batch_changes_nothing(spark: Any, tmp_path: Path) -> None:
@@ -109,7 +115,9 @@ def test_a_small_batch_through_delta_rs_writes_what_spark_writes(spark: Any, tmp
     recs = list(malformed_records(((e.key, e.value) for e in events), 6, seed=5))
     half = len(recs) // 2
     outs: dict[str, Path] = {}
-    for way, small in (("spark", 0), ("delta-rs", 10_000)):
+    # "mixed": batches above small_batch_rows whose bad rows are at most that many: the archive through Spark, the
+    # dead-letter rows through delta-rs
+    for way, small in (("spark", 0), ("delta-rs", 10_000), ("mixed", 6)):  # the 6 bad records are in batch 0
         out = outs[way] = tmp_path / way
         create_tables(spark, out)
         cfg = JobConfig("", ["t"], str(out), str(tmp_path / f"cp-{way}"), small_batch_rows=small)
@@ -123,6 +131,7 @@ def test_a_small_batch_through_delta_rs_writes_what_spark_writes(spark: Any, tmp
 
     for table in ("archive", "deadletter"):
         assert rows(outs["delta-rs"], table) == rows(outs["spark"], table), table
+        assert rows(outs["mixed"], table) == rows(outs["spark"], table), table
     # each bad record's value, as sent, in the dead-letter table (the cache of a batch through Spark keeps the
     # raw value of those rows only: kctl.stream.job.to_cache)
     good = {e.value for e in events}
@@ -132,9 +141,16 @@ def test_a_small_batch_through_delta_rs_writes_what_spark_writes(spark: Any, tmp
     for out in outs.values():
         assert _totals(out) == (160, 6, truth)
     assert sorted(map(str, read_metrics(outs["delta-rs"]))) == sorted(map(str, read_metrics(outs["spark"])))
-    txns = [a["txn"] for a in _last_commit(outs["delta-rs"] / "archive") if "txn" in a]
-    assert txns == [{"appId": "query-s", "version": 1}] or [(t["appId"], t["version"]) for t in txns] == [
-        ("query-s", 1)], txns
+    for table, version in ((outs["delta-rs"] / "archive", 1), (outs["mixed"] / "deadletter", 0)):
+        txns = [a["txn"] for a in _last_commit(table) if "txn" in a]
+        assert [(t["appId"], t["version"]) for t in txns] == [("query-s", version)], (table, txns)
+    # the mixed way's dead-letter commits are delta-rs's, its archive's Spark's
+    assert "delta-rs" in json.dumps(_commit_info(outs["mixed"] / "deadletter"))
+    assert "delta-rs" not in json.dumps(_commit_info(outs["mixed"] / "archive"))
+    # batch 0 replayed through Spark's appends after a crash: the dead-letter rows delta-rs wrote are not twice
+    again = JobConfig("", ["t"], str(outs["mixed"]), str(tmp_path / "cp-y"), small_batch_rows=0)
+    BatchWriter(again, new_counters(), "query-s")(_kafka_df(spark, recs[:half], 0), 0)
+    assert _totals(outs["mixed"]) == (160, 6, truth)
     # batch 1 replayed the other way (through Spark) after a crash: nothing twice
     again = JobConfig("", ["t"], str(outs["delta-rs"]), str(tmp_path / "cp-x"), small_batch_rows=0)
     BatchWriter(again, new_counters(), "query-s")(_kafka_df(spark, recs[half:], half), 1)

@@ -49,3 +49,15 @@ def test_the_section_puts_each_figure_beside_the_floor() -> None:
     assert "each lever run 3 times" in text
     assert "50.0 as it ships (median), not met" in text
     assert "45.0 as it ships (median), met" in render({**fig, "runs": [{**run, "steady_cpu_per_m": 45.0}]})
+
+
+def test_the_batch_steps_section_names_each_step_beside_its_floor() -> None:
+    from kctl.bench.batch import render as render_batch
+
+    per = {"floor": 1.8, "counts": 17.1, "archive": 12.4, "dl_spark": 4.6, "dl_rs_jvm": 0.6, "dl_rs_py": 0.1}
+    text = render_batch({"events": 200_000, "bad": 50, "rounds": 7, "per_m": per,
+                         "each": {k: [v, v] for k, v in per.items()}})
+    assert text.startswith("## Pipeline: a large batch's steps\n")
+    assert "| the floor: the cached records scanned, their values as strings | 1.8 CPU-s per million" in text
+    assert "| dead-letter (50 rows), Spark's Delta append | 4.6 CPU-s per million" in text
+    assert "**0.7 CPU-s per million** (the JVM 0.6, Python 0.1; 6.6x less than Spark's append)" in text
