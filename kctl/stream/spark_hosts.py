@@ -202,17 +202,7 @@ def _write(path: Path, files: dict[str, tuple[bytes, int]], tar: Path) -> None:
 
 def _install(spec: ClusterSpec, node: NodeSpec, local: Path) -> list[str]:
     """Ship a host's Spark bundle and run install-spark.sh; the running units it says to restart."""
-    ssh = Ssh(spec)
-    remote = REMOTE.format(cluster=spec.name)
-    ssh.send_dir(node, local, remote)
-    try:
-        out = ssh.check(node, [f"{remote}/install-spark.sh"], timeout=600, what="install-spark.sh")
-    finally:
-        try:
-            ssh.run(node, ["rm", "-rf", remote], timeout=60)
-        except KctlError:
-            pass
-    return [line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("restart:")]
+    return Ssh(spec).install_bundle(node, local, REMOTE.format(cluster=spec.name), "install-spark.sh")
 
 
 def _systemctl(spec: ClusterSpec, node: NodeSpec, units: list[str], action: str) -> None:

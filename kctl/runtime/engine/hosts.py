@@ -324,17 +324,7 @@ class HostsEngine(Engine):
 
     def _install(self, spec: ClusterSpec, node: NodeSpec, local: Path) -> list[str]:
         """Ship one node's bundle and run its install.sh; the services it says need a restart."""
-        ssh = Ssh(spec)
-        remote = REMOTE_BUNDLE.format(cluster=spec.name)
-        ssh.send_dir(node, local, remote)
-        try:
-            out = ssh.check(node, [f"{remote}/install.sh"], timeout=600, what="install.sh")
-        finally:
-            try:
-                ssh.run(node, ["rm", "-rf", remote], timeout=60)
-            except KctlError:
-                pass
-        return [line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("restart:")]
+        return Ssh(spec).install_bundle(node, local, REMOTE_BUNDLE.format(cluster=spec.name), "install.sh")
 
     def _install_all(self, spec: ClusterSpec, state_dir: Path, hosts: list[str],
                      say: Progress) -> tuple[dict[str, Any], dict[str, list[str]]]:

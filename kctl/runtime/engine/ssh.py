@@ -323,3 +323,16 @@ class Ssh:
                 raise self._failed(node, err)
             raise KctlError(f"{node.hostname}: copying the bundle failed (exit {proc.returncode}): {err[-500:]}",
                             hint=f"is there room in {remote_dir} on {self.address(node)}?")
+
+    def install_bundle(self, node: NodeSpec, local: Path, remote_dir: str, script: str) -> list[str]:
+        """Ship the bundle directory ``local`` to ``remote_dir`` and run its ``script`` (as root), then remove the
+        copy: what the script says to restart (its ``restart: NAME`` lines). KctlError when the script fails."""
+        self.send_dir(node, local, remote_dir)
+        try:
+            out = self.check(node, [f"{remote_dir}/{script}"], timeout=600, what=script)
+        finally:
+            try:
+                self.run(node, ["rm", "-rf", remote_dir], timeout=60)
+            except KctlError:
+                pass
+        return [line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("restart:")]
