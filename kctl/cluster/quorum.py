@@ -16,7 +16,7 @@ from kctl.kafka import controllers
 from kctl.kraft import config as kc
 from kctl.kraft import phases
 from kctl.model.spec import ClusterSpec, NodeSpec
-from kctl.runtime.engine import engines
+from kctl.runtime.engine import engines, services
 from kctl.runtime.engine.engines import Capability
 from kctl.wait import wait_until
 
@@ -436,6 +436,16 @@ def format_joining(spec: ClusterSpec, host: str) -> str:
     cannot tell from a dynamic one). Its program, waiting as UNFORMATTED, then starts the controller, an observer."""
     if directory_id(spec, host) is not None:
         return f"{host}: the controller's storage is formatted already"
+
+    # Only once its program waits as UNFORMATTED: a node's start makes its data directory the service user's
+    # first, and a format run before that (just after `kctl node add` started the container) failed with
+    # "mkdir: cannot create directory '/var/opt/kctl/controller': Permission denied".
+    def waiting() -> tuple[bool, str]:
+        state = services.process_state(spec, host, "controller")
+        return state == "UNFORMATTED", f"{host}'s controller {state}"
+
+    wait_until(f"{host}'s controller waiting for its storage (UNFORMATTED)", waiting, 120.0, poll=0.5,
+               hint=f"`kctl logs {host} --service controller`; run the same command again")
     kafka_bin = engines.for_spec(spec).kafka_bin
     script = ("set -e; mkdir -p \"$1\"; "
               f"env -u KAFKA_JMX_PORT -u KAFKA_OPTS KAFKA_HEAP_OPTS=-Xmx128m LOG_DIR=/tmp/kctl-format-logs"
