@@ -54,12 +54,10 @@ DEADLETTER_COLUMNS = ["topic", "partition", "offset", "kafka_timestamp", "key", 
 def envelope_schema() -> Any:
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+    # Only the fields the job takes: Spark's JSON reader skips the others (filebeat's @metadata, agent, ecs, ...)
+    # without building them.
     return StructType([
         StructField("@timestamp", StringType()),
-        StructField("@metadata", StructType([
-            StructField("beat", StringType()), StructField("type", StringType()),
-            StructField("version", StringType()), StructField("topic", StringType()),
-        ])),
         StructField("message", StringType()),
         StructField("host", StructType([StructField("name", StringType())])),
         StructField("log", StructType([
@@ -87,7 +85,8 @@ def parse(df: Any) -> Any:
 
     df = df.select("topic", "partition", "offset", F.col("timestamp").alias("kafka_timestamp"),
                    F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value"))
-    is_json = F.ltrim(F.col("value")).startswith("{")
+    # ltrim copies the whole value: only for a value that does not start with "{" (Or skips its right side).
+    is_json = F.col("value").startswith("{") | F.ltrim(F.col("value")).startswith("{")
     df = df.select("*", is_json.alias("_is_json"), F.when(is_json, F.from_json("value", envelope_schema())).alias("_e"))
     e, js = F.col("_e"), F.col("_is_json")
     message = F.when(js, e.getField("message")).otherwise(F.col("value"))
@@ -136,7 +135,7 @@ def parse(df: Any) -> Any:
         F.coalesce(F.nullif(F.col("_host"), F.lit("")), F.lit("-")).alias("host"),
     )
     reason = (
-        F.when(F.col("value").isNull() | (F.trim(F.col("value")) == ""), F.lit("empty value"))
+        F.when(F.col("value").isNull() | (~F.col("_is_json") & (F.trim(F.col("value")) == "")), F.lit("empty value"))
         .when(F.col("_is_json") & ~F.col("_valid_json"), F.lit("invalid JSON"))
         .when(F.col("_is_json") & F.col("message").isNull(), F.lit("JSON event without a message field"))
         .when(~F.col("_matched"), F.lit("message is not an nginx access-log line"))
@@ -416,6 +415,9 @@ def _write_json(path: Path, data: Any) -> None:
 JVM_GC = "-XX:+UseParallelGC"
 
 
+MAX_OPEN_WRITERS = 4
+
+
 def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
     from pyspark.sql import SparkSession
 
@@ -452,6 +454,13 @@ def build_session(cfg: JobConfig, app_name: str = "kctl-stream") -> Any:
         # A batch's parsed rows are cached for three readers (counts, archive, dead-letter) and dropped after it:
         # compressing them cost more CPU than it saved (100,000-row batch: 3.16 s -> 2.64 s uncompressed).
         .config("spark.sql.inMemoryColumnarStorage.compressed", "false")
+        # The archive is partitioned by date: Spark sorts every row of a task by its partition before writing, unless
+        # it may keep a writer open per partition; a micro-batch holds one date, two around midnight, so up to
+        # MAX_OPEN_WRITERS dates per task are written without the sort (more: the rest sorted, as before).
+        .config("spark.sql.maxConcurrentOutputFileWriters", str(MAX_OPEN_WRITERS))
+        # VACUUM (the job's optimize) lists a table's directories in a Spark job of this many tasks per level of the
+        # tree (10,000 by default): on a few cores that took minutes of CPU for a table of a few files, every time.
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", str(max(2, cfg.shuffle_partitions)))
     )
     if cfg.master.startswith("spark://"):
         b = b.config("spark.cores.max", str(cfg.cores_max)).config("spark.executor.cores", "1")
