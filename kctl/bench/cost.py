@@ -230,9 +230,10 @@ def render(fig: dict[str, Any]) -> str:
 Measured by `python -m kctl.bench.cost` on {fig['when']} ({fig['machine']}); Spark {fig['spark']} with
 Delta Lake {fig['delta']} in `local[2]`, one Kafka node, {fig['events']:,} generated filebeat events on a
 3-partition topic; each lever run {fig['rounds']} times, the levers taking turns, and the median shown (one run's
-figure moved by up to 15% between runs of the same code here). CPU is user + system time of the process tree
-(this process, the job's Python process, its JVM, the JVM's Python workers) read from /proc, so it does not
-depend on the load beside it ({fig['load']}); events per second do.
+figure moved by up to 15% between runs of the same code here). CPU is user + system time read from /proc, of
+this process and its children for the floor and Spark's source (the session's JVM), of the job's processes
+(its Python process, its JVM, the JVM's Python workers) for the job, so it does not depend on the load beside
+it ({fig['load']}); events per second do.
 
 {body}
 
