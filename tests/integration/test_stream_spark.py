@@ -181,8 +181,12 @@ def _spark_alive(c: KafkaCluster, timeout: float = 180) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     sp: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        sp = _json(_kctl(c, "status", "-o", "json"))["spark"]
-        if sp["status"] == "ALIVE" and [w["state"] for w in sp["workers"]] == ["ALIVE"] and sp["applications"]:
+        r = _kctl(c, "status", "-o", "json")
+        # a master still restarting is one of `kctl status`'s problems: exit 1, the same JSON (asked again)
+        assert r.returncode in (0, 1) and r.stdout.startswith("{"), (r.stdout + r.stderr)[-3000:]
+        sp = json.loads(r.stdout)["spark"]
+        if r.returncode == 0 and sp["status"] == "ALIVE" and [w["state"] for w in sp["workers"]] == ["ALIVE"] \
+                and sp["applications"]:
             return sp
         time.sleep(1)
     raise AssertionError(f"the Spark cluster is not back within {timeout:.0f} s: {sp}")
