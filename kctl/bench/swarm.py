@@ -103,8 +103,11 @@ class Check:
                                  buildargs={"BASE_IMAGE": base}, labels={LABEL: "swarm-check"}, pull=False)
         return time.monotonic() - t
 
-    def start_nodes(self) -> float:
+    def start_nodes(self, shared: list[tuple[str, bool]] | None = None) -> float:
+        """``shared``: directories of this machine bind-mounted into every node at the same path (read-only
+        when True): what a process run on the first node's engine (a Spark driver's container) mounts."""
         t = time.monotonic()
+        binds = [a for path, ro in shared or [] for a in ("-v", f"{path}:{path}{':ro' if ro else ''}")]
         labels = {LABEL: "swarm-check", f"{LABEL}.run": self.run_id}
         self.network = self.dc.networks.create(self.net_name, driver="bridge", labels=labels)
         for name in self.names:
@@ -114,7 +117,7 @@ class Check:
             # which the Engine API takes as fields the SDK does not set.
             cid = sh(["docker", "run", "-d", "--name", name, "--hostname", name.rsplit("-", 1)[1],
                       *[a for k, v in labels.items() for a in ("--label", f"{k}={v}")],
-                      "--network", self.net_name, "-v", f"{vol.name}:/var/lib/docker",
+                      "--network", self.net_name, "-v", f"{vol.name}:/var/lib/docker", *binds,
                       "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
                       "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
                       "--security-opt", "systempaths=unconfined", "--device-cgroup-rule", "a *:* rwm",

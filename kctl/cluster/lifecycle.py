@@ -181,7 +181,8 @@ def up(
         # Beside the brokers, on their network: a Spark standalone master and its workers (kctl.stream.spark)
         spark.up(spec, state_dir, progress, wait_s=120.0 if wait else 0.0)
         warm.ensure(spec, state_dir, progress)  # spark.warm_driver: one driver warm for the next job
-    elif (state_dir / "spark" / "compose.yaml").exists() and spark.down(spec, state_dir):
+    elif any((state_dir / "spark" / f).exists() for f in ("compose.yaml", "stack.yaml")) \
+            and spark.down(spec, state_dir):
         (progress or (lambda _m: None))("spark is not declared: stopped the Spark cluster")
     elif (state_dir / "spark" / "hosts").exists() and spark.down(spec, state_dir):
         (progress or (lambda _m: None))("spark is not declared: stopped and removed the Spark units on the hosts")
@@ -247,7 +248,8 @@ def down(spec: ClusterSpec, state_dir: Path, *, volumes: bool = False, graceful:
     eng.check_before_down(spec, state_dir, volumes=volumes)  # engine hosts: each one this cluster's node, or bare
     if prometheus.down(spec, state_dir, volumes=volumes):
         say("stopped Prometheus and Alertmanager")
-    if any((state_dir / "spark" / p).exists() for p in ("compose.yaml", "hosts")) and spark.down(spec, state_dir):
+    if any((state_dir / "spark" / p).exists() for p in ("compose.yaml", "stack.yaml", "hosts")) \
+            and spark.down(spec, state_dir):
         say("stopped and removed the Spark cluster (master, workers, stream drivers)")
     if mirrors.down(spec, state_dir):
         say("stopped and removed the mirrors into this cluster")

@@ -18,9 +18,11 @@ from kctl.files import follow_lines, tail_start
 from kctl.kraft import config as kc
 from kctl.model.properties import services_of, spark_placement
 from kctl.model.spec import ClusterSpec, Engine
-from kctl.runtime.engine import engines
+from kctl.runtime.engine import engines, swarm
+from kctl.runtime.engine.base import Capability
 
 SERVICES = tuple(contract.LOG_FILES)
+SPARK_ON_SWARM = "spark-swarm"  # NodeLog.service of a Spark daemon's task log (engine swarm)
 SPARK_ON_HOST = "spark-host"  # NodeLog.service of a Spark master's or worker's log on its host (engine hosts)
 
 
@@ -48,6 +50,13 @@ def locate(spec: ClusterSpec, state: Path, node: str, service: str) -> NodeLog:
         role = "spark-master" if node == "spark-master" else "spark-worker"
         return NodeLog(node=node, container=host, service=SPARK_ON_HOST, path=Path(f"{contract.LOG_ROOT}/{role}.log"),
                        logs_dir=Path(contract.LOG_ROOT))
+    if spec.spark is not None and engines.supports(spec, Capability.SPARK_ON_SWARM) and (
+            node == "spark-master" or node.startswith("spark-worker-")):
+        # engine swarm: a daemon's task logs to Docker on the Swarm node that runs it (kctl.stream.spark_swarm)
+        if node != "spark-master" and not node.removeprefix("spark-worker-").isdigit():
+            raise UsageError(f"no Spark worker {node}", hint=f"spark-worker-1 to spark-worker-{spec.spark.workers}")
+        return NodeLog(node=node, container=f"{spec.project}-spark_{node}", service=SPARK_ON_SWARM, path=Path(node),
+                       logs_dir=Path("."))
     if spec.spark is not None and (node == "spark-master" or node.startswith(("spark-worker-", "stream-"))):
         # the Spark cluster's master, a worker, a stream job's driver (kctl.stream.spark): one log each
         d = state.resolve() / "spark" / "logs"
@@ -113,6 +122,8 @@ def _read(log: NodeLog, *, tail: int, follow: bool, max_seconds: float) -> Itera
 def in_container(spec: ClusterSpec, log: NodeLog, *, tail: int, follow: bool) -> Iterator[str] | None:
     """engine swarm: the log read in the node's container (its logs are on a volume of the Swarm node that
     runs it, not in the state dir); None where the state dir has it (engine compose)."""
+    if log.service == SPARK_ON_SWARM:  # the Spark stack's service (kctl.stream.spark_swarm.service_name)
+        return swarm.service_logs(log.container, tail, follow)
     eng = engines.for_spec(spec)
     if log.service == SPARK_ON_HOST:  # a Spark daemon's log on its host (engine hosts)
         if follow:

@@ -51,7 +51,7 @@ from kctl.runtime.engine import engines
 from kctl.runtime.engine.base import Capability
 from kctl.runtime.engine.compose import compose_project
 from kctl.runtime.image import build as image
-from kctl.stream import spark_hosts
+from kctl.stream import spark_hosts, spark_swarm
 from kctl.wait import ticks
 
 Progress = Callable[[str], None]
@@ -306,6 +306,8 @@ def up(spec: ClusterSpec, state_dir: Path, progress: Progress | None = None, wai
     check_python()
     tag = ensure_image(spec, progress)
     d = directory(state_dir)
+    if spark_swarm.on_swarm(spec):
+        return _up_swarm(spec, state_dir, tag, progress, wait_s)
     existed = (d / "conf" / "spark-defaults.conf").exists()
     changed = write_text_files(render(spec, state_dir, tag), d)
     for sub in ("logs", "data", "master", *(worker_name(i) for i in range(1, sp.workers + 1))):
@@ -315,6 +317,37 @@ def up(spec: ClusterSpec, state_dir: Path, progress: Progress | None = None, wai
         _compose(spec, state_dir, "restart")  # a changed spark-defaults.conf: the daemons read it at start
     return _wait_workers(spec, progress, wait_s,
                          hint=f"`kctl logs spark-master`, `kctl logs spark-worker-1`; its files: {d}")
+
+
+def _up_swarm(spec: ClusterSpec, state_dir: Path, tag: str, progress: Progress | None,
+              wait_s: float) -> dict[str, Any]:
+    """engine swarm: the Spark stack (kctl.stream.spark_swarm) deployed beside the cluster's, each daemon beside
+    its broker."""
+    d = directory(state_dir)
+    dc = docker_api.client()
+    ref = spark_swarm.dist_image(spec, tag, site_packages() / "pyspark", progress)
+    local, missing = spark_swarm.local_services(spec, dc)
+    if missing:
+        raise KctlError("the Spark cluster cannot be placed: " + "; ".join(missing),
+                        hint="`kctl up` labels the Swarm nodes for the cluster's own services first")
+    elsewhere = [n for n in spark_swarm.placement(spec) if n != MASTER and n not in local]
+    if spec.spark and spec.spark.warm_driver and elsewhere:
+        raise KctlError(f"spark.warm_driver: the warm driver warms up on this machine's shared directory, and"
+                        f" {', '.join(elsewhere)} run(s) on another Swarm node",
+                        hint="leave spark.warm_driver out on a Swarm of several nodes (the job's tables are on S3"
+                             " there); nothing of the Spark cluster was changed")
+    if (d / "compose.yaml").exists():  # an earlier kctl ran it as a Compose project on this engine
+        _compose(spec, state_dir, "down", "--remove-orphans", "--timeout", "30")
+        (d / "compose.yaml").unlink()
+    data_dir(state_dir).mkdir(parents=True, exist_ok=True)
+    logs_dir(state_dir).mkdir(parents=True, exist_ok=True)
+    write_text_files(spark_swarm.render(spec, ref, data_dir(state_dir), spark_defaults(spec), local), d)
+    if progress:
+        for name, node in spark_swarm.swarm_nodes(spec, dc).items():
+            progress(f"{name}: on swarm node {node.hostname if node else '?'}")
+    spark_swarm.deploy(spec, d)
+    return _wait_workers(spec, progress, wait_s, hint=f"`kctl logs spark-master`, `kctl logs spark-worker-1`;"
+                                                      f" `docker stack ps --no-trunc {spark_swarm.project(spec)}`")
 
 
 def _wait_workers(spec: ClusterSpec, progress: Progress | None, wait_s: float, hint: str) -> dict[str, Any]:
@@ -355,6 +388,8 @@ def down(spec: ClusterSpec, state_dir: Path) -> bool:
     if (directory(state_dir) / "compose.yaml").exists():
         _compose(spec, state_dir, "down", "--remove-orphans", "--timeout", "30")
         removed = True
+    if (directory(state_dir) / spark_swarm.STACK_FILE).exists():
+        removed = spark_swarm.remove(spec) or removed
     if (directory(state_dir) / "hosts").exists() and engines.supports(spec, Capability.SPARK_ON_HOSTS):
         # the units on the hosts (when the nodes stay: `kctl down` then removes the rest with each node)
         removed = spark_hosts.remove(spec, directory(state_dir) / "hosts") or removed
@@ -387,11 +422,15 @@ def master_json(port: int, timeout_s: float = 5.0, host: str = "127.0.0.1") -> d
 
 def master_ui_host(spec: ClusterSpec) -> str:
     """Where the master's UI is reached: 127.0.0.1 (published there), or on engine hosts the master's host."""
-    return spark_hosts.master_address(spec) if spark_hosts.on_hosts(spec) else "127.0.0.1"
+    if spark_hosts.on_hosts(spec):
+        return spark_hosts.master_address(spec)
+    return spark_swarm.master_address(spec) if spark_swarm.on_swarm(spec) else "127.0.0.1"
 
 
 def _names(spec: ClusterSpec) -> dict[str, tuple[str, str]] | None:
-    return spark_hosts.worker_names(spec) if spark_hosts.on_hosts(spec) else None
+    if spark_hosts.on_hosts(spec):
+        return spark_hosts.worker_names(spec)
+    return spark_swarm.worker_names(spec) if spark_swarm.on_swarm(spec) else None
 
 
 def status(spec: ClusterSpec) -> dict[str, Any]:
@@ -515,8 +554,11 @@ def run_driver(spec: ClusterSpec, state_dir: Path, name: str, host: str, argv: l
     env.pop("SPARK_DAEMON_MEMORY")
     # On engine hosts the executors run on the hosts and connect back to the driver: it runs on this machine's
     # network (and binds the one address the hosts see it at, the job's spark.driver.bindAddress).
+    # On the cluster network the executors reach it at its name there (an alias, as well as its host name, so
+    # that a Swarm node other than this engine's resolves it on the overlay network too).
     where: dict[str, Any] = {"network_mode": "host"} if spark_hosts.on_hosts(spec) else \
-        {"hostname": host, "network": spec.project}
+        {"hostname": host, "network": spec.project,
+         "networking_config": {spec.project: dc.api.create_endpoint_config(aliases=[host])}}
     try:
         dc.containers.run(
             image_tag(), argv, name=name, **where, environment=env, volumes=volumes,

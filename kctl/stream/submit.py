@@ -16,7 +16,7 @@ from kctl.errors import KctlError, UsageError
 from kctl.extras import require
 from kctl.kafka.client import Target
 from kctl.stream import jars as jarlib
-from kctl.stream import login, s3, spark, spark_hosts, warm
+from kctl.stream import login, s3, spark, spark_hosts, spark_swarm, warm
 from kctl.stream.config import JobConfig, state_dir
 from kctl.stream.preflight import check_topics
 from kctl.stream.record import pid_alive, read_json
@@ -218,6 +218,16 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
                              hint="pass --out s3a://BUCKET/PREFIX and --checkpoint s3a://BUCKET/PREFIX (with"
                                   " --s3-endpoint and --s3-credentials-file), or run the job here with"
                                   " `--master local[N]`")
+    if spark_swarm.on_swarm(spec):
+        local = [f"{what} {p}" for what, p in (("--out", cfg.out), ("--checkpoint", cfg.checkpoint))
+                 if not s3.is_s3(p)]
+        remote = spark_swarm.remote_workers(spec) if local else []
+        if remote:
+            raise UsageError(f"{', '.join(local)}: the Spark workers {', '.join(remote)} share no directory with this"
+                             " machine; their executors write the tables and the checkpoint on S3",
+                             hint="pass --out s3a://BUCKET/PREFIX and --checkpoint s3a://BUCKET/PREFIX (with"
+                                  " --s3-endpoint and --s3-credentials-file), or run the job here with"
+                                  " `--master local[N]`")
     store = cfg.s3_settings()
     if store is not None:
         check_s3(cfg.out, cfg.checkpoint, store, None)
@@ -246,6 +256,8 @@ def submit_to_cluster(cfg: JobConfig, spec: Any, cluster_dir: Path, *, detach: b
         cfg.driver_host = cfg.driver_bind = spark_hosts.driver_address(spec)
         cfg.spark_ui_host = spark_hosts.master_address(spec)
         cfg.bootstrap_servers = host_bs
+    if spark_swarm.on_swarm(spec):
+        cfg.spark_ui_host = spark_swarm.master_address(spec)
     if spec.kctl_logs_in:  # the job logs in as its own user; kctl's readers on this host as the admin
         cfg.kafka_login = str(login.provision(spec, cluster_dir, cfg.name, cfg.topics))
     sd = cfg.state()

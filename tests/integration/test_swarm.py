@@ -408,10 +408,13 @@ def test_swarm_node_container_killed_and_replaced(stack: Stacks) -> None:
 
 @pytest.mark.spark
 def test_a_spark_cluster_beside_a_swarm_stack_runs_the_job_on_its_network(stack: Stacks, tmp_path: Path) -> None:
-    """kctl.yaml's spark section on engine swarm: `kctl up` starts the master and a worker on this engine (the
-    manager kctl talks to) attached to the stack's overlay network, `kctl status` lists them, the job's driver and
-    executor read the brokers through their INTERNAL listeners over that network and every table equals the ground
-    truth; `kctl down --volumes` removes the Spark containers and the network with the stack."""
+    """kctl.yaml's spark section on engine swarm: `kctl up` deploys the Spark stack (kctl.stream.spark_swarm) beside
+    the cluster's, the master and worker each a service pinned by the cluster's node label, running Spark from
+    the image every Swarm node can run, on the stack's overlay network; `kctl status` lists them; the job's driver
+    and executor read the brokers through their INTERNAL listeners over that network; the worker's task killed
+    mid-stream is started again by Swarm, the job goes on, and every table equals the ground truth; `kctl logs`
+    reads a daemon's task log through Swarm; `kctl down --volumes` removes the Spark stack, its volumes and the
+    network with the cluster's."""
     from tests.integration.ports import free_bases, spark_quick_jit
     from tests.integration.test_stream import _check, _events, _send, _topic
 
@@ -423,31 +426,53 @@ def test_a_spark_cluster_beside_a_swarm_stack_runs_the_job_on_its_network(stack:
                      "transaction_state_log_replication_factor": 1, "min_insync_replicas": 1}
     spec_file.write_text(yaml.safe_dump(data))
     stack.init()
-    p = kctl(spec_file, "up", "--timeout", "240", timeout=400)
+    p = kctl(spec_file, "up", "--timeout", "240", timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     st = json.loads(kctl(spec_file, "status", "-o", "json").stdout)
     assert st["health"] == "healthy" and st["spark"]["status"] == "ALIVE", st
     assert [w["state"] for w in st["spark"]["workers"]] == ["ALIVE"]
+    dc = docker.from_env()
+    spark_stack = {"label": f"com.docker.stack.namespace=kctl-{name}-spark"}
+    services = {s.name: s.attrs["Spec"] for s in dc.services.list(filters=spark_stack)}
+    assert sorted(services) == [f"kctl-{name}-spark_spark-master", f"kctl-{name}-spark_spark-worker-1"]
+    for svc in services.values():
+        task = svc["TaskTemplate"]
+        assert task["Placement"]["Constraints"] == [f"node.labels.io.kctl.place.{name}.logger1 == true"]
+        assert task["ContainerSpec"]["Image"].startswith("kctl/spark-dist:")
+        assert svc["EndpointSpec"]["Mode"] == "dnsrr"
+    logs = kctl(spec_file, "logs", "spark-master", "--tail", "200")
+    assert logs.returncode == 0 and "Registering worker" in logs.stdout, logs.stdout[-2000:] + logs.stderr
 
     bs = f"127.0.0.1:{ports[3]}"
     topic = _topic(bs, partitions=2)
-    events = _events(300, seed=11, start=dt.datetime(2024, 6, 1, 11, 58, 40, tzinfo=dt.timezone.utc))
-    _send(bs, topic, events, bad=3, seed=11)
+    events = _events(400, seed=11, start=dt.datetime(2024, 6, 1, 11, 58, 40, tzinfo=dt.timezone.utc))
+    _send(bs, topic, events[:200], bad=3, seed=11)
     p = kctl(spec_file, "stream", "submit", "-d", "--name", "sw", "-t", topic, "--trigger", "1s", "--conf",
              "=".join(spark_quick_jit()), "-o", "json", timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     res = json.loads(p.stdout)
-    dc = docker.from_env()
     for c in dc.containers.list(filters={"label": f"io.kctl.spark={name}"}):
         assert list(c.attrs["NetworkSettings"]["Networks"]) == [f"kctl-{name}"], c.name
-    deadline = time.monotonic() + 300
-    got: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        got = json.loads(kctl(spec_file, "stream", "status", "--name", "sw", "-o", "json").stdout or "{}")
-        if got.get("total_lag") == 0 and sum(q["latest"] for q in got["partitions"]) == len(events) + 3:
-            break
-        time.sleep(1)
-    assert got.get("total_lag") == 0 and got["spark"]["driver_state"] == "running", got
+
+    def caught_up(total: int) -> dict[str, Any]:
+        deadline = time.monotonic() + 300
+        got: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            got = json.loads(kctl(spec_file, "stream", "status", "--name", "sw", "-o", "json").stdout or "{}")
+            if got.get("total_lag") == 0 and sum(q["latest"] for q in got.get("partitions") or []) == total:
+                return got
+            time.sleep(1)
+        raise AssertionError(got)
+
+    caught_up(203)
+    worker = dc.containers.list(filters={"label": [f"io.kctl.spark={name}", "io.kctl.spark-role=worker"]})
+    assert len(worker) == 1
+    worker[0].kill()  # its executor goes with it; Swarm starts the task again
+    _send(bs, topic, events[200:])
+    got = caught_up(403)
+    assert got["spark"]["driver_state"] == "running", got
+    again = dc.containers.list(filters={"label": [f"io.kctl.spark={name}", "io.kctl.spark-role=worker"]})
+    assert [c.id for c in again] != [worker[0].id] and len(again) == 1
     p = kctl(spec_file, "stream", "stop", "--name", "sw", "-o", "json")
     assert p.returncode == 0 and json.loads(p.stdout)["state"] == "stopped", p.stdout + p.stderr
     _check(Path(res["out"]), events, bad=3)
@@ -455,7 +480,9 @@ def test_a_spark_cluster_beside_a_swarm_stack_runs_the_job_on_its_network(stack:
     p = kctl(spec_file, "down", "--volumes", timeout=400)
     assert p.returncode == 0, p.stderr
     assert _stack_objects(name) == {"services": [], "containers": [], "volumes": []}
+    assert dc.services.list(filters=spark_stack) == []
     assert dc.containers.list(all=True, filters={"label": f"io.kctl.spark={name}"}) == []
+    assert dc.volumes.list(filters={"label": f"io.kctl.spark={name}"}) == []
     assert [n.name for n in dc.networks.list(names=[f"kctl-{name}"])] == []
 
 

@@ -257,3 +257,94 @@ def test_on_hosts_a_worker_s_memory_must_fit_its_host_as_the_preflight_reads_it(
         " h2 (10.9.0.12) has 2303 MiB")
     assert spark_short_of_memory(spec, [(n, None) for n in spec.nodes]) is None  # unreachable: the preflight says
     assert spark_short_of_memory(_hosts(3).model_copy(update={"spark": None}), facts) is None
+
+
+def _swarm(n: int = 3, **spark_section: Any) -> ClusterSpec:
+    return ClusterSpec.model_validate({
+        "name": "sw", "engine": "swarm", "spark": spark_section, "labels": {"team": "logs"},
+        "nodes": [{"id": i, "hostname": f"h{i}", "advertised_host": f"10.9.0.{10 + i}"} for i in range(1, n + 1)]})
+
+
+def test_on_swarm_each_daemon_is_a_service_of_its_own_stack_pinned_beside_a_broker(tmp_path: Path) -> None:
+    """engine swarm: the master beside the first node's container, worker N beside the N-th node's (round the
+    nodes again), each pinned by the label kctl sets for that container, one task resolved at its own address
+    (dnsrr), its UI published on its node (host mode); only a service on this engine's node gets the shared
+    directory, and nothing of this machine is mounted but that."""
+    from kctl.stream import spark_swarm
+
+    spec = _swarm(2, workers=3, worker_cores=2, worker_memory="1g", ui_port=18100)
+    assert {k: h for k, (h, _n) in spark_swarm.placement(spec).items()} == {
+        "spark-master": "h1", "spark-worker-1": "h1", "spark-worker-2": "h2", "spark-worker-3": "h1"}
+    data = tmp_path / "spark" / "data"
+    files = spark_swarm.render(spec, "reg.example:5000/kctl/spark-dist:t", data, spark.spark_defaults(spec),
+                               local={"spark-master", "spark-worker-1", "spark-worker-3"})
+    doc = yaml.safe_load(files["stack.yaml"])
+    assert doc["networks"] == {"cluster": {"name": "kctl-sw", "external": True}}
+    assert list(doc["services"]) == ["spark-master", "spark-worker-1", "spark-worker-2", "spark-worker-3"]
+    m, w2 = doc["services"]["spark-master"], doc["services"]["spark-worker-2"]
+    for name, svc in doc["services"].items():
+        assert svc["image"] == "reg.example:5000/kctl/spark-dist:t"
+        host = spark_swarm.placement(spec)[name][0]
+        assert svc["deploy"]["placement"]["constraints"] == [f"node.labels.io.kctl.place.sw.{host} == true"]
+        assert svc["deploy"]["endpoint_mode"] == "dnsrr" and svc["deploy"]["replicas"] == 1
+        assert svc["deploy"]["restart_policy"]["condition"] == "any"
+        assert svc["configs"] == [{"source": "spark-defaults", "target": "/etc/kctl-spark/spark-defaults.conf",
+                                   "mode": 0o444}]
+        binds = [v for v in svc["volumes"] if isinstance(v, dict)]
+        assert binds == ([] if name == "spark-worker-2" else
+                         [{"type": "bind", "source": str(data), "target": str(data)}]), name
+        assert svc["labels"]["io.kctl.spark"] == "sw" and svc["labels"]["team"] == "logs"
+    assert m["ports"] == [{"target": 8080, "published": 18100, "protocol": "tcp", "mode": "host"}]
+    assert w2["ports"] == [{"target": 8081, "published": 18102, "protocol": "tcp", "mode": "host"}]
+    assert m["command"][1:3] == ["org.apache.spark.deploy.master.Master", "--host"]
+    cmd = w2["command"]
+    assert cmd[0] == "/opt/kctl/spark/bin/spark-class" and "spark://spark-master:7077" in cmd
+    assert cmd[cmd.index("--host") + 1] == "spark-worker-2" and cmd[cmd.index("--cores") + 1] == "2"
+    assert w2["volumes"][0] == "spark-worker-2-work:/var/opt/kctl/spark"
+    assert doc["volumes"]["spark-worker-2-work"]["labels"]["io.kctl.spark"] == "sw"
+    conf = doc["configs"]["spark-defaults"]
+    assert conf["file"] == "./conf/spark-defaults.conf" and conf["name"].startswith("kctl-sw-spark-defaults-")
+    assert "spark.deploy.recoveryMode FILESYSTEM\n" in files["conf/spark-defaults.conf"]
+    # a changed spark-defaults.conf is a new config (Swarm's configs cannot change)
+    other = spark_swarm.stack_document(spec, "x", data, files["conf/spark-defaults.conf"] + "#\n", set())
+    assert other["configs"]["spark-defaults"]["name"] != conf["name"]
+    # the master's UI at its node's address, a worker's at its own
+    assert spark.master_ui_host(spec) == "10.9.0.11"
+    assert spark_swarm.worker_names(spec)["spark-worker-2"] == ("spark-worker-2", "http://10.9.0.12:18102")
+    st = spark._status({"status": "ALIVE", "workers": [{"host": "spark-worker-2", "state": "ALIVE", "id": "w"}]},
+                       18100, "10.9.0.11", spark_swarm.worker_names(spec))
+    assert st["workers"][0]["ui"] == "http://10.9.0.12:18102" and st["ui"] == "http://10.9.0.11:18100"
+
+
+def test_on_swarm_a_worker_on_another_node_is_told_apart_by_the_node_labels() -> None:
+    """remote_workers: the Swarm node each service's label names, against this engine's own node; a label no
+    ready node carries counts as elsewhere (the cluster's `kctl up` has not labelled it)."""
+    from kctl.runtime.engine import swarm
+    from kctl.stream import spark_swarm
+
+    spec = _swarm(3, workers=3)
+    here = swarm.SwarmNode(id="n1", hostname="m1", addr="10.0.0.1", manager=True,
+                           labels={"io.kctl.place.sw.h1": "true"})
+    there = swarm.SwarmNode(id="n2", hostname="w2", addr="10.0.0.2", manager=False,
+                            labels={"io.kctl.place.sw.h2": "true"})
+
+    class Nodes:
+        def __init__(self, ns: list[swarm.SwarmNode]) -> None:
+            self.ns = ns
+
+        def list(self) -> list[Any]:
+            return [type("N", (), {"attrs": {"ID": n.id, "Description": {"Hostname": n.hostname},
+                                             "Status": {"State": "ready", "Addr": n.addr},
+                                             "Spec": {"Availability": "active", "Labels": n.labels},
+                                             **({"ManagerStatus": {}} if n.manager else {})}})() for n in self.ns]
+
+    class Dc:
+        nodes = Nodes([here, there])
+
+        def info(self) -> dict[str, Any]:
+            return {"Swarm": {"LocalNodeState": "active", "ControlAvailable": True, "NodeID": "n1"}}
+
+    assert spark_swarm.remote_workers(spec, Dc()) == ["spark-worker-2 on w2", "spark-worker-3 on no labelled node"]
+    local, missing = spark_swarm.local_services(spec, Dc())
+    assert local == {"spark-master", "spark-worker-1"}
+    assert missing == ["spark-worker-3: no ready Swarm node is labelled for h3 (`kctl up` labels them)"]

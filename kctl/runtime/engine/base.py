@@ -79,6 +79,10 @@ class Capability(Enum):
     # kctl.yaml's Spark cluster runs on the nodes' own hosts as systemd units (kctl.stream.spark_hosts), its
     # daemons on the hosts' addresses, its job's driver on this machine's network: the tables on S3.
     SPARK_ON_HOSTS = "spark-on-hosts"
+    # kctl.yaml's Spark cluster runs as a Swarm stack of its own (kctl.stream.spark_swarm), each daemon pinned to a
+    # Swarm node by the nodes' labels, from an image every node can run: a worker on another node shares no
+    # directory with this machine, so then the tables are on S3.
+    SPARK_ON_SWARM = "spark-on-swarm"
 
 
 class WrongEngine(KctlError):

@@ -13,7 +13,7 @@ reached on each node's published ports at ``spec.node_address(node)``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -253,6 +253,29 @@ def push_image(spec: ClusterSpec, dc: Any, say: Progress) -> None:
                         hint="is the registry reachable, and does `docker login` know it? see docs/multi-host.md")
 
 
+def service_logs(service: str, tail: int, follow: bool) -> Iterator[str]:
+    """A service's log as Swarm gathers it from the node that runs its task (``docker service logs``); with
+    ``follow``, new lines until stopped."""
+    import subprocess
+
+    argv = ["service", "logs", "--raw", "--no-task-ids", "--tail", str(tail)]
+    if not follow:
+        proc = run_docker([*argv, service], timeout=60)
+        if proc.returncode != 0:
+            raise KctlError(f"no log of {service}: {(proc.stderr or proc.stdout).strip()[-400:]}",
+                            hint="is it deployed? `kctl status` lists it, `kctl up` starts it")
+        yield from (proc.stdout + proc.stderr).splitlines()
+        return
+    with subprocess.Popen(["docker", *argv, "--follow", service], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as p:
+        try:
+            assert p.stdout is not None
+            for line in p.stdout:
+                yield line.rstrip("\n")
+        finally:
+            p.terminate()
+
+
 def _said(proc: Any) -> str:
     return str(proc.stderr or proc.stdout).strip()[-800:]
 
@@ -338,7 +361,7 @@ class SwarmEngine(Engine):
     # Its data is in volumes on the Swarm node that runs each task, not in the state dir.
     capabilities = frozenset({Capability.CONTAINERS, Capability.PORTS_BY_INDEX, Capability.SWARM_LABELS,
                               Capability.KRAFT_MIGRATION, Capability.CHOSEN_BY_FLAG, Capability.NODE_FAULTS,
-                              Capability.DYNAMIC_QUORUM})
+                              Capability.DYNAMIC_QUORUM, Capability.SPARK_ON_SWARM})
     files_reach_a_restart = False
 
     logs_in_state_dir = False
