@@ -94,6 +94,8 @@ def converge(
             ensure_image(dc, kafka_version=spec.versions.kafka, scala_version=spec.versions.scala,
                          kafka_dist=kafka_dist, progress=say)
         rc.require_image(dc, spec.local_image_ref)
+    if spec.spark is not None:  # the job's driver mounts this machine's files: refused before anything is deployed
+        spark.check_engine_sees(state_dir, spark.ensure_image(spec, say))
 
     write(rendered, state_dir)
 

@@ -319,6 +319,32 @@ def up(spec: ClusterSpec, state_dir: Path, progress: Progress | None = None, wai
                          hint=f"`kctl logs spark-master`, `kctl logs spark-worker-1`; its files: {d}")
 
 
+def check_engine_sees(state_dir: Path, tag: str) -> None:
+    """The job's driver (and on compose the master and workers) run in containers of the engine kctl talks to,
+    with this machine's files bind-mounted: that engine must see them (kctl runs on it, not against a remote
+    DOCKER_HOST). A file written here is looked for in a container of that engine; refused when it is missing
+    (a remote engine would mount empty directories in their place). `kctl up` asks it before it deploys
+    anything (kctl.cluster.lifecycle.converge)."""
+    import uuid
+
+    d = data_dir(state_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    probe = d / f".engine-probe-{uuid.uuid4().hex[:8]}"
+    probe.write_text("kctl\n")
+    dc = docker_api.client()
+    try:
+        dc.containers.run(tag, ["test", "-e", str(probe)], volumes={str(d): {"bind": str(d), "mode": "ro"}},
+                          remove=True, network_mode="none", labels={LABEL_SPARK: "probe"})
+    except docker_api.sdk().errors.ContainerError:
+        host = os.environ.get("DOCKER_HOST", "")
+        raise KctlError(f"the Docker engine kctl talks to{f' ({host})' if host else ''} does not see this machine's"
+                        f" files ({d}): the Spark cluster's driver runs in a container of that engine with them"
+                        " mounted", hint="run kctl on the engine's own machine (on Swarm, the manager) without a"
+                                         " remote DOCKER_HOST, or leave the spark section out") from None
+    finally:
+        probe.unlink(missing_ok=True)
+
+
 def _up_swarm(spec: ClusterSpec, state_dir: Path, tag: str, progress: Progress | None,
               wait_s: float) -> dict[str, Any]:
     """engine swarm: the Spark stack (kctl.stream.spark_swarm) deployed beside the cluster's, each daemon beside

@@ -16,8 +16,10 @@ import datetime as dt
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,9 @@ def test_spark_workers_on_three_swarm_nodes_run_the_job_through_a_dead_node_with
     Swarm node; local paths for the tables are refused (the workers share no directory with this machine); a job
     with its tables on S3 runs its executors on the three nodes; a worker's task killed (Swarm starts it again),
     the master's task killed (its recovery state brings the workers and the job back) and a whole Swarm node
-    killed (its broker and worker with it) lose nothing: every table equals the ground truth."""
+    killed (its broker and worker with it) lose nothing: every table equals the ground truth. Before that, kctl
+    against the first node's engine with a state dir that engine does not see is refused before anything is
+    deployed."""
     import docker
 
     from kctl.bench import swarm as check_mod
@@ -70,6 +74,22 @@ def test_spark_workers_on_three_swarm_nodes_run_the_job_through_a_dead_node_with
             check.load_image(image)
         check.form_swarm()
         n1, _n2, n3 = check.names
+
+        # kctl against an engine that does not see this machine's files (a directory not shared with the
+        # nodes): refused before anything is deployed, with what to do
+        unshared = Path(tempfile.mkdtemp(prefix="kctl-unshared-"))
+        try:
+            other = check_mod._spec(check.addrs)
+            other.update(name="unseen", spark={"workers": 1})
+            (unshared / "kctl.yaml").write_text(yaml.safe_dump(other))
+            env = {**os.environ, "DOCKER_HOST": f"tcp://{check.addrs[0]}:{check_mod.DOCKERD_PORT}"}
+            r = _kctl(unshared / "kctl.yaml", env, "up", timeout=600)
+            assert r.returncode != 0 and "does not see this machine's files" in r.stderr, r.stdout + r.stderr
+            assert "run kctl on the engine's own machine" in r.stderr and "Traceback" not in r.stderr
+            services = check_mod.sh(["docker", "exec", n1, "docker", "service", "ls", "-q"]).stdout
+            assert services.split() == [], services
+        finally:
+            shutil.rmtree(unshared, ignore_errors=True)
 
         net = dc.networks.get(check.net_name)
         gateway = str(net.attrs["IPAM"]["Config"][0]["Gateway"])
