@@ -1148,9 +1148,10 @@ class SparkSpec(_Model):
     """A Spark standalone cluster beside the brokers (issue #46; docs/pipeline.md)."""
 
     workers: int = Field(1, description="Spark workers (each a container beside the brokers, on the cluster"
-                                        " network; on engine hosts a systemd unit on the first `workers` nodes'"
-                                        " hosts, the master on the first's); `kctl stream submit` runs the job's"
-                                        " executors on them.")
+                                        " network; on engine swarm a service pinned beside the N-th node's"
+                                        " container, on its Swarm node; on engine hosts a systemd unit on the"
+                                        " first `workers` nodes' hosts, the master on the first's); `kctl stream"
+                                        " submit` runs the job's executors on them.")
     worker_cores: int = Field(1, description="Cores each worker offers to executors.")
     worker_memory: str = Field("1g", description="Memory each worker offers to executors (a JVM size: 512m, 1g);"
                                                  " `kctl up` refuses more than the machine has.")
