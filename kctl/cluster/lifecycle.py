@@ -95,7 +95,7 @@ def converge(
                          kafka_dist=kafka_dist, progress=say)
         rc.require_image(dc, spec.local_image_ref)
     if spec.spark is not None:  # the job's driver mounts this machine's files: refused before anything is deployed
-        spark.check_engine_sees(state_dir, spark.ensure_image(spec, say))
+        spark.check_engine_sees(spec, state_dir, spark.ensure_image(spec, say))
 
     write(rendered, state_dir)
 

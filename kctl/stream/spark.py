@@ -25,6 +25,7 @@ read-only: the host's Python must be the image's (3.11 on Linux, as Debian bookw
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -319,7 +320,7 @@ def up(spec: ClusterSpec, state_dir: Path, progress: Progress | None = None, wai
                          hint=f"`kctl logs spark-master`, `kctl logs spark-worker-1`; its files: {d}")
 
 
-def check_engine_sees(state_dir: Path, tag: str) -> None:
+def check_engine_sees(spec: ClusterSpec, state_dir: Path, tag: str) -> None:
     """The job's driver (and on compose the master and workers) run in containers of the engine kctl talks to,
     with this machine's files bind-mounted: that engine must see them (kctl runs on it, not against a remote
     DOCKER_HOST). A file written here is looked for in a container of that engine; refused when it is missing
@@ -332,9 +333,12 @@ def check_engine_sees(state_dir: Path, tag: str) -> None:
     probe = d / f".engine-probe-{uuid.uuid4().hex[:8]}"
     probe.write_text("kctl\n")
     dc = docker_api.client()
+    name = f"{spec.project}-spark-probe"  # one name: a probe an interrupted kctl left is removed by the next
     try:
+        with contextlib.suppress(docker_api.sdk().errors.NotFound):
+            dc.containers.get(name).remove(force=True)
         dc.containers.run(tag, ["test", "-e", str(probe)], volumes={str(d): {"bind": str(d), "mode": "ro"}},
-                          remove=True, network_mode="none", labels={LABEL_SPARK: "probe"})
+                          name=name, remove=True, network_mode="none", labels=_labels(spec, "probe"))
     except docker_api.sdk().errors.ContainerError:
         host = os.environ.get("DOCKER_HOST", "")
         raise KctlError(f"the Docker engine kctl talks to{f' ({host})' if host else ''} does not see this machine's"
