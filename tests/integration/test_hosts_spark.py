@@ -190,6 +190,10 @@ def test_a_worker_killed_the_master_restarted_and_the_driver_crashed_mid_stream_
     from tests.integration.test_stream import _events, _send, _topic
     from tests.integration.test_stream_s3 import _check_s3
 
+    # its own cluster: `make test-long` runs this test without the short ones that bring the module's cluster up
+    # (after them, a second `kctl up` changes nothing)
+    r = kctl(spec_file, "up", timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     bs = load_cluster(spec_file)[0].bootstrap_servers
     topic = _topic(bs, partitions=2)
     events = _events(1600, seed=89, start=dt.datetime(2024, 6, 6, 9, 0, 0, tzinfo=dt.timezone.utc))
