@@ -167,14 +167,7 @@ def dist_image(spec: ClusterSpec, base: str, pyspark: Path, progress: Progress |
     if not spec.image.registry:
         return tag
     remote = f"{spec.image.registry.rstrip('/')}/{tag}"
-    repo, _, version = remote.rpartition(":")
-    dc.images.get(tag).tag(repo, version)
-    if progress:
-        progress(f"pushing {remote}")
-    proc = run_docker(["push", remote], timeout=900)
-    if proc.returncode != 0:
-        raise KctlError(f"cannot push {remote}: {(proc.stderr or proc.stdout).strip()[-500:]}",
-                        hint="is the registry reachable, and does `docker login` know it? see docs/multi-host.md")
+    swarm.push_as(dc, tag, remote, progress or (lambda _m: None))
     return remote
 
 

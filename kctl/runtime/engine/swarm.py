@@ -243,7 +243,11 @@ def label(spec: ClusterSpec, strict_spread: bool = False, say: Progress | None =
 
 def push_image(spec: ClusterSpec, dc: Any, say: Progress) -> None:
     """Tag the local node image with ``image.registry`` and push it, so every Swarm node can pull it."""
-    local, remote = spec.local_image_ref, spec.image_ref
+    push_as(dc, spec.local_image_ref, spec.image_ref, say)
+
+
+def push_as(dc: Any, local: str, remote: str, say: Progress) -> None:
+    """Tag the local image ``local`` as ``remote`` (a registry's name) and push it there."""
     repo, _, tag = remote.rpartition(":")
     dc.images.get(local).tag(repo, tag)
     say(f"pushing {remote}")
