@@ -70,7 +70,8 @@ def spec_file(fleet: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             "spark": {"workers": 2, "worker_cores": 1, "worker_memory": "768m", "ui_port": UI}}
     path.write_text(yaml.safe_dump(with_quick_jit(spec), sort_keys=False))
     yield path
-    kctl(path, "down", "--volumes", "--yes", timeout=600)
+    r = kctl(path, "down", "--volumes", timeout=600)  # the driver containers on this engine with it
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
 
 
 def kctl(spec_file: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
