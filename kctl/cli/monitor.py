@@ -39,7 +39,7 @@ def metrics(
     fmt: Format = OutputOpt,
 ) -> None:
     """Per broker and per ZooKeeper, from the exporters: rates over a window, latencies, partitions at risk.
-    Exit 0 when every exporter answered, 1 when one did not."""
+    Exit 0 when every exporter answered (with --watch: in the last window), 1 when one did not."""
     from kctl.monitor import metrics as m
 
     spec = connect(file).kctl_spec  # the cluster of this kctl.yaml answers on its ports, or a clear refusal

@@ -259,11 +259,23 @@ def measure(endpoints: list[Endpoint], window_s: float = DEFAULT_WINDOW_S, *, re
             fetcher: Callable[[str, float], str] = fetch,
             sleep: Callable[[float], None] = time.sleep) -> Iterator[dict[str, Any]]:
     """Scrapes of every endpoint ``window_s`` apart, and the figures between each two in a row: ``reports``
-    reports (0: until the caller stops), each window starting where the one before ended."""
+    reports (0: until the caller stops), each window starting where the one before ended.
+
+    An exporter that missed a round (a busy JVM's scrape past its timeout) is named in that window's errors, and
+    the next window it answers in is measured from its last answer, its ``window_seconds`` the longer span (as
+    Prometheus' rate() takes a missed scrape): one slow answer costs one window's figures, not two."""
     rounds = ticks(window_s, count=reports + 1 if reports else None, sleep=sleep)
     next(rounds)
     first = scrape_all(endpoints, fetcher=fetcher)
     for _ in rounds:
         second = scrape_all(endpoints, fetcher=fetcher)
         yield report(first, second)
-        first = second
+        first = carry(first, second)
+
+
+def carry(first: list[Scrape], second: list[Scrape]) -> list[Scrape]:
+    """The next window's first round: each endpoint's newest answer (``second``'s, or ``first``'s where
+    ``second``'s scrape failed and ``first``'s did not)."""
+    before = {s.endpoint.url: s for s in first}
+    return [s if not s.error or s.endpoint.url not in before or before[s.endpoint.url].error
+            else before[s.endpoint.url] for s in second]

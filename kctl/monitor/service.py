@@ -415,7 +415,7 @@ class Monitor:
             docs, statuses, states = dict(self.group_docs), dict(self.group_statuses), dict(self.group_states)
         scrapes = mx.scrape_all(self.endpoints)
         report = mx.report(self.last_scrapes or scrapes, scrapes)
-        self.last_scrapes = scrapes
+        self.last_scrapes = mx.carry(self.last_scrapes or [], scrapes)  # a missed scrape: from the last answer
         obs = Observation(report, self.zookeeper_modes(), len(self.spec.participants), docs, self.disks(),
                           self.certificates(), self.kraft_quorum(), self.spark())
         step = self.tracker.step(now, firing(obs, self.spec.monitoring.disk_percent))

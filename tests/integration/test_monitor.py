@@ -113,10 +113,14 @@ def test_metrics_reports_a_known_produce_rate(quiet_cluster: Any) -> None:
             time.sleep(0.005)
         assert producer.flush(30) == 0
         assert metrics is not None, f"{len(acked)} of {sent} acknowledged in {limit:.0f} s: no load flowed"
-        out, _ = metrics.communicate(timeout=60)
-        assert metrics.returncode == 0, out
+        out, _ = metrics.communicate(timeout=90)
         reports = [json.loads(line) for line in out.splitlines()]
-        assert len(reports) == 4
+        assert len(reports) == 4, out
+        # Exit 1 exactly when the last window lacks an exporter's answer. Under the whole suite's load on two cores
+        # a broker's exporter has answered past the scrape timeout (10 s) once: kctl names it in that window's
+        # errors and measures the node's next window from its last answer. Anything but a timeout is a failure.
+        assert metrics.returncode == (1 if reports[-1]["errors"] else 0), out
+        assert all("timed out" in e["error"] for rep in reports for e in rep["errors"]), out
 
         def bounds(rep: dict[str, Any]) -> tuple[int, int]:
             # Each broker's counters were read somewhere within its scrape, and a scrape of a busy JVM on two
@@ -133,6 +137,9 @@ def test_metrics_reports_a_known_produce_rate(quiet_cluster: Any) -> None:
         # Records, not rates: each broker's rate is over its own window between its two reads.
         seen = []
         for rep in reports[1:]:
+            if rep["errors"]:
+                continue  # an exporter's answer missed this window: the sum over brokers is not the whole count
+            assert len(rep["brokers"]) == 3 and len(rep["zookeepers"]) == 3, rep
             measured = sum(b["messages_in_per_sec"] * b["window_seconds"] for b in rep["brokers"])
             surely, maybe = bounds(rep)
             seen.append((measured, surely, maybe, rep))
@@ -141,6 +148,7 @@ def test_metrics_reports_a_known_produce_rate(quiet_cluster: Any) -> None:
         # At least one window saw real load (the producer's own count bounds the figure above; on two busy cores it
         # may fall well short of the rate it aims at, which is the load generator's limit, not the metric's)
         # (a CI run on two busy cores reached 52 msg/s of the 400 aimed at: what counts is that records flowed)
+        assert seen, f"no window after the first with every exporter's answer: {out}"
         measured, surely, maybe, rep = max(seen, key=lambda s: s[1])
         assert surely >= 100, \
             f"at most {surely} records acknowledged in a window, {rate}/s aimed at " \
@@ -148,7 +156,10 @@ def test_metrics_reports_a_known_produce_rate(quiet_cluster: Any) -> None:
         # Bytes in count whole batches: the 100-byte values, keys, record and batch headers.
         msgs = sum(b["messages_in_per_sec"] for b in rep["brokers"])
         assert 100 * msgs <= sum(b["bytes_in_per_sec"] for b in rep["brokers"]) <= 300 * msgs
-        assert rep["window_seconds"] == pytest.approx(8, abs=1.5)
+        # Each broker's window is the 8 s asked for, or whole windows more where its last scrape missed one.
+        assert all(round(b["window_seconds"] / 8) >= 1
+                   and b["window_seconds"] == pytest.approx(8 * round(b["window_seconds"] / 8), abs=1.5)
+                   for b in rep["brokers"]), rep
         assert sum(1 for b in rep["brokers"] if b["active_controller"]) == 1
         assert all(b["under_replicated_partitions"] == 0 and b["offline_partitions"] == 0 for b in rep["brokers"])
         assert all(z["znode_count"] > 0 for z in rep["zookeepers"]) and not rep["errors"]

@@ -114,6 +114,32 @@ def test_measure_reports_each_window_and_names_an_exporter_that_does_not_answer(
     assert rep["window_start"] <= rep["window_end"]
 
 
+def test_an_exporter_that_missed_a_round_is_measured_from_its_last_answer() -> None:
+    eps = [m.Endpoint(1, "logger1", "kafka", "http://127.0.0.1:1/metrics"),
+           m.Endpoint(2, "logger2", "kafka", "http://127.0.0.1:2/metrics")]
+    calls: dict[str, int] = {}
+
+    def fetcher(url: str, timeout: float) -> str:
+        n = calls[url] = calls.get(url, 0) + 1
+        time.sleep(0.05)  # each round takes a measurable time
+        if url.endswith(":2/metrics") and n == 2:
+            raise TimeoutError("timed out")
+        return broker_text(1000 * n, 0, 0, 0, 1)
+
+    reports = list(m.measure(eps, 0.0, reports=3, fetcher=fetcher, sleep=lambda s: None))
+    # Broker 2's second scrape timed out: the first window (rounds 1-2) lacks it...
+    assert [[b["id"] for b in r["brokers"]] for r in reports] == [[1], [1, 2], [1, 2]]
+    assert [e["id"] for e in reports[0]["errors"]] == [2] and "timed out" in reports[0]["errors"][0]["error"]
+    assert reports[1]["errors"] == [] and reports[2]["errors"] == []
+    one, two = reports[1]["brokers"]
+    # ...and the second (rounds 2-3) measures it from its first-round answer: two rounds' span and records.
+    assert two["window_seconds"] > one["window_seconds"]
+    assert two["messages_in_per_sec"] * two["window_seconds"] == pytest.approx(2000, rel=0.05)
+    assert one["messages_in_per_sec"] * one["window_seconds"] == pytest.approx(1000, rel=0.05)
+    # One that never answered stays an error, with nothing carried.
+    assert m.carry([], [m.Scrape(eps[0], 0.0, error="x")])[0].error == "x"
+
+
 def test_the_report_says_between_which_moments_each_round_read_its_counters() -> None:
     eps = [m.Endpoint(1, "logger1", "kafka", "http://127.0.0.1:1/metrics"),
            m.Endpoint(2, "logger2", "kafka", "http://127.0.0.1:2/metrics")]
