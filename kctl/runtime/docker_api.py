@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -420,3 +421,19 @@ def run_docker(argv: list[str], *, timeout: float = 300, cwd: Path | None = None
     except subprocess.TimeoutExpired:
         raise KctlError(f"`docker {' '.join(argv[:3])}` did not finish in {timeout:.0f}s",
                         hint="see `kctl status`") from None
+
+
+def stream_lines(argv: list[str], *, with_stderr: bool) -> Iterator[str]:
+    """The lines a long-running command (``docker service logs --follow``, ``tail -F`` over ssh) prints, as it
+    prints them; the command is ended when the caller stops reading (Ctrl-C of ``kctl logs -F``)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True,
+                            stderr=subprocess.STDOUT if with_stderr else subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            yield line.rstrip("\n")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()

@@ -31,3 +31,50 @@ def tool_config(cluster: Any) -> list[str]:
 
 def secured(cluster: Any) -> bool:
     return bool(cluster.spec.security.enabled)
+
+
+
+def follow_until(spec_file: Any, *args: str, until: str, timeout: float = 60) -> tuple[int, list[str], list[int]]:
+    """`kctl ARGS -f SPEC_FILE` (a command that follows, such as `logs -F`) read until a line holds ``until``, then
+    Ctrl-C (SIGINT to kctl alone, as a supervisor would send it): (its exit code, the lines it printed, the pids of
+    the processes it had started that still run after it exited)."""
+    import os
+    import queue
+    import signal
+    import threading
+    from pathlib import Path
+
+    p = subprocess.Popen([sys.executable, "-m", "kctl", *args, "-f", str(spec_file)], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    assert p.stdout is not None
+    got: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert p.stdout is not None
+        for line in p.stdout:
+            got.put(line.rstrip("\n"))
+        got.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    lines: list[str] = []
+    try:
+        while not any(until in line for line in lines):
+            line = got.get(timeout=timeout)  # queue.Empty: nothing printed for that long
+            assert line is not None, f"kctl ended (exit {p.wait()}) without a line with {until!r}: {lines[-20:]}"
+            lines.append(line)
+        children = [int(pid) for pid in subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
+                                                       text=True).stdout.split()]
+        assert children, "kctl started no process to follow with"
+        os.kill(p.pid, signal.SIGINT)
+        code = p.wait(timeout=20)
+
+        def running(pid: int) -> bool:
+            try:
+                return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+            except OSError:
+                return False
+
+        return code, lines, [pid for pid in children if running(pid)]
+    finally:
+        if p.poll() is None:
+            p.kill()

@@ -24,6 +24,7 @@ import yaml
 
 from kctl.model.spec import load_cluster
 from kctl.testing.cluster import with_quick_jit
+from tests.integration.cli import follow_until
 
 pytestmark = pytest.mark.integration
 
@@ -522,6 +523,10 @@ def test_logs_of_a_stopped_service_and_up_starts_it_again(fleet: Any, spec_file:
     assert "shut down completed (kafka.server.KafkaServer)" in logs.stdout, logs.stdout
     journal = kctl(spec_file, "logs", "logger3", "--service", "supervisor", "--tail", "50")
     assert "Stopped kctl-kafka.service" in journal.stdout, journal.stdout
+    # -F follows the log over ssh (tail -F on the host) until Ctrl-C, which ends kctl and its ssh at once
+    code, lines, left = follow_until(spec_file, "logs", "logger3", "--service", "kafka", "-F", "-n", "20",
+                                     until="shut down completed")
+    assert code == 0 and left == [], (code, lines[-5:], left)
     up = kctl(spec_file, "up")
     assert up.returncode == 0, up.stderr
     assert "logger3: kafka is not running on its host; starting it" in up.stderr

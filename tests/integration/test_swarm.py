@@ -30,6 +30,7 @@ import yaml
 
 from kctl.runtime.ports import free_ports
 from kctl.testing.cluster import with_quick_jit
+from tests.integration.cli import follow_until
 
 pytestmark = pytest.mark.integration
 
@@ -442,6 +443,9 @@ def test_a_spark_cluster_beside_a_swarm_stack_runs_the_job_on_its_network(stack:
         assert svc["EndpointSpec"]["Mode"] == "dnsrr"
     logs = kctl(spec_file, "logs", "spark-master", "--tail", "200")
     assert logs.returncode == 0 and "Registering worker" in logs.stdout, logs.stdout[-2000:] + logs.stderr
+    # -F follows through Swarm (`docker service logs --follow`) until Ctrl-C, which ends kctl and that at once
+    code, lines, left = follow_until(spec_file, "logs", "spark-master", "-F", "-n", "200", until="Registering worker")
+    assert code == 0 and left == [], (code, lines[-5:], left)
 
     bs = f"127.0.0.1:{ports[3]}"
     topic = _topic(bs, partitions=2)

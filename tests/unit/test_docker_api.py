@@ -4,6 +4,7 @@ no test here opens the Docker socket."""
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -401,3 +402,17 @@ def test_nodes_made_before_the_restart_policy_get_it_in_place_and_nothing_else_i
     other.update.assert_not_called()
     old.restart.assert_not_called()
     old.stop.assert_not_called()
+
+
+def test_stream_lines_gives_each_line_as_printed_and_ends_the_command_when_the_reader_stops() -> None:
+    stream_lines = docker_api.stream_lines
+    assert list(stream_lines(["sh", "-c", "echo one; echo two >&2; echo three"], with_stderr=True)) == \
+        ["one", "two", "three"]
+    assert list(stream_lines(["sh", "-c", "echo one; echo two >&2"], with_stderr=False)) == ["one"]
+    # a command that never ends (`tail -F`, `docker service logs --follow`): the reader takes two lines and stops
+    lines = stream_lines(["sh", "-c", "echo $$; while :; do echo tick; sleep 0.05; done"], with_stderr=False)
+    pid = int(next(lines))
+    assert next(lines) == "tick"
+    lines.close()  # what Ctrl-C of `kctl logs -F` does to the generator
+    gone = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True)
+    assert gone.returncode != 0, f"the command still runs: {gone.stdout}"

@@ -33,7 +33,7 @@ from kctl.errors import KctlError, UsageError
 from kctl.model.properties import services_of, spark_placement
 from kctl.model.spec import SPARK_DAEMON_MEMORY, ClusterSpec, NodeSpec, spark_memory_mb
 from kctl.model.spec import Engine as EngineKind
-from kctl.runtime.docker_api import GAVE_UP, Container, ContainerInfo, process_states
+from kctl.runtime.docker_api import GAVE_UP, Container, ContainerInfo, process_states, stream_lines
 from kctl.runtime.engine import bundle
 from kctl.runtime.engine import host_identity as hid
 from kctl.runtime.engine.base import Capability, Engine, Progress
@@ -170,8 +170,6 @@ class HostsEngine(Engine):
     def follow_lines(self, spec: ClusterSpec, host: str, path: str, tail: int) -> Iterator[str]:
         """``kctl logs -F``: the last lines, then every new one (``tail -F`` on the host; the journal of the
         units for the supervisor log), until interrupted."""
-        import subprocess
-
         node = spec.node(host)
         if path == contract.container_log("supervisor"):
             units = [f"--unit={contract.unit_name(s)}" for s in PROGRAMS]
@@ -179,15 +177,7 @@ class HostsEngine(Engine):
         else:
             argv = ["tail", "-n", str(tail), "-F", path]
         ssh = Ssh(spec)
-        proc = subprocess.Popen([*ssh.base_argv(node), ssh.remote(argv)], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                yield line.rstrip("\n")
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+        yield from stream_lines([*ssh.base_argv(node), ssh.remote(argv)], with_stderr=False)
 
     # ----- one service's process ---------------------------------------------------------------
 

@@ -260,8 +260,6 @@ def push_as(dc: Any, local: str, remote: str, say: Progress) -> None:
 def service_logs(service: str, tail: int, follow: bool) -> Iterator[str]:
     """A service's log as Swarm gathers it from the node that runs its task (``docker service logs``); with
     ``follow``, new lines until stopped."""
-    import subprocess
-
     argv = ["service", "logs", "--raw", "--no-task-ids", "--tail", str(tail)]
     if not follow:
         proc = run_docker([*argv, service], timeout=60)
@@ -270,14 +268,7 @@ def service_logs(service: str, tail: int, follow: bool) -> Iterator[str]:
                             hint="is it deployed? `kctl status` lists it, `kctl up` starts it")
         yield from (proc.stdout + proc.stderr).splitlines()
         return
-    with subprocess.Popen(["docker", *argv, "--follow", service], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True) as p:
-        try:
-            assert p.stdout is not None
-            for line in p.stdout:
-                yield line.rstrip("\n")
-        finally:
-            p.terminate()
+    yield from api.stream_lines([api.docker_binary(), *argv, "--follow", service], with_stderr=True)
 
 
 def _said(proc: Any) -> str:
