@@ -128,6 +128,14 @@ MONITORING_DIR = "/opt/kctl/monitoring"
 JMX_EXPORTER_JAR = f"{MONITORING_DIR}/jmx_prometheus_javaagent.jar"
 ZOOKEEPER_METRICS_LIBS = f"{MONITORING_DIR}/zookeeper"
 
+# ----- kctl.yaml's Spark cluster (kctl.stream.spark on compose, spark_swarm, spark_hosts) ---------------
+SPARK_MASTER = "spark-master"  # the master's service, unit and log name; workers are spark-worker-N
+SPARK_MASTER_PORT = 7077
+SPARK_MASTER_UI = 8080  # inside a container (published on spark.ui_port)
+SPARK_WORKER_UI = 8081  # inside a container (published on spark.ui_port + N)
+SPARK_CONF_DIR = "/etc/kctl-spark"  # spark-defaults.conf
+SPARK_WORK_DIR = "/var/opt/kctl/spark"  # the master's recovery state, a worker's work dir
+
 # ----- labels ------------------------------------------------------------------------------
 LABEL_CLUSTER = "io.kctl.cluster"
 LABEL_NODE = "io.kctl.node"
@@ -146,6 +154,7 @@ LABEL_COMPOSE_WORKING_DIR = "com.docker.compose.project.working_dir"
 LABEL_SWARM_PLACEMENT_PREFIX = "io.kctl.place"
 LABEL_STACK_NAMESPACE = "com.docker.stack.namespace"
 LABEL_SWARM_SERVICE_NAME = "com.docker.swarm.service.name"
+LABEL_SPARK_ROLE = "io.kctl.spark-role"  # on a Spark container: master, worker or driver
 
 
 def swarm_placement_label(cluster: str, host: str) -> str:

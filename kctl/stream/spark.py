@@ -44,6 +44,7 @@ from typing import Any
 import yaml
 
 import kctl
+from kctl import contract
 from kctl.errors import KctlError, UsageError
 from kctl.model.render import template, write_text_files
 from kctl.model.spec import SPARK_DAEMON_MEMORY, ClusterSpec, spark_memory_mb
@@ -58,17 +59,17 @@ from kctl.wait import ticks
 Progress = Callable[[str], None]
 
 LABEL_SPARK = docker_api.LABEL_SPARK  # the Kafka cluster's name, on every container of its Spark cluster
-LABEL_SPARK_ROLE = "io.kctl.spark-role"  # master, worker, driver
-MASTER = "spark-master"
-MASTER_PORT = 7077
-MASTER_UI = 8080
-WORKER_UI = 8081
+LABEL_SPARK_ROLE = contract.LABEL_SPARK_ROLE  # master, worker, driver
+MASTER = contract.SPARK_MASTER
+MASTER_PORT = contract.SPARK_MASTER_PORT
+MASTER_UI = contract.SPARK_MASTER_UI
+WORKER_UI = contract.SPARK_WORKER_UI
 PY = "/opt/kctl/python"  # the installed site-packages (pyspark in it: SPARK_HOME)
 SRC = "/opt/kctl/src"  # kctl's own package
 SPARK_HOME = f"{PY}/pyspark"
-CONF = "/etc/kctl-spark"
+CONF = contract.SPARK_CONF_DIR
 LOGS = "/var/log/kctl-spark"
-WORK = "/var/opt/kctl/spark"
+WORK = contract.SPARK_WORK_DIR
 DAEMON_MEMORY = SPARK_DAEMON_MEMORY  # the master's and each worker's own JVM (executors get worker_memory)
 IMAGE_PYTHON = (3, 11)  # Debian bookworm's python3
 

@@ -44,7 +44,7 @@ from kctl.runtime.engine.ssh import Ssh, SshError
 
 Progress = Callable[[str], None]
 
-MASTER_PORT = 7077
+MASTER_PORT = contract.SPARK_MASTER_PORT
 UNITS = ("spark-master", "spark-worker")  # in the order they start
 SPARK_DISTS = f"{contract.HOST_ROOT}/spark-dists"
 SPARK_CONF = f"{contract.CONF_DIR}/spark"

@@ -58,14 +58,14 @@ Progress = Callable[[str], None]
 
 STACK_FILE = "stack.yaml"
 SPARK_HOME = "/opt/kctl/spark"  # the tar's spark/ (jars, bin)
-CONF = "/etc/kctl-spark"
-WORK = "/var/opt/kctl/spark"
-MASTER = "spark-master"
-MASTER_PORT = 7077
-MASTER_UI = 8080
-WORKER_UI = 8081
+CONF = contract.SPARK_CONF_DIR
+WORK = contract.SPARK_WORK_DIR
+MASTER = contract.SPARK_MASTER
+MASTER_PORT = contract.SPARK_MASTER_PORT
+MASTER_UI = contract.SPARK_MASTER_UI
+WORKER_UI = contract.SPARK_WORKER_UI
 LABEL_SPARK = docker_api.LABEL_SPARK
-LABEL_SPARK_ROLE = "io.kctl.spark-role"
+LABEL_SPARK_ROLE = contract.LABEL_SPARK_ROLE
 REMOVE_WAIT = 120.0
 
 DOCKERFILE = """\
