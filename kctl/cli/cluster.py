@@ -235,6 +235,7 @@ def logs(
     too; engines swarm and hosts: read on the node)."""
     from kctl.model.spec import state_dir_for
     from kctl.runtime import logs as node_logs
+    from kctl.runtime.faults import interruptible
 
     spec = load(file)
     log = node_logs.locate(spec, state_dir_for(spec, file), node, service)
@@ -246,13 +247,18 @@ def logs(
         output.info(f"waiting for {log.path}")
     out = sys.stdout
     try:
-        for line in text:
-            out.write(line + "\n")
-            if follow:
-                out.flush()
-        out.flush()
-    except KeyboardInterrupt:  # the way to stop --follow
+        with interruptible():  # SIGTERM too: what follows on the node (ssh, docker service logs) is ended with it
+            for line in text:
+                out.write(line + "\n")
+                if follow:
+                    out.flush()
+            out.flush()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the way to stop --follow
         pass
+    finally:
+        close = getattr(text, "close", None)
+        if close is not None:
+            close()
 
 
 def support_bundle(

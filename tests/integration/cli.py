@@ -34,18 +34,24 @@ def secured(cluster: Any) -> bool:
 
 
 
-def follow_until(spec_file: Any, *args: str, until: str, timeout: float = 60) -> tuple[int, list[str], list[int]]:
+def follow_until(spec_file: Any, *args: str, until: str, sig: int = 2,
+                 timeout: float = 60) -> tuple[int, list[str], list[int]]:
     """`kctl ARGS -f SPEC_FILE` (a command that follows, such as `logs -F`) read until a line holds ``until``, then
-    Ctrl-C (SIGINT to kctl alone, as a supervisor would send it): (its exit code, the lines it printed, the pids of
-    the processes it had started that still run after it exited)."""
+    ``sig`` to kctl alone (SIGINT: Ctrl-C; SIGTERM: a supervisor's stop): (its exit code, the lines it printed, the
+    pids of the processes it had started that still run after it exited)."""
     import os
     import queue
     import signal
     import threading
     from pathlib import Path
 
+    def as_at_a_terminal() -> None:
+        # A run started in the background (`make test &`, some CI runners) hands SIGINT down ignored, and Python
+        # then installs no KeyboardInterrupt for it: kctl gets SIGINT's default, as in a terminal.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
     p = subprocess.Popen([sys.executable, "-m", "kctl", *args, "-f", str(spec_file)], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True)
+                         stderr=subprocess.DEVNULL, text=True, preexec_fn=as_at_a_terminal)
     assert p.stdout is not None
     got: queue.Queue[str | None] = queue.Queue()
 
@@ -65,7 +71,7 @@ def follow_until(spec_file: Any, *args: str, until: str, timeout: float = 60) ->
         children = [int(pid) for pid in subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True,
                                                        text=True).stdout.split()]
         assert children, "kctl started no process to follow with"
-        os.kill(p.pid, signal.SIGINT)
+        os.kill(p.pid, sig)
         code = p.wait(timeout=20)
 
         def running(pid: int) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -443,8 +444,9 @@ def test_a_spark_cluster_beside_a_swarm_stack_runs_the_job_on_its_network(stack:
         assert svc["EndpointSpec"]["Mode"] == "dnsrr"
     logs = kctl(spec_file, "logs", "spark-master", "--tail", "200")
     assert logs.returncode == 0 and "Registering worker" in logs.stdout, logs.stdout[-2000:] + logs.stderr
-    # -F follows through Swarm (`docker service logs --follow`) until Ctrl-C, which ends kctl and that at once
-    code, lines, left = follow_until(spec_file, "logs", "spark-master", "-F", "-n", "200", until="Registering worker")
+    # -F follows through Swarm (`docker service logs --follow`) until SIGTERM, which ends kctl and that at once
+    code, lines, left = follow_until(spec_file, "logs", "spark-master", "-F", "-n", "200", until="Registering worker",
+                                     sig=signal.SIGTERM)
     assert code == 0 and left == [], (code, lines[-5:], left)
 
     bs = f"127.0.0.1:{ports[3]}"
